@@ -1,0 +1,70 @@
+"""Argument checks shared by every public entry point.
+
+Each check raises ``ValueError`` naming the offending argument, and runs on host values before any
+JAX compilation so that a bad call fails fast and clearly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
+    epsilon = float(epsilon)
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return epsilon
+
+
+def check_delta(delta: float, name: str = "delta") -> float:
+    delta = float(delta)
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {delta!r}")
+    return delta
+
+
+def check_positive(value: float, name: str, *, allow_zero: bool = False) -> float:
+    value = float(value)
+    ok = value >= 0 if allow_zero else value > 0
+    if not math.isfinite(value) or not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return value
+
+
+def check_probability(value: float, name: str, *, allow_zero: bool = False) -> float:
+    """Checks ``value`` in (0, 1] (or [0, 1] with ``allow_zero``)."""
+    value = float(value)
+    lo_ok = value >= 0 if allow_zero else value > 0
+    if not (math.isfinite(value) and lo_ok and value <= 1):
+        interval = "[0, 1]" if allow_zero else "(0, 1]"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}")
+    return value
+
+
+def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_finite_array(array: Any, name: str, *, ndim: int | None = None) -> np.ndarray:
+    """Returns ``array`` as numpy after checking it is finite (and of rank ``ndim`` if given)."""
+    arr = np.asarray(array)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
+    return arr
+
+
+def check_same_length(a: Any, b: Any, name_a: str, name_b: str) -> None:
+    if np.shape(a)[0] != np.shape(b)[0]:
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same number of rows, got "
+            f"{np.shape(a)[0]} and {np.shape(b)[0]}"
+        )

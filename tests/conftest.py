@@ -1,0 +1,30 @@
+"""Shared fixtures. Tests that need the real data skip without it, unless DPPREP_REQUIRE_DATA=1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _candidate_data_dirs() -> list[Path]:
+    candidates = []
+    if os.environ.get("DPPREP_DATA_DIR"):
+        candidates.append(Path(os.environ["DPPREP_DATA_DIR"]))
+    candidates.append(REPO.parent / "shared" / "data")
+    return candidates
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The directory with the real dataset copies (e.g. ../shared/data)."""
+    for candidate in _candidate_data_dirs():
+        if (candidate / "SHA256SUMS").exists() or (candidate / "mnist").is_dir():
+            return candidate
+    message = f"real data not found (looked in {[str(c) for c in _candidate_data_dirs()]}); set DPPREP_DATA_DIR"
+    if os.environ.get("DPPREP_REQUIRE_DATA") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
