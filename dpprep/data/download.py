@@ -1,0 +1,278 @@
+"""Finding data files, checking their sha256 and downloading the missing ones into a cache.
+
+Search order for a file ``<dataset>/<file>``: the ``data_dir`` argument, then ``$DPPREP_DATA_DIR``,
+then the cache (``$DPPREP_CACHE_DIR``, default ``~/.cache/dpprep``). A file found nowhere is
+downloaded from its canonical URL into the cache unless downloads are off (``download=False`` or
+``DPPREP_NO_DOWNLOAD=1``). A download streams into a temporary file beside its destination, is
+verified, and only then renamed into place (``os.replace``), so no half-written or unverified file
+is ever left behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.error
+import zipfile
+from pathlib import Path
+from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
+
+from dpprep.data.registry import FILES, FILES_BY_PATH, FileSpec
+
+ENV_DATA_DIR = "DPPREP_DATA_DIR"
+ENV_CACHE_DIR = "DPPREP_CACHE_DIR"
+ENV_NO_DOWNLOAD = "DPPREP_NO_DOWNLOAD"
+_CHUNK = 1 << 20
+
+
+class ChecksumError(ValueError):
+    """A data file's sha256 differs from the registered one (corrupt, truncated or a different file)."""
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A data file is in none of the searched directories and could not be downloaded."""
+
+
+def cache_dir() -> Path:
+    """The download cache: ``$DPPREP_CACHE_DIR`` or ``~/.cache/dpprep``."""
+    env = os.environ.get(ENV_CACHE_DIR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "dpprep"
+
+
+def search_dirs(data_dir: str | os.PathLike | None = None) -> list[tuple[Path, str]]:
+    """The directories searched, in order, each with where it came from (for error messages)."""
+    dirs: list[tuple[Path, str]] = []
+    if data_dir is not None:
+        dirs.append((Path(data_dir).expanduser(), "data_dir argument"))
+    if os.environ.get(ENV_DATA_DIR):
+        dirs.append((Path(os.environ[ENV_DATA_DIR]).expanduser(), f"${ENV_DATA_DIR}"))
+    dirs.append((cache_dir(), f"cache (${ENV_CACHE_DIR} or ~/.cache/dpprep)"))
+    return dirs
+
+
+def downloads_enabled(download: bool | None = None) -> bool:
+    """An explicit ``download`` argument wins; otherwise ``DPPREP_NO_DOWNLOAD=1`` turns downloads off."""
+    if download is not None:
+        return bool(download)
+    return os.environ.get(ENV_NO_DOWNLOAD, "").strip().lower() not in ("1", "true", "yes")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike, *, gzip_content: bool = False) -> str:
+    """sha256 of a file's bytes, or of its decompressed bytes for ``gzip_content`` (streamed)."""
+    digest = hashlib.sha256()
+    opener = gzip.open if gzip_content else open
+    with opener(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checksum_error(spec: FileSpec, where: str, actual: str) -> ChecksumError:
+    what = "sha256 of the decompressed content" if spec.gzip_content else "sha256"
+    return ChecksumError(
+        f"checksum mismatch for {spec.relpath} ({where}): expected {what} {spec.sha256}, got {actual}. "
+        "The file is corrupt, truncated or a different version; delete it so that it is downloaded "
+        f"again, or replace it with the file from {spec.urls[0]}"
+    )
+
+
+def read_verified(path: str | os.PathLike, spec: FileSpec, *, verify: bool = True) -> bytes:
+    """A file's (decompressed, for .gz) bytes, after checking its sha256 against the registry."""
+    try:
+        data = gzip.decompress(Path(path).read_bytes()) if spec.gzip_content else Path(path).read_bytes()
+    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+        raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
+    if verify:
+        actual = sha256_bytes(data)
+        if actual != spec.sha256:
+            raise _checksum_error(spec, str(path), actual)
+    return data
+
+
+def verify_file(path: str | os.PathLike, spec: FileSpec) -> None:
+    """Raises ChecksumError unless the file at ``path`` matches ``spec``'s sha256."""
+    try:
+        actual = file_sha256(path, gzip_content=spec.gzip_content)
+    except (OSError, EOFError) as err:
+        raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
+    if actual != spec.sha256:
+        raise _checksum_error(spec, str(path), actual)
+
+
+def find(relpath: str, data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The first existing ``<dir>/<relpath>`` over the search order, or None."""
+    for directory, _ in search_dirs(data_dir):
+        candidate = directory / relpath
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def not_found_message(relpath: str, data_dir: str | os.PathLike | None, urls: tuple[str, ...], reason: str) -> str:
+    looked = "\n".join(f"  - {d / relpath}  ({origin})" for d, origin in search_dirs(data_dir))
+    source = "\n".join(f"  {u}" for u in urls) if urls else "  (no download URL: the file is user-provided)"
+    return (
+        f"data file {relpath!r} not found ({reason}). Looked in:\n{looked}\n"
+        f"Canonical source:\n{source}\n"
+        f"Put the file at <dir>/{relpath} and pass data_dir=<dir> or set {ENV_DATA_DIR}=<dir>; with internet "
+        f"access, `python -m dpprep.data fetch` downloads it into the cache (not while {ENV_NO_DOWNLOAD}=1)."
+    )
+
+
+def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None) -> Path:
+    """The path of a registered file, downloading it into the cache if it is missing everywhere."""
+    spec = FILES_BY_PATH.get(relpath)
+    if spec is None:
+        raise ValueError(f"unknown data file {relpath!r}")
+    found = find(relpath, data_dir)
+    if found is not None:
+        return found
+    if not downloads_enabled(download):
+        reason = f"downloads are disabled (download=False or {ENV_NO_DOWNLOAD}=1)"
+        raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason))
+    missing = [s for s in archive_siblings(spec) if s is spec or find(s.relpath, data_dir) is None]
+    try:
+        return fetch(missing, cache_dir())[relpath]
+    except (OSError, urllib.error.URLError, zipfile.BadZipFile, ImportError) as err:
+        reason = f"download into the cache failed: {type(err).__name__}: {err}"
+        raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason)) from err
+
+
+def _download(url: str, directory: Path, name: str) -> Path:
+    """Streams ``url`` into a new temporary file in ``directory``; the caller removes or renames it."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as handle, urlopen(url, timeout=60) as response:
+            shutil.copyfileobj(response, handle, _CHUNK)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def _install(data: bytes | Path, spec: FileSpec, root: Path, url: str) -> Path:
+    """Verifies ``data`` (bytes, or a temporary file it consumes) and moves it to ``root/relpath``."""
+    dest = root / spec.relpath
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, Path):
+        tmp = data
+    else:
+        fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        tmp = Path(name)
+    try:
+        if not isinstance(data, Path):
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        try:
+            actual = file_sha256(tmp, gzip_content=spec.gzip_content)
+        except (OSError, EOFError):
+            actual = "(unreadable: not a valid gzip file)"
+        if actual != spec.sha256:
+            raise _checksum_error(spec, f"downloaded from {url}", actual)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def credit_rows_to_csv(rows: list[list]) -> bytes:
+    """The credit-default sheet (rows of cells, as xlrd returns them) as the CSV dpprep reads.
+
+    The sheet's first row is ``['', 'X1', ..., 'X23', 'Y']`` and its second the long names
+    (``ID, LIMIT_BAL, ...``); the CSV's header is ``ID,X1..X23,Y``, then the integer data rows,
+    with CRLF line ends, formatted as in the converted copy whose sha256 the registry holds.
+    """
+
+    def cell(value) -> str:
+        if isinstance(value, float) and value.is_integer():
+            # The converted copy writes nonzero multiples of 100,000 as e.g. "5.00E+05" (its
+            # converter's display format); reproduce that so the sha256 matches.
+            if value != 0 and value % 100_000 == 0:
+                return f"{value:.2E}"
+            return str(int(value))
+        return str(value).strip()
+
+    header = ["ID", *(cell(v) for v in rows[0][1:])]
+    lines = [",".join(header)] + [",".join(cell(v) for v in row) for row in rows[2:] if any(cell(v) for v in row)]
+    return ("\r\n".join(lines) + "\r\n").encode("ascii")
+
+
+def _xls_to_csv(xls: bytes) -> bytes:
+    try:
+        import xlrd  # optional: only the credit-default download needs it
+    except ImportError as err:
+        raise ImportError(
+            "converting the UCI credit-default .xls needs the optional package xlrd "
+            "(`pip install xlrd`); alternatively convert it yourself to "
+            "credit_default/default_of_credit_card_clients.csv (header ID,X1..X23,Y, CRLF) in your data dir"
+        ) from err
+    sheet = xlrd.open_workbook(file_contents=xls).sheet_by_index(0)
+    return credit_rows_to_csv([sheet.row_values(i) for i in range(sheet.nrows)])
+
+
+def _zip_member(archive: zipfile.ZipFile, member: str, url: str) -> bytes:
+    for info in archive.infolist():
+        if Path(info.filename).name == member:
+            return archive.read(info)
+    names = [info.filename for info in archive.infolist()]
+    raise zipfile.BadZipFile(f"{url} has no member named {member!r} (members: {names})")
+
+
+def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike) -> dict[str, Path]:
+    """Downloads ``specs`` into ``root/<relpath>`` (verified), one download per archive URL.
+
+    Mirrors are tried in order; a checksum mismatch on every mirror raises ChecksumError (no file
+    is left behind), any other failure re-raises the last mirror's error.
+    """
+    root = Path(root)
+    done: dict[str, Path] = {}
+    groups: dict[tuple[tuple[str, ...], str | None], list[FileSpec]] = {}
+    for spec in specs:
+        groups.setdefault((spec.urls, spec.archive), []).append(spec)
+    for (urls, archive), group in groups.items():
+        last_error: BaseException | None = None
+        for url in urls:
+            try:
+                done.update(_fetch_from(url, archive, group, root))
+                last_error = None
+                break
+            except (OSError, urllib.error.URLError, zipfile.BadZipFile, ChecksumError) as err:
+                # Prefer reporting a checksum mismatch over a later mirror's network error.
+                if not isinstance(last_error, ChecksumError):
+                    last_error = err
+        if last_error is not None:
+            raise last_error
+    return done
+
+
+def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path) -> dict[str, Path]:
+    first = root / group[0].relpath
+    first.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _download(url, first.parent, first.name)
+    if archive is None:
+        return {group[0].relpath: _install(tmp, group[0], root, url)}
+    try:
+        with zipfile.ZipFile(tmp) as zipped:
+            members = {spec.relpath: _zip_member(zipped, spec.member, url) for spec in group}
+    finally:
+        tmp.unlink(missing_ok=True)
+    out = {}
+    for spec in group:
+        data = members[spec.relpath]
+        if archive == "zip_xls_csv":
+            data = _xls_to_csv(data)
+        out[spec.relpath] = _install(data, spec, root, url)
+    return out
+
+
+def archive_siblings(spec: FileSpec) -> list[FileSpec]:
+    """Every registered file served by the same archive as ``spec`` (fetched together)."""
+    return [s for s in FILES if s.urls == spec.urls and s.archive == spec.archive] if spec.archive else [spec]

@@ -1,0 +1,186 @@
+"""The download path, with the URL opener monkeypatched to serve local bytes (never the network)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import urllib.error
+import zipfile
+
+import numpy as np
+import pytest
+
+from dpprep.data import ChecksumError, DataNotFoundError, load
+from dpprep.data import download as dl
+from dpprep.data.registry import FILES_BY_PATH
+
+SEPSIS = [
+    f"sepsis/s41598-020-73558-3_sepsis_survival_{c}_cohort.csv" for c in ("primary", "study", "validation")
+]
+
+
+def test_embedded_checksums_match_the_data_copy_sha256sums(data_dir):
+    """The package's table against the copy's independent SHA256SUMS (gz entries: content hashes)."""
+    listed = dict(reversed(line.split()) for line in (data_dir / "SHA256SUMS").read_text().splitlines() if line)
+    assert set(listed) == set(FILES_BY_PATH)
+    for relpath, sha in listed.items():
+        spec = FILES_BY_PATH[relpath]
+        if spec.gzip_content:  # the copy lists the .gz bytes; the registry holds the content hash
+            assert dl.file_sha256(data_dir / relpath) == sha and spec.sha256 != sha
+        else:
+            assert spec.sha256 == sha
+
+
+class FakeWeb:
+    """Serves registered URLs from bytes; records every request; unknown URLs fail like no network."""
+
+    def __init__(self, pages: dict[str, bytes | Exception]):
+        self.pages = pages
+        self.requests: list[str] = []
+
+    def __call__(self, url, timeout=None):
+        self.requests.append(url)
+        page = self.pages.get(url)
+        if page is None:
+            raise urllib.error.URLError(f"no route to {url}")
+        if isinstance(page, Exception):
+            raise page
+        return io.BytesIO(page)
+
+
+@pytest.fixture
+def web(monkeypatch):
+    def install(pages):
+        fake = FakeWeb(pages)
+        monkeypatch.setattr(dl, "urlopen", fake)
+        monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "0")
+        return fake
+
+    return install
+
+
+def _leftovers(root):
+    return [p for p in root.rglob("*") if p.is_file() and p.name.endswith(".part")]
+
+
+def test_download_verifies_and_installs_into_cache(tmp_path, data_dir, web):
+    spec = FILES_BY_PATH["insurance/insurance.csv"]
+    fake = web({spec.urls[0]: (data_dir / spec.relpath).read_bytes()})
+    ds = load("insurance")  # nothing local: fetched into $DPPREP_CACHE_DIR
+    cached = tmp_path / "cache" / "insurance" / "insurance.csv"
+    assert cached.read_bytes() == (data_dir / spec.relpath).read_bytes()
+    assert ds.x_train.shape == (1337, 8) and fake.requests == [spec.urls[0]]
+    assert not _leftovers(tmp_path)
+    load("insurance")  # second load: found in the cache, no new request
+    assert fake.requests == [spec.urls[0]]
+
+
+def test_gzip_download_checks_content_and_falls_back_to_mirror(tmp_path, data_dir, web):
+    spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
+    assert len(spec.urls) == 2
+    # the first mirror is down; the second serves a (re-compressed) copy with the right content
+    fake = web({spec.urls[0]: urllib.error.URLError("down"), spec.urls[1]: (data_dir / spec.relpath).read_bytes()})
+    path = dl.resolve(spec.relpath)
+    assert path == tmp_path / "cache" / spec.relpath
+    assert fake.requests == list(spec.urls)
+    dl.verify_file(path, spec)
+
+
+def test_checksum_mismatch_leaves_nothing_behind(tmp_path, data_dir, web):
+    spec = FILES_BY_PATH["insurance/insurance.csv"]
+    bad = (data_dir / spec.relpath).read_bytes() + b"\n"
+    web({spec.urls[0]: bad})
+    with pytest.raises(ChecksumError) as info:
+        load("insurance")
+    message = str(info.value)
+    assert spec.sha256 in message and dl.sha256_bytes(bad) in message and spec.urls[0] in message
+    cache = tmp_path / "cache"
+    assert not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_gzip_mirror_serving_garbage_is_a_checksum_error(tmp_path, web):
+    spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
+    web({spec.urls[0]: b"<html>not found</html>", spec.urls[1]: urllib.error.URLError("down")})
+    with pytest.raises(ChecksumError, match=spec.sha256):
+        dl.resolve(spec.relpath)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_network_failure_message(tmp_path, web):
+    spec = FILES_BY_PATH["insurance/insurance.csv"]
+    web({})
+    with pytest.raises(DataNotFoundError) as info:
+        load("insurance")
+    message = str(info.value)
+    assert "download into the cache failed" in message and "no route" in message
+    assert spec.urls[0] in message and "DPPREP_DATA_DIR" in message
+    assert not _leftovers(tmp_path)
+
+
+def test_downloads_can_be_disabled(tmp_path, web, monkeypatch):
+    fake = web({})
+    with pytest.raises(DataNotFoundError, match="downloads are disabled"):
+        load("insurance", download=False)
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "1")
+    with pytest.raises(DataNotFoundError, match="downloads are disabled"):
+        load("insurance")
+    assert fake.requests == []
+    with pytest.raises(DataNotFoundError, match="download into the cache failed"):
+        load("insurance", download=True)  # an explicit argument overrides the environment
+    assert len(fake.requests) == 1
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_sepsis_zip_extracts_every_cohort_in_one_download(tmp_path, data_dir, web):
+    url = FILES_BY_PATH[SEPSIS[0]].urls[0]
+    archive = _zip({f"some folder/{rel.split('/')[1]}": (data_dir / rel).read_bytes() for rel in SEPSIS})
+    fake = web({url: archive})
+    ds = load("sepsis")
+    assert ds.x_train.shape == (110204, 3) and fake.requests == [url]
+    for rel in SEPSIS:
+        dl.verify_file(tmp_path / "cache" / rel, FILES_BY_PATH[rel])
+    assert not _leftovers(tmp_path)
+
+
+def test_zip_without_the_member(tmp_path, web):
+    url = FILES_BY_PATH[SEPSIS[0]].urls[0]
+    web({url: _zip({"readme.txt": b"hello"})})
+    with pytest.raises(DataNotFoundError, match="no member named"):
+        load("sepsis")
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_credit_xls_needs_xlrd_with_a_clear_message(tmp_path, web, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_xlrd(name, *args, **kwargs):
+        if name == "xlrd":
+            raise ImportError("No module named 'xlrd'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_xlrd)
+    spec = FILES_BY_PATH["credit_default/default_of_credit_card_clients.csv"]
+    web({spec.urls[0]: _zip({"default of credit card clients.xls": b"\xd0\xcf\x11\xe0 fake xls"})})
+    with pytest.raises(DataNotFoundError, match="pip install xlrd"):
+        load("credit_default")
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_credit_sheet_conversion_reproduces_the_checksummed_csv(data_dir):
+    """The .xls -> CSV step, fed the sheet's cells (as xlrd returns them), gives the exact bytes."""
+    raw = (data_dir / "credit_default" / "default_of_credit_card_clients.csv").read_bytes()
+    rows = list(csv.reader(io.StringIO(raw.decode("ascii"))))
+    names = ["ID", "LIMIT_BAL", "SEX", "EDUCATION", "MARRIAGE", "AGE"] + [f"n{i}" for i in range(19)]
+    sheet = [["", *rows[0][1:]], names] + [[float(v) for v in row] for row in rows[1:]] + [["" for _ in names]]
+    out = dl.credit_rows_to_csv(sheet)
+    assert dl.sha256_bytes(out) == FILES_BY_PATH["credit_default/default_of_credit_card_clients.csv"].sha256
+    assert b"5.00E+05" in out and np.isclose(float("5.00E+05"), 500000)
