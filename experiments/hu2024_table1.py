@@ -1,0 +1,176 @@
+"""Hu, Sanyal, Schölkopf (2024) Table 1: RDP and Smooth-RDP of six mechanisms.
+
+Writes the symbolic table (with the spec §10 corrections applied and flagged) as ``table1.md`` and
+``table1.tex``, and a CSV of independent cross-checks of the implemented bounds
+(``table1_checks.csv``): each Table-1 RDP value of :mod:`dpprep.accounting.table1` against a value
+derived from the mechanism's own noise scale (Gaussian divergence, Lemma C; exact Laplace Rényi
+divergence; Feldman et al.'s Thm 26 for DP-SGD-iter), plus the Remark-1 coefficient of spec §11.1.
+Every profile does the same (cheap, closed-form) work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+import dp_accounting
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import RdpAccountant
+
+from dpprep.accounting import table1
+from dpprep.accounting.dp import sgd_iter_rdp
+from dpprep.accounting.renyi import gaussian_divergence
+from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments import RunContext, main_for
+
+COLUMNS = ("mechanism", "assumptions", "rdp", "srdp", "range", "note")
+HEADERS = ("Mechanism", "Assumptions", "RDP ε(α)", "SRDP ε̃(α, τ)", "Valid orders", "Correction vs. printed")
+TEX_HEADERS = ("Mechanism", "Assumptions", r"RDP $\varepsilon(\alpha)$", r"SRDP $\tilde\varepsilon(\alpha,\tau)$", "Orders", "Note")
+
+# DP-SGD-samp cross-check settings (n, T, ε), z = sqrt(2T)/(εn) ≥ 1, and orders tried.
+SGD_SAMP_SETTINGS = ((1000, 2_000_000, 1.0), (1000, 200_000, 0.3))
+SGD_SAMP_ORDERS = (1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 24.0)
+
+SAMP_NOTE = (
+    "paper's α²ε²/2 (Abadi et al.'s moments lemma, add/remove) fails at small orders under the paper's "
+    "replace-one adjacency; see table1_checks.csv"
+)
+
+# §11.1: Remark-1 coefficient 1/(2n−3) + (2n−4)(sqrt(2n−3)−1)/(n(2n−3)) and its 2/√n bound.
+REMARK1_SPEC = {10: (0.35276, 0.63246), 101: (0.13414, 0.19901), 1000: (0.044167, 0.063246)}
+
+
+def laplace_renyi(alpha: float, scale_over_sensitivity: float) -> float:
+    """Exact D_α(Lap(0, b) || Lap(Δ, b)) with λ = b/Δ (Mironov 2017, Table II)."""
+    a, lam = alpha, scale_over_sensitivity
+    inner = a / (2 * a - 1) * math.exp((a - 1) / lam) + (a - 1) / (2 * a - 1) * math.exp(-a / lam)
+    return math.log(inner) / (a - 1)
+
+
+def markdown_table() -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in table1.TABLE1_ROWS:
+        lines.append("| " + " | ".join(row[c][0].replace("|", "\\|") for c in COLUMNS) + " |")
+    return (
+        "# Table 1 (Hu, Sanyal, Schölkopf 2024): RDP and Smooth RDP of six mechanisms\n\n"
+        "ε is the mechanism's own privacy parameter (noise level); τ an L12 distance budget; "
+        "corrections of the printed table follow spec §10.\n\n" + "\n".join(lines) + "\n"
+    )
+
+
+def latex_table() -> str:
+    body = [" & ".join(row[c][1] for c in COLUMNS) + r" \\" for row in table1.TABLE1_ROWS]
+    return (
+        "\\begin{tabular}{llllll}\n\\toprule\n"
+        + " & ".join(TEX_HEADERS)
+        + " \\\\\n\\midrule\n"
+        + "\n".join(body)
+        + "\n\\bottomrule\n\\end{tabular}\n"
+    )
+
+
+def cross_checks() -> tuple[pd.DataFrame, list[Comparison]]:
+    rows, comparisons = [], []
+    config = config_json({"check": "table1"})
+    versions = provenance_json()
+
+    def add(check: str, table_value: float, independent: float, relation: str, holds: bool, params: dict) -> None:
+        rows.append(
+            {
+                "check": check,
+                "table1_value": table_value,
+                "independent_value": independent,
+                "relation": relation,
+                "holds": holds,
+                "params": config_json(params),
+                "config": config,
+                "versions": versions,
+            }
+        )
+
+    for eps in (0.5, 1.0, 2.0):
+        for alpha in (2.0, 11.0):
+            g = table1.gaussian(epsilon=eps, sensitivity=1.0)
+            indep = gaussian_divergence(alpha, 1.0, g.noise)
+            val = g.rdp(alpha)
+            add("gaussian_rdp_vs_lemma_c", val, indep, "==", math.isclose(val, indep, rel_tol=1e-12), {"eps": eps, "alpha": alpha})
+            gd = table1.dp_gd(epsilon=eps, lipschitz=1.0)
+            n, steps = 1000, 50
+            indep = steps * gaussian_divergence(alpha, 2.0 / n, gd.noise_std(n, steps))
+            val = gd.rdp(alpha)
+            add("dp_gd_rdp_vs_T_gaussian_steps", val, indep, "==", math.isclose(val, indep, rel_tol=1e-12), {"eps": eps, "alpha": alpha, "n": n, "T": steps})
+            lap = table1.laplace(epsilon=eps)
+            indep = laplace_renyi(alpha, lap.noise)
+            add("laplace_rdp_geq_exact_divergence", lap.rdp(alpha), indep, ">=", lap.rdp(alpha) >= indep, {"eps": eps, "alpha": alpha})
+    # DP-SGD-iter: Feldman et al. Thm 26 gives 4αL² log n/(nσ²) = αε²/32 with Theorem 14's σ (spec §3).
+    it = table1.dp_sgd_iteration(epsilon=0.05, n=1000, kappa=10)
+    alpha = 2.0
+    feldman = sgd_iter_rdp(alpha, noise_std=it.noise, lipschitz=it.lipschitz, n=it.n)
+    add("dp_sgd_iter_rdp_geq_feldman_thm26", it.rdp(alpha), feldman, ">=", it.rdp(alpha) >= feldman, {"eps": 0.05, "n": 1000, "alpha": alpha})
+    comparisons.append(
+        Comparison.numeric(
+            "DP-SGD-iter: Feldman Thm 26 RDP / Table-1 RDP (spec §3 [DERIVED]: 1/16)", 1 / 16, feldman / it.rdp(alpha), rel_tol=1e-9,
+            note="Table 1's αε²/2 is a valid (16× loose) bound with Theorem 14's σ",
+        )
+    )
+    # DP-SGD-samp: Table 1's α²ε²/2 against dp-accounting's RDP of the analysed algorithm (one index
+    # sampled per step = sampling without replacement with batch 1, replace-one adjacency).
+    samp_ok_from = []
+    for n, steps, eps in SGD_SAMP_SETTINGS:
+        mech = table1.dp_sgd_sampling(epsilon=eps, n=n, steps=steps)
+        orders = [o for o in SGD_SAMP_ORDERS if o <= mech.alpha_range()[1]]
+        accountant = RdpAccountant(orders=orders, neighboring_relation=NeighboringRelation.REPLACE_ONE)
+        event = dp_accounting.SampledWithoutReplacementDpEvent(n, 1, dp_accounting.GaussianDpEvent(mech.noise_multiplier))
+        accountant.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+        holds = []
+        for order, value in zip(orders, accountant._rdp):  # RDP per order (no public getter)
+            ok = bool(mech.rdp(order) >= value)
+            holds.append(ok)
+            add("dp_sgd_samp_rdp_geq_dp_accounting", mech.rdp(order), float(value), ">=", ok, {"n": n, "T": steps, "eps": eps, "alpha": order})
+        failing = [o for o, ok in zip(orders, holds) if not ok]
+        samp_ok_from.append(max(failing) if failing else None)
+    frame = pd.DataFrame(rows)
+    comparisons.append(
+        Comparison.info(
+            "DP-SGD-samp: largest tested order where Table-1 α²ε²/2 < dp-accounting RDP",
+            ", ".join(f"{o}" for o in samp_ok_from),
+            note="the true (replace-one, batch-1) RDP is ~linear in α (≈1.1–1.5·αε² at σ = L√(2T)/(εn)); "
+            "the quadratic table entry only dominates it from α ≈ 2.3 on. Table 2 / Eq. 43 use 2α ≥ 22.",
+        )
+    )
+    for check, group in frame.groupby("check", sort=False):
+        comparisons.append(
+            Comparison.claim(
+                f"Table 1 cross-check: {check}",
+                "Table-1 bound holds",
+                f"{int(group['holds'].sum())}/{len(group)} settings",
+                bool(group["holds"].all()),
+                note=SAMP_NOTE if check.startswith("dp_sgd_samp") else "",
+            )
+        )
+    for n, (coef_spec, bound_spec) in REMARK1_SPEC.items():
+        comparisons.append(Comparison.numeric(f"Remark-1 coefficient, n={n}", coef_spec, table1.sgd_remark1_coefficient(n), rel_tol=5e-5))
+        comparisons.append(Comparison.numeric(f"Remark-1 bound 2/sqrt(n), n={n}", bound_spec, 2 / math.sqrt(n), rel_tol=5e-5))
+        comparisons.append(
+            Comparison.claim(
+                f"Remark-1 coefficient <= 2/sqrt(n), n={n}",
+                "holds",
+                f"{table1.sgd_remark1_coefficient(n):.6g}",
+                table1.sgd_remark1_coefficient(n) <= 2 / math.sqrt(n),
+            )
+        )
+    return frame, comparisons
+
+
+def run(ctx: RunContext) -> list[Comparison]:
+    atomic_write_text(ctx.out_dir / "table1.md", markdown_table())
+    atomic_write_text(ctx.out_dir / "table1.tex", latex_table())
+    frame, comparisons = cross_checks()
+    write_csv(frame, ctx.out_dir / "table1_checks.csv")
+    ctx.progress(f"wrote table1.md/.tex and {len(frame)} cross-checks")
+    return comparisons
+
+
+if __name__ == "__main__":
+    main_for("hu2024_table1")
