@@ -1,0 +1,43 @@
+"""Data-dependent pre-processing with its privacy sensitivities (Hu, Sanyal & Schölkopf, ICML 2024).
+
+Every function takes a dataset with rows in the unit L2 ball (``scale_into_unit_ball`` /
+``project_to_unit_ball`` get there without looking at the data), returns the processed data and
+the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
+(``dpprep.accounting.meta.Sensitivity``: ``linf`` = Δ∞, ``l2`` = Δ2, ``tau`` = Δ2·Δ∞) ready for
+``dpprep.accounting.meta.overall_privacy``:
+
+- ``deduplicate(x, eta)`` / ``quantize(x, eta)`` — η-approximate deduplication / quantization over
+  good clusters (Prop. 3); removed records become zero (null) records, ``n`` stays fixed.
+- ``impute_mean`` / ``impute_median`` / ``impute_trimmed_mean`` / ``impute_regression`` — NaN
+  entries filled by a model of the observed data (Cor. 4, Prop. 15, Table 3).
+- ``pca_reduce(x, k, mode="rank"|"dim")`` — PCA rank / dimension reduction (Prop. 5).
+
+``dpprep.preprocess.sensitivity`` has the closed forms in terms of ``n``, ``p``, ``η`` and eigen-gaps.
+"""
+
+from dpprep.preprocess.clusters import GoodClusters, good_clusters
+from dpprep.preprocess.dedup import DedupResult, deduplicate
+from dpprep.preprocess.impute import ImputeResult, impute_mean, impute_median, impute_regression, impute_trimmed_mean
+from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalise
+from dpprep.preprocess.quantize import QuantizeResult, quantize
+from dpprep.preprocess.unit_ball import check_unit_ball, project_to_unit_ball, scale_into_unit_ball
+
+__all__ = [
+    "GoodClusters",
+    "good_clusters",
+    "DedupResult",
+    "deduplicate",
+    "QuantizeResult",
+    "quantize",
+    "ImputeResult",
+    "impute_mean",
+    "impute_median",
+    "impute_trimmed_mean",
+    "impute_regression",
+    "PCAResult",
+    "pca_reduce",
+    "sign_normalise",
+    "check_unit_ball",
+    "project_to_unit_ball",
+    "scale_into_unit_ball",
+]
