@@ -1,0 +1,604 @@
+"""(ε, δ) accounting for the private learners, on Google's ``dp-accounting`` library.
+
+What lives here, and what it builds on:
+
+* :class:`DpSgdSchedule` describes how many noisy steps a learner takes and how the records of
+  each step are chosen (``"full"`` batch, ``"poisson"`` subsampling, ``"shuffle"``d epochs).
+* :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
+  multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached.
+* :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
+  :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
+  followed by DP-SGD) and calibrate one free noise multiplier inside a composition.
+* :func:`analytic_gaussian_sigma` / :func:`analytic_gaussian_epsilon`: the exact (analytic)
+  Gaussian mechanism of Balle & Wang (2018) for one-shot releases.
+* :func:`rdp_curve_epsilon`: convert a hand-written RDP curve to (ε, δ) with dp-accounting's
+  conversion (Canonne et al. 2020, Prop. 12 / Asoodeh et al. 2020).
+* :func:`sgd_iter_rdp` / :func:`sgd_iter_epsilon`: one-pass fixed-order noisy SGD with random
+  stopping (privacy amplification by iteration, Feldman et al. 2018, Thm 26), for which
+  dp-accounting has no event.
+
+Noise multiplier convention (dp-accounting's): ``z = s / C`` where ``s`` is the std of the Gaussian
+noise added to a *sum* of per-record contributions each of L2 norm <= ``C`` (the clip norm).
+
+Neighbouring relation: ``"add_remove"`` (default; what DP-SGD papers, Opacus, TF Privacy and the
+Poisson-subsampling analyses use) or ``"replace_one"``. Under replace-one the sum moves by up to
+``2C``, so the same ``z`` buys less privacy: for full batches ε(z, replace-one) = ε(z/2,
+add/remove). The PLD accountant implements this itself; dp-accounting's RDP accountant does not
+(it treats a ``GaussianDpEvent`` identically under both relations), so for ``accountant="rdp"``
+this module halves the multipliers of full-batch Gaussian events, and refuses Poisson-subsampled
+events under replace-one (dp-accounting's RDP has no such bound; use the PLD accountant).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.privacy_accountant import (
+    NeighboringRelation,
+    PrivacyAccountant,
+    UnsupportedEventError,
+)
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_finite_array,
+    check_positive,
+    check_positive_int,
+    check_probability,
+    check_same_length,
+)
+
+Sampling = Literal["full", "poisson", "shuffle"]
+AccountantName = Literal["pld", "rdp"]
+Neighbouring = Literal["add_remove", "replace_one"]
+
+SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle")
+ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
+NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
+
+#: dp-accounting's default PLD grid. Pessimistic rounding, so ε is an upper bound; on the pinned
+#: DP-SGD settings it is within 1e-5 of the ε on a 10x finer grid, at 1/10 of the cost.
+PLD_DISCRETIZATION = 1e-4
+#: dp-accounting's default RDP orders (1.1 ... 10.9, 11 ... 63, 128, 256, 512, 1024).
+RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+#: Absolute tolerance on the calibrated noise multiplier.
+CALIBRATION_TOL = 1e-5
+
+_RELATIONS = {
+    "add_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": NeighboringRelation.REPLACE_ONE,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Schedules and argument checks
+
+
+@dataclasses.dataclass(frozen=True)
+class DpSgdSchedule:
+    """How a DP-SGD / DP-GD run touches the data: ``steps`` noisy steps, each on a batch drawn by
+    ``sampling`` with rate ``sampling_rate`` (q).
+
+    * ``"full"``: every step uses every record (DP-GD); q must be 1.
+    * ``"poisson"``: each record joins each batch independently with probability q.
+    * ``"shuffle"``: epochs over a random permutation cut into fixed-size batches, q = batch/n.
+      **Accounted as if Poisson-subsampled** with the same q and steps, the number papers and
+      libraries usually report. That is an assumption, not a proof: shuffled fixed-size batches
+      can leak more than Poisson sampling (Chua et al. 2024, "How private are DP-SGD
+      implementations?"). Use ``"poisson"`` sampling in the learner for a proved guarantee.
+    """
+
+    steps: int
+    sampling: Sampling
+    sampling_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.steps, "steps")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        q = check_probability(self.sampling_rate, "sampling_rate")
+        if self.sampling == "full" and q != 1.0:
+            raise ValueError(f"sampling_rate must be 1 for sampling='full', got {q!r}")
+        object.__setattr__(self, "steps", int(self.steps))
+        object.__setattr__(self, "sampling_rate", q)
+
+    @classmethod
+    def from_epochs(
+        cls, epochs: float, batch_size: int, dataset_size: int, sampling: Sampling = "poisson"
+    ) -> DpSgdSchedule:
+        """``steps = ceil(epochs · n / B)``, ``q = B / n`` (expected batch size B for Poisson).
+
+        >>> DpSgdSchedule.from_epochs(80, 4096, 60000)
+        DpSgdSchedule(steps=1172, sampling='poisson', sampling_rate=0.06826666666666667)
+        """
+        epochs = check_positive(epochs, "epochs")
+        batch_size = check_positive_int(batch_size, "batch_size")
+        dataset_size = check_positive_int(dataset_size, "dataset_size")
+        if batch_size > dataset_size:
+            raise ValueError(
+                f"batch_size must be <= dataset_size, got {batch_size} > {dataset_size}"
+            )
+        # The 1e-9 keeps float noise in epochs·n/B (an integer in exact arithmetic) from adding a step.
+        steps = math.ceil(epochs * dataset_size / batch_size - 1e-9)
+        return cls(steps=steps, sampling=sampling, sampling_rate=batch_size / dataset_size)
+
+
+def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def _check_schedule(schedule: DpSgdSchedule) -> DpSgdSchedule:
+    if not isinstance(schedule, DpSgdSchedule):
+        raise ValueError(f"schedule must be a DpSgdSchedule, got {type(schedule).__name__}")
+    return schedule
+
+
+def _check_discretization(value: float) -> float:
+    value = check_positive(value, "pld_discretization")
+    if value > 0.1:
+        raise ValueError(f"pld_discretization must be <= 0.1, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Events and accountants
+
+
+def gaussian_event(noise_multiplier: float) -> dp_event.GaussianDpEvent:
+    """One release of a sum with Gaussian noise of std ``noise_multiplier · C`` (C = per-record
+    L2 bound), e.g. the private mean of DPSGD-F."""
+    return dp_event.GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
+
+
+def dpsgd_event(noise_multiplier: float, schedule: DpSgdSchedule) -> dp_event.DpEvent:
+    """The DpEvent of a DP-SGD/DP-GD run with multiplier ``noise_multiplier`` under ``schedule``.
+
+    ``"shuffle"`` is mapped to the Poisson event (see :class:`DpSgdSchedule`); q = 1 to plain
+    Gaussian steps.
+    """
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    schedule = _check_schedule(schedule)
+    step: dp_event.DpEvent = dp_event.GaussianDpEvent(z)
+    if schedule.sampling_rate < 1.0:
+        step = dp_event.PoissonSampledDpEvent(schedule.sampling_rate, step)
+    return dp_event.SelfComposedDpEvent(step, schedule.steps)
+
+
+def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """Rewrites ``event`` so that dp-accounting's RDP accountant (add/remove) gives its
+    replace-one guarantee: a full-batch Gaussian sum moves by 2C, i.e. multiplier z -> z/2."""
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_rdp_replace_one(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_rdp_replace_one(e) for e in event.events])
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return event
+    raise ValueError(
+        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch Gaussian "
+        f"events (dp-accounting's RDP accountant has no replace-one bound for "
+        f"{type(event).__name__}); use accountant='pld'"
+    )
+
+
+def _make_accountant(
+    accountant: str, neighbouring: str, pld_discretization: float
+) -> Callable[[], PrivacyAccountant]:
+    if accountant == "pld":
+        relation = _RELATIONS[neighbouring]
+        return lambda: pld_privacy_accountant.PLDAccountant(
+            relation, value_discretization_interval=pld_discretization
+        )
+    return lambda: rdp_privacy_accountant.RdpAccountant(
+        RDP_ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE
+    )
+
+
+def _prepare(
+    event: dp_event.DpEvent, accountant: str, neighbouring: str
+) -> dp_event.DpEvent:
+    if accountant == "rdp" and neighbouring == "replace_one":
+        return _rdp_replace_one(event)
+    return event
+
+
+def _check_events(events: Iterable[dp_event.DpEvent], name: str) -> list[dp_event.DpEvent]:
+    events = list(events)
+    for e in events:
+        if not isinstance(e, dp_event.DpEvent):
+            raise ValueError(f"{name} must contain dp_accounting DpEvents, got {type(e).__name__}")
+    return events
+
+
+def composed_epsilon(
+    events: Sequence[dp_event.DpEvent],
+    delta: float,
+    *,
+    accountant: AccountantName = "pld",
+    neighbouring: Neighbouring = "add_remove",
+    pld_discretization: float = PLD_DISCRETIZATION,
+) -> float:
+    """ε at ``delta`` of the (adaptive) composition of ``events``.
+
+    Two Gaussians compose like one with ``1/z² = 1/z1² + 1/z2²``:
+
+    >>> round(composed_epsilon([gaussian_event(3.0), gaussian_event(4.0)], 1e-5), 3)
+    1.627
+    >>> round(analytic_gaussian_epsilon(2.4, 1e-5), 3)  # 1/2.4² = 1/3² + 1/4²
+    1.627
+    """
+    delta = check_delta(delta)
+    _check_choice(accountant, "accountant", ACCOUNTANTS)
+    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
+    pld_discretization = _check_discretization(pld_discretization)
+    events = _check_events(events, "events")
+    if not events:
+        raise ValueError("events must contain at least one DpEvent")
+    event = _prepare(dp_event.ComposedDpEvent(events), accountant, neighbouring)
+    acc = _make_accountant(accountant, neighbouring, pld_discretization)()
+    return float(acc.compose(event).get_epsilon(delta))
+
+
+def epsilon(
+    noise_multiplier: float,
+    delta: float,
+    schedule: DpSgdSchedule,
+    *,
+    accountant: AccountantName = "pld",
+    neighbouring: Neighbouring = "add_remove",
+    pld_discretization: float = PLD_DISCRETIZATION,
+) -> float:
+    """ε at ``delta`` of DP-SGD/DP-GD with multiplier ``noise_multiplier`` run by ``schedule``.
+
+    For ``"shuffle"`` schedules this is the customary Poisson-assumption number, not a proof
+    (see :class:`DpSgdSchedule`).
+
+    >>> sched = DpSgdSchedule(steps=512, sampling="poisson", sampling_rate=0.1)
+    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, accountant="rdp"), 3)
+    (3.77, 4.051)
+    """
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    delta = check_delta(delta)
+    schedule = _check_schedule(schedule)
+    _check_choice(accountant, "accountant", ACCOUNTANTS)
+    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
+    return composed_epsilon(
+        [dpsgd_event(z, schedule)],
+        delta,
+        accountant=accountant,
+        neighbouring=neighbouring,
+        pld_discretization=pld_discretization,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Calibration
+
+
+def _bracket(gap: Callable[[float], float], guess: float, factor: float) -> tuple[float, float]:
+    """Geometric search from ``guess`` for ``lo < hi`` with gap(lo) > 0 >= gap(hi) (ε decreases
+    in the noise multiplier). Starting near the answer avoids tiny multipliers, whose PLDs are
+    huge and slow."""
+    if gap(guess) > 0:
+        lo, hi = guess, guess * factor
+        for _ in range(200):
+            if gap(hi) <= 0:
+                return lo, hi
+            lo, hi = hi, hi * factor
+    else:
+        lo, hi = guess / factor, guess
+        for _ in range(200):
+            if gap(lo) > 0:
+                return lo, hi
+            lo, hi = lo / factor, lo
+    raise ValueError(f"could not bracket the noise multiplier (last interval [{lo}, {hi}])")
+
+
+def composed_calibrate(
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    *,
+    accountant: AccountantName = "pld",
+    neighbouring: Neighbouring = "add_remove",
+    pld_discretization: float = PLD_DISCRETIZATION,
+    initial_guess: float = 1.0,
+    tol: float = CALIBRATION_TOL,
+) -> float:
+    """Smallest multiplier ``z`` (within ``tol``) with ε(``make_event(z)``) <= ``target_epsilon``.
+
+    ``make_event`` maps the free multiplier to the whole composed event (fixed parts included);
+    ε must decrease in ``z``. The returned value always satisfies the target (dp-accounting's
+    ``calibrate_dp_mechanism`` guarantees a non-positive gap). For the PLD accountant an RDP
+    calibration (fast; RDP ε >= PLD ε, so usually just above the answer) seeds the bracket.
+    Not cached; see :func:`calibrate_noise` for the cached DP-SGD case.
+    """
+    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    _check_choice(accountant, "accountant", ACCOUNTANTS)
+    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
+    pld_discretization = _check_discretization(pld_discretization)
+    initial_guess = check_positive(initial_guess, "initial_guess")
+    tol = check_positive(tol, "tol")
+    if not callable(make_event):
+        raise ValueError("make_event must be callable")
+
+    if accountant == "pld":
+        # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
+        # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
+        # search below checks it). Events RDP cannot handle at all start from initial_guess.
+        for relation, scale in ((neighbouring, 1.0), ("add_remove", 2.0)):
+            try:
+                initial_guess = scale * composed_calibrate(
+                    make_event, target_epsilon, delta, accountant="rdp",
+                    neighbouring=relation, initial_guess=initial_guess, tol=1e-3,
+                )
+                break
+            except (ValueError, UnsupportedEventError):
+                continue
+
+    fresh = _make_accountant(accountant, neighbouring, pld_discretization)
+
+    def gap(z: float) -> float:
+        event = _prepare(make_event(z), accountant, neighbouring)
+        return fresh().compose(event).get_epsilon(delta) - target_epsilon
+
+    lo, hi = _bracket(gap, initial_guess, 1.25 if accountant == "pld" else 2.0)
+    z = mechanism_calibration.calibrate_dp_mechanism(
+        fresh,
+        lambda z: _prepare(make_event(z), accountant, neighbouring),
+        target_epsilon,
+        delta,
+        mechanism_calibration.ExplicitBracketInterval(lo, hi),
+        tol=tol,
+    )
+    return float(z)
+
+
+def _flatten(events: Iterable[dp_event.DpEvent]) -> tuple[dp_event.DpEvent, ...]:
+    out: list[dp_event.DpEvent] = []
+    for e in events:
+        if isinstance(e, dp_event.ComposedDpEvent):
+            out.extend(_flatten(e.events))
+        else:
+            out.append(e)
+    return tuple(out)
+
+
+def _round_key(x: float) -> float:
+    """12 significant digits: equal-in-practice floats (0.1 + 0.2 vs 0.3) share a cache entry."""
+    return float(f"{x:.12g}")
+
+
+def calibrate_noise(
+    target_epsilon: float,
+    delta: float,
+    schedule: DpSgdSchedule,
+    *,
+    accountant: AccountantName = "pld",
+    neighbouring: Neighbouring = "add_remove",
+    fixed_events: Sequence[dp_event.DpEvent] = (),
+    pld_discretization: float = PLD_DISCRETIZATION,
+) -> float:
+    """Smallest DP-SGD multiplier meeting ``(target_epsilon, delta)`` under ``schedule``,
+    composed with ``fixed_events`` (e.g. ``(gaussian_event(sigma_F),)`` for DPSGD-F's private
+    mean). Within :data:`CALIBRATION_TOL` of the optimum, never above the target ε.
+
+    Cached on (rounded) arguments: a sweep pays ~0.5-2 s once per distinct setting.
+    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the cache.
+
+    >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
+    9.662
+    """
+    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    schedule = _check_schedule(schedule)
+    _check_choice(accountant, "accountant", ACCOUNTANTS)
+    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
+    pld_discretization = _check_discretization(pld_discretization)
+    fixed = _flatten(_check_events(fixed_events, "fixed_events"))
+    try:
+        hash(fixed)
+    except TypeError as err:
+        raise ValueError(
+            "fixed_events must be hashable DpEvents (e.g. GaussianDpEvent, SelfComposedDpEvent "
+            "of one); pass a ComposedDpEvent's parts instead of nesting it"
+        ) from err
+    if fixed:
+        spent = composed_epsilon(
+            fixed, delta, accountant=accountant, neighbouring=neighbouring,
+            pld_discretization=pld_discretization,
+        )
+        if spent >= target_epsilon:
+            raise ValueError(
+                f"fixed_events alone already spend epsilon={spent:.4g} >= "
+                f"target_epsilon={target_epsilon!r}"
+            )
+    schedule = dataclasses.replace(schedule, sampling_rate=_round_key(schedule.sampling_rate))
+    return _calibrate_noise_cached(
+        _round_key(target_epsilon), _round_key(delta), schedule, accountant, neighbouring,
+        fixed, _round_key(pld_discretization),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _calibrate_noise_cached(
+    target_epsilon: float,
+    delta: float,
+    schedule: DpSgdSchedule,
+    accountant: str,
+    neighbouring: str,
+    fixed: tuple[dp_event.DpEvent, ...],
+    pld_discretization: float,
+) -> float:
+    def make_event(z: float) -> dp_event.DpEvent:
+        return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
+
+    return composed_calibrate(
+        make_event, target_epsilon, delta, accountant=accountant, neighbouring=neighbouring,
+        pld_discretization=pld_discretization,
+    )
+
+
+calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
+calibrate_noise.cache_clear = _calibrate_noise_cached.cache_clear  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------------------
+# Analytic Gaussian mechanism (one-shot releases)
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest noise std making a Gaussian release of an L2-``sensitivity`` query (ε, δ)-DP:
+    the exact characterisation δ(ε) = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) of Balle & Wang
+    (2018), solved by dp-accounting. ``sensitivity`` is w.r.t. the caller's neighbouring
+    relation (C for a sum of norm-C records under add/remove, 2C under replace-one).
+
+    >>> round(analytic_gaussian_sigma(1.0, 1e-5), 4)
+    3.7306
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    return float(sensitivity * gaussian_mechanism.get_sigma_gaussian(epsilon, delta))
+
+
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Exact ε at ``delta`` of one Gaussian release with noise std ``sigma`` (inverse of
+    :func:`analytic_gaussian_sigma`; 0 if the release is (0, δ)-DP).
+
+    >>> round(analytic_gaussian_epsilon(3.7306, 1e-5), 4)
+    1.0
+    """
+    sigma = check_positive(sigma, "sigma")
+    delta = check_delta(delta)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    return float(gaussian_mechanism.get_epsilon_gaussian(sigma / sensitivity, delta))
+
+
+# --------------------------------------------------------------------------------------------------
+# Hand-written RDP curves
+
+
+def rdp_curve_epsilon(
+    orders: Sequence[float] | np.ndarray, rdp_values: Sequence[float] | np.ndarray, delta: float
+) -> tuple[float, float]:
+    """(ε, optimal order) at ``delta`` of a mechanism that is (α, ``rdp_values[i]``)-RDP for
+    each α = ``orders[i]`` (> 1), using dp-accounting's conversion
+    ε = min_α [r(α) + log((α−1)/α) − (log δ + log α)/(α−1)] (Canonne et al. 2020, Prop. 12).
+
+    >>> eps, order = rdp_curve_epsilon([2.0, 4.0, 8.0], [0.25, 0.5, 1.0], 1e-5)
+    >>> round(eps, 4), order
+    (2.2141, 8.0)
+    """
+    delta = check_delta(delta)
+    a = check_finite_array(np.asarray(orders, dtype=float), "orders", ndim=1)
+    r = check_finite_array(np.asarray(rdp_values, dtype=float), "rdp_values", ndim=1)
+    check_same_length(a, r, "orders", "rdp_values")
+    if a.size == 0:
+        raise ValueError("orders must not be empty")
+    if np.any(a <= 1):
+        raise ValueError(f"orders must all be > 1, got min {a.min()!r}")
+    if np.any(r < 0):
+        raise ValueError(f"rdp_values must all be >= 0, got min {r.min()!r}")
+    eps, order = rdp_privacy_accountant.compute_epsilon(a, r, delta)
+    return float(eps), float(order)
+
+
+# --------------------------------------------------------------------------------------------------
+# One pass, fixed order, random stopping: amplification by iteration (Feldman et al. 2018)
+
+
+def sgd_iter_max_order(noise_std: float, lipschitz: float) -> float:
+    """Largest α with ``noise_std >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26)."""
+    sigma = check_positive(noise_std, "noise_std")
+    lip = check_positive(lipschitz, "lipschitz")
+    return 0.5 * (1.0 + math.sqrt(1.0 + 2.0 * (sigma / lip) ** 2))
+
+
+def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) -> float:
+    """RDP at order ``alpha`` of one pass of noisy projected SGD over ``n`` records in a fixed
+    order, stopped at a uniformly random step (Hu et al. 2024's A_SGD-iter; Feldman et al.
+    2018, Thm 26, quoted as Hu et al. Lemma H / Thm 14): ``4 α L² log n / (n σ²)``.
+
+    ``noise_std`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
+    per-record gradient bound. Needs a convex, L-Lipschitz, β-smooth loss, step ≤ 2/β, a convex
+    parameter set, replace-one neighbours, and ``σ >= L sqrt(2 α (α − 1))``; raises ValueError
+    for α outside (1, :func:`sgd_iter_max_order`].
+
+    >>> round(sgd_iter_rdp(2.0, noise_std=3.0, lipschitz=1.0, n=1000), 6)
+    0.00614
+    """
+    alpha = check_positive(alpha, "alpha")
+    sigma = check_positive(noise_std, "noise_std")
+    lip = check_positive(lipschitz, "lipschitz")
+    n = check_positive_int(n, "n", minimum=2)
+    if alpha <= 1.0:
+        raise ValueError(f"alpha must be > 1, got {alpha!r}")
+    # Compare in squared form with a hair of slack so that alpha = sgd_iter_max_order(...) passes.
+    if lip**2 * 2.0 * alpha * (alpha - 1.0) > sigma**2 * (1.0 + 1e-12):
+        raise ValueError(
+            f"alpha={alpha!r} is outside the range of Feldman et al. Thm 26: need "
+            f"noise_std >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
+            f"{sgd_iter_max_order(sigma, lip):.6g}"
+        )
+    return 4.0 * alpha * lip**2 * math.log(n) / (n * sigma**2)
+
+
+def sgd_iter_epsilon(
+    noise_std: float,
+    delta: float,
+    *,
+    lipschitz: float,
+    n: int,
+    orders: Sequence[float] | None = None,
+) -> tuple[float, float]:
+    """(ε, optimal order) at ``delta`` of :func:`sgd_iter_rdp`, optimised over ``orders``
+    (default: :data:`RDP_ORDERS` inside the valid range, plus its upper end). Every given order
+    must be valid; raises ValueError if none is (noise too small relative to ``lipschitz``)."""
+    delta = check_delta(delta)
+    max_order = sgd_iter_max_order(noise_std, lipschitz)
+    if orders is None:
+        if max_order <= 1.01:  # dp-accounting's conversion needs alpha > 1.01 to be finite
+            raise ValueError(
+                f"noise_std/lipschitz={noise_std / lipschitz:.4g} is too small for "
+                f"amplification by iteration (largest valid order {max_order:.4g})"
+            )
+        orders = [a for a in RDP_ORDERS if a < max_order] + [max_order]
+    rdp_values = [sgd_iter_rdp(a, noise_std=noise_std, lipschitz=lipschitz, n=n) for a in orders]
+    return rdp_curve_epsilon(orders, rdp_values, delta)
+
+
+__all__ = [
+    "ACCOUNTANTS",
+    "CALIBRATION_TOL",
+    "NEIGHBOURINGS",
+    "PLD_DISCRETIZATION",
+    "RDP_ORDERS",
+    "SAMPLINGS",
+    "DpSgdSchedule",
+    "analytic_gaussian_epsilon",
+    "analytic_gaussian_sigma",
+    "calibrate_noise",
+    "composed_calibrate",
+    "composed_epsilon",
+    "dpsgd_event",
+    "epsilon",
+    "gaussian_event",
+    "rdp_curve_epsilon",
+    "sgd_iter_epsilon",
+    "sgd_iter_max_order",
+    "sgd_iter_rdp",
+]
