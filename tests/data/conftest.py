@@ -10,7 +10,11 @@ from dpprep.data import loaders
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch, tmp_path):
-    """Cache in tmp_path, downloads off by default, and any real network access fails the test."""
+    """Cache in tmp_path, downloads off by default, and any real network access fails the test.
+
+    $DPPREP_DATA_DIR is cleared (CI sets it) so a test sees only the directories it names itself.
+    """
+    monkeypatch.delenv(dl.ENV_DATA_DIR, raising=False)
     monkeypatch.setenv(dl.ENV_CACHE_DIR, str(tmp_path / "cache"))
     monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "1")
 
