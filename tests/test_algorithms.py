@@ -1,0 +1,218 @@
+"""The training engine: DP-GD projection and averaging, DP-SGD by iteration, convergence of the
+non-private path, normalisation, optimizers, determinism, and bad input rejected before compiling."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from dpprep import algorithms, models, sampling
+from dpprep.algorithms import Hyper, TrainConfig, train
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(64, 3)).astype(np.float32)
+Y_REG = (X @ np.array([1.0, -2.0, 0.5]) + 0.3 + 0.1 * RNG.normal(size=64)).astype(np.float32)
+Y_BIN = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.float32)
+LINEAR = models.linear_regression(3)
+LOGISTIC = models.logistic_regression(3)
+KEY = jax.random.PRNGKey(0)
+
+
+def _norm(tree):
+    return math.sqrt(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(tree)))
+
+
+def test_nonprivate_gd_converges_to_least_squares_solution():
+    cfg = TrainConfig(LINEAR, Hyper(0.2), sampling="full", steps=500)
+    params, _ = train(cfg, LINEAR.init(KEY), (X, Y_REG), KEY)
+    design = np.hstack([X, np.ones((64, 1))]).astype(np.float64)
+    solution = np.linalg.lstsq(design, Y_REG.astype(np.float64), rcond=None)[0]
+    np.testing.assert_allclose(np.asarray(params["w"])[:, 0], solution[:3], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(params["b"]), solution[3:], atol=1e-4)
+
+
+def test_ridge_gd_converges_to_closed_form():
+    model = models.linear_regression(3, ridge=0.3, fit_intercept=False)
+    cfg = TrainConfig(model, Hyper(0.1), sampling="full", steps=500)
+    params, _ = train(cfg, model.init(KEY), (X, Y_REG), KEY)
+    # Objective mean((y − Xw)²) + 0.3||w||²  =>  (XᵀX/n + 0.3 I) w = Xᵀy/n.
+    x64, y64 = X.astype(np.float64), Y_REG.astype(np.float64)
+    solution = np.linalg.solve(x64.T @ x64 / 64 + 0.3 * np.eye(3), x64.T @ y64 / 64)
+    np.testing.assert_allclose(np.asarray(params["w"])[:, 0], solution, atol=1e-5)
+
+
+def test_engine_matches_a_plain_optax_loop():
+    """Non-private full-batch training == the textbook optax loop, for SGD and Adam."""
+    for opt_unit, opt in ((None, optax.sgd(0.3)), (optax.adam(1.0), optax.adam(0.3))):
+        cfg = TrainConfig(LOGISTIC, Hyper(0.3), sampling="full", steps=20, optimizer=opt_unit)
+        params, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+
+        @jax.jit
+        def reference_step(ref, state):
+            grads = jax.grad(LOGISTIC.loss)(ref, jnp.asarray(X), jnp.asarray(Y_BIN))
+            updates, state = opt.update(grads, state, ref)
+            return optax.apply_updates(ref, updates), state
+
+        ref = LOGISTIC.init(KEY)
+        state = opt.init(ref)
+        for _ in range(20):
+            ref, state = reference_step(ref, state)
+        for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def test_dp_gd_projection_stays_in_ball_and_average_is_mean_of_iterates():
+    radius = 0.25
+    cfg = TrainConfig(LOGISTIC, Hyper(2.0, noise_multiplier=3.0, clip_norm=1.0, radius=radius),
+                      sampling="full", steps=30, average_iterates=True, track_params=True)
+    params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    iterates = metrics["params"]
+    norms = [_norm(jax.tree_util.tree_map(lambda a: a[t], iterates)) for t in range(30)]
+    assert max(norms) <= radius * (1 + 1e-6)
+    assert max(norms) >= radius * (1 - 1e-6)  # the noise pushes it onto the boundary
+    for leaf, stacked in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(iterates)):
+        np.testing.assert_allclose(leaf, np.mean(np.asarray(stacked), axis=0), rtol=1e-5, atol=1e-7)
+    assert _norm(params) <= radius * (1 + 1e-6)
+
+
+def test_dp_sgd_by_iteration_touches_records_in_order_and_stops_at_T():
+    """Record t is e_t (one-hot) with no intercept, so step t can move only w[t]."""
+    n, kappa = 12, 3
+    x = np.eye(n, dtype=np.float32)
+    y = np.ones(n, np.float32)
+    model = models.linear_regression(n, fit_intercept=False)
+    cfg = TrainConfig(model, Hyper(0.1), sampling="fixed_order", kappa=kappa, track_params=True)
+    assert algorithms.num_steps(cfg, n) == n - kappa + 1
+    seen = set()
+    for seed in range(8):
+        params, metrics = train(cfg, model.init(KEY), (x, y), jax.random.PRNGKey(seed))
+        stop = int(metrics["stopping_time"])
+        seen.add(stop)
+        assert 1 <= stop <= n - kappa + 1
+        w = np.asarray(metrics["params"]["w"])[:, :, 0]  # (steps, n)
+        previous = np.zeros(n)
+        for t in range(n - kappa + 1):
+            changed = np.nonzero(w[t] != previous)[0]
+            assert list(changed) == ([t] if t < stop else [])
+            previous = w[t]
+        np.testing.assert_array_equal(np.asarray(params["w"])[:, 0], w[-1])
+        assert np.count_nonzero(w[-1]) == stop
+    assert len(seen) > 1  # the stopping time is random
+
+
+def test_fixed_order_with_given_steps_is_dp_fgd():
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1), sampling="fixed_order", steps=10)
+    _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    assert int(metrics["stopping_time"]) == 10
+    np.testing.assert_array_equal(metrics["batch_size"], 1)
+
+
+def test_poisson_step_is_normalised_by_the_expected_batch_size():
+    """One noiseless, unclipped Poisson step moves the params by lr·Σ_batch g_i / (q·n)."""
+    cfg = TrainConfig(LINEAR, Hyper(0.5), sampling="poisson", batch_size=16, steps=1)
+    params, metrics = train(cfg, LINEAR.init(KEY), (X, Y_REG), KEY)
+    pad = sampling.poisson_pad_size(64, 16 / 64, 1)
+    k_sample = jax.random.split(KEY, 3)[0]
+    idx, mask, size, _ = sampling.poisson_batch(jax.random.fold_in(k_sample, 0), 64, 16 / 64, pad)
+    chosen = np.asarray(idx)[np.asarray(mask) > 0]
+    assert int(metrics["batch_size"][0]) == len(chosen) == int(size)
+    grad_sum = jax.grad(lambda p: jnp.sum(LINEAR.per_example_loss(p, X[chosen], Y_REG[chosen])))(
+        LINEAR.init(KEY))
+    np.testing.assert_allclose(params["w"], -0.5 * grad_sum["w"] / 16, rtol=1e-5, atol=1e-7)
+
+
+def test_same_key_is_bit_identical_and_metrics_are_sane():
+    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.1, clip_norm=0.5), sampling="poisson",
+                      batch_size=8, steps=40, track_loss=True)
+    a, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
+    b, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
+    c, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(8))
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_array_equal(u, v)
+    assert not np.array_equal(a["w"], c["w"])
+    assert metrics["loss"].shape == (40,) and not metrics["overflow"].any()
+    assert metrics["batch_size"].min() >= 0 and metrics["batch_size"].std() > 0
+    assert np.all((metrics["clip_fraction"] >= 0) & (metrics["clip_fraction"] <= 1))
+
+
+def test_poisson_batch_size_one():
+    """Hu et al.'s regime: expected batch size 1, q = 1/n, normalised by 1."""
+    cfg = TrainConfig(LOGISTIC, Hyper(0.3, noise_multiplier=0.2, clip_norm=1.0), sampling="poisson",
+                      batch_size=1, steps=400)
+    params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    sizes = np.asarray(metrics["batch_size"])
+    assert abs(sizes.mean() - 1.0) < 0.15 and sizes.max() >= 2 and (sizes == 0).any()
+    assert float(models.accuracy(LOGISTIC, params, X, Y_BIN)) > 0.85
+
+
+def test_shuffled_epochs_and_replacement_sampling_learn():
+    for sampling_name in ("shuffle", "replacement"):
+        cfg = TrainConfig(LOGISTIC, Hyper(1.0, noise_multiplier=0.5, clip_norm=1.0),
+                          sampling=sampling_name, batch_size=10, epochs=5)
+        params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+        assert float(models.accuracy(LOGISTIC, params, X, Y_BIN)) > 0.9
+    assert metrics["batch_size"].shape == (32,)  # ⌈5·64/10⌉ steps with replacement
+
+
+def test_mlp_uses_vmap_path_and_learns():
+    model = models.mlp(3, 8, 2)
+    y = (X[:, 0] * X[:, 1] > 0).astype(np.int32)  # XOR-like: not linearly separable
+    cfg = TrainConfig(model, Hyper(0.5, noise_multiplier=0.3, clip_norm=1.0), sampling="poisson",
+                      batch_size=32, steps=150, optimizer=optax.adam(1.0))
+    params, _ = train(cfg, model.init(KEY), (X, y), KEY)
+    assert float(models.accuracy(model, params, X, y)) > 0.85
+
+
+def test_overflow_is_reported():
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1), sampling="poisson", batch_size=32, steps=50,
+                      max_overflow_prob=1.0)  # pad ≈ the median: overflows often
+    with pytest.warns(RuntimeWarning, match="overflow_delta"):
+        _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    over = np.asarray(metrics["overflow"])
+    assert over.any()
+    assert np.all(np.asarray(metrics["batch_size"])[over] > sampling.poisson_pad_size(64, 0.5, 50, max_overflow_prob=1.0))
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("compiled before validating")
+
+    monkeypatch.setattr(algorithms, "_run_jit", fail)
+
+
+BASE = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
+                   batch_size=8, steps=5)
+
+
+@pytest.mark.parametrize("change,data,match", [
+    ({}, (np.where(np.arange(64)[:, None] == 3, np.nan, X), Y_BIN), "x contains"),
+    ({}, (X, np.where(np.arange(64) == 3, np.inf, Y_BIN)), "y contains"),
+    ({}, (X[:10], Y_BIN), "same number of rows"),
+    ({}, (X[:, :2], Y_BIN), "features"),
+    ({}, (X[:, 0], Y_BIN), "x must have 2"),
+    ({"batch_size": 65}, (X, Y_BIN), "q"),
+    ({"batch_size": 0}, (X, Y_BIN), "batch_size"),
+    ({"hyper": Hyper(0.1, 1.0, -1.0)}, (X, Y_BIN), "clip_norm"),
+    ({"hyper": Hyper(0.1, -1.0, 1.0)}, (X, Y_BIN), "noise_multiplier"),
+    ({"hyper": Hyper(-0.1, 1.0, 1.0)}, (X, Y_BIN), "learning_rate"),
+    ({"hyper": Hyper(0.1, 1.0, 1.0, radius=0.0)}, (X, Y_BIN), "radius"),
+    ({"hyper": Hyper(0.1, 1.0, 1.0, noise_scales={"w": -1.0, "b": 1.0})}, (X, Y_BIN), "noise_scales"),
+    ({"hyper": Hyper(np.array([0.1, 0.2]))}, (X, Y_BIN), "sweep"),
+    ({"sampling": "bootstrap"}, (X, Y_BIN), "sampling"),
+    ({"steps": None}, (X, Y_BIN), "steps or epochs"),
+    ({"epochs": 2}, (X, Y_BIN), "not both"),
+    ({"sampling": "fixed_order", "steps": 65, "batch_size": None}, (X, Y_BIN), "steps must be <= n"),
+    ({"max_overflow_prob": 0.0}, (X, Y_BIN), "max_overflow_prob"),
+    ({"clip_method": "loop"}, (X, Y_BIN), "clip_method"),
+])
+def test_bad_input_raises_before_compiling(no_compile, change, data, match):
+    cfg = dataclasses.replace(BASE, **change)
+    with pytest.raises(ValueError, match=match):
+        train(cfg, LOGISTIC.init(KEY), data, KEY)

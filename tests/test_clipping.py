@@ -1,0 +1,142 @@
+"""Clipping: every clipped gradient within C, fast path == vmap path == a plain Python loop."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpprep import clipping, models
+
+B, D, K = 9, 5, 3
+GLMS = {
+    "linear": lambda: models.linear_regression(D),
+    "linear_noint": lambda: models.linear_regression(D, fit_intercept=False),
+    "logistic": lambda: models.logistic_regression(D),
+    "softmax": lambda: models.softmax_regression(D, K),
+    "softmax_noint": lambda: models.softmax_regression(D, K, fit_intercept=False),
+}
+MODELS = {name: make() for name, make in GLMS.items()}
+
+
+def _problem(name: str, seed: int, x_scale: float, w_scale: float):
+    model = MODELS[name]
+    rng = np.random.default_rng(seed)
+    x = (x_scale * rng.normal(size=(B, D))).astype(np.float32)
+    if name.startswith("softmax"):
+        y = rng.integers(0, K, size=B)
+    elif name == "logistic":
+        y = (rng.random(B) < 0.5).astype(np.float32)
+    else:
+        y = rng.normal(size=B).astype(np.float32)
+    params = jax.tree_util.tree_map(
+        lambda p: jnp.asarray(w_scale * rng.normal(size=p.shape), jnp.float32), model.init(None))
+    return model, params, jnp.asarray(x), jnp.asarray(y)
+
+
+def _loop_reference(model, params, x, y, clip_norm, mask=None):
+    """Straightforward per-example loop: grad, clip, sum."""
+    total = jax.tree_util.tree_map(jnp.zeros_like, params)
+    grad_fn = jax.jit(jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]))
+    for i in range(x.shape[0]):
+        if mask is not None and mask[i] == 0:
+            continue
+        g = grad_fn(params, x[i], y[i])
+        norm = math.sqrt(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(g)))
+        factor = min(1.0, clip_norm / norm) if norm > 0 else 1.0
+        total = jax.tree_util.tree_map(lambda a, b: a + factor * b, total, g)
+    return total
+
+
+def _assert_trees_close(a, b, rtol, atol=0.0):
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
+
+
+def _compare(model, params, x, y, clip_norm):
+    """(fast sum, vmap sum, fast norms, vmap norms, max clipped per-example norm)."""
+    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="fast")
+    slow, slow_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="vmap")
+    grads = clipping.per_example_grads(model, params, x, y)
+    factors = jnp.minimum(1.0, clip_norm / jnp.maximum(slow_norms, 1e-30))
+    sq = sum(jnp.sum((g * factors.reshape((-1,) + (1,) * (g.ndim - 1))) ** 2, axis=tuple(range(1, g.ndim)))
+             for g in jax.tree_util.tree_leaves(grads))
+    return fast, slow, fast_norms, slow_norms, jnp.max(jnp.sqrt(sq))
+
+
+COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in MODELS.items()}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(sorted(GLMS)),
+    seed=st.integers(0, 2**31 - 1),
+    x_scale=st.floats(0.01, 30.0),
+    w_scale=st.floats(0.0, 3.0),
+    clip_norm=st.floats(1e-3, 100.0),
+)
+def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
+    _, params, x, y = _problem(name, seed, x_scale, w_scale)
+    fast, slow, fast_norms, slow_norms, max_clipped = COMPARE[name](params, x, y, clip_norm)
+    # Norms agree to 1e-5 relative to the larger of the norm and ||(x_i, 1)|| (the norm a unit
+    # residual would give): a residual near 0 is a difference of O(1) terms in float32.
+    x_norms = jnp.sqrt(jnp.sum(x * x, axis=1) + ("b" in params))
+    assert bool(jnp.all(jnp.abs(fast_norms - slow_norms) <= 1e-5 * jnp.maximum(slow_norms, x_norms)))
+    # Relative agreement of the sums, measured against the size of the sum's terms.
+    scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, clip_norm))))
+    for u, v in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(slow)):
+        assert float(jnp.max(jnp.abs(u - v))) <= 1e-5 * scale
+    # Every clipped per-example gradient has norm <= C (1 + 1e-6).
+    assert float(max_clipped) <= clip_norm * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("name", ["linear", "logistic", "softmax", "softmax_noint"])
+def test_both_paths_match_python_loop_with_mask(name):
+    model, params, x, y = _problem(name, 7, 3.0, 1.0)
+    mask = jnp.asarray([1, 0, 1, 1, 0, 1, 1, 1, 0], jnp.float32)
+    expected = _loop_reference(model, params, x, y, 0.7, np.asarray(mask))
+    for method in ("fast", "vmap"):
+        got, _ = clipping.clipped_grad_sum(model, params, x, y, 0.7, mask, method=method)
+        _assert_trees_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_vmap_path_matches_loop_and_auto_picks_it():
+    model = models.mlp(D, 6, K, activation="softplus")
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.normal(size=(B, D)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, K, size=B))
+    params = model.init(jax.random.PRNGKey(1))
+    expected = _loop_reference(model, params, x, y, 0.05)
+    got, norms = clipping.clipped_grad_sum(model, params, x, y, 0.05)
+    _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
+    assert norms.shape == (B,)
+    with pytest.raises(ValueError, match="fast clipping path"):
+        clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
+
+
+def test_infinite_clip_norm_is_the_plain_gradient_sum():
+    model, params, x, y = _problem("softmax", 11, 5.0, 1.0)
+    got, _ = clipping.clipped_grad_sum(model, params, x, y, jnp.inf)
+    plain = jax.grad(lambda p: jnp.sum(model.per_example_loss(p, x, y)))(params)
+    _assert_trees_close(got, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_gradients_do_not_produce_nans():
+    model = MODELS["linear"]
+    params = model.init(None)
+    x = jnp.zeros((3, D))
+    got, norms = clipping.clipped_grad_sum(model, params, x, jnp.zeros(3), 1.0)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(got))
+    np.testing.assert_array_equal(norms, 0.0)
+
+
+def test_bad_method():
+    model, params, x, y = _problem("linear", 0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="method"):
+        clipping.clipped_grad_sum(model, params, x, y, 1.0, method="loop")

@@ -1,0 +1,101 @@
+"""Noise: the std added in a training step is noise_multiplier·C·scale/N (KS tests with power
+checks), per-coordinate scales are respected, and the scales are validated."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpprep import algorithms, models, noise
+
+D, K, N = 400, 10, 8
+
+
+def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0):
+    """The noise a full-batch step adds to the mean gradient, isolated by differencing the run
+    with the same key and noise 0 (identical batches and clipping)."""
+    model = models.softmax_regression(D, K)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    y = rng.integers(0, K, size=N)
+    key = jax.random.PRNGKey(seed)
+
+    def run(z):
+        cfg = algorithms.TrainConfig(
+            model, algorithms.Hyper(1.0, z, clip_norm, scales), sampling="full", steps=1)
+        return algorithms.train(cfg, model.init(key), (x, y), key)[0]
+
+    noisy, clean = run(noise_multiplier), run(0.0)
+    # SGD at learning rate 1: params = -(mean grad + noise/N); so noise/N = clean - noisy.
+    return jax.tree_util.tree_map(lambda a, b: np.asarray(b - a, np.float64), noisy, clean)
+
+
+def test_step_noise_has_the_configured_std():
+    z, clip = 1.7, 0.3
+    delta = _noise_of_one_step(z, clip)
+    std_on_mean = z * clip / N
+    sample = np.concatenate([delta["w"].ravel(), delta["b"].ravel()])
+    assert stats.kstest(sample / std_on_mean, "norm").pvalue > 1e-3
+    # The test has power: a std off by 2/3 or 3/2 is rejected.
+    assert stats.kstest(sample / (std_on_mean * 2 / 3), "norm").pvalue < 1e-6
+    assert stats.kstest(sample / (std_on_mean * 3 / 2), "norm").pvalue < 1e-6
+
+
+def test_infinite_clip_norm_uses_unit_sensitivity_and_per_leaf_scales():
+    z = 2.0
+    delta = _noise_of_one_step(z, math.inf, scales={"w": 0.5, "b": 0.0}, seed=1)
+    np.testing.assert_array_equal(delta["b"], 0.0)
+    assert stats.kstest(delta["w"].ravel() / (z * 0.5 / N), "norm").pvalue > 1e-3
+
+
+def test_per_coordinate_scales():
+    params = {"w": jnp.zeros((3, 20000)), "b": jnp.zeros((20000,))}
+    scales = noise.feature_scales(params, [0.0, 1.0, 2.5], "w")
+    std = noise.noise_std(1.5, 0.4, scales, params)
+    out = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
+    w = np.asarray(out["w"], np.float64)
+    np.testing.assert_array_equal(w[0], 0.0)
+    for row, s in ((1, 1.0), (2, 2.5)):
+        assert stats.kstest(w[row] / (1.5 * 0.4 * s), "norm").pvalue > 1e-3
+        assert stats.kstest(w[row] / (1.5 * 0.4 * s * 1.5), "norm").pvalue < 1e-6
+    assert stats.kstest(np.asarray(out["b"], np.float64) / 0.6, "norm").pvalue > 1e-3
+
+
+def test_noise_is_independent_across_leaves_and_keys():
+    params = {"a": jnp.zeros(5000), "b": jnp.zeros(5000)}
+    std = noise.noise_std(1.0, 1.0, None, params)
+    one = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
+    two = noise.gaussian_noise(jax.random.PRNGKey(1), params, std)
+    assert abs(np.corrcoef(one["a"], one["b"])[0, 1]) < 0.06
+    assert abs(np.corrcoef(one["a"], two["a"])[0, 1]) < 0.06
+
+
+def test_corrdp_mapping_helper():
+    # std 0.01 on a mean over N = 500 with no clipping: z = 0.01 · 500.
+    assert noise.multiplier_for_mean_std(0.01, 500) == pytest.approx(5.0)
+    assert noise.multiplier_for_mean_std(0.01, 500, clip_norm=2.0) == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="clip_norm"):
+        noise.multiplier_for_mean_std(0.01, 500, clip_norm=-1.0)
+
+
+def test_scale_validation():
+    params = {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}
+    assert noise.check_scales(params, None) is None
+    noise.check_scales(params, {"w": np.ones((3, 1)), "b": 2.0})
+    with pytest.raises(ValueError, match="tree structure"):
+        noise.check_scales(params, {"w": 1.0})
+    with pytest.raises(ValueError, match=">= 0"):
+        noise.check_scales(params, {"w": -1.0, "b": 1.0})
+    with pytest.raises(ValueError, match="broadcast"):
+        noise.check_scales(params, {"w": np.ones(3), "b": 1.0})
+    with pytest.raises(ValueError, match="non-finite"):
+        noise.check_scales(params, {"w": np.inf, "b": 1.0})
+    with pytest.raises(ValueError, match="rows"):
+        noise.feature_scales(params, [1.0, 2.0], "w")
+    with pytest.raises(ValueError, match="leaf"):
+        noise.feature_scales(params, [1.0, 2.0, 3.0], "w1")
