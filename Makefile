@@ -23,10 +23,14 @@ reproduce: install
 test: install-dev
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# Regenerate the lock file from pyproject.toml's lower bounds (run on a machine with the registry).
-lock: $(PY)
-	$(PY) -m pip install --quiet -e ".[dev]"
-	$(PY) -m pip freeze --exclude-editable | grep -v '^-e' > $(LOCK)
+# Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv
+# so nothing installed by hand leaks in (needs the package registry).
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e ".[dev]"
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v -e '^-e' -e '^dpprep' > $(LOCK)
+	rm -rf .lock-venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -103,7 +103,7 @@ def evaluate_point(sens: Sensitivity, n_records: int, cfg: Fig2Config, *, exact:
 def panel_quantization(etas: np.ndarray, cfg: Fig2Config) -> pd.DataFrame:
     rows = []
     for eta in etas:
-        row = evaluate_point(quantization_sensitivity(cfg.quant_p, float(eta)), 10**9, cfg)
+        row = evaluate_point(quantization_sensitivity(cfg.quant_p, float(eta), conservative=False), 10**9, cfg)
         rows.append({"panel": "a_quantization", "x_name": "eta", "x": float(eta), "n": math.nan, **row})
     return pd.DataFrame(rows)
 
@@ -142,10 +142,10 @@ def grids(cfg: Fig2Config) -> dict[str, np.ndarray]:
 def quantization_crossover(cfg: Fig2Config) -> float:
     """η where the Table-2-mode SRDP curve meets the group baseline (k = p) in panel (a)."""
     mech = table1.gaussian(epsilon=cfg.epsilon)
-    group = overall_privacy(mech, quantization_sensitivity(cfg.quant_p, 1.0), delta=cfg.delta).group_epsilon
+    group = overall_privacy(mech, quantization_sensitivity(cfg.quant_p, 1.0, conservative=False), delta=cfg.delta).group_epsilon
 
     def gap(eta: float) -> float:
-        return overall_privacy(mech, quantization_sensitivity(cfg.quant_p, eta), delta=cfg.delta, mode="table2").epsilon - group
+        return overall_privacy(mech, quantization_sensitivity(cfg.quant_p, eta, conservative=False), delta=cfg.delta, mode="table2").epsilon - group
 
     return float(brentq(gap, cfg.eta_range[0], cfg.eta_range[1], xtol=1e-10))
 

@@ -240,7 +240,7 @@ def run(ctx: RunContext) -> list[Comparison]:
     for columns in cfg.settings:
         for rate in cfg.missing_rates:
             for method in METHODS:
-                key = f"{'+'.join(columns)}|{rate}|{method}|n={x.shape[0]}|k={cfg.neighbours}|seed={cfg.seed}"
+                key = f"{'+'.join(columns)}|{rate}|{method}|n={x.shape[0]}|{config_json(cfg)}"
                 ctx.progress(f"{key}")
                 rows.append(ctx.store.run(key, lambda: run_setting(x, groups, columns, rate, method, cfg)))
     frame = pd.DataFrame(rows)

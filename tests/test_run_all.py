@@ -44,9 +44,26 @@ def test_smoke_profile_end_to_end_and_resume(tmp_path, data_dir):
         assert f"`{experiment_id}`" in report
     assert "Not run yet" not in report
 
-    # Interrupted-run semantics: a second run reuses finished units and reproduces the outputs.
+    # Resume: a second run computes no finished unit again (no unit file is rewritten) and
+    # reproduces the outputs.
+    units = sorted(out.glob("*/.units/smoke/*.json"))
+    assert units, "the smoke run cached no unit of work"
+    stamps = {p: p.stat().st_mtime_ns for p in units}
     before = {p: p.read_bytes() for p in out.rglob("comparisons.csv")}
     second = _run_all("--profile", "smoke", "--out", str(out), "--data-dir", str(data_dir))
     assert second.returncode == 0, second.stderr[-4000:]
+    assert {p: p.stat().st_mtime_ns for p in units} == stamps, "finished units were recomputed"
     for path, content in before.items():
         assert path.read_bytes() == content, f"{path} changed on resume"
+
+    # An interrupted run (here: half of the units lost) recomputes exactly the missing units.
+    lost = units[::2]
+    for path in lost:
+        path.unlink()
+    third = _run_all("--profile", "smoke", "--out", str(out), "--data-dir", str(data_dir))
+    assert third.returncode == 0, third.stderr[-4000:]
+    assert all(p.exists() for p in lost), "lost units were not recomputed"
+    kept = [p for p in units if p not in lost]
+    assert {p: p.stat().st_mtime_ns for p in kept} == {p: stamps[p] for p in kept}
+    for path, content in before.items():
+        assert path.read_bytes() == content, f"{path} changed after recomputing lost units"

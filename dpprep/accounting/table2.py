@@ -116,7 +116,7 @@ def table2_sensitivity(preprocessing: str, point: Table2Point) -> Sensitivity:
     if preprocessing == "dedup":
         return dedup_sensitivity(point.p)
     if preprocessing == "quantization":
-        return quantization_sensitivity(point.p, point.eta)
+        return quantization_sensitivity(point.p, point.eta, conservative=False)  # the paper's Δ2 = η
     if preprocessing == "mean_imputation":
         return mean_imputation_sensitivity(point.n, point.p)
     return Sensitivity(linf=float(point.n), l2=pca_rank_tau_constant(PCA_N_MIN) / (point.n * point.gap))

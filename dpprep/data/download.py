@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import os
 import shutil
 import tempfile
-import urllib.error
 import zipfile
 from pathlib import Path
 from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
@@ -74,13 +74,15 @@ def file_sha256(path: str | os.PathLike, *, gzip_content: bool = False) -> str:
     return digest.hexdigest()
 
 
-def _checksum_error(spec: FileSpec, where: str, actual: str) -> ChecksumError:
+def _checksum_error(spec: FileSpec, where: str, actual: str, *, downloaded: bool = False) -> ChecksumError:
     what = "sha256 of the decompressed content" if spec.gzip_content else "sha256"
-    return ChecksumError(
-        f"checksum mismatch for {spec.relpath} ({where}): expected {what} {spec.sha256}, got {actual}. "
-        "The file is corrupt, truncated or a different version; delete it so that it is downloaded "
-        f"again, or replace it with the file from {spec.urls[0]}"
-    )
+    if downloaded:  # the temporary file is already gone: nothing to delete
+        advice = ("The server returned different content (nothing was kept); try again later, or "
+                  "download the file by hand and point DPPREP_DATA_DIR at it")
+    else:
+        advice = ("The file is corrupt, truncated or a different version; delete it so that it is "
+                  f"downloaded again, or replace it with the file from {spec.urls[0] if spec.urls else 'its source'}")
+    return ChecksumError(f"checksum mismatch for {spec.relpath} ({where}): expected {what} {spec.sha256}, got {actual}. {advice}")
 
 
 def read_verified(path: str | os.PathLike, spec: FileSpec, *, verify: bool = True) -> bytes:
@@ -122,7 +124,8 @@ def not_found_message(relpath: str, data_dir: str | os.PathLike | None, urls: tu
         f"data file {relpath!r} not found ({reason}). Looked in:\n{looked}\n"
         f"Canonical source:\n{source}\n"
         f"Put the file at <dir>/{relpath} and pass data_dir=<dir> or set {ENV_DATA_DIR}=<dir>; with internet "
-        f"access, `python -m dpprep.data fetch` downloads it into the cache (not while {ENV_NO_DOWNLOAD}=1)."
+        f"access, `python -m dpprep.data fetch` downloads it into the cache (loading does so too unless "
+        f"download=False or {ENV_NO_DOWNLOAD}=1)."
     )
 
 
@@ -140,7 +143,7 @@ def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download
     missing = [s for s in archive_siblings(spec) if s is spec or find(s.relpath, data_dir) is None]
     try:
         return fetch(missing, cache_dir())[relpath]
-    except (OSError, urllib.error.URLError, zipfile.BadZipFile, ImportError) as err:
+    except (OSError, http.client.HTTPException, zipfile.BadZipFile, ImportError) as err:
         reason = f"download into the cache failed: {type(err).__name__}: {err}"
         raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason)) from err
 
@@ -175,7 +178,7 @@ def _install(data: bytes | Path, spec: FileSpec, root: Path, url: str) -> Path:
         except (OSError, EOFError):
             actual = "(unreadable: not a valid gzip file)"
         if actual != spec.sha256:
-            raise _checksum_error(spec, f"downloaded from {url}", actual)
+            raise _checksum_error(spec, f"downloaded from {url}", actual, downloaded=True)
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -244,7 +247,7 @@ def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike)
                 done.update(_fetch_from(url, archive, group, root))
                 last_error = None
                 break
-            except (OSError, urllib.error.URLError, zipfile.BadZipFile, ChecksumError) as err:
+            except (OSError, http.client.HTTPException, zipfile.BadZipFile, ChecksumError) as err:
                 # Prefer reporting a checksum mismatch over a later mirror's network error.
                 if not isinstance(last_error, ChecksumError):
                     last_error = err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import http.client
 import io
 import urllib.error
 import zipfile
@@ -86,6 +87,28 @@ def test_gzip_download_checks_content_and_falls_back_to_mirror(tmp_path, data_di
     dl.verify_file(path, spec)
 
 
+class _CutOff(io.BytesIO):
+    """A response whose connection drops mid-transfer."""
+
+    def read(self, size=-1):
+        raise http.client.IncompleteRead(b"partial", 1000)
+
+
+def test_cut_off_download_tries_the_next_mirror_then_reports_clearly(tmp_path, data_dir, web, monkeypatch):
+    spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
+    serve = web({spec.urls[1]: (data_dir / spec.relpath).read_bytes()})
+    monkeypatch.setattr(dl, "urlopen", lambda url, timeout=None: _CutOff() if url == spec.urls[0] else serve(url))
+    assert dl.resolve(spec.relpath) == tmp_path / "cache" / spec.relpath
+
+    # Every mirror cut off: an error naming the file and the URL, and no partial file left.
+    (tmp_path / "cache" / spec.relpath).unlink()
+    monkeypatch.setattr(dl, "urlopen", lambda url, timeout=None: _CutOff())
+    with pytest.raises(DataNotFoundError) as info:
+        dl.resolve(spec.relpath)
+    assert spec.relpath in str(info.value) and spec.urls[0] in str(info.value)
+    assert not _leftovers(tmp_path)
+
+
 def test_checksum_mismatch_leaves_nothing_behind(tmp_path, data_dir, web):
     spec = FILES_BY_PATH["insurance/insurance.csv"]
     bad = (data_dir / spec.relpath).read_bytes() + b"\n"
@@ -94,6 +117,7 @@ def test_checksum_mismatch_leaves_nothing_behind(tmp_path, data_dir, web):
         load("insurance")
     message = str(info.value)
     assert spec.sha256 in message and dl.sha256_bytes(bad) in message and spec.urls[0] in message
+    assert "nothing was kept" in message
     cache = tmp_path / "cache"
     assert not [p for p in cache.rglob("*") if p.is_file()]
 

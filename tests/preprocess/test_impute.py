@@ -137,3 +137,33 @@ def test_bad_input():
         impute_regression(x)  # three rows cannot give a well-conditioned Gram matrix
     with pytest.raises(ValueError, match="fully observed"):
         impute_regression(x, regressors=[0])
+
+
+@pytest.mark.parametrize("method", ["mean", "median", "trimmed_mean"])
+def test_imputed_rows_are_projected_back_into_the_unit_ball(method):
+    """Rows of norm 1 whose imputed value is large leave the ball unless projected back (regression
+    imputation shares the same final step but needs λ_min(XᵀX) > 1, which this small case lacks)."""
+    from dpprep.preprocess import impute_mean, impute_median, impute_trimmed_mean
+
+    rng = np.random.default_rng(7)
+    n = 200
+    # Column 0 is large on the observed rows (mean ≈ 0.9); the rows missing it use all their norm on
+    # column 1, so the filled row has norm ≈ sqrt(1 + 0.81) > 1.
+    x = np.zeros((n, 3))
+    x[:, 0] = rng.uniform(0.85, 0.95, n)
+    x[:, 1] = np.sqrt(1 - x[:, 0] ** 2) * 0.99
+    x[:, 2] = 0.01 * rng.standard_normal(n)
+    missing = np.arange(n) < 20
+    x[missing, 0] = np.nan
+    x[missing, 1], x[missing, 2] = 1.0, 0.0
+    impute = {"mean": impute_mean, "median": impute_median,
+              "trimmed_mean": lambda a, **kw: impute_trimmed_mean(a, 2, **kw)}[method]
+
+    raw = impute(x, project=False)
+    assert np.linalg.norm(raw.data[missing], axis=1).min() > 1.2  # the case really leaves the ball
+    projected = impute(x)
+    norms = np.linalg.norm(projected.data, axis=1)
+    assert norms.max() <= 1 + 1e-12
+    np.testing.assert_array_equal(projected.data[~missing], x[~missing])  # complete rows untouched
+    np.testing.assert_allclose(norms[missing], 1.0, rtol=1e-12)  # projected onto the sphere
+    assert projected.sensitivity == raw.sensitivity  # projection is non-expansive: same bound

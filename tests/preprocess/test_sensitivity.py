@@ -30,7 +30,7 @@ def n_times_cov(n: int) -> float:
 def test_table2_budgets_at_spec_11_2_point():
     # p = 10, η = 0.1, n = 1000: τ* enters Table 2 as ε(1 + τ*) for Laplace (spec §11.2 row 3).
     assert 1 + S.dedup_sensitivity(10).tau == pytest.approx(11.0)
-    assert 1 + S.quantization_sensitivity(10, 0.1).tau == pytest.approx(2.0)
+    assert 1 + S.quantization_sensitivity(10, 0.1, conservative=False).tau == pytest.approx(2.0)
     assert 1 + S.mean_imputation_sensitivity(1000, 10).tau == pytest.approx(1.0202, abs=5e-5)
     # DP-GD × mean imputation: 1.05·(4 + τ*²) = 4.2·(1 + p²/(n−p)²)  (spec §6, §11.1).
     tau = S.mean_imputation_sensitivity(1000, 10).tau
@@ -40,8 +40,8 @@ def test_table2_budgets_at_spec_11_2_point():
 
 def test_closed_forms():
     assert S.dedup_sensitivity(6) == Sensitivity(6.0, 1.0)
-    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(6.0, 0.05)
-    assert S.quantization_sensitivity(6, 0.05, conservative=True) == Sensitivity(6.0, 0.1)
+    assert S.quantization_sensitivity(6, 0.05, conservative=False) == Sensitivity(6.0, 0.05)
+    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(6.0, 0.1)  # safe default, as quantize()
     assert S.mean_imputation_sensitivity(100, 20).l2 == pytest.approx(2 / 80)
     assert S.mean_imputation_sensitivity(100, 20, max_missing_per_row=4).l2 == pytest.approx(4 / 80)
     assert S.median_imputation_sensitivity(5, 0.1, max_missing_per_row=4).l2 == pytest.approx(0.2)
