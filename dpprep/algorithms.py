@@ -14,7 +14,11 @@
      last one padded (and still divided by ``B``) when ``B`` does not divide ``n`` (common DP-SGD
      practice and non-private SGD; Poisson amplification does not apply to it);
    - ``"fixed_order"``: record ``t`` at step ``t`` (Hu et al.'s DP-FGD when ``steps`` is given;
-     DP-SGD by iteration when ``steps`` is None: stop at ``T ~ Unif{1..n−κ+1}``);
+     DP-SGD by iteration when ``steps`` is None: stop at ``T ~ Unif{1..n−κ+1}``). Their
+     amplification-by-iteration analysis (contractive noisy iteration) assumes plain projected
+     SGD with contractive steps: a convex, L-Lipschitz, β-smooth loss (β including the
+     regulariser), learning rate ``η ≤ 2/β`` and no binding clipping (``C ≥ L``); momentum, Adam
+     or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``;
 2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; ``clip_norm = inf``: none);
 3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention, per-coordinate
    scales included) and divide by the fixed normaliser ``N``: the *expected* batch size
@@ -24,6 +28,14 @@
    ball of radius ``hyper.radius`` (``inf``: no projection).
 
 Non-private training is the same code with ``noise_multiplier=0`` and ``clip_norm=inf``.
+
+**Only the returned parameters are the private output.** ``metrics`` are diagnostics computed
+from the data and the secret randomness without noise: ``loss`` and ``clip_fraction`` (opt-in,
+``track_loss`` / ``track_clip_fraction``) are plain functions of the batch, ``batch_size`` and
+``overflow`` expose the Poisson draws whose secrecy amplification relies on, ``params`` are the
+intermediate iterates (hidden in the amplification-by-iteration and averaged-iterate analyses) and
+``stopping_time`` is the random stop those analyses average over. None of them may be released as
+part of the DP output.
 
 Static choices (shapes, steps, sampling, optimizer) live in the frozen :class:`TrainConfig`; the
 floats that can be swept live in :class:`Hyper`, a pytree whose leaves are traced, so
@@ -47,17 +59,16 @@ import dataclasses
 import functools
 import math
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpprep import clipping, sampling
 from dpprep import noise as noise_lib
-from dpprep import sampling
-from dpprep.clipping import clipped_grad_sum
-from dpprep.models import Array, Model, Params
+from dpprep.models import Array, Model, Params, check_targets
 from dpprep.validation import (
     check_finite_array,
     check_positive_int,
@@ -66,6 +77,7 @@ from dpprep.validation import (
 )
 
 SAMPLINGS = ("full", "poisson", "replacement", "shuffle", "fixed_order")
+SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "clip_norm", "radius")  # Hyper's float fields
 
 
 @jax.tree_util.register_dataclass
@@ -100,13 +112,16 @@ class TrainConfig:
       sampling: one of ``SAMPLINGS`` (module docstring).
       batch_size: expected (poisson) or fixed (replacement, shuffle) batch size.
       steps: number of steps; for "fixed_order", the fixed ``T <= n`` (DP-FGD), or None for the
-        random stopping time of DP-SGD by iteration.
+        random stopping time of DP-SGD by iteration (both analysed for plain SGD with contractive
+        steps only: convex, smooth loss, ``η ≤ 2/β``; see the module docstring).
       epochs: alternative to ``steps``: ``⌈E·n/B⌉`` steps (poisson, replacement), ``E·⌈n/B⌉``
         (shuffle, integer E), ``E`` (full).
       optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``).
       average_iterates: return the mean of the iterates ``θ_1..θ_T`` instead of ``θ_T``.
       clip_method: "auto", "fast" or "vmap" (:func:`dpprep.clipping.clipped_grad_sum`).
       track_loss: record the (masked) batch loss per step (one extra forward pass).
+      track_clip_fraction: record the share of the batch's real examples whose gradient norm
+        exceeded ``C``. Like every metric it is not private (module docstring).
       track_params: record every iterate ``θ_t`` (memory ``T × |θ|``; for tests and analysis).
       kappa: ``κ`` of the stopping time ``T ~ Unif{1..n−κ+1}`` (fixed_order with steps=None).
       max_overflow_prob: bound on the probability that any Poisson draw of the run exceeds the
@@ -123,6 +138,7 @@ class TrainConfig:
     average_iterates: bool = False
     clip_method: str = "auto"
     track_loss: bool = False
+    track_clip_fraction: bool = False
     track_params: bool = False
     kappa: int = 1
     max_overflow_prob: float = 1e-10
@@ -148,8 +164,7 @@ def _plan(config: TrainConfig, n: int) -> _Plan:
     n = check_positive_int(n, "n")
     if config.sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}, got {config.sampling!r}")
-    if config.clip_method not in ("auto", "fast", "vmap"):
-        raise ValueError(f"clip_method must be 'auto', 'fast' or 'vmap', got {config.clip_method!r}")
+    clipping.check_method(config.clip_method, "clip_method")
     check_probability(config.max_overflow_prob, "max_overflow_prob")
     if config.steps is not None and config.epochs is not None:
         raise ValueError("give steps or epochs, not both")
@@ -175,7 +190,8 @@ def _plan(config: TrainConfig, n: int) -> _Plan:
     if config.steps is None and config.epochs is None:
         raise ValueError("give steps or epochs")
     if s == "full":
-        steps = check_positive_int(config.steps if config.steps is not None else config.epochs, "steps")
+        steps = (check_positive_int(config.steps, "steps") if config.steps is not None
+                 else check_positive_int(config.epochs, "epochs"))
         return _Plan(n, steps, float(n), n, 0)
     b = config.batch_size
     if s == "shuffle":
@@ -235,7 +251,7 @@ def _run(config: TrainConfig, plan: _Plan, hyper: Hyper, params0: Params, x: Arr
         params, opt_state, iterate_sum = carry
         t, idx, mask = inputs
         xb, yb, mask, size, overflow = select(t, idx, mask)
-        gsum, norms = clipped_grad_sum(model, params, xb, yb, clip, mask, method=config.clip_method)
+        gsum, norms = clipping.clipped_grad_sum(model, params, xb, yb, clip, mask, method=config.clip_method)
         noisy = noise_lib.add_noise(jax.random.fold_in(k_noise, t), gsum, hyper.noise_multiplier,
                                     clip, hyper.noise_scales)
         grad = jax.tree_util.tree_map(lambda g: g / plan.normaliser, noisy)
@@ -250,10 +266,11 @@ def _run(config: TrainConfig, plan: _Plan, hyper: Hyper, params0: Params, x: Arr
         if config.average_iterates:
             iterate_sum = jax.tree_util.tree_map(
                 lambda a, p: a + jnp.where(active, p, 0.0), iterate_sum, new_params)
-        clipped = (norms > clip).astype(jnp.float32)
-        real = jnp.ones_like(clipped) if mask is None else mask
-        out = {"batch_size": size, "overflow": overflow,
-               "clip_fraction": jnp.sum(clipped * real) / jnp.maximum(jnp.sum(real), 1.0)}
+        out = {"batch_size": size, "overflow": overflow}
+        if config.track_clip_fraction:
+            clipped = (norms > clip).astype(jnp.float32)
+            real = jnp.ones_like(clipped) if mask is None else mask
+            out["clip_fraction"] = jnp.sum(clipped * real) / jnp.maximum(jnp.sum(real), 1.0)
         if config.track_loss:
             out["loss"] = model.loss(params, xb, yb, mask)
         if config.track_params:
@@ -274,15 +291,28 @@ _run_jit = jax.jit(_run, static_argnums=(0, 1))
 def make_train_fn(config: TrainConfig, n: int) -> Callable[..., tuple[Params, dict[str, Array]]]:
     """The pure function ``(hyper, params0, x, y, key) -> (params, metrics)`` of a run on ``n``
     examples, for callers that ``jit``/``vmap`` it themselves (e.g. over data as well). It does
-    not validate its inputs: use :func:`check_data` and :func:`check_hyper` first."""
+    not validate its inputs: use :func:`check_data`, :func:`check_hyper` and :func:`check_key`
+    first."""
     plan = _plan(config, n)
     return functools.partial(_run, dataclasses.replace(config, hyper=None), plan)
 
 
-def check_hyper(hyper: Hyper, params: Params) -> None:
-    """Host-side checks of (possibly stacked) hyperparameter values; raises ValueError."""
+def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = ()) -> None:
+    """Host-side checks of hyperparameter values; raises ValueError naming the field.
+
+    Fields named in ``swept`` hold grid values (non-empty 1-D sequences; ``noise_scales``: a
+    pytree whose leaves share a leading grid axis), every value of which is checked; every other
+    float field must be a scalar (it would otherwise broadcast silently).
+    """
     if not isinstance(hyper, Hyper):
         raise ValueError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
+    for name in SCALAR_FIELDS:
+        shape = np.shape(getattr(hyper, name))
+        if name in swept and (len(shape) != 1 or shape[0] == 0):
+            raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {shape}")
+        if name not in swept and shape != ():
+            raise ValueError(f"{name} must be a scalar, got shape {shape}; "
+                             "to vary it, make it an axis of dpprep.sweeps.sweep")
 
     def values(v, name):
         arr = np.asarray(v, dtype=np.float64)
@@ -300,11 +330,35 @@ def check_hyper(hyper: Hyper, params: Params) -> None:
         v = values(getattr(hyper, name), name)
         if np.any(v <= 0):
             raise ValueError(f"{name} must be > 0 (inf allowed), got {getattr(hyper, name)!r}")
-    noise_lib.check_scales(params, hyper.noise_scales)
+    scales = hyper.noise_scales
+    if "noise_scales" in swept:
+        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
+        if len(lengths) != 1 or 0 in lengths:
+            raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
+        for i in range(lengths.pop()):  # each grid value must match the params on its own
+            noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
+    else:
+        noise_lib.check_scales(params, scales)
 
 
-def check_data(data: Any, params0: Params) -> tuple[Array, Array]:
-    """Host-side checks of ``(x, y)`` and ``params0``; returns them as JAX arrays."""
+def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Array:
+    """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
+    or with ``stacked`` a 1-D stack of them (``jax.random.split``); raises ValueError naming it."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        ok = np.ndim(key) == int(stacked)
+    else:
+        ok = dtype == np.uint32 and np.ndim(key) == 1 + int(stacked)
+    if not ok:
+        what = "a stack of PRNG keys (jax.random.split)" if stacked else "a PRNG key"
+        raise ValueError(f"{name} must be {what}, e.g. from jax.random.key(seed), got "
+                         f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}")
+    return jnp.asarray(key)
+
+
+def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[Array, Array]:
+    """Host-side checks of ``(x, y)`` and ``params0``; returns them as JAX arrays. With ``model``,
+    ``y`` is also checked against ``model.target`` (:func:`dpprep.models.check_targets`)."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
     x = check_finite_array(data[0], "x", ndim=2)
@@ -317,8 +371,7 @@ def check_data(data: Any, params0: Params) -> tuple[Array, Array]:
     first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
     if first is not None and np.shape(first)[0] != x.shape[1]:
         raise ValueError(f"x has {x.shape[1]} features but the params expect {np.shape(first)[0]}")
-    y_dtype = jnp.int32 if y.dtype.kind in "iub" else jnp.float32
-    return jnp.asarray(x, jnp.float32), jnp.asarray(y, y_dtype)
+    return jnp.asarray(x, jnp.float32), jnp.asarray(check_targets(model, params0, x, y))
 
 
 def warn_on_overflow(metrics: dict[str, Array], config: TrainConfig) -> None:
@@ -336,19 +389,20 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
           ) -> tuple[Params, dict[str, Array]]:
     """Run one training run; returns ``(params, metrics)``.
 
-    ``metrics`` has per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson draw larger
-    than the pad), ``clip_fraction`` (share of real examples with norm > C), optionally ``loss``
-    (batch objective before the step) and ``params`` (iterates), and the scalar
+    Only ``params`` is the differentially private output. ``metrics`` are non-private
+    diagnostics computed from the data and the secret sampling without noise: they must not be
+    released as part of the DP output. They hold per-step arrays ``batch_size`` (realised),
+    ``overflow`` (Poisson draw larger than the pad), optionally ``clip_fraction`` (share of real
+    examples with norm > C; ``track_clip_fraction``), ``loss`` (batch objective before the step;
+    ``track_loss``) and ``params`` (iterates; ``track_params``), and the scalar
     ``stopping_time`` (the number of steps that updated the parameters).
     Bad inputs raise ``ValueError`` before anything is compiled.
     """
-    x, y = check_data(data, params0)
+    key = check_key(key)
+    x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
     check_hyper(config.hyper, params0)
-    for name in ("learning_rate", "noise_multiplier", "clip_norm", "radius"):
-        if np.ndim(getattr(config.hyper, name)) != 0:
-            raise ValueError(f"{name} must be a scalar in train(); use dpprep.sweeps.sweep to vary it")
     plan = _plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     params, metrics = _run_jit(static, plan, config.hyper, params0, x, y, key)

@@ -19,6 +19,15 @@ import jax.numpy as jnp
 
 from dpprep.models import Array, Model, Params
 
+METHODS = ("auto", "fast", "vmap")
+
+
+def check_method(method: str, name: str = "method") -> str:
+    """The one check of a clipping method name (also used by the learners before compiling)."""
+    if method not in METHODS:
+        raise ValueError(f"{name} must be one of {METHODS}, got {method!r}")
+    return method
+
 
 def _scales(norms: Array, clip_norm: Array, mask: Array | None) -> Array:
     # min(1, C/||g||) written so that ||g|| = 0 and C = inf both give 1 without NaNs.
@@ -81,8 +90,7 @@ def clipped_grad_sum(
       clip_norm: the bound C (> 0, may be ``inf``).
       method: "auto" (fast path when the model has one), "fast" or "vmap".
     """
-    if method not in ("auto", "fast", "vmap"):
-        raise ValueError(f"method must be 'auto', 'fast' or 'vmap', got {method!r}")
+    check_method(method)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
     fn = clipped_grad_sum_fast if use_fast else clipped_grad_sum_vmap
     return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask)

@@ -16,11 +16,13 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from dpprep.validation import check_positive, check_positive_int
+from dpprep.validation import check_finite_array, check_positive, check_positive_int
 
 Params = Any  # a pytree of arrays
 Array = jax.Array
+TARGETS = ("real", "binary", "class")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +39,9 @@ class Model:
       regularizer: data-independent penalty ``params -> scalar`` (e.g. ridge); it is added to the
         objective outside clipping because it carries no information about any example.
       task: "classification" or "regression" (decides :func:`accuracy`).
+      target: what ``y`` holds, checked by :func:`check_targets`: "real" (finite floats),
+        "binary" (labels in {0, 1}), "class" (integer labels in ``[0, K)``, ``K`` the output
+        dimension of ``apply``) or None (unchecked beyond finiteness).
     """
 
     name: str
@@ -46,6 +51,11 @@ class Model:
     residual: Callable[[Params, Array, Array], Array] | None = None
     regularizer: Callable[[Params], Array] | None = None
     task: str = "classification"
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is not None and self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
 
     @property
     def has_fast_path(self) -> bool:
@@ -74,6 +84,17 @@ def _glm_params(num_features: int, num_outputs: int, fit_intercept: bool) -> Cal
     return init
 
 
+def _softmax_cross_entropy(logits: Array, y: Array) -> Array:
+    """Per-example ``−log softmax(logits)[y]`` for integer labels ``y``."""
+    return jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(
+        logits, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
+
+
+def _logistic_loss(z: Array, y: Array) -> Array:
+    """Per-example ``log(1 + e^z) − y·z`` (binary cross-entropy of a logit), stable."""
+    return jax.nn.softplus(z) - y * z
+
+
 def _logits(params: Params, x: Array) -> Array:
     out = x @ params["w"]
     return out + params["b"] if "b" in params else out
@@ -95,7 +116,7 @@ def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: b
 
     regularizer = (lambda params: ridge * jnp.sum(params["w"] ** 2)) if ridge > 0 else None
     return Model("linear_regression", _glm_params(num_features, 1, fit_intercept), apply,
-                 per_example_loss, residual, regularizer, task="regression")
+                 per_example_loss, residual, regularizer, task="regression", target="real")
 
 
 def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Model:
@@ -106,14 +127,13 @@ def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Mod
         return _logits(params, x)[:, 0]
 
     def per_example_loss(params, x, y):
-        z = apply(params, x)
-        return jax.nn.softplus(z) - y * z  # log(1 + e^z) − y·z, stable
+        return _logistic_loss(apply(params, x), y)
 
     def residual(params, x, y):
         return (jax.nn.sigmoid(apply(params, x)) - y)[:, None]
 
     return Model("logistic_regression", _glm_params(num_features, 1, fit_intercept), apply,
-                 per_example_loss, residual)
+                 per_example_loss, residual, target="binary")
 
 
 def softmax_regression(num_features: int, num_classes: int, *, fit_intercept: bool = True) -> Model:
@@ -122,15 +142,13 @@ def softmax_regression(num_features: int, num_classes: int, *, fit_intercept: bo
     check_positive_int(num_classes, "num_classes", minimum=2)
 
     def per_example_loss(params, x, y):
-        logits = _logits(params, x)
-        return jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(
-            logits, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
+        return _softmax_cross_entropy(_logits(params, x), y)
 
     def residual(params, x, y):
         return jax.nn.softmax(_logits(params, x), axis=-1) - jax.nn.one_hot(y, num_classes)
 
     return Model("softmax_regression", _glm_params(num_features, num_classes, fit_intercept),
-                 _logits, per_example_loss, residual)
+                 _logits, per_example_loss, residual, target="class")
 
 
 _ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
@@ -178,14 +196,40 @@ def mlp(
     def per_example_loss(params, x, y):
         out = apply(params, x)
         if loss == "softmax":
-            return jax.nn.logsumexp(out, axis=-1) - jnp.take_along_axis(
-                out, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
+            return _softmax_cross_entropy(out, y)
         if loss == "logistic":
-            return jax.nn.softplus(out) - y * out
+            return _logistic_loss(out, y)
         return (y - out) ** 2
 
     task = "regression" if loss == "squared" else "classification"
-    return Model(f"mlp_{activation}_{hidden}", init, apply, per_example_loss, task=task)
+    target = {"softmax": "class", "logistic": "binary", "squared": "real"}[loss]
+    return Model(f"mlp_{activation}_{hidden}", init, apply, per_example_loss, task=task, target=target)
+
+
+def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
+    """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
+    int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
+    (shape ``(n, d)``) only gives the input shape from which the number of classes ``K`` (the
+    output dimension of ``model.apply``) is read. Raises ValueError naming ``y``."""
+    y = check_finite_array(y, "y", ndim=1)
+    if model is None or model.target is None:
+        return y.astype(np.int32 if y.dtype.kind in "iub" else np.float32)
+    if model.target == "real":
+        return y.astype(np.float32)
+    if model.target == "binary":
+        if not np.all((y == 0) | (y == 1)):
+            bad = y[(y != 0) & (y != 1)]
+            raise ValueError(f"y must hold binary labels in {{0, 1}} for {model.name}, got e.g. {bad[0]}")
+        return y.astype(np.float32)
+    if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+        raise ValueError(
+            f"y must hold integer class labels for {model.name}, got non-integer {y.dtype} values")
+    out = jax.eval_shape(model.apply, params, jax.ShapeDtypeStruct((1, np.shape(x)[1]), jnp.float32))
+    num_classes = out.shape[-1]
+    if y.size and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError(f"y must hold class labels in [0, {num_classes}) for {model.name}, "
+                         f"got values in [{y.min()}, {y.max()}]")
+    return y.astype(np.int32)
 
 
 def predict_labels(model: Model, params: Params, x: Array) -> Array:

@@ -100,7 +100,7 @@ def shuffled_batches(key: Array, n: int, batch_size: int, epochs: int) -> tuple[
     ``(epochs·⌈n/B⌉, B)``. Every example appears exactly once per epoch; the last batch of an
     epoch is padded (mask 0) when ``B`` does not divide ``n``.
     """
-    per_epoch = -(-n // batch_size)
+    per_epoch = steps_per_epoch(n, batch_size)
     padded = per_epoch * batch_size
     perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, epochs))
     indices = jnp.pad(perms, ((0, 0), (0, padded - n))).reshape(epochs * per_epoch, batch_size)

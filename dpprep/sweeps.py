@@ -18,31 +18,19 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpprep.algorithms import (
     Hyper,
     TrainConfig,
     check_data,
     check_hyper,
+    check_key,
     make_train_fn,
     warn_on_overflow,
 )
 from dpprep.models import Array, Params
 
 AXES = tuple(f.name for f in dataclasses.fields(Hyper))
-
-
-def _axis_length(name: str, values: Any) -> int:
-    if name == "noise_scales":
-        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else -1 for leaf in jax.tree_util.tree_leaves(values)}
-        if len(lengths) != 1 or -1 in lengths:
-            raise ValueError("every noise_scales leaf needs the same leading (grid) axis")
-        return lengths.pop()
-    arr = np.asarray(values)
-    if arr.ndim != 1 or arr.shape[0] == 0:
-        raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {arr.shape}")
-    return arr.shape[0]
 
 
 def make_sweep_fn(config: TrainConfig, n: int, names: list[str]) -> Callable[..., Any]:
@@ -79,22 +67,15 @@ def sweep(
     Returns:
       ``(params, metrics)`` with leading axes ``(len(keys), len(axis_1), …)``.
     """
-    x, y = check_data(data, params0)
+    keys = check_key(keys, "keys", stacked=True)
+    x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
     unknown = sorted(set(axes) - set(AXES))
     if unknown:
         raise ValueError(f"cannot sweep {unknown}; sweepable axes are {AXES}")
-    keys = jnp.asarray(keys)
-    if keys.ndim != (1 if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) else 2):
-        raise ValueError(f"keys must be a stack of PRNG keys, got shape {keys.shape}")
-    lengths = {name: _axis_length(name, values) for name, values in axes.items()}
-    for name, values in axes.items():  # validate every grid value before compiling
-        for i in range(lengths[name]):
-            value = (jax.tree_util.tree_map(lambda v: np.asarray(v)[i], values) if name == "noise_scales"
-                     else np.asarray(values)[i])
-            check_hyper(dataclasses.replace(config.hyper, **{name: value}), params0)
-    check_hyper(config.hyper, params0)
+    # The grid's shape, every grid value and every field not swept (a scalar), before compiling.
+    check_hyper(dataclasses.replace(config.hyper, **axes), params0, swept=axes)
     fn = make_sweep_fn(config, x.shape[0], list(axes))
     values = [jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float32), axes[name])
               if name == "noise_scales" else jnp.asarray(axes[name], jnp.float32) for name in axes]

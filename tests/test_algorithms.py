@@ -129,7 +129,7 @@ def test_poisson_step_is_normalised_by_the_expected_batch_size():
 
 def test_same_key_is_bit_identical_and_metrics_are_sane():
     cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.1, clip_norm=0.5), sampling="poisson",
-                      batch_size=8, steps=40, track_loss=True)
+                      batch_size=8, steps=40, track_loss=True, track_clip_fraction=True)
     a, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
     b, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
     c, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(8))
@@ -139,6 +139,18 @@ def test_same_key_is_bit_identical_and_metrics_are_sane():
     assert metrics["loss"].shape == (40,) and not metrics["overflow"].any()
     assert metrics["batch_size"].min() >= 0 and metrics["batch_size"].std() > 0
     assert np.all((metrics["clip_fraction"] >= 0) & (metrics["clip_fraction"] <= 1))
+
+
+def test_clip_fraction_is_opt_in_and_exact():
+    """At θ = 0 a logistic example's gradient norm is 0.5·sqrt(||x||² + 1) (residual ±1/2)."""
+    norms = 0.5 * np.sqrt(np.sum(X.astype(np.float64) ** 2, axis=1) + 1)
+    clip = float(np.quantile(norms, 0.3))
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=clip), sampling="full", steps=1)
+    _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    assert "clip_fraction" not in metrics and "loss" not in metrics  # not private: only on request
+    cfg = dataclasses.replace(cfg, track_clip_fraction=True)
+    _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    assert float(metrics["clip_fraction"][0]) == pytest.approx(np.mean(norms > clip), abs=1e-6)
 
 
 def test_poisson_batch_size_one():
@@ -211,8 +223,45 @@ BASE = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sa
     ({"sampling": "fixed_order", "steps": 65, "batch_size": None}, (X, Y_BIN), "steps must be <= n"),
     ({"max_overflow_prob": 0.0}, (X, Y_BIN), "max_overflow_prob"),
     ({"clip_method": "loop"}, (X, Y_BIN), "clip_method"),
+    ({"sampling": "full", "steps": None, "epochs": 2.5}, (X, Y_BIN), "epochs must be an integer"),
+    ({}, (X, np.where(np.arange(64) == 3, 2.0, Y_BIN)), r"y must hold binary labels in \{0, 1\}"),
+    ({}, (X, np.where(np.arange(64) == 3, -1, Y_BIN.astype(int))), "y must hold binary"),
+    ({"model": LINEAR}, (X, np.where(np.arange(64) == 3, np.nan, Y_REG)), "y contains"),
 ])
 def test_bad_input_raises_before_compiling(no_compile, change, data, match):
     cfg = dataclasses.replace(BASE, **change)
     with pytest.raises(ValueError, match=match):
-        train(cfg, LOGISTIC.init(KEY), data, KEY)
+        train(cfg, cfg.model.init(KEY), data, KEY)
+
+
+SOFTMAX = models.softmax_regression(3, 4)
+Y_CLASS = RNG.integers(0, 4, size=64)
+
+
+@pytest.mark.parametrize("model,labels,match", [
+    (SOFTMAX, np.where(np.arange(64) == 5, 4, Y_CLASS), r"y must hold class labels in \[0, 4\)"),
+    (SOFTMAX, np.where(np.arange(64) == 5, -1, Y_CLASS), r"\[0, 4\)"),
+    (SOFTMAX, Y_CLASS + 0.5, "integer class labels"),
+    (models.mlp(3, 5, 3), np.where(np.arange(64) == 5, 3, Y_CLASS % 3), r"\[0, 3\)"),  # K from the output
+    (models.mlp(3, 5, 1, loss="logistic"), Y_CLASS, "binary"),
+])
+def test_labels_are_checked_against_the_model(no_compile, model, labels, match):
+    cfg = dataclasses.replace(BASE, model=model)
+    with pytest.raises(ValueError, match=match):
+        train(cfg, model.init(KEY), (X, labels), KEY)
+
+
+@pytest.mark.parametrize("key", [0, np.zeros(2), np.zeros(2, np.uint32)[None], jax.random.split(KEY, 2)])
+def test_key_is_checked(no_compile, key):
+    with pytest.raises(ValueError, match="key must be a PRNG key"):
+        train(BASE, LOGISTIC.init(KEY), (X, Y_BIN), key)
+
+
+def test_integral_float_labels_and_typed_keys_are_accepted():
+    """Float class labels with integral values train exactly like int labels, and a typed key
+    (jax.random.key) like the raw key with the same bits (jax.random.PRNGKey)."""
+    cfg = dataclasses.replace(BASE, model=SOFTMAX)
+    a, _ = train(cfg, SOFTMAX.init(KEY), (X, Y_CLASS.astype(np.float32)), jax.random.key(0))
+    b, _ = train(cfg, SOFTMAX.init(KEY), (X, Y_CLASS), jax.random.PRNGKey(0))
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_array_equal(u, v)

@@ -18,6 +18,7 @@ B, D, K = 9, 5, 3
 GLMS = {
     "linear": lambda: models.linear_regression(D),
     "linear_noint": lambda: models.linear_regression(D, fit_intercept=False),
+    "linear_ridge": lambda: models.linear_regression(D, ridge=0.5),
     "logistic": lambda: models.logistic_regression(D),
     "softmax": lambda: models.softmax_regression(D, K),
     "softmax_noint": lambda: models.softmax_regression(D, K, fit_intercept=False),
@@ -59,15 +60,22 @@ def _assert_trees_close(a, b, rtol, atol=0.0):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
 
 
+def _contribution_norms(model, params, x, y, clip_norm, method):
+    """Global norm (all leaves, bias included) of each example's actual contribution to the
+    library's clipped sum: the sum with a one-hot mask selecting that example alone."""
+    sums = jax.vmap(lambda m: clipping.clipped_grad_sum(model, params, x, y, clip_norm, m, method=method)[0])(
+        jnp.eye(x.shape[0]))
+    return jnp.sqrt(sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1)
+                        for leaf in jax.tree_util.tree_leaves(sums)))
+
+
 def _compare(model, params, x, y, clip_norm):
-    """(fast sum, vmap sum, fast norms, vmap norms, max clipped per-example norm)."""
+    """(fast sum, vmap sum, fast norms, vmap norms, per-example contribution norms of both paths)."""
     fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="fast")
     slow, slow_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="vmap")
-    grads = clipping.per_example_grads(model, params, x, y)
-    factors = jnp.minimum(1.0, clip_norm / jnp.maximum(slow_norms, 1e-30))
-    sq = sum(jnp.sum((g * factors.reshape((-1,) + (1,) * (g.ndim - 1))) ** 2, axis=tuple(range(1, g.ndim)))
-             for g in jax.tree_util.tree_leaves(grads))
-    return fast, slow, fast_norms, slow_norms, jnp.max(jnp.sqrt(sq))
+    contributions = jnp.stack([_contribution_norms(model, params, x, y, clip_norm, method)
+                               for method in ("fast", "vmap")])
+    return fast, slow, fast_norms, slow_norms, contributions
 
 
 COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in MODELS.items()}
@@ -83,7 +91,7 @@ COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in 
 )
 def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
     _, params, x, y = _problem(name, seed, x_scale, w_scale)
-    fast, slow, fast_norms, slow_norms, max_clipped = COMPARE[name](params, x, y, clip_norm)
+    fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, clip_norm)
     # Norms agree to 1e-5 relative to the larger of the norm and ||(x_i, 1)|| (the norm a unit
     # residual would give): a residual near 0 is a difference of O(1) terms in float32.
     x_norms = jnp.sqrt(jnp.sum(x * x, axis=1) + ("b" in params))
@@ -92,8 +100,9 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
     scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, clip_norm))))
     for u, v in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(slow)):
         assert float(jnp.max(jnp.abs(u - v))) <= 1e-5 * scale
-    # Every clipped per-example gradient has norm <= C (1 + 1e-6).
-    assert float(max_clipped) <= clip_norm * (1 + 1e-6)
+    # Every example's contribution to the clipped sum, by either path, has norm <= C (1 + 1e-6).
+    assert contributions.shape == (2, B)
+    assert float(jnp.max(contributions)) <= clip_norm * (1 + 1e-6)
 
 
 @pytest.mark.parametrize("name", ["linear", "logistic", "softmax", "softmax_noint"])

@@ -29,7 +29,7 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     ds = load("mnist", data_dir, download=False)
     n = ds.x_train.shape[0]
     model = models.softmax_regression(784, 10)
-    config = TrainConfig(model, Hyper(LR), sampling="poisson", batch_size=BATCH, epochs=EPOCHS)
+    config = TrainConfig(model, Hyper(LR), sampling="poisson", batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
     steps = num_steps(config, n)
     schedule = dp.DpSgdSchedule.from_epochs(EPOCHS, BATCH, n)
     assert schedule.steps == steps == 88
@@ -41,7 +41,7 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     assert dp.epsilon(z, DELTA - slack, schedule) <= EPSILON
 
     config = TrainConfig(model, Hyper(LR, noise_multiplier=z, clip_norm=CLIP), sampling="poisson",
-                         batch_size=BATCH, epochs=EPOCHS)
+                         batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
     params, metrics = train(config, model.init(None), (ds.x_train, ds.y_train), jax.random.PRNGKey(0))
     assert not metrics["overflow"].any()
     # Clipping is active (a real DP-SGD run): at θ = 0 every per-example norm is ~||x||·0.95 > C.

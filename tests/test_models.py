@@ -132,3 +132,56 @@ def test_bad_arguments():
         models.mlp(3, 4, 2, loss="hinge")
     with pytest.raises(ValueError, match="num_outputs"):
         models.mlp(3, 4, 2, loss="logistic")
+
+
+def test_mlp_losses_match_closed_forms():
+    for loss, outputs, targets in (("softmax", 3, RNG.integers(0, 3, size=12)),
+                                   ("logistic", 1, (RNG.random(12) < 0.5).astype(np.float32))):
+        model = models.mlp(4, 5, outputs, loss=loss)
+        params = model.init(jax.random.PRNGKey(2))
+        out = np.asarray(model.apply(params, X), np.float64)
+        if loss == "softmax":
+            expected = -(out - np.log(np.sum(np.exp(out), axis=1, keepdims=True)))[np.arange(12), targets]
+        else:
+            expected = np.log1p(np.exp(out)) - targets * out
+        np.testing.assert_allclose(model.per_example_loss(params, X, targets), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model,target", [
+    (models.linear_regression(4), "real"),
+    (models.logistic_regression(4), "binary"),
+    (models.softmax_regression(4, 3), "class"),
+    (models.mlp(4, 5, 3), "class"),
+    (models.mlp(4, 5, 1, loss="logistic"), "binary"),
+    (models.mlp(4, 5, 1, loss="squared"), "real"),
+])
+def test_targets_are_checked_against_the_model(model, target):
+    assert model.target == target
+    params = model.init(jax.random.PRNGKey(0))
+    good = {"real": RNG.normal(size=12), "binary": RNG.integers(0, 2, size=12),
+            "class": np.arange(12) % 3}[target]
+    y = models.check_targets(model, params, X, good)
+    assert y.dtype == (np.int32 if target == "class" else np.float32)
+    np.testing.assert_array_equal(y, good.astype(y.dtype))
+    with pytest.raises(ValueError, match="y contains"):
+        models.check_targets(model, params, X, np.where(np.arange(12) == 0, np.nan, good))
+    if target == "binary":
+        for bad in (np.where(np.arange(12) == 0, 2, good), good - 0.5, -good):
+            with pytest.raises(ValueError, match=r"y must hold binary labels in \{0, 1\}"):
+                models.check_targets(model, params, X, bad)
+    if target == "class":  # K = 3 read from the output dimension
+        np.testing.assert_array_equal(models.check_targets(model, params, X, good.astype(float)), good)
+        for bad in (np.where(np.arange(12) == 0, 3, good), np.where(np.arange(12) == 0, -1, good)):
+            with pytest.raises(ValueError, match=r"y must hold class labels in \[0, 3\)"):
+                models.check_targets(model, params, X, bad)
+        with pytest.raises(ValueError, match="integer class labels"):
+            models.check_targets(model, params, X, good + 0.25)
+
+
+def test_unchecked_targets_and_bad_target_kind():
+    custom = models.Model("custom", lambda k: {}, lambda p, x: x, lambda p, x, y: y)
+    assert custom.target is None
+    assert models.check_targets(custom, {}, X, np.array([5, -3])).dtype == np.int32
+    assert models.check_targets(None, {}, X, np.array([0.5])).dtype == np.float32
+    with pytest.raises(ValueError, match="target"):
+        models.Model("custom", lambda k: {}, lambda p, x: x, lambda p, x, y: y, target="ordinal")

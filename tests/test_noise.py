@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpprep import algorithms, models, noise
+from dpprep import algorithms, models, noise, sampling
 
 D, K, N = 400, 10, 8
 
@@ -99,3 +99,45 @@ def test_scale_validation():
         noise.feature_scales(params, [1.0, 2.0], "w")
     with pytest.raises(ValueError, match="leaf"):
         noise.feature_scales(params, [1.0, 2.0, 3.0], "w1")
+
+
+def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, seed, batch_size=None):
+    """The noise each step adds to the clipped-gradient *sum*, recovered from consecutive iterates
+    of plain SGD at learning rate 1 on x = 0 (linear model, no intercept: every data gradient is
+    0), so θ_t − θ_{t−1} = −noise_t / N. Returns (noise (steps, d), metrics)."""
+    model = models.linear_regression(d, fit_intercept=False)
+    x, y = np.zeros((n, d), np.float32), np.zeros(n, np.float32)
+    cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0, noise_multiplier, clip_norm),
+                                 sampling=sampling, batch_size=batch_size, steps=steps, track_params=True)
+    _, metrics = algorithms.train(cfg, model.init(None), (x, y), jax.random.PRNGKey(seed))
+    iterates = np.concatenate([np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]])
+    normaliser = n if sampling == "full" else batch_size
+    return -np.diff(iterates, axis=0) * normaliser, metrics
+
+
+def test_noise_is_fresh_at_every_step():
+    """Each step's noise has the configured std and is uncorrelated with every other step's."""
+    steps, z, clip, d = 6, 1.3, 0.5, 2000
+    noise_per_step, _ = _zero_gradient_noise("full", steps, z, clip, d, n=4, seed=3)
+    for t in range(steps):
+        assert stats.kstest(noise_per_step[t] / (z * clip), "norm").pvalue > 1e-3, f"step {t}"
+    corr = np.corrcoef(noise_per_step)  # (steps, steps); off-diagonal sd ≈ 1/sqrt(d) = 0.022
+    off_diagonal = corr[~np.eye(steps, dtype=bool)]
+    assert np.max(np.abs(off_diagonal)) < 0.1, np.round(corr, 3)
+
+
+def test_noise_and_batch_sampling_use_different_streams():
+    """In a Poisson run the noise is not drawn from the key that selects the batches: the batch
+    sizes confirm which key is the sampling stream, and the noise that key would give is
+    uncorrelated with the noise added."""
+    n, b, steps, d, seed = 16, 4, 3, 1000, 5
+    noise_per_step, metrics = _zero_gradient_noise("poisson", steps, 1.0, 1.0, d, n, seed, batch_size=b)
+    k_sample = jax.random.split(jax.random.PRNGKey(seed), 3)[0]
+    pad = sampling.poisson_pad_size(n, b / n, steps)
+    params = {"w": jnp.zeros((d, 1))}
+    for t in range(steps):
+        step_key = jax.random.fold_in(k_sample, t)
+        assert int(sampling.poisson_batch(step_key, n, b / n, pad)[2]) == int(metrics["batch_size"][t])
+        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 1.0, None, params))
+        r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
+        assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"

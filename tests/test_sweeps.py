@@ -71,5 +71,33 @@ def test_bad_sweeps_raise():
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), jnp.zeros(3), learning_rate=[0.1])
     with pytest.raises(ValueError, match="noise_scales"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.full((2, 4, 1), -1.0), "b": np.ones(2)})
+    with pytest.raises(ValueError, match="same non-empty leading"):
+        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 4, 1)), "b": np.ones(3)})
+    scales = {"w": np.stack([np.ones((4, 1)), -np.ones((4, 1))]), "b": np.ones(2)}  # 2nd value bad
+    with pytest.raises(ValueError, match="noise_scales must be >= 0"):
+        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales=scales)
+    with pytest.raises(ValueError, match="broadcast"):
+        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 5, 1)), "b": np.ones(2)})
     with pytest.raises(ValueError, match="x contains"):
         sweeps.sweep(CONFIG, PARAMS0, (np.full_like(X, np.nan), Y), keys, learning_rate=[0.1])
+
+
+def test_fields_not_swept_must_be_scalars():
+    """A stacked value of a field that is not an axis is rejected: 3 learning rates would otherwise
+    broadcast silently against the 3 classes' columns of w and b."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    cfg = dataclasses.replace(CONFIG, hyper=Hyper(np.array([0.1, 0.5, 1.0]), 1.0, 1.0))
+    with pytest.raises(ValueError, match="learning_rate must be a scalar"):
+        sweeps.sweep(cfg, PARAMS0, (X, Y), keys, noise_multiplier=[0.5, 2.0])
+    cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, 1.0, np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="clip_norm must be a scalar"):
+        sweeps.sweep(cfg, PARAMS0, (X, Y), keys, learning_rate=[0.1, 0.5])
+
+
+def test_sweep_checks_labels_and_keys():
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    with pytest.raises(ValueError, match=r"y must hold class labels in \[0, 3\)"):
+        sweeps.sweep(CONFIG, PARAMS0, (X, np.where(np.arange(80) == 7, 3, Y)), keys, learning_rate=[0.1])
+    for bad in (np.zeros((2, 2)), np.arange(2), jax.random.PRNGKey(0), 0):
+        with pytest.raises(ValueError, match="keys must be a stack of PRNG keys"):
+            sweeps.sweep(CONFIG, PARAMS0, (X, Y), bad, learning_rate=[0.1])
