@@ -14,8 +14,8 @@ What lives here, and what it builds on:
 * :func:`rdp_curve_epsilon`: convert a hand-written RDP curve to (ε, δ) with dp-accounting's
   conversion (Canonne et al. 2020, Prop. 12 / Asoodeh et al. 2020).
 * :func:`sgd_iter_rdp` / :func:`sgd_iter_epsilon`: one-pass fixed-order noisy SGD with random
-  stopping (privacy amplification by iteration, Feldman et al. 2018, Thm 26), for which
-  dp-accounting has no event.
+  stopping (privacy amplification by iteration, Feldman et al. 2018, Thm 26, with the exact
+  harmonic-number sum), for which dp-accounting has no event.
 
 Noise multiplier convention (dp-accounting's): ``z = s / C`` where ``s`` is the std of the Gaussian
 noise added to a *sum* of per-record contributions each of L2 norm <= ``C`` (the clip norm).
@@ -46,6 +46,7 @@ from dp_accounting.privacy_accountant import (
     UnsupportedEventError,
 )
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import special
 
 from dpprep.validation import (
     check_delta,
@@ -377,11 +378,6 @@ def _flatten(events: Iterable[dp_event.DpEvent]) -> tuple[dp_event.DpEvent, ...]
     return tuple(out)
 
 
-def _round_key(x: float) -> float:
-    """12 significant digits: equal-in-practice floats (0.1 + 0.2 vs 0.3) share a cache entry."""
-    return float(f"{x:.12g}")
-
-
 def calibrate_noise(
     target_epsilon: float,
     delta: float,
@@ -396,7 +392,8 @@ def calibrate_noise(
     composed with ``fixed_events`` (e.g. ``(gaussian_event(sigma_F),)`` for DPSGD-F's private
     mean). Within :data:`CALIBRATION_TOL` of the optimum, never above the target ε.
 
-    Cached on (rounded) arguments: a sweep pays ~0.5-2 s once per distinct setting.
+    Cached on the exact arguments (no rounding: a slightly tighter target must never get the
+    multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
     ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the cache.
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
@@ -426,10 +423,8 @@ def calibrate_noise(
                 f"fixed_events alone already spend epsilon={spent:.4g} >= "
                 f"target_epsilon={target_epsilon!r}"
             )
-    schedule = dataclasses.replace(schedule, sampling_rate=_round_key(schedule.sampling_rate))
     return _calibrate_noise_cached(
-        _round_key(target_epsilon), _round_key(delta), schedule, accountant, neighbouring,
-        fixed, _round_key(pld_discretization),
+        target_epsilon, delta, schedule, accountant, neighbouring, fixed, pld_discretization,
     )
 
 
@@ -522,7 +517,8 @@ def rdp_curve_epsilon(
 
 
 def sgd_iter_max_order(noise_std: float, lipschitz: float) -> float:
-    """Largest α with ``noise_std >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26)."""
+    """Largest α with ``noise_std >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26);
+    Hu et al.'s Theorem 14 (``table1.DPSGDIteration``) needs the strict inequality, α below it."""
     sigma = check_positive(noise_std, "noise_std")
     lip = check_positive(lipschitz, "lipschitz")
     return 0.5 * (1.0 + math.sqrt(1.0 + 2.0 * (sigma / lip) ** 2))
@@ -531,7 +527,11 @@ def sgd_iter_max_order(noise_std: float, lipschitz: float) -> float:
 def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) -> float:
     """RDP at order ``alpha`` of one pass of noisy projected SGD over ``n`` records in a fixed
     order, stopped at a uniformly random step (Hu et al. 2024's A_SGD-iter; Feldman et al.
-    2018, Thm 26, quoted as Hu et al. Lemma H / Thm 14): ``4 α L² log n / (n σ²)``.
+    2018, Thm 26, quoted as Hu et al. Lemma H / Thm 14): ``4 α L² H_n / (n σ²)``.
+
+    ``H_n = Σ_{j≤n} 1/j`` is the random-stopping sum ``(2/n) Σ_j 2αL²/(σ² j)`` evaluated exactly.
+    Feldman et al. state ``log n`` (and Hu et al.'s proof bounds the sum by ``log(n+1)``), but
+    ``H_n > log(n+1)``, so those are not upper bounds of the sum; we use the safe value.
 
     ``noise_std`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
     per-record gradient bound. Needs a convex, L-Lipschitz, β-smooth loss, step ≤ 2/β, a convex
@@ -539,7 +539,7 @@ def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) ->
     for α outside (1, :func:`sgd_iter_max_order`].
 
     >>> round(sgd_iter_rdp(2.0, noise_std=3.0, lipschitz=1.0, n=1000), 6)
-    0.00614
+    0.006654
     """
     alpha = check_positive(alpha, "alpha")
     sigma = check_positive(noise_std, "noise_std")
@@ -554,7 +554,13 @@ def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) ->
             f"noise_std >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
             f"{sgd_iter_max_order(sigma, lip):.6g}"
         )
-    return 4.0 * alpha * lip**2 * math.log(n) / (n * sigma**2)
+    return 4.0 * alpha * lip**2 * harmonic_number(n) / (n * sigma**2)
+
+
+def harmonic_number(n: int) -> float:
+    """``H_n = Σ_{j=1}^n 1/j`` (digamma(n+1) + γ; exact to rounding, unlike ``log n`` < H_n)."""
+    n = check_positive_int(n, "n")
+    return float(special.digamma(n + 1.0) + np.euler_gamma)
 
 
 def sgd_iter_epsilon(
@@ -597,6 +603,7 @@ __all__ = [
     "dpsgd_event",
     "epsilon",
     "gaussian_event",
+    "harmonic_number",
     "rdp_curve_epsilon",
     "sgd_iter_epsilon",
     "sgd_iter_max_order",

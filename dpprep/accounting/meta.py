@@ -17,6 +17,7 @@ Public API (kept stable; other modules build on it):
   ``(2α−1)/(2(α−1))·[ε̃(2α, τ*) + ε(2α)]``, with the paper's constant 1.05 for α ≥ 11.
 - :func:`pure_dp_bound` — Eqs. 44–45 for pure-DP mechanisms: ``ε(∞) + ε̃(∞, τ*)``.
 - :func:`group_privacy_rdp` — the naive group-privacy baseline (Fig. 2; spec §7, §10.25).
+- :func:`check_mechanism` — the checks every function here that returns a privacy level applies.
 - :func:`overall_privacy` — the pipeline's RDP curve, its (ε, δ) via Lemma M, optimal α and the
   group-privacy baseline. :func:`calibrate` — the mechanism ε (noise level) for a target overall ε.
 """
@@ -31,7 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from dpprep.accounting.renyi import NoAdmissibleOrder, check_alpha, gaussian_group_rdp, rdp_to_dp
-from dpprep.accounting.table1 import DPGD, DPSGDIteration, Gaussian, Laplace, Mechanism
+from dpprep.accounting.table1 import DPGD, DPSGDIteration, DPSGDSampling, Gaussian, Laplace, Mechanism
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "eq43",
     "pure_dp_bound",
     "group_privacy_rdp",
+    "check_mechanism",
+    "default_group_size",
     "OverallPrivacy",
     "overall_privacy",
     "Calibration",
@@ -129,7 +132,12 @@ def theorem2_branches(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The two branches of Eq. 3 at order(s) ``alpha``, each minimised over its Hölder exponent
     (``p_h`` / ``q_h`` fixed if given; both must be > 1 — spec §10.10). An exponent whose orders
-    fall outside the mechanism's admissible range gives ``inf`` for that exponent."""
+    fall outside the mechanism's admissible range gives ``inf`` for that exponent.
+
+    Only ``tau`` is known here: for DP-SGD-samp / -iter the caller vouches that ``gamma_pw`` /
+    ``kappa`` fit the pre-processing (:func:`overall_privacy` checks them from a Sensitivity).
+    """
+    _check_enforced(mechanism)
     tau = _check_tau(tau)
     a = np.atleast_1d(check_alpha(alpha)).astype(float).ravel()
     for name, value in (("p_h", p_h), ("q_h", q_h)):
@@ -182,6 +190,8 @@ def eq43(
     ``constant="paper"``: ``c = 1.05``, valid only for ``α ≥ 11`` (ValueError below);
     ``constant="exact"``: ``c = (2α−1)/(2(α−1))`` for any α > 1. Raises ValueError where ``2α`` is
     outside the mechanism's range (e.g. DP-SGD-samp needs 2α inside Theorem 13's range).
+    A mechanism built with ``enforce_range=False`` is evaluated algebraically — that is how
+    ``table2.derived_cell`` evaluates the printed Table 2 — and the value is then not a guarantee.
     """
     tau = _check_tau(tau)
     a = check_alpha(alpha)
@@ -230,6 +240,62 @@ def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.n
         eps = mechanism.epsilon
         return lambda a: np.full(np.shape(a), k * eps, dtype=float)
     return None
+
+
+def _check_enforced(mechanism: Mechanism) -> None:
+    if not isinstance(mechanism, Mechanism):
+        raise ValueError(f"mechanism must be a table1 Mechanism, got {type(mechanism).__name__}")
+    if not mechanism.enforce_range:
+        raise ValueError(
+            f"{mechanism.name} was built with enforce_range=False (an algebraic evaluation of the "
+            "Table-1 formula, for printing Table 2 only); it carries no privacy guarantee — build it "
+            "with enforce_range=True (the default)"
+        )
+
+
+def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity) -> None:
+    """Raises ValueError unless ``mechanism``'s Table-1 bounds apply to Theorem 2's hybrid pairs
+    for a pre-processing with these sensitivities:
+
+    - the mechanism enforces its α-range (not built with ``enforce_range=False``);
+    - DP-SGD-iter: ``kappa ≥ Δ∞`` (the hybrid pairs differ in up to Δ∞ records; spec §10.11);
+    - not DP-SGD-samp: Table 1's RDP ``α²ε²/2`` for it (Abadi et al.'s moments lemma) is not a valid
+      bound under the paper's replace-one adjacency. A sampled gradient can move by 2L, i.e. noise
+      multiplier z/2, and dp-accounting's RDP of exactly this algorithm (batch-1 sampling,
+      replace-one, multiplier z/2) exceeds ``α²ε²/2`` at orders up to ≈ 11.5 on a sweep of n ≤ 10⁶
+      (e.g. n = 10⁴, z/2 = 1.2), with no n-independent safe range established. dpprep therefore
+      does not turn it into a guarantee; :mod:`dpprep.accounting.table2` still evaluates the
+      formula to print the paper's Table 2. (If it is admitted later, Theorem 2's hybrid pairs
+      also need ``gamma_pw ≥ n/Δ∞``, spec §10.8.)
+    """
+    _check_enforced(mechanism)
+    if not isinstance(preprocessing_sensitivity, Sensitivity):
+        raise ValueError("preprocessing_sensitivity must be a dpprep.accounting.meta.Sensitivity")
+    linf = preprocessing_sensitivity.linf
+    if isinstance(mechanism, DPSGDIteration) and mechanism.kappa < linf:
+        raise ValueError(
+            f"dp_sgd_iteration: kappa={mechanism.kappa} < linf={linf}; Theorem 2's hybrid pairs "
+            "differ in up to Δ∞ records, so κ_τ must be at least Δ∞"
+        )
+    if isinstance(mechanism, DPSGDSampling):
+        raise ValueError(
+            "dp_sgd_sampling: Table 1's RDP α²ε²/2 is not a valid bound under replace-one adjacency "
+            "(a sampled gradient moves by up to 2L; dp-accounting's RDP of this algorithm exceeds it "
+            "at orders up to ≈ 11.5), so dpprep does not turn it into a guarantee. For DP-SGD with "
+            "sampling use dpprep.accounting.dp (dp-accounting, neighbouring='replace_one')."
+        )
+
+
+def default_group_size(linf: float, n: int | None = None) -> int:
+    """Group size of the naive group-privacy baseline: ``ceil(Δ∞) + 1``, capped at ``n`` if known.
+
+    Pre-processed neighbours ``π1(S1)``, ``π2(S2)`` differ in the replaced record itself plus up to
+    Δ∞ common records (spec §4). Figure 2 of the paper counts ``k = Δ∞``; pass that explicitly to
+    reproduce it (it is not a valid guarantee).
+    """
+    linf = check_positive(linf, "linf", allow_zero=True)
+    k = math.ceil(linf) + 1
+    return min(k, check_positive_int(n, "n")) if n is not None else k
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -284,18 +350,16 @@ def overall_privacy(
     Fig. 2's default curve use). Pure-DP mechanisms (Laplace, Exponential) use Eqs. 44–45 in both
     modes — the p, q → 1 limit of Eq. 3 — and are pure ``ε(1 + Lτ/Δ)``-DP, for every δ.
     ``alphas``: restrict Lemma M to these orders (otherwise minimised continuously).
-    ``group_size``: the baseline's group size k (default ``max(1, ceil(Δ∞))``, the paper's wording;
-    the rigorous count ``min(Δ∞+1, n)`` can be passed explicitly).
+    ``group_size``: the baseline's group size k (default :func:`default_group_size`:
+    ``min(ceil(Δ∞) + 1, n)``, the records in which pre-processed neighbours can differ; the paper's
+    Figure 2 uses ``k = Δ∞``, which can be passed explicitly).
 
-    DP-SGD-iter needs ``mechanism.kappa >= Δ∞`` (the hybrid pairs of Theorem 2's proof differ in up
-    to Δ∞ records; spec §10.11) — checked. DP-SGD-samp's ``gamma_pw`` is the caller's claim.
-    Raises :class:`~dpprep.accounting.renyi.NoAdmissibleOrder` (a ValueError) if no order satisfies
-    the mechanism's assumptions.
+    :func:`check_mechanism` is applied first: ValueError for a mechanism built with
+    ``enforce_range=False``, for DP-SGD-iter with ``kappa < Δ∞`` and for DP-SGD-samp with
+    ``gamma_pw < n/Δ∞``. Raises :class:`~dpprep.accounting.renyi.NoAdmissibleOrder` (a ValueError)
+    if no order satisfies the mechanism's assumptions.
     """
-    if not isinstance(mechanism, Mechanism):
-        raise ValueError(f"mechanism must be a table1 Mechanism, got {type(mechanism).__name__}")
-    if not isinstance(preprocessing_sensitivity, Sensitivity):
-        raise ValueError("preprocessing_sensitivity must be a dpprep.accounting.meta.Sensitivity")
+    check_mechanism(mechanism, preprocessing_sensitivity)
     if mode not in ("exact", "table2"):
         raise ValueError(f"mode must be 'exact' or 'table2', got {mode!r}")
     if combine not in ("max", "min"):
@@ -303,11 +367,6 @@ def overall_privacy(
     delta = check_delta(delta)
     sens = preprocessing_sensitivity
     tau = sens.tau
-    if isinstance(mechanism, DPSGDIteration) and mechanism.kappa < sens.linf:
-        raise ValueError(
-            f"dp_sgd_iteration: kappa={mechanism.kappa} < linf={sens.linf}; Theorem 2's hybrid pairs "
-            "differ in up to Δ∞ records, so κ_τ must be at least Δ∞"
-        )
     alpha_min = TABLE2_ALPHA_MIN if mode == "table2" else 1.0
     if alphas is not None:
         alphas = check_alpha(alphas, "alphas").ravel()
@@ -331,7 +390,10 @@ def overall_privacy(
         grid = np.unique(np.append(grid, alpha_opt))
     values = np.asarray(curve(grid), dtype=float)
 
-    k = check_positive_int(group_size, "group_size") if group_size is not None else max(1, math.ceil(sens.linf))
+    if group_size is not None:
+        k = check_positive_int(group_size, "group_size")
+    else:
+        k = default_group_size(sens.linf, getattr(mechanism, "n", None))
     group_curve = group_privacy_rdp(mechanism, k)
     group_eps = group_alpha = None
     if group_curve is not None:
@@ -385,11 +447,16 @@ def calibrate(
     in ``eps`` (every Table-1 bound is, and α-ranges only shrink), so a bracket is grown from
     ``initial`` by factors of 4 and the root is found by Brent's method in log(eps) to relative
     precision ``rtol``; the returned eps is on the feasible side (overall ε ≤ target). An ``eps`` with no admissible order counts as too large.
+    Every mechanism the factory builds must pass :func:`check_mechanism` (ValueError otherwise,
+    e.g. for ``enforce_range=False``).
     """
+    if not callable(mechanism_factory):
+        raise ValueError("mechanism_factory must be callable (eps -> table1 Mechanism)")
     target = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     initial = check_epsilon(initial, "initial")
     rtol = check_positive(rtol, "rtol")
+    check_mechanism(mechanism_factory(initial), preprocessing_sensitivity)
 
     def evaluate(eps: float) -> OverallPrivacy | None:
         try:

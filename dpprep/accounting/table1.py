@@ -19,8 +19,9 @@ with μ in the τ-term (§10.5–10.6); DP-SGD-samp uses σ = L·sqrt(2cT)/(εn)
 
 ``enforce_range=False`` turns a mechanism into a purely algebraic evaluation of the Table-1
 formula (no α-range check). It exists only to evaluate the *printed* symbolic Table 2 at the
-spec's §11.2 point, which lies outside Theorem 14's range for DP-SGD-iter; every caller that uses it
-says so in its output.
+spec's §11.2 point, which lies outside Theorem 14's range for DP-SGD-iter (``table2.derived_cell``
+and ``meta.eq43``); every caller that uses it says so in its output. Such a mechanism carries no
+privacy guarantee, so ``meta.theorem2``, ``meta.overall_privacy`` and ``meta.calibrate`` refuse it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dpprep.accounting.dp import sgd_iter_max_order
 from dpprep.accounting.renyi import check_alpha
 from dpprep.validation import check_epsilon, check_positive, check_positive_int
 
@@ -49,8 +51,12 @@ __all__ = [
     "dp_sgd_sampling",
     "dp_sgd_iteration",
     "TABLE1_ROWS",
+    "SGD_SAMP_MIN_ORDER",
     "sgd_remark1_coefficient",
 ]
+
+#: Smallest Rényi order at which DP-SGD-samp's ``α²ε²/2`` is used (see :class:`DPSGDSampling`).
+SGD_SAMP_MIN_ORDER = 3.25
 
 
 def _out(values: np.ndarray, alpha: float | np.ndarray, tau: float | np.ndarray = 0.0) -> float | np.ndarray:
@@ -66,6 +72,9 @@ class Mechanism:
 
     name: ClassVar[str] = "mechanism"
     pure: ClassVar[bool] = False  # pure ε-DP: bounds hold for every α including ∞ (Eqs. 44–45)
+    # Whether the ends of alpha_range() are admissible themselves (default: low < α ≤ high).
+    low_inclusive: ClassVar[bool] = False
+    high_inclusive: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -79,12 +88,15 @@ class Mechanism:
 
     # --- validity --------------------------------------------------------------------------------
     def alpha_range(self) -> tuple[float, float]:
-        """Admissible RDP orders ``(low, high)``: ``low < α ≤ high``."""
+        """Admissible RDP orders ``(low, high)``: ``low < α ≤ high`` unless the class says an end
+        is inclusive/exclusive (``low_inclusive``, ``high_inclusive``); ``high < low`` means none."""
         return (1.0, math.inf)
 
     def rdp_valid(self, alpha: np.ndarray) -> np.ndarray:
         lo, hi = self.alpha_range()
-        ok = (alpha > lo) & (alpha <= hi)
+        above = alpha >= lo if self.low_inclusive else alpha > lo
+        below = alpha <= hi if self.high_inclusive else alpha < hi
+        ok = (alpha > 1.0) & above & below
         return ok if self.pure else ok & np.isfinite(alpha)
 
     def srdp_valid(self, alpha: np.ndarray, tau: np.ndarray) -> np.ndarray:
@@ -125,9 +137,11 @@ class Mechanism:
     def _range_message(self, alpha: np.ndarray, tau: np.ndarray | None = None) -> str:
         lo, hi = self.alpha_range()
         where = f" at tau={float(np.max(tau))!r}" if tau is not None else ""
+        low_op = "<=" if self.low_inclusive else "<"
+        high_op = "<=" if self.high_inclusive else "<"
         return (
             f"{self.name}: Rényi order(s) outside the range where Table 1 holds{where}: "
-            f"need {lo:g} < alpha <= {hi:g}{self._range_note()}, got {np.unique(alpha)[:5].tolist()}"
+            f"need {lo:g} {low_op} alpha {high_op} {hi:g}{self._range_note()}, got {np.unique(alpha)[:5].tolist()}"
         )
 
     def _range_note(self) -> str:
@@ -249,21 +263,36 @@ class DPGD(Mechanism):
 class DPSGDSampling(Mechanism):
     """DP-SGD sampling one index per step (Theorem 13; batch size 1 as analysed, spec §10.7).
 
-    RDP ``α²ε²/2`` (Abadi et al.'s moments lemma, sampling rate 1/n) and SRDP
+    RDP ``α²ε²/2`` (Abadi et al.'s moments lemma, sampling rate q = 1/n) and SRDP
     ``αμ²τ²ε²γ_pw²/(2L²)`` with ``γ_pw`` the inverse point-wise distance of the compared datasets
-    (Def. 7; γ_pw = 1 for PCA relative to the budget τ* = nΔ2 — spec §10.8, the caller's claim).
+    (Def. 7). In Theorem 2 the compared pairs are the hybrids: up to Δ∞ records each move ≤ Δ2 =
+    τ*/Δ∞, so relative to τ* = Δ2·Δ∞ one needs ``γ_pw ≥ n/Δ∞`` (spec §10.8); γ_pw = 1 only when
+    Δ∞ = n (PCA). ``meta.overall_privacy`` checks this against the pre-processing.
 
     Noise: σ = L·sqrt(2cT)/(εn). The paper's σ = L·sqrt(cT)/(εn) gives ``α²ε²/T`` per step, i.e. twice
     the tabulated value; we keep the table and double the noise variance instead (spec §10.7).
-    α-range (RDP): ``α ≤ min{√T/ε, z² log(n/z)}`` with the noise multiplier ``z = σ/L`` which must be
-    ≥ 1 (the printed range's ``L²`` is dimensionally odd; this is its noise-multiplier reading).
-    The SRDP step is a plain Gaussian bound on a mixture and holds for all α > 1.
 
-    Caveat (our finding, experiment hu2024_table1): against dp-accounting's RDP of this exact
-    algorithm (batch-1 sampling without replacement, replace-one adjacency) the quadratic
-    ``α²ε²/2`` fails at small orders (α ≤ 2 at n = 1000, z ≈ 2): the true RDP is about linear,
-    ≈ 1.1–1.5·αε². Abadi et al.'s lemma is for add/remove adjacency. At the orders Table 2 uses
-    (2α ≥ 22) the table value dominates by a wide margin. We keep the paper's formula and range.
+    Admissible RDP orders: ``SGD_SAMP_MIN_ORDER = 3.25 ≤ α ≤ min{√T/ε, z² log(n/z)}`` with the noise
+    multiplier ``z = σ/L``, which must satisfy ``1 ≤ z < n/16`` (Abadi et al.'s conditions σ ≥ 1 and
+    q < 1/(16σ); the printed range's ``L²`` is dimensionally odd, this is its noise-multiplier
+    reading). Otherwise no order is admissible and :meth:`rdp` raises.
+
+    Why the lower end (our finding, experiment hu2024_table1): Abadi et al.'s lemma is asymptotic
+    and for add/remove adjacency; this algorithm's replace-one RDP is about linear in α, so the
+    quadratic ``α²ε²/2`` is *false* at small orders (e.g. n = 1000, z = 2: true RDP at α = 1.5 is
+    ≥ 1.35× the table value). Against dp-accounting's RDP bound for exactly this algorithm
+    (sampling without replacement, batch 1, replace-one) — which depends on (n, z) only, not on T —
+    the table value dominates for every α ≥ 3 when n ≥ 28, but at n ∈ [19, 27], z ≈ 1.2 it fails up
+    to α ≈ 3.1 (by ≤ 1 %); from α = 3.25 it holds on a sweep over n ≥ 17, 1 ≤ z < n/16 (worst
+    margin 2 %, tests/accounting/test_table1.py pins the worst case). Orders below 3.25 are refused.
+    Table 2 / Eq. 43 use 2α ≥ 22, far inside the range. The SRDP step is a plain Gaussian bound on
+    a mixture and holds for all α > 1.
+
+    Open caveat (not resolved here): that cross-check, like Abadi et al.'s lemma, takes the
+    sampled gradient to move by L (noise multiplier z at face value). Under replace-one a sampled
+    gradient can move by 2L (‖∇ℓ(z1) − ∇ℓ(z2)‖ ≤ 2L), i.e. multiplier z/2, and then the quadratic
+    bound fails on much of this range (e.g. n = 1000, z = 2, α = 22: an exact lower bound of the
+    one-step divergence exceeds the table value).
     """
 
     lipschitz: float = 1.0
@@ -273,6 +302,7 @@ class DPSGDSampling(Mechanism):
     gamma_pw: float = 1.0
     moments_constant: float = 1.0
     name: ClassVar[str] = "dp_sgd_sampling"
+    low_inclusive: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -296,13 +326,17 @@ class DPSGDSampling(Mechanism):
 
     def alpha_range(self) -> tuple[float, float]:
         z = self.noise_multiplier
-        if z < 1.0:
-            return (1.0, 1.0)  # Abadi et al.'s lemma needs z >= 1: no admissible order
-        return (1.0, min(math.sqrt(self.steps) / self.epsilon, z**2 * math.log(self.n / z)))
+        if not (1.0 <= z < self.n / 16.0):
+            return (SGD_SAMP_MIN_ORDER, 1.0)  # Abadi et al.'s lemma needs 1 <= z < n/16: empty range
+        return (SGD_SAMP_MIN_ORDER, min(math.sqrt(self.steps) / self.epsilon, z**2 * math.log(self.n / z)))
 
     def _range_note(self) -> str:
         z = self.noise_multiplier
-        return f" (noise multiplier z={z:.4g} must be >= 1; alpha <= min(sqrt(T)/eps, z^2 log(n/z)))"
+        return (
+            f" (noise multiplier z={z:.4g} must satisfy 1 <= z < n/16={self.n / 16:.4g}; "
+            f"alpha <= min(sqrt(T)/eps, z^2 log(n/z)); below alpha={SGD_SAMP_MIN_ORDER:g} the "
+            "quadratic bound is not valid for this algorithm)"
+        )
 
     def srdp_valid(self, alpha, tau):
         return (alpha > 1.0) & np.isfinite(alpha) & np.ones_like(tau, dtype=bool)
@@ -324,12 +358,19 @@ class DPSGDIteration(Mechanism):
     the derivation actually gives 1/16 of both (spec §3, [DERIVED]); the tabulated values are kept
     as valid upper bounds.
 
-    α-range: ``L·sqrt(2α(α−1)) < σ`` for RDP and additionally ``τμ·sqrt(2α(α−1)) < σ`` for SRDP
-    (μ, not L, in the τ-term — spec §10.6). Table 1's "ε = O(1/(nα²))" is dropped in favour of
-    these explicit conditions (§10.5). Assumptions not checkable here: ℓ convex and β-smooth in θ
-    with step η ≤ 2/β, ``kappa`` = κ_τ bounds the Hamming distance of the compared pairs, and the
-    differing records are consecutive in the processing order (a modelling assumption for
-    dedup/imputation outputs).
+    The proofs bound the random-stopping sums ``Σ_{j≤m} 1/j`` by ``log(m+1)``, which is a *lower*
+    bound of the harmonic number H_m (Feldman et al. likewise state ``log n``); the safe sums give
+    ``H_n/log n`` and ``H_m/log(m+1)`` times the derived values, still ≤ 16 × them, so the slack of
+    Theorem 14's σ keeps the tabulated values valid. :func:`dpprep.accounting.dp.sgd_iter_rdp` uses
+    the exact H_n.
+
+    α-range: ``L·sqrt(2α(α−1)) < σ`` for RDP, i.e. ``α < dp.sgd_iter_max_order(σ, L)`` — strict as
+    in Theorem 14 (Feldman et al.'s Thm 26, used by ``dp.sgd_iter_rdp``, allows equality) — and
+    additionally ``τμ·sqrt(2α(α−1)) < σ`` for SRDP (μ, not L, in the τ-term — spec §10.6). Table
+    1's "ε = O(1/(nα²))" is dropped in favour of these explicit conditions (§10.5). Assumptions not
+    checkable here: ℓ convex and β-smooth in θ with step η ≤ 2/β, ``kappa`` = κ_τ bounds the
+    Hamming distance of the compared pairs, and the differing records are consecutive in the
+    processing order (a modelling assumption for dedup/imputation outputs).
     """
 
     lipschitz: float = 1.0
@@ -337,6 +378,7 @@ class DPSGDIteration(Mechanism):
     n: int
     kappa: int
     name: ClassVar[str] = "dp_sgd_iteration"
+    high_inclusive: ClassVar[bool] = False  # Theorem 14: L·sqrt(2α(α−1)) < σ (strict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -354,19 +396,18 @@ class DPSGDIteration(Mechanism):
         return math.sqrt(2.0 * math.log(self.n) / self.n) * 8.0 * self.lipschitz / self.epsilon
 
     def alpha_range(self) -> tuple[float, float]:
-        # L sqrt(2α(α−1)) < σ  ⇔  α < (1 + sqrt(1 + 2(σ/L)²))/2
-        r = self.noise / self.lipschitz
-        return (1.0, (1.0 + math.sqrt(1.0 + 2.0 * r**2)) / 2.0)
+        # L sqrt(2α(α−1)) < σ  ⇔  α < sgd_iter_max_order(σ, L)  (high end excluded)
+        return (1.0, sgd_iter_max_order(self.noise, self.lipschitz))
 
     def _range_note(self) -> str:
-        return f" (strict; sigma={self.noise:.4g}; SRDP also needs tau*mu*sqrt(2 alpha(alpha-1)) < sigma)"
-
-    def rdp_valid(self, alpha):
-        return (alpha > 1.0) & (self.lipschitz * np.sqrt(2.0 * alpha * (alpha - 1.0)) < self.noise)
+        return f" (sigma={self.noise:.4g}; SRDP also needs tau*mu*sqrt(2 alpha(alpha-1)) < sigma)"
 
     def srdp_valid(self, alpha, tau):
-        root = np.sqrt(2.0 * alpha * (alpha - 1.0))
-        return self.rdp_valid(alpha) & (tau * self.smoothness * root < self.noise)
+        # τμ·sqrt(2α(α−1)) < σ  ⇔  α < sgd_iter_max_order(σ, τμ); no condition where τμ = 0.
+        shift = np.asarray(tau, dtype=float) * self.smoothness
+        values, index = np.unique(shift, return_inverse=True)
+        limits = np.array([sgd_iter_max_order(self.noise, v) if v > 0 else math.inf for v in values])
+        return self.rdp_valid(alpha) & (alpha < limits[index].reshape(shift.shape))
 
     def _rdp(self, alpha):
         return alpha * self.epsilon**2 / 2.0

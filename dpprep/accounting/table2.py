@@ -145,8 +145,12 @@ def in_valid_range(mechanism: str, preprocessing: str, point: Table2Point) -> bo
     """Whether Table 1's assumptions hold at the orders Eq. 43 uses (2α) at ``point``.
 
     False for DP-SGD-iter at the §11.2 point: Theorem 14's σ condition needs α < 1.33 at n = 1000,
-    ε = 1 — Table 2's α ≥ 11 requires ε of order sqrt(log n / n)/α there.
+    ε = 1 — Table 2's α ≥ 11 requires ε of order sqrt(log n / n)/α there. Always False for
+    DP-SGD-samp: its Table-1 RDP is not a valid bound under replace-one adjacency
+    (:func:`dpprep.accounting.meta.check_mechanism`), so its cell is the paper's formula only.
     """
+    if mechanism == "dp_sgd_sampling":
+        return False
     mech = table2_mechanism(mechanism, preprocessing, point)
     tau = table2_sensitivity(preprocessing, point).tau
     try:

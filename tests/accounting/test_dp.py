@@ -284,12 +284,16 @@ def test_rdp_curve_bad_input(orders, rdp, match):
 
 
 def test_sgd_iter_rdp_formula_and_range():
-    # Hand computation: 4 * alpha * L^2 * log(n) / (n * sigma^2).
+    # Hand computation: the random-stopping sum (2/n) sum_{j<=n} 2 alpha L^2 / (sigma^2 j)
+    # = 4 alpha L^2 H_n / (n sigma^2), with H_n summed term by term (H_n > log n).
+    h1000 = math.fsum(1.0 / j for j in range(1, 1001))
+    assert dp.harmonic_number(1000) == pytest.approx(h1000, rel=1e-14)
+    assert dp.harmonic_number(1) == 1.0 and h1000 > math.log(1001)
     assert dp.sgd_iter_rdp(2.0, noise_std=3.0, lipschitz=1.0, n=1000) == pytest.approx(
-        4 * 2 * math.log(1000) / (1000 * 9), rel=1e-12
+        (2 / 1000) * sum(2 * 2.0 / (9 * j) for j in range(1, 1001)), rel=1e-12
     )
     assert dp.sgd_iter_rdp(3.0, noise_std=10.0, lipschitz=2.0, n=50) == pytest.approx(
-        4 * 3 * 4 * math.log(50) / (50 * 100), rel=1e-12
+        4 * 3 * 4 * math.fsum(1.0 / j for j in range(1, 51)) / (50 * 100), rel=1e-12
     )
     # Range: sigma >= L sqrt(2 alpha (alpha - 1)). sigma = L = 1: alpha <= (1 + sqrt 3) / 2.
     a_max = dp.sgd_iter_max_order(1.0, 1.0)
@@ -309,7 +313,7 @@ def test_sgd_iter_epsilon():
     eps, order = dp.sgd_iter_epsilon(sigma, delta, lipschitz=lip, n=n)
     a_max = dp.sgd_iter_max_order(sigma, lip)
     orders = [a for a in dp.RDP_ORDERS if a < a_max] + [a_max]
-    rdp = [4 * a * lip**2 * math.log(n) / (n * sigma**2) for a in orders]
+    rdp = [4 * a * lip**2 * math.fsum(1.0 / j for j in range(1, n + 1)) / (n * sigma**2) for a in orders]
     assert (eps, order) == pytest.approx(rdp_to_eps_by_hand(orders, rdp, delta))
     assert 1.0 < order <= a_max
     with pytest.raises(ValueError, match="alpha"):
@@ -334,13 +338,34 @@ def test_calibration_cache_returns_same_float(monkeypatch):
     monkeypatch.setattr(dp, "composed_calibrate", counting)
     sched = poisson(100, 0.05)
     first = dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
-    # 0.1 + 0.2 - 0.1 != 0.2 in floating point, but rounds to the same cache key.
-    second = dp.calibrate_noise(0.1 + 2.0 - 0.1, 1e-5, poisson(100, 0.05), accountant="rdp")
+    second = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), accountant="rdp")  # same args
     assert type(first) is float
     assert second is first
     assert len(calls) == 1
     info = dp.calibrate_noise.cache_info()
     assert info.hits == 1 and info.misses == 1
+
+
+def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
+    # Keys are exact: a target a hair tighter than a cached one is calibrated afresh, for exactly
+    # the requested ε/δ/rate (12-significant-digit rounding used to hand back the looser multiplier).
+    dp.calibrate_noise.cache_clear()
+    targets = []
+    real = dp.composed_calibrate
+
+    def recording(make_event, target_epsilon, delta, **kwargs):
+        targets.append((target_epsilon, delta))
+        return real(make_event, target_epsilon, delta, **kwargs)
+
+    monkeypatch.setattr(dp, "composed_calibrate", recording)
+    sched = poisson(100, 0.05)
+    dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
+    tighter, smaller_delta = 2.0 * (1 - 1e-13), 1e-5 * (1 - 1e-13)
+    dp.calibrate_noise(tighter, 1e-5, sched, accountant="rdp")
+    dp.calibrate_noise(2.0, smaller_delta, sched, accountant="rdp")
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05 * (1 + 1e-13)), accountant="rdp")
+    assert targets == [(2.0, 1e-5), (tighter, 1e-5), (2.0, smaller_delta), (2.0, 1e-5)]
+    assert dp.calibrate_noise.cache_info().misses == 4
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dpprep.accounting import table1
+from dpprep.accounting import dp, table1
 from dpprep.accounting.renyi import gaussian_divergence
 
 
@@ -60,8 +60,10 @@ def test_dp_sgd_sampling_range_and_values():
     m = table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000, smoothness=1.25, gamma_pw=3.0)
     assert m.noise_multiplier == pytest.approx(2.0)  # sqrt(2cT)/(εn)
     lo, hi = m.alpha_range()
+    assert lo == table1.SGD_SAMP_MIN_ORDER == 3.25 and m.low_inclusive
     assert hi == pytest.approx(min(math.sqrt(2e6), 4 * math.log(500)))
     assert m.rdp(24.0) == pytest.approx(24.0**2 / 2)
+    assert m.rdp(3.25) == pytest.approx(3.25**2 / 2)  # the lower end itself is admissible
     assert m.srdp(30.0, 2.0) == pytest.approx(30 * 1.5625 * 4 * 9 / 2)  # SRDP holds for every α
     with pytest.raises(ValueError, match="outside the range"):
         m.rdp(25.0)
@@ -73,6 +75,52 @@ def test_dp_sgd_sampling_range_and_values():
         table1.dp_sgd_sampling(epsilon=1.0, n=10, steps=100, gamma_pw=11)
 
 
+def test_dp_sgd_sampling_refuses_small_orders():
+    # Reviewer's setting n = 1000, T = 8e6, ε = 2 (z = 2): the true RDP at α = 1.5 is >= 6.06 but
+    # α²ε²/2 = 4.5, so orders below the verified range must raise (old range: any α > 1).
+    m = table1.dp_sgd_sampling(epsilon=2.0, n=1000, steps=8_000_000)
+    assert m.noise_multiplier == pytest.approx(2.0)
+    for alpha in (1.5, 2.0, 3.0, 3.2):
+        with pytest.raises(ValueError, match="outside the range"):
+            m.rdp(alpha)
+    assert np.isinf(m.rdp_or_inf(np.array([1.5, 3.0]))).all()
+    assert m.srdp(1.5, 0.1) > 0  # SRDP (a Gaussian bound) is unaffected
+
+
+def test_dp_sgd_sampling_needs_z_below_n_over_16():
+    # Abadi et al.'s lemma needs q = 1/n < 1/(16 z): z = 7 > 100/16 leaves no admissible order.
+    eps = math.sqrt(2 * 100) / (7.0 * 100)
+    m = table1.dp_sgd_sampling(epsilon=eps, n=100, steps=100)
+    assert m.noise_multiplier == pytest.approx(7.0)
+    with pytest.raises(ValueError, match="n/16"):
+        m.rdp(4.0)
+    ok = table1.dp_sgd_sampling(epsilon=math.sqrt(2 * 100) / (6.0 * 100), n=100, steps=100)  # z = 6 < 6.25
+    assert ok.rdp(4.0) == pytest.approx(8 * ok.epsilon**2)
+
+
+def test_dp_sgd_sampling_lower_order_against_dp_accounting():
+    # dp-accounting's RDP bound for this algorithm (batch-1 sampling without replacement,
+    # replace-one, multiplier z = σ/L) depends on (n, z) only. Worst case of our sweep: n = 20,
+    # z = 1.2 — the table value is below it at α = 3 (why the lower end is 3.25, not 3) and above
+    # it from 3.25 on. Same for the other settings at the lower end and a few orders above it.
+    import dp_accounting
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    from dp_accounting.rdp import RdpAccountant
+
+    def accountant_rdp(n, z, orders):
+        acc = RdpAccountant(orders=list(orders), neighboring_relation=NeighboringRelation.REPLACE_ONE)
+        acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, 1, dp_accounting.GaussianDpEvent(z)))
+        return np.array(acc._rdp)  # T = 1: both sides scale linearly in T
+
+    for n, z in ((20, 1.2), (1000, 2.0), (1000, 1.0), (10_000, 5.0)):
+        m = table1.dp_sgd_sampling(epsilon=math.sqrt(2.0) / (z * n), n=n, steps=1)
+        lo, hi = m.alpha_range()
+        orders = np.unique(np.clip([lo, 3.5, 4.0, 6.0, 10.0, hi], lo, hi))
+        assert np.all(m.rdp(orders) >= accountant_rdp(n, z, orders)), (n, z)
+    worst = table1.dp_sgd_sampling(epsilon=math.sqrt(2.0) / (1.2 * 20), n=20, steps=1, enforce_range=False)
+    assert worst.rdp(3.0) < accountant_rdp(20, 1.2, [3.0])[0]
+
+
 def test_dp_sgd_iteration_constants_and_range():
     it = table1.dp_sgd_iteration(epsilon=0.05, n=1000, kappa=10, smoothness=2.0)
     sigma = math.sqrt(2 * math.log(1000) / 1000) * 8 / 0.05
@@ -82,6 +130,11 @@ def test_dp_sgd_iteration_constants_and_range():
     assert it.rdp(alpha_max * 0.999) == pytest.approx(alpha_max * 0.999 * 0.0025 / 2)
     with pytest.raises(ValueError, match="outside the range"):
         it.rdp(alpha_max * 1.001)
+    # Same range as dp.sgd_iter_max_order, but Theorem 14 is strict: the end itself is excluded.
+    assert it.alpha_range()[1] == dp.sgd_iter_max_order(it.noise, it.lipschitz) and not it.high_inclusive
+    with pytest.raises(ValueError, match="alpha <"):
+        it.rdp(it.alpha_range()[1])
+    dp.sgd_iter_rdp(it.alpha_range()[1], noise_std=it.noise, lipschitz=1.0, n=1000)  # Thm 26: allowed
     # Feldman et al. Thm 26 with this σ gives 4αL²log n/(nσ²) = αε²/32 ≤ αε²/2.
     assert 4 * 2.0 * math.log(1000) / (1000 * sigma**2) == pytest.approx(it.rdp(2.0) / 16)
     factor = 1000 * math.log(992) / (991 * math.log(1000))
