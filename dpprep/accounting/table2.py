@@ -22,7 +22,7 @@ import dataclasses
 import math
 
 from dpprep.accounting import table1
-from dpprep.accounting.meta import Sensitivity, eq43, pure_dp_bound
+from dpprep.accounting.meta import Sensitivity, check_mechanism, eq43, pure_dp_bound
 from dpprep.preprocess.sensitivity import (
     dedup_sensitivity,
     mean_imputation_sensitivity,
@@ -149,11 +149,11 @@ def in_valid_range(mechanism: str, preprocessing: str, point: Table2Point) -> bo
     DP-SGD-samp: its Table-1 RDP is not a valid bound under replace-one adjacency
     (:func:`dpprep.accounting.meta.check_mechanism`), so its cell is the paper's formula only.
     """
-    if mechanism == "dp_sgd_sampling":
-        return False
     mech = table2_mechanism(mechanism, preprocessing, point)
-    tau = table2_sensitivity(preprocessing, point).tau
+    sens = table2_sensitivity(preprocessing, point)
+    tau = sens.tau
     try:
+        check_mechanism(mech, sens)
         mech.rdp(2.0 * point.alpha)
         mech.srdp(2.0 * point.alpha, tau)
     except ValueError:
