@@ -4,7 +4,7 @@
 
 1. select a batch (``config.sampling``, see :mod:`dpprep.sampling`):
    - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with ``hyper.radius`` and
-     ``average_iterates=True`` exactly their projected, averaged DP-GD);
+     ``iterates="average"`` exactly their projected, averaged DP-GD);
    - ``"poisson"``: each example independently with rate ``q = batch_size/n``: DP-SGD (Abadi et
      al.) as the PLD/RDP accountants analyse it; ``batch_size=1`` is Hu et al.'s
      ``A_SGD-samp`` regime under Poisson sampling;
@@ -13,13 +13,16 @@
    - ``"shuffle"``: a fresh permutation per epoch cut into ``⌈n/B⌉`` batches of size ``B``, the
      last one padded (and still divided by ``B``) when ``B`` does not divide ``n`` (common DP-SGD
      practice and non-private SGD; Poisson amplification does not apply to it);
+   - ``"without_replacement"``: ``B`` distinct records drawn afresh each step (replace-one);
    - ``"fixed_order"``: record ``t`` at step ``t`` (Hu et al.'s DP-FGD when ``steps`` is given;
      DP-SGD by iteration when ``steps`` is None: stop at ``T ~ Unif{1..n−κ+1}``). Their
      amplification-by-iteration analysis (contractive noisy iteration) assumes plain projected
      SGD with contractive steps: a convex, L-Lipschitz, β-smooth loss (β including the
      regulariser), learning rate ``η ≤ 2/β`` and no binding clipping (``C ≥ L``); momentum, Adam
      or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``;
-2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; ``clip_norm = inf``: none);
+2. sum the clipped per-example gradients of the (optionally affinely transformed) features
+   (:mod:`dpprep.clipping`; ``clip_norm = inf``: none), optionally rescale the batch gradient to
+   ``batch_clip_norm``;
 3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention, per-coordinate
    scales included) and divide by the fixed normaliser ``N``: the *expected* batch size
    ``q·n = batch_size`` (poisson), ``batch_size`` (replacement, shuffle), ``n`` (full), 1
@@ -28,6 +31,8 @@
    ball of radius ``hyper.radius`` (``inf``: no projection).
 
 Non-private training is the same code with ``noise_multiplier=0`` and ``clip_norm=inf``.
+Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
+``"noise"``, ``"stop"``), so runs with the same key and sampler share their batches.
 
 **Only the returned parameters are the private output.** ``metrics`` are diagnostics computed
 from the data and the secret randomness without noise: ``loss`` and ``clip_fraction`` (opt-in,
@@ -39,8 +44,8 @@ part of the DP output.
 
 Static choices (shapes, steps, sampling, optimizer) live in the frozen :class:`TrainConfig`; the
 floats that can be swept live in :class:`Hyper`, a pytree whose leaves are traced, so
-:func:`dpprep.sweeps.sweep` can ``vmap`` over seeds, learning rates, noise multipliers, clip norms
-and noise scales in one compiled call.
+:mod:`dpprep.sweeps` can ``vmap`` over seeds and any set of points (learning rates, noise levels,
+clip norms, noise scales, feature transforms) in one compiled call.
 
 **Optimizer convention.** ``config.optimizer`` gives the update *direction* at unit learning
 rate (default ``optax.sgd(1.0)``); the applied update is ``hyper.learning_rate × updates``. Build
@@ -48,9 +53,10 @@ optimizers with ``learning_rate=1.0`` (e.g. ``optax.adam(1.0)``): for optax's SG
 and AdamW the learning rate is a final multiplicative factor, so this is exactly the optimizer at
 ``learning_rate`` while keeping the rate traceable.
 
-Privacy accounting is separate (:mod:`dpprep.accounting.dp`): the step count is
-:func:`num_steps`, the Poisson rate ``batch_size/n``; with Poisson sampling add
-``sampling.overflow_delta(ε, max_overflow_prob)`` to δ (see :mod:`dpprep.sampling`).
+**Privacy.** :func:`make_plan` gives the run's :class:`~dpprep.plan.ExecutionPlan`, the one
+object both the scan and the accountant read: ``make_plan(config, n).calibrate(ε, δ)`` and
+``.epsilon(z, δ)`` account exactly the steps :func:`train` takes (Poisson overflow slack
+included).
 """
 
 from __future__ import annotations
@@ -66,18 +72,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpprep import clipping, sampling
+from dpprep import clipping, sampling, streams
 from dpprep import noise as noise_lib
-from dpprep.models import Array, Model, Params, check_targets
-from dpprep.validation import (
-    check_finite_array,
-    check_positive_int,
-    check_probability,
-    check_same_length,
-)
+from dpprep.models import Array, Model, Params, check_targets, per_example_loss_transformed
+from dpprep.plan import ExecutionPlan
+from dpprep.validation import check_finite_array, check_same_length
 
-SAMPLINGS = ("full", "poisson", "replacement", "shuffle", "fixed_order")
-SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "clip_norm", "radius")  # Hyper's float fields
+SAMPLINGS = tuple(sampling.SAMPLERS)
+# Hyper's scalar float fields (feature transforms and noise scales are arrays / pytrees).
+SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "noise_std", "clip_norm", "batch_clip_norm", "radius")
+ITERATES = ("last", "average", "both")
+PRECISIONS = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32")
 
 
 @jax.tree_util.register_dataclass
@@ -87,11 +92,19 @@ class Hyper:
 
     Attributes:
       learning_rate: step size (multiplies the optimizer's unit-rate update).
-      noise_multiplier: ``z``; noise std on the clipped-gradient sum is ``z·C̄·scale``.
+      noise_multiplier: ``z``: noise std on the clipped-gradient sum is ``z·C·scale`` (needs a
+        finite ``clip_norm``; see :mod:`dpprep.noise`).
       clip_norm: per-example clip bound ``C`` (``inf``: no clipping).
       noise_scales: ``None`` (isotropic) or a pytree matching the params (see :mod:`dpprep.noise`).
       radius: radius of the L2 ball (global norm over all parameter leaves, bias included) the
         iterates are projected onto after each step (``inf``: none).
+      noise_std: absolute noise std on the gradient sum (for unclipped runs); not with ``z > 0``.
+      batch_clip_norm: after summing, the batch gradient (sum / normaliser) is rescaled to this
+        global norm if larger, before noise (``torch.nn.utils.clip_grad_norm_`` on the mean, as
+        in CorrDP's Sepsis protocol; ``inf``: none). It is not a per-example bound.
+      feature_scale, feature_shift: train on ``scale ⊙ x − shift`` (scale: scalar or ``(d,)``;
+        shift: ``(d,)``; None: identity). GLMs never materialise the transformed data
+        (:mod:`dpprep.clipping`), so a sweep over per-model transforms shares one batch.
     """
 
     learning_rate: Any
@@ -99,6 +112,11 @@ class Hyper:
     clip_norm: Any = math.inf
     noise_scales: Any = None
     radius: Any = math.inf
+    # Keyword-only, so positional calls keep the order above.
+    noise_std: Any = dataclasses.field(default=0.0, kw_only=True)
+    batch_clip_norm: Any = dataclasses.field(default=math.inf, kw_only=True)
+    feature_scale: Any = dataclasses.field(default=None, kw_only=True)
+    feature_shift: Any = dataclasses.field(default=None, kw_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,15 +127,16 @@ class TrainConfig:
       model: the :class:`~dpprep.models.Model`. Compilations are cached on the config, whose
         model and optimizer hash by identity: reuse the same objects to reuse a compilation.
       hyper: the traced hyperparameters.
-      sampling: one of ``SAMPLINGS`` (module docstring).
-      batch_size: expected (poisson) or fixed (replacement, shuffle) batch size.
+      sampling: a registered sampler (:data:`dpprep.sampling.SAMPLERS`; module docstring).
+      batch_size: expected (poisson) or fixed (shuffle, without/with replacement) batch size.
       steps: number of steps; for "fixed_order", the fixed ``T <= n`` (DP-FGD), or None for the
         random stopping time of DP-SGD by iteration (both analysed for plain SGD with contractive
         steps only: convex, smooth loss, ``η ≤ 2/β``; see the module docstring).
-      epochs: alternative to ``steps``: ``⌈E·n/B⌉`` steps (poisson, replacement), ``E·⌈n/B⌉``
-        (shuffle, integer E), ``E`` (full).
+      epochs: alternative to ``steps``: ``⌈E·n/B⌉`` steps (poisson, replacement,
+        without_replacement), ``E·⌈n/B⌉`` (shuffle, integer E), ``E`` (full).
       optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``).
-      average_iterates: return the mean of the iterates ``θ_1..θ_T`` instead of ``θ_T``.
+      iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
+        ``{"last": …, "average": …}`` from the same run).
       clip_method: "auto", "fast" or "vmap" (:func:`dpprep.clipping.clipped_grad_sum`).
       track_loss: record the (masked) batch loss per step (one extra forward pass).
       track_clip_fraction: record the share of the batch's real examples whose gradient norm
@@ -126,6 +145,10 @@ class TrainConfig:
       kappa: ``κ`` of the stopping time ``T ~ Unif{1..n−κ+1}`` (fixed_order with steps=None).
       max_overflow_prob: bound on the probability that any Poisson draw of the run exceeds the
         padded batch (:func:`dpprep.sampling.poisson_pad_size`).
+      neighbouring: relation of the run's guarantee (None: the sampler's own, see
+        :class:`dpprep.plan.ExecutionPlan`).
+      matmul_precision: JAX matmul precision inside the run (None: JAX's default, which on GPUs
+        is TF32 for float32; "float32"/"highest" for final numbers).
     """
 
     model: Model
@@ -135,125 +158,69 @@ class TrainConfig:
     steps: int | None = None
     epochs: float | None = None
     optimizer: optax.GradientTransformation | None = None
-    average_iterates: bool = False
+    iterates: str = "last"
     clip_method: str = "auto"
     track_loss: bool = False
     track_clip_fraction: bool = False
     track_params: bool = False
     kappa: int = 1
     max_overflow_prob: float = 1e-10
+    neighbouring: str | None = None
+    matmul_precision: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    """Host-side quantities derived from a config and the dataset size (all static)."""
-
-    n: int
-    steps: int  # scan length
-    normaliser: float
-    pad: int  # padded batch size (poisson), batch size (replacement, shuffle), unused otherwise
-    epochs: int  # permutations to draw (shuffle)
-
-
-def num_steps(config: TrainConfig, n: int) -> int:
-    """Scan length of a run on ``n`` examples (for fixed_order with random stop: ``n − κ + 1``)."""
-    return _plan(config, n).steps
-
-
-def _plan(config: TrainConfig, n: int) -> _Plan:
-    n = check_positive_int(n, "n")
-    if config.sampling not in SAMPLINGS:
-        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {config.sampling!r}")
+def make_plan(config: TrainConfig, n: int) -> ExecutionPlan:
+    """The :class:`~dpprep.plan.ExecutionPlan` of ``config`` on ``n`` examples: what
+    :func:`train` runs and what the accountant charges (``plan.epsilon`` / ``plan.calibrate``)."""
     clipping.check_method(config.clip_method, "clip_method")
-    check_probability(config.max_overflow_prob, "max_overflow_prob")
-    if config.steps is not None and config.epochs is not None:
-        raise ValueError("give steps or epochs, not both")
-    s = config.sampling
-    if s in ("poisson", "replacement", "shuffle"):
-        if config.batch_size is None:
-            raise ValueError(f"batch_size is required for sampling={s!r}")
-        b = check_positive_int(config.batch_size, "batch_size")
-        if s != "replacement":
-            check_probability(b / n, "q (= batch_size / n)")
-    if s == "fixed_order":
-        if config.epochs is not None:
-            raise ValueError("fixed_order takes steps (or None for the random stopping time), not epochs")
-        if config.steps is None:
-            kappa = check_positive_int(config.kappa, "kappa")
-            if kappa > n:
-                raise ValueError(f"kappa must be <= n = {n}, got {kappa}")
-            return _Plan(n, n - kappa + 1, 1.0, 1, 0)
-        steps = check_positive_int(config.steps, "steps")
-        if steps > n:
-            raise ValueError(f"steps must be <= n = {n} for fixed_order (one record per step), got {steps}")
-        return _Plan(n, steps, 1.0, 1, 0)
-    if config.steps is None and config.epochs is None:
-        raise ValueError("give steps or epochs")
-    if s == "full":
-        steps = (check_positive_int(config.steps, "steps") if config.steps is not None
-                 else check_positive_int(config.epochs, "epochs"))
-        return _Plan(n, steps, float(n), n, 0)
-    b = config.batch_size
-    if s == "shuffle":
-        per_epoch = sampling.steps_per_epoch(n, b)
-        if config.epochs is not None:
-            steps = check_positive_int(config.epochs, "epochs") * per_epoch
-        else:
-            steps = check_positive_int(config.steps, "steps")
-        return _Plan(n, steps, float(b), b, -(-steps // per_epoch))
-    steps = (check_positive_int(config.steps, "steps") if config.steps is not None
-             else sampling.poisson_steps(n, b, config.epochs))
-    if s == "replacement":
-        return _Plan(n, steps, float(b), b, 0)
-    pad = sampling.poisson_pad_size(n, b / n, steps, max_overflow_prob=config.max_overflow_prob)
-    return _Plan(n, steps, float(b), pad, 0)
+    if config.iterates not in ITERATES:
+        raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
+    if config.matmul_precision not in PRECISIONS:
+        raise ValueError(f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}")
+    return ExecutionPlan.create(
+        config.sampling, n, batch_size=config.batch_size, steps=config.steps, epochs=config.epochs,
+        kappa=config.kappa, max_overflow_prob=config.max_overflow_prob, neighbouring=config.neighbouring)
 
 
 def _project(params: Params, radius: Array) -> Params:
-    norm = jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(params)))
+    norm = _global_norm(params)
     factor = jnp.minimum(1.0, radius / jnp.maximum(norm, 1e-30))
     return jax.tree_util.tree_map(lambda p: p * factor, params)
 
 
-def _run(config: TrainConfig, plan: _Plan, hyper: Hyper, params0: Params, x: Array, y: Array,
+def _global_norm(tree: Params) -> Array:
+    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
+
+
+def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params, x: Array, y: Array,
          key: Array) -> tuple[Params, dict[str, Array]]:
     """The pure training function (``config``/``plan`` static; everything else traceable)."""
-    model, s, n = config.model, config.sampling, plan.n
+    if config.matmul_precision is not None:
+        with jax.default_matmul_precision(config.matmul_precision):
+            return _run(dataclasses.replace(config, matmul_precision=None), plan, hyper, params0, x, y, key)
+    model, sampler = config.model, plan.impl
     opt = config.optimizer if config.optimizer is not None else optax.sgd(1.0)
-    k_sample, k_noise, k_stop = jax.random.split(key, 3)
+    k_batch, k_noise = streams.stream(key, streams.BATCH), streams.stream(key, streams.NOISE)
     lr = jnp.asarray(hyper.learning_rate, jnp.float32)
     clip = jnp.asarray(hyper.clip_norm, jnp.float32)
-    steps = jnp.arange(plan.steps, dtype=jnp.int32)
-    if s == "shuffle":
-        idx_all, mask_all = sampling.shuffled_batches(k_sample, n, plan.pad, plan.epochs)
-        xs = (steps, idx_all[: plan.steps], mask_all[: plan.steps])
-    else:
-        xs = (steps, None, None)
-    stop = (sampling.stopping_time(k_stop, n, config.kappa)
-            if s == "fixed_order" and config.steps is None else jnp.int32(plan.steps))
+    batch_clip = jnp.asarray(hyper.batch_clip_norm, jnp.float32)
+    transform = {"feature_scale": hyper.feature_scale, "feature_shift": hyper.feature_shift}
+    prepared = sampler.prepare(k_batch, plan)
+    stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
+            if plan.random_stop else jnp.int32(plan.steps))
+    average = config.iterates != "last"
 
-    def select(t, idx, mask):
-        """(xb, yb, mask or None, realised size, overflow flag)."""
-        if s == "full":
-            return x, y, None, jnp.int32(n), jnp.bool_(False)
-        if s == "fixed_order":
-            return x[t][None], y[t][None], None, jnp.int32(1), jnp.bool_(False)
-        if s == "replacement":
-            idx = jax.random.randint(jax.random.fold_in(k_sample, t), (plan.pad,), 0, n)
-            return x[idx], y[idx], None, jnp.int32(plan.pad), jnp.bool_(False)
-        if s == "poisson":
-            idx, mask, size, overflow = sampling.poisson_batch(
-                jax.random.fold_in(k_sample, t), n, plan.normaliser / n, plan.pad)
-            return x[idx], y[idx], mask, size, overflow
-        return x[idx], y[idx], mask, jnp.sum(mask).astype(jnp.int32), jnp.bool_(False)
-
-    def step(carry, inputs):
+    def step(carry, t):
         params, opt_state, iterate_sum = carry
-        t, idx, mask = inputs
-        xb, yb, mask, size, overflow = select(t, idx, mask)
-        gsum, norms = clipping.clipped_grad_sum(model, params, xb, yb, clip, mask, method=config.clip_method)
+        idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
+        xb, yb = (x, y) if idx is None else (x[idx], y[idx])
+        gsum, norms = clipping.clipped_grad_sum(model, params, xb, yb, clip, mask,
+                                                method=config.clip_method, **transform)
+        # Batch-level clip of the mean gradient (a no-op at inf): rescale the sum by the same factor.
+        factor = jnp.minimum(1.0, batch_clip / jnp.maximum(_global_norm(gsum) / plan.normaliser, 1e-30))
+        gsum = jax.tree_util.tree_map(lambda g: g * factor, gsum)
         noisy = noise_lib.add_noise(jax.random.fold_in(k_noise, t), gsum, hyper.noise_multiplier,
-                                    clip, hyper.noise_scales)
+                                    hyper.noise_std, clip, hyper.noise_scales)
         grad = jax.tree_util.tree_map(lambda g: g / plan.normaliser, noisy)
         if model.regularizer is not None:
             grad = jax.tree_util.tree_map(jnp.add, grad, jax.grad(model.regularizer)(params))
@@ -263,7 +230,7 @@ def _run(config: TrainConfig, plan: _Plan, hyper: Hyper, params0: Params, x: Arr
         active = t < stop
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
-        if config.average_iterates:
+        if average:
             iterate_sum = jax.tree_util.tree_map(
                 lambda a, p: a + jnp.where(active, p, 0.0), iterate_sum, new_params)
         out = {"batch_size": size, "overflow": overflow}
@@ -272,17 +239,23 @@ def _run(config: TrainConfig, plan: _Plan, hyper: Hyper, params0: Params, x: Arr
             real = jnp.ones_like(clipped) if mask is None else mask
             out["clip_fraction"] = jnp.sum(clipped * real) / jnp.maximum(jnp.sum(real), 1.0)
         if config.track_loss:
-            out["loss"] = model.loss(params, xb, yb, mask)
+            losses = per_example_loss_transformed(model, params, xb, yb, hyper.feature_scale,
+                                                  hyper.feature_shift)
+            real = jnp.ones_like(losses) if mask is None else mask
+            loss = jnp.sum(losses * real) / jnp.maximum(jnp.sum(real), 1.0)
+            out["loss"] = loss + (model.regularizer(params) if model.regularizer is not None else 0.0)
         if config.track_params:
             out["params"] = new_params
         return (new_params, new_opt_state, iterate_sum), out
 
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params0) if config.average_iterates else None
-    (last, _, iterate_sum), metrics = jax.lax.scan(step, (params0, opt.init(params0), zeros), xs)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params0) if average else None
+    steps = jnp.arange(plan.steps, dtype=jnp.int32)
+    (last, _, iterate_sum), metrics = jax.lax.scan(step, (params0, opt.init(params0), zeros), steps)
     metrics["stopping_time"] = stop
-    if config.average_iterates:
-        return jax.tree_util.tree_map(lambda a: a / stop, iterate_sum), metrics
-    return last, metrics
+    if not average:
+        return last, metrics
+    mean = jax.tree_util.tree_map(lambda a: a / stop, iterate_sum)
+    return ({"last": last, "average": mean} if config.iterates == "both" else mean), metrics
 
 
 _run_jit = jax.jit(_run, static_argnums=(0, 1))
@@ -293,52 +266,78 @@ def make_train_fn(config: TrainConfig, n: int) -> Callable[..., tuple[Params, di
     examples, for callers that ``jit``/``vmap`` it themselves (e.g. over data as well). It does
     not validate its inputs: use :func:`check_data`, :func:`check_hyper` and :func:`check_key`
     first."""
-    plan = _plan(config, n)
+    plan = make_plan(config, n)
     return functools.partial(_run, dataclasses.replace(config, hyper=None), plan)
 
 
-def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = ()) -> None:
+def _numeric(value: Any, name: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got {value!r}")
+    arr = arr.astype(np.float64)
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not be NaN")
+    return arr
+
+
+def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), num_features: int | None = None
+                ) -> None:
     """Host-side checks of hyperparameter values; raises ValueError naming the field.
 
-    Fields named in ``swept`` hold grid values (non-empty 1-D sequences; ``noise_scales``: a
-    pytree whose leaves share a leading grid axis), every value of which is checked; every other
-    float field must be a scalar (it would otherwise broadcast silently).
+    Fields named in ``swept`` hold grid values along a leading axis shared by all of them (a
+    flat axis of points; ``noise_scales``: every leaf carries it), every value of which is
+    checked; every other scalar field must be a scalar (it would otherwise broadcast silently).
+    ``num_features``: the data's ``d``, for the feature transform's shapes.
     """
     if not isinstance(hyper, Hyper):
         raise ValueError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
+    unknown = sorted(set(swept) - {f.name for f in dataclasses.fields(Hyper)})
+    if unknown:
+        raise ValueError(f"cannot sweep {unknown}; sweepable fields are {[f.name for f in dataclasses.fields(Hyper)]}")
+    lengths = set()
     for name in SCALAR_FIELDS:
         shape = np.shape(getattr(hyper, name))
-        if name in swept and (len(shape) != 1 or shape[0] == 0):
-            raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {shape}")
-        if name not in swept and shape != ():
+        if name in swept:
+            if len(shape) != 1 or shape[0] == 0:
+                raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {shape}")
+            lengths.add(shape[0])
+        elif shape != ():
             raise ValueError(f"{name} must be a scalar, got shape {shape}; "
-                             "to vary it, make it an axis of dpprep.sweeps.sweep")
-
-    def values(v, name):
-        arr = np.asarray(v, dtype=np.float64)
-        if np.any(np.isnan(arr)):
-            raise ValueError(f"{name} must not be NaN")
-        return arr
-
-    lr = values(hyper.learning_rate, "learning_rate")
+                             "to vary it, make it an axis of the sweep")
+    values = {name: _numeric(getattr(hyper, name), name) for name in SCALAR_FIELDS}
+    lr = values["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
         raise ValueError(f"learning_rate must be finite and >= 0, got {hyper.learning_rate!r}")
-    z = values(hyper.noise_multiplier, "noise_multiplier")
-    if np.any(~np.isfinite(z)) or np.any(z < 0):
-        raise ValueError(f"noise_multiplier must be finite and >= 0, got {hyper.noise_multiplier!r}")
-    for name in ("clip_norm", "radius"):
-        v = values(getattr(hyper, name), name)
-        if np.any(v <= 0):
+    for name in ("clip_norm", "batch_clip_norm", "radius"):
+        if np.any(values[name] <= 0):
             raise ValueError(f"{name} must be > 0 (inf allowed), got {getattr(hyper, name)!r}")
+    noise_lib.check_noise(values["noise_multiplier"], values["noise_std"], values["clip_norm"])
+    for name, ndims in (("feature_scale", (0, 1)), ("feature_shift", (1,))):
+        value = getattr(hyper, name)
+        if value is None:
+            continue
+        arr = check_finite_array(_numeric(value, name), name)
+        if name in swept:
+            if arr.ndim == 0 or arr.shape[0] == 0:
+                raise ValueError(f"{name} values need a non-empty leading (grid) axis, got shape {arr.shape}")
+            lengths.add(arr.shape[0])
+            arr = arr[0]
+        if arr.ndim not in ndims or (arr.ndim == 1 and num_features is not None and arr.shape[0] != num_features):
+            want = "a scalar or " if 0 in ndims else ""
+            raise ValueError(f"{name} must be {want}a vector of the {num_features or 'd'} features, "
+                             f"got shape {arr.shape}")
     scales = hyper.noise_scales
     if "noise_scales" in swept:
-        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
-        if len(lengths) != 1 or 0 in lengths:
+        leaf_lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
+        if len(leaf_lengths) != 1 or 0 in leaf_lengths:
             raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
-        for i in range(lengths.pop()):  # each grid value must match the params on its own
+        lengths |= leaf_lengths
+        for i in range(next(iter(leaf_lengths))):  # each grid value must match the params on its own
             noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
     else:
         noise_lib.check_scales(params, scales)
+    if len(lengths) > 1:
+        raise ValueError(f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}")
 
 
 def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Array:
@@ -371,7 +370,24 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
     first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
     if first is not None and np.shape(first)[0] != x.shape[1]:
         raise ValueError(f"x has {x.shape[1]} features but the params expect {np.shape(first)[0]}")
+    if model is not None:
+        check_params(model, params0)
     return jnp.asarray(x, jnp.float32), jnp.asarray(check_targets(model, params0, x, y))
+
+
+def check_params(model: Model, params0: Params) -> None:
+    """Host-side check that ``params0`` has the tree structure and leaf shapes ``model.init``
+    gives (traced abstractly, nothing is computed); raises ValueError naming the mismatch."""
+    expected = jax.eval_shape(model.init, jax.random.key(0))
+    want, got = jax.tree_util.tree_structure(expected), jax.tree_util.tree_structure(params0)
+    if want != got:
+        raise ValueError(f"params0 does not fit model {model.name!r}: its structure is {got}, "
+                         f"the model's is {want} (build it with model.init)")
+    for path, e, p in zip(jax.tree_util.tree_leaves_with_path(expected), jax.tree_util.tree_leaves(expected),
+                          jax.tree_util.tree_leaves(params0)):
+        if np.shape(p) != e.shape:
+            raise ValueError(f"params0{jax.tree_util.keystr(path[0])} has shape {np.shape(p)}, "
+                             f"model {model.name!r} expects {e.shape}")
 
 
 def warn_on_overflow(metrics: dict[str, Array], config: TrainConfig) -> None:
@@ -389,21 +405,22 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
           ) -> tuple[Params, dict[str, Array]]:
     """Run one training run; returns ``(params, metrics)``.
 
-    Only ``params`` is the differentially private output. ``metrics`` are non-private
-    diagnostics computed from the data and the secret sampling without noise: they must not be
-    released as part of the DP output. They hold per-step arrays ``batch_size`` (realised),
-    ``overflow`` (Poisson draw larger than the pad), optionally ``clip_fraction`` (share of real
-    examples with norm > C; ``track_clip_fraction``), ``loss`` (batch objective before the step;
-    ``track_loss``) and ``params`` (iterates; ``track_params``), and the scalar
-    ``stopping_time`` (the number of steps that updated the parameters).
+    Only ``params`` is the differentially private output (with ``iterates="both"`` a dict of
+    the last and the averaged iterate). ``metrics`` are non-private diagnostics computed from
+    the data and the secret sampling without noise: they must not be released as part of the DP
+    output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson draw
+    larger than the pad), optionally ``clip_fraction`` (share of real examples with norm > C;
+    ``track_clip_fraction``), ``loss`` (batch objective before the step; ``track_loss``) and
+    ``params`` (iterates; ``track_params``), and the scalar ``stopping_time`` (the number of
+    steps that updated the parameters). Its privacy is that of :func:`make_plan` ``(config, n)``.
     Bad inputs raise ``ValueError`` before anything is compiled.
     """
     key = check_key(key)
     x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
-    check_hyper(config.hyper, params0)
-    plan = _plan(config, x.shape[0])
+    check_hyper(config.hyper, params0, num_features=x.shape[1])
+    plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     params, metrics = _run_jit(static, plan, config.hyper, params0, x, y, key)
     warn_on_overflow(metrics, config)

@@ -8,8 +8,16 @@ Two paths that agree (tested to 1e-5 relative):
   so the cost is that of a non-private gradient.
 - **vmap** (any model): ``vmap(grad)`` materialises the ``(b, ...)`` per-example gradients.
 
-``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may be ``inf`` (no clipping,
-as in the CorrDP experiments). The regulariser is not part of the clipped sum.
+**Feature transforms.** ``feature_scale`` / ``feature_shift`` train on ``x' = scale ⊙ x − shift``
+(e.g. DPSGD-F's norm C_F and private mean). The fast path never forms ``x'``: the logits use
+:func:`dpprep.models.glm_params_for_raw_features`, ``||x'_i||² = ||scale ⊙ x_i||² −
+2 (scale ⊙ x_i)·shift + ||shift||²`` and the weight gradient is
+``diag(scale)·Xᵀ(c ⊙ R) − shift ⊗ 1ᵀ(c ⊙ R)``: rank-1 corrections to the plain products, so a
+vmap over per-model transforms shares one batch and one matrix product. The vmap path forms ``x'``.
+
+Norms are computed with each row scaled by its largest entry, so features up to ~1e30 give
+finite norms. ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may be ``inf``
+(no clipping). The regulariser is not part of the clipped sum.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dpprep.models import Array, Model, Params
+from dpprep.models import Array, Model, Params, affine_features, glm_params_for_raw_features
 
 METHODS = ("auto", "fast", "vmap")
 
@@ -44,31 +52,68 @@ def per_example_grads(model: Model, params: Params, x: Array, y: Array) -> Param
     return jax.vmap(jax.grad(single_loss), in_axes=(None, 0, 0))(params, x, y)
 
 
+def _global_norms(tree: Params) -> Array:
+    """Per-example global L2 norms over every leaf (leading batch axis), overflow-safe."""
+    flat = jnp.concatenate([g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)], axis=1)
+    big = jnp.maximum(jnp.max(jnp.abs(flat), axis=1), 1.0)
+    return big * jnp.linalg.norm(flat / big[:, None], axis=1)
+
+
 def clipped_grad_sum_vmap(
-    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None
+    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
+    feature_scale: Array | None = None, feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
     """General path. Returns (clipped gradient sum, per-example norms before clipping)."""
-    grads = per_example_grads(model, params, x, y)
-    squares = [jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree_util.tree_leaves(grads)]
-    norms = jnp.sqrt(sum(squares))
+    grads = per_example_grads(model, params, affine_features(x, feature_scale, feature_shift), y)
+    norms = _global_norms(grads)
     scale = _scales(norms, clip_norm, mask)
     summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads)
     return summed, norms
 
 
+def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
+    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows; each row is divided
+    by ``m_i = max(1, max_j |x_ij|)`` first so that squares cannot overflow."""
+    m = jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)
+    u = x / m[:, None]
+    if scale is None:
+        sq = jnp.sum(u * u, axis=1)
+    else:
+        s = jnp.asarray(scale, jnp.float32)
+        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else (u * u) @ (s * s)
+    if shift is not None:
+        mu = jnp.asarray(shift, jnp.float32)
+        s_mu = mu if scale is None else mu * jnp.asarray(scale, jnp.float32)
+        sq = sq - 2.0 * (u @ s_mu) / m + jnp.sum(mu * mu) / (m * m)
+    if bias:
+        sq = sq + 1.0 / (m * m)
+    return m * jnp.sqrt(jnp.maximum(sq, 0.0))
+
+
 def clipped_grad_sum_fast(
-    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None
+    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
+    feature_scale: Array | None = None, feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
-    """GLM path: norms as products of norms, the clipped sum as one matrix product."""
+    """GLM path: norms as products of norms, the clipped sum as one matrix product (plus rank-1
+    corrections for a feature transform)."""
     if not model.has_fast_path:
         raise ValueError(f"model {model.name!r} has no fast clipping path; use the vmap path")
-    residual = model.residual(params, x, y)  # (b, k)
-    x_sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in params else 0.0)
-    norms = jnp.sqrt(x_sq) * jnp.linalg.norm(residual, axis=1)
+    raw = (params if feature_scale is None and feature_shift is None
+           else glm_params_for_raw_features(params, feature_scale, feature_shift))
+    residual = model.residual(raw, x, y)  # (b, k)
+    r_norm = jnp.linalg.norm(residual, axis=1)
+    norms = _feature_norms(x, feature_scale, feature_shift, "b" in params) * r_norm
     weighted = residual * _scales(norms, clip_norm, mask)[:, None]
-    summed = {"w": x.T @ weighted}
+    w_grad = x.T @ weighted
+    column_sum = jnp.sum(weighted, axis=0)
+    if feature_scale is not None:
+        s = jnp.asarray(feature_scale, jnp.float32)
+        w_grad = w_grad * (s if s.ndim == 0 else s[:, None])
+    if feature_shift is not None:
+        w_grad = w_grad - jnp.asarray(feature_shift, jnp.float32)[:, None] * column_sum[None, :]
+    summed = {"w": w_grad}
     if "b" in params:
-        summed["b"] = jnp.sum(weighted, axis=0)
+        summed["b"] = column_sum
     return summed, norms
 
 
@@ -81,6 +126,8 @@ def clipped_grad_sum(
     mask: Array | None = None,
     *,
     method: str = "auto",
+    feature_scale: Array | None = None,
+    feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
     """Sum of clipped per-example gradients and the per-example norms (before clipping).
 
@@ -89,8 +136,9 @@ def clipped_grad_sum(
       x, y: a batch (possibly padded); ``mask`` (0/1 floats, shape ``(b,)``) marks real examples.
       clip_norm: the bound C (> 0, may be ``inf``).
       method: "auto" (fast path when the model has one), "fast" or "vmap".
+      feature_scale, feature_shift: train on ``scale ⊙ x − shift`` (module docstring).
     """
     check_method(method)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
     fn = clipped_grad_sum_fast if use_fast else clipped_grad_sum_vmap
-    return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask)
+    return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask, feature_scale, feature_shift)

@@ -1,7 +1,12 @@
-"""Batch selection for the private learners: Poisson, shuffled epochs, fixed order, full batch.
+"""Batch selection for the private learners, as small :class:`Sampler` objects.
 
-Every sampler returns a fixed-shape batch of indices plus a 0/1 ``mask`` marking real examples,
-so a whole training run compiles once and runs under ``lax.scan``.
+A sampler says how many steps a run takes, how large its fixed-shape batch is and what it is
+divided by, how to draw step ``t``'s batch, and which dp-accounting event one noisy step of it
+is. :class:`dpprep.plan.ExecutionPlan` reads all of that once, so the engine and the accountant
+count the same steps. Every draw returns fixed-shape indices plus a 0/1 ``mask`` marking real
+examples, so a whole run compiles once and runs under ``lax.scan``. Registered samplers
+(:data:`SAMPLERS`): ``full``, ``poisson``, ``shuffle``, ``without_replacement``, ``replacement``,
+``fixed_order``; :func:`register` adds another.
 
 **Poisson sampling and overflow.** Each example joins the batch independently with probability
 ``q``; the realised size is ``Binomial(n, q)``. The batch is padded to a fixed size ``pad`` chosen
@@ -22,7 +27,9 @@ step that vmapped sweeps share across the runs with the same key.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -127,3 +134,249 @@ def stopping_time(key: Array, n: int, kappa: int = 1) -> Array:
     """Hu et al.'s random stopping time ``T ~ Unif{1, …, n − κ + 1}`` (DP-SGD by iteration)."""
     return jax.random.randint(key, (), 1, n - kappa + 2, dtype=jnp.int32)
 
+
+
+def without_replacement_batch(key: Array, n: int, batch_size: int) -> Array:
+    """``batch_size`` distinct indices, uniform over the subsets of that size (a fresh draw per
+    step): the first ``B`` of a random permutation."""
+    return jax.random.permutation(key, n)[:batch_size].astype(jnp.int32)
+
+
+# --------------------------------------------------------------------------------------------------
+# Samplers: what the engine draws and what the accountant charges, side by side.
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Static shape of a run as a sampler lays it out on ``n`` records (see :class:`Sampler`)."""
+
+    batch_size: int  # expected (poisson) or fixed batch size; n for full, 1 for fixed_order
+    steps: int  # scan length = noisy releases (with random_stop: their maximum)
+    pad: int  # rows of the fixed-shape batch
+    normaliser: float  # the noisy sum is divided by this
+    epochs: int = 0  # permutations drawn up front (shuffle)
+    random_stop: bool = False  # fixed_order without steps: stop at T ~ Unif{1..n−κ+1}
+
+
+class Sampler(Protocol):
+    """How a learner picks each step's records. Implementations are stateless and hashable.
+
+    ``schedule(plan)`` is the :class:`dpprep.accounting.dp.DpSgdSchedule` the accountant
+    charges for ``plan`` (under the relation ``neighbouring``), or None when dp-accounting has no
+    event for the sampler (the plan then refuses to account it and says what to use instead,
+    ``no_event_reason``).
+    """
+
+    name: str
+    neighbouring: str
+    no_event_reason: str
+
+    def layout(self, n: int, batch_size: int | None, steps: int | None, epochs: float | None,
+               *, kappa: int, max_overflow_prob: float) -> Layout: ...
+
+    def prepare(self, key: Array, plan: Any) -> Any: ...
+
+    def select(self, key: Array, plan: Any, t: Array, prepared: Any
+               ) -> tuple[Array | None, Array | None, Array, Array]: ...
+
+    def schedule(self, plan: Any) -> Any: ...
+
+
+def _need_batch(name: str, batch_size: int | None, n: int, *, at_most_n: bool = True) -> int:
+    if batch_size is None:
+        raise ValueError(f"batch_size is required for sampling={name!r}")
+    b = check_positive_int(batch_size, "batch_size")
+    if at_most_n and b > n:
+        raise ValueError(f"batch_size must be <= n = {n} for sampling={name!r}, got {b}")
+    return b
+
+
+def _steps_or_epochs(name: str, steps: int | None, epochs: float | None, per_epoch) -> int:
+    if steps is not None and epochs is not None:
+        raise ValueError("give steps or epochs, not both")
+    if steps is None and epochs is None:
+        raise ValueError(f"give steps or epochs for sampling={name!r}")
+    return check_positive_int(steps, "steps") if steps is not None else per_epoch(epochs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Base:
+    name: str = ""
+    neighbouring: str = "add_remove"
+    no_event_reason: str = ""
+
+    def prepare(self, key: Array, plan: Any) -> Any:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class FullBatch(_Base):
+    """Every record every step (DP-GD); divided by ``n``. ``epochs`` = steps."""
+
+    name: str = "full"
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        steps = _steps_or_epochs(self.name, steps, epochs, lambda e: check_positive_int(e, "epochs"))
+        return Layout(n, steps, n, float(n))
+
+    def select(self, key, plan, t, prepared):
+        return None, None, jnp.int32(plan.n), jnp.bool_(False)
+
+    def schedule(self, plan):
+        return _schedule(plan.steps, "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonSampler(_Base):
+    """Each record independently with rate ``q = B/n`` (DP-SGD as the accountants analyse it),
+    padded to a fixed size (:func:`poisson_pad_size`) and divided by the expected size ``B``."""
+
+    name: str = "poisson"
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        b = _need_batch(self.name, batch_size, n)
+        steps = _steps_or_epochs(self.name, steps, epochs, lambda e: poisson_steps(n, b, e))
+        pad = poisson_pad_size(n, b / n, steps, max_overflow_prob=max_overflow_prob)
+        return Layout(b, steps, pad, float(b))
+
+    def select(self, key, plan, t, prepared):
+        idx, mask, size, overflow = poisson_batch(
+            jax.random.fold_in(key, t), plan.n, plan.batch_size / plan.n, plan.pad)
+        return idx, mask, size, overflow
+
+    def schedule(self, plan):
+        return _schedule(plan.steps, self.name, plan.batch_size / plan.n)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleSampler(PoissonSampler):
+    """Fresh permutation per epoch cut into ``⌈n/B⌉`` batches of ``B`` (the last padded, still
+    divided by ``B``); ``epochs`` must be an integer and the run takes ``E·⌈n/B⌉`` steps.
+
+    **Accounted as if Poisson-subsampled** with ``q = B/n`` over the steps it really takes (the
+    customary number, not a proof: shuffled batches can leak more, Chua et al. 2024)."""
+
+    name: str = "shuffle"
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        b = _need_batch(self.name, batch_size, n)
+        per_epoch = steps_per_epoch(n, b)
+        steps = _steps_or_epochs(self.name, steps, epochs,
+                                 lambda e: check_positive_int(e, "epochs") * per_epoch)
+        return Layout(b, steps, b, float(b), epochs=-(-steps // per_epoch))
+
+    def prepare(self, key, plan):
+        return shuffled_batches(key, plan.n, plan.pad, plan.epochs)
+
+    def select(self, key, plan, t, prepared):
+        idx_all, mask_all = prepared
+        mask = mask_all[t]
+        return idx_all[t], mask, jnp.sum(mask).astype(jnp.int32), jnp.bool_(False)
+
+
+@dataclasses.dataclass(frozen=True)
+class WithoutReplacementSampler(_Base):
+    """``B`` distinct records drawn afresh each step, divided by ``B``. Its event is
+    dp-accounting's sampled-without-replacement Gaussian, a replace-one guarantee."""
+
+    name: str = "without_replacement"
+    neighbouring: str = "replace_one"
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        b = _need_batch(self.name, batch_size, n)
+        steps = _steps_or_epochs(self.name, steps, epochs, lambda e: poisson_steps(n, b, e))
+        return Layout(b, steps, b, float(b))
+
+    def select(self, key, plan, t, prepared):
+        idx = without_replacement_batch(jax.random.fold_in(key, t), plan.n, plan.pad)
+        return idx, None, jnp.int32(plan.pad), jnp.bool_(False)
+
+    def schedule(self, plan):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class WithReplacementSampler(_Base):
+    """``B`` indices uniform with replacement each step (Sun et al.'s Algorithm 1), divided by
+    ``B``. dp-accounting has no accountant for it."""
+
+    name: str = "replacement"
+    no_event_reason: str = ("dp-accounting has no accountant for sampling with replacement; "
+                            "use sampling='poisson' or 'without_replacement' for an accounted run")
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        b = _need_batch(self.name, batch_size, n, at_most_n=False)
+        steps = _steps_or_epochs(self.name, steps, epochs, lambda e: poisson_steps(n, b, e))
+        return Layout(b, steps, b, float(b))
+
+    def select(self, key, plan, t, prepared):
+        idx = jax.random.randint(jax.random.fold_in(key, t), (plan.pad,), 0, plan.n)
+        return idx, None, jnp.int32(plan.pad), jnp.bool_(False)
+
+    def schedule(self, plan):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedOrderSampler(_Base):
+    """Record ``t`` at step ``t``, not divided (normaliser 1), replace-one. With ``steps`` given
+    (DP-FGD, T ≤ n) each record is in at most one step, so the whole run is one Gaussian release
+    per record. Without ``steps`` it is DP-SGD by iteration: the scan has ``n − κ + 1`` steps and
+    stops at ``T ~ Unif{1..n−κ+1}``; that is analysed by amplification by iteration
+    (:func:`dpprep.accounting.dp.sgd_iter_epsilon`), not by a dp-accounting event."""
+
+    name: str = "fixed_order"
+    neighbouring: str = "replace_one"
+    no_event_reason: str = (
+        "DP-SGD by iteration (fixed_order with a random stop) is accounted by amplification by "
+        "iteration: dpprep.accounting.dp.sgd_iter_epsilon(noise_std, delta, lipschitz=L, n=n)")
+
+    def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
+        if epochs is not None:
+            raise ValueError("fixed_order takes steps (or None for the random stopping time), not epochs")
+        if steps is None:
+            kappa = check_positive_int(kappa, "kappa")
+            if kappa > n:
+                raise ValueError(f"kappa must be <= n = {n}, got {kappa}")
+            return Layout(1, n - kappa + 1, 1, 1.0, random_stop=True)
+        steps = check_positive_int(steps, "steps")
+        if steps > n:
+            raise ValueError(f"steps must be <= n = {n} for fixed_order (one record per step), got {steps}")
+        return Layout(1, steps, 1, 1.0)
+
+    def select(self, key, plan, t, prepared):
+        return t[None], None, jnp.int32(1), jnp.bool_(False)
+
+    def schedule(self, plan):
+        # Each record is in at most one step: the run is one Gaussian release per record.
+        return None if plan.random_stop else _schedule(1, "full")
+
+
+
+def _schedule(steps: int, sampling: str, rate: float = 1.0) -> Any:
+    from dpprep.accounting.dp import DpSgdSchedule  # the accountant imports this module
+
+    return DpSgdSchedule(steps, sampling, rate)
+
+
+SAMPLERS: dict[str, Sampler] = {}
+
+
+def register(sampler: Sampler) -> Sampler:
+    """Adds ``sampler`` under ``sampler.name`` (a new way of picking batches plugs in here)."""
+    if not getattr(sampler, "name", ""):
+        raise ValueError("sampler.name must be a non-empty string")
+    SAMPLERS[sampler.name] = sampler
+    return sampler
+
+
+for _sampler in (FullBatch(), PoissonSampler(), ShuffleSampler(), WithoutReplacementSampler(),
+                 WithReplacementSampler(), FixedOrderSampler()):
+    register(_sampler)
+
+
+def get(name: str) -> Sampler:
+    """The registered sampler called ``name``; ValueError listing the known ones otherwise."""
+    if name not in SAMPLERS:
+        raise ValueError(f"sampling must be one of {tuple(SAMPLERS)}, got {name!r}")
+    return SAMPLERS[name]

@@ -1,84 +1,296 @@
-"""Many runs as one compiled call: ``vmap`` over PRNG keys and shape-preserving hyperparameters.
+"""Many runs as one compiled call: ``vmap`` over seeds and over a flat axis of points.
 
-``sweep(config, params0, data, keys, learning_rate=[...], noise_multiplier=[...])`` returns the
-results of the full grid ``keys × axis_1 × axis_2 × …`` stacked with leading axes in that order,
-equal (to float rounding of batched matrix products) to calling :func:`dpprep.algorithms.train`
-once per grid point with the same key. Runs that share a key share their batches and noise draws
-(common random numbers), exactly as the separate calls would.
+:func:`sweep_points` trains ``keys × points``: each point is a set of
+:class:`~dpprep.algorithms.Hyper` values (learning rate, noise level, clip norm, noise scales,
+feature transform, …) given as arrays with a shared leading axis, so paired values (e.g. DPSGD-F's
+ε_F with its σ_F, private mean and z) are one point, not a product. It returns results stacked
+with leading axes ``(seeds, points)``, equal (to float rounding of batched matrix products) to
+calling :func:`dpprep.algorithms.train` once per seed and point with the same key. Runs that
+share a key share their batches and noise draws (common random numbers), exactly as the separate
+calls would; with a GLM and per-point feature transforms, one gathered batch and one matrix
+product serve every point of a seed (:mod:`dpprep.clipping`).
 
-Sweepable axes are the :class:`~dpprep.algorithms.Hyper` fields: ``learning_rate``,
-``noise_multiplier``, ``clip_norm``, ``radius`` (1-D sequences) and ``noise_scales`` (a pytree
-matching the params whose leaves carry a leading axis of grid values).
+* ``eval_data=(x_test, y_test)`` evaluates every trained model inside the compiled call (mean
+  loss on the transformed test features, and accuracy for classifiers).
+* The point axis is cut into chunks that fit ``memory_budget`` (or ``chunk_size``); every chunk
+  has the same shape, so one compilation serves them all.
+* ``devices`` shards each chunk's points over several devices (a 1-D ``jax.sharding`` mesh with
+  Auto axes); the result equals the one-device result.
+* :func:`sweep` is the Cartesian grid ``keys × axis_1 × axis_2 × …`` as a thin layer over it;
+  :func:`run_groups` drives many static groups (batch size, epochs, sampler) through a
+  :class:`~dpprep.results.UnitStore`, one resumable unit per group, reusing compilations.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import functools
+import itertools
+import math
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
+from dpprep import models
 from dpprep.algorithms import (
     Hyper,
     TrainConfig,
+    _run,
     check_data,
     check_hyper,
     check_key,
-    make_train_fn,
+    make_plan,
     warn_on_overflow,
 )
 from dpprep.models import Array, Params
+from dpprep.plan import ExecutionPlan
+from dpprep.validation import check_positive_int
 
 AXES = tuple(f.name for f in dataclasses.fields(Hyper))
+#: Default memory a chunk of points may use (bytes); see :func:`points_per_chunk`.
+MEMORY_BUDGET = 2 * 2**30
 
 
-def make_sweep_fn(config: TrainConfig, n: int, names: list[str]) -> Callable[..., Any]:
-    """The jitted grid function ``(params0, x, y, keys, *values) -> (params, metrics)`` behind
-    :func:`sweep` (no validation; ``values`` in the order of ``names``). Keep it to reuse its
-    compilation across calls with the same shapes."""
-    run = make_train_fn(config, n)
-    base = config.hyper
+class SweepResult(NamedTuple):
+    """Leading axes ``(seeds, points)`` on every leaf. ``params`` is the private output;
+    ``metrics`` are the non-private diagnostics of :func:`dpprep.algorithms.train`;
+    ``evaluation`` (with ``eval_data``) holds ``loss`` and, for classifiers, ``accuracy`` (under
+    ``"last"``/``"average"`` keys when the config asks for both iterates)."""
 
-    def point(params0, x, y, key, *values):
+    params: Params
+    metrics: dict[str, Array]
+    evaluation: dict[str, Any] | None
+
+
+def evaluate(model: models.Model, params: Params, x: Array, y: Array, scale: Array | None = None,
+             shift: Array | None = None) -> dict[str, Array]:
+    """Mean loss (and accuracy for classifiers) of ``params`` on ``scale ⊙ x − shift``."""
+    losses = models.per_example_loss_transformed(model, params, x, y, scale, shift)
+    out = {"loss": jnp.mean(losses)}
+    if model.task == "classification":
+        logits = models.apply_transformed(model, params, x, scale, shift)
+        pred = jnp.argmax(logits, axis=-1) if logits.ndim == 2 else (logits > 0).astype(jnp.int32)
+        out["accuracy"] = jnp.mean(pred == y)
+    return out
+
+
+def _point_count(points: Mapping[str, Any]) -> int:
+    leaves = [leaf for value in points.values() for leaf in jax.tree_util.tree_leaves(value)]
+    return int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 0
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
+              with_params: bool) -> Callable[..., Any]:
+    """The jitted ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one
+    static group (cached: groups that share a config, plan and swept names share a compilation)."""
+
+    def point(base, params0, x, y, key, values, x_eval, y_eval):
         hyper = dataclasses.replace(base, **dict(zip(names, values)))
-        return run(hyper, params0, x, y, key)
+        params, metrics = _run(config, plan, hyper, params0, x, y, key)
+        evaluation = None
+        if with_eval:
+            score = lambda p: evaluate(config.model, p, x_eval, y_eval, hyper.feature_scale,
+                                       hyper.feature_shift)
+            evaluation = ({k: score(v) for k, v in params.items()} if config.iterates == "both"
+                          else score(params))
+        return (params if with_params else None), metrics, evaluation
 
-    fn = point
-    for i in reversed(range(len(names))):
-        in_axes = [None, None, None, None] + [None] * len(names)
-        in_axes[4 + i] = 0
-        fn = jax.vmap(fn, in_axes=tuple(in_axes))
-    fn = jax.vmap(fn, in_axes=(None, None, None, 0) + (None,) * len(names))
-    return jax.jit(fn)
+    over_points = jax.vmap(point, in_axes=(None, None, None, None, None, 0, None, None))
+    over_seeds = jax.vmap(over_points, in_axes=(None, None, None, None, 0, None, None, None))
+    return jax.jit(over_seeds)
 
 
-def sweep(
-    config: TrainConfig, params0: Params, data: tuple[Any, Any], keys: Array, **axes: Any
-) -> tuple[Params, dict[str, Array]]:
-    """Train the grid ``keys × axes`` in one jitted, vmapped call.
+def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int,
+                     num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
+    """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1): a
+    float32 estimate of the per-point working set (logits/residuals of the padded batch, a
+    handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
+    test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
+    size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
+    out = jax.eval_shape(config.model.apply, params0, jax.ShapeDtypeStruct((1, num_features), jnp.float32))
+    k = int(np.prod(out.shape[1:])) or 1
+    per_point = 4 * (6 * plan.pad * k + 10 * size + 2 * eval_rows * k + 8 * plan.steps)
+    if config.track_params:
+        per_point += 4 * plan.steps * size
+    fast = config.model.has_fast_path and config.clip_method != "vmap"
+    if not fast:
+        per_point += 4 * 3 * plan.pad * size
+    shared = 4 * (2 * plan.pad * num_features + plan.epochs * plan.n)
+    room = memory_budget / num_seeds - shared
+    return max(1, int(room // per_point))
+
+
+def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
+    if devices is None:
+        return None
+    if isinstance(devices, int):
+        available = jax.devices()
+        if not 1 <= devices <= len(available):
+            raise ValueError(f"devices must be between 1 and {len(available)} (jax.devices()), got {devices}")
+        devices = available[:devices]
+    devices = list(devices)
+    if len(devices) < 2:
+        return None
+    # Auto axes: with Explicit ones jax 0.10 refuses the batch gather under sharding-in-types.
+    return jax.make_mesh((len(devices),), ("points",), axis_types=(AxisType.Auto,), devices=devices)
+
+
+def sweep_points(
+    config: TrainConfig,
+    params0: Params,
+    data: tuple[Any, Any],
+    keys: Array,
+    points: Mapping[str, Any],
+    *,
+    eval_data: tuple[Any, Any] | None = None,
+    chunk_size: int | None = None,
+    memory_budget: float = MEMORY_BUDGET,
+    devices: int | Sequence[Any] | None = None,
+    return_params: bool = True,
+) -> SweepResult:
+    """Train ``keys × points`` as compiled, vmapped calls (one per chunk of points).
 
     Args:
-      config: the static config; ``config.hyper`` gives the values of the axes not swept.
+      config: the static config; ``config.hyper`` gives every field not in ``points``.
       params0, data: shared initial parameters and ``(x, y)``.
       keys: stacked PRNG keys, one per seed (e.g. ``jax.random.split(key, 10)``).
-      **axes: ``name=values`` for Hyper fields to sweep (in the order given).
+      points: ``{Hyper field: values}``, every value with the same leading length ``P``
+        (``noise_scales``: a pytree whose leaves all carry it; ``feature_scale``: ``(P,)`` or
+        ``(P, d)``; ``feature_shift``: ``(P, d)``).
+      eval_data: optional ``(x_test, y_test)`` evaluated inside the call (:func:`evaluate`).
+      chunk_size: points per compiled call (default: as many as fit ``memory_budget``).
+      devices: shard each chunk's points over this many devices (or these devices).
+      return_params: False drops the trained parameters from the result (evaluation only).
 
     Returns:
-      ``(params, metrics)`` with leading axes ``(len(keys), len(axis_1), …)``.
+      a :class:`SweepResult` with leading axes ``(len(keys), P)``.
     """
     keys = check_key(keys, "keys", stacked=True)
     x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
+    if not isinstance(points, Mapping) or not points:
+        raise ValueError("points must be a non-empty mapping {Hyper field: values}")
+    names = tuple(points)
+    check_hyper(dataclasses.replace(config.hyper, **points), params0, swept=names, num_features=x.shape[1])
+    if eval_data is not None:
+        x_eval, y_eval = check_data(eval_data, params0, config.model)
+        if x_eval.shape[1] != x.shape[1]:
+            raise ValueError(f"eval_data has {x_eval.shape[1]} features, data has {x.shape[1]}")
+    else:
+        x_eval = y_eval = None
+    plan = make_plan(config, x.shape[0])
+    static = dataclasses.replace(config, hyper=None)
+    total = _point_count(points)
+    if chunk_size is None:
+        chunk_size = points_per_chunk(config, plan, params0, x.shape[1], keys.shape[0],
+                                      memory_budget=memory_budget,
+                                      eval_rows=0 if x_eval is None else x_eval.shape[0])
+    chunk_size = min(check_positive_int(chunk_size, "chunk_size"), total)
+    mesh = _mesh(devices)
+    if mesh is not None:  # every device gets the same number of points
+        chunk_size = -(-chunk_size // mesh.size) * mesh.size
+    fn = _compiled(static, plan, names, x_eval is not None, return_params)
+    base = dataclasses.replace(config.hyper, **{name: None for name in names})
+    shared = (base, params0, x, y, keys)
+    if mesh is not None:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        shared = jax.device_put(shared, replicated)
+        x_eval, y_eval = jax.device_put((x_eval, y_eval), replicated)
+    values = [jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names]
+    results = []
+    for start in range(0, total, chunk_size):
+        # Pad the last chunk with copies of its last point (dropped below): one shape, one compile.
+        take = np.minimum(np.arange(start, start + chunk_size), total - 1)
+        chunk = jax.tree_util.tree_map(lambda v: jnp.asarray(v[take]), values)
+        if mesh is not None:
+            chunk = jax.device_put(chunk, NamedSharding(mesh, PartitionSpec("points")))
+        out = fn(*shared, chunk, x_eval, y_eval)
+        keep = min(chunk_size, total - start)
+        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:, :keep], out))
+    params, metrics, evaluation = jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=1), *results)
+    warn_on_overflow(metrics, config)
+    return SweepResult(params, metrics, evaluation)
+
+
+def sweep(
+    config: TrainConfig, params0: Params, data: tuple[Any, Any], keys: Array, **axes: Any
+) -> tuple[Params, dict[str, Array]]:
+    """Train the Cartesian grid ``keys × axes`` (a thin layer over :func:`sweep_points`).
+
+    Args:
+      config: the static config; ``config.hyper`` gives the values of the axes not swept.
+      params0, data: shared initial parameters and ``(x, y)``.
+      keys: stacked PRNG keys, one per seed (e.g. ``jax.random.split(key, 10)``).
+      **axes: ``name=values`` for Hyper fields to sweep (in the order given; ``noise_scales``
+        and the feature transforms take a leading axis of grid values).
+
+    Returns:
+      ``(params, metrics)`` with leading axes ``(len(keys), len(axis_1), …)``.
+    """
     unknown = sorted(set(axes) - set(AXES))
     if unknown:
         raise ValueError(f"cannot sweep {unknown}; sweepable axes are {AXES}")
-    # The grid's shape, every grid value and every field not swept (a scalar), before compiling.
-    check_hyper(dataclasses.replace(config.hyper, **axes), params0, swept=axes)
-    fn = make_sweep_fn(config, x.shape[0], list(axes))
-    values = [jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float32), axes[name])
-              if name == "noise_scales" else jnp.asarray(axes[name], jnp.float32) for name in axes]
-    params, metrics = fn(params0, x, y, keys, *values)
-    warn_on_overflow(metrics, config)
-    return params, metrics
+    # Sequences become arrays (a list is a pytree of scalars); noise_scales is a pytree already.
+    axes = {name: values if name == "noise_scales" else np.asarray(values) for name, values in axes.items()}
+    lengths = []
+    for name, values in axes.items():  # each axis on its own first, for errors that name it
+        if name != "noise_scales" and (np.ndim(values) == 0 or len(values) == 0):
+            raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {np.shape(values)}")
+        leading = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(values)}
+        if len(leading) != 1 or 0 in leading:
+            raise ValueError(f"every {name} leaf needs the same non-empty leading (grid) axis")
+        lengths.append(leading.pop())
+    grid = np.array(list(itertools.product(*[range(k) for k in lengths])), dtype=np.int64).reshape(-1, len(axes))
+    points = {name: jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[grid[:, i]], values)
+              for i, (name, values) in enumerate(axes.items())}
+    result = sweep_points(config, params0, data, keys, points)
+    unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])
+    return jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One static group of a grid: a config (batch size, epochs, sampler, …) and its points.
+
+    ``key`` names the group's unit in the results store; it must change whenever anything that
+    decides the results does (the store adds the package digest itself)."""
+
+    key: str
+    config: TrainConfig
+    points: Mapping[str, Any]
+
+
+def run_groups(
+    groups: Sequence[Group],
+    params0: Params,
+    data: tuple[Any, Any],
+    keys: Array,
+    store: Any,
+    *,
+    eval_data: tuple[Any, Any],
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Evaluate every group's ``keys × points`` through ``store.run_many`` (one unit per group:
+    an interrupted grid resumes at the first unfinished group; with ``run_all --shard`` the
+    groups are spread over machines). Groups that share a config shape reuse one compilation.
+    Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
+    ``options`` go to :func:`sweep_points` (``chunk_size``, ``memory_budget``, ``devices``)."""
+    if not groups:
+        raise ValueError("groups must not be empty")
+    if len({g.key for g in groups}) != len(groups):
+        raise ValueError("group keys must be distinct")
+
+    def unit(i: int, group: Group) -> dict[str, Any]:
+        if progress is not None:
+            progress(f"group {i + 1}/{len(groups)}: {group.key}")
+        result = sweep_points(group.config, params0, data, keys, group.points, eval_data=eval_data,
+                              return_params=False, **options)
+        return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
+
+    return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])

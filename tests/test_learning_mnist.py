@@ -15,7 +15,7 @@ import pytest
 
 from dpprep import models, sampling
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, num_steps, train
+from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
 
 EPSILON, DELTA = 2.0, 1e-5
 BATCH, EPOCHS, LR, CLIP = 2048, 3, 8.0, 1.0
@@ -30,7 +30,7 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     n = ds.x_train.shape[0]
     model = models.softmax_regression(784, 10)
     config = TrainConfig(model, Hyper(LR), sampling="poisson", batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
-    steps = num_steps(config, n)
+    steps = make_plan(config, n).steps
     schedule = dp.DpSgdSchedule.from_epochs(EPOCHS, BATCH, n)
     assert schedule.steps == steps == 88
     # The implementation is within TV max_overflow_prob of ideal Poisson sampling (dpprep.sampling):

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpprep import algorithms, models, noise, sampling
+from dpprep import algorithms, corrdp, models, noise, sampling, streams
 
 D, K, N = 400, 10, 8
 
 
-def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0):
+def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_std=0.0):
     """The noise a full-batch step adds to the mean gradient, isolated by differencing the run
     with the same key and noise 0 (identical batches and clipping)."""
     model = models.softmax_regression(D, K)
@@ -25,12 +25,12 @@ def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0):
     y = rng.integers(0, K, size=N)
     key = jax.random.PRNGKey(seed)
 
-    def run(z):
-        cfg = algorithms.TrainConfig(
-            model, algorithms.Hyper(1.0, z, clip_norm, scales), sampling="full", steps=1)
+    def run(on):
+        hyper = algorithms.Hyper(1.0, noise_multiplier * on, clip_norm, scales, noise_std=noise_std * on)
+        cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1)
         return algorithms.train(cfg, model.init(key), (x, y), key)[0]
 
-    noisy, clean = run(noise_multiplier), run(0.0)
+    noisy, clean = run(1.0), run(0.0)
     # SGD at learning rate 1: params = -(mean grad + noise/N); so noise/N = clean - noisy.
     return jax.tree_util.tree_map(lambda a, b: np.asarray(b - a, np.float64), noisy, clean)
 
@@ -46,17 +46,18 @@ def test_step_noise_has_the_configured_std():
     assert stats.kstest(sample / (std_on_mean * 3 / 2), "norm").pvalue < 1e-6
 
 
-def test_infinite_clip_norm_uses_unit_sensitivity_and_per_leaf_scales():
-    z = 2.0
-    delta = _noise_of_one_step(z, math.inf, scales={"w": 0.5, "b": 0.0}, seed=1)
+def test_unclipped_runs_take_an_absolute_std_and_per_leaf_scales():
+    std = 2.0
+    delta = _noise_of_one_step(0.0, math.inf, scales={"w": 0.5, "b": 0.0}, seed=1, noise_std=std)
     np.testing.assert_array_equal(delta["b"], 0.0)
-    assert stats.kstest(delta["w"].ravel() / (z * 0.5 / N), "norm").pvalue > 1e-3
+    assert stats.kstest(delta["w"].ravel() / (std * 0.5 / N), "norm").pvalue > 1e-3
+    assert stats.kstest(delta["w"].ravel() / (std * 0.5 / N * 1.5), "norm").pvalue < 1e-6
 
 
 def test_per_coordinate_scales():
     params = {"w": jnp.zeros((3, 20000)), "b": jnp.zeros((20000,))}
-    scales = noise.feature_scales(params, [0.0, 1.0, 2.5], "w")
-    std = noise.noise_std(1.5, 0.4, scales, params)
+    scales = corrdp.feature_scales(params, [0.0, 1.0, 2.5], "w")
+    std = noise.noise_std(1.5, 0.0, 0.4, scales, params)
     out = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     w = np.asarray(out["w"], np.float64)
     np.testing.assert_array_equal(w[0], 0.0)
@@ -68,7 +69,7 @@ def test_per_coordinate_scales():
 
 def test_noise_is_independent_across_leaves_and_keys():
     params = {"a": jnp.zeros(5000), "b": jnp.zeros(5000)}
-    std = noise.noise_std(1.0, 1.0, None, params)
+    std = noise.noise_std(1.0, 0.0, 1.0, None, params)
     one = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     two = noise.gaussian_noise(jax.random.PRNGKey(1), params, std)
     assert abs(np.corrcoef(one["a"], one["b"])[0, 1]) < 0.06
@@ -76,11 +77,10 @@ def test_noise_is_independent_across_leaves_and_keys():
 
 
 def test_corrdp_mapping_helper():
-    # std 0.01 on a mean over N = 500 with no clipping: z = 0.01 · 500.
-    assert noise.multiplier_for_mean_std(0.01, 500) == pytest.approx(5.0)
-    assert noise.multiplier_for_mean_std(0.01, 500, clip_norm=2.0) == pytest.approx(2.5)
-    with pytest.raises(ValueError, match="clip_norm"):
-        noise.multiplier_for_mean_std(0.01, 500, clip_norm=-1.0)
+    # std 0.01 on a mean over N = 500: std 0.01 · 500 on the sum.
+    assert corrdp.sum_noise_std(0.01, 500) == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="normaliser"):
+        corrdp.sum_noise_std(0.01, 0)
 
 
 def test_scale_validation():
@@ -96,9 +96,9 @@ def test_scale_validation():
     with pytest.raises(ValueError, match="non-finite"):
         noise.check_scales(params, {"w": np.inf, "b": 1.0})
     with pytest.raises(ValueError, match="rows"):
-        noise.feature_scales(params, [1.0, 2.0], "w")
+        corrdp.feature_scales(params, [1.0, 2.0], "w")
     with pytest.raises(ValueError, match="leaf"):
-        noise.feature_scales(params, [1.0, 2.0, 3.0], "w1")
+        corrdp.feature_scales(params, [1.0, 2.0, 3.0], "w1")
 
 
 def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, seed, batch_size=None):
@@ -132,12 +132,12 @@ def test_noise_and_batch_sampling_use_different_streams():
     uncorrelated with the noise added."""
     n, b, steps, d, seed = 16, 4, 3, 1000, 5
     noise_per_step, metrics = _zero_gradient_noise("poisson", steps, 1.0, 1.0, d, n, seed, batch_size=b)
-    k_sample = jax.random.split(jax.random.PRNGKey(seed), 3)[0]
+    k_sample = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
     pad = sampling.poisson_pad_size(n, b / n, steps)
     params = {"w": jnp.zeros((d, 1))}
     for t in range(steps):
         step_key = jax.random.fold_in(k_sample, t)
         assert int(sampling.poisson_batch(step_key, n, b / n, pad)[2]) == int(metrics["batch_size"][t])
-        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 1.0, None, params))
+        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 0.0, 1.0, None, params))
         r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
         assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"

@@ -43,7 +43,7 @@ def test_sweep_equals_individual_runs():
 
 def test_sweep_over_clip_norm_and_noise_scales():
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
-    clips = [0.1, np.inf]
+    clips = [0.1, 10.0]
     scales = {"w": np.stack([np.ones((4, 1)), np.array([[0.0], [0.0], [1.0], [2.0]])]),
               "b": np.array([1.0, 0.0])}
     params, _ = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)

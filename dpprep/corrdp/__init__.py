@@ -1,0 +1,49 @@
+"""CorrDP (Wang, Zhang, Cummings 2026): per-coordinate noise for insensitive features.
+
+What the engine needs from the paper lives here, apart from the engine: the mapping from the
+paper's noise on the *averaged* gradient to the engine's noise on the sum, and per-input-feature
+noise scales for a first weight layer. (The definition, TV estimators and CorrDP-SGD experiments
+build on these.)
+
+**CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
+unclipped. With ``clip_norm = inf`` and normaliser ``N``, choose a base level ``σ`` and set
+``Hyper(noise_std=sum_noise_std(σ, N))`` and ``noise_scales = feature_scales(params, sqrt(f), leaf)``
+where ``f`` are the paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which
+multiply ``σ²``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from dpprep.models import Params
+from dpprep.noise import isotropic_scales
+from dpprep.validation import check_finite_array, check_positive
+
+
+def sum_noise_std(std_on_mean: float, normaliser: float) -> float:
+    """The engine's absolute ``noise_std`` (on the gradient sum) that gives std ``std_on_mean``
+    on the averaged gradient: ``σ·N``."""
+    std_on_mean = check_positive(std_on_mean, "std_on_mean", allow_zero=True)
+    normaliser = check_positive(normaliser, "normaliser")
+    return std_on_mean * normaliser
+
+
+def feature_scales(params: Params, row_scales: Any, leaf: str) -> Params:
+    """Scales that are ``row_scales[j]`` on row ``j`` of ``params[leaf]`` (shape ``(d, k)``) and 1
+    elsewhere. Row ``j`` holds the weights of input feature ``j`` (GLM ``"w"``, MLP ``"w1"``).
+    Pass standard-deviation factors (square roots of variance factors such as CorrDP's TV~)."""
+    if leaf not in params:
+        raise ValueError(f"leaf {leaf!r} not in params (leaves: {sorted(params)})")
+    rows = check_finite_array(row_scales, "row_scales", ndim=1)
+    if rows.shape[0] != params[leaf].shape[0]:
+        raise ValueError(
+            f"row_scales has {rows.shape[0]} entries, params[{leaf!r}] has {params[leaf].shape[0]} rows")
+    if np.any(rows < 0):
+        raise ValueError("row_scales must be >= 0")
+    scales = isotropic_scales(params)
+    scales[leaf] = jnp.asarray(rows, jnp.float32)[:, None]
+    return scales

@@ -1,0 +1,147 @@
+"""One public plan of a run, read by both the engine and the accountant.
+
+:class:`ExecutionPlan` fixes everything about a run that decides its privacy: the sampler, the
+dataset size, the (expected) batch size, the number of noisy releases, the padded batch shape,
+the normaliser and the neighbouring relation. :func:`dpprep.algorithms.train` scans exactly
+``plan.steps`` steps of ``plan``, and :meth:`ExecutionPlan.dp_event` charges exactly
+``plan.steps`` steps of the same sampler, so the steps a run makes and the steps the accountant
+charges cannot differ (in the spirit of jax_privacy's execution plan).
+
+>>> plan = ExecutionPlan.create("shuffle", 60_000, batch_size=1024, epochs=40)
+>>> plan.steps, plan.dp_event(1.0).count      # 40 epochs of ⌈60000/1024⌉ = 59 batches
+(2360, 2360)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from dp_accounting import dp_event
+
+from dpprep import sampling
+from dpprep.accounting import dp
+from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
+
+NEIGHBOURINGS = ("add_remove", "replace_one")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionPlan:
+    """Static description of a run's data access (hashable; build it with :meth:`create`).
+
+    Attributes:
+      sampler: registered sampler name (:data:`dpprep.sampling.SAMPLERS`).
+      n: dataset size.
+      batch_size: expected (poisson) or fixed batch size; ``n`` for full, 1 for fixed_order.
+      steps: noisy releases the run makes and the accountant charges (with ``random_stop``, the
+        scan length, an upper bound on the releases).
+      pad: rows of the fixed-shape batch.
+      normaliser: what the noisy gradient sum is divided by.
+      epochs: permutations drawn up front (shuffle only).
+      neighbouring: "add_remove" or "replace_one": the relation of the guarantee.
+      random_stop: DP-SGD by iteration (fixed_order with ``T ~ Unif{1..n−κ+1}``).
+      kappa: ``κ`` of that stopping time.
+      max_overflow_prob: bound on the probability that any Poisson draw overflows ``pad``.
+    """
+
+    sampler: str
+    n: int
+    batch_size: int
+    steps: int
+    pad: int
+    normaliser: float
+    epochs: int
+    neighbouring: str
+    random_stop: bool = False
+    kappa: int = 1
+    max_overflow_prob: float = 1e-10
+
+    @classmethod
+    def create(cls, sampler: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
+               epochs: float | None = None, kappa: int = 1, max_overflow_prob: float = 1e-10,
+               neighbouring: str | None = None) -> ExecutionPlan:
+        """Lays out a run of ``sampler`` on ``n`` records (ValueError naming a bad argument).
+        ``neighbouring=None`` takes the sampler's own relation."""
+        n = check_positive_int(n, "n")
+        impl = sampling.get(sampler)
+        check_probability(max_overflow_prob, "max_overflow_prob")
+        relation = impl.neighbouring if neighbouring is None else neighbouring
+        if relation not in NEIGHBOURINGS:
+            raise ValueError(f"neighbouring must be one of {NEIGHBOURINGS}, got {neighbouring!r}")
+        layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
+                             max_overflow_prob=max_overflow_prob)
+        return cls(sampler, n, layout.batch_size, layout.steps, layout.pad, layout.normaliser,
+                   layout.epochs, relation, layout.random_stop, int(kappa), float(max_overflow_prob))
+
+    @property
+    def sampling_rate(self) -> float:
+        """``B/n`` (1 for full batches; records per step over records for the others)."""
+        return min(1.0, self.batch_size / self.n)
+
+    @property
+    def impl(self) -> sampling.Sampler:
+        return sampling.get(self.sampler)
+
+    def overflow_probability(self) -> float:
+        """Probability that some Poisson draw of the run exceeds ``pad`` (0 for other samplers)."""
+        if self.sampler != "poisson" or self.pad >= self.n:
+            return 0.0
+        return sampling.overflow_probability(self.n, self.batch_size / self.n, self.pad, self.steps)
+
+    def schedule(self) -> dp.DpSgdSchedule:
+        """What the accountant charges for this run (ValueError saying what to use instead when
+        dp-accounting has no event for the sampler)."""
+        schedule = self.impl.schedule(self)
+        if schedule is None:
+            raise ValueError(f"sampling={self.sampler!r} has no dp-accounting event: "
+                             f"{self.impl.no_event_reason}")
+        return schedule
+
+    def dp_event(self, noise_multiplier: float) -> dp_event.DpEvent:
+        """The dp-accounting event of the whole run at multiplier ``z`` (noise std ``z·C`` on each
+        step's sum)."""
+        return dp.dpsgd_event(noise_multiplier, self.schedule())
+
+    def _accounting(self, accounting: dict) -> dict:
+        relation = accounting.setdefault("neighbouring", self.neighbouring)
+        if relation != self.neighbouring:
+            raise ValueError(f"this plan is a {self.neighbouring} guarantee; got neighbouring={relation!r} "
+                             "(set it when creating the plan)")
+        return accounting
+
+    def epsilon(self, noise_multiplier: float, delta: float, *,
+                fixed_events: tuple[dp_event.DpEvent, ...] = (), **accounting) -> float:
+        """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
+        ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the padded batch's
+        overflow slack ``(1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`) is taken out of
+        ``delta`` first, at the ε of ``delta/2`` (an upper bound on the answer), so the result is
+        an ``(ε, delta)`` guarantee of what the engine runs. ``accounting``: the options of
+        :func:`dpprep.accounting.dp.composed_epsilon`."""
+        delta = check_delta(delta)
+        events = [*fixed_events, self.dp_event(noise_multiplier)]
+        accounting = self._accounting(dict(accounting))
+        p = self.overflow_probability()
+        if p == 0.0:
+            return dp.composed_epsilon(events, delta, **accounting)
+        bound = dp.composed_epsilon(events, delta / 2, **accounting)
+        slack = sampling.overflow_delta(bound, p) if math.isfinite(bound) else math.inf
+        if not slack < delta / 2:
+            raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
+                             "lower max_overflow_prob")
+        return dp.composed_epsilon(events, delta - slack, **accounting)
+
+    def calibrate(self, target_epsilon: float, delta: float, *,
+                  fixed_events: tuple[dp_event.DpEvent, ...] = (), **accounting) -> float:
+        """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
+        composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
+        out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`)."""
+        target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+        delta = check_delta(delta)
+        accounting = self._accounting(dict(accounting))
+        slack = sampling.overflow_delta(target_epsilon, self.overflow_probability())
+        if not slack < delta:
+            raise ValueError(f"the Poisson overflow slack {slack:.3g} exceeds delta={delta}; "
+                             "lower max_overflow_prob")
+        return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
+                                  fixed_events=fixed_events, **accounting)
