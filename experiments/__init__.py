@@ -3,7 +3,11 @@
 Every experiment module exposes ``run(ctx: RunContext) -> list[Comparison]`` and ends with
 ``if __name__ == "__main__": main_for("<id>")``.
 It writes its tables/figures into ``ctx.out_dir`` through ``dpprep.results`` (atomic writes), caches
-each finished unit of work in ``ctx.store`` and returns the paper-vs-ours rows for REPORT.md.
+each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many``, which
+``run_all --shard`` spreads over machines) and returns the paper-vs-ours rows for REPORT.md.
+A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
+for a row from unit ``key`` (computed now or by an earlier run), ``provenance_json()`` for a row
+computed now without a unit.
 Run one alone with ``python -m experiments.<module> [--profile P] [--out DIR]``.
 """
 
