@@ -19,9 +19,12 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from dpprep.results import Comparison, Progress, UnitStore, comparisons_frame, write_csv
+from dpprep.results import Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame, write_csv
 
 PROFILES = ("smoke", "quick", "paper")
+# Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so
+# REPORT.md never presents an earlier run's numbers as current.
+FAILURE_FILE = "FAILED.txt"
 
 # Experiment id -> (module under experiments/, one-line title). Order is the order of REPORT.md.
 REGISTRY: dict[str, tuple[str, str]] = {
@@ -61,20 +64,34 @@ def run_experiment(
     fresh: bool = False,
     data_dir: Path | None = None,
     quiet: bool = False,
+    shard: tuple[int, int] | None = None,
+    merge: int | None = None,
 ) -> list[Comparison]:
-    """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``."""
+    """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``.
+
+    ``shard``/``merge`` go to the :class:`UnitStore` (see ``run_all --shard/--merge``); in shard
+    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``. A
+    failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     module = load(experiment_id)
     out_dir = Path(results_dir) / experiment_id
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
-    store = UnitStore(out_dir / ".units" / profile, fresh=fresh)
+    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge)
     ctx = RunContext(profile, out_dir, store, Progress(experiment_id, quiet=quiet), data_dir)
-    comparisons = list(module.run(ctx))
+    failure = out_dir / FAILURE_FILE
+    try:
+        comparisons = list(module.run(ctx))
+    except UnitsElsewhere:
+        raise  # not a failure: this shard's part is done
+    except Exception as err:
+        atomic_write_text(failure, f"profile {profile}: {type(err).__name__}: {err}\n")
+        raise
     frame = comparisons_frame(comparisons)
     frame.insert(0, "profile", profile)
     write_csv(frame, out_dir / "comparisons.csv")
+    failure.unlink(missing_ok=True)
     return comparisons
 
 
