@@ -156,3 +156,21 @@ def test_outputs_honour_the_umask(tmp_path):
     assert stat.S_IMODE((tmp_path / "REPORT.md").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "fig.png").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "t.csv").stat().st_mode) == 0o640
+
+
+def test_run_many_shards_a_grid_and_reports_what_is_left(tmp_path):
+    items = [(f"point={i}", lambda i=i: {"i": i}) for i in range(7)]
+    assert UnitStore(tmp_path / "plain").run_many(items) == [{"i": i} for i in range(7)]
+    with pytest.raises(ValueError, match="distinct"):
+        UnitStore(tmp_path / "plain").run_many(items + items[:1])
+    owners = UnitStore(tmp_path).shard_of([k for k, _ in items], 3)
+    assert owners == UnitStore(tmp_path).shard_of([k for k, _ in reversed(items)], 3)  # order-free
+    with pytest.raises(results.UnitsElsewhere) as pending:
+        UnitStore(tmp_path / "s", shard=(2, 3)).run_many(items)
+    assert pending.value.pending == {k: list(owners.values()).count(k) for k in (1, 3)}
+    assert len(list((tmp_path / "s").glob("*.json"))) == list(owners.values()).count(2)
+    with pytest.raises(results.MissingUnits, match=r"\(shard [13]/3\)"):
+        UnitStore(tmp_path / "s", merge=3).run_many(items)
+    for bad in ({"shard": (0, 3)}, {"shard": (4, 3)}, {"merge": 0}, {"shard": (1, 2), "merge": 2}):
+        with pytest.raises(ValueError):
+            UnitStore(tmp_path, **bad)

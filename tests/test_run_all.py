@@ -180,3 +180,60 @@ def test_other_profiles_do_not_overwrite_the_committed_results(tmp_path, toys, m
     assert "results-smoke" in capsys.readouterr().err
     assert run_all.main([]) == 0  # the committed profile keeps results/
     assert (tmp_path / "results" / "REPORT.md").exists()
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob("*/*.csv"))}
+
+
+def test_shards_compute_disjoint_slices_and_merge_reproduces_one_run(tmp_path, toys, capsys):
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    full = _outputs(tmp_path / "full")
+    assert set(full) == {f"{t}/{f}" for t in toys for f in ("comparisons.csv", "table.csv")}
+
+    slices = {name: [] for name in toys}
+    for k in (1, 2, 3):
+        for module in toys.values():
+            module.computed.clear()
+        assert run_all.main(["--shard", f"{k}/3", "--out", str(tmp_path / f"shard{k}")]) == 0
+        err = capsys.readouterr().err
+        assert f"shard {k}/3 done" in err and "REPORT.md not written" in err
+        assert not (tmp_path / f"shard{k}" / "REPORT.md").exists()
+        for name, module in toys.items():
+            slices[name].append(sorted(module.computed))
+    for name, n_units in (("toy_a", 10), ("toy_b", 4)):
+        flat = [i for part in slices[name] for i in part]
+        assert sorted(flat) == list(range(n_units)), f"{name}: slices overlap or miss units: {slices[name]}"
+        assert max(map(len, slices[name])) - min(map(len, slices[name])) <= 1  # balanced
+
+    for module in toys.values():
+        module.computed.clear()
+    shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
+    assert run_all.main(["--merge", *shards, "--out", str(tmp_path / "merged")]) == 0
+    assert all(module.computed == [] for module in toys.values()), "merge computed grid units"
+    assert _outputs(tmp_path / "merged") == full
+    assert "sum of squares" in (tmp_path / "merged" / "REPORT.md").read_text()
+
+    # A shard that never ran: merge names the missing units and their shard, and computes nothing.
+    capsys.readouterr()
+    assert run_all.main(["--merge", *shards[:2], "--out", str(tmp_path / "partial")]) == 1
+    err = capsys.readouterr().err
+    assert "no manifest from shard(s) [3]" in err and "(shard 3/3)" in err and "toy_a|point=" in err
+    assert all(module.computed == [] for module in toys.values())
+
+
+def test_shards_sharing_one_out_are_assembled_by_merge_without_dirs(tmp_path, toys):
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    shared = tmp_path / "shared"
+    for k in (1, 2):
+        assert run_all.main(["--shard", f"{k}/2", "--out", str(shared)]) == 0
+    assert not (shared / "REPORT.md").exists()
+    assert run_all.main(["--merge", "--out", str(shared)]) == 0
+    assert _outputs(shared) == _outputs(tmp_path / "full")
+
+
+@pytest.mark.parametrize("shard", ["0/5", "3/2", "x", "1/0", "2"])
+def test_bad_shard_is_a_parser_error(tmp_path, toys, capsys, shard):
+    with pytest.raises(SystemExit) as exit_info:
+        run_all.main(["--shard", shard, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err
