@@ -25,6 +25,13 @@ PROFILES = ("smoke", "quick", "paper")
 # Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so
 # REPORT.md never presents an earlier run's numbers as current.
 FAILURE_FILE = "FAILED.txt"
+COMMITTED_PROFILE = "quick"  # the profile whose outputs are committed in results/
+
+
+def default_out(profile: str) -> Path:
+    """results/ for the committed profile, results-<profile>/ (git-ignored) for the others, so a
+    smoke or paper run never silently replaces the committed numbers."""
+    return Path("results" if profile == COMMITTED_PROFILE else f"results-{profile}")
 
 # Experiment id -> (module under experiments/, one-line title). Order is the order of REPORT.md.
 REGISTRY: dict[str, tuple[str, str]] = {
@@ -99,10 +106,12 @@ def main_for(experiment_id: str) -> None:
     """``python -m experiments.<module>`` entry point."""
     parser = argparse.ArgumentParser(description=f"Run experiment {experiment_id!r} alone.")
     parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
-    comparisons = run_experiment(experiment_id, args.profile, args.out, fresh=args.fresh, data_dir=args.data_dir)
+    out = args.out or default_out(args.profile)
+    print(f"profile {args.profile} -> {out}/")
+    comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir)
     for c in comparisons:
         print(f"{c.status:5s} {c.quantity}: paper {c.paper} | ours {c.measured} ({c.tolerance})")

@@ -44,7 +44,6 @@ from dpprep.results import (  # noqa: E402
     read_unit,
 )
 
-COMMITTED_PROFILE = "quick"  # the profile whose outputs are committed in results/
 SHARD_MANIFESTS = ".shards"  # <out>/.shards/K-of-N-<profile>.json: which shard ran, for --merge
 _COLUMNS = ["quantity", "paper", "measured", "tolerance", "status", "note"]
 
@@ -182,10 +181,10 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=experiments.PROFILES, default=COMMITTED_PROFILE)
+    parser.add_argument("--profile", choices=experiments.PROFILES, default=experiments.COMMITTED_PROFILE)
     parser.add_argument("--only", default=None, help="comma-separated experiment ids")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"output directory (default: results/ for the committed {COMMITTED_PROFILE} "
+                        help=f"output directory (default: results/ for the committed {experiments.COMMITTED_PROFILE} "
                              "profile, results-<profile>/ for the others)")
     parser.add_argument("--list", action="store_true", help="list experiments and exit")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
@@ -217,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing_dirs:
         parser.error(f"--merge: not a directory: {', '.join(missing_dirs)}")
 
-    # results/ holds the committed quick profile: another profile must not replace it by default.
-    out = args.out or Path("results" if args.profile == COMMITTED_PROFILE else f"results-{args.profile}")
+    out = args.out or experiments.default_out(args.profile)
     problem = _unwritable(out)
     if problem:
         print(f"run_all.py: error: {problem}", file=sys.stderr)
