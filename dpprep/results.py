@@ -77,9 +77,11 @@ def provenance() -> dict[str, Any]:
 
 
 def provenance_json(record: dict[str, Any] | None = None) -> str:
-    """Provenance as compact JSON for a ``versions`` column: ``record`` (e.g. a cached unit's, from
-    :meth:`UnitStore.provenance`), else that of a computation done now."""
-    return json.dumps(provenance() if record is None else record, sort_keys=True, separators=(",", ":"))
+    """The code that produced a row, as compact JSON for a ``versions`` column: ``record``'s (e.g.
+    a cached unit's, from :meth:`UnitStore.provenance`), else this code's. The time a unit was
+    computed stays in its unit file, so regenerated tables are byte-identical when nothing changed."""
+    identity = code_identity() if record is None else {k: v for k, v in record.items() if k != "computed"}
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
 def config_json(config: Any) -> str:
@@ -90,9 +92,15 @@ def config_json(config: Any) -> str:
 
 
 def umask_mode() -> int:
-    """The mode a plain ``open()`` would give a new file (0o666 less the umask)."""
-    mask = os.umask(0)
-    os.umask(mask)
+    """The mode a plain ``open()`` would give a new file now (0o666 less the current umask).
+    Read from /proc where it exists: ``os.umask`` can only read the mask by setting it, which
+    would briefly give other threads' files a mask of 0."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)
+    except (OSError, TypeError):
+        mask = os.umask(0)
+        os.umask(mask)
     return 0o666 & ~mask
 
 
@@ -248,8 +256,11 @@ class UnitStore:
 
     def save(self, key: str, value: dict) -> dict:
         """Records ``value`` as computed now by this code; returns it as a reload would (JSON types)."""
-        payload = json.loads(_canonical({"key": key, "provenance": provenance(), "value": value}))
-        atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}, sort_keys=True))
+        # Key order is kept (tables built from values keep their column order); the checksum is
+        # over the canonical (sorted) form, so it does not depend on it.
+        payload = json.loads(json.dumps({"key": key, "provenance": provenance(), "value": value},
+                                        separators=(",", ":"), default=float))
+        atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}))
         self._provenance[key] = payload["provenance"]
         return payload["value"]
 

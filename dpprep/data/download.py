@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
 
@@ -103,7 +104,7 @@ def read_verified(path: str | os.PathLike, spec: FileSpec, *, verify: bool = Tru
     """A file's (decompressed, for .gz) bytes, after checking its sha256 against the registry."""
     try:
         data = gzip.decompress(Path(path).read_bytes()) if spec.gzip_content else Path(path).read_bytes()
-    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib.error
         raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
     if verify:
         actual = sha256_bytes(data)
@@ -116,7 +117,7 @@ def verify_file(path: str | os.PathLike, spec: FileSpec) -> None:
     """Raises ChecksumError unless the file at ``path`` matches ``spec``'s sha256."""
     try:
         actual = file_sha256(path, gzip_content=spec.gzip_content)
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
     if actual != spec.sha256:
         raise _checksum_error(spec, str(path), actual)
@@ -189,7 +190,7 @@ def _install(data: bytes | Path, spec: FileSpec, root: Path, url: str) -> Path:
                 handle.write(data)
         try:
             actual = file_sha256(tmp, gzip_content=spec.gzip_content)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):
             actual = "(unreadable: not a valid gzip file)"
         if actual != spec.sha256:
             raise _checksum_error(spec, f"downloaded from {url}", actual, downloaded=True)

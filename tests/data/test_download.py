@@ -241,3 +241,17 @@ def test_no_download_rejects_other_values(monkeypatch):
         dl.downloads_enabled()
     with pytest.raises(ValueError, match="DPPREP_NO_DOWNLOAD"):
         load("insurance")
+
+
+def test_gzip_with_a_damaged_stream_is_a_checksum_error(tmp_path, data_dir):
+    """A valid gzip header over damaged deflate data raises zlib.error inside gzip, which must come
+    out as the module's ChecksumError (verify and load report it instead of crashing)."""
+    spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
+    raw = bytearray((data_dir / spec.relpath).read_bytes())
+    raw[20:60] = b"\xff" * 40  # inside the deflate stream, past the 10-byte header
+    damaged = tmp_path / "damaged.gz"
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumError, match="cannot read|checksum"):
+        dl.verify_file(damaged, spec)
+    with pytest.raises(ChecksumError, match="cannot read|checksum"):
+        dl.read_verified(damaged, spec)
