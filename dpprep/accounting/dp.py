@@ -80,6 +80,28 @@ _RELATIONS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class AccountingOptions:
+    """How ε is accounted (hashable, so it can key caches): the dp-accounting ``accountant``
+    (``"pld"`` or ``"rdp"``), the ``neighbouring`` relation of the guarantee (``"add_remove"`` or
+    ``"replace_one"``) and the PLD grid ``pld_discretization`` (ignored by RDP).
+
+    >>> AccountingOptions(accountant="rdp", neighbouring="replace_one")
+    AccountingOptions(accountant='rdp', neighbouring='replace_one', pld_discretization=0.0001)
+    """
+
+    accountant: AccountantName = "pld"
+    neighbouring: Neighbouring = "add_remove"
+    pld_discretization: float = PLD_DISCRETIZATION
+
+    def __post_init__(self) -> None:
+        _check_choice(self.accountant, "accountant", ACCOUNTANTS)
+        _check_choice(self.neighbouring, "neighbouring", NEIGHBOURINGS)
+        object.__setattr__(
+            self, "pld_discretization", _check_discretization(self.pld_discretization)
+        )
+
+
 # --------------------------------------------------------------------------------------------------
 # Schedules and argument checks
 
@@ -152,6 +174,12 @@ def _check_discretization(value: float) -> float:
     return value
 
 
+def _check_options(options: AccountingOptions) -> AccountingOptions:
+    if not isinstance(options, AccountingOptions):
+        raise ValueError(f"options must be an AccountingOptions, got {type(options).__name__}")
+    return options
+
+
 # --------------------------------------------------------------------------------------------------
 # Events and accountants
 
@@ -194,23 +222,19 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     )
 
 
-def _make_accountant(
-    accountant: str, neighbouring: str, pld_discretization: float
-) -> Callable[[], PrivacyAccountant]:
-    if accountant == "pld":
-        relation = _RELATIONS[neighbouring]
+def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccountant]:
+    if options.accountant == "pld":
+        relation, d = _RELATIONS[options.neighbouring], options.pld_discretization
         return lambda: pld_privacy_accountant.PLDAccountant(
-            relation, value_discretization_interval=pld_discretization
+            relation, value_discretization_interval=d
         )
     return lambda: rdp_privacy_accountant.RdpAccountant(
         RDP_ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE
     )
 
 
-def _prepare(
-    event: dp_event.DpEvent, accountant: str, neighbouring: str
-) -> dp_event.DpEvent:
-    if accountant == "rdp" and neighbouring == "replace_one":
+def _prepare(event: dp_event.DpEvent, options: AccountingOptions) -> dp_event.DpEvent:
+    if options.accountant == "rdp" and options.neighbouring == "replace_one":
         return _rdp_replace_one(event)
     return event
 
@@ -227,11 +251,9 @@ def composed_epsilon(
     events: Sequence[dp_event.DpEvent],
     delta: float,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
-    """ε at ``delta`` of the (adaptive) composition of ``events``.
+    """ε at ``delta`` of the (adaptive) composition of ``events``, accounted as ``options`` say.
 
     Two Gaussians compose like one with ``1/z² = 1/z1² + 1/z2²``:
 
@@ -241,15 +263,12 @@ def composed_epsilon(
     1.627
     """
     delta = check_delta(delta)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     events = _check_events(events, "events")
     if not events:
         raise ValueError("events must contain at least one DpEvent")
-    event = _prepare(dp_event.ComposedDpEvent(events), accountant, neighbouring)
-    acc = _make_accountant(accountant, neighbouring, pld_discretization)()
-    return float(acc.compose(event).get_epsilon(delta))
+    event = _prepare(dp_event.ComposedDpEvent(events), options)
+    return float(_make_accountant(options)().compose(event).get_epsilon(delta))
 
 
 def epsilon(
@@ -257,9 +276,7 @@ def epsilon(
     delta: float,
     schedule: DpSgdSchedule,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
     """ε at ``delta`` of DP-SGD/DP-GD with multiplier ``noise_multiplier`` run by ``schedule``.
 
@@ -267,21 +284,14 @@ def epsilon(
     (see :class:`DpSgdSchedule`).
 
     >>> sched = DpSgdSchedule(steps=512, sampling="poisson", sampling_rate=0.1)
-    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, accountant="rdp"), 3)
+    >>> rdp = AccountingOptions(accountant="rdp")
+    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, options=rdp), 3)
     (3.77, 4.051)
     """
     z = check_positive(noise_multiplier, "noise_multiplier")
     delta = check_delta(delta)
     schedule = _check_schedule(schedule)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    return composed_epsilon(
-        [dpsgd_event(z, schedule)],
-        delta,
-        accountant=accountant,
-        neighbouring=neighbouring,
-        pld_discretization=pld_discretization,
-    )
+    return composed_epsilon([dpsgd_event(z, schedule)], delta, options=_check_options(options))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -312,9 +322,7 @@ def composed_calibrate(
     target_epsilon: float,
     delta: float,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
     initial_guess: float = 1.0,
     tol: float = CALIBRATION_TOL,
 ) -> float:
@@ -328,38 +336,36 @@ def composed_calibrate(
     """
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     initial_guess = check_positive(initial_guess, "initial_guess")
     tol = check_positive(tol, "tol")
     if not callable(make_event):
         raise ValueError("make_event must be callable")
 
-    if accountant == "pld":
+    if options.accountant == "pld":
         # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
         # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
         # search below checks it). Events RDP cannot handle at all start from initial_guess.
-        for relation, scale in ((neighbouring, 1.0), ("add_remove", 2.0)):
+        for relation, scale in ((options.neighbouring, 1.0), ("add_remove", 2.0)):
             try:
                 initial_guess = scale * composed_calibrate(
-                    make_event, target_epsilon, delta, accountant="rdp",
-                    neighbouring=relation, initial_guess=initial_guess, tol=1e-3,
+                    make_event, target_epsilon, delta,
+                    options=AccountingOptions(accountant="rdp", neighbouring=relation),
+                    initial_guess=initial_guess, tol=1e-3,
                 )
                 break
             except (ValueError, UnsupportedEventError):
                 continue
 
-    fresh = _make_accountant(accountant, neighbouring, pld_discretization)
+    fresh = _make_accountant(options)
 
     def gap(z: float) -> float:
-        event = _prepare(make_event(z), accountant, neighbouring)
-        return fresh().compose(event).get_epsilon(delta) - target_epsilon
+        return fresh().compose(_prepare(make_event(z), options)).get_epsilon(delta) - target_epsilon
 
-    lo, hi = _bracket(gap, initial_guess, 1.25 if accountant == "pld" else 2.0)
+    lo, hi = _bracket(gap, initial_guess, 1.25 if options.accountant == "pld" else 2.0)
     z = mechanism_calibration.calibrate_dp_mechanism(
         fresh,
-        lambda z: _prepare(make_event(z), accountant, neighbouring),
+        lambda z: _prepare(make_event(z), options),
         target_epsilon,
         delta,
         mechanism_calibration.ExplicitBracketInterval(lo, hi),
@@ -383,10 +389,8 @@ def calibrate_noise(
     delta: float,
     schedule: DpSgdSchedule,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
     fixed_events: Sequence[dp_event.DpEvent] = (),
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
     """Smallest DP-SGD multiplier meeting ``(target_epsilon, delta)`` under ``schedule``,
     composed with ``fixed_events`` (e.g. ``(gaussian_event(sigma_F),)`` for DPSGD-F's private
@@ -402,9 +406,7 @@ def calibrate_noise(
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     schedule = _check_schedule(schedule)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     fixed = _flatten(_check_events(fixed_events, "fixed_events"))
     try:
         hash(fixed)
@@ -414,18 +416,13 @@ def calibrate_noise(
             "of one); pass a ComposedDpEvent's parts instead of nesting it"
         ) from err
     if fixed:
-        spent = composed_epsilon(
-            fixed, delta, accountant=accountant, neighbouring=neighbouring,
-            pld_discretization=pld_discretization,
-        )
+        spent = composed_epsilon(fixed, delta, options=options)
         if spent >= target_epsilon:
             raise ValueError(
                 f"fixed_events alone already spend epsilon={spent:.4g} >= "
                 f"target_epsilon={target_epsilon!r}"
             )
-    return _calibrate_noise_cached(
-        target_epsilon, delta, schedule, accountant, neighbouring, fixed, pld_discretization,
-    )
+    return _calibrate_noise_cached(target_epsilon, delta, schedule, fixed, options)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -433,18 +430,13 @@ def _calibrate_noise_cached(
     target_epsilon: float,
     delta: float,
     schedule: DpSgdSchedule,
-    accountant: str,
-    neighbouring: str,
     fixed: tuple[dp_event.DpEvent, ...],
-    pld_discretization: float,
+    options: AccountingOptions,
 ) -> float:
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    return composed_calibrate(
-        make_event, target_epsilon, delta, accountant=accountant, neighbouring=neighbouring,
-        pld_discretization=pld_discretization,
-    )
+    return composed_calibrate(make_event, target_epsilon, delta, options=options)
 
 
 calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
@@ -589,6 +581,7 @@ def sgd_iter_epsilon(
 
 __all__ = [
     "ACCOUNTANTS",
+    "AccountingOptions",
     "CALIBRATION_TOL",
     "NEIGHBOURINGS",
     "PLD_DISCRETIZATION",

@@ -27,7 +27,11 @@ from scipy.stats import norm
 
 import dp_accounting as dpa
 from dpprep.accounting import dp
-from dpprep.accounting.dp import DpSgdSchedule
+from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+
+
+RDP = AccountingOptions(accountant="rdp")
+REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
 
 
 def poisson(steps: int, q: float) -> DpSgdSchedule:
@@ -52,7 +56,7 @@ def full(steps: int) -> DpSgdSchedule:
     ],
 )
 def test_pinned_dpsgd_epsilon(z, q, steps, delta, accountant, expected):
-    eps = dp.epsilon(z, delta, poisson(steps, q), accountant=accountant)
+    eps = dp.epsilon(z, delta, poisson(steps, q), options=AccountingOptions(accountant=accountant))
     assert eps == pytest.approx(expected, abs=1e-3)
 
 
@@ -60,7 +64,7 @@ def test_pld_grid_is_fine_enough():
     # The default grid (1e-4) vs a 10x finer one: < 1e-4 apart (measured 2.5e-6 here and 7e-6 on the
     # 2250-step setting), so the grid is not what the 1e-3 tolerances above absorb.
     coarse = dp.epsilon(3.0, 1e-6, poisson(512, 0.1))
-    fine = dp.epsilon(3.0, 1e-6, poisson(512, 0.1), pld_discretization=1e-5)
+    fine = dp.epsilon(3.0, 1e-6, poisson(512, 0.1), options=AccountingOptions(pld_discretization=1e-5))
     assert abs(coarse - fine) < 1e-4
     assert coarse >= fine - 1e-5  # pessimistic discretisation: coarser is not smaller
 
@@ -77,9 +81,9 @@ def test_calibrate_pinned_and_round_trip():
 
 def test_calibrate_rdp_round_trip():
     sched = poisson(512, 0.1)
-    z = dp.calibrate_noise(1.0, 1e-6, sched, accountant="rdp")
-    assert dp.epsilon(z, 1e-6, sched, accountant="rdp") <= 1.0
-    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-6, sched, accountant="rdp") > 1.0
+    z = dp.calibrate_noise(1.0, 1e-6, sched, options=RDP)
+    assert dp.epsilon(z, 1e-6, sched, options=RDP) <= 1.0
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-6, sched, options=RDP) > 1.0
     # RDP is looser than PLD, so it needs more noise.
     assert z > dp.calibrate_noise(1.0, 1e-6, sched)
 
@@ -95,7 +99,7 @@ def test_dpsgdf_spec_table_row():
     assert dp.calibrate_noise(1.0, 1e-5, sched) == pytest.approx(8.793, abs=2e-3)
     z_f = dp.calibrate_noise(1.0, 1e-5, sched, fixed_events=(dp.gaussian_event(sigma_f),))
     assert z_f == pytest.approx(8.796, abs=2e-3)
-    assert dp.calibrate_noise(1.0, 1e-5, sched, accountant="rdp") == pytest.approx(9.535, abs=2e-3)
+    assert dp.calibrate_noise(1.0, 1e-5, sched, options=RDP) == pytest.approx(9.535, abs=2e-3)
     # The composed run meets the overall target.
     events = [dp.gaussian_event(sigma_f), dp.dpsgd_event(z_f, sched)]
     assert dp.composed_epsilon(events, 1e-5) <= 1.0
@@ -158,7 +162,7 @@ def test_full_batch_rdp_closed_form():
     z, steps, delta = 4.0, 100, 1e-5
     orders = np.asarray(dp.RDP_ORDERS)
     expected, _ = rdp_to_eps_by_hand(orders, orders * steps / (2 * z**2), delta)
-    assert dp.epsilon(z, delta, full(steps), accountant="rdp") == pytest.approx(expected, rel=1e-9)
+    assert dp.epsilon(z, delta, full(steps), options=RDP) == pytest.approx(expected, rel=1e-9)
 
 
 def test_full_batch_pld_equals_one_gaussian():
@@ -178,8 +182,8 @@ def test_two_gaussians_compose_like_one():
     events = [dp.gaussian_event(z1), dp.gaussian_event(z2)]
     assert dp.composed_epsilon(events, delta) == pytest.approx(exact, abs=1e-6)
     # RDP of the composition is the RDP of the single Gaussian (RDP adds, alpha/(2 z^2) each).
-    rdp_single = dp.composed_epsilon([dp.gaussian_event(z)], delta, accountant="rdp")
-    assert dp.composed_epsilon(events, delta, accountant="rdp") == pytest.approx(rdp_single)
+    rdp_single = dp.composed_epsilon([dp.gaussian_event(z)], delta, options=RDP)
+    assert dp.composed_epsilon(events, delta, options=RDP) == pytest.approx(rdp_single)
 
 
 def test_composed_calibrate_recovers_split():
@@ -227,26 +231,26 @@ def test_shuffle_uses_poisson_assumption():
 def test_replace_one_full_batch_is_half_multiplier():
     z, steps, delta = 6.0, 16, 1e-5
     for accountant in ("pld", "rdp"):
-        rep = dp.epsilon(z, delta, full(steps), accountant=accountant, neighbouring="replace_one")
-        add = dp.epsilon(z / 2, delta, full(steps), accountant=accountant)
+        rep = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant=accountant, neighbouring="replace_one"))
+        add = dp.epsilon(z / 2, delta, full(steps), options=AccountingOptions(accountant=accountant))
         assert rep == pytest.approx(add, abs=1e-9)
     # RDP replace-one closed form: sensitivity 2 -> alpha * T * 4 / (2 z^2).
     orders = np.asarray(dp.RDP_ORDERS)
     expected, _ = rdp_to_eps_by_hand(orders, orders * steps * 4 / (2 * z**2), delta)
-    rep_rdp = dp.epsilon(z, delta, full(steps), accountant="rdp", neighbouring="replace_one")
+    rep_rdp = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
     assert rep_rdp == pytest.approx(expected, rel=1e-9)
 
 
 def test_replace_one_poisson():
     sched = poisson(512, 0.1)
     add = dp.epsilon(3.0, 1e-6, sched)
-    rep = dp.epsilon(3.0, 1e-6, sched, neighbouring="replace_one")
+    rep = dp.epsilon(3.0, 1e-6, sched, options=REPLACE_ONE)
     assert rep > add
     with pytest.raises(ValueError, match="accountant='pld'"):
-        dp.epsilon(3.0, 1e-6, sched, accountant="rdp", neighbouring="replace_one")
-    z = dp.calibrate_noise(2.0, 1e-6, sched, neighbouring="replace_one")
-    assert dp.epsilon(z, 1e-6, sched, neighbouring="replace_one") == pytest.approx(2.0, abs=1e-4)
-    assert dp.epsilon(z, 1e-6, sched, neighbouring="replace_one") <= 2.0
+        dp.epsilon(3.0, 1e-6, sched, options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    z = dp.calibrate_noise(2.0, 1e-6, sched, options=REPLACE_ONE)
+    assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) == pytest.approx(2.0, abs=1e-4)
+    assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) <= 2.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -337,8 +341,8 @@ def test_calibration_cache_returns_same_float(monkeypatch):
 
     monkeypatch.setattr(dp, "composed_calibrate", counting)
     sched = poisson(100, 0.05)
-    first = dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
-    second = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), accountant="rdp")  # same args
+    first = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    second = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)  # same args
     assert type(first) is float
     assert second is first
     assert len(calls) == 1
@@ -359,11 +363,11 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
 
     monkeypatch.setattr(dp, "composed_calibrate", recording)
     sched = poisson(100, 0.05)
-    dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
+    dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     tighter, smaller_delta = 2.0 * (1 - 1e-13), 1e-5 * (1 - 1e-13)
-    dp.calibrate_noise(tighter, 1e-5, sched, accountant="rdp")
-    dp.calibrate_noise(2.0, smaller_delta, sched, accountant="rdp")
-    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05 * (1 + 1e-13)), accountant="rdp")
+    dp.calibrate_noise(tighter, 1e-5, sched, options=RDP)
+    dp.calibrate_noise(2.0, smaller_delta, sched, options=RDP)
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05 * (1 + 1e-13)), options=RDP)
     assert targets == [(2.0, 1e-5), (tighter, 1e-5), (2.0, smaller_delta), (2.0, 1e-5)]
     assert dp.calibrate_noise.cache_info().misses == 4
 
@@ -376,8 +380,12 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: dp.epsilon(math.nan, 1e-5, poisson(10, 0.1)), "noise_multiplier"),
         (lambda: dp.epsilon(1.0, 0.0, poisson(10, 0.1)), "delta"),
         (lambda: dp.epsilon(1.0, 1.0, poisson(10, 0.1)), "delta"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), accountant="gdp"), "accountant"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), neighbouring="swap"), "neighbouring"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(accountant="gdp")), "accountant"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighbouring="swap")), "neighbouring"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options="rdp"), "options"),
+        (lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), options=None), "options"),
+        (lambda: AccountingOptions(pld_discretization=0.0), "pld_discretization"),
+        (lambda: AccountingOptions(pld_discretization=0.5), "pld_discretization"),
         (lambda: dp.epsilon(1.0, 1e-5, (10, 0.1)), "schedule"),
         (lambda: poisson(0, 0.1), "steps"),
         (lambda: poisson(2.5, 0.1), "steps"),
