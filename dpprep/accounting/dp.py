@@ -118,6 +118,10 @@ class DpSgdSchedule:
       libraries usually report. That is an assumption, not a proof: shuffled fixed-size batches
       can leak more than Poisson sampling (Chua et al. 2024, "How private are DP-SGD
       implementations?"). Use ``"poisson"`` sampling in the learner for a proved guarantee.
+
+    A run's schedule comes from the plan the engine runs,
+    ``dpprep.plan.ExecutionPlan.create(sampler, n, batch_size=B, epochs=E).schedule()``, so the
+    steps accounted are the steps taken; build one by hand only to pin a number.
     """
 
     steps: int
@@ -133,26 +137,6 @@ class DpSgdSchedule:
             raise ValueError(f"sampling_rate must be 1 for sampling='full', got {q!r}")
         object.__setattr__(self, "steps", int(self.steps))
         object.__setattr__(self, "sampling_rate", q)
-
-    @classmethod
-    def from_epochs(
-        cls, epochs: float, batch_size: int, dataset_size: int, sampling: Sampling = "poisson"
-    ) -> DpSgdSchedule:
-        """``steps = ceil(epochs · n / B)``, ``q = B / n`` (expected batch size B for Poisson).
-
-        >>> DpSgdSchedule.from_epochs(80, 4096, 60000)
-        DpSgdSchedule(steps=1172, sampling='poisson', sampling_rate=0.06826666666666667)
-        """
-        epochs = check_positive(epochs, "epochs")
-        batch_size = check_positive_int(batch_size, "batch_size")
-        dataset_size = check_positive_int(dataset_size, "dataset_size")
-        if batch_size > dataset_size:
-            raise ValueError(
-                f"batch_size must be <= dataset_size, got {batch_size} > {dataset_size}"
-            )
-        # The 1e-9 keeps float noise in epochs·n/B (an integer in exact arithmetic) from adding a step.
-        steps = math.ceil(epochs * dataset_size / batch_size - 1e-9)
-        return cls(steps=steps, sampling=sampling, sampling_rate=batch_size / dataset_size)
 
 
 def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:

@@ -28,6 +28,7 @@ from scipy.stats import norm
 import dp_accounting as dpa
 from dpprep.accounting import dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+from dpprep.plan import ExecutionPlan
 
 
 RDP = AccountingOptions(accountant="rdp")
@@ -92,8 +93,7 @@ def test_dpsgdf_spec_table_row():
     # sun2024_dpsgdf spec §5.4: n=60000, B=4096, E=80 -> T=1172, eps=1, delta=1e-5:
     # z PLD 8.793, z PLD composed with the eps_F=0.02 mean step 8.796, z RDP 9.535; and
     # sigma_F(0.02) = 131.80 (analytic Gaussian, spec §5.2).
-    sched = DpSgdSchedule.from_epochs(80, 4096, 60000)
-    assert sched.steps == 1172 and sched.sampling_rate == pytest.approx(4096 / 60000)
+    sched = poisson(1172, 4096 / 60000)  # ceil(80 * 60000 / 4096) steps, built by hand
     sigma_f = dp.analytic_gaussian_sigma(0.02, 1e-5)
     assert sigma_f == pytest.approx(131.80, abs=5e-3)
     assert dp.calibrate_noise(1.0, 1e-5, sched) == pytest.approx(8.793, abs=2e-3)
@@ -217,11 +217,18 @@ def test_composed_calibrate_without_rdp_seed(monkeypatch):
 
 
 def test_shuffle_uses_poisson_assumption():
-    shuffled = DpSgdSchedule.from_epochs(3, 100, 1000, sampling="shuffle")
-    assert shuffled.steps == 30 and shuffled.sampling_rate == pytest.approx(0.1)
+    shuffled = DpSgdSchedule(30, "shuffle", 0.1)
     assert dp.epsilon(2.0, 1e-5, shuffled) == dp.epsilon(2.0, 1e-5, poisson(30, 0.1))
-    # A partial last batch counts as a step: ceil(2.5 * 1000 / 300) = 9.
-    assert DpSgdSchedule.from_epochs(2.5, 300, 1000).steps == 9
+
+
+def test_schedule_has_no_epoch_constructor():
+    # Steps are counted once, by the plan the engine runs (from_epochs counted 2344 steps where
+    # shuffled n=60000, B=1024, 40 epochs runs 40 * ceil(60000/1024) = 2360).
+    assert not hasattr(DpSgdSchedule, "from_epochs")
+    plan = ExecutionPlan.create("shuffle", 60_000, batch_size=1024, epochs=40)
+    assert plan.schedule() == DpSgdSchedule(2360, "shuffle", 1024 / 60_000)
+    # Poisson epochs count expected-size batches, a partial last one included: ceil(2.5·1000/300).
+    assert ExecutionPlan.create("poisson", 1000, batch_size=300, epochs=2.5).schedule().steps == 9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -393,7 +400,6 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: poisson(10, 1.5), "sampling_rate"),
         (lambda: DpSgdSchedule(10, "full", 0.5), "sampling_rate"),
         (lambda: DpSgdSchedule(10, "random"), "sampling"),
-        (lambda: DpSgdSchedule.from_epochs(1, 200, 100), "batch_size"),
         (lambda: dp.calibrate_noise(0.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(-1.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(1.0, 2.0, poisson(10, 0.1)), "delta"),
