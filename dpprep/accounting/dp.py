@@ -34,12 +34,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import numpy as np
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
-from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.privacy_accountant import (
     NeighboringRelation,
     PrivacyAccountant,
@@ -71,6 +72,15 @@ NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
 PLD_DISCRETIZATION = 1e-4
 #: dp-accounting's default RDP orders (1.1 ... 10.9, 11 ... 63, 128, 256, 512, 1024).
 RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+#: Most grid points one subsampled step's PLD may have. dp-accounting builds it point by point
+#: (~50 µs a point on a 2-core CPU) over the step's privacy-loss range, which grows like 1/z² as
+#: z -> 0; 2e5 points keeps it to seconds while every pinned setting (<= 1.4e5 points: the 1e-5
+#: grid check; the MNIST run at z = 1.06 needs 6.3e4) keeps its grid. Beyond it see :func:`_budgeted`.
+MAX_PLD_POINTS = 200_000
+#: The same for a full-batch Gaussian's PLD, ~15x cheaper a point (closed form, vectorised).
+MAX_GAUSSIAN_PLD_POINTS = 2_000_000
+#: Coarsest grid the budget may choose before falling back to RDP (pessimism <= steps · grid).
+MAX_COARSE_DISCRETIZATION = 1e-2
 #: Absolute tolerance on the calibrated noise multiplier.
 CALIBRATION_TOL = 1e-5
 
@@ -231,6 +241,114 @@ def _check_events(events: Iterable[dp_event.DpEvent], name: str) -> list[dp_even
     return events
 
 
+# --------------------------------------------------------------------------------------------------
+# Bounding the PLD accountant's work
+
+
+def _loss_range(z: float, q: float, neighbouring: str) -> float:
+    """Width of one step's privacy-loss range as dp-accounting's PLD discretises it (its
+    truncation at tail mass e^-50), from its own privacy-loss objects; nothing is discretised."""
+    adjacencies = (
+        (privacy_loss_mechanism.AdjacencyType.REPLACE,)
+        if neighbouring == "replace_one"
+        else (privacy_loss_mechanism.AdjacencyType.ADD, privacy_loss_mechanism.AdjacencyType.REMOVE)
+    )
+    width = 0.0
+    for adjacency in adjacencies:
+        loss = privacy_loss_mechanism.GaussianPrivacyLoss(
+            z, sampling_prob=q, adjacency_type=adjacency, log_mass_truncation_bound=-50
+        )
+        tail = loss.privacy_loss_tail()
+        lo, hi = tail.lower_x_truncation, tail.upper_x_truncation
+        width = max(width, abs(loss.privacy_loss(lo) - loss.privacy_loss(hi)))
+    return width
+
+
+def _step_ranges(
+    event: dp_event.DpEvent, count: int, neighbouring: str
+) -> list[tuple[float, int, int]]:
+    """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
+    grid points) for the Gaussian parts of ``event``; other events are not estimated."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _step_ranges(event.event, count * event.count, neighbouring)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return [r for e in event.events for r in _step_ranges(e, count, neighbouring)]
+    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        # The accountant builds T Gaussian steps as one Gaussian with z/sqrt(T).
+        width = _loss_range(event.noise_multiplier / math.sqrt(count), 1.0, neighbouring)
+        return [(width, 1, MAX_GAUSSIAN_PLD_POINTS)]
+    if (
+        isinstance(event, dp_event.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_event.GaussianDpEvent)
+        and event.event.noise_multiplier > 0
+        and event.sampling_probability > 0
+    ):
+        z, q = event.event.noise_multiplier, event.sampling_probability
+        return [(_loss_range(z, q, neighbouring), count, MAX_PLD_POINTS)]
+    return []
+
+
+def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
+    rdp = dataclasses.replace(options, accountant="rdp")
+    try:  # composing an RDP is cheap (closed forms per order)
+        _make_accountant(rdp)().compose(_prepare(event, rdp))
+    except (ValueError, UnsupportedEventError):
+        return False
+    return True
+
+
+def _budgeted(
+    event: dp_event.DpEvent, options: AccountingOptions
+) -> tuple[AccountingOptions, str | None]:
+    """The options to account ``event`` with so that no step's PLD exceeds
+    :data:`MAX_PLD_POINTS`, and the reason when they differ from ``options``.
+
+    Within budget: ``options`` unchanged. Else the PLD grid is coarsened to fit (pessimistic
+    rounding keeps ε an upper bound, loose by at most steps · grid) if that grid is at most
+    :data:`MAX_COARSE_DISCRETIZATION`; else RDP (a valid, looser upper bound) where
+    dp-accounting's RDP supports the event; else ValueError saying what to do.
+    """
+    if options.accountant != "pld":
+        return options, None
+    ranges = _step_ranges(event, 1, options.neighbouring)
+    if not ranges:
+        return options, None
+    width, _, budget = max(ranges, key=lambda r: r[0] / r[2])
+    points = width / options.pld_discretization
+    if points <= budget:
+        return options, None
+    grid = width / budget
+    steps = sum(c for _, c, _ in ranges)
+    why = (
+        f"one step's privacy-loss range ({width:.3g}) needs {points:.3g} PLD grid points at "
+        f"pld_discretization={options.pld_discretization:g} (budget {budget:g})"
+    )
+    if grid <= MAX_COARSE_DISCRETIZATION:
+        coarse = dataclasses.replace(options, pld_discretization=grid)
+        return coarse, (
+            f"{why}; PLD grid coarsened to {grid:.3g}: ε stays an upper bound, pessimistic by at "
+            f"most {steps} steps x {grid:.3g} = {steps * grid:.3g}"
+        )
+    if _rdp_can(event, options):
+        return dataclasses.replace(options, accountant="rdp"), (
+            f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}; accounted with RDP "
+            f"instead (a valid, looser upper bound; pass AccountingOptions(accountant='rdp') to "
+            f"ask for it)"
+        )
+    raise ValueError(
+        f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}, and dp-accounting's "
+        f"RDP accountant cannot account this event under neighbouring="
+        f"{options.neighbouring!r}: use more noise (the noise multiplier is tiny), or "
+        f"neighbouring='add_remove' with accountant='rdp'"
+    )
+
+
+def _epsilon_of(event: dp_event.DpEvent, delta: float, options: AccountingOptions) -> tuple[float, str | None]:
+    options, why = _budgeted(event, options)
+    eps = _make_accountant(options)().compose(_prepare(event, options)).get_epsilon(delta)
+    return float(eps), why
+
+
 def composed_epsilon(
     events: Sequence[dp_event.DpEvent],
     delta: float,
@@ -251,8 +369,10 @@ def composed_epsilon(
     events = _check_events(events, "events")
     if not events:
         raise ValueError("events must contain at least one DpEvent")
-    event = _prepare(dp_event.ComposedDpEvent(events), options)
-    return float(_make_accountant(options)().compose(event).get_epsilon(delta))
+    eps, why = _epsilon_of(dp_event.ComposedDpEvent(events), delta, options)
+    if why:
+        warnings.warn(why, stacklevel=2)
+    return eps
 
 
 def epsilon(
@@ -341,15 +461,42 @@ def composed_calibrate(
             except (ValueError, UnsupportedEventError):
                 continue
 
-    fresh = _make_accountant(options)
+        # A large target puts the answer at a small z, where every PLD evaluation is huge (the
+        # loss range grows like 1/z^2): if the PLD at the RDP answer is over budget, the whole
+        # calibration runs on RDP (valid, looser) rather than on coarse grids, ~20 evaluations.
+        seed_options, _ = _budgeted(make_event(initial_guess), options)
+        if seed_options != options and _rdp_can(make_event(initial_guess), options):
+            rdp = dataclasses.replace(options, accountant="rdp")
+            width, _, budget = max(_step_ranges(make_event(initial_guess), 1, options.neighbouring),
+                                   key=lambda r: r[0] / r[2])
+            warnings.warn(
+                f"calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
+                f"(z={initial_guess:.4g}) one step's PLD needs "
+                f"{width / options.pld_discretization:.3g} grid points (budget "
+                f"{budget:g}), too slow for a search; pass "
+                f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=2)
+            return composed_calibrate(make_event, target_epsilon, delta, options=rdp,
+                                      initial_guess=initial_guess, tol=tol)
+
+    reasons: list[str] = []
 
     def gap(z: float) -> float:
-        return fresh().compose(_prepare(make_event(z), options)).get_epsilon(delta) - target_epsilon
+        eps, why = _epsilon_of(make_event(z), delta, options)
+        if why:
+            reasons.append(why)
+        return eps - target_epsilon
 
     lo, hi = _bracket(gap, initial_guess, 1.25 if options.accountant == "pld" else 2.0)
+    # One grid for the whole search (monotone in z): the one the smallest multiplier needs.
+    search, why = _budgeted(make_event(lo), options)
+    if why or reasons:
+        warnings.warn(f"calibration: {why or reasons[-1]}", stacklevel=2)
+    if search != options:  # re-bracket on that grid, so that both ends are on it
+        lo, hi = _bracket(lambda z: _epsilon_of(make_event(z), delta, search)[0] - target_epsilon,
+                          hi, 1.25)
     z = mechanism_calibration.calibrate_dp_mechanism(
-        fresh,
-        lambda z: _prepare(make_event(z), options),
+        _make_accountant(search),
+        lambda z: _prepare(make_event(z), search),
         target_epsilon,
         delta,
         mechanism_calibration.ExplicitBracketInterval(lo, hi),
@@ -568,6 +715,8 @@ __all__ = [
     "AccountingOptions",
     "CALIBRATION_TOL",
     "NEIGHBOURINGS",
+    "MAX_GAUSSIAN_PLD_POINTS",
+    "MAX_PLD_POINTS",
     "PLD_DISCRETIZATION",
     "RDP_ORDERS",
     "SAMPLINGS",

@@ -426,3 +426,68 @@ def test_bad_input_raises_before_computing(call, match, monkeypatch):
 def test_docstring_examples():
     result = doctest.testmod(dp, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 10 and result.failed == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounded PLD work (issue: MemoryError asking 38 GiB; calibrations of minutes and GBs)
+
+_LIMITED = """
+import json, resource, sys, warnings
+resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # a regression fails as MemoryError
+from dpprep.accounting import dp
+sched = dp.DpSgdSchedule(88, "poisson", 2048 / 60000)  # 3 epochs, B = 2048, n = 60000
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    value = {call}
+print(json.dumps({{"value": value, "warnings": [str(w.message) for w in caught]}}))
+"""
+
+
+def _run_limited(call: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LIMITED.format(call=call)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _optimistic_pld_epsilon(z, q, steps, delta):
+    # dp-accounting's optimistic (lower) PLD estimate: a lower bound on the true ε.
+    pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=q, pessimistic_estimate=False)
+    return pld.self_compose(steps).get_epsilon_for_delta(delta)
+
+
+def test_tiny_noise_epsilon_falls_back_to_rdp_within_memory():
+    res = _run_limited("dp.epsilon(1e-3, 1e-5, sched)")
+    assert any("RDP" in w and "grid points" in w for w in res["warnings"])
+    eps = res["value"]
+    # The RDP bound, and above a lower bound on the true ε (ε grows as z shrinks: at z = 1).
+    assert eps == dp.epsilon(1e-3, 1e-5, poisson(88, 2048 / 60000), options=RDP)
+    assert math.isfinite(eps) and eps >= _optimistic_pld_epsilon(1.0, 2048 / 60000, 88, 1e-5)
+
+
+@pytest.mark.parametrize("target", [20.0, 1e6])
+def test_large_target_calibration_uses_rdp_within_memory(target):
+    res = _run_limited(f"dp.calibrate_noise({target!r}, 1e-5, sched)")
+    assert any("calibrated with RDP" in w for w in res["warnings"])
+    z = res["value"]
+    sched = poisson(88, 2048 / 60000)
+    # A valid answer: RDP (an upper bound) meets the target, 2 tolerances less noise does not.
+    assert 0 < z and dp.epsilon(z, 1e-5, sched, options=RDP) <= target
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, sched, options=RDP) > target
+
+
+def test_coarsened_grid_is_a_valid_upper_bound():
+    # Just over the budget: the grid is coarsened (warning says by how much), never below the
+    # fine-grid (pessimistic) value and within the stated steps x grid of it.
+    sched = poisson(4, 0.1)
+    z = 0.45  # one subsampled step needs ~2.3e5 points on the default grid (budget 2e5)
+    with pytest.warns(UserWarning, match="coarsened"):
+        coarse = dp.epsilon(z, 1e-5, sched)
+    acc = dpa.pld.PLDAccountant(value_discretization_interval=dp.PLD_DISCRETIZATION)
+    fine = acc.compose(dp.dpsgd_event(z, sched)).get_epsilon(1e-5)
+    assert fine <= coarse <= fine + 4 * dp.MAX_COARSE_DISCRETIZATION
