@@ -33,9 +33,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import importlib.metadata
+import json
 import math
+import os
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -529,7 +535,10 @@ def calibrate_noise(
 
     Cached on the exact arguments (no rounding: a slightly tighter target must never get the
     multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
-    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the cache.
+    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
+    also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
+    (default ``~/.cache/dpprep/calibrations``; keyed also on the dp-accounting version and
+    :data:`CALIBRATION_METHOD_VERSION`; ``DPPREP_CALIBRATION_CACHE=0`` turns that off).
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
     9.662
@@ -564,10 +573,93 @@ def _calibrate_noise_cached(
     fixed: tuple[dp_event.DpEvent, ...],
     options: AccountingOptions,
 ) -> float:
+    key = _calibration_key(target_epsilon, delta, schedule, fixed, options)
+    directory = _calibration_cache_dir()
+    if directory is not None:
+        cached = _read_calibration(directory / f"{key['digest']}.json", key)
+        if cached is not None:
+            return cached
+
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    return composed_calibrate(make_event, target_epsilon, delta, options=options)
+    z = composed_calibrate(make_event, target_epsilon, delta, options=options)
+    if directory is not None:
+        _write_calibration(directory, key, z)
+    return z
+
+
+# On-disk calibration cache: one JSON file per exact argument set, so that a grid of hundreds of
+# calibrations is paid once across processes.
+
+#: Bump when calibration may return a different multiplier for the same arguments.
+CALIBRATION_METHOD_VERSION = 1
+#: ``0``/``off``/``false``/``no`` turns the on-disk cache off.
+ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
+
+
+def _calibration_cache_dir() -> Path | None:
+    """``<cache root>/calibrations`` (root as for downloads: ``$DPPREP_CACHE_DIR`` or
+    ``~/.cache/dpprep``), or None when the cache is off."""
+    if os.environ.get(ENV_CALIBRATION_CACHE, "").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    from dpprep.data.download import cache_dir  # lazily: the data package is not needed otherwise
+
+    return cache_dir() / "calibrations"
+
+
+def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
+    # repr of floats round-trips exactly, so the key has no rounding (see calibrate_noise).
+    fields = {
+        "target_epsilon": repr(target_epsilon),
+        "delta": repr(delta),
+        "schedule": repr(schedule),
+        "options": repr(options),
+        "fixed_events": repr(fixed),
+        "dp_accounting": importlib.metadata.version("dp-accounting"),
+        "method_version": CALIBRATION_METHOD_VERSION,
+    }
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    return {**fields, "digest": digest}
+
+
+def _read_calibration(path: Path, key: dict) -> float | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        warnings.warn(f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=3)
+        return None
+    try:
+        entry = json.loads(text)
+        z = entry["noise_multiplier"]
+        if entry["key"] != key or not isinstance(z, float) or not (math.isfinite(z) and z > 0):
+            raise ValueError("key or value does not match")
+    except (ValueError, KeyError, TypeError) as err:
+        warnings.warn(f"ignoring corrupt calibration cache entry {path} ({err}); recomputing",
+                      stacklevel=3)
+        return None
+    return z
+
+
+def _write_calibration(directory: Path, key: dict, z: float) -> None:
+    """Atomic write (temp file + rename) with the permissions the umask gives a new file."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"key": key, "noise_multiplier": z}, f, sort_keys=True)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files
+            os.replace(tmp, directory / f"{key['digest']}.json")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:  # a cache that cannot be written only costs time
+        warnings.warn(f"cannot write calibration cache in {directory}: {err}", stacklevel=3)
 
 
 calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
@@ -713,7 +805,9 @@ def sgd_iter_epsilon(
 __all__ = [
     "ACCOUNTANTS",
     "AccountingOptions",
+    "CALIBRATION_METHOD_VERSION",
     "CALIBRATION_TOL",
+    "ENV_CALIBRATION_CACHE",
     "NEIGHBOURINGS",
     "MAX_GAUSSIAN_PLD_POINTS",
     "MAX_PLD_POINTS",

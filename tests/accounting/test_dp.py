@@ -19,7 +19,9 @@ issue's value has 3 decimals (5e-4), the spec's was calibrated with tol 1e-3, he
 from __future__ import annotations
 
 import doctest
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -491,3 +493,57 @@ def test_coarsened_grid_is_a_valid_upper_bound():
     acc = dpa.pld.PLDAccountant(value_discretization_interval=dp.PLD_DISCRETIZATION)
     fine = acc.compose(dp.dpsgd_event(z, sched)).get_epsilon(1e-5)
     assert fine <= coarse <= fine + 4 * dp.MAX_COARSE_DISCRETIZATION
+
+
+# ------------------------------------------------------------------------------------------------
+# On-disk calibration cache
+
+
+@pytest.fixture
+def disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "1")
+    dp.calibrate_noise.cache_clear()
+    yield tmp_path / "calibrations"
+    dp.calibrate_noise.cache_clear()
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("calibrated although the disk cache holds the answer")
+
+
+def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    files = list(disk_cache.glob("*.json"))
+    assert len(files) == 1 and not list(disk_cache.glob(".tmp-*"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert files[0].stat().st_mode & 0o777 == 0o666 & ~umask
+    dp.calibrate_noise.cache_clear()  # a fresh process: only the disk has it
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    # Any other argument is another key (exact: no rounding).
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(2.0 * (1 - 1e-13), 1e-5, sched, options=RDP)
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4))
+
+
+def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (path,) = disk_cache.glob("*.json")
+    for garbage in ("{not json", '{"key": {}, "noise_multiplier": 1.0}', ""):
+        path.write_text(garbage)
+        dp.calibrate_noise.cache_clear()
+        with pytest.warns(UserWarning, match=path.name):
+            assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+        assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+@pytest.mark.parametrize("off", ["0", "off", "False", "no"])
+def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    assert not disk_cache.exists()
