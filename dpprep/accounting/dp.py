@@ -3,9 +3,14 @@
 What lives here, and what it builds on:
 
 * :class:`DpSgdSchedule` describes how many noisy steps a learner takes and how the records of
-  each step are chosen (``"full"`` batch, ``"poisson"`` subsampling, ``"shuffle"``d epochs).
+  each step are chosen (``"full"`` batch, ``"poisson"`` subsampling, ``"shuffle"``d epochs,
+  fixed-size batches ``"without_replacement"``).
+* :class:`AccountingOptions`: how ε is accounted (accountant, neighbouring relation, PLD grid),
+  passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
-  multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached.
+  multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
+  in memory and on disk. The PLD's work is bounded (:data:`MAX_PLD_POINTS`): beyond it the grid
+  is coarsened or RDP answers, with a warning saying why.
 * :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
   :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
   followed by DP-SGD) and calibrate one free noise multiplier inside a composition.
@@ -27,6 +32,8 @@ add/remove). The PLD accountant implements this itself; dp-accounting's RDP acco
 (it treats a ``GaussianDpEvent`` identically under both relations), so for ``accountant="rdp"``
 this module halves the multipliers of full-batch Gaussian events, and refuses Poisson-subsampled
 events under replace-one (dp-accounting's RDP has no such bound; use the PLD accountant).
+Sampling without replacement is the reverse: dp-accounting bounds it with RDP under replace-one
+only (no PLD), so it needs ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
 """
 
 from __future__ import annotations
@@ -65,11 +72,11 @@ from dpprep.validation import (
     check_same_length,
 )
 
-Sampling = Literal["full", "poisson", "shuffle"]
+Sampling = Literal["full", "poisson", "shuffle", "without_replacement"]
 AccountantName = Literal["pld", "rdp"]
 Neighbouring = Literal["add_remove", "replace_one"]
 
-SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle")
+SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle", "without_replacement")
 ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
 NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
 
@@ -134,6 +141,10 @@ class DpSgdSchedule:
       libraries usually report. That is an assumption, not a proof: shuffled fixed-size batches
       can leak more than Poisson sampling (Chua et al. 2024, "How private are DP-SGD
       implementations?"). Use ``"poisson"`` sampling in the learner for a proved guarantee.
+    * ``"without_replacement"``: each step a fresh batch of exactly B records drawn uniformly
+      without replacement from ``dataset_size`` = n; q = B/n. A replace-one guarantee (Wang,
+      Balle & Kasiviswanathan 2019), accounted by dp-accounting's RDP only: use
+      ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
 
     A run's schedule comes from the plan the engine runs,
     ``dpprep.plan.ExecutionPlan.create(sampler, n, batch_size=B, epochs=E).schedule()``, so the
@@ -143,6 +154,7 @@ class DpSgdSchedule:
     steps: int
     sampling: Sampling
     sampling_rate: float = 1.0
+    dataset_size: int | None = None
 
     def __post_init__(self) -> None:
         check_positive_int(self.steps, "steps")
@@ -153,6 +165,26 @@ class DpSgdSchedule:
             raise ValueError(f"sampling_rate must be 1 for sampling='full', got {q!r}")
         object.__setattr__(self, "steps", int(self.steps))
         object.__setattr__(self, "sampling_rate", q)
+        if self.sampling != "without_replacement":
+            if self.dataset_size is not None:
+                raise ValueError("dataset_size is only for sampling='without_replacement', got "
+                                 f"{self.dataset_size!r}")
+            return
+        if self.dataset_size is None:
+            raise ValueError("dataset_size is required for sampling='without_replacement'")
+        n = check_positive_int(self.dataset_size, "dataset_size")
+        # The event needs the integer batch size; q must be exactly B/n for an integer B.
+        if round(q * n) / n != q:
+            raise ValueError(f"sampling_rate * dataset_size must be an integer batch size, got "
+                             f"{q!r} * {n}")
+        object.__setattr__(self, "dataset_size", int(n))
+
+    @property
+    def batch_size(self) -> int | None:
+        """B = q·n for ``"without_replacement"`` (exact), None otherwise."""
+        if self.dataset_size is None:
+            return None
+        return round(self.sampling_rate * self.dataset_size)
 
 
 def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
@@ -199,16 +231,25 @@ def dpsgd_event(noise_multiplier: float, schedule: DpSgdSchedule) -> dp_event.Dp
     z = check_positive(noise_multiplier, "noise_multiplier")
     schedule = _check_schedule(schedule)
     step: dp_event.DpEvent = dp_event.GaussianDpEvent(z)
-    if schedule.sampling_rate < 1.0:
+    if schedule.sampling == "without_replacement":
+        step = dp_event.SampledWithoutReplacementDpEvent(
+            schedule.dataset_size, schedule.batch_size, step
+        )
+    elif schedule.sampling_rate < 1.0:
         step = dp_event.PoissonSampledDpEvent(schedule.sampling_rate, step)
     return dp_event.SelfComposedDpEvent(step, schedule.steps)
 
 
 def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
-    """Rewrites ``event`` so that dp-accounting's RDP accountant (add/remove) gives its
-    replace-one guarantee: a full-batch Gaussian sum moves by 2C, i.e. multiplier z -> z/2."""
+    """Rewrites ``event`` so that dp-accounting's RDP accountant gives its replace-one guarantee:
+    a Gaussian sum moves by 2C, i.e. multiplier z -> z/2, also inside a sampled-without-
+    replacement step (its RDP is of a base mechanism whose z is relative to the sensitivity)."""
     if isinstance(event, dp_event.GaussianDpEvent):
         return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        return dp_event.SampledWithoutReplacementDpEvent(
+            event.source_dataset_size, event.sample_size, _rdp_replace_one(event.event)
+        )
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return dp_event.SelfComposedDpEvent(_rdp_replace_one(event.event), event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -216,8 +257,8 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     if isinstance(event, dp_event.NoOpDpEvent):
         return event
     raise ValueError(
-        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch Gaussian "
-        f"events (dp-accounting's RDP accountant has no replace-one bound for "
+        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch and "
+        f"sampled-without-replacement Gaussian events (dp-accounting's RDP accountant has no replace-one bound for "
         f"{type(event).__name__}); use accountant='pld'"
     )
 
@@ -228,12 +269,31 @@ def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccounta
         return lambda: pld_privacy_accountant.PLDAccountant(
             relation, value_discretization_interval=d
         )
-    return lambda: rdp_privacy_accountant.RdpAccountant(
-        RDP_ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE
-    )
+    relation = _RELATIONS[options.neighbouring]
+    return lambda: rdp_privacy_accountant.RdpAccountant(RDP_ORDERS, relation)
+
+
+def _has_without_replacement(event: dp_event.DpEvent) -> bool:
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _has_without_replacement(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(_has_without_replacement(e) for e in event.events)
+    return False
 
 
 def _prepare(event: dp_event.DpEvent, options: AccountingOptions) -> dp_event.DpEvent:
+    if _has_without_replacement(event) and options != dataclasses.replace(
+        options, accountant="rdp", neighbouring="replace_one"
+    ):
+        # dp-accounting: no PLD for it at all, RDP only under REPLACE_ONE (WBK19 is replace-one).
+        raise ValueError(
+            "sampling='without_replacement' is a replace-one guarantee that only dp-accounting's "
+            "RDP accountant bounds; pass options=AccountingOptions(accountant='rdp', "
+            f"neighbouring='replace_one') (got accountant={options.accountant!r}, "
+            f"neighbouring={options.neighbouring!r})"
+        )
     if options.accountant == "rdp" and options.neighbouring == "replace_one":
         return _rdp_replace_one(event)
     return event

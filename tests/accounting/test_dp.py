@@ -547,3 +547,66 @@ def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
     monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
     dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
     assert not disk_cache.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling without replacement (fixed-size batches; replace-one; dp-accounting's RDP only)
+
+WOR_OPTIONS = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+
+
+def wor(steps: int, batch: int, n: int) -> DpSgdSchedule:
+    return DpSgdSchedule(steps, "without_replacement", batch / n, dataset_size=n)
+
+
+def test_without_replacement_pinned_against_dp_accounting_rdp():
+    # Independent value: dp-accounting's RDP accountant called directly under REPLACE_ONE. Its
+    # Gaussian multiplier is relative to the base mechanism's sensitivity, 2C for a sum under
+    # replace-one, hence z/2 for our z = std/C.
+    z, steps, batch, n, delta = 2.0, 100, 256, 10_000, 1e-5
+    acc = dpa.rdp.RdpAccountant(list(dp.RDP_ORDERS), dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.SelfComposedDpEvent(
+        dpa.SampledWithoutReplacementDpEvent(n, batch, dpa.GaussianDpEvent(z / 2)), steps))
+    expected = acc.get_epsilon(delta)
+    assert expected == pytest.approx(3.243037, abs=1e-6)  # the number it gave (dp-accounting 0.6.0)
+    assert dp.epsilon(z, delta, wor(steps, batch, n), options=WOR_OPTIONS) == pytest.approx(expected, rel=1e-12)
+
+
+def test_without_replacement_monotone_and_full_batch_limit():
+    eps = lambda z, steps, b=256: dp.epsilon(z, 1e-5, wor(steps, b, 10_000), options=WOR_OPTIONS)  # noqa: E731
+    assert eps(1.5, 100) > eps(2.0, 100) > eps(3.0, 100)
+    assert eps(2.0, 50) < eps(2.0, 100) < eps(2.0, 200)
+    assert eps(2.0, 100, 128) < eps(2.0, 100, 256) < eps(2.0, 100, 1024)
+    # B = n: every step uses every record, i.e. the full-batch replace-one Gaussian.
+    full_batch = dp.epsilon(2.0, 1e-5, full(100), options=WOR_OPTIONS)
+    assert eps(2.0, 100, 10_000) == pytest.approx(full_batch, rel=1e-12)
+
+
+def test_without_replacement_needs_rdp_replace_one():
+    sched = wor(100, 256, 10_000)
+    for bad in (AccountingOptions(), RDP, REPLACE_ONE):
+        with pytest.raises(ValueError, match=r"AccountingOptions\(accountant='rdp', neighbouring='replace_one'\)"):
+            dp.epsilon(2.0, 1e-5, sched, options=bad)
+    with pytest.raises(ValueError, match="neighbouring='replace_one'"):
+        dp.calibrate_noise(1.0, 1e-5, sched)
+    z = dp.calibrate_noise(1.0, 1e-5, sched, options=WOR_OPTIONS)
+    assert dp.epsilon(z, 1e-5, sched, options=WOR_OPTIONS) <= 1.0
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, sched, options=WOR_OPTIONS) > 1.0
+
+
+def test_without_replacement_schedule_fields():
+    sched = wor(10, 1024, 60_000)
+    assert sched.batch_size == 1024 and sched.dataset_size == 60_000
+    for b, n in [(1, 7), (3, 7), (1023, 60_000), (59_999, 60_000)]:
+        assert wor(1, b, n).batch_size == b  # B round-trips exactly through q = B/n
+    plan = ExecutionPlan.create("without_replacement", 60_000, batch_size=1024, steps=10)
+    assert plan.schedule() == sched
+    assert plan.epsilon(2.0, 1e-5, options=WOR_OPTIONS) == dp.epsilon(2.0, 1e-5, sched, options=WOR_OPTIONS)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "without_replacement", 0.1)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "poisson", 0.1, dataset_size=100)
+    with pytest.raises(ValueError, match="integer batch size"):
+        DpSgdSchedule(10, "without_replacement", 0.1234567, dataset_size=100)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "without_replacement", 0.5, dataset_size=0)
