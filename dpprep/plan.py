@@ -103,45 +103,52 @@ class ExecutionPlan:
         step's sum)."""
         return dp.dpsgd_event(noise_multiplier, self.schedule())
 
-    def _accounting(self, accounting: dict) -> dict:
-        relation = accounting.setdefault("neighbouring", self.neighbouring)
-        if relation != self.neighbouring:
-            raise ValueError(f"this plan is a {self.neighbouring} guarantee; got neighbouring={relation!r} "
-                             "(set it when creating the plan)")
-        return accounting
+    def _options(self, options: dp.AccountingOptions | None) -> dp.AccountingOptions:
+        if options is None:
+            return dp.AccountingOptions(neighbouring=self.neighbouring)
+        if not isinstance(options, dp.AccountingOptions):
+            raise ValueError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
+        if options.neighbouring != self.neighbouring:
+            raise ValueError(f"this plan is a {self.neighbouring} guarantee; got options.neighbouring="
+                             f"{options.neighbouring!r} (set it when creating the plan)")
+        return options
 
     def epsilon(self, noise_multiplier: float, delta: float, *,
-                fixed_events: tuple[dp_event.DpEvent, ...] = (), **accounting) -> float:
+                fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                options: dp.AccountingOptions | None = None) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the padded batch's
         overflow slack ``(1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`) is taken out of
         ``delta`` first, at the ε of ``delta/2`` (an upper bound on the answer), so the result is
-        an ``(ε, delta)`` guarantee of what the engine runs. ``accounting``: the options of
-        :func:`dpprep.accounting.dp.composed_epsilon`."""
+        an ``(ε, delta)`` guarantee of what the engine runs. ``options``: how to account
+        (:class:`dpprep.accounting.dp.AccountingOptions`; None = defaults under the plan's
+        relation, a different relation is refused)."""
         delta = check_delta(delta)
+        options = self._options(options)
         events = [*fixed_events, self.dp_event(noise_multiplier)]
-        accounting = self._accounting(dict(accounting))
         p = self.overflow_probability()
         if p == 0.0:
-            return dp.composed_epsilon(events, delta, **accounting)
-        bound = dp.composed_epsilon(events, delta / 2, **accounting)
+            return dp.composed_epsilon(events, delta, options=options)
+        bound = dp.composed_epsilon(events, delta / 2, options=options)
         slack = sampling.overflow_delta(bound, p) if math.isfinite(bound) else math.inf
         if not slack < delta / 2:
             raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
                              "lower max_overflow_prob")
-        return dp.composed_epsilon(events, delta - slack, **accounting)
+        return dp.composed_epsilon(events, delta - slack, options=options)
 
     def calibrate(self, target_epsilon: float, delta: float, *,
-                  fixed_events: tuple[dp_event.DpEvent, ...] = (), **accounting) -> float:
+                  fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                  options: dp.AccountingOptions | None = None) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
-        out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`)."""
+        out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`);
+        ``options`` as in :meth:`epsilon`."""
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
-        accounting = self._accounting(dict(accounting))
+        options = self._options(options)
         slack = sampling.overflow_delta(target_epsilon, self.overflow_probability())
         if not slack < delta:
             raise ValueError(f"the Poisson overflow slack {slack:.3g} exceeds delta={delta}; "
                              "lower max_overflow_prob")
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
-                                  fixed_events=fixed_events, **accounting)
+                                  fixed_events=fixed_events, options=options)

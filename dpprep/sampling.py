@@ -292,7 +292,9 @@ class WithoutReplacementSampler(_Base):
         return idx, None, jnp.int32(plan.pad), jnp.bool_(False)
 
     def schedule(self, plan):
-        return None
+        from dpprep.accounting.dp import DpSgdSchedule  # the accountant imports this module
+
+        return DpSgdSchedule(plan.steps, "without_replacement", plan.batch_size / plan.n, dataset_size=plan.n)
 
 
 @dataclasses.dataclass(frozen=True)

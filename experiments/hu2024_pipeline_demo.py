@@ -30,9 +30,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpprep.accounting.meta import Sensitivity, calibrate, default_group_size, overall_privacy
+from dpprep.accounting.meta import calibrate, default_group_size, overall_privacy
 from dpprep.accounting.table1 import dp_gd, gaussian
-from dpprep.preprocess import impute_mean, pca_reduce, quantize
+from dpprep.preprocess import Sensitivity, impute_mean, pca_reduce, quantize
 from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 from experiments.hu2024_table3 import inject_mcar, load_adult_unit_ball

@@ -28,3 +28,10 @@ def data_dir() -> Path:
     if os.environ.get("DPPREP_REQUIRE_DATA") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True)
+def _no_calibration_disk_cache(monkeypatch):
+    """Hermetic tests: no calibration is read from or written to the user's cache (tests of the
+    on-disk cache turn it back on in a tmp dir)."""
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "0")

@@ -12,6 +12,7 @@ Hu et al. use, so that their numbers reproduce.
 """
 
 from dpprep.accounting.dp import (
+    AccountingOptions,
     DpSgdSchedule,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,

@@ -3,9 +3,14 @@
 What lives here, and what it builds on:
 
 * :class:`DpSgdSchedule` describes how many noisy steps a learner takes and how the records of
-  each step are chosen (``"full"`` batch, ``"poisson"`` subsampling, ``"shuffle"``d epochs).
+  each step are chosen (``"full"`` batch, ``"poisson"`` subsampling, ``"shuffle"``d epochs,
+  fixed-size batches ``"without_replacement"``).
+* :class:`AccountingOptions`: how ε is accounted (accountant, neighbouring relation, PLD grid),
+  passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
-  multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached.
+  multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
+  in memory and on disk. The PLD's work is bounded (:data:`MAX_PLD_POINTS`): beyond it the grid
+  is coarsened or RDP answers, with a warning saying why.
 * :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
   :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
   followed by DP-SGD) and calibrate one free noise multiplier inside a composition.
@@ -27,19 +32,28 @@ add/remove). The PLD accountant implements this itself; dp-accounting's RDP acco
 (it treats a ``GaussianDpEvent`` identically under both relations), so for ``accountant="rdp"``
 this module halves the multipliers of full-batch Gaussian events, and refuses Poisson-subsampled
 events under replace-one (dp-accounting's RDP has no such bound; use the PLD accountant).
+Sampling without replacement is the reverse: dp-accounting bounds it with RDP under replace-one
+only (no PLD), so it needs ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import importlib.metadata
+import json
 import math
+import os
+import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
-from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.privacy_accountant import (
     NeighboringRelation,
     PrivacyAccountant,
@@ -58,11 +72,11 @@ from dpprep.validation import (
     check_same_length,
 )
 
-Sampling = Literal["full", "poisson", "shuffle"]
+Sampling = Literal["full", "poisson", "shuffle", "without_replacement"]
 AccountantName = Literal["pld", "rdp"]
 Neighbouring = Literal["add_remove", "replace_one"]
 
-SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle")
+SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle", "without_replacement")
 ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
 NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
 
@@ -71,6 +85,15 @@ NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
 PLD_DISCRETIZATION = 1e-4
 #: dp-accounting's default RDP orders (1.1 ... 10.9, 11 ... 63, 128, 256, 512, 1024).
 RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+#: Most grid points one subsampled step's PLD may have. dp-accounting builds it point by point
+#: (~50 µs a point on a 2-core CPU) over the step's privacy-loss range, which grows like 1/z² as
+#: z -> 0; 2e5 points keeps it to seconds while every pinned setting (<= 1.4e5 points: the 1e-5
+#: grid check; the MNIST run at z = 1.06 needs 6.3e4) keeps its grid. Beyond it see :func:`_budgeted`.
+MAX_PLD_POINTS = 200_000
+#: The same for a full-batch Gaussian's PLD, ~15x cheaper a point (closed form, vectorised).
+MAX_GAUSSIAN_PLD_POINTS = 2_000_000
+#: Coarsest grid the budget may choose before falling back to RDP (pessimism <= steps · grid).
+MAX_COARSE_DISCRETIZATION = 1e-2
 #: Absolute tolerance on the calibrated noise multiplier.
 CALIBRATION_TOL = 1e-5
 
@@ -78,6 +101,28 @@ _RELATIONS = {
     "add_remove": NeighboringRelation.ADD_OR_REMOVE_ONE,
     "replace_one": NeighboringRelation.REPLACE_ONE,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountingOptions:
+    """How ε is accounted (hashable, so it can key caches): the dp-accounting ``accountant``
+    (``"pld"`` or ``"rdp"``), the ``neighbouring`` relation of the guarantee (``"add_remove"`` or
+    ``"replace_one"``) and the PLD grid ``pld_discretization`` (ignored by RDP).
+
+    >>> AccountingOptions(accountant="rdp", neighbouring="replace_one")
+    AccountingOptions(accountant='rdp', neighbouring='replace_one', pld_discretization=0.0001)
+    """
+
+    accountant: AccountantName = "pld"
+    neighbouring: Neighbouring = "add_remove"
+    pld_discretization: float = PLD_DISCRETIZATION
+
+    def __post_init__(self) -> None:
+        _check_choice(self.accountant, "accountant", ACCOUNTANTS)
+        _check_choice(self.neighbouring, "neighbouring", NEIGHBOURINGS)
+        object.__setattr__(
+            self, "pld_discretization", _check_discretization(self.pld_discretization)
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -96,11 +141,20 @@ class DpSgdSchedule:
       libraries usually report. That is an assumption, not a proof: shuffled fixed-size batches
       can leak more than Poisson sampling (Chua et al. 2024, "How private are DP-SGD
       implementations?"). Use ``"poisson"`` sampling in the learner for a proved guarantee.
+    * ``"without_replacement"``: each step a fresh batch of exactly B records drawn uniformly
+      without replacement from ``dataset_size`` = n; q = B/n. A replace-one guarantee (Wang,
+      Balle & Kasiviswanathan 2019), accounted by dp-accounting's RDP only: use
+      ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
+
+    A run's schedule comes from the plan the engine runs,
+    ``dpprep.plan.ExecutionPlan.create(sampler, n, batch_size=B, epochs=E).schedule()``, so the
+    steps accounted are the steps taken; build one by hand only to pin a number.
     """
 
     steps: int
     sampling: Sampling
     sampling_rate: float = 1.0
+    dataset_size: int | None = None
 
     def __post_init__(self) -> None:
         check_positive_int(self.steps, "steps")
@@ -111,26 +165,26 @@ class DpSgdSchedule:
             raise ValueError(f"sampling_rate must be 1 for sampling='full', got {q!r}")
         object.__setattr__(self, "steps", int(self.steps))
         object.__setattr__(self, "sampling_rate", q)
+        if self.sampling != "without_replacement":
+            if self.dataset_size is not None:
+                raise ValueError("dataset_size is only for sampling='without_replacement', got "
+                                 f"{self.dataset_size!r}")
+            return
+        if self.dataset_size is None:
+            raise ValueError("dataset_size is required for sampling='without_replacement'")
+        n = check_positive_int(self.dataset_size, "dataset_size")
+        # The event needs the integer batch size; q must be exactly B/n for an integer B.
+        if round(q * n) / n != q:
+            raise ValueError(f"sampling_rate * dataset_size must be an integer batch size, got "
+                             f"{q!r} * {n}")
+        object.__setattr__(self, "dataset_size", int(n))
 
-    @classmethod
-    def from_epochs(
-        cls, epochs: float, batch_size: int, dataset_size: int, sampling: Sampling = "poisson"
-    ) -> DpSgdSchedule:
-        """``steps = ceil(epochs · n / B)``, ``q = B / n`` (expected batch size B for Poisson).
-
-        >>> DpSgdSchedule.from_epochs(80, 4096, 60000)
-        DpSgdSchedule(steps=1172, sampling='poisson', sampling_rate=0.06826666666666667)
-        """
-        epochs = check_positive(epochs, "epochs")
-        batch_size = check_positive_int(batch_size, "batch_size")
-        dataset_size = check_positive_int(dataset_size, "dataset_size")
-        if batch_size > dataset_size:
-            raise ValueError(
-                f"batch_size must be <= dataset_size, got {batch_size} > {dataset_size}"
-            )
-        # The 1e-9 keeps float noise in epochs·n/B (an integer in exact arithmetic) from adding a step.
-        steps = math.ceil(epochs * dataset_size / batch_size - 1e-9)
-        return cls(steps=steps, sampling=sampling, sampling_rate=batch_size / dataset_size)
+    @property
+    def batch_size(self) -> int | None:
+        """B = q·n for ``"without_replacement"`` (exact), None otherwise."""
+        if self.dataset_size is None:
+            return None
+        return round(self.sampling_rate * self.dataset_size)
 
 
 def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
@@ -152,6 +206,12 @@ def _check_discretization(value: float) -> float:
     return value
 
 
+def _check_options(options: AccountingOptions) -> AccountingOptions:
+    if not isinstance(options, AccountingOptions):
+        raise ValueError(f"options must be an AccountingOptions, got {type(options).__name__}")
+    return options
+
+
 # --------------------------------------------------------------------------------------------------
 # Events and accountants
 
@@ -171,16 +231,25 @@ def dpsgd_event(noise_multiplier: float, schedule: DpSgdSchedule) -> dp_event.Dp
     z = check_positive(noise_multiplier, "noise_multiplier")
     schedule = _check_schedule(schedule)
     step: dp_event.DpEvent = dp_event.GaussianDpEvent(z)
-    if schedule.sampling_rate < 1.0:
+    if schedule.sampling == "without_replacement":
+        step = dp_event.SampledWithoutReplacementDpEvent(
+            schedule.dataset_size, schedule.batch_size, step
+        )
+    elif schedule.sampling_rate < 1.0:
         step = dp_event.PoissonSampledDpEvent(schedule.sampling_rate, step)
     return dp_event.SelfComposedDpEvent(step, schedule.steps)
 
 
 def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
-    """Rewrites ``event`` so that dp-accounting's RDP accountant (add/remove) gives its
-    replace-one guarantee: a full-batch Gaussian sum moves by 2C, i.e. multiplier z -> z/2."""
+    """Rewrites ``event`` so that dp-accounting's RDP accountant gives its replace-one guarantee:
+    a Gaussian sum moves by 2C, i.e. multiplier z -> z/2, also inside a sampled-without-
+    replacement step (its RDP is of a base mechanism whose z is relative to the sensitivity)."""
     if isinstance(event, dp_event.GaussianDpEvent):
         return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        return dp_event.SampledWithoutReplacementDpEvent(
+            event.source_dataset_size, event.sample_size, _rdp_replace_one(event.event)
+        )
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return dp_event.SelfComposedDpEvent(_rdp_replace_one(event.event), event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -188,29 +257,44 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     if isinstance(event, dp_event.NoOpDpEvent):
         return event
     raise ValueError(
-        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch Gaussian "
-        f"events (dp-accounting's RDP accountant has no replace-one bound for "
+        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch and "
+        f"sampled-without-replacement Gaussian events (dp-accounting's RDP accountant has no replace-one bound for "
         f"{type(event).__name__}); use accountant='pld'"
     )
 
 
-def _make_accountant(
-    accountant: str, neighbouring: str, pld_discretization: float
-) -> Callable[[], PrivacyAccountant]:
-    if accountant == "pld":
-        relation = _RELATIONS[neighbouring]
+def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccountant]:
+    if options.accountant == "pld":
+        relation, d = _RELATIONS[options.neighbouring], options.pld_discretization
         return lambda: pld_privacy_accountant.PLDAccountant(
-            relation, value_discretization_interval=pld_discretization
+            relation, value_discretization_interval=d
         )
-    return lambda: rdp_privacy_accountant.RdpAccountant(
-        RDP_ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE
-    )
+    relation = _RELATIONS[options.neighbouring]
+    return lambda: rdp_privacy_accountant.RdpAccountant(RDP_ORDERS, relation)
 
 
-def _prepare(
-    event: dp_event.DpEvent, accountant: str, neighbouring: str
-) -> dp_event.DpEvent:
-    if accountant == "rdp" and neighbouring == "replace_one":
+def _has_without_replacement(event: dp_event.DpEvent) -> bool:
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _has_without_replacement(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(_has_without_replacement(e) for e in event.events)
+    return False
+
+
+def _prepare(event: dp_event.DpEvent, options: AccountingOptions) -> dp_event.DpEvent:
+    if _has_without_replacement(event) and options != dataclasses.replace(
+        options, accountant="rdp", neighbouring="replace_one"
+    ):
+        # dp-accounting: no PLD for it at all, RDP only under REPLACE_ONE (WBK19 is replace-one).
+        raise ValueError(
+            "sampling='without_replacement' is a replace-one guarantee that only dp-accounting's "
+            "RDP accountant bounds; pass options=AccountingOptions(accountant='rdp', "
+            f"neighbouring='replace_one') (got accountant={options.accountant!r}, "
+            f"neighbouring={options.neighbouring!r})"
+        )
+    if options.accountant == "rdp" and options.neighbouring == "replace_one":
         return _rdp_replace_one(event)
     return event
 
@@ -223,15 +307,121 @@ def _check_events(events: Iterable[dp_event.DpEvent], name: str) -> list[dp_even
     return events
 
 
+# --------------------------------------------------------------------------------------------------
+# Bounding the PLD accountant's work
+
+
+def _loss_range(z: float, q: float, neighbouring: str) -> float:
+    """Width of one step's privacy-loss range as dp-accounting's PLD discretises it (its
+    truncation at tail mass e^-50), from its own privacy-loss objects; nothing is discretised."""
+    adjacencies = (
+        (privacy_loss_mechanism.AdjacencyType.REPLACE,)
+        if neighbouring == "replace_one"
+        else (privacy_loss_mechanism.AdjacencyType.ADD, privacy_loss_mechanism.AdjacencyType.REMOVE)
+    )
+    width = 0.0
+    for adjacency in adjacencies:
+        loss = privacy_loss_mechanism.GaussianPrivacyLoss(
+            z, sampling_prob=q, adjacency_type=adjacency, log_mass_truncation_bound=-50
+        )
+        tail = loss.privacy_loss_tail()
+        lo, hi = tail.lower_x_truncation, tail.upper_x_truncation
+        width = max(width, abs(loss.privacy_loss(lo) - loss.privacy_loss(hi)))
+    return width
+
+
+def _step_ranges(
+    event: dp_event.DpEvent, count: int, neighbouring: str
+) -> list[tuple[float, int, int]]:
+    """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
+    grid points) for the Gaussian parts of ``event``; other events are not estimated."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _step_ranges(event.event, count * event.count, neighbouring)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return [r for e in event.events for r in _step_ranges(e, count, neighbouring)]
+    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        # The accountant builds T Gaussian steps as one Gaussian with z/sqrt(T).
+        width = _loss_range(event.noise_multiplier / math.sqrt(count), 1.0, neighbouring)
+        return [(width, 1, MAX_GAUSSIAN_PLD_POINTS)]
+    if (
+        isinstance(event, dp_event.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_event.GaussianDpEvent)
+        and event.event.noise_multiplier > 0
+        and event.sampling_probability > 0
+    ):
+        z, q = event.event.noise_multiplier, event.sampling_probability
+        return [(_loss_range(z, q, neighbouring), count, MAX_PLD_POINTS)]
+    return []
+
+
+def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
+    rdp = dataclasses.replace(options, accountant="rdp")
+    try:  # composing an RDP is cheap (closed forms per order)
+        _make_accountant(rdp)().compose(_prepare(event, rdp))
+    except (ValueError, UnsupportedEventError):
+        return False
+    return True
+
+
+def _budgeted(
+    event: dp_event.DpEvent, options: AccountingOptions
+) -> tuple[AccountingOptions, str | None]:
+    """The options to account ``event`` with so that no step's PLD exceeds
+    :data:`MAX_PLD_POINTS`, and the reason when they differ from ``options``.
+
+    Within budget: ``options`` unchanged. Else the PLD grid is coarsened to fit (pessimistic
+    rounding keeps ε an upper bound, loose by at most steps · grid) if that grid is at most
+    :data:`MAX_COARSE_DISCRETIZATION`; else RDP (a valid, looser upper bound) where
+    dp-accounting's RDP supports the event; else ValueError saying what to do.
+    """
+    if options.accountant != "pld":
+        return options, None
+    ranges = _step_ranges(event, 1, options.neighbouring)
+    if not ranges:
+        return options, None
+    width, _, budget = max(ranges, key=lambda r: r[0] / r[2])
+    points = width / options.pld_discretization
+    if points <= budget:
+        return options, None
+    grid = width / budget
+    steps = sum(c for _, c, _ in ranges)
+    why = (
+        f"one step's privacy-loss range ({width:.3g}) needs {points:.3g} PLD grid points at "
+        f"pld_discretization={options.pld_discretization:g} (budget {budget:g})"
+    )
+    if grid <= MAX_COARSE_DISCRETIZATION:
+        coarse = dataclasses.replace(options, pld_discretization=grid)
+        return coarse, (
+            f"{why}; PLD grid coarsened to {grid:.3g}: ε stays an upper bound, pessimistic by at "
+            f"most {steps} steps x {grid:.3g} = {steps * grid:.3g}"
+        )
+    if _rdp_can(event, options):
+        return dataclasses.replace(options, accountant="rdp"), (
+            f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}; accounted with RDP "
+            f"instead (a valid, looser upper bound; pass AccountingOptions(accountant='rdp') to "
+            f"ask for it)"
+        )
+    raise ValueError(
+        f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}, and dp-accounting's "
+        f"RDP accountant cannot account this event under neighbouring="
+        f"{options.neighbouring!r}: use more noise (the noise multiplier is tiny), or "
+        f"neighbouring='add_remove' with accountant='rdp'"
+    )
+
+
+def _epsilon_of(event: dp_event.DpEvent, delta: float, options: AccountingOptions) -> tuple[float, str | None]:
+    options, why = _budgeted(event, options)
+    eps = _make_accountant(options)().compose(_prepare(event, options)).get_epsilon(delta)
+    return float(eps), why
+
+
 def composed_epsilon(
     events: Sequence[dp_event.DpEvent],
     delta: float,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
-    """ε at ``delta`` of the (adaptive) composition of ``events``.
+    """ε at ``delta`` of the (adaptive) composition of ``events``, accounted as ``options`` say.
 
     Two Gaussians compose like one with ``1/z² = 1/z1² + 1/z2²``:
 
@@ -241,15 +431,14 @@ def composed_epsilon(
     1.627
     """
     delta = check_delta(delta)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     events = _check_events(events, "events")
     if not events:
         raise ValueError("events must contain at least one DpEvent")
-    event = _prepare(dp_event.ComposedDpEvent(events), accountant, neighbouring)
-    acc = _make_accountant(accountant, neighbouring, pld_discretization)()
-    return float(acc.compose(event).get_epsilon(delta))
+    eps, why = _epsilon_of(dp_event.ComposedDpEvent(events), delta, options)
+    if why:
+        warnings.warn(why, stacklevel=2)
+    return eps
 
 
 def epsilon(
@@ -257,9 +446,7 @@ def epsilon(
     delta: float,
     schedule: DpSgdSchedule,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
     """ε at ``delta`` of DP-SGD/DP-GD with multiplier ``noise_multiplier`` run by ``schedule``.
 
@@ -267,21 +454,14 @@ def epsilon(
     (see :class:`DpSgdSchedule`).
 
     >>> sched = DpSgdSchedule(steps=512, sampling="poisson", sampling_rate=0.1)
-    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, accountant="rdp"), 3)
+    >>> rdp = AccountingOptions(accountant="rdp")
+    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, options=rdp), 3)
     (3.77, 4.051)
     """
     z = check_positive(noise_multiplier, "noise_multiplier")
     delta = check_delta(delta)
     schedule = _check_schedule(schedule)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    return composed_epsilon(
-        [dpsgd_event(z, schedule)],
-        delta,
-        accountant=accountant,
-        neighbouring=neighbouring,
-        pld_discretization=pld_discretization,
-    )
+    return composed_epsilon([dpsgd_event(z, schedule)], delta, options=_check_options(options))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -312,9 +492,7 @@ def composed_calibrate(
     target_epsilon: float,
     delta: float,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
     initial_guess: float = 1.0,
     tol: float = CALIBRATION_TOL,
 ) -> float:
@@ -328,38 +506,63 @@ def composed_calibrate(
     """
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     initial_guess = check_positive(initial_guess, "initial_guess")
     tol = check_positive(tol, "tol")
     if not callable(make_event):
         raise ValueError("make_event must be callable")
 
-    if accountant == "pld":
+    if options.accountant == "pld":
         # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
         # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
         # search below checks it). Events RDP cannot handle at all start from initial_guess.
-        for relation, scale in ((neighbouring, 1.0), ("add_remove", 2.0)):
+        for relation, scale in ((options.neighbouring, 1.0), ("add_remove", 2.0)):
             try:
                 initial_guess = scale * composed_calibrate(
-                    make_event, target_epsilon, delta, accountant="rdp",
-                    neighbouring=relation, initial_guess=initial_guess, tol=1e-3,
+                    make_event, target_epsilon, delta,
+                    options=AccountingOptions(accountant="rdp", neighbouring=relation),
+                    initial_guess=initial_guess, tol=1e-3,
                 )
                 break
             except (ValueError, UnsupportedEventError):
                 continue
 
-    fresh = _make_accountant(accountant, neighbouring, pld_discretization)
+        # A large target puts the answer at a small z, where every PLD evaluation is huge (the
+        # loss range grows like 1/z^2): if the PLD at the RDP answer is over budget, the whole
+        # calibration runs on RDP (valid, looser) rather than on coarse grids, ~20 evaluations.
+        seed_options, _ = _budgeted(make_event(initial_guess), options)
+        if seed_options != options and _rdp_can(make_event(initial_guess), options):
+            rdp = dataclasses.replace(options, accountant="rdp")
+            width, _, budget = max(_step_ranges(make_event(initial_guess), 1, options.neighbouring),
+                                   key=lambda r: r[0] / r[2])
+            warnings.warn(
+                f"calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
+                f"(z={initial_guess:.4g}) one step's PLD needs "
+                f"{width / options.pld_discretization:.3g} grid points (budget "
+                f"{budget:g}), too slow for a search; pass "
+                f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=2)
+            return composed_calibrate(make_event, target_epsilon, delta, options=rdp,
+                                      initial_guess=initial_guess, tol=tol)
+
+    reasons: list[str] = []
 
     def gap(z: float) -> float:
-        event = _prepare(make_event(z), accountant, neighbouring)
-        return fresh().compose(event).get_epsilon(delta) - target_epsilon
+        eps, why = _epsilon_of(make_event(z), delta, options)
+        if why:
+            reasons.append(why)
+        return eps - target_epsilon
 
-    lo, hi = _bracket(gap, initial_guess, 1.25 if accountant == "pld" else 2.0)
+    lo, hi = _bracket(gap, initial_guess, 1.25 if options.accountant == "pld" else 2.0)
+    # One grid for the whole search (monotone in z): the one the smallest multiplier needs.
+    search, why = _budgeted(make_event(lo), options)
+    if why or reasons:
+        warnings.warn(f"calibration: {why or reasons[-1]}", stacklevel=2)
+    if search != options:  # re-bracket on that grid, so that both ends are on it
+        lo, hi = _bracket(lambda z: _epsilon_of(make_event(z), delta, search)[0] - target_epsilon,
+                          hi, 1.25)
     z = mechanism_calibration.calibrate_dp_mechanism(
-        fresh,
-        lambda z: _prepare(make_event(z), accountant, neighbouring),
+        _make_accountant(search),
+        lambda z: _prepare(make_event(z), search),
         target_epsilon,
         delta,
         mechanism_calibration.ExplicitBracketInterval(lo, hi),
@@ -383,10 +586,8 @@ def calibrate_noise(
     delta: float,
     schedule: DpSgdSchedule,
     *,
-    accountant: AccountantName = "pld",
-    neighbouring: Neighbouring = "add_remove",
     fixed_events: Sequence[dp_event.DpEvent] = (),
-    pld_discretization: float = PLD_DISCRETIZATION,
+    options: AccountingOptions = AccountingOptions(),
 ) -> float:
     """Smallest DP-SGD multiplier meeting ``(target_epsilon, delta)`` under ``schedule``,
     composed with ``fixed_events`` (e.g. ``(gaussian_event(sigma_F),)`` for DPSGD-F's private
@@ -394,7 +595,10 @@ def calibrate_noise(
 
     Cached on the exact arguments (no rounding: a slightly tighter target must never get the
     multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
-    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the cache.
+    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
+    also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
+    (default ``~/.cache/dpprep/calibrations``; keyed also on the dp-accounting version and
+    :data:`CALIBRATION_METHOD_VERSION`; ``DPPREP_CALIBRATION_CACHE=0`` turns that off).
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
     9.662
@@ -402,9 +606,7 @@ def calibrate_noise(
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     schedule = _check_schedule(schedule)
-    _check_choice(accountant, "accountant", ACCOUNTANTS)
-    _check_choice(neighbouring, "neighbouring", NEIGHBOURINGS)
-    pld_discretization = _check_discretization(pld_discretization)
+    options = _check_options(options)
     fixed = _flatten(_check_events(fixed_events, "fixed_events"))
     try:
         hash(fixed)
@@ -414,18 +616,13 @@ def calibrate_noise(
             "of one); pass a ComposedDpEvent's parts instead of nesting it"
         ) from err
     if fixed:
-        spent = composed_epsilon(
-            fixed, delta, accountant=accountant, neighbouring=neighbouring,
-            pld_discretization=pld_discretization,
-        )
+        spent = composed_epsilon(fixed, delta, options=options)
         if spent >= target_epsilon:
             raise ValueError(
                 f"fixed_events alone already spend epsilon={spent:.4g} >= "
                 f"target_epsilon={target_epsilon!r}"
             )
-    return _calibrate_noise_cached(
-        target_epsilon, delta, schedule, accountant, neighbouring, fixed, pld_discretization,
-    )
+    return _calibrate_noise_cached(target_epsilon, delta, schedule, fixed, options)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -433,18 +630,96 @@ def _calibrate_noise_cached(
     target_epsilon: float,
     delta: float,
     schedule: DpSgdSchedule,
-    accountant: str,
-    neighbouring: str,
     fixed: tuple[dp_event.DpEvent, ...],
-    pld_discretization: float,
+    options: AccountingOptions,
 ) -> float:
+    key = _calibration_key(target_epsilon, delta, schedule, fixed, options)
+    directory = _calibration_cache_dir()
+    if directory is not None:
+        cached = _read_calibration(directory / f"{key['digest']}.json", key)
+        if cached is not None:
+            return cached
+
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    return composed_calibrate(
-        make_event, target_epsilon, delta, accountant=accountant, neighbouring=neighbouring,
-        pld_discretization=pld_discretization,
-    )
+    z = composed_calibrate(make_event, target_epsilon, delta, options=options)
+    if directory is not None:
+        _write_calibration(directory, key, z)
+    return z
+
+
+# On-disk calibration cache: one JSON file per exact argument set, so that a grid of hundreds of
+# calibrations is paid once across processes.
+
+#: Bump when calibration may return a different multiplier for the same arguments.
+CALIBRATION_METHOD_VERSION = 1
+#: ``0``/``off``/``false``/``no`` turns the on-disk cache off.
+ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
+
+
+def _calibration_cache_dir() -> Path | None:
+    """``<cache root>/calibrations`` (root as for downloads: ``$DPPREP_CACHE_DIR`` or
+    ``~/.cache/dpprep``), or None when the cache is off."""
+    if os.environ.get(ENV_CALIBRATION_CACHE, "").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    from dpprep.data.download import cache_dir  # lazily: the data package is not needed otherwise
+
+    return cache_dir() / "calibrations"
+
+
+def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
+    # repr of floats round-trips exactly, so the key has no rounding (see calibrate_noise).
+    fields = {
+        "target_epsilon": repr(target_epsilon),
+        "delta": repr(delta),
+        "schedule": repr(schedule),
+        "options": repr(options),
+        "fixed_events": repr(fixed),
+        "dp_accounting": importlib.metadata.version("dp-accounting"),
+        "method_version": CALIBRATION_METHOD_VERSION,
+    }
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    return {**fields, "digest": digest}
+
+
+def _read_calibration(path: Path, key: dict) -> float | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        warnings.warn(f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=3)
+        return None
+    try:
+        entry = json.loads(text)
+        z = entry["noise_multiplier"]
+        if entry["key"] != key or not isinstance(z, float) or not (math.isfinite(z) and z > 0):
+            raise ValueError("key or value does not match")
+    except (ValueError, KeyError, TypeError) as err:
+        warnings.warn(f"ignoring corrupt calibration cache entry {path} ({err}); recomputing",
+                      stacklevel=3)
+        return None
+    return z
+
+
+def _write_calibration(directory: Path, key: dict, z: float) -> None:
+    """Atomic write (temp file + rename) with the permissions the umask gives a new file."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"key": key, "noise_multiplier": z}, f, sort_keys=True)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files
+            os.replace(tmp, directory / f"{key['digest']}.json")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:  # a cache that cannot be written only costs time
+        warnings.warn(f"cannot write calibration cache in {directory}: {err}", stacklevel=3)
 
 
 calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
@@ -589,8 +864,13 @@ def sgd_iter_epsilon(
 
 __all__ = [
     "ACCOUNTANTS",
+    "AccountingOptions",
+    "CALIBRATION_METHOD_VERSION",
     "CALIBRATION_TOL",
+    "ENV_CALIBRATION_CACHE",
     "NEIGHBOURINGS",
+    "MAX_GAUSSIAN_PLD_POINTS",
+    "MAX_PLD_POINTS",
     "PLD_DISCRETIZATION",
     "RDP_ORDERS",
     "SAMPLINGS",

@@ -9,7 +9,8 @@ A pre-processing ``π`` with sensitivities ``(Δ∞, Δ2)`` (Def. 4) followed by
 
 Public API (kept stable; other modules build on it):
 
-- :class:`Sensitivity` — ``(linf, l2)`` of a pre-processing; ``.tau`` = τ* = l2·linf.
+- The pre-processing's ``(linf, l2)`` come as a :class:`dpprep.preprocess.sensitivity.Sensitivity`
+  (``.tau`` = τ* = l2·linf), defined with the pre-processings so that they need no accountant.
 - :func:`theorem2` / :func:`theorem2_branches` — Eq. 3, exponents optimised numerically per branch
   (independently, as the paper allows) unless given; ``combine="max"`` (paper, default) or ``"min"``
   (spec §10.9: the hybrid construction is symmetric, so each branch alone bounds both directions).
@@ -33,10 +34,10 @@ from scipy.optimize import brentq
 
 from dpprep.accounting.renyi import NoAdmissibleOrder, check_alpha, gaussian_group_rdp, rdp_to_dp
 from dpprep.accounting.table1 import DPGD, DPSGDIteration, DPSGDSampling, Gaussian, Laplace, Mechanism
+from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 __all__ = [
-    "Sensitivity",
     "TABLE2_ALPHA_MIN",
     "TABLE2_CONSTANT",
     "theorem2_branches",
@@ -58,24 +59,6 @@ Combine = Literal["max", "min"]
 # Eq. 43: (2α−1)/(2(α−1)) ≤ (2·11−1)/(2·10) = 1.05 for α ≥ 11.
 TABLE2_ALPHA_MIN = 11.0
 TABLE2_CONSTANT = 1.05
-
-
-@dataclasses.dataclass(frozen=True)
-class Sensitivity:
-    """Sensitivities of a pre-processing (Def. 4): ``linf`` = Δ∞ (how many common records can be
-    processed differently when one record is replaced) and ``l2`` = Δ2 (how far each can move, in
-    the unit-ball instance space). ``tau`` = Δ2·Δ∞ is the induced L12 budget τ* of Theorem 2."""
-
-    linf: float
-    l2: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "linf", check_positive(self.linf, "linf", allow_zero=True))
-        object.__setattr__(self, "l2", check_positive(self.l2, "l2", allow_zero=True))
-
-    @property
-    def tau(self) -> float:
-        return self.l2 * self.linf
 
 
 def _check_tau(tau: float) -> float:
@@ -270,7 +253,7 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
     """
     _check_enforced(mechanism)
     if not isinstance(preprocessing_sensitivity, Sensitivity):
-        raise ValueError("preprocessing_sensitivity must be a dpprep.accounting.meta.Sensitivity")
+        raise ValueError("preprocessing_sensitivity must be a dpprep.preprocess.sensitivity.Sensitivity")
     linf = preprocessing_sensitivity.linf
     if isinstance(mechanism, DPSGDIteration) and mechanism.kappa < linf:
         raise ValueError(

@@ -22,8 +22,9 @@ import dataclasses
 import math
 
 from dpprep.accounting import table1
-from dpprep.accounting.meta import Sensitivity, check_mechanism, eq43, pure_dp_bound
+from dpprep.accounting.meta import check_mechanism, eq43, pure_dp_bound
 from dpprep.preprocess.sensitivity import (
+    Sensitivity,
     dedup_sensitivity,
     mean_imputation_sensitivity,
     pca_rank_tau_constant,

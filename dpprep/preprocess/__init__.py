@@ -3,7 +3,7 @@
 Every function takes a dataset with rows in the unit L2 ball (``scale_into_unit_ball`` /
 ``project_to_unit_ball`` get there without looking at the data), returns the processed data and
 the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
-(``dpprep.accounting.meta.Sensitivity``: ``linf`` = Δ∞, ``l2`` = Δ2, ``tau`` = Δ2·Δ∞) ready for
+(``dpprep.preprocess.Sensitivity``: ``linf`` = Δ∞, ``l2`` = Δ2, ``tau`` = Δ2·Δ∞) ready for
 ``dpprep.accounting.meta.overall_privacy``:
 
 - ``deduplicate(x, eta)`` / ``quantize(x, eta)`` — η-approximate deduplication / quantization over
@@ -20,9 +20,11 @@ from dpprep.preprocess.dedup import DedupResult, deduplicate
 from dpprep.preprocess.impute import ImputeResult, impute_mean, impute_median, impute_regression, impute_trimmed_mean
 from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalise
 from dpprep.preprocess.quantize import QuantizeResult, quantize
+from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.preprocess.unit_ball import check_unit_ball, project_to_unit_ball, scale_into_unit_ball
 
 __all__ = [
+    "Sensitivity",
     "GoodClusters",
     "good_clusters",
     "DedupResult",

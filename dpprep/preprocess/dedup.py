@@ -12,9 +12,8 @@ import dataclasses
 
 import numpy as np
 
-from dpprep.accounting.meta import Sensitivity
 from dpprep.preprocess.clusters import GoodClusters, good_clusters
-from dpprep.preprocess.sensitivity import dedup_sensitivity
+from dpprep.preprocess.sensitivity import Sensitivity, dedup_sensitivity
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dpprep.accounting.meta import Sensitivity
 from dpprep.preprocess.sensitivity import (
+    Sensitivity,
     mean_imputation_sensitivity,
     median_imputation_sensitivity,
     regression_imputation_sensitivity,

@@ -23,8 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from dpprep.accounting.meta import Sensitivity
-from dpprep.preprocess.sensitivity import pca_dim_sensitivity, pca_rank_sensitivity
+from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity, pca_rank_sensitivity
 from dpprep.preprocess.unit_ball import check_unit_ball
 from dpprep.validation import check_positive, check_positive_int
 

@@ -11,9 +11,8 @@ import dataclasses
 
 import numpy as np
 
-from dpprep.accounting.meta import Sensitivity
 from dpprep.preprocess.clusters import GoodClusters, good_clusters
-from dpprep.preprocess.sensitivity import quantization_sensitivity
+from dpprep.preprocess.sensitivity import Sensitivity, quantization_sensitivity
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

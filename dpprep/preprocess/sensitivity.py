@@ -19,9 +19,9 @@ Each function validates its inputs and raises ``ValueError`` naming the bad argu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from dpprep.accounting.meta import Sensitivity
 from dpprep.validation import check_positive, check_positive_int
 
 __all__ = [
@@ -37,6 +37,25 @@ __all__ = [
     "pca_dim_sensitivity",
     "pca_rank_tau_constant",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sensitivity:
+    """Sensitivities of a pre-processing (Def. 4): ``linf`` = Δ∞ (how many common records can be
+    processed differently when one record is replaced) and ``l2`` = Δ2 (how far each can move, in
+    the unit-ball instance space). ``tau`` = Δ2·Δ∞ is the induced L12 budget τ* of Theorem 2."""
+
+    linf: float
+    l2: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "linf", check_positive(self.linf, "linf", allow_zero=True))
+        object.__setattr__(self, "l2", check_positive(self.l2, "l2", allow_zero=True))
+
+    @property
+    def tau(self) -> float:
+        return self.l2 * self.linf
+
 
 
 def _check_count(value: int, name: str) -> int:

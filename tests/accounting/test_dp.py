@@ -19,7 +19,9 @@ issue's value has 3 decimals (5e-4), the spec's was calibrated with tol 1e-3, he
 from __future__ import annotations
 
 import doctest
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -27,7 +29,12 @@ from scipy.stats import norm
 
 import dp_accounting as dpa
 from dpprep.accounting import dp
-from dpprep.accounting.dp import DpSgdSchedule
+from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+from dpprep.plan import ExecutionPlan
+
+
+RDP = AccountingOptions(accountant="rdp")
+REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
 
 
 def poisson(steps: int, q: float) -> DpSgdSchedule:
@@ -52,7 +59,7 @@ def full(steps: int) -> DpSgdSchedule:
     ],
 )
 def test_pinned_dpsgd_epsilon(z, q, steps, delta, accountant, expected):
-    eps = dp.epsilon(z, delta, poisson(steps, q), accountant=accountant)
+    eps = dp.epsilon(z, delta, poisson(steps, q), options=AccountingOptions(accountant=accountant))
     assert eps == pytest.approx(expected, abs=1e-3)
 
 
@@ -60,7 +67,7 @@ def test_pld_grid_is_fine_enough():
     # The default grid (1e-4) vs a 10x finer one: < 1e-4 apart (measured 2.5e-6 here and 7e-6 on the
     # 2250-step setting), so the grid is not what the 1e-3 tolerances above absorb.
     coarse = dp.epsilon(3.0, 1e-6, poisson(512, 0.1))
-    fine = dp.epsilon(3.0, 1e-6, poisson(512, 0.1), pld_discretization=1e-5)
+    fine = dp.epsilon(3.0, 1e-6, poisson(512, 0.1), options=AccountingOptions(pld_discretization=1e-5))
     assert abs(coarse - fine) < 1e-4
     assert coarse >= fine - 1e-5  # pessimistic discretisation: coarser is not smaller
 
@@ -77,9 +84,9 @@ def test_calibrate_pinned_and_round_trip():
 
 def test_calibrate_rdp_round_trip():
     sched = poisson(512, 0.1)
-    z = dp.calibrate_noise(1.0, 1e-6, sched, accountant="rdp")
-    assert dp.epsilon(z, 1e-6, sched, accountant="rdp") <= 1.0
-    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-6, sched, accountant="rdp") > 1.0
+    z = dp.calibrate_noise(1.0, 1e-6, sched, options=RDP)
+    assert dp.epsilon(z, 1e-6, sched, options=RDP) <= 1.0
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-6, sched, options=RDP) > 1.0
     # RDP is looser than PLD, so it needs more noise.
     assert z > dp.calibrate_noise(1.0, 1e-6, sched)
 
@@ -88,14 +95,13 @@ def test_dpsgdf_spec_table_row():
     # sun2024_dpsgdf spec §5.4: n=60000, B=4096, E=80 -> T=1172, eps=1, delta=1e-5:
     # z PLD 8.793, z PLD composed with the eps_F=0.02 mean step 8.796, z RDP 9.535; and
     # sigma_F(0.02) = 131.80 (analytic Gaussian, spec §5.2).
-    sched = DpSgdSchedule.from_epochs(80, 4096, 60000)
-    assert sched.steps == 1172 and sched.sampling_rate == pytest.approx(4096 / 60000)
+    sched = poisson(1172, 4096 / 60000)  # ceil(80 * 60000 / 4096) steps, built by hand
     sigma_f = dp.analytic_gaussian_sigma(0.02, 1e-5)
     assert sigma_f == pytest.approx(131.80, abs=5e-3)
     assert dp.calibrate_noise(1.0, 1e-5, sched) == pytest.approx(8.793, abs=2e-3)
     z_f = dp.calibrate_noise(1.0, 1e-5, sched, fixed_events=(dp.gaussian_event(sigma_f),))
     assert z_f == pytest.approx(8.796, abs=2e-3)
-    assert dp.calibrate_noise(1.0, 1e-5, sched, accountant="rdp") == pytest.approx(9.535, abs=2e-3)
+    assert dp.calibrate_noise(1.0, 1e-5, sched, options=RDP) == pytest.approx(9.535, abs=2e-3)
     # The composed run meets the overall target.
     events = [dp.gaussian_event(sigma_f), dp.dpsgd_event(z_f, sched)]
     assert dp.composed_epsilon(events, 1e-5) <= 1.0
@@ -158,7 +164,7 @@ def test_full_batch_rdp_closed_form():
     z, steps, delta = 4.0, 100, 1e-5
     orders = np.asarray(dp.RDP_ORDERS)
     expected, _ = rdp_to_eps_by_hand(orders, orders * steps / (2 * z**2), delta)
-    assert dp.epsilon(z, delta, full(steps), accountant="rdp") == pytest.approx(expected, rel=1e-9)
+    assert dp.epsilon(z, delta, full(steps), options=RDP) == pytest.approx(expected, rel=1e-9)
 
 
 def test_full_batch_pld_equals_one_gaussian():
@@ -178,8 +184,8 @@ def test_two_gaussians_compose_like_one():
     events = [dp.gaussian_event(z1), dp.gaussian_event(z2)]
     assert dp.composed_epsilon(events, delta) == pytest.approx(exact, abs=1e-6)
     # RDP of the composition is the RDP of the single Gaussian (RDP adds, alpha/(2 z^2) each).
-    rdp_single = dp.composed_epsilon([dp.gaussian_event(z)], delta, accountant="rdp")
-    assert dp.composed_epsilon(events, delta, accountant="rdp") == pytest.approx(rdp_single)
+    rdp_single = dp.composed_epsilon([dp.gaussian_event(z)], delta, options=RDP)
+    assert dp.composed_epsilon(events, delta, options=RDP) == pytest.approx(rdp_single)
 
 
 def test_composed_calibrate_recovers_split():
@@ -213,11 +219,18 @@ def test_composed_calibrate_without_rdp_seed(monkeypatch):
 
 
 def test_shuffle_uses_poisson_assumption():
-    shuffled = DpSgdSchedule.from_epochs(3, 100, 1000, sampling="shuffle")
-    assert shuffled.steps == 30 and shuffled.sampling_rate == pytest.approx(0.1)
+    shuffled = DpSgdSchedule(30, "shuffle", 0.1)
     assert dp.epsilon(2.0, 1e-5, shuffled) == dp.epsilon(2.0, 1e-5, poisson(30, 0.1))
-    # A partial last batch counts as a step: ceil(2.5 * 1000 / 300) = 9.
-    assert DpSgdSchedule.from_epochs(2.5, 300, 1000).steps == 9
+
+
+def test_schedule_has_no_epoch_constructor():
+    # Steps are counted once, by the plan the engine runs (from_epochs counted 2344 steps where
+    # shuffled n=60000, B=1024, 40 epochs runs 40 * ceil(60000/1024) = 2360).
+    assert not hasattr(DpSgdSchedule, "from_epochs")
+    plan = ExecutionPlan.create("shuffle", 60_000, batch_size=1024, epochs=40)
+    assert plan.schedule() == DpSgdSchedule(2360, "shuffle", 1024 / 60_000)
+    # Poisson epochs count expected-size batches, a partial last one included: ceil(2.5·1000/300).
+    assert ExecutionPlan.create("poisson", 1000, batch_size=300, epochs=2.5).schedule().steps == 9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -227,26 +240,26 @@ def test_shuffle_uses_poisson_assumption():
 def test_replace_one_full_batch_is_half_multiplier():
     z, steps, delta = 6.0, 16, 1e-5
     for accountant in ("pld", "rdp"):
-        rep = dp.epsilon(z, delta, full(steps), accountant=accountant, neighbouring="replace_one")
-        add = dp.epsilon(z / 2, delta, full(steps), accountant=accountant)
+        rep = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant=accountant, neighbouring="replace_one"))
+        add = dp.epsilon(z / 2, delta, full(steps), options=AccountingOptions(accountant=accountant))
         assert rep == pytest.approx(add, abs=1e-9)
     # RDP replace-one closed form: sensitivity 2 -> alpha * T * 4 / (2 z^2).
     orders = np.asarray(dp.RDP_ORDERS)
     expected, _ = rdp_to_eps_by_hand(orders, orders * steps * 4 / (2 * z**2), delta)
-    rep_rdp = dp.epsilon(z, delta, full(steps), accountant="rdp", neighbouring="replace_one")
+    rep_rdp = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
     assert rep_rdp == pytest.approx(expected, rel=1e-9)
 
 
 def test_replace_one_poisson():
     sched = poisson(512, 0.1)
     add = dp.epsilon(3.0, 1e-6, sched)
-    rep = dp.epsilon(3.0, 1e-6, sched, neighbouring="replace_one")
+    rep = dp.epsilon(3.0, 1e-6, sched, options=REPLACE_ONE)
     assert rep > add
     with pytest.raises(ValueError, match="accountant='pld'"):
-        dp.epsilon(3.0, 1e-6, sched, accountant="rdp", neighbouring="replace_one")
-    z = dp.calibrate_noise(2.0, 1e-6, sched, neighbouring="replace_one")
-    assert dp.epsilon(z, 1e-6, sched, neighbouring="replace_one") == pytest.approx(2.0, abs=1e-4)
-    assert dp.epsilon(z, 1e-6, sched, neighbouring="replace_one") <= 2.0
+        dp.epsilon(3.0, 1e-6, sched, options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    z = dp.calibrate_noise(2.0, 1e-6, sched, options=REPLACE_ONE)
+    assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) == pytest.approx(2.0, abs=1e-4)
+    assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) <= 2.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -337,8 +350,8 @@ def test_calibration_cache_returns_same_float(monkeypatch):
 
     monkeypatch.setattr(dp, "composed_calibrate", counting)
     sched = poisson(100, 0.05)
-    first = dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
-    second = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), accountant="rdp")  # same args
+    first = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    second = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)  # same args
     assert type(first) is float
     assert second is first
     assert len(calls) == 1
@@ -359,11 +372,11 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
 
     monkeypatch.setattr(dp, "composed_calibrate", recording)
     sched = poisson(100, 0.05)
-    dp.calibrate_noise(2.0, 1e-5, sched, accountant="rdp")
+    dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     tighter, smaller_delta = 2.0 * (1 - 1e-13), 1e-5 * (1 - 1e-13)
-    dp.calibrate_noise(tighter, 1e-5, sched, accountant="rdp")
-    dp.calibrate_noise(2.0, smaller_delta, sched, accountant="rdp")
-    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05 * (1 + 1e-13)), accountant="rdp")
+    dp.calibrate_noise(tighter, 1e-5, sched, options=RDP)
+    dp.calibrate_noise(2.0, smaller_delta, sched, options=RDP)
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05 * (1 + 1e-13)), options=RDP)
     assert targets == [(2.0, 1e-5), (tighter, 1e-5), (2.0, smaller_delta), (2.0, 1e-5)]
     assert dp.calibrate_noise.cache_info().misses == 4
 
@@ -376,8 +389,12 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: dp.epsilon(math.nan, 1e-5, poisson(10, 0.1)), "noise_multiplier"),
         (lambda: dp.epsilon(1.0, 0.0, poisson(10, 0.1)), "delta"),
         (lambda: dp.epsilon(1.0, 1.0, poisson(10, 0.1)), "delta"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), accountant="gdp"), "accountant"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), neighbouring="swap"), "neighbouring"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(accountant="gdp")), "accountant"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighbouring="swap")), "neighbouring"),
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options="rdp"), "options"),
+        (lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), options=None), "options"),
+        (lambda: AccountingOptions(pld_discretization=0.0), "pld_discretization"),
+        (lambda: AccountingOptions(pld_discretization=0.5), "pld_discretization"),
         (lambda: dp.epsilon(1.0, 1e-5, (10, 0.1)), "schedule"),
         (lambda: poisson(0, 0.1), "steps"),
         (lambda: poisson(2.5, 0.1), "steps"),
@@ -385,7 +402,6 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: poisson(10, 1.5), "sampling_rate"),
         (lambda: DpSgdSchedule(10, "full", 0.5), "sampling_rate"),
         (lambda: DpSgdSchedule(10, "random"), "sampling"),
-        (lambda: DpSgdSchedule.from_epochs(1, 200, 100), "batch_size"),
         (lambda: dp.calibrate_noise(0.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(-1.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(1.0, 2.0, poisson(10, 0.1)), "delta"),
@@ -412,3 +428,185 @@ def test_bad_input_raises_before_computing(call, match, monkeypatch):
 def test_docstring_examples():
     result = doctest.testmod(dp, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 10 and result.failed == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounded PLD work (issue: MemoryError asking 38 GiB; calibrations of minutes and GBs)
+
+_LIMITED = """
+import json, resource, sys, warnings
+resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # a regression fails as MemoryError
+from dpprep.accounting import dp
+sched = dp.DpSgdSchedule(88, "poisson", 2048 / 60000)  # 3 epochs, B = 2048, n = 60000
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    value = {call}
+print(json.dumps({{"value": value, "warnings": [str(w.message) for w in caught]}}))
+"""
+
+
+def _run_limited(call: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LIMITED.format(call=call)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _optimistic_pld_epsilon(z, q, steps, delta):
+    # dp-accounting's optimistic (lower) PLD estimate: a lower bound on the true ε.
+    pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=q, pessimistic_estimate=False)
+    return pld.self_compose(steps).get_epsilon_for_delta(delta)
+
+
+def test_tiny_noise_epsilon_falls_back_to_rdp_within_memory():
+    res = _run_limited("dp.epsilon(1e-3, 1e-5, sched)")
+    assert any("RDP" in w and "grid points" in w for w in res["warnings"])
+    eps = res["value"]
+    # The RDP bound, and above a lower bound on the true ε (ε grows as z shrinks: at z = 1).
+    assert eps == dp.epsilon(1e-3, 1e-5, poisson(88, 2048 / 60000), options=RDP)
+    assert math.isfinite(eps) and eps >= _optimistic_pld_epsilon(1.0, 2048 / 60000, 88, 1e-5)
+
+
+@pytest.mark.parametrize("target", [20.0, 1e6])
+def test_large_target_calibration_uses_rdp_within_memory(target):
+    res = _run_limited(f"dp.calibrate_noise({target!r}, 1e-5, sched)")
+    assert any("calibrated with RDP" in w for w in res["warnings"])
+    z = res["value"]
+    sched = poisson(88, 2048 / 60000)
+    # A valid answer: RDP (an upper bound) meets the target, 2 tolerances less noise does not.
+    assert 0 < z and dp.epsilon(z, 1e-5, sched, options=RDP) <= target
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, sched, options=RDP) > target
+
+
+def test_coarsened_grid_is_a_valid_upper_bound():
+    # Just over the budget: the grid is coarsened (warning says by how much), never below the
+    # fine-grid (pessimistic) value and within the stated steps x grid of it.
+    sched = poisson(4, 0.1)
+    z = 0.45  # one subsampled step needs ~2.3e5 points on the default grid (budget 2e5)
+    with pytest.warns(UserWarning, match="coarsened"):
+        coarse = dp.epsilon(z, 1e-5, sched)
+    acc = dpa.pld.PLDAccountant(value_discretization_interval=dp.PLD_DISCRETIZATION)
+    fine = acc.compose(dp.dpsgd_event(z, sched)).get_epsilon(1e-5)
+    assert fine <= coarse <= fine + 4 * dp.MAX_COARSE_DISCRETIZATION
+
+
+# ------------------------------------------------------------------------------------------------
+# On-disk calibration cache
+
+
+@pytest.fixture
+def disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "1")
+    dp.calibrate_noise.cache_clear()
+    yield tmp_path / "calibrations"
+    dp.calibrate_noise.cache_clear()
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("calibrated although the disk cache holds the answer")
+
+
+def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    files = list(disk_cache.glob("*.json"))
+    assert len(files) == 1 and not list(disk_cache.glob(".tmp-*"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert files[0].stat().st_mode & 0o777 == 0o666 & ~umask
+    dp.calibrate_noise.cache_clear()  # a fresh process: only the disk has it
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    # Any other argument is another key (exact: no rounding).
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(2.0 * (1 - 1e-13), 1e-5, sched, options=RDP)
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4))
+
+
+def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (path,) = disk_cache.glob("*.json")
+    for garbage in ("{not json", '{"key": {}, "noise_multiplier": 1.0}', ""):
+        path.write_text(garbage)
+        dp.calibrate_noise.cache_clear()
+        with pytest.warns(UserWarning, match=path.name):
+            assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+        assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+@pytest.mark.parametrize("off", ["0", "off", "False", "no"])
+def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    assert not disk_cache.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling without replacement (fixed-size batches; replace-one; dp-accounting's RDP only)
+
+WOR_OPTIONS = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+
+
+def wor(steps: int, batch: int, n: int) -> DpSgdSchedule:
+    return DpSgdSchedule(steps, "without_replacement", batch / n, dataset_size=n)
+
+
+def test_without_replacement_pinned_against_dp_accounting_rdp():
+    # Independent value: dp-accounting's RDP accountant called directly under REPLACE_ONE. Its
+    # Gaussian multiplier is relative to the base mechanism's sensitivity, 2C for a sum under
+    # replace-one, hence z/2 for our z = std/C.
+    z, steps, batch, n, delta = 2.0, 100, 256, 10_000, 1e-5
+    acc = dpa.rdp.RdpAccountant(list(dp.RDP_ORDERS), dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.SelfComposedDpEvent(
+        dpa.SampledWithoutReplacementDpEvent(n, batch, dpa.GaussianDpEvent(z / 2)), steps))
+    expected = acc.get_epsilon(delta)
+    assert expected == pytest.approx(3.243037, abs=1e-6)  # the number it gave (dp-accounting 0.6.0)
+    assert dp.epsilon(z, delta, wor(steps, batch, n), options=WOR_OPTIONS) == pytest.approx(expected, rel=1e-12)
+
+
+def test_without_replacement_monotone_and_full_batch_limit():
+    eps = lambda z, steps, b=256: dp.epsilon(z, 1e-5, wor(steps, b, 10_000), options=WOR_OPTIONS)  # noqa: E731
+    assert eps(1.5, 100) > eps(2.0, 100) > eps(3.0, 100)
+    assert eps(2.0, 50) < eps(2.0, 100) < eps(2.0, 200)
+    assert eps(2.0, 100, 128) < eps(2.0, 100, 256) < eps(2.0, 100, 1024)
+    # B = n: every step uses every record, i.e. the full-batch replace-one Gaussian.
+    full_batch = dp.epsilon(2.0, 1e-5, full(100), options=WOR_OPTIONS)
+    assert eps(2.0, 100, 10_000) == pytest.approx(full_batch, rel=1e-12)
+
+
+def test_without_replacement_needs_rdp_replace_one():
+    sched = wor(100, 256, 10_000)
+    for bad in (AccountingOptions(), RDP, REPLACE_ONE):
+        with pytest.raises(ValueError, match=r"AccountingOptions\(accountant='rdp', neighbouring='replace_one'\)"):
+            dp.epsilon(2.0, 1e-5, sched, options=bad)
+    with pytest.raises(ValueError, match="neighbouring='replace_one'"):
+        dp.calibrate_noise(1.0, 1e-5, sched)
+    z = dp.calibrate_noise(1.0, 1e-5, sched, options=WOR_OPTIONS)
+    assert dp.epsilon(z, 1e-5, sched, options=WOR_OPTIONS) <= 1.0
+    assert dp.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, sched, options=WOR_OPTIONS) > 1.0
+
+
+def test_without_replacement_schedule_fields():
+    sched = wor(10, 1024, 60_000)
+    assert sched.batch_size == 1024 and sched.dataset_size == 60_000
+    for b, n in [(1, 7), (3, 7), (1023, 60_000), (59_999, 60_000)]:
+        assert wor(1, b, n).batch_size == b  # B round-trips exactly through q = B/n
+    plan = ExecutionPlan.create("without_replacement", 60_000, batch_size=1024, steps=10)
+    assert plan.schedule() == sched
+    assert plan.epsilon(2.0, 1e-5, options=WOR_OPTIONS) == dp.epsilon(2.0, 1e-5, sched, options=WOR_OPTIONS)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "without_replacement", 0.1)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "poisson", 0.1, dataset_size=100)
+    with pytest.raises(ValueError, match="integer batch size"):
+        DpSgdSchedule(10, "without_replacement", 0.1234567, dataset_size=100)
+    with pytest.raises(ValueError, match="dataset_size"):
+        DpSgdSchedule(10, "without_replacement", 0.5, dataset_size=0)

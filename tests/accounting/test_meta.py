@@ -12,6 +12,7 @@ from dpprep.accounting import meta, table1
 from dpprep.accounting import table2 as t2
 from dpprep.accounting.renyi import NoAdmissibleOrder, gaussian_group_epsilon, rdp_to_dp_linear
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
+from dpprep.preprocess.sensitivity import Sensitivity
 
 LOG1000 = math.log(1000)
 
@@ -26,11 +27,11 @@ IDS = [m.name for m in MECHANISMS]
 
 
 def test_sensitivity():
-    s = meta.Sensitivity(linf=10, l2=0.1)
+    s = Sensitivity(linf=10, l2=0.1)
     assert s.tau == pytest.approx(1.0) and isinstance(s.linf, float)
     for bad in ({"linf": -1, "l2": 1}, {"linf": 1, "l2": -0.5}, {"linf": math.nan, "l2": 1}, {"linf": 1, "l2": math.inf}):
         with pytest.raises(ValueError):
-            meta.Sensitivity(**bad)
+            Sensitivity(**bad)
 
 
 @pytest.mark.parametrize("mech", MECHANISMS, ids=IDS)
@@ -140,7 +141,7 @@ def test_theorem2_bad_input():
 
 def test_overall_privacy_gaussian_spec_11_3():
     g = table1.gaussian(epsilon=1.0)
-    none = meta.Sensitivity(0.0, 0.0)
+    none = Sensitivity(0.0, 0.0)
     exact = meta.overall_privacy(g, none, delta=1e-3)
     assert exact.epsilon == pytest.approx(0.5 + math.sqrt(2 * LOG1000), rel=1e-5)
     assert exact.epsilon == pytest.approx(4.2169, abs=5e-4)
@@ -154,7 +155,7 @@ def test_overall_privacy_gaussian_spec_11_3():
 @pytest.mark.parametrize("linf,l2", [(10, 0.001), (10, 0.1), (10, 1.0), (50, 2 / 50), (1000, 12.02 / 1000)])
 def test_overall_privacy_gaussian_closed_forms(linf, l2):
     g = table1.gaussian(epsilon=1.0)
-    sens = meta.Sensitivity(linf, l2)
+    sens = Sensitivity(linf, l2)
     tau = sens.tau
     t2_mode = meta.overall_privacy(g, sens, delta=1e-3, mode="table2")
     assert t2_mode.epsilon == pytest.approx(rdp_to_dp_linear(1.05 * (1 + tau**2), 1e-3, alpha_min=11).epsilon, rel=1e-9)
@@ -170,18 +171,18 @@ def test_overall_privacy_gaussian_closed_forms(linf, l2):
 
 def test_overall_privacy_pure_and_group_baselines():
     lap = table1.laplace(epsilon=0.5)
-    res = meta.overall_privacy(lap, meta.Sensitivity(10, 0.1), delta=1e-5)
+    res = meta.overall_privacy(lap, Sensitivity(10, 0.1), delta=1e-5)
     assert res.pure and res.epsilon == pytest.approx(0.5 * 2.0) and res.optimal_alpha == math.inf
     assert res.group_size == 11 and res.group_epsilon == pytest.approx(5.5)  # k = Δ∞ + 1
-    gd = meta.overall_privacy(table1.dp_gd(epsilon=0.1), meta.Sensitivity(4, 0.5), delta=1e-5)
+    gd = meta.overall_privacy(table1.dp_gd(epsilon=0.1), Sensitivity(4, 0.5), delta=1e-5)
     assert gd.group_epsilon == pytest.approx(gaussian_group_epsilon(5, 0.2, 1e-5), rel=1e-8)  # 2αk²ε² = α k²(2ε)²/2
-    it = meta.overall_privacy(table1.dp_sgd_iteration(epsilon=0.01, n=1000, kappa=20), meta.Sensitivity(10, 0.1), delta=1e-5)
+    it = meta.overall_privacy(table1.dp_sgd_iteration(epsilon=0.01, n=1000, kappa=20), Sensitivity(10, 0.1), delta=1e-5)
     assert it.group_epsilon is None and it.group_size is None  # no group baseline for DP-SGD variants
 
 
 def test_overall_privacy_checks():
     g = table1.gaussian(epsilon=1.0)
-    s = meta.Sensitivity(2, 0.1)
+    s = Sensitivity(2, 0.1)
     with pytest.raises(ValueError, match="delta"):
         meta.overall_privacy(g, s, delta=1.0)
     with pytest.raises(ValueError, match="mode"):
@@ -191,10 +192,10 @@ def test_overall_privacy_checks():
     with pytest.raises(ValueError, match="Sensitivity"):
         meta.overall_privacy(g, (2, 0.1), delta=1e-3)
     with pytest.raises(ValueError, match="kappa"):
-        meta.overall_privacy(table1.dp_sgd_iteration(epsilon=0.01, n=1000, kappa=5), meta.Sensitivity(10, 0.1), delta=1e-3)
+        meta.overall_privacy(table1.dp_sgd_iteration(epsilon=0.01, n=1000, kappa=5), Sensitivity(10, 0.1), delta=1e-3)
     # SGD-iter at ε = 1, n = 1000: Theorem 14 needs α < 1.33, so Table-2 mode has no admissible order.
     with pytest.raises(NoAdmissibleOrder):
-        meta.overall_privacy(table1.dp_sgd_iteration(epsilon=1.0, n=1000, kappa=10), meta.Sensitivity(10, 0.1), delta=1e-3, mode="table2")
+        meta.overall_privacy(table1.dp_sgd_iteration(epsilon=1.0, n=1000, kappa=10), Sensitivity(10, 0.1), delta=1e-3, mode="table2")
     on_grid = meta.overall_privacy(g, s, delta=1e-3, alphas=[2.0, 4.0, 8.0])
     assert on_grid.optimal_alpha in (2.0, 4.0, 8.0)
 
@@ -202,10 +203,10 @@ def test_overall_privacy_checks():
 @pytest.mark.parametrize(
     "factory,sens,mode,target",
     [
-        (lambda e: table1.gaussian(epsilon=e), meta.Sensitivity(10, 0.1), "exact", 3.0),
-        (lambda e: table1.dp_gd(epsilon=e, smoothness=1.25), meta.Sensitivity(10_000, 14.81 / 10_000), "table2", 1.0),
-        (lambda e: table1.laplace(epsilon=e), meta.Sensitivity(5, 0.2), "exact", 0.5),
-        (lambda e: table1.dp_sgd_iteration(epsilon=e, n=1000, kappa=10), meta.Sensitivity(10, 0.1), "exact", 2.0),
+        (lambda e: table1.gaussian(epsilon=e), Sensitivity(10, 0.1), "exact", 3.0),
+        (lambda e: table1.dp_gd(epsilon=e, smoothness=1.25), Sensitivity(10_000, 14.81 / 10_000), "table2", 1.0),
+        (lambda e: table1.laplace(epsilon=e), Sensitivity(5, 0.2), "exact", 0.5),
+        (lambda e: table1.dp_sgd_iteration(epsilon=e, n=1000, kappa=10), Sensitivity(10, 0.1), "exact", 2.0),
     ],
 )
 def test_calibrate_round_trip(factory, sens, mode, target):
@@ -218,7 +219,7 @@ def test_calibrate_round_trip(factory, sens, mode, target):
 
 @pytest.mark.parametrize("target,expected", [(1.0, 0.1020), (0.25, 0.0259), (2.0, 0.2001)])
 def test_calibrate_dp_gd_no_preprocessing_spec_11_3(target, expected):
-    cal = meta.calibrate(lambda e: table1.dp_gd(epsilon=e), meta.Sensitivity(0, 0), target_epsilon=target, delta=1e-5)
+    cal = meta.calibrate(lambda e: table1.dp_gd(epsilon=e), Sensitivity(0, 0), target_epsilon=target, delta=1e-5)
     c0 = math.sqrt(2 * math.log(1e5))
     closed = (-c0 + math.sqrt(c0**2 + 2 * target)) / 2
     assert cal.mechanism_epsilon == pytest.approx(closed, rel=1e-5)
@@ -230,16 +231,16 @@ def test_calibrate_pca_pipeline_spec_11_3():
     tau = 4 * (3 * n + 2) / ((n - 1) * gap)
     assert tau == pytest.approx(14.81, abs=1e-2)  # spec: τ ≈ 14.81
     cal = meta.calibrate(
-        lambda e: table1.dp_gd(epsilon=e, smoothness=1.25), meta.Sensitivity(n, tau / n), target_epsilon=1.0, delta=1e-5, mode="table2"
+        lambda e: table1.dp_gd(epsilon=e, smoothness=1.25), Sensitivity(n, tau / n), target_epsilon=1.0, delta=1e-5, mode="table2"
     )
     assert cal.mechanism_epsilon == pytest.approx(0.00756, rel=0.01)  # [PILOT] value, ±1 %
-    no_pre = meta.calibrate(lambda e: table1.dp_gd(epsilon=e), meta.Sensitivity(0, 0), target_epsilon=1.0, delta=1e-5)
+    no_pre = meta.calibrate(lambda e: table1.dp_gd(epsilon=e), Sensitivity(0, 0), target_epsilon=1.0, delta=1e-5)
     assert no_pre.mechanism_epsilon / cal.mechanism_epsilon == pytest.approx(13.5, rel=0.01)
 
 
 def test_calibrate_bad_input():
     f = lambda e: table1.gaussian(epsilon=e)  # noqa: E731
-    s = meta.Sensitivity(1, 0.1)
+    s = Sensitivity(1, 0.1)
     with pytest.raises(ValueError, match="target_epsilon"):
         meta.calibrate(f, s, target_epsilon=0.0, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
@@ -269,20 +270,20 @@ def test_dp_sgd_sampling_is_not_turned_into_a_guarantee():
     table_per_step = alpha**2 / ((2 * z_half) ** 2 * n**2)  # α²ε²/(2T) with σ = L√(2T)/(εn), z = 2·z_half
     assert acc._rdp[0] > table_per_step  # the reason for the refusal
 
-    sens = meta.Sensitivity(10, 1.0)
+    sens = Sensitivity(10, 1.0)
     with pytest.raises(ValueError, match="replace-one"):
         meta.overall_privacy(table1.dp_sgd_sampling(epsilon=0.05, n=1000, steps=200_000), sens, delta=1e-5)
     with pytest.raises(ValueError, match="replace-one"):
         meta.calibrate(lambda e: table1.dp_sgd_sampling(epsilon=e, n=1000, steps=200_000), sens, target_epsilon=5.0, delta=1e-5)
     with pytest.raises(ValueError, match="replace-one"):
-        meta.overall_privacy(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), meta.Sensitivity(0, 0), delta=1e-5)
+        meta.overall_privacy(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(0, 0), delta=1e-5)
 
 
 def test_formula_only_mechanisms_are_refused():
     # enforce_range=False is for printing Table 2; old code accepted it and reported ε = 11.62 at
     # α = 3.39 for DP-SGD-iter, where Theorem 14 needs α < 1.33.
     loose = table1.dp_sgd_iteration(epsilon=1.0, n=1000, kappa=10, enforce_range=False)
-    sens = meta.Sensitivity(10, 0.1)
+    sens = Sensitivity(10, 0.1)
     with pytest.raises(ValueError, match="enforce_range"):
         meta.overall_privacy(loose, sens, delta=1e-5)
     with pytest.raises(ValueError, match="enforce_range"):

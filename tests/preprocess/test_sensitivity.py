@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dpprep.accounting.meta import Sensitivity
+from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.preprocess import sensitivity as S
 
 
@@ -76,3 +76,17 @@ def test_closed_forms():
 def test_bad_input_raises(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_preprocess_does_not_import_the_accountant():
+    # Sensitivity lives with the pre-processings, so they load without dpprep.accounting.
+    import subprocess
+    import sys
+
+    code = ("import sys, dpprep.preprocess, dpprep.preprocess.sensitivity; "
+            "print(sorted(m for m in sys.modules if m.startswith('dpprep.accounting')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from dpprep.accounting import meta
+
+    assert "Sensitivity" not in meta.__all__  # one home: dpprep.preprocess.sensitivity
