@@ -117,10 +117,13 @@ class ExecutionPlan:
                 fixed_events: tuple[dp_event.DpEvent, ...] = (),
                 options: dp.AccountingOptions | None = None) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
-        ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the padded batch's
-        overflow slack ``(1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`) is taken out of
-        ``delta`` first, at the ε of ``delta/2`` (an upper bound on the answer), so the result is
-        an ``(ε, delta)`` guarantee of what the engine runs. ``options``: how to account
+        ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the implemented run is
+        ``(ε, δ_ideal(ε) + slack(ε))``-DP with the padded batch's overflow slack
+        ``slack(ε) = (1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`), so the answer is a
+        fixed point ``ε = f(ε) := ε_ideal(delta − slack(ε))``. Starting above it at
+        ``f(ε_ideal(delta/2))``, every iterate ``e`` satisfies ``f(e) ≤ e`` (f increases), i.e. is
+        a valid ``(e, delta)`` guarantee; two more iterates reach the fixed point to float
+        precision, so ``epsilon(calibrate(ε, δ), δ) ≤ ε``. ``options``: how to account
         (:class:`dpprep.accounting.dp.AccountingOptions`; None = defaults under the plan's
         relation, a different relation is refused)."""
         delta = check_delta(delta)
@@ -129,12 +132,14 @@ class ExecutionPlan:
         p = self.overflow_probability()
         if p == 0.0:
             return dp.composed_epsilon(events, delta, options=options)
-        bound = dp.composed_epsilon(events, delta / 2, options=options)
-        slack = sampling.overflow_delta(bound, p) if math.isfinite(bound) else math.inf
-        if not slack < delta / 2:
-            raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
-                             "lower max_overflow_prob")
-        return dp.composed_epsilon(events, delta - slack, options=options)
+        eps = dp.composed_epsilon(events, delta / 2, options=options)
+        for _ in range(3):
+            slack = sampling.overflow_delta(eps, p) if math.isfinite(eps) else math.inf
+            if not slack < delta / 2:
+                raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
+                                 "lower max_overflow_prob")
+            eps = dp.composed_epsilon(events, delta - slack, options=options)
+        return eps
 
     def calibrate(self, target_epsilon: float, delta: float, *,
                   fixed_events: tuple[dp_event.DpEvent, ...] = (),

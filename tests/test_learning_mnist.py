@@ -39,9 +39,8 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     assert 0.5 < z < 3.0
     slack = sampling.overflow_delta(EPSILON, plan.overflow_probability())
     assert z >= dp.calibrate_noise(EPSILON, DELTA, schedule)  # the slack only adds noise
-    # (Not plan.epsilon(z, DELTA): it takes the slack at the ε of δ/2, an upper bound, so it can
-    # exceed the target by ~1e-6 at the calibrated z.)
     assert dp.epsilon(z, DELTA - slack, schedule) <= EPSILON
+    assert plan.epsilon(z, DELTA) <= EPSILON  # the plan's own accounting round-trips
 
     config = TrainConfig(model, Hyper(LR, noise_multiplier=z, clip_norm=CLIP), sampling="poisson",
                          batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
