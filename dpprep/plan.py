@@ -24,6 +24,7 @@ from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
+_SLACK_PASSES = 20  # fixed-point passes of the overflow slack in ExecutionPlan.epsilon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +116,9 @@ class ExecutionPlan:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the padded batch's
         overflow slack ``(1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`) is taken out of
-        ``delta`` first, at the ε of ``delta/2`` (an upper bound on the answer), so the result is
-        an ``(ε, delta)`` guarantee of what the engine runs. ``accounting``: the options of
+        ``delta`` first, at the ε of ``delta/2`` (an upper bound on the answer), then again at the
+        ε found until it stops decreasing, so the result is an ``(ε, delta)`` guarantee of what the
+        engine runs and solves the same equation as :meth:`calibrate`. ``accounting``: the options of
         :func:`dpprep.accounting.dp.composed_epsilon`."""
         delta = check_delta(delta)
         events = [*fixed_events, self.dp_event(noise_multiplier)]
@@ -129,7 +131,19 @@ class ExecutionPlan:
         if not slack < delta / 2:
             raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
                              "lower max_overflow_prob")
-        return dp.composed_epsilon(events, delta - slack, **accounting)
+        eps = dp.composed_epsilon(events, delta - slack, **accounting)
+        # Charge the slack at the ε found rather than at the bound: each pass is again a valid
+        # guarantee (ε only decreases, so the slack at the new ε is at most the one taken out) and
+        # they converge to the ε with ε = ε_ideal(δ − (1 + e^ε)·p), the condition calibrate solves,
+        # so epsilon(calibrate(ε, δ), δ) <= ε.
+        for _ in range(_SLACK_PASSES):
+            tighter = dp.composed_epsilon(events, delta - sampling.overflow_delta(eps, p), **accounting)
+            if not tighter < eps:
+                break
+            done, eps = eps - tighter <= 1e-10 * eps, tighter
+            if done:
+                break
+        return eps
 
     def calibrate(self, target_epsilon: float, delta: float, *,
                   fixed_events: tuple[dp_event.DpEvent, ...] = (), **accounting) -> float:
