@@ -276,11 +276,15 @@ class ShuffleSampler(PoissonSampler):
 
 @dataclasses.dataclass(frozen=True)
 class WithoutReplacementSampler(_Base):
-    """``B`` distinct records drawn afresh each step, divided by ``B``. Its event is
-    dp-accounting's sampled-without-replacement Gaussian, a replace-one guarantee."""
+    """``B`` distinct records drawn afresh each step, divided by ``B`` (a replace-one relation).
+    dpprep's accountant has no event for it yet (dp-accounting's sampled-without-replacement
+    Gaussian is an RDP-only, replace-one event that :mod:`dpprep.accounting.dp` does not wire)."""
 
     name: str = "without_replacement"
     neighbouring: str = "replace_one"
+    no_event_reason: str = ("dpprep's accountant has no event for sampling without replacement "
+                            "(dp-accounting's SampledWithoutReplacementDpEvent is not wired into "
+                            "dpprep.accounting.dp); use sampling='poisson' for an accounted run")
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         b = _need_batch(self.name, batch_size, n)
@@ -302,7 +306,7 @@ class WithReplacementSampler(_Base):
 
     name: str = "replacement"
     no_event_reason: str = ("dp-accounting has no accountant for sampling with replacement; "
-                            "use sampling='poisson' or 'without_replacement' for an accounted run")
+                            "use sampling='poisson' for an accounted run")
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         b = _need_batch(self.name, batch_size, n, at_most_n=False)
