@@ -124,6 +124,11 @@ class UnitStore:
         self.save(key, value)
         return value
 
+    def run_many(self, items: Iterable[tuple[str, Callable[[], dict]]]) -> list[dict]:
+        """``[self.run(key, compute) for key, compute in items]``, in order (the interface
+        :func:`dpprep.sweeps.run_groups` drives)."""
+        return [self.run(key, compute) for key, compute in items]
+
 
 class Progress:
     """Line-oriented progress on stderr (works in CI logs and notebooks alike)."""
