@@ -14,6 +14,9 @@ Two paths that agree (tested to 1e-5 relative):
 2 (scale ⊙ x_i)·shift + ||shift||²`` and the weight gradient is
 ``diag(scale)·Xᵀ(c ⊙ R) − shift ⊗ 1ᵀ(c ⊙ R)``: rank-1 corrections to the plain products, so a
 vmap over per-model transforms shares one batch and one matrix product. The vmap path forms ``x'``.
+With a shift the fast path's norms carry the expansion's rounding bound (:func:`_feature_norms`),
+so they are upper bounds: equal to the vmap path's to ~``d·1e-7`` relative, and never below the
+true norm for rows close to the shift, where the expansion cancels.
 
 Norms are computed with each row scaled by its largest entry, so features up to ~1e30 give
 finite norms. ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may be ``inf``
@@ -73,18 +76,28 @@ def clipped_grad_sum_vmap(
 
 def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
     """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows; each row is divided
-    by ``m_i = max(1, max_j |x_ij|)`` first so that squares cannot overflow."""
+    by ``m_i = max(1, max_j |x_ij|)`` first so that squares cannot overflow.
+
+    With a shift the expansion cancels for rows close to the shift (e.g. DPSGD-F's private mean),
+    where its float32 result could fall far below the true norm, so that such a row would not be
+    clipped. The rounding bound of the expansion is added, so the result is never below the true
+    norm (it over-clips rows near the shift by at most about ``(d + 8)·2⁻²³`` of the terms'
+    size); the products run at full float32 precision so that the bound holds on every backend."""
+    highest = jax.lax.Precision.HIGHEST
     m = jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)
     u = x / m[:, None]
     if scale is None:
         sq = jnp.sum(u * u, axis=1)
     else:
         s = jnp.asarray(scale, jnp.float32)
-        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else (u * u) @ (s * s)
+        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else jnp.matmul(u * u, s * s, precision=highest)
     if shift is not None:
         mu = jnp.asarray(shift, jnp.float32)
         s_mu = mu if scale is None else mu * jnp.asarray(scale, jnp.float32)
-        sq = sq - 2.0 * (u @ s_mu) / m + jnp.sum(mu * mu) / (m * m)
+        mu_sq = jnp.sum(mu * mu) / (m * m)
+        size = sq + 2.0 * jnp.matmul(jnp.abs(u), jnp.abs(s_mu), precision=highest) / m + mu_sq
+        sq = (sq - 2.0 * jnp.matmul(u, s_mu, precision=highest) / m + mu_sq
+              + (x.shape[1] + 8) * 2.0**-23 * size)
     if bias:
         sq = sq + 1.0 / (m * m)
     return m * jnp.sqrt(jnp.maximum(sq, 0.0))

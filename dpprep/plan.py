@@ -24,6 +24,7 @@ from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
+_SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +123,8 @@ class ExecutionPlan:
         ``slack(ε) = (1 + e^ε)·p`` (:func:`dpprep.sampling.overflow_delta`), so the answer is a
         fixed point ``ε = f(ε) := ε_ideal(delta − slack(ε))``. Starting above it at
         ``f(ε_ideal(delta/2))``, every iterate ``e`` satisfies ``f(e) ≤ e`` (f increases), i.e. is
-        a valid ``(e, delta)`` guarantee; two more iterates reach the fixed point to float
-        precision, so ``epsilon(calibrate(ε, δ), δ) ≤ ε``. ``options``: how to account
+        a valid ``(e, delta)`` guarantee; iterating to a relative change of 1e-10 (one or two
+        passes at the default ``max_overflow_prob``) gives ``epsilon(calibrate(ε, δ), δ) ≤ ε``. ``options``: how to account
         (:class:`dpprep.accounting.dp.AccountingOptions`; None = defaults under the plan's
         relation, a different relation is refused)."""
         delta = check_delta(delta)
@@ -133,12 +134,17 @@ class ExecutionPlan:
         if p == 0.0:
             return dp.composed_epsilon(events, delta, options=options)
         eps = dp.composed_epsilon(events, delta / 2, options=options)
-        for _ in range(3):
+        for _ in range(_SLACK_PASSES):
             slack = sampling.overflow_delta(eps, p) if math.isfinite(eps) else math.inf
             if not slack < delta / 2:
                 raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
                                  "lower max_overflow_prob")
-            eps = dp.composed_epsilon(events, delta - slack, options=options)
+            tighter = dp.composed_epsilon(events, delta - slack, options=options)
+            if not tighter < eps:
+                break
+            converged, eps = eps - tighter <= 1e-10 * eps, tighter
+            if converged:
+                break
         return eps
 
     def calibrate(self, target_epsilon: float, delta: float, *,

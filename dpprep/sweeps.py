@@ -175,6 +175,11 @@ def sweep_points(
         raise ValueError("config.hyper is required")
     if not isinstance(points, Mapping) or not points:
         raise ValueError("points must be a non-empty mapping {Hyper field: values}")
+    unknown = sorted(set(points) - set(AXES))
+    if unknown:  # before dataclasses.replace, which would raise a TypeError
+        raise ValueError(f"cannot sweep {unknown}; sweepable fields are {AXES}")
+    # Sequences become arrays (a list is a pytree of scalars); noise_scales is a pytree already.
+    points = {name: values if name == "noise_scales" else np.asarray(values) for name, values in points.items()}
     names = tuple(points)
     check_hyper(dataclasses.replace(config.hyper, **points), params0, swept=names, num_features=x.shape[1])
     if eval_data is not None:

@@ -275,3 +275,138 @@ def test_integral_float_labels_and_typed_keys_are_accepted():
     b, _ = train(cfg, SOFTMAX.init(KEY), (X, Y_CLASS), jax.random.PRNGKey(0))
     for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         np.testing.assert_array_equal(u, v)
+
+
+# ------------------------------------------------------------------------------------------------
+# Engine v2: bad input before compiling, feature transforms, batch clip, iterates, precision.
+
+MLP = models.mlp(3, 4, 4)
+SHIFT = np.array([0.5, -1.0, 0.25], np.float32)
+
+
+@pytest.mark.parametrize("hyper,match", [
+    (Hyper("0.5"), "learning_rate must be numeric"),  # used to surface as a JAX TypeError
+    (Hyper(0.1, noise_multiplier="1"), "noise_multiplier must be numeric"),
+    (Hyper(0.1, feature_shift=np.ones(4)), "feature_shift must be a vector of the 3 features"),
+    (Hyper(0.1, feature_shift=1.0), "feature_shift must be a vector"),
+    (Hyper(0.1, feature_scale=np.ones((3, 3))), "feature_scale must be a scalar or a vector"),
+    (Hyper(0.1, feature_scale=np.ones(2)), "feature_scale must be a scalar or a vector of the 3"),
+    (Hyper(0.1, feature_scale=np.array([1.0, np.nan, 1.0])), "feature_scale must not be NaN"),
+    (Hyper(0.1, feature_shift=np.array([1.0, np.inf, 1.0])), "feature_shift contains"),
+    (Hyper(0.1, batch_clip_norm=0.0), "batch_clip_norm"),
+])
+def test_bad_hyper_raises_before_compiling(no_compile, hyper, match):
+    cfg = dataclasses.replace(BASE, hyper=hyper)
+    with pytest.raises(ValueError, match=match):
+        train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+
+
+@pytest.mark.parametrize("params0,match", [
+    (MLP.init(KEY), "params0 does not fit model 'softmax_regression'"),  # another model's params
+    ({"w": jnp.zeros((3, 5)), "b": jnp.zeros(4)}, r"params0\['w'\] has shape \(3, 5\)"),
+    ({"w": jnp.zeros((3, 4)), "b": jnp.zeros(3)}, r"params0\['b'\] has shape \(3,\)"),
+    ({"w": jnp.zeros((3, 4))}, "params0 does not fit"),  # intercept missing
+])
+def test_params0_of_another_model_raises_before_compiling(no_compile, params0, match):
+    cfg = dataclasses.replace(BASE, model=SOFTMAX)
+    with pytest.raises(ValueError, match=match):
+        train(cfg, params0, (X, Y_CLASS), KEY)
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"matmul_precision": "fp64"}, "matmul_precision must be one of"),
+    ({"matmul_precision": "HIGHEST"}, "matmul_precision must be one of"),
+    ({"matmul_precision": 32}, "matmul_precision must be one of"),
+    ({"iterates": "best"}, "iterates must be one of"),
+])
+def test_bad_precision_or_iterates_raise_before_compiling(no_compile, change, match):
+    with pytest.raises(ValueError, match=match):
+        train(dataclasses.replace(BASE, **change), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+
+
+def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("model,labels,scale", [
+    (LOGISTIC, Y_BIN, np.array([0.5, 2.0, 1.5], np.float32)),
+    (MLP, Y_CLASS, np.array([0.5, 2.0, 1.5], np.float32)),  # vmap path
+])
+def test_training_with_a_feature_transform_equals_training_on_transformed_data(model, labels, scale):
+    """Same key: same noise, so the runs agree to float rounding (params and the tracked loss),
+    with the transform applied (it differs from the untransformed run)."""
+    cfg = TrainConfig(model, None, sampling="full", steps=4, track_loss=True)
+    hyper = dict(learning_rate=0.3, noise_multiplier=0.8, clip_norm=0.5)
+    params0 = model.init(KEY)
+    a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, feature_scale=scale, feature_shift=SHIFT)),
+                  params0, (X, labels), KEY)
+    xt = (X.astype(np.float64) * scale - SHIFT).astype(np.float32)
+    b, mb = train(dataclasses.replace(cfg, hyper=Hyper(**hyper)), params0, (xt, labels), KEY)
+    _assert_trees_close(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ma["loss"], mb["loss"], rtol=1e-5, atol=1e-6)
+    c, _ = train(dataclasses.replace(cfg, hyper=Hyper(**hyper)), params0, (X, labels), KEY)
+    assert not np.allclose(jax.tree_util.tree_leaves(a)[0], jax.tree_util.tree_leaves(c)[0], rtol=1e-3)
+
+
+@pytest.mark.parametrize("magnitude", [1e19, 1e30])
+def test_huge_features_train_to_finite_parameters(magnitude):
+    """Issue: the fast path returned NaN parameters for features around 1e19 (the vmap path
+    was fine). Both paths now give finite parameters, equal in relative terms."""
+    x = (X * magnitude).astype(np.float32)
+    out = {}
+    for method in ("fast", "vmap"):
+        cfg = TrainConfig(LOGISTIC, Hyper(0.5, clip_norm=1.0), sampling="full", steps=5, clip_method=method)
+        out[method], _ = train(cfg, LOGISTIC.init(KEY), (x, Y_BIN), KEY)
+        for leaf in jax.tree_util.tree_leaves(out[method]):
+            assert np.all(np.isfinite(leaf)), method
+    assert float(np.max(np.abs(out["fast"]["w"]))) > 0
+    _assert_trees_close(out["fast"], out["vmap"], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_clip,binding", [(0.05, True), (100.0, False)])
+def test_batch_clip_rescales_the_mean_gradient(batch_clip, binding):
+    """Noiseless full-batch GD: the first step moves params by lr·c·g/||g|| when ||g|| > c
+    (global norm over w and b) and by lr·g otherwise."""
+    lr = 0.3
+    cfg = TrainConfig(LOGISTIC, Hyper(lr, batch_clip_norm=batch_clip), sampling="full", steps=1)
+    params0 = {"w": jnp.asarray([[0.3], [-0.2], [0.1]]), "b": jnp.asarray([0.05])}
+    params, _ = train(cfg, params0, (X, Y_BIN), KEY)
+    g = jax.grad(LOGISTIC.loss)(params0, jnp.asarray(X), jnp.asarray(Y_BIN))
+    g_norm = _norm(g)
+    assert (g_norm > batch_clip) == binding
+    factor = batch_clip / g_norm if binding else 1.0
+    expected = jax.tree_util.tree_map(lambda p, gi: p - lr * factor * gi, params0, g)
+    _assert_trees_close(params, expected, rtol=1e-5, atol=1e-7)
+    moved = _norm(jax.tree_util.tree_map(jnp.subtract, params, params0))
+    assert moved == pytest.approx(lr * min(g_norm, batch_clip), rel=1e-5)
+
+
+def test_iterates_both_equals_separate_last_and_average_runs():
+    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, radius=0.5), sampling="full",
+                      steps=6)
+    both, metrics = train(dataclasses.replace(cfg, iterates="both"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    assert set(both) == {"last", "average"}
+    last, _ = train(dataclasses.replace(cfg, iterates="last"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    average, m_avg = train(dataclasses.replace(cfg, iterates="average"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+    _assert_trees_close(both["last"], last, rtol=1e-6, atol=1e-7)
+    _assert_trees_close(both["average"], average, rtol=1e-6, atol=1e-7)
+    assert int(metrics["stopping_time"]) == int(m_avg["stopping_time"])
+    assert not np.allclose(both["last"]["w"], both["average"]["w"])
+
+
+def test_matmul_precision_reaches_the_step():
+    """matmul_precision="float32" puts HIGHEST precision on the step's dot_generals; None
+    leaves the default."""
+    def jaxpr(precision):
+        cfg = TrainConfig(SOFTMAX, None, sampling="poisson", batch_size=8, steps=2, matmul_precision=precision)
+        fn = algorithms.make_train_fn(cfg, 64)
+        return str(jax.make_jaxpr(fn)(Hyper(0.1, 1.0, 1.0), SOFTMAX.init(KEY), jnp.asarray(X),
+                                      jnp.asarray(Y_CLASS, jnp.int32), KEY))
+
+    highest, default = jaxpr("float32"), jaxpr(None)
+    dots = highest.count("dot_general")
+    assert dots >= 2 and dots == default.count("dot_general")
+    assert highest.count("precision=(Precision.HIGHEST, Precision.HIGHEST)") == dots
+    assert "Precision.HIGHEST" not in default

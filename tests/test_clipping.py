@@ -41,10 +41,15 @@ def _problem(name: str, seed: int, x_scale: float, w_scale: float):
     return model, params, jnp.asarray(x), jnp.asarray(y)
 
 
+@functools.lru_cache(maxsize=None)
+def _example_grad(model):
+    return jax.jit(jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]))
+
+
 def _loop_reference(model, params, x, y, clip_norm, mask=None):
     """Straightforward per-example loop: grad, clip, sum."""
     total = jax.tree_util.tree_map(jnp.zeros_like, params)
-    grad_fn = jax.jit(jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]))
+    grad_fn = _example_grad(model)
     for i in range(x.shape[0]):
         if mask is not None and mask[i] == 0:
             continue
@@ -149,3 +154,186 @@ def test_bad_method():
     model, params, x, y = _problem("linear", 0, 1.0, 1.0)
     with pytest.raises(ValueError, match="method"):
         clipping.clipped_grad_sum(model, params, x, y, 1.0, method="loop")
+
+
+# ------------------------------------------------------------------------------------------------
+# Affine feature transforms: the fast path trains on scale ⊙ x − shift without forming it.
+
+TRANSFORMS = {
+    "scalar_scale_shift": (0.37, np.array([0.5, -1.0, 0.25, 2.0, -0.75], np.float32)),
+    "vector_scale_shift": (np.array([0.5, 2.0, 1.0, 0.1, 3.0], np.float32),
+                           np.array([0.3, -0.2, 1.5, 0.0, -2.0], np.float32)),
+    "vector_scale_only": (np.array([0.5, 2.0, 1.0, 0.1, 3.0], np.float32), None),
+    "shift_only": (None, np.array([1.0, -1.0, 0.5, 0.0, 2.0], np.float32)),
+}
+
+
+def _materialised(x, scale, shift):
+    out = np.asarray(x, np.float64)
+    if scale is not None:
+        out = out * np.asarray(scale, np.float64)
+    if shift is not None:
+        out = out - np.asarray(shift, np.float64)
+    return jnp.asarray(out, jnp.float32)
+
+
+@pytest.mark.parametrize("name,transform", [
+    *[(name, transform) for name in ("linear", "linear_noint", "logistic", "softmax")
+      for transform in ("scalar_scale_shift", "vector_scale_shift")],
+    ("softmax_noint", "shift_only"),  # a shift on a model without intercept: a bias in the logits only
+    ("logistic", "vector_scale_only"),
+])
+def test_fast_path_transform_equals_materialised_vmap_and_loop(name, transform):
+    scale, shift = TRANSFORMS[transform]
+    model, params, x, y = _problem(name, 5, 2.0, 0.7)
+    mask = jnp.asarray([1, 1, 0, 1, 1, 1, 0, 1, 1], jnp.float32)
+    clip = 0.8
+    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="fast",
+                                                 feature_scale=scale, feature_shift=shift)
+    xt = _materialised(x, scale, shift)
+    slow, slow_norms = clipping.clipped_grad_sum(model, params, xt, y, clip, mask, method="vmap")
+    via_kwargs, kw_norms = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="vmap",
+                                                     feature_scale=scale, feature_shift=shift)
+    loop = _loop_reference(model, params, xt, y, clip, np.asarray(mask))
+    assert set(fast) == set(params)  # a shift adds no "b" to the gradient of a model without one
+    np.testing.assert_allclose(fast_norms, slow_norms, rtol=1e-5)
+    np.testing.assert_allclose(kw_norms, slow_norms, rtol=1e-5)
+    for other in (slow, via_kwargs, loop):
+        _assert_trees_close(fast, other, rtol=1e-5, atol=1e-5)
+    # Power: the untransformed features give a different sum.
+    plain, _ = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="fast")
+    assert not np.allclose(plain["w"], fast["w"], rtol=1e-3)
+
+
+def test_mlp_vmap_path_applies_the_transform():
+    model = models.mlp(D, 6, K)
+    rng = np.random.default_rng(8)
+    x = jnp.asarray(rng.normal(size=(B, D)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, K, size=B))
+    params = model.init(jax.random.PRNGKey(2))
+    scale, shift = TRANSFORMS["vector_scale_shift"]
+    got, norms = clipping.clipped_grad_sum(model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift)
+    expected = _loop_reference(model, params, _materialised(x, scale, shift), y, 0.05)
+    _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
+    plain, _ = clipping.clipped_grad_sum(model, params, x, y, 0.05)
+    assert not np.allclose(plain["w1"], got["w1"], rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["linear_noint", "logistic", "softmax"])
+def test_apply_and_loss_transformed_equal_materialised(name):
+    model, params, x, y = _problem(name, 6, 3.0, 1.0)
+    mlp = models.mlp(D, 4, K)
+    mlp_params = mlp.init(jax.random.PRNGKey(0))
+    for transform in ("scalar_scale_shift", "vector_scale_shift", "shift_only"):
+        scale, shift = TRANSFORMS[transform]
+        xt = _materialised(x, scale, shift)
+        np.testing.assert_allclose(models.apply_transformed(model, params, x, scale, shift),
+                                   model.apply(params, xt), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(models.per_example_loss_transformed(model, params, x, y, scale, shift),
+                                   model.per_example_loss(params, xt, y), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(models.apply_transformed(mlp, mlp_params, x, scale, shift),
+                                   mlp.apply(mlp_params, xt), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(models.apply_transformed(model, params, x), model.apply(params, x))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
+    model = MODELS[name]
+    sums = jax.vmap(lambda m: clipping.clipped_grad_sum(model, params, x, y, clip_norm, m, method="fast",
+                                                         feature_scale=scale, feature_shift=shift)[0])(
+        jnp.eye(x.shape[0]))
+    return jnp.sqrt(sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1)
+                        for leaf in jax.tree_util.tree_leaves(sums)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.sampled_from(["linear", "linear_noint", "logistic", "softmax", "softmax_noint"]),
+    seed=st.integers(0, 2**31 - 1),
+    x_scale=st.floats(0.01, 30.0),
+    clip_norm=st.floats(1e-3, 100.0),
+    shift_size=st.floats(0.0, 10.0),
+    near=st.sampled_from([None, 0.0, 1e-4, 1e-2]),
+)
+def test_transformed_clipped_contributions_are_bounded(name, seed, x_scale, clip_norm, shift_size, near):
+    """Every example's contribution to the fast path's clipped sum (with a vector scale and a
+    shift) has global norm <= C, bias included; ``near``: the shift is within that distance of
+    the first transformed row (as DPSGD-F's private mean can be), where the norm's expansion
+    cancels."""
+    _, params, x, y = _problem(name, seed, x_scale, 1.0)
+    rng = np.random.default_rng(seed)
+    scale = jnp.asarray(rng.uniform(0.0, 3.0, size=D), jnp.float32)
+    if near is None:
+        shift = jnp.asarray(shift_size * rng.normal(size=D), jnp.float32)
+    else:
+        shift = scale * x[0] + jnp.asarray(near * rng.normal(size=D), jnp.float32)
+    contributions = _transformed_contributions(name, params, x, y, clip_norm, scale, shift)
+    assert float(jnp.max(contributions)) <= clip_norm * (1 + 1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Overflow-safe norms (issue: "the fast clipping path returns NaN parameters for features around
+# 1e19 (the vmap path is fine)"): squares of such features overflow float32.
+
+
+@pytest.mark.parametrize("magnitude", [1e19, 1e30])
+@pytest.mark.parametrize("name", ["logistic", "softmax"])
+def test_huge_features_give_finite_norms_and_sums(name, magnitude):
+    """Some logits saturate (residual exactly 0, where inf·0 used to give NaN), others do not;
+    the fast path's norms and clipped sum are finite and match the vmap path relatively."""
+    model, params, x, y = _problem(name, 12, 1.0, 1.0)
+    x = x * magnitude
+    # Weights so small that a few logits are O(1) and the rest saturate.
+    params = jax.tree_util.tree_map(lambda p: p / magnitude, params)
+    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
+    slow, slow_norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="vmap")
+    assert bool(jnp.all(jnp.isfinite(fast_norms))) and bool(jnp.all(jnp.isfinite(slow_norms)))
+    assert float(jnp.max(fast_norms)) > 1e-3 * magnitude  # the norms really are huge
+    np.testing.assert_allclose(fast_norms, slow_norms, rtol=1e-5)
+    for u, v in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(slow)):
+        assert bool(jnp.all(jnp.isfinite(u)))
+        np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5 * B)  # the sum's terms have norm <= 1
+
+
+def test_huge_features_with_a_saturated_residual_are_finite():
+    """The issue's failure in isolation: rows around 1e19 whose residual is exactly 0."""
+    model = MODELS["logistic"]
+    x = jnp.full((4, D), 1e19, jnp.float32) * jnp.asarray([[1.0], [-1.0], [2.0], [0.5]])
+    y = jnp.asarray([1.0, 0.0, 1.0, 0.0])  # logits ±∞-ish: rows 0, 1, 2 fit exactly, row 3 does not
+    params = {"w": jnp.full((D, 1), 1.0, jnp.float32), "b": jnp.zeros(1)}
+    got, norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
+    assert bool(jnp.all(jnp.isfinite(norms)))
+    np.testing.assert_array_equal(norms[:3], 0.0)
+    np.testing.assert_allclose(norms[3], 0.5e19 * math.sqrt(D) * 1.0, rtol=1e-5)  # residual 1
+    for leaf in jax.tree_util.tree_leaves(got):
+        assert bool(jnp.all(jnp.isfinite(leaf)))
+    # Row 3 alone, clipped to norm 1: gradient (x_3, 1)·1 / ||(x_3, 1)||.
+    np.testing.assert_allclose(got["w"][:, 0], np.full(D, 1 / math.sqrt(D)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["linear_noint", "softmax_noint", "linear", "logistic"])
+def test_rows_near_the_shift_are_still_clipped(name):
+    """Records whose transformed features are small (at distances 1e-4 … 1 of the shift, as
+    rows near DPSGD-F's private mean are) but whose raw features are large, with large
+    residuals: ||s ⊙ x − μ||² = ||s ⊙ x||² − 2(s ⊙ x)·μ + ||μ||² cancels in float32, and an
+    underestimated norm (it came out as 0 for some rows) left such records unclipped. The fast
+    path's feature norms are upper bounds of the exact ones (equal far from the shift) and
+    every contribution is <= C."""
+    model, params, x, y = _problem(name, 0, 30.0, 1.0)
+    if name.startswith("linear"):
+        y = y + 1e4  # huge residuals
+    rng = np.random.default_rng(0)
+    scale = jnp.asarray(np.linspace(0.5, 3.0, D), jnp.float32)
+    shift = scale * x[0]
+    distances = np.logspace(-4, 0, B)
+    x = x[0] + jnp.asarray(distances[:, None] * rng.normal(size=(B, D)), jnp.float32)
+    bias = "b" in params
+    norms = np.asarray(clipping._feature_norms(x, scale, shift, bias), np.float64)
+    exact = np.asarray(x, np.float64) * np.asarray(scale, np.float64) - np.asarray(shift, np.float64)
+    exact = np.sqrt(np.sum(exact ** 2, axis=1) + bias)
+    assert np.all(norms >= exact * (1 - 1e-6)), norms / exact
+    # At distance 1 (raw norm ~100) the rounding allowance over-clips by < 0.2 %.
+    np.testing.assert_allclose(norms[-1], exact[-1], rtol=2e-3)
+    clip = 1e-3
+    contributions = _transformed_contributions(name, params, x, y, clip, scale, shift)
+    assert float(jnp.max(contributions)) <= clip * (1 + 1e-5)

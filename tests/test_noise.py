@@ -3,6 +3,7 @@ checks), per-coordinate scales are respected, and the scales are validated."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -11,15 +12,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpprep import algorithms, corrdp, models, noise, sampling, streams
+from dpprep import algorithms, corrdp, models, noise, sampling, streams, sweeps
 
 D, K, N = 400, 10, 8
+_MODEL = models.softmax_regression(D, K)  # one object, so runs of one hyper structure share a compilation
 
 
 def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_std=0.0):
     """The noise a full-batch step adds to the mean gradient, isolated by differencing the run
     with the same key and noise 0 (identical batches and clipping)."""
-    model = models.softmax_regression(D, K)
+    model = _MODEL
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(N, D)).astype(np.float32)
     y = rng.integers(0, K, size=N)
@@ -74,13 +76,6 @@ def test_noise_is_independent_across_leaves_and_keys():
     two = noise.gaussian_noise(jax.random.PRNGKey(1), params, std)
     assert abs(np.corrcoef(one["a"], one["b"])[0, 1]) < 0.06
     assert abs(np.corrcoef(one["a"], two["a"])[0, 1]) < 0.06
-
-
-def test_corrdp_mapping_helper():
-    # std 0.01 on a mean over N = 500: std 0.01 · 500 on the sum.
-    assert corrdp.sum_noise_std(0.01, 500) == pytest.approx(5.0)
-    with pytest.raises(ValueError, match="normaliser"):
-        corrdp.sum_noise_std(0.01, 0)
 
 
 def test_scale_validation():
@@ -141,3 +136,75 @@ def test_noise_and_batch_sampling_use_different_streams():
         from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 0.0, 1.0, None, params))
         r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
         assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"
+
+
+# ------------------------------------------------------------------------------------------------
+# Noise units: z is relative to a finite clip norm; noise_std is absolute.
+
+_X, _Y = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32), np.arange(16) % 2
+_LOGISTIC = models.logistic_regression(3)
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("compiled before validating")
+
+    monkeypatch.setattr(algorithms, "_run_jit", fail)
+    monkeypatch.setattr(sweeps, "_compiled", fail)
+
+
+def _config(hyper):
+    return algorithms.TrainConfig(_LOGISTIC, hyper, sampling="poisson", batch_size=4, steps=3)
+
+
+@pytest.mark.parametrize("hyper,match", [
+    (algorithms.Hyper(0.1, noise_multiplier=1.0), "finite clip_norm"),           # clip inf by default
+    (algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=math.inf), "finite clip_norm"),
+    (algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0, noise_std=0.5), "not both"),
+    (algorithms.Hyper(0.1, noise_std=-0.5), "noise_std must be finite and >= 0"),
+    (algorithms.Hyper(0.1, noise_std=math.inf), "noise_std must be finite"),
+])
+def test_noise_units_are_checked_before_compiling_in_train(no_compile, hyper, match):
+    with pytest.raises(ValueError, match=match):
+        algorithms.train(_config(hyper), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0))
+
+
+def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
+    """A sweep over the clip norm [1, inf] at z > 0 is refused (z has no unit at C = inf), as
+    is z > 0 with noise_std > 0 at one point; z and noise_std at different points are fine."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    params0 = _LOGISTIC.init(None)
+    z_config = _config(algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0))
+    with pytest.raises(ValueError, match="finite clip_norm"):
+        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"clip_norm": [1.0, math.inf]})
+    with pytest.raises(ValueError, match="finite clip_norm"):
+        sweeps.sweep(z_config, params0, (_X, _Y), keys, clip_norm=[1.0, math.inf])
+    plain = _config(algorithms.Hyper(0.1, clip_norm=1.0))
+    with pytest.raises(ValueError, match="not both"):
+        sweeps.sweep_points(plain, params0, (_X, _Y), keys,
+                            {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]})
+    with pytest.raises(ValueError, match="not both"):  # scalar z > 0 against a swept noise_std
+        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_std": [0.0, 0.5]})
+    # Paired at different points: valid (checked without compiling).
+    paired = {"noise_multiplier": np.array([1.0, 0.0]), "noise_std": np.array([0.0, 0.5]),
+              "clip_norm": np.array([1.0, math.inf])}
+    algorithms.check_hyper(dataclasses.replace(plain.hyper, **paired), params0, swept=tuple(paired))
+
+
+def test_absolute_noise_std_without_clipping_has_the_configured_std():
+    std = 3.0
+    delta = _noise_of_one_step(0.0, math.inf, seed=4, noise_std=std)
+    sample = np.concatenate([delta["w"].ravel(), delta["b"].ravel()])
+    assert stats.kstest(sample / (std / N), "norm").pvalue > 1e-3
+    assert stats.kstest(sample / (std / N * 2 / 3), "norm").pvalue < 1e-6
+    assert stats.kstest(sample / (std / N * 3 / 2), "norm").pvalue < 1e-6
+
+
+def test_absolute_noise_std_ignores_a_finite_clip_norm():
+    """noise_std is absolute: with C = 0.2 the std on the mean is std/N, not std·C/N."""
+    std, clip = 3.0, 0.2
+    delta = _noise_of_one_step(0.0, clip, seed=5, noise_std=std)
+    sample = np.concatenate([delta["w"].ravel(), delta["b"].ravel()])
+    assert stats.kstest(sample / (std / N), "norm").pvalue > 1e-3
+    assert stats.kstest(sample / (std * clip / N), "norm").pvalue < 1e-6

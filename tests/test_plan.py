@@ -1,15 +1,227 @@
-"""ExecutionPlan's accounting entry points: options handling and docstring examples."""
+"""The execution plan: the steps a run executes are the steps the accountant charges, samplers
+without a dp-accounting event are refused with the reason, and the plan's ε / calibration take
+the Poisson overflow slack out of δ consistently (README's MNIST number pinned against
+dp-accounting itself)."""
 
 from __future__ import annotations
 
 import doctest
+import math
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
 
 import dpprep.plan
+from dpprep import algorithms, models, sampling
 from dpprep.accounting import dp
+from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.plan import ExecutionPlan
+
+RDP = AccountingOptions(accountant="rdp")
+
+RNG = np.random.default_rng(0)
+N, D = 60, 3
+X = RNG.normal(size=(N, D)).astype(np.float32)
+Y = (X[:, 0] > 0).astype(np.float32)
+MODEL = models.logistic_regression(D)
+KEY = jax.random.PRNGKey(0)
+HYPER = Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0)
+
+
+def _executed_steps(config: TrainConfig) -> tuple[int, dict]:
+    """Steps the scan executed (one batch_size entry per step) and its metrics."""
+    _, metrics = train(config, MODEL.init(KEY), (X, Y), KEY)
+    steps = len(np.asarray(metrics["batch_size"]))
+    assert int(metrics["stopping_time"]) == steps  # no random stop: every scanned step updates
+    return steps, metrics
+
+
+def _scanned_steps(config: TrainConfig, n: int, d: int) -> int:
+    """The engine's scan length, read from the traced train function's output shape (abstract
+    evaluation: nothing is compiled or computed)."""
+    model = config.model
+    out = jax.eval_shape(algorithms.make_train_fn(config, n), Hyper(0.1, 1.0, 1.0), model.init(None),
+                         jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((n,), jnp.float32),
+                         jax.random.PRNGKey(0))
+    return out[1]["batch_size"].shape[0]
+
+
+def _check_event(plan, sampling_name, batch_size, z=1.3):
+    event = plan.dp_event(z)
+    assert isinstance(event, dp_event.SelfComposedDpEvent)
+    if sampling_name == "full":
+        assert event.event == dp_event.GaussianDpEvent(z)
+    else:  # poisson, and shuffle accounted as if Poisson at q = B/n
+        assert event.event == dp_event.PoissonSampledDpEvent(batch_size / plan.n, dp_event.GaussianDpEvent(z))
+    return event.count
+
+
+@pytest.mark.parametrize("sampling_name,kwargs,expected_steps", [
+    ("full", {"steps": 4}, 4),
+    ("poisson", {"batch_size": 7, "epochs": 1.5}, 13),    # ⌈1.5·60/7⌉ = ⌈12.86⌉
+    ("shuffle", {"batch_size": 7, "epochs": 3}, 27),      # B does not divide n: 3·⌈60/7⌉ = 3·9
+])
+def test_steps_executed_equal_steps_accounted(sampling_name, kwargs, expected_steps):
+    config = TrainConfig(MODEL, HYPER, sampling=sampling_name, **kwargs)
+    executed, metrics = _executed_steps(config)
+    plan = make_plan(config, N)
+    assert executed == plan.steps == _check_event(plan, sampling_name, kwargs.get("batch_size")) == expected_steps
+    if sampling_name == "shuffle":
+        # Every record is used exactly once per epoch, the short last batch included.
+        sizes = np.asarray(metrics["batch_size"]).reshape(3, 9)
+        np.testing.assert_array_equal(sizes.sum(axis=1), N)
+        np.testing.assert_array_equal(sizes[:, -1], N - 8 * 7)
+
+
+@pytest.mark.parametrize("sampling_name,kwargs,expected_steps", [
+    ("full", {"epochs": 3}, 3),                           # full: epochs = steps
+    ("poisson", {"batch_size": 8, "epochs": 2}, 15),      # ⌈2·60/8⌉
+    ("poisson", {"batch_size": 8, "steps": 6}, 6),
+    ("shuffle", {"batch_size": 12, "epochs": 2}, 10),     # B divides n: 2·5
+    ("shuffle", {"batch_size": 7, "steps": 11}, 11),      # steps: a partial last epoch
+])
+def test_scan_length_equals_steps_accounted(sampling_name, kwargs, expected_steps):
+    config = TrainConfig(MODEL, HYPER, sampling=sampling_name, **kwargs)
+    plan = make_plan(config, N)
+    assert _scanned_steps(config, N, D) == plan.steps == _check_event(plan, sampling_name, kwargs.get("batch_size")) \
+        == expected_steps
+
+
+def test_issue_case_shuffle_60000_1024_40_epochs_is_2360_steps():
+    """The issue's case, without training at that size: 40 epochs of ⌈60000/1024⌉ = 59 batches
+    are scanned and charged."""
+    config = TrainConfig(MODEL, None, sampling="shuffle", batch_size=1024, epochs=40)
+    plan = make_plan(config, 60_000)
+    assert _check_event(plan, "shuffle", 1024) == plan.steps == 2360
+    assert _scanned_steps(config, 60_000, D) == 2360
+
+
+def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
+    """DP-FGD with T <= n steps runs T steps, but record t is used only at step t: each record
+    is in one noisy release, so the run is accounted as ONE Gaussian step (parallel
+    composition), replace-one (a replaced record moves that step's sum by 2C). So ε does not
+    grow with T and equals the analytic Gaussian ε at sensitivity 2."""
+    z, delta = 2.0, 1e-5
+    eps = []
+    for steps in (3, 10):
+        config = TrainConfig(MODEL, HYPER, sampling="fixed_order", steps=steps)
+        if steps == 10:
+            executed, metrics = _executed_steps(config)
+            np.testing.assert_array_equal(metrics["batch_size"], 1)
+        else:
+            executed = _scanned_steps(config, N, D)
+        plan = make_plan(config, N)
+        assert executed == plan.steps == steps
+        assert plan.neighbouring == "replace_one"
+        event = plan.dp_event(z)
+        assert event == dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), 1)
+        eps.append(plan.epsilon(z, delta))
+    assert eps[0] == eps[1]
+    assert eps[0] == pytest.approx(dp.analytic_gaussian_epsilon(z, delta, sensitivity=2.0), rel=1e-3)
+    # Composition over the T steps would charge far more (power of the check above).
+    composed = dp.composed_epsilon([dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), 10)], delta,
+                                   options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    assert composed > 2 * eps[0]
+
+
+@pytest.mark.parametrize("kwargs,reason", [
+    ({"sampling": "replacement", "batch_size": 8, "steps": 5}, "no accountant for sampling with replacement"),
+    ({"sampling": "fixed_order"}, "sgd_iter_epsilon"),
+])
+def test_samplers_without_an_event_are_refused_with_the_reason(kwargs, reason):
+    config = TrainConfig(MODEL, HYPER, **kwargs)
+    plan = make_plan(config, N)
+    assert _scanned_steps(config, N, D) == plan.steps  # the run is laid out; it just cannot be accounted
+    for call in (lambda: plan.dp_event(1.0), lambda: plan.epsilon(1.0, 1e-5),
+                 lambda: plan.calibrate(1.0, 1e-5), plan.schedule):
+        with pytest.raises(ValueError, match="no dp-accounting event") as info:
+            call()
+        assert reason in str(info.value)
+
+
+def test_every_sampler_without_an_event_says_why():
+    """A sampler whose schedule is None must carry a reason (the refusal quotes it)."""
+    for name, impl in sampling.SAMPLERS.items():
+        plan = ExecutionPlan.create(name, 50, batch_size=None if name in ("full", "fixed_order") else 5,
+                                    steps=None if name == "fixed_order" else 3)
+        if impl.schedule(plan) is None:
+            assert len(impl.no_event_reason) > 20, name
+
+
+# ------------------------------------------------------------------------------------------------
+# ε and calibration of a Poisson run, overflow slack included.
+
+MNIST_N, MNIST_B, MNIST_EPOCHS = 60_000, 2048, 3
+
+
+def _pld_epsilon(event: dp_event.DpEvent, delta: float) -> float:
+    """dp-accounting directly (not through dpprep), at dpprep's PLD discretisation."""
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    return float(accountant.compose(event).get_epsilon(delta))
+
+
+def test_readme_mnist_number_and_calibration_round_trip():
+    """README: Poisson, n = 60000, B = 2048, 3 epochs: 88 steps, z = 1.0623 for (2, 1e-5), the
+    plan's ε at its own calibration is <= the target and close to it, and it solves the
+    equation ε = ε_ideal(δ − (1 + e^ε)·p) that calibration solves."""
+    plan = ExecutionPlan.create("poisson", MNIST_N, batch_size=MNIST_B, epochs=MNIST_EPOCHS)
+    assert plan.steps == 88 == math.ceil(3 * 60_000 / 2048)
+    z = plan.calibrate(2.0, 1e-5)
+    assert z == pytest.approx(1.0623, abs=1e-4)
+    eps = plan.epsilon(z, 1e-5)
+    assert 2.0 - 1e-3 < eps <= 2.0
+    p = plan.overflow_probability()
+    assert 0 < p <= 1e-10
+    schedule = dp.DpSgdSchedule(88, "poisson", MNIST_B / MNIST_N)
+    assert eps == pytest.approx(dp.epsilon(z, 1e-5 - sampling.overflow_delta(eps, p), schedule), rel=1e-9)
+    # Independently: dp-accounting on the hand-built event at δ less the overflow slack pins the
+    # README's z (1 % less noise is far off the target).
+    slack = sampling.overflow_delta(2.0, p)
+    event = lambda zz: dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(2048 / 60_000, dp_event.GaussianDpEvent(zz)), 88)
+    assert _pld_epsilon(event(1.0623), 1e-5 - slack) == pytest.approx(2.0, abs=1e-3)
+    assert _pld_epsilon(event(1.0623 * 0.99), 1e-5 - slack) > 2.0 + 5e-3
+
+
+def test_calibrate_round_trips_rdp():
+    """The same round trip with the (fast) RDP accountant and a loose max_overflow_prob, where
+    the slack is a visible share of δ."""
+    plan = ExecutionPlan.create("poisson", 2000, batch_size=100, steps=50, max_overflow_prob=1e-7)
+    target = 1.0
+    z = plan.calibrate(target, 1e-5, options=RDP)
+    eps = plan.epsilon(z, 1e-5, options=RDP)
+    assert target - 1e-2 < eps <= target
+    assert plan.epsilon(z * 0.99, 1e-5, options=RDP) > target  # the smallest z, to ~1 %
+
+
+def test_poisson_epsilon_takes_the_overflow_slack_out_of_delta():
+    """plan.epsilon(z, δ) = dp.epsilon(z, δ − (1 + e^ε)·p) at its own ε (a consistent (ε, δ)
+    guarantee of the padded run), above the ideal mechanism's ε at δ. RDP accountant (fast) and
+    a loose max_overflow_prob, so the slack is a visible share of δ."""
+    z, delta = 1.1, 1e-5
+    plan = ExecutionPlan.create("poisson", 2000, batch_size=100, steps=50, max_overflow_prob=1e-7)
+    p = plan.overflow_probability()
+    assert 1e-8 < p <= 1e-7
+    schedule = dp.DpSgdSchedule(50, "poisson", 100 / 2000)
+    eps = plan.epsilon(z, delta, options=RDP)
+    slack = sampling.overflow_delta(eps, p)
+    assert slack > 0.05 * delta
+    assert eps == pytest.approx(dp.epsilon(z, delta - slack, schedule, options=RDP), rel=1e-9)
+    assert eps > dp.epsilon(z, delta, schedule, options=RDP) + 1e-3
+
+
+def test_plans_without_overflow_charge_exactly_the_schedule():
+    plan = ExecutionPlan.create("full", 100, steps=20)
+    assert plan.overflow_probability() == 0.0
+    assert plan.epsilon(5.0, 1e-5) == dp.epsilon(5.0, 1e-5, dp.DpSgdSchedule(20, "full"))
+    with pytest.raises(ValueError, match="replace_one guarantee"):
+        ExecutionPlan.create("fixed_order", 100, steps=5).epsilon(
+            1.0, 1e-5, options=AccountingOptions(neighbouring="add_remove"))
 
 
 def test_docstring_examples():
