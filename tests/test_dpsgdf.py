@@ -168,3 +168,49 @@ def test_grid_group_equals_fit_per_model():
                 for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
                     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-5)
                 assert res.evaluation[which]["accuracy"][s, p] == pytest.approx(alone.evaluation[which]["accuracy"])
+
+
+def _eqns(jaxpr, path=()):
+    """Every equation of a (closed) jaxpr and its sub-jaxprs, with the chain of enclosing primitives."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in inner.eqns:
+        yield eqn, path
+        for value in eqn.params.values():
+            subs = value if isinstance(value, (list, tuple)) else (value,)
+            for sub in subs:
+                if hasattr(sub, "eqns") or hasattr(sub, "jaxpr"):
+                    yield from _eqns(sub, path + (eqn.primitive.name,))
+
+
+def test_compiled_sweep_gathers_once_per_seed_and_step():
+    """The jaxpr of a DPSGD-F/DPSGD group: inside the step (the scan body) exactly one gather reads
+    the (n, d) data, shaped (seeds, pad, d): one batch per seed and step shared by all models, and
+    no (models × batch × d) array exists anywhere."""
+    seeds = 2
+    keys = jax.random.split(jax.random.key(0), seeds)
+    unit = dpsgdf.unit_normalize(X)
+    ms = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0, 10.0, 100.0], [0.5, 2.0], [0.1, 0.2], 2.0)
+    P = len(ms)
+    group = dpsgdf.grid_group("g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K)
+    config, names = group.config, tuple(group.points)
+    plan = make_plan(config, N)
+    static = dataclasses.replace(config, hyper=None)
+    seeded = tuple(name in group.per_seed for name in names)
+    fn = sweeps._compiled(static, plan, names, True, False, seeded)
+    base = dataclasses.replace(config.hyper, **{name: None for name in names})
+    values = tuple(jnp.asarray(group.points[name], jnp.float32) for name in names)
+    jaxpr = jax.make_jaxpr(fn)(base, config.model.init(None), jnp.asarray(unit), jnp.asarray(Y), keys, values,
+                               jnp.asarray(unit), jnp.asarray(Y))
+    eqns = list(_eqns(jaxpr))
+    data_gathers = [(e, path) for e, path in eqns if e.primitive.name == "gather"
+                    and tuple(e.invars[0].aval.shape) == (N, D)]
+    assert len(data_gathers) == 1, [(e.outvars[0].aval.shape, p) for e, p in data_gathers]
+    gather, path = data_gathers[0]
+    assert "scan" in path  # it is in the step
+    assert tuple(gather.outvars[0].aval.shape) == (seeds, plan.pad, D)
+    scans = [e for e, _ in eqns if e.primitive.name == "scan" and e.params["length"] == plan.steps]
+    assert scans  # the step loop: the gather above runs once per step
+    for e, _ in eqns:  # never a (models × batch × d) copy of the features
+        for v in e.outvars:
+            shape = tuple(getattr(v.aval, "shape", ()))
+            assert not (P in shape and plan.pad in shape and D in shape), (e.primitive.name, shape)
