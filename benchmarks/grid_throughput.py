@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import dpsgdf, sweeps
-from dpprep.algorithms import Hyper, make_plan, train
+from dpprep.algorithms import Hyper, make_plan, make_train_fn, train
 
 N, D, K = 60_000, 784, 10
 B, E, EPS = 4096, 1, 1.0
@@ -119,6 +119,15 @@ def main() -> None:
     jax.block_until_ready(outs)
     t_alone = (time.perf_counter() - start) * len(models) / len(alone)
 
+    # The same per-model runs without train's host-side input checks (the jitted single-run
+    # function): how much of the per-model cost is checking and moving the data each call.
+    single = jax.jit(make_train_fn(group.config, N))
+    xj, yj = jnp.asarray(unit), jnp.asarray(y, jnp.int32)
+    jax.block_until_ready(single(configs[0].hyper, params0, xj, yj, keys[0]))
+    start = time.perf_counter()
+    jax.block_until_ready([single(c.hyper, params0, xj, yj, keys[0]) for c in configs])
+    t_jit = (time.perf_counter() - start) * len(models) / len(alone)
+
     worst = 0.0
     for p, out in enumerate(outs):
         for which in ("last", "average"):
@@ -137,7 +146,9 @@ def main() -> None:
     projected = grid["total"] / (fraction * H100_FP32_PEAK)
     speedup = t_alone / t_batched
     print(f"batched: {t_batched:.2f} s for {len(models)} models ({achieved / 1e9:.1f} GFLOP/s by the §7.2 count)")
-    print(f"per-model: {t_alone:.2f} s" + ("" if len(alone) == len(models) else f" (first {len(alone)} timed, scaled)"))
+    print(f"per-model: {t_alone:.2f} s through train" + ("" if len(alone) == len(models) else f" (first {len(alone)} timed, scaled)")
+          + f"; {t_jit:.2f} s through the jitted single-run function without input checks "
+          f"(speedup {t_jit / t_batched:.1f})")
     print(f"machine float32 matmul rate: {peak / 1e9:.1f} GFLOP/s")
     print(f"paper grid FLOPs (§7.2, 10 seeds, with non-private): {grid['total']:.3g}")
     print(f"PROJECTION (not a measurement): the paper grid on one H100 at {fraction:.2f} of an assumed "
@@ -146,7 +157,8 @@ def main() -> None:
     args.out.write_text(json.dumps({
         "backend": jax.default_backend(), "device": jax.devices()[0].device_kind, "models": len(models),
         "steps": plan.steps, "pad": plan.pad, "seconds_batched": t_batched, "seconds_per_model_total": t_alone,
-        "models_timed_alone": len(alone), "speedup": speedup, "achieved_flops": achieved, "matmul_rate": peak,
+        "models_timed_alone": len(alone), "speedup": speedup, "seconds_per_model_jit_total": t_jit,
+        "speedup_vs_jit_single": t_jit / t_batched, "achieved_flops": achieved, "matmul_rate": peak,
         "roofline_fraction": fraction, "paper_grid_flops": grid, "assumed_h100_fp32_peak": H100_FP32_PEAK,
         "projected_h100_hours": projected / 3600, "max_relative_param_difference": worst}, indent=2))
     print(f"grid speedup batched/per-model: {speedup:.1f}; roofline fraction: {fraction:.2f}")

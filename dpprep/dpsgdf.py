@@ -31,6 +31,7 @@ Hyperparameter tuning is not charged (paper footnote 8, spec A17).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Sequence
 
@@ -192,10 +193,16 @@ class DpsgdfConfig:
         return self.sampling or ("poisson" if self.private else "shuffle")
 
 
+@functools.lru_cache(maxsize=32)
+def softmax_model(num_features: int, num_classes: int, fit_intercept: bool = True) -> models.Model:
+    """One model object per shape (compilations are cached on the model's identity)."""
+    return models.softmax_regression(num_features, num_classes, fit_intercept=fit_intercept)
+
+
 def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, noise_multiplier: float = 0.0,
                  model: models.Model | None = None) -> TrainConfig:
     """The engine config of ``cfg`` (hyper without the feature transform)."""
-    model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
+    model = model or softmax_model(num_features, num_classes, cfg.fit_intercept)
     hyper = (Hyper(cfg.learning_rate, noise_multiplier=noise_multiplier, clip_norm=cfg.clip_norm)
              if cfg.private else Hyper(cfg.learning_rate))
     epochs = cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
@@ -335,17 +342,34 @@ def grid_models(methods: Sequence[str], feature_norms: Sequence[float], learning
     return out
 
 
+def _setting(m: Model) -> str:
+    return f"{m.method}/{m.epsilon}/{m.eps_F}"
+
+
+def calibrate_models(model_list: Sequence[Model], batch_size: int, epochs: float, n: int, *, delta: float = 1e-5,
+                     neighbouring: str = "add_remove", unit: str | None = None) -> dict[str, float]:
+    """The DP-SGD multiplier of every distinct (method, ε, ε_F) among private ``model_list``
+    (JSON-able: ``{"method/eps/eps_F": z}``). A failed calibration raises ValueError naming ``unit``."""
+    out: dict[str, float] = {}
+    for m in model_list:
+        if m.method != "nonprivate" and _setting(m) not in out:
+            cfg = m.config(batch_size, epochs, neighbouring=neighbouring, delta=delta)
+            out[_setting(m)] = calibrate(cfg, n, unit=unit).noise_multiplier
+    return out
+
+
 def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: float, n: int,
                unit_mean: Any, seed_keys: jax.Array, *, delta: float = 1e-5,
                neighbouring: str = "add_remove", fit_intercept: bool = True, num_classes: int = 10,
                num_features: int | None = None, matmul_precision: str | None = None,
-               raw_features: bool = False) -> Group:
+               raw_features: bool = False, noise_multipliers: dict[str, float] | None = None) -> Group:
     """One (B, E) group as a :class:`~dpprep.sweeps.Group` over unit-normalised data: points
     ``feature_scale = C_F``, ``learning_rate = η``, ``noise_multiplier = z(ε, ε_F, B, E)`` and a
     per-seed ``feature_shift = μ̂`` (``C_F·(x̄̃ + σ_F·Δ·ξ_s/n)`` with ``ξ_s`` the seed's
     ``"private_mean"`` draw, shared by every ε_F and C_F of the seed; 0 for DPSGD). Private and
     non-private models cannot share a group (different samplers). ``raw_features``: no
-    normalisation (feature_scale 1, the raw-pixel variant)."""
+    normalisation (feature_scale 1, the raw-pixel variant). ``noise_multipliers``: the result of
+    :func:`calibrate_models` for these models (e.g. from a results store), else calibrated here."""
     if not model_list:
         raise ValueError("a grid group needs at least one model (empty grid)")
     private = {m.method != "nonprivate" for m in model_list}
@@ -356,15 +380,13 @@ def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: f
     d = num_features or unit_mean.shape[0]
     first = model_list[0].config(batch_size, epochs, neighbouring=neighbouring, fit_intercept=fit_intercept,
                                  matmul_precision=matmul_precision, iterates="both")
-    z_cache: dict[tuple, float] = {}
+    if private and noise_multipliers is None:
+        noise_multipliers = calibrate_models(model_list, batch_size, epochs, n, delta=delta,
+                                             neighbouring=neighbouring, unit=key)
     zs, scales, lrs, mults = [], [], [], []
     for m in model_list:
-        cfg = m.config(batch_size, epochs, neighbouring=neighbouring, fit_intercept=fit_intercept)
         if private:
-            ck = (m.method, m.epsilon, m.eps_F)
-            if ck not in z_cache:
-                z_cache[ck] = calibrate(cfg, n, unit=key).noise_multiplier
-            zs.append(z_cache[ck])
+            zs.append(noise_multipliers[_setting(m)])
         scales.append(1.0 if raw_features else m.feature_norm)
         lrs.append(m.learning_rate)
         mults.append(mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)

@@ -31,7 +31,6 @@ are marked a miss with that reason.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -136,64 +135,81 @@ def seed_keys(name: str, seeds: int) -> jax.Array:
     return jax.random.split(jax.random.key(int(_digest(name)[:6], 16)), seeds)
 
 
-def build_units(ds: dict, grid: Grid) -> list[tuple[dict, sweeps.Group, list[dpsgdf.Model], str]]:
-    """Every unit of one dataset: (meta, group, models, variant)."""
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One resumable unit: a (dataset, ε, B, E[, variant]) group of models."""
+
+    key: str
+    meta: dict
+    models: tuple
+    batch_size: int
+    epochs: float
+    seeds: int
+    variant: str = "main"
+    options: tuple = ()  # extra keywords of dpsgdf.grid_group, as (name, value) pairs
+
+
+def build_units(ds: dict, grid: Grid) -> list[Unit]:
+    """Every unit of one dataset (main grid, non-private, A15 sensitivity variants)."""
     n = ds["unit"].shape[0]
-    keys = seed_keys(ds["name"], grid.seeds)
+    name = ds["name"]
+    digest = lambda models, seeds: _digest([dataclasses.astuple(m) for m in models] + [seeds, n, grid.matmul_precision])
     out = []
-    common = dict(num_classes=ds["num_classes"], matmul_precision=grid.matmul_precision, delta=DELTA)
     for eps in grid.epsilons:
-        models = dpsgdf.grid_models(["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps)
+        models = tuple(dpsgdf.grid_models(["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps))
         for b, e in grid.private_groups:
-            key = f"{ds['name']}/eps={eps:g}/B={b}/E={e:g}/main/{_digest([dataclasses.astuple(m) for m in models] + [grid.seeds, n, grid.matmul_precision])}"
-            out.append(({"dataset": ds["name"], "epsilon": eps, "B": b, "E": e, "variant": "main"},
-                        functools.partial(dpsgdf.grid_group, key, models, b, e, n, ds["unit_mean"], keys, **common),
-                        models, "main"))
-    np_models = dpsgdf.grid_models(["nonprivate"], grid.np_feature_norms, grid.np_learning_rates, (), None)
+            out.append(Unit(f"{name}/eps={eps:g}/B={b}/E={e:g}/main/{digest(models, grid.seeds)}",
+                            {"dataset": name, "epsilon": eps, "B": b, "E": e, "variant": "main"}, models, b, e, grid.seeds))
+    np_models = tuple(dpsgdf.grid_models(["nonprivate"], grid.np_feature_norms, grid.np_learning_rates, (), None))
     for b, e in grid.np_groups:
-        key = f"{ds['name']}/nonprivate/B={b}/E={e:g}/{_digest([dataclasses.astuple(m) for m in np_models] + [grid.seeds, n])}"
-        out.append(({"dataset": ds["name"], "epsilon": None, "B": b, "E": e, "variant": "main"},
-                    functools.partial(dpsgdf.grid_group, key, np_models, b, e, n, ds["unit_mean"], keys, **common),
-                    np_models, "main"))
+        out.append(Unit(f"{name}/nonprivate/B={b}/E={e:g}/{digest(np_models, grid.seeds)}",
+                        {"dataset": name, "epsilon": None, "B": b, "E": e, "variant": "main"}, np_models, b, e, grid.seeds))
     if grid.sensitivity_seeds:
-        skeys = keys[: grid.sensitivity_seeds]
         b, e = grid.private_groups[0]
-        nb = dpsgdf.grid_models(["dpsgd"], grid.feature_norms, grid.learning_rates, (), 1.0)
-        key = f"{ds['name']}/eps=1/B={b}/E={e:g}/no_bias/{_digest([dataclasses.astuple(m) for m in nb] + [grid.sensitivity_seeds, n])}"
-        out.append(({"dataset": ds["name"], "epsilon": 1.0, "B": b, "E": e, "variant": "no_bias"},
-                    functools.partial(dpsgdf.grid_group, key, nb, b, e, n, ds["unit_mean"], skeys,
-                                      fit_intercept=False, **common), nb, "no_bias"))
-        raw = [dpsgdf.Model("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw]
-        key = f"{ds['name']}/eps=1/B={b}/E={e:g}/raw_pixels/{_digest([dataclasses.astuple(m) for m in raw] + [grid.sensitivity_seeds, n])}"
-        out.append(({"dataset": ds["name"], "epsilon": 1.0, "B": b, "E": e, "variant": "raw_pixels"},
-                    functools.partial(dpsgdf.grid_group, key, raw, b, e, n, np.zeros(ds["unit"].shape[1]), skeys,
-                                      raw_features=True, **common), raw, "raw_pixels"))
+        s = grid.sensitivity_seeds
+        nb = tuple(dpsgdf.grid_models(["dpsgd"], grid.feature_norms, grid.learning_rates, (), 1.0))
+        out.append(Unit(f"{name}/eps=1/B={b}/E={e:g}/no_bias/{digest(nb, s)}",
+                        {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "no_bias"}, nb, b, e, s,
+                        "no_bias", (("fit_intercept", False),)))
+        raw = tuple(dpsgdf.Model("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw)
+        out.append(Unit(f"{name}/eps=1/B={b}/E={e:g}/raw_pixels/{digest(raw, s)}",
+                        {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "raw_pixels"}, raw, b, e, s,
+                        "raw_pixels", (("raw_features", True),)))
     return out
 
 
 def run_dataset(ctx: RunContext, ds: dict, grid: Grid) -> pd.DataFrame:
-    """Runs (or resumes) every unit of one dataset; returns one row per (unit, model, seed)."""
+    """Runs (or resumes) every unit of one dataset; returns one row per (unit, model, seed).
+    A unit's noise multipliers are a unit of their own (calibrated once, kept on disk), so a
+    resumed run neither recalibrates nor recomputes a finished unit."""
     rows = []
     store = _store(ctx.store)
-    for meta, make_group, models, variant in build_units(ds, grid):
+    n = ds["unit"].shape[0]
+    for unit in build_units(ds, grid):
         start = time.perf_counter()
-        group = make_group()  # calibrates z for the unit (ValueError naming the unit if it fails)
-        seeds = grid.sensitivity_seeds if variant != "main" else grid.seeds
-        keys = seed_keys(ds["name"], grid.seeds)[:seeds]
-        x, xt = (ds["x_raw"], ds["x_test_raw"]) if variant == "raw_pixels" else (ds["unit"], ds["x_test_unit"])
+        private = unit.models[0].method != "nonprivate"
+        zs = (ctx.store.run(unit.key + "/calibration", lambda u=unit: dpsgdf.calibrate_models(
+            u.models, u.batch_size, u.epochs, n, delta=DELTA, unit=u.key)) if private else None)
+        keys = seed_keys(ds["name"], grid.seeds)[: unit.seeds]
+        options = dict(unit.options)
+        mean = np.zeros(ds["unit"].shape[1]) if unit.variant == "raw_pixels" else ds["unit_mean"]
+        group = dpsgdf.grid_group(unit.key, list(unit.models), unit.batch_size, unit.epochs, n, mean, keys,
+                                  num_classes=ds["num_classes"], matmul_precision=grid.matmul_precision, delta=DELTA,
+                                  noise_multipliers=zs, **options)
+        x, xt = (ds["x_raw"], ds["x_test_raw"]) if unit.variant == "raw_pixels" else (ds["unit"], ds["x_test_unit"])
         params0 = group.config.model.init(None)
         (record,) = sweeps.run_groups([group], params0, (x, ds["y"]), keys, store, eval_data=(xt, ds["y_test"]),
                                       progress=ctx.progress, memory_budget=grid.memory_budget)
         acc_last = np.asarray(record["evaluation"]["last"]["accuracy"])
         acc_avg = np.asarray(record["evaluation"]["average"]["accuracy"])
         z = group.points.get("noise_multiplier")
-        for p, m in enumerate(models):
+        for p, m in enumerate(unit.models):
             for s in range(acc_last.shape[0]):
-                rows.append({**meta, "method": m.method, "eps_F": m.eps_F, "C_F": m.feature_norm,
+                rows.append({**unit.meta, "method": m.method, "eps_F": m.eps_F, "C_F": m.feature_norm,
                              "lr": m.learning_rate, "seed": s, "z": None if z is None else float(z[p]),
                              "acc_last": 100 * float(acc_last[s, p]), "acc_average": 100 * float(acc_avg[s, p]),
                              "group": group.key})
-        ctx.progress(f"{group.key}: {len(models)} models x {acc_last.shape[0]} seeds in {time.perf_counter() - start:.1f}s")
+        ctx.progress(f"{group.key}: {len(unit.models)} models x {acc_last.shape[0]} seeds in {time.perf_counter() - start:.1f}s")
     return pd.DataFrame(rows)
 
 

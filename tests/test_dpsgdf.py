@@ -153,7 +153,7 @@ def test_grid_group_equals_fit_per_model():
     """Every model of a shared-batch group equals running it alone (fit -> train) with its key."""
     keys = jax.random.split(jax.random.key(11), 2)
     unit = dpsgdf.unit_normalize(X)
-    ms = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0, 10.0], [0.5, 2.0], [0.1, 0.2], 2.0)
+    ms = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0, 10.0], [2.0], [0.1, 0.2], 2.0)
     group = dpsgdf.grid_group("g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K)
     assert group.per_seed == ("feature_shift",) and group.points["feature_shift"].shape == (2, len(ms), D)
     res = sweeps.sweep_points(group.config, group.config.model.init(None), (unit, Y), keys, group.points,
