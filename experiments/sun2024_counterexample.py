@@ -81,8 +81,14 @@ def e1_cell(n: int, eps: float, mu: float, steps: int, cfg: Cfg, seed: int) -> l
     clip = np.repeat([c for c, _ in combos], reps)
     lr = np.repeat([l for _, l in combos], reps)
     sigma = np.array([th.alg1_sigma(n, eps, DELTA, c, steps) for c in clip])
-    out = th.simulate_types(xt, yt, th.replacement_counts(shares, b, len(clip), rng), clip=clip, lr=lr,
-                            noise_std_sum=sigma * b, normaliser=b, steps=steps, rng=rng)
+    draws: dict[int, np.ndarray] = {}
+
+    def k_plus(t):
+        draws[t] = rng.binomial(b, 0.5, size=len(clip)).astype(float)
+        return draws[t]
+
+    out = th.simulate_counterexample(mu, k_plus, lambda t: b - draws.pop(t), clip=clip, lr=lr,
+                                     noise_std_sum=sigma * b, normaliser=b, steps=steps, rng=rng)
     w = out["average"]
     bound = norm.cdf(-n * eps / (mu * math.sqrt(8 * math.log(1 / DELTA))))
     rows = []

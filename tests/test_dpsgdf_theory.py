@@ -42,6 +42,10 @@ def test_type_collapsed_equals_per_example_with_the_same_draws(sampling):
                             steps=steps, rng=rng, noise=lambda t: noise[t][None])
     np.testing.assert_allclose(col["last"][0], per["last"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(col["average"][0], per["average"], rtol=1e-12, atol=1e-12)
+    fast = th.simulate_counterexample(mu, lambda t: counts[t][:1], lambda t: counts[t][1:], clip=clip, lr=lr,
+                                      noise_std_sum=s, normaliser=norm, steps=steps, rng=rng,
+                                      noise=lambda t: noise[t][None])
+    np.testing.assert_allclose(fast["average"][0], per["average"], rtol=1e-10, atol=1e-12)
 
 
 def test_alg1_constants():
