@@ -1,4 +1,5 @@
-# Quick start: `make reproduce` (all tables/figures into results/) and `make test`.
+# Quick start: `make reproduce` (all tables/figures of the quick profile into results/) and `make test`.
+# `make reproduce ARGS="--profile smoke"` writes results-smoke/ (git-ignored), never results/.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -1,8 +1,9 @@
 """Writing results: atomic files, provenance, resumable units of work and paper comparisons.
 
 Every experiment writes through these helpers so that (i) an interrupted run never leaves a
-half-written file, (ii) a re-run skips units of work already finished, and (iii) every result row
-records the seed, config and package versions that produced it.
+half-written file, (ii) a re-run skips units of work already finished by the same code, and (iii)
+every result row records the seed, config and provenance (source digest, package versions, time)
+of the computation that produced it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -38,9 +40,48 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def provenance_json() -> str:
-    """Package versions as a compact JSON string, for a ``versions`` column of a results table."""
-    return json.dumps(package_versions(), sort_keys=True, separators=(",", ":"))
+# The code whose edits must invalidate cached units: the package and the experiments beside it.
+_SOURCE_DIRS = ("dpprep", "experiments")
+
+
+def tree_digest(root: Path | str, subdirs: Iterable[str] = _SOURCE_DIRS) -> str:
+    """sha256 over the ``.py`` files under ``root/<subdir>``: relative path and content only (no
+    absolute paths or mtimes), so a fresh clone of the same commit gets the same digest."""
+    root = Path(root)
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for subdir in subdirs if (root / subdir).is_dir()
+        for path in (root / subdir).rglob("*.py")
+    )
+    digest = hashlib.sha256()
+    for relpath, path in files:
+        for part in (relpath.encode(), path.read_bytes()):
+            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest() -> str:
+    """The digest of this checkout's ``dpprep/`` and ``experiments/`` sources (once per process)."""
+    return tree_digest(Path(__file__).resolve().parents[1])
+
+
+def code_identity() -> dict[str, Any]:
+    """What decides a computation besides its config: our source and the installed stack."""
+    return {"source": source_digest(), "versions": package_versions()}
+
+
+def provenance() -> dict[str, Any]:
+    """:func:`code_identity` plus the time (UTC), for a record computed now."""
+    return code_identity() | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def provenance_json(record: dict[str, Any] | None = None) -> str:
+    """The code that produced a row, as compact JSON for a ``versions`` column: ``record``'s (e.g.
+    a cached unit's, from :meth:`UnitStore.provenance`), else this code's. The time a unit was
+    computed stays in its unit file, so regenerated tables are byte-identical when nothing changed."""
+    identity = code_identity() if record is None else {k: v for k, v in record.items() if k != "computed"}
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
 def config_json(config: Any) -> str:
@@ -48,6 +89,19 @@ def config_json(config: Any) -> str:
     if dataclasses.is_dataclass(config):
         config = dataclasses.asdict(config)
     return json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file now (0o666 less the current umask).
+    Read from /proc where it exists: ``os.umask`` can only read the mask by setting it, which
+    would briefly give other threads' files a mask of 0."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)
+    except (OSError, TypeError):
+        mask = os.umask(0)
+        os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
@@ -58,6 +112,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, umask_mode())  # mkstemp creates 0600; outputs are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -80,6 +135,7 @@ def save_figure(fig: Any, path: Path | str, **kwargs: Any) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, **({"dpi": 130, "bbox_inches": "tight"} | kwargs))
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -92,37 +148,185 @@ def _unit_filename(key: str) -> str:
     return f"{slug}-{digest}.json"
 
 
+def _canonical(payload: dict) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=float)
+
+
+def _checksum(payload: dict) -> str:
+    return hashlib.sha256(_canonical(payload).encode()).hexdigest()
+
+
+class CorruptUnit(ValueError):
+    """A unit file that is not a record this module wrote (truncated, binary or edited)."""
+
+
+def read_unit(path: Path | str) -> dict:
+    """A unit file's record ``{"key", "provenance", "value"}``, its checksum verified."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+        checksum = record.pop("checksum")
+        ok = set(record) == {"key", "provenance", "value"} and checksum == _checksum(record)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
+        raise CorruptUnit(f"unit file {path} is unreadable ({type(err).__name__}: {err})") from err
+    if not ok:
+        raise CorruptUnit(f"unit file {path} fails its checksum (edited or damaged)")
+    return record
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (1-based, 1 ≤ K ≤ N) as ``(K, N)``."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise ValueError(f"shard must look like K/N (e.g. 2/8), got {text!r}")
+    k, n = int(match[1]), int(match[2])
+    if not 1 <= k <= n:
+        raise ValueError(f"shard K/N needs 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+class UnitsElsewhere(RuntimeError):
+    """Shard mode: this shard's units are done, the rest of a grid belongs to other shards."""
+
+    def __init__(self, pending: dict[int, int], shard: tuple[int, int]):
+        self.pending, self.shard = dict(sorted(pending.items())), shard
+        where = ", ".join(f"{count} in shard {k}/{shard[1]}" for k, count in self.pending.items())
+        super().__init__(f"{sum(pending.values())} unit(s) left to other shards ({where})")
+
+
+class MissingUnits(RuntimeError):
+    """Merge mode: grid units that no shard delivered (or only from other code)."""
+
+
 class UnitStore:
     """Resumable units of work: ``store.run(key, fn)`` computes ``fn()`` once and remembers it.
 
-    Records are JSON dicts kept under ``directory`` (one file per unit, written atomically), so a
-    killed run resumes where it stopped; ``fresh=True`` ignores (and overwrites) what exists.
+    Records are JSON files under ``directory`` (one per unit, written atomically), so a killed run
+    resumes where it stopped. A record holds its key, value, provenance (source digest, package
+    versions, time computed) and a checksum; it is reused only by the same code (same source digest
+    and versions), so an edit to ``dpprep/`` or ``experiments/`` or an upgrade recomputes it. A
+    damaged or edited file is named in a warning and recomputed. ``fresh=True`` ignores what exists.
+
+    Grids go through :meth:`run_many`, which is what ``run_all --shard K/N`` spreads over machines:
+    with ``shard=(K, N)`` it computes only its slice and raises :class:`UnitsElsewhere` when other
+    slices are missing; with ``merge=N`` (assembling N shards) it computes none of them and raises
+    :class:`MissingUnits` naming each missing key and its shard.
+    :meth:`run` always computes (meant for cheap analytic units every shard can redo).
     """
 
-    def __init__(self, directory: Path | str, *, fresh: bool = False):
+    def __init__(
+        self,
+        directory: Path | str,
+        *,
+        fresh: bool = False,
+        shard: tuple[int, int] | None = None,
+        merge: int | None = None,
+    ):
+        if shard is not None:
+            k, n = shard
+            if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
+                raise ValueError(f"shard must be (K, N) with 1 <= K <= N, got {shard!r}")
+            if merge is not None:
+                raise ValueError("shard and merge exclude each other: merge assembles every shard's units")
+        if merge is not None and not (isinstance(merge, int) and merge >= 1):
+            raise ValueError(f"merge must be the number of shards (>= 1), got {merge!r}")
         self.directory = Path(directory)
         self.fresh = fresh
+        self.shard = shard
+        self.merge = merge
+        self._provenance: dict[str, dict] = {}
 
     def _path(self, key: str) -> Path:
         return self.directory / _unit_filename(key)
 
     def load(self, key: str) -> dict | None:
+        """The value of a unit finished by this code, or None (absent, stale or damaged)."""
         path = self._path(key)
         if self.fresh or not path.exists():
             return None
-        record = json.loads(path.read_text())
-        return record["value"] if record.get("key") == key else None
+        try:
+            record = read_unit(path)
+        except CorruptUnit as err:
+            warnings.warn(f"{err}; recomputing it", stacklevel=2)
+            return None
+        if record["key"] != key or not _same_code(record["provenance"]):
+            return None
+        self._provenance[key] = record["provenance"]
+        return record["value"]
 
-    def save(self, key: str, value: dict) -> None:
-        atomic_write_text(self._path(key), json.dumps({"key": key, "value": value}, default=float))
+    def save(self, key: str, value: dict) -> dict:
+        """Records ``value`` as computed now by this code; returns it as a reload would (JSON types)."""
+        # Key order is kept (tables built from values keep their column order); the checksum is
+        # over the canonical (sorted) form, so it does not depend on it.
+        payload = json.loads(json.dumps({"key": key, "provenance": provenance(), "value": value},
+                                        separators=(",", ":"), default=float))
+        atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}))
+        self._provenance[key] = payload["provenance"]
+        return payload["value"]
+
+    def provenance(self, key: str) -> dict:
+        """Provenance of a unit this store ran or loaded: when and by which code it was computed."""
+        if key not in self._provenance:
+            raise KeyError(f"unit {key!r} was not run or loaded by this store")
+        return self._provenance[key]
 
     def run(self, key: str, compute: Callable[[], dict]) -> dict:
         cached = self.load(key)
         if cached is not None:
             return cached
-        value = compute()
-        self.save(key, value)
-        return value
+        # The JSON round trip makes a first run and a resumed one return identical values.
+        return self.save(key, compute())
+
+    def shard_of(self, keys: Sequence[str], n: int) -> dict[str, int]:
+        """Each key's shard (1-based) of ``n``: round robin over the keys sorted by digest, so the
+        split is balanced within one unit and depends on the set of keys only (not their order)."""
+        ranked = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+        return {k: i % n + 1 for i, k in enumerate(ranked)}
+
+    def run_many(self, items: Sequence[tuple[str, Callable[[], dict]]]) -> list[dict]:
+        """``[run(key, compute) for key, compute in items]``, spread over shards in shard mode.
+
+        In shard mode every shard reaches the same call with the same keys; it computes (or loads)
+        its own slice first, then raises :class:`UnitsElsewhere` if units of other slices are not in
+        ``directory`` yet. An experiment should therefore submit a grid in one call: a later
+        ``run_many`` is not reached while an earlier one has units pending elsewhere.
+        """
+        keys = [key for key, _ in items]
+        if len(set(keys)) != len(keys):
+            raise ValueError("items must have distinct keys")
+        if self.shard is None and self.merge is None:
+            return [self.run(key, compute) for key, compute in items]
+        n = self.shard[1] if self.shard else self.merge
+        owner = self.shard_of(keys, n)
+        values: dict[str, dict] = {}
+        for key, compute in items:
+            if self.shard is not None and owner[key] == self.shard[0]:
+                values[key] = self.run(key, compute)
+        missing = []
+        for key in keys:
+            if key not in values:
+                cached = self.load(key)
+                if cached is None:
+                    missing.append(key)
+                else:
+                    values[key] = cached
+        if missing and self.shard is not None:
+            pending: dict[int, int] = {}
+            for key in missing:
+                pending[owner[key]] = pending.get(owner[key], 0) + 1
+            raise UnitsElsewhere(pending, self.shard)
+        if missing:
+            listed = ", ".join(f"{k!r} (shard {owner[k]}/{n})" for k in missing[:5])
+            raise MissingUnits(
+                f"{len(missing)} of {len(keys)} grid unit(s) missing from {self.directory} (not delivered by "
+                f"their shard, or computed by other code): {listed}" + (" ..." if len(missing) > 5 else "")
+            )
+        return [values[key] for key in keys]
+
+
+def _same_code(record_provenance: dict) -> bool:
+    identity = code_identity()
+    return all(record_provenance.get(field) == value for field, value in identity.items())
 
 
 class Progress:

@@ -3,7 +3,11 @@
 Every experiment module exposes ``run(ctx: RunContext) -> list[Comparison]`` and ends with
 ``if __name__ == "__main__": main_for("<id>")``.
 It writes its tables/figures into ``ctx.out_dir`` through ``dpprep.results`` (atomic writes), caches
-each finished unit of work in ``ctx.store`` and returns the paper-vs-ours rows for REPORT.md.
+each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many``, which
+``run_all --shard`` spreads over machines) and returns the paper-vs-ours rows for REPORT.md.
+A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
+for a row from unit ``key`` (computed now or by an earlier run), ``provenance_json()`` for a row
+computed now without a unit.
 Run one alone with ``python -m experiments.<module> [--profile P] [--out DIR]``.
 """
 
@@ -15,9 +19,19 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from dpprep.results import Comparison, Progress, UnitStore, comparisons_frame, write_csv
+from dpprep.results import Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame, write_csv
 
 PROFILES = ("smoke", "quick", "paper")
+# Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so
+# REPORT.md never presents an earlier run's numbers as current.
+FAILURE_FILE = "FAILED.txt"
+COMMITTED_PROFILE = "quick"  # the profile whose outputs are committed in results/
+
+
+def default_out(profile: str) -> Path:
+    """results/ for the committed profile, results-<profile>/ (git-ignored) for the others, so a
+    smoke or paper run never silently replaces the committed numbers."""
+    return Path("results" if profile == COMMITTED_PROFILE else f"results-{profile}")
 
 # Experiment id -> (module under experiments/, one-line title). Order is the order of REPORT.md.
 REGISTRY: dict[str, tuple[str, str]] = {
@@ -61,20 +75,34 @@ def run_experiment(
     fresh: bool = False,
     data_dir: Path | None = None,
     quiet: bool = False,
+    shard: tuple[int, int] | None = None,
+    merge: int | None = None,
 ) -> list[Comparison]:
-    """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``."""
+    """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``.
+
+    ``shard``/``merge`` go to the :class:`UnitStore` (see ``run_all --shard/--merge``); in shard
+    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``. A
+    failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     module = load(experiment_id)
     out_dir = Path(results_dir) / experiment_id
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
-    store = UnitStore(out_dir / ".units" / profile, fresh=fresh)
+    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge)
     ctx = RunContext(profile, out_dir, store, Progress(experiment_id, quiet=quiet), data_dir)
-    comparisons = list(module.run(ctx))
+    failure = out_dir / FAILURE_FILE
+    try:
+        comparisons = list(module.run(ctx))
+    except UnitsElsewhere:
+        raise  # not a failure: this shard's part is done
+    except Exception as err:
+        atomic_write_text(failure, f"profile {profile}: {type(err).__name__}: {err}\n")
+        raise
     frame = comparisons_frame(comparisons)
     frame.insert(0, "profile", profile)
     write_csv(frame, out_dir / "comparisons.csv")
+    failure.unlink(missing_ok=True)
     return comparisons
 
 
@@ -82,10 +110,12 @@ def main_for(experiment_id: str) -> None:
     """``python -m experiments.<module>`` entry point."""
     parser = argparse.ArgumentParser(description=f"Run experiment {experiment_id!r} alone.")
     parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
-    comparisons = run_experiment(experiment_id, args.profile, args.out, fresh=args.fresh, data_dir=args.data_dir)
+    out = args.out or default_out(args.profile)
+    print(f"profile {args.profile} -> {out}/")
+    comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir)
     for c in comparisons:
         print(f"{c.status:5s} {c.quantity}: paper {c.paper} | ours {c.measured} ({c.tolerance})")

@@ -251,10 +251,10 @@ def run(ctx: RunContext) -> list[Comparison]:
         unit = f"fig2-{key}-{config_json(cfg)}"
         ctx.progress(f"panel {key}: {len(g[key])} points")
         record = ctx.store.run(unit, lambda b=builder, x=g[key]: b(x, cfg).to_dict(orient="list"))
-        frames.append(pd.DataFrame(record))
+        # Each panel's rows carry the provenance of the unit that computed them.
+        frames.append(pd.DataFrame(record).assign(versions=provenance_json(ctx.store.provenance(unit))))
     frame = pd.concat(frames, ignore_index=True)
-    frame["config"] = config_json(cfg)
-    frame["versions"] = provenance_json()
+    frame.insert(len(frame.columns) - 1, "config", config_json(cfg))
     write_csv(frame, ctx.out_dir / "fig2.csv")
     plot(frame, ctx.out_dir / "fig2.png")
     return comparisons(frame, cfg)

@@ -140,7 +140,7 @@ def run(ctx: RunContext) -> list[Comparison]:
         for step in preprocess_steps(x, groups, cfg)]})
     steps = [step | {"sensitivity": Sensitivity(*step["sensitivity"])} for step in cached["steps"]]
 
-    rows = []
+    rows, versions = [], []
     for mechanism in cfg.mechanisms:
         factory = MECHANISMS[mechanism][1](cfg)
         key = f"base|{mechanism}|{cfg.target_epsilon}|{cfg.delta}|{cfg.smoothness}|{cfg.calibration_rtol}"
@@ -152,11 +152,12 @@ def run(ctx: RunContext) -> list[Comparison]:
             key = f"{mechanism}|{step['step']}|n={n}|linf={s.linf!r}|l2={s.l2!r}|base={base!r}|{config_json(cfg)}"
             ctx.progress(f"{mechanism}: {step['step']}")
             rows.append(ctx.store.run(key, lambda: analyse(step, mechanism, base, cfg, n)) | {"detail": step["detail"]})
+            versions.append(provenance_json(ctx.store.provenance(key)))  # of the unit's computation
     frame = pd.DataFrame(rows)
     frame["n"] = n
     frame["seed"] = cfg.seed
     frame["config"] = config_json(cfg)
-    frame["versions"] = provenance_json()
+    frame["versions"] = versions
     write_csv(frame, ctx.out_dir / "pipeline_demo.csv")
     atomic_write_text(ctx.out_dir / "pipeline_demo.md", markdown(frame, steps, cfg, n, ctx.profile))
 

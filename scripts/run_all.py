@@ -1,19 +1,29 @@
 #!/usr/bin/env python
-"""Regenerates every table and figure into results/ and writes results/REPORT.md.
+"""Regenerates every table and figure and writes REPORT.md.
 
-    python scripts/run_all.py                       # quick profile (laptop CPU)
-    python scripts/run_all.py --profile paper       # full grids (GPU recommended)
+    python scripts/run_all.py                       # quick profile (laptop CPU) into results/
+    python scripts/run_all.py --profile paper       # full grids (GPU recommended) into results-paper/
     python scripts/run_all.py --only datasets --out /tmp/r
     python scripts/run_all.py --list
 
-Finished units of work are cached under results/<id>/.units/<profile>/ so an interrupted run
-resumes where it stopped; --fresh recomputes everything.
+results/ holds the committed quick profile; other profiles go to results-<profile>/ unless --out
+says otherwise. Finished units of work are cached under <out>/<id>/.units/<profile>/ with the source
+digest and package versions that computed them, so an interrupted run resumes where it stopped and
+a code change recomputes what it may change; --fresh recomputes everything.
+
+Many machines: `--shard K/N` (1-based) computes the K-th of N disjoint slices of every grid (one
+job of a job array) and writes no REPORT.md; `--merge SHARD_DIR...` copies the shards' units into
+--out (checksums verified) and assembles every table and REPORT.md from them without computing any
+grid unit. Shards that share one --out need `--merge` with no directories.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -23,59 +33,167 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 import experiments  # noqa: E402
-from dpprep.results import atomic_write_text, package_versions  # noqa: E402
+from dpprep.results import (  # noqa: E402
+    CorruptUnit,
+    MissingUnits,
+    UnitsElsewhere,
+    atomic_write_bytes,
+    atomic_write_text,
+    code_identity,
+    parse_shard,
+    read_unit,
+)
+
+SHARD_MANIFESTS = ".shards"  # <out>/.shards/K-of-N-<profile>.json: which shard ran, for --merge
+_COLUMNS = ["quantity", "paper", "measured", "tolerance", "status", "note"]
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    columns = ["quantity", "paper", "measured", "tolerance", "status", "note"]
     marks = {"pass": "✅ pass", "miss": "❌ miss", "info": "ℹ️ info"}
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
     for _, row in frame.iterrows():
-        cells = [str(row[c]) if pd.notna(row[c]) else "" for c in columns]
+        cells = [str(row[c]) if pd.notna(row[c]) else "" for c in _COLUMNS]
         cells[4] = marks.get(cells[4], cells[4])
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)
 
 
-def write_report(results_dir: Path) -> Path:
-    """Collects every experiment's comparisons.csv (run now or earlier) into REPORT.md."""
-    sections = []
-    totals = {"pass": 0, "miss": 0, "info": 0}
-    for experiment_id in experiments.REGISTRY:
-        path = results_dir / experiment_id / "comparisons.csv"
-        title = experiments.title(experiment_id)
-        if not path.exists():
-            sections.append(f"## `{experiment_id}` — {title}\n\n_Not run yet._\n")
-            continue
+def _read_comparisons(path: Path) -> pd.DataFrame:
+    """An experiment's comparisons.csv; ValueError when it is not one."""
+    try:
         frame = pd.read_csv(path, keep_default_na=False)
-        for status in totals:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{type(err).__name__}: {err}") from err
+    absent = [c for c in ["profile", *_COLUMNS] if c not in frame.columns]
+    if absent:
+        raise ValueError(f"columns {absent} missing")
+    return frame
+
+
+def write_report(results_dir: Path) -> Path:
+    """Collects every experiment's comparisons.csv (run now or earlier) into REPORT.md; an experiment
+    whose latest run failed shows the failure instead of its earlier numbers."""
+    sections = []
+    totals = {"pass": 0, "miss": 0, "info": 0, "failed": 0, "unreadable": 0}
+    for experiment_id in experiments.REGISTRY:
+        directory = results_dir / experiment_id
+        head = f"## `{experiment_id}` — {experiments.title(experiment_id)}\n\n"
+        failure = directory / experiments.FAILURE_FILE
+        if failure.exists():
+            totals["failed"] += 1
+            error = failure.read_text(errors="replace").strip()
+            sections.append(
+                f"{head}**❌ FAILED** in its latest run; files left in [`{experiment_id}/`]({experiment_id}/) "
+                f"are from an earlier run and not reported.\n\n```\n{error[:2000]}\n```\n"
+            )
+            continue
+        path = directory / "comparisons.csv"
+        if not path.exists():
+            sections.append(f"{head}_Not run yet._\n")
+            continue
+        try:
+            frame = _read_comparisons(path)
+        except ValueError as err:
+            totals["unreadable"] += 1
+            sections.append(f"{head}**⚠️ UNREADABLE**: `{experiment_id}/comparisons.csv` ({err}); rerun it.\n")
+            continue
+        for status in ("pass", "miss", "info"):
             totals[status] += int((frame["status"] == status).sum())
         profile = frame["profile"].iloc[0] if len(frame) else "?"
         sections.append(
-            f"## `{experiment_id}` — {title}\n\nProfile: `{profile}`. "
-            f"Outputs: [`{experiment_id}/`]({experiment_id}/).\n\n{_markdown_table(frame)}\n"
+            f"{head}Profile: `{profile}`. Outputs: [`{experiment_id}/`]({experiment_id}/).\n\n{_markdown_table(frame)}\n"
         )
-    versions = ", ".join(f"{k} {v}" for k, v in package_versions().items())
+    identity = code_identity()
+    versions = ", ".join(f"{k} {v}" for k, v in identity["versions"].items())
     header = (
         "# dpprep results report\n\n"
         "Each paper (or reproduction-spec) number next to the one our code produced, with the "
         "tolerance and a pass/miss mark. `info` rows report a measured value without a target.\n\n"
-        f"Totals: {totals['pass']} pass, {totals['miss']} miss, {totals['info']} info.\n\n"
-        f"Generated by `scripts/run_all.py` with {versions}.\n"
+        f"Totals: {totals['pass']} pass, {totals['miss']} miss, {totals['info']} info"
+        + "".join(f", {totals[k]} {k}" for k in ("failed", "unreadable") if totals[k])
+        + ".\n\n"
+        f"Generated by `scripts/run_all.py` (source digest `{identity['source']}`) with {versions}; "
+        "each table's `versions` column records the computation behind each row.\n"
     )
     report = results_dir / "REPORT.md"
     atomic_write_text(report, header + "\n" + "\n".join(sections))
     return report
 
 
+def _unwritable(out: Path) -> str | None:
+    """Why nothing can be written into ``out`` (checked once, before hours of computing), or None."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return f"cannot write into --out {out}: {err.strerror or err}"
+    return None
+
+
+def _shard_arg(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
+    """Copies the shards' units of ``profile`` into ``out`` (checksums verified) and returns N, the
+    number of shards, read from the manifests each shard wrote."""
+    manifests = [
+        json.loads(p.read_text())
+        for d in dict.fromkeys([*dirs, out])
+        for p in sorted((d / SHARD_MANIFESTS).glob(f"*-{profile}.json"))
+    ]
+    counts = {m["shard"][1] for m in manifests}
+    if len(counts) != 1:
+        found = "none" if not counts else f"shard counts {sorted(counts)}"
+        raise SystemExit(f"--merge: need the manifests of one K/N split for profile {profile!r} "
+                         f"in {[str(d) for d in dict.fromkeys([*dirs, out])]}/{SHARD_MANIFESTS}/, found {found}")
+    (n,) = counts
+    absent = sorted(set(range(1, n + 1)) - {m["shard"][0] for m in manifests})
+    if absent:
+        print(f"--merge: no manifest from shard(s) {absent} of {n}; their units may be missing", file=sys.stderr)
+    identity, copied, stale = code_identity(), 0, 0
+    for directory in dirs:
+        for src in sorted(directory.glob(f"*/.units/{profile}/*.json")):
+            dest = out / src.relative_to(directory)
+            try:
+                record = read_unit(src)
+            except CorruptUnit as err:
+                print(f"--merge: skipped {err}", file=sys.stderr)
+                continue
+            stale += any(record["provenance"].get(k) != v for k, v in identity.items())
+            if dest.resolve() != src.resolve():
+                atomic_write_bytes(dest, src.read_bytes())
+                copied += 1
+        for manifest in sorted((directory / SHARD_MANIFESTS).glob(f"*-{profile}.json")):
+            if (out / SHARD_MANIFESTS / manifest.name).resolve() != manifest.resolve():
+                atomic_write_bytes(out / SHARD_MANIFESTS / manifest.name, manifest.read_bytes())
+    print(f"--merge: copied {copied} unit file(s) from {len(dirs)} shard dir(s) into {out}", file=sys.stderr)
+    if stale:
+        print(f"--merge: {stale} unit(s) were computed by other code (source or versions differ) and "
+              "will count as missing", file=sys.stderr)
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=experiments.PROFILES, default="quick")
+    parser.add_argument("--profile", choices=experiments.PROFILES, default=experiments.COMMITTED_PROFILE)
     parser.add_argument("--only", default=None, help="comma-separated experiment ids")
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output directory (default: results/ for the committed {experiments.COMMITTED_PROFILE} "
+                             "profile, results-<profile>/ for the others)")
     parser.add_argument("--list", action="store_true", help="list experiments and exit")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None, help="dataset directory (else $DPPREP_DATA_DIR)")
+    many = parser.add_mutually_exclusive_group()
+    many.add_argument("--shard", type=_shard_arg, default=None, metavar="K/N",
+                      help="compute only the K-th of N slices of every grid (1-based); no REPORT.md")
+    many.add_argument("--merge", type=Path, nargs="*", default=None, metavar="SHARD_DIR",
+                      help="copy these shards' units into --out, then assemble tables and REPORT.md")
     args = parser.parse_args(argv)
 
     if args.list:
@@ -84,20 +202,47 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     selected = list(experiments.REGISTRY)
-    if args.only:
-        selected = [s.strip() for s in args.only.split(",") if s.strip()]
+    if args.only is not None:
+        selected = [s.strip() for s in args.only.split(",")]
+        if not all(selected):
+            parser.error(f"--only needs comma-separated experiment ids, got {args.only!r}; see --list")
+        selected = list(dict.fromkeys(selected))
         unknown = [s for s in selected if s not in experiments.REGISTRY]
         if unknown:
             parser.error(f"unknown experiment(s) {unknown}; see --list")
+    if args.merge is not None and args.fresh:
+        parser.error("--merge assembles finished units; --fresh would discard them")
+    missing_dirs = [str(d) for d in args.merge or [] if not d.is_dir()]
+    if missing_dirs:
+        parser.error(f"--merge: not a directory: {', '.join(missing_dirs)}")
 
-    failures = []
+    out = args.out or experiments.default_out(args.profile)
+    problem = _unwritable(out)
+    if problem:
+        print(f"run_all.py: error: {problem}", file=sys.stderr)
+        return 2
+    print(f"profile {args.profile} -> {out}/" + ("" if args.out else " (default for this profile; --out to change)"),
+          file=sys.stderr)
+    merge = _merge_shards(args.merge, out, args.profile) if args.merge is not None else None
+
+    failures, elsewhere = [], {}
     for i, experiment_id in enumerate(selected, 1):
         print(f"==> [{i}/{len(selected)}] {experiment_id} (profile {args.profile})", file=sys.stderr, flush=True)
         start = time.perf_counter()
         try:
             comparisons = experiments.run_experiment(
-                experiment_id, args.profile, args.out, fresh=args.fresh, data_dir=args.data_dir
-            )
+                experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
+                shard=args.shard, merge=merge,
+            )  # fmt: skip
+        except UnitsElsewhere as err:
+            k, n = args.shard
+            elsewhere[experiment_id] = err
+            print(f"<== {experiment_id}: shard {k}/{n} done: {err}", file=sys.stderr, flush=True)
+            continue
+        except MissingUnits as err:  # merge: one line says which unit and which shard
+            print(f"<== {experiment_id} FAILED: {err}", file=sys.stderr, flush=True)
+            failures.append(experiment_id)
+            continue
         except Exception:  # one failing experiment must not lose the others' results
             traceback.print_exc()
             failures.append(experiment_id)
@@ -109,8 +254,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    report = write_report(args.out)
-    print(f"report: {report}", file=sys.stderr)
+    if args.shard is not None:
+        k, n = args.shard
+        manifest = {
+            "shard": [k, n], "profile": args.profile, "source": code_identity()["source"],
+            "experiments": {e: ("failed" if e in failures else "pending elsewhere" if e in elsewhere else "done")
+                            for e in selected},
+        }  # fmt: skip
+        atomic_write_text(out / SHARD_MANIFESTS / f"{k}-of-{n}-{args.profile}.json", json.dumps(manifest, indent=1))
+        print(f"shard {k}/{n}: REPORT.md not written; assemble with `run_all.py --merge <shard dirs> "
+              f"--profile {args.profile}` once all {n} shards are done", file=sys.stderr)
+    else:
+        print(f"report: {write_report(out)}", file=sys.stderr)
     if failures:
         print(f"FAILED experiments: {', '.join(failures)}", file=sys.stderr)
         return 1

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
+import time
+import warnings
 
 import pytest
 
+from dpprep import results
 from dpprep.results import Comparison, UnitStore, atomic_write_text, comparisons_frame, package_versions
 
 
@@ -63,3 +68,129 @@ def test_package_versions_records_the_stack():
     for name in ("python", "jax", "numpy", "dp-accounting", "dpprep"):
         assert name in versions
     json.dumps(versions)
+
+
+def test_tree_digest_reads_relative_paths_and_content_only(tmp_path):
+    for copy in ("a", "b"):
+        (tmp_path / copy / "dpprep" / "sub").mkdir(parents=True)
+        (tmp_path / copy / "dpprep" / "sub" / "m.py").write_text("X = 2.0\n")
+        (tmp_path / copy / "experiments").mkdir()
+        (tmp_path / copy / "experiments" / "e.py").write_text("Y = 1\n")
+    # Same tree elsewhere (a fresh clone) and with other mtimes: same digest.
+    os.utime(tmp_path / "b" / "experiments" / "e.py", (0, 0))
+    assert results.tree_digest(tmp_path / "a") == results.tree_digest(tmp_path / "b")
+    # An edit to library code, or a moved file, changes it.
+    (tmp_path / "b" / "dpprep" / "sub" / "m.py").write_text("X = 3.0\n")
+    assert results.tree_digest(tmp_path / "a") != results.tree_digest(tmp_path / "b")
+    (tmp_path / "b" / "dpprep" / "sub" / "m.py").write_text("X = 2.0\n")
+    (tmp_path / "b" / "dpprep" / "sub" / "m.py").rename(tmp_path / "b" / "dpprep" / "m.py")
+    assert results.tree_digest(tmp_path / "a") != results.tree_digest(tmp_path / "b")
+
+
+def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tmp_path, monkeypatch):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"l2": 2.0 * len(calls)}
+
+    store = UnitStore(tmp_path)
+    assert store.run("unit", compute) == {"l2": 2.0}
+    computed = store.provenance("unit")
+    assert computed["source"] == results.source_digest() and computed["versions"] == package_versions()
+    # A later process reads the unit back with the provenance of its computation, not today's.
+    epoch = time.gmtime(0)
+    monkeypatch.setattr(results.time, "gmtime", lambda *a: epoch)
+    again = UnitStore(tmp_path)
+    assert again.run("unit", compute) == {"l2": 2.0} and len(calls) == 1
+    assert again.provenance("unit") == computed
+    # Rows name the code that computed them (the time stays in the unit file).
+    assert json.loads(results.provenance_json(again.provenance("unit"))) == {
+        k: v for k, v in computed.items() if k != "computed"}
+    # After an edit to the package (another source digest) the unit is stale: recomputed.
+    monkeypatch.setattr(results, "source_digest", lambda: "edited")
+    edited = UnitStore(tmp_path)
+    assert edited.run("unit", compute) == {"l2": 4.0} and len(calls) == 2
+    assert edited.provenance("unit")["source"] == "edited"
+    assert edited.provenance("unit")["computed"] == "1970-01-01T00:00:00Z"
+    # So does an upgrade of a dependency.
+    monkeypatch.setattr(results, "package_versions", lambda: {"jax": "9.9"})
+    assert UnitStore(tmp_path).run("unit", compute) == {"l2": 6.0} and len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: "\x00\xff\xfe binary",  # not text
+        lambda text: text.replace('"l2":2.0', '"l2":2.5').replace('"l2": 2.0', '"l2": 2.5'),  # edited
+    ],
+    ids=["truncated", "binary", "edited"],
+)
+def test_damaged_unit_is_named_and_recomputed(tmp_path, damage):
+    store = UnitStore(tmp_path)
+    store.run("unit", lambda: {"l2": 2.0})
+    (path,) = tmp_path.glob("*.json")
+    damaged = damage(path.read_bytes().decode("latin-1"))
+    assert damaged != path.read_bytes().decode("latin-1")
+    path.write_bytes(damaged.encode("latin-1"))
+    with pytest.warns(UserWarning, match=re.escape(str(path))):
+        assert UnitStore(tmp_path).run("unit", lambda: {"l2": 3.0}) == {"l2": 3.0}
+    # Repaired: the next run uses the recomputed unit without a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert UnitStore(tmp_path).run("unit", lambda: {"l2": 4.0}) == {"l2": 3.0}
+
+
+def test_outputs_honour_the_umask(tmp_path):
+    import matplotlib.pyplot as plt
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "REPORT.md", "x")
+        fig = plt.figure()
+        results.save_figure(fig, tmp_path / "fig.png")
+        plt.close(fig)
+        os.umask(0o027)
+        results.write_csv(comparisons_frame([]), tmp_path / "t.csv")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "REPORT.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "fig.png").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "t.csv").stat().st_mode) == 0o640
+
+
+def test_run_many_shards_a_grid_and_reports_what_is_left(tmp_path):
+    items = [(f"point={i}", lambda i=i: {"i": i}) for i in range(7)]
+    assert UnitStore(tmp_path / "plain").run_many(items) == [{"i": i} for i in range(7)]
+    with pytest.raises(ValueError, match="distinct"):
+        UnitStore(tmp_path / "plain").run_many(items + items[:1])
+    owners = UnitStore(tmp_path).shard_of([k for k, _ in items], 3)
+    assert owners == UnitStore(tmp_path).shard_of([k for k, _ in reversed(items)], 3)  # order-free
+    with pytest.raises(results.UnitsElsewhere) as pending:
+        UnitStore(tmp_path / "s", shard=(2, 3)).run_many(items)
+    assert pending.value.pending == {k: list(owners.values()).count(k) for k in (1, 3)}
+    assert len(list((tmp_path / "s").glob("*.json"))) == list(owners.values()).count(2)
+    with pytest.raises(results.MissingUnits, match=r"\(shard [13]/3\)"):
+        UnitStore(tmp_path / "s", merge=3).run_many(items)
+    for bad in ({"shard": (0, 3)}, {"shard": (4, 3)}, {"merge": 0}, {"shard": (1, 2), "merge": 2}):
+        with pytest.raises(ValueError):
+            UnitStore(tmp_path, **bad)
+
+
+def test_units_keep_key_order_and_rows_carry_no_time(tmp_path, monkeypatch):
+    """Tables built from unit values keep their column order after a reload, and the provenance a
+    row carries names the code, not the clock, so regenerating an unchanged table is byte-identical."""
+    value = {"step": "impute", "mechanism": "dp_gd", "epsilon": 1.5}
+    assert list(UnitStore(tmp_path).run("u", lambda: dict(value))) == list(value)
+    again = UnitStore(tmp_path)
+    assert list(again.run("u", lambda: {})) == list(value)
+    first = results.provenance_json(again.provenance("u"))
+    assert "computed" not in json.loads(first) and "computed" in again.provenance("u")
+    # Recomputed at another time by the same code: the row's provenance is byte-identical.
+    then = time.gmtime(10**9)
+    monkeypatch.setattr(results.time, "gmtime", lambda *a: then)
+    later = UnitStore(tmp_path, fresh=True)
+    later.run("u", lambda: dict(value))
+    assert later.provenance("u")["computed"] != again.provenance("u")["computed"]
+    assert results.provenance_json(later.provenance("u")) == first == results.provenance_json()

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import experiments
+from dpprep import results
+from dpprep.results import Comparison, provenance_json, write_csv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,3 +74,166 @@ def test_smoke_profile_end_to_end_and_resume(tmp_path, data_dir):
     assert {p: p.stat().st_mtime_ns for p in kept} == {p: stamps[p] for p in kept}
     for path, content in before.items():
         assert path.read_bytes() == content, f"{path} changed after recomputing lost units"
+
+
+# In-process runs of run_all.main over toy experiments registered for one test: fast, and they let
+# a test count which units each run computed.
+def _load_run_all():
+    spec = importlib.util.spec_from_file_location("run_all_under_test", REPO / "scripts" / "run_all.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+run_all = _load_run_all()
+
+
+def _toy(name: str, n_units: int = 10, *, fail: bool = False) -> types.ModuleType:
+    """A toy experiment: a grid of ``n_units`` units through ``run_many`` plus one analytic ``run``
+    unit; ``module.computed`` lists the grid units computed, ``module.fail`` makes it raise."""
+    module = types.ModuleType(name)
+    module.computed, module.fail = [], fail
+
+    def unit(i: int) -> dict:
+        module.computed.append(i)
+        return {"i": i, "square": i * i / 7}
+
+    def run(ctx):
+        if module.fail:
+            raise RuntimeError("dataset not found: adult/adult.data")
+        keys = [f"{name}|point={i}" for i in range(n_units)]
+        values = ctx.store.run_many([(k, functools.partial(unit, i)) for i, k in enumerate(keys)])
+        total = ctx.store.run(f"{name}|total", lambda: {"total": n_units})["total"]
+        frame = pd.DataFrame(values)
+        frame["versions"] = [provenance_json(ctx.store.provenance(k)) for k in keys]
+        write_csv(frame, ctx.out_dir / "table.csv")
+        return [Comparison.numeric("sum of squares", sum(i * i / 7 for i in range(total)),
+                                   float(frame["square"].sum()), rel_tol=1e-12)]
+
+    module.run = run
+    return module
+
+
+@pytest.fixture
+def toys(monkeypatch):
+    """Registers toy experiments ``toy_a`` (10 grid units) and ``toy_b`` (4) in place of the real ones."""
+    modules = {"toy_a": _toy("toy_a", 10), "toy_b": _toy("toy_b", 4)}
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, f"toy_experiments.{name}", module)
+    monkeypatch.setattr(experiments, "REGISTRY", {n: (f"toy_experiments.{n}", f"Toy {n}") for n in modules})
+    # A frozen clock: runs at different moments then record identical provenance.
+    epoch = time.gmtime(0)
+    monkeypatch.setattr(results.time, "gmtime", lambda *a: epoch)
+    return modules
+
+
+def test_failed_experiment_is_marked_in_the_report_not_shown_with_old_numbers(tmp_path, toys, capsys):
+    out = tmp_path / "r"
+    assert run_all.main(["--out", str(out)]) == 0
+    assert "sum of squares" in (out / "REPORT.md").read_text()
+    toys["toy_a"].fail = True
+    assert run_all.main(["--out", str(out)]) == 1
+    section = (out / "REPORT.md").read_text().split("## `toy_a`")[1].split("## `toy_b`")[0]
+    assert "FAILED" in section and "dataset not found: adult/adult.data" in section
+    assert "sum of squares" not in section
+    assert "1 failed" in (out / "REPORT.md").read_text()
+    # Still marked after a later run of another experiment only; cleared once it succeeds again.
+    assert run_all.main(["--out", str(out), "--only", "toy_b"]) == 0
+    assert "FAILED" in (out / "REPORT.md").read_text().split("## `toy_b`")[0]
+    toys["toy_a"].fail = False
+    assert run_all.main(["--out", str(out), "--only", "toy_a"]) == 0
+    assert "FAILED" not in (out / "REPORT.md").read_text()
+
+
+def test_unwritable_out_stops_at_once_with_one_line(tmp_path, toys, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert run_all.main(["--out", str(blocker / "out")]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(blocker / "out") in err and toys["toy_a"].computed == []
+
+
+def test_corrupt_comparisons_of_one_experiment_is_reported_as_unreadable(tmp_path, toys):
+    out = tmp_path / "r"
+    assert run_all.main(["--out", str(out)]) == 0
+    (out / "toy_a" / "comparisons.csv").write_bytes(b"\x00\x01garbage,\n\"unclosed")
+    assert run_all.main(["--out", str(out), "--only", "toy_b"]) == 0
+    report = (out / "REPORT.md").read_text()
+    toy_a = report.split("## `toy_a`")[1].split("## `toy_b`")[0]
+    assert "UNREADABLE" in toy_a and "toy_a/comparisons.csv" in toy_a
+    assert "sum of squares" in report.split("## `toy_b`")[1]
+
+
+@pytest.mark.parametrize("only", ["", ",", "toy_a,,toy_b", " , "])
+def test_empty_only_is_a_parser_error(tmp_path, toys, capsys, only):
+    with pytest.raises(SystemExit) as exit_info:
+        run_all.main(["--out", str(tmp_path), "--only", only])
+    assert exit_info.value.code == 2 and "--only" in capsys.readouterr().err
+    assert toys["toy_a"].computed == [] and not (tmp_path / "REPORT.md").exists()
+
+
+def test_other_profiles_do_not_overwrite_the_committed_results(tmp_path, toys, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_all.main(["--profile", "smoke"]) == 0
+    assert (tmp_path / "results-smoke" / "REPORT.md").exists() and not (tmp_path / "results").exists()
+    assert "results-smoke" in capsys.readouterr().err
+    assert run_all.main([]) == 0  # the committed profile keeps results/
+    assert (tmp_path / "results" / "REPORT.md").exists()
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob("*/*.csv"))}
+
+
+def test_shards_compute_disjoint_slices_and_merge_reproduces_one_run(tmp_path, toys, capsys):
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    full = _outputs(tmp_path / "full")
+    assert set(full) == {f"{t}/{f}" for t in toys for f in ("comparisons.csv", "table.csv")}
+
+    slices = {name: [] for name in toys}
+    for k in (1, 2, 3):
+        for module in toys.values():
+            module.computed.clear()
+        assert run_all.main(["--shard", f"{k}/3", "--out", str(tmp_path / f"shard{k}")]) == 0
+        err = capsys.readouterr().err
+        assert f"shard {k}/3 done" in err and "REPORT.md not written" in err
+        assert not (tmp_path / f"shard{k}" / "REPORT.md").exists()
+        for name, module in toys.items():
+            slices[name].append(sorted(module.computed))
+    for name, n_units in (("toy_a", 10), ("toy_b", 4)):
+        flat = [i for part in slices[name] for i in part]
+        assert sorted(flat) == list(range(n_units)), f"{name}: slices overlap or miss units: {slices[name]}"
+        assert max(map(len, slices[name])) - min(map(len, slices[name])) <= 1  # balanced
+
+    for module in toys.values():
+        module.computed.clear()
+    shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
+    assert run_all.main(["--merge", *shards, "--out", str(tmp_path / "merged")]) == 0
+    assert all(module.computed == [] for module in toys.values()), "merge computed grid units"
+    assert _outputs(tmp_path / "merged") == full
+    assert "sum of squares" in (tmp_path / "merged" / "REPORT.md").read_text()
+
+    # A shard that never ran: merge names the missing units and their shard, and computes nothing.
+    capsys.readouterr()
+    assert run_all.main(["--merge", *shards[:2], "--out", str(tmp_path / "partial")]) == 1
+    err = capsys.readouterr().err
+    assert "no manifest from shard(s) [3]" in err and "(shard 3/3)" in err and "toy_a|point=" in err
+    assert all(module.computed == [] for module in toys.values())
+
+
+def test_shards_sharing_one_out_are_assembled_by_merge_without_dirs(tmp_path, toys):
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    shared = tmp_path / "shared"
+    for k in (1, 2):
+        assert run_all.main(["--shard", f"{k}/2", "--out", str(shared)]) == 0
+    assert not (shared / "REPORT.md").exists()
+    assert run_all.main(["--merge", "--out", str(shared)]) == 0
+    assert _outputs(shared) == _outputs(tmp_path / "full")
+
+
+@pytest.mark.parametrize("shard", ["0/5", "3/2", "x", "1/0", "2"])
+def test_bad_shard_is_a_parser_error(tmp_path, toys, capsys, shard):
+    with pytest.raises(SystemExit) as exit_info:
+        run_all.main(["--shard", shard, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err

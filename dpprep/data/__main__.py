@@ -1,9 +1,11 @@
 """Command line: ``python -m dpprep.data fetch [NAMES...]`` and ``python -m dpprep.data verify``.
 
 ``fetch`` downloads every missing file of the named datasets (all when none are named) into the
-cache (``$DPPREP_CACHE_DIR``, default ``~/.cache/dpprep``). ``verify`` checks the sha256 of every
-registered file present (in ``--data-dir`` only, or else wherever the default search order finds
-it) and prints OK / MISSING / CORRUPT per file; it exits with status 1 if any file is corrupt.
+cache (``$DPPREP_CACHE_DIR``, default ``~/.cache/dpprep``). ``verify [NAMES...]`` checks the sha256 of
+every registered file of the named datasets (all when none are named) in ``--data-dir`` only, or
+else wherever the default search order finds it, and prints OK / MISSING / CORRUPT / UNREADABLE per
+file; it exits with status 1 if any file asked for is not OK. The user-provided CIFAR-100 features
+are optional: checked when present, counted as missing only when ``cifar100_features`` is named.
 """
 
 from __future__ import annotations
@@ -17,31 +19,51 @@ from dpprep.data.loaders import CIFAR100_HOWTO, load_features_npz
 from dpprep.data.registry import CIFAR100_FEATURES_RELPATH, DATASETS, files_for
 
 
-def _verify(data_dir: Path | None) -> int:
-    corrupt = 0
-    for spec in files_for(None):
-        path = data_dir / spec.relpath if data_dir is not None else dl.find(spec.relpath)
-        if path is None or not path.is_file():
-            print(f"MISSING  {spec.relpath}")
-            continue
+def _verify(names: list[str], data_dir: Path | None) -> int:
+    bad = 0
+    if data_dir is not None and not data_dir.is_dir():
+        bad += 1  # every file below is then missing too, but say why once
+        print(f"MISSING  --data-dir {data_dir}: not a directory")
+
+    def locate(relpath: str) -> Path | None:
+        path = data_dir / relpath if data_dir is not None else dl.find(relpath)
+        return path if path is not None and path.is_file() else None
+
+    # One line per file whatever happens to the others (an unreadable directory included).
+    for spec in files_for(names or None):
         try:
+            path = locate(spec.relpath)
+            if path is None:
+                bad += 1
+                print(f"MISSING  {spec.relpath}")
+                continue
             dl.verify_file(path, spec)
             print(f"OK       {spec.relpath}  ({path})")
         except dl.ChecksumError as err:
-            corrupt += 1
+            bad += 1
             print(f"CORRUPT  {spec.relpath}  ({path}): {err}")
-    features = data_dir / CIFAR100_FEATURES_RELPATH if data_dir is not None else dl.find(CIFAR100_FEATURES_RELPATH)
-    if features is None or not features.is_file():
-        print(f"MISSING  {CIFAR100_FEATURES_RELPATH}  (user-provided, optional)")
-    else:
+        except OSError as err:
+            bad += 1
+            print(f"UNREADABLE {spec.relpath}: {type(err).__name__}: {err}")
+    if not names or "cifar100_features" in names:
+        required = "cifar100_features" in names  # optional unless asked for by name
+        features = None
         try:
-            load_features_npz(features)
-            print(f"OK       {CIFAR100_FEATURES_RELPATH}  ({features}; format checked, no checksum)")
+            features = locate(CIFAR100_FEATURES_RELPATH)
+            if features is None:
+                bad += required
+                print(f"MISSING  {CIFAR100_FEATURES_RELPATH}" + ("" if required else "  (user-provided, optional)"))
+            else:
+                load_features_npz(features)
+                print(f"OK       {CIFAR100_FEATURES_RELPATH}  ({features}; format checked, no checksum)")
         except ValueError as err:
-            corrupt += 1
+            bad += 1
             print(f"CORRUPT  {CIFAR100_FEATURES_RELPATH}  ({features}): {err}")
-    print(f"{corrupt} corrupt file(s)" if corrupt else "no corrupt files")
-    return 1 if corrupt else 0
+        except OSError as err:
+            bad += 1
+            print(f"UNREADABLE {CIFAR100_FEATURES_RELPATH}: {type(err).__name__}: {err}")
+    print(f"{bad} file(s) missing, corrupt or unreadable" if bad else "all files OK")
+    return 1 if bad else 0
 
 
 def _fetch(names: list[str], data_dir: Path | None) -> int:
@@ -78,16 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     fetch = sub.add_parser("fetch", help="download missing dataset files into the cache")
     fetch.add_argument("names", nargs="*", help=f"datasets (default: all of {', '.join(DATASETS[:-1])})")
     fetch.add_argument("--data-dir", type=Path, default=None, help="also count files found here as present")
-    verify = sub.add_parser("verify", help="check the sha256 of every dataset file present")
+    verify = sub.add_parser("verify", help="check the sha256 of every dataset file; non-zero if any is not OK")
+    verify.add_argument("names", nargs="*", help="datasets (default: all)")
     verify.add_argument("--data-dir", type=Path, default=None, help="check this directory only")
     args = parser.parse_args(argv)
-    if args.command == "verify":
-        return _verify(args.data_dir)
-    names = args.names or [n for n in DATASETS if n != "cifar100_features"]
-    unknown = [n for n in names if n not in DATASETS]
+    unknown = [n for n in args.names if n not in DATASETS]
     if unknown:
         parser.error(f"unknown dataset(s) {unknown}; known: {', '.join(DATASETS)}")
-    return _fetch(names, args.data_dir)
+    if args.command == "verify":
+        return _verify(args.names, args.data_dir)
+    return _fetch(args.names or [n for n in DATASETS if n != "cifar100_features"], args.data_dir)
 
 
 if __name__ == "__main__":

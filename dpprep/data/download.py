@@ -17,10 +17,12 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
 
 from dpprep.data.registry import FILES, FILES_BY_PATH, FileSpec
+from dpprep.results import umask_mode
 
 ENV_DATA_DIR = "DPPREP_DATA_DIR"
 ENV_CACHE_DIR = "DPPREP_CACHE_DIR"
@@ -53,11 +55,24 @@ def search_dirs(data_dir: str | os.PathLike | None = None) -> list[tuple[Path, s
     return dirs
 
 
+_ENV_TRUE = ("1", "true", "yes", "on")
+_ENV_FALSE = ("", "0", "false", "no", "off")
+
+
 def downloads_enabled(download: bool | None = None) -> bool:
-    """An explicit ``download`` argument wins; otherwise ``DPPREP_NO_DOWNLOAD=1`` turns downloads off."""
+    """An explicit ``download`` argument wins; otherwise ``DPPREP_NO_DOWNLOAD`` set to 1/true/yes/on
+    (any case) turns downloads off, 0/false/no/off or unset leaves them on, anything else is an error
+    (a typo must not silently download)."""
     if download is not None:
         return bool(download)
-    return os.environ.get(ENV_NO_DOWNLOAD, "").strip().lower() not in ("1", "true", "yes")
+    raw = os.environ.get(ENV_NO_DOWNLOAD, "")
+    value = raw.strip().lower()
+    if value not in _ENV_TRUE + _ENV_FALSE:
+        raise ValueError(
+            f"{ENV_NO_DOWNLOAD}={raw!r} is not a boolean: 1/true/yes/on turns downloads off, "
+            "0/false/no/off or empty leaves them on"
+        )
+    return value in _ENV_FALSE
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -89,7 +104,7 @@ def read_verified(path: str | os.PathLike, spec: FileSpec, *, verify: bool = Tru
     """A file's (decompressed, for .gz) bytes, after checking its sha256 against the registry."""
     try:
         data = gzip.decompress(Path(path).read_bytes()) if spec.gzip_content else Path(path).read_bytes()
-    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib.error
         raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
     if verify:
         actual = sha256_bytes(data)
@@ -102,7 +117,7 @@ def verify_file(path: str | os.PathLike, spec: FileSpec) -> None:
     """Raises ChecksumError unless the file at ``path`` matches ``spec``'s sha256."""
     try:
         actual = file_sha256(path, gzip_content=spec.gzip_content)
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
     if actual != spec.sha256:
         raise _checksum_error(spec, str(path), actual)
@@ -175,10 +190,11 @@ def _install(data: bytes | Path, spec: FileSpec, root: Path, url: str) -> Path:
                 handle.write(data)
         try:
             actual = file_sha256(tmp, gzip_content=spec.gzip_content)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):
             actual = "(unreadable: not a valid gzip file)"
         if actual != spec.sha256:
             raise _checksum_error(spec, f"downloaded from {url}", actual, downloaded=True)
+        os.chmod(tmp, umask_mode())  # mkstemp creates 0600; a shared cache must be readable
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)

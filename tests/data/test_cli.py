@@ -36,9 +36,39 @@ def test_verify_reports_missing_and_corrupt(tmp_path, data_dir, capsys):
     assert "OK       adult/adult.names" in out and "MISSING  adult/adult.data" in out
 
 
-def test_verify_without_corrupt_files_succeeds_even_if_files_are_missing(tmp_path, capsys):
-    assert main(["verify", "--data-dir", str(tmp_path)]) == 0
+def test_verify_fails_when_files_are_missing(tmp_path, capsys):
+    assert main(["verify", "--data-dir", str(tmp_path)]) == 1
     assert capsys.readouterr().out.count("MISSING") == len(FILES) + 1
+
+
+def test_verify_fails_when_the_data_dir_does_not_exist(tmp_path, capsys):
+    assert main(["verify", "--data-dir", str(tmp_path / "typo")]) == 1
+    out = capsys.readouterr().out
+    assert f"--data-dir {tmp_path / 'typo'}: not a directory" in out and out.count("MISSING") == len(FILES) + 2
+
+
+def test_verify_named_datasets_only_and_optional_features(data_dir, capsys):
+    assert main(["verify", "insurance", "--data-dir", str(data_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "OK       insurance/insurance.csv" in out and "adult" not in out and "cifar100" not in out
+    # The user-provided features count as missing only when asked for by name.
+    assert main(["verify", "insurance", "cifar100_features", "--data-dir", str(data_dir)]) == 1
+    assert "MISSING  cifar100_features/features.npz\n" in capsys.readouterr().out
+
+
+def test_verify_lists_every_file_past_an_unreadable_one(data_dir, monkeypatch, capsys):
+    verify_file = dl.verify_file
+
+    def unreadable_adult(path, spec):
+        if spec.dataset == "adult":
+            raise PermissionError(13, "Permission denied", str(path))
+        return verify_file(path, spec)
+
+    monkeypatch.setattr(dl, "verify_file", unreadable_adult)
+    assert main(["verify", "--data-dir", str(data_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "UNREADABLE adult/adult.data: PermissionError" in out
+    assert "OK       insurance/insurance.csv" in out and "Traceback" not in out
 
 
 def test_fetch_downloads_missing_into_cache(tmp_path, data_dir, monkeypatch, capsys):

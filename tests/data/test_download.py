@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import http.client
 import io
+import os
+import stat
 import urllib.error
 import zipfile
 
@@ -208,3 +210,48 @@ def test_credit_sheet_conversion_reproduces_the_checksummed_csv(data_dir):
     out = dl.credit_rows_to_csv(sheet)
     assert dl.sha256_bytes(out) == FILES_BY_PATH["credit_default/default_of_credit_card_clients.csv"].sha256
     assert b"5.00E+05" in out and np.isclose(float("5.00E+05"), 500000)
+
+
+def test_downloaded_files_honour_the_umask(tmp_path, data_dir, web):
+    spec = FILES_BY_PATH["insurance/insurance.csv"]
+    web({spec.urls[0]: (data_dir / spec.relpath).read_bytes()})
+    old = os.umask(0o022)
+    try:
+        load("insurance", download=True)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "cache" / spec.relpath).stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("value", ["1", "on", "ON", " Yes ", "True"])
+def test_no_download_accepts_every_spelling_of_true(monkeypatch, value):
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, value)
+    assert dl.downloads_enabled() is False
+
+
+@pytest.mark.parametrize("value", ["", "0", "off", "No", "FALSE"])
+def test_no_download_false_spellings_leave_downloads_on(monkeypatch, value):
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, value)
+    assert dl.downloads_enabled() is True
+
+
+def test_no_download_rejects_other_values(monkeypatch):
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "maybe")
+    with pytest.raises(ValueError, match="DPPREP_NO_DOWNLOAD='maybe'"):
+        dl.downloads_enabled()
+    with pytest.raises(ValueError, match="DPPREP_NO_DOWNLOAD"):
+        load("insurance")
+
+
+def test_gzip_with_a_damaged_stream_is_a_checksum_error(tmp_path, data_dir):
+    """A valid gzip header over damaged deflate data raises zlib.error inside gzip, which must come
+    out as the module's ChecksumError (verify and load report it instead of crashing)."""
+    spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
+    raw = bytearray((data_dir / spec.relpath).read_bytes())
+    raw[20:60] = b"\xff" * 40  # inside the deflate stream, past the 10-byte header
+    damaged = tmp_path / "damaged.gz"
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumError, match="cannot read|checksum"):
+        dl.verify_file(damaged, spec)
+    with pytest.raises(ChecksumError, match="cannot read|checksum"):
+        dl.read_verified(damaged, spec)
