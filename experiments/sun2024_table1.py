@@ -97,18 +97,17 @@ GRIDS = {
 }
 
 
-class SequentialStore:
-    """``run_many`` over a store that only has ``run`` (until UnitStore.run_many lands)."""
+class _Collect:
+    """A store stand-in that only collects ``run_groups``' units, so the grid of every dataset is
+    submitted to the real store in ONE ``run_many`` call (``run_all --shard`` spreads the whole
+    grid; one call, not one per dataset)."""
 
-    def __init__(self, store: Any):
-        self.store = store
+    def __init__(self) -> None:
+        self.items: list = []
 
     def run_many(self, items):
-        return [self.store.run(key, fn) for key, fn in items]
-
-
-def _store(store: Any) -> Any:
-    return store if hasattr(store, "run_many") else SequentialStore(store)
+        self.items.extend(items)
+        return [None] * len(items)
 
 
 def _digest(obj: Any) -> str:
@@ -178,39 +177,41 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
     return out
 
 
-def run_dataset(ctx: RunContext, ds: dict, grid: Grid) -> pd.DataFrame:
-    """Runs (or resumes) every unit of one dataset; returns one row per (unit, model, seed).
-    A unit's noise multipliers are a unit of their own (calibrated once, kept on disk), so a
-    resumed run neither recalibrates nor recomputes a finished unit."""
-    rows = []
-    store = _store(ctx.store)
+def prepare_dataset(ctx: RunContext, ds: dict, grid: Grid, collect: _Collect) -> list[tuple[Unit, sweeps.Group]]:
+    """Every unit of one dataset as a group, submitted to ``collect``. A unit's noise multipliers
+    are a unit of their own (calibrated once, kept on disk), so a resumed run neither recalibrates
+    nor recomputes a finished unit."""
     n = ds["unit"].shape[0]
+    out = []
     for unit in build_units(ds, grid):
-        start = time.perf_counter()
         private = unit.models[0].method != "nonprivate"
         zs = (ctx.store.run(unit.key + "/calibration", lambda u=unit: dpsgdf.calibrate_models(
             u.models, u.batch_size, u.epochs, n, delta=DELTA, unit=u.key)) if private else None)
         keys = seed_keys(ds["name"], grid.seeds)[: unit.seeds]
-        options = dict(unit.options)
         mean = np.zeros(ds["unit"].shape[1]) if unit.variant == "raw_pixels" else ds["unit_mean"]
         group = dpsgdf.grid_group(unit.key, list(unit.models), unit.batch_size, unit.epochs, n, mean, keys,
                                   num_classes=ds["num_classes"], matmul_precision=grid.matmul_precision, delta=DELTA,
-                                  noise_multipliers=zs, **options)
+                                  noise_multipliers=zs, **dict(unit.options))
         x, xt = (ds["x_raw"], ds["x_test_raw"]) if unit.variant == "raw_pixels" else (ds["unit"], ds["x_test_unit"])
-        params0 = group.config.model.init(None)
-        (record,) = sweeps.run_groups([group], params0, (x, ds["y"]), keys, store, eval_data=(xt, ds["y_test"]),
-                                      progress=ctx.progress, memory_budget=grid.memory_budget)
-        acc_last = np.asarray(record["evaluation"]["last"]["accuracy"])
-        acc_avg = np.asarray(record["evaluation"]["average"]["accuracy"])
-        z = group.points.get("noise_multiplier")
-        for p, m in enumerate(unit.models):
-            for s in range(acc_last.shape[0]):
-                rows.append({**unit.meta, "method": m.method, "eps_F": m.eps_F, "C_F": m.feature_norm,
-                             "lr": m.learning_rate, "seed": s, "z": None if z is None else float(z[p]),
-                             "acc_last": 100 * float(acc_last[s, p]), "acc_average": 100 * float(acc_avg[s, p]),
-                             "group": group.key})
-        ctx.progress(f"{group.key}: {len(unit.models)} models x {acc_last.shape[0]} seeds in {time.perf_counter() - start:.1f}s")
-    return pd.DataFrame(rows)
+        sweeps.run_groups([group], group.config.model.init(None), (x, ds["y"]), keys, collect,
+                          eval_data=(xt, ds["y_test"]), progress=ctx.progress, memory_budget=grid.memory_budget)
+        out.append((unit, group))
+    return out
+
+
+def rows_for(unit: Unit, group: sweeps.Group, record: dict) -> list[dict]:
+    """One row per (model, seed) of a finished unit."""
+    acc_last = np.asarray(record["evaluation"]["last"]["accuracy"])
+    acc_avg = np.asarray(record["evaluation"]["average"]["accuracy"])
+    z = group.points.get("noise_multiplier")
+    rows = []
+    for p, m in enumerate(unit.models):
+        for s in range(acc_last.shape[0]):
+            rows.append({**unit.meta, "method": m.method, "eps_F": m.eps_F, "C_F": m.feature_norm,
+                         "lr": m.learning_rate, "seed": s, "z": None if z is None else float(z[p]),
+                         "acc_last": 100 * float(acc_last[s, p]), "acc_average": 100 * float(acc_avg[s, p]),
+                         "group": group.key})
+    return rows
 
 
 def select(frame: pd.DataFrame) -> pd.DataFrame:
@@ -282,6 +283,10 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
             if f_row.empty or b_row.empty:
                 continue
             fm, bm = f_row.iloc[0]["mean"], b_row.iloc[0]["mean"]
+            if smoke:
+                out.append(Comparison.info(f"C15 {label} eps={eps:g}: DPSGD-F - DPSGD", f"{fm - bm:+.2f} pp",
+                                           note="smoke: 3000-row subset, tiny grid"))
+                continue
             pf, pb = PAPER[name][("dpsgdf", eps)][0], PAPER[name][("dpsgd", eps)][0]
             out.append(Comparison.claim(f"C15 {label} eps={eps:g}: DPSGD-F >= DPSGD", f"+{pf - pb:.1f} pp",
                                         f"{fm - bm:+.2f} pp ({fm:.2f} vs {bm:.2f})", fm >= bm))
@@ -303,25 +308,25 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
 
 def run(ctx: RunContext) -> list[Comparison]:
     grid = GRIDS[ctx.profile]
-    frames, missing, timings = [], [], {}
+    missing, prepared, collect = [], [], _Collect()
     for name in grid.datasets:
         ds = load_dataset(name, grid, ctx.data_dir)
         if ds is None:
             ctx.progress(f"{name}: features not supplied")
             missing.append(name)
             continue
-        start = time.perf_counter()
-        frames.append(run_dataset(ctx, ds, grid))
-        timings[name] = time.perf_counter() - start
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        prepared += prepare_dataset(ctx, ds, grid, collect)
+    start = time.perf_counter()
+    records = ctx.store.run_many(collect.items)  # the whole grid, one unit per (dataset, eps, B, E[, variant])
+    ctx.progress(f"{len(records)} units in {time.perf_counter() - start:.1f}s")
+    rows = [row for (unit, group), record in zip(prepared, records) for row in rows_for(unit, group, record)]
+    frame = pd.DataFrame(rows)
     frame["config"] = config_json(dataclasses.asdict(grid))
     frame["versions"] = provenance_json()
     write_csv(frame, ctx.out_dir / "runs.csv")
     best = select(frame)
     write_csv(best, ctx.out_dir / "selection.csv")
-    comparisons = comparisons_for(frame, best, grid, ctx.profile, missing)
-    write_csv(pd.DataFrame([{"dataset": k, "seconds": v} for k, v in timings.items()]), ctx.out_dir / "timings.csv")
-    return comparisons
+    return comparisons_for(frame, best, grid, ctx.profile, missing)
 
 
 if __name__ == "__main__":
