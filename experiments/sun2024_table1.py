@@ -15,7 +15,8 @@ paper, whose tuning cost is not charged, A17); std with ddof = 1.
 Profiles:
 
 * ``smoke``: a 3000-row MNIST subset, one tiny group (seconds; the accuracy rows are info).
-* ``quick`` (a 2-core CPU): MNIST and FMNIST, ε ∈ {1, 2}, all three methods, 3 seeds; a reduced
+* ``quick`` (a 2-core CPU): MNIST and FMNIST (and CIFAR-100 when its features are supplied; its
+  rows otherwise say so), ε ∈ {1, 2}, all three methods, 3 seeds; a reduced
   grid: (B, E) = (4096, 40), C_F ∈ {10, 100}, η ∈ {0.5, 2}, ε_F ∈ {0.02, 0.05}; non-private
   (1024, 80), C_F = 10, η ∈ {1/16, 1/4, 1}; plus the DPSGD sensitivity variants of spec A15 at
   ε = 1 (no bias; raw [0, 1] pixels without normalisation), 2 seeds.
@@ -88,7 +89,7 @@ PAPER_LR = (0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 GRIDS = {
     "smoke": Grid(("mnist",), (1.0,), 2, ((512, 1),), (10.0,), (1.0,), (0.05,), ((512, 1),), (1.0,), (2.0,),
                   subset=3000),
-    "quick": Grid(("mnist", "fashion_mnist"), (1.0, 2.0), 3, ((4096, 40),), (10.0, 100.0), (0.5, 2.0), (0.02, 0.05),
+    "quick": Grid(("mnist", "fashion_mnist", "cifar100_features"), (1.0, 2.0), 3, ((4096, 40),), (10.0, 100.0), (0.5, 2.0), (0.02, 0.05),
                   ((1024, 80),), (10.0,), (0.0625, 0.25, 1.0), sensitivity_seeds=2),
     "paper": Grid(DATASETS, (1.0, 2.0), 10, tuple((b, e) for b in PAPER_B for e in PAPER_E), (1.0, 10.0, 100.0, 1000.0),
                   PAPER_LR, (0.02, 0.05, 0.1, 0.15, 0.2), tuple((b, e) for b in PAPER_B for e in PAPER_E),
