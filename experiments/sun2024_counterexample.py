@@ -18,9 +18,9 @@ distribution at small n (``crosscheck.csv``).
   excess loss and accuracy against nε/μ (``e2.png``). Acceptance: at n = 10⁴, ε = 1, μ ≥ 10⁴,
   DPSGD-F's best accuracy ≥ 0.95 and loss ≤ 0.1, DPSGD's best accuracy ≤ 0.6 and loss ≥ 0.9.
 
-Profiles: smoke (one cell of each, few repetitions), quick (E1 with 2000 repetitions on the full
-grid except T = 1000 at n = 10⁴ is kept; E2 at ε = 1 with 20 seeds, T ≤ 10³), paper (E2 at ε ∈ {0.5, 1, 2},
-T up to 10⁴).
+Profiles: smoke (one cell of each, few repetitions), quick (E1: the full grid of spec §3.5 with
+2000 repetitions per cell; E2: ε = 1, n ∈ {10³, 10⁴}, μ ∈ {10, …, 10⁶}, 20 seeds, T ∈ {100, 1000},
+q ∈ {0.1, 1}), paper (E2 also at ε ∈ {0.5, 2}, n = 10⁵ and T = 10⁴).
 """
 
 from __future__ import annotations
