@@ -10,6 +10,9 @@ share a key share their batches and noise draws (common random numbers), exactly
 calls would; with a GLM and per-point feature transforms, one gathered batch and one matrix
 product serve every point of a seed (:mod:`dpprep.clipping`).
 
+* ``per_seed=(name, …)``: those fields' values carry a leading seed axis before the point axis
+  (``(seeds, points, …)``), e.g. DPSGD-F's private mean, whose noise differs per seed but which
+  still enters the shared batch as a rank-1 correction per (seed, point).
 * ``eval_data=(x_test, y_test)`` evaluates every trained model inside the compiled call (mean
   loss on the transformed test features, and accuracy for classifiers).
 * The point axis is cut into chunks that fit ``memory_budget`` (or ``chunk_size``); every chunk
@@ -84,7 +87,7 @@ def _point_count(points: Mapping[str, Any]) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-              with_params: bool) -> Callable[..., Any]:
+              with_params: bool, per_seed: tuple[bool, ...] | None = None) -> Callable[..., Any]:
     """The jitted ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one
     static group (cached: groups that share a config, plan and swept names share a compilation)."""
 
@@ -99,9 +102,12 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
                           else score(params))
         return (params if with_params else None), metrics, evaluation
 
+    seeded = tuple(0 if flag else None for flag in (per_seed or (False,) * len(names)))
     over_points = jax.vmap(point, in_axes=(None, None, None, None, None, 0, None, None))
-    over_seeds = jax.vmap(over_points, in_axes=(None, None, None, None, 0, None, None, None))
-    return jax.jit(over_seeds)
+    over_seeds = jax.vmap(over_points, in_axes=(None, None, None, None, 0, seeded, None, None))
+    # ``values`` as a tuple, whatever sequence the caller passes, to match the in_axes prefix.
+    return jax.jit(lambda base, params0, x, y, keys, values, x_eval, y_eval: over_seeds(
+        base, params0, x, y, keys, tuple(values), x_eval, y_eval))
 
 
 def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int,
@@ -151,6 +157,7 @@ def sweep_points(
     memory_budget: float = MEMORY_BUDGET,
     devices: int | Sequence[Any] | None = None,
     return_params: bool = True,
+    per_seed: Sequence[str] = (),
 ) -> SweepResult:
     """Train ``keys × points`` as compiled, vmapped calls (one per chunk of points).
 
@@ -165,6 +172,8 @@ def sweep_points(
       chunk_size: points per compiled call (default: as many as fit ``memory_budget``).
       devices: shard each chunk's points over this many devices (or these devices).
       return_params: False drops the trained parameters from the result (evaluation only).
+      per_seed: names in ``points`` whose values have leading axes ``(len(keys), P)``: seed ``s``
+        of point ``p`` uses ``values[s, p]`` (e.g. a per-seed private feature shift).
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
@@ -179,9 +188,25 @@ def sweep_points(
     if unknown:  # before dataclasses.replace, which would raise a TypeError
         raise ValueError(f"cannot sweep {unknown}; sweepable fields are {AXES}")
     # Sequences become arrays (a list is a pytree of scalars); noise_scales is a pytree already.
-    points = {name: values if name == "noise_scales" else np.asarray(values) for name, values in points.items()}
+    points = {name: value if name == "noise_scales" else np.asarray(value) for name, value in points.items()}
     names = tuple(points)
-    check_hyper(dataclasses.replace(config.hyper, **points), params0, swept=names, num_features=x.shape[1])
+    per_seed = tuple(per_seed)
+    unknown = sorted(set(per_seed) - set(names))
+    if unknown:
+        raise ValueError(f"per_seed names {unknown} are not swept in points")
+    seeded = tuple(name in per_seed for name in names)
+    for name in per_seed:
+        lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(points[name])}
+        if lead != {(keys.shape[0],)}:
+            raise ValueError(f"per_seed field {name} needs a leading axis of {keys.shape[0]} seeds, "
+                             f"got leading shapes {sorted(lead)}")
+    first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
+                  for name, value in points.items()}
+    check_hyper(dataclasses.replace(config.hyper, **first_seed), params0, swept=names, num_features=x.shape[1])
+    for name in per_seed:  # every seed's values, not only the first one's
+        for leaf in jax.tree_util.tree_leaves(points[name]):
+            if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
+                raise ValueError(f"{name} values must be finite")
     if eval_data is not None:
         x_eval, y_eval = check_data(eval_data, params0, config.model)
         if x_eval.shape[1] != x.shape[1]:
@@ -190,7 +215,7 @@ def sweep_points(
         x_eval = y_eval = None
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
-    total = _point_count(points)
+    total = _point_count(first_seed)
     if chunk_size is None:
         chunk_size = points_per_chunk(config, plan, params0, x.shape[1], keys.shape[0],
                                       memory_budget=memory_budget,
@@ -199,7 +224,7 @@ def sweep_points(
     mesh = _mesh(devices)
     if mesh is not None:  # every device gets the same number of points
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
-    fn = _compiled(static, plan, names, x_eval is not None, return_params)
+    fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None)
     base = dataclasses.replace(config.hyper, **{name: None for name in names})
     shared = (base, params0, x, y, keys)
     if mesh is not None:
@@ -211,10 +236,12 @@ def sweep_points(
     for start in range(0, total, chunk_size):
         # Pad the last chunk with copies of its last point (dropped below): one shape, one compile.
         take = np.minimum(np.arange(start, start + chunk_size), total - 1)
-        chunk = jax.tree_util.tree_map(lambda v: jnp.asarray(v[take]), values)
+        chunk = [jax.tree_util.tree_map(lambda v, f=flag: jnp.asarray(v[:, take] if f else v[take]), value)
+                 for value, flag in zip(values, seeded)]
         if mesh is not None:
-            chunk = jax.device_put(chunk, NamedSharding(mesh, PartitionSpec("points")))
-        out = fn(*shared, chunk, x_eval, y_eval)
+            chunk = [jax.device_put(c, NamedSharding(mesh, PartitionSpec(None, "points") if f else PartitionSpec("points")))
+                     for c, f in zip(chunk, seeded)]
+        out = fn(*shared, tuple(chunk), x_eval, y_eval)
         keep = min(chunk_size, total - start)
         results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:, :keep], out))
     params, metrics, evaluation = jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=1), *results)
@@ -268,6 +295,7 @@ class Group:
     key: str
     config: TrainConfig
     points: Mapping[str, Any]
+    per_seed: tuple[str, ...] = ()
 
 
 def run_groups(
@@ -295,7 +323,7 @@ def run_groups(
         if progress is not None:
             progress(f"group {i + 1}/{len(groups)}: {group.key}")
         result = sweep_points(group.config, params0, data, keys, group.points, eval_data=eval_data,
-                              return_params=False, **options)
+                              return_params=False, per_seed=group.per_seed, **options)
         return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
 
     return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])

@@ -41,6 +41,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "hu2024_table3": ("experiments.hu2024_table3", "Hu et al. 2024 Table 3: imputation sensitivities"),
     "hu2024_fig2": ("experiments.hu2024_fig2", "Hu et al. 2024 Figure 2: SRDP vs group privacy"),
     "hu2024_pipeline_demo": ("experiments.hu2024_pipeline_demo", "Worked example: overall privacy of a pre-processed Adult pipeline"),
+    "sun2024_accounting": ("experiments.sun2024_accounting", "Sun et al. 2024 (DPSGD-F): sigma_F, the z table, PLD vs RDP, the cost of eps_F (C1-C4)"),
+    "sun2024_table2": ("experiments.sun2024_table2", "Sun et al. 2024 Table 2: diameter and distances to the mean (C5, C6)"),
+    "sun2024_table1": ("experiments.sun2024_table1", "Sun et al. 2024 Table 1: DPSGD vs DPSGD-F vs non-private SGD (C11-C16)"),
+    "sun2024_counterexample": ("experiments.sun2024_counterexample", "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)"),
 }
 
 

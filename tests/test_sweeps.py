@@ -360,3 +360,25 @@ def test_run_groups_rejects_bad_groups():
         sweeps.run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, steps=3))],
                           P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.calls == []
+
+
+def test_per_seed_points_equal_individual_runs():
+    """A per-seed field (e.g. DPSGD-F's private mean, whose noise differs per seed) takes
+    values[s, p] for seed s and point p; every (seed, point) equals its own train call."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    shifts = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    points = {"learning_rate": [0.1, 1.0, 2.0], "feature_scale": [1.0, 3.0, 0.5], "feature_shift": shifts}
+    result = sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("feature_shift",),
+                                 chunk_size=2, eval_data=(X, Y))
+    assert result.params["w"].shape == (2, 3, 4, 3)
+    for s in range(2):
+        for p in range(3):
+            hyper = Hyper(points["learning_rate"][p], noise_multiplier=1.0, clip_norm=1.0,
+                          feature_scale=points["feature_scale"][p], feature_shift=shifts[s, p])
+            single, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, (X, Y), keys[s])
+            _assert_close(single, jax.tree_util.tree_map(lambda a: a[s, p], result.params))
+    with pytest.raises(ValueError, match="per_seed"):
+        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("radius",))
+    with pytest.raises(ValueError, match="feature_shift needs a leading axis of 2 seeds"):
+        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, {**points, "feature_shift": shifts[:1]},
+                            per_seed=("feature_shift",))

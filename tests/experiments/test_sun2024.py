@@ -1,0 +1,56 @@
+"""Sun et al. (2024) experiments: Table 2's blocked diameter, smoke runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from experiments.sun2024_table2 import diameter
+
+
+def test_blocked_diameter_is_exact_over_all_pairs():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(301, 5)).astype(np.float32)
+    x[7] = 0.0  # a zero row
+    brute = max(np.linalg.norm(x[i].astype(np.float64) - x[j]) for i in range(len(x)) for j in range(len(x)))
+    got, (i, j) = diameter(x, block=64)
+    assert got == pytest.approx(brute, rel=1e-6)
+    assert np.linalg.norm(x[i].astype(np.float64) - x[j]) == pytest.approx(brute, rel=1e-9)
+
+
+def test_bad_cifar_features_file_is_refused(tmp_path):
+    """A user-supplied features file with wrong shapes or non-finite values: ValueError naming it."""
+    from experiments.sun2024_table1 import GRIDS, load_dataset
+
+    folder = tmp_path / "cifar100_features"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    good = dict(x_train=rng.normal(size=(20, 8)).astype(np.float32), y_train=rng.integers(0, 100, 20),
+                x_test=rng.normal(size=(5, 8)).astype(np.float32), y_test=rng.integers(0, 100, 5))
+    for bad, match in ((dict(good, x_test=good["x_test"][:, :7]), "features"),
+                       (dict(good, y_train=good["y_train"][:19]), "y_train"),
+                       (dict(good, x_train=np.where(np.eye(20, 8) > 0, np.nan, good["x_train"])), "non-finite")):
+        np.savez(folder / "features.npz", **bad)
+        with pytest.raises(ValueError, match=match):
+            load_dataset("cifar100_features", GRIDS["smoke"], tmp_path)
+    np.savez(folder / "features.npz", **good)
+    ds = load_dataset("cifar100_features", GRIDS["smoke"], tmp_path)
+    assert ds["num_classes"] == 100 and ds["unit"].shape == (20, 8)
+
+
+@pytest.mark.data
+def test_table1_smoke_resumes_without_redoing_units(tmp_path, data_dir):
+    """Kill-and-resume: a unit lost is recomputed, finished units are not touched."""
+    from experiments import run_experiment
+
+    first = run_experiment("sun2024_table1", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    assert any(c.quantity.startswith("Table 1 MNIST dpsgdf") for c in first)
+    units = sorted((tmp_path / "sun2024_table1" / ".units" / "smoke").glob("*.json"))
+    assert len(units) >= 3  # groups and their calibrations
+    stamps = {u: u.stat().st_mtime_ns for u in units}
+    lost = next(u for u in units if "main" in u.name and "calibration" not in u.name)
+    lost.unlink()
+    second = run_experiment("sun2024_table1", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    assert lost.exists()
+    assert all(u.stat().st_mtime_ns == t for u, t in stamps.items() if u != lost)
+    assert [c.measured for c in first] == [c.measured for c in second]
