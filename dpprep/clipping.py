@@ -15,12 +15,17 @@ Two paths that agree (tested to 1e-5 relative):
 ``diag(scale)·Xᵀ(c ⊙ R) − shift ⊗ 1ᵀ(c ⊙ R)``: rank-1 corrections to the plain products, so a
 vmap over per-model transforms shares one batch and one matrix product. The vmap path forms ``x'``.
 
-Norms are computed with each row scaled by its largest entry, so features up to ~1e30 give
-finite norms. ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may be ``inf``
-(no clipping). The regulariser is not part of the clipped sum.
+Norms are overflow-safe at the cost of a plain sum of squares: each row's squared norm is
+computed directly, and only a row where that overflowed (float32 squares overflow above ~1.8e19)
+takes the value computed on the row times ``2⁻¹⁰⁰`` (an exact power-of-two scale: no division, no
+rounding), rescaled by ``2¹⁰⁰``; so features up to ~1e30 give finite, accurate norms
+(:func:`_safe_norms`). ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may
+be ``inf`` (no clipping). The regulariser is not part of the clipped sum.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -52,11 +57,32 @@ def per_example_grads(model: Model, params: Params, x: Array, y: Array) -> Param
     return jax.vmap(jax.grad(single_loss), in_axes=(None, 0, 0))(params, x, y)
 
 
+# Overflow fallback of the row norms: a row whose plain sum of squares is not finite takes the
+# sum over ``2⁻¹⁰⁰ × row`` (exact: a power of two, no division) with the root scaled back by
+# ``2¹⁰⁰``. Squares of entries below ~1e11 underflow there, which is below float32 rounding in a
+# row that overflowed (its norm is above ~1.8e19). The fallback sits behind a ``lax.cond`` on
+# "some row overflowed", so an unbatched run (``train``) only pays for the plain sum; under
+# ``vmap`` with a batched batch (sweeps over seeds) the cond becomes a select and both sums run.
+_DOWN = 2.0 ** -100
+_UP = 2.0 ** 100
+
+
+def _safe_norms(sq_norms: Callable[[float], Array]) -> Array:
+    """``sqrt(sq_norms(1))`` per row, falling back to ``2¹⁰⁰·sqrt(sq_norms(2⁻¹⁰⁰))`` on the rows
+    where the plain squared norm overflowed; ``sq_norms(c)`` is the squared norm of ``c × row``."""
+    root = lambda sq: jnp.sqrt(jnp.maximum(sq, 0.0))
+    plain = sq_norms(1.0)
+
+    def fallback(plain: Array) -> Array:
+        return jnp.where(jnp.isfinite(plain), root(plain), _UP * root(sq_norms(_DOWN)))
+
+    return jax.lax.cond(jnp.all(jnp.isfinite(plain)), root, fallback, plain)
+
+
 def _global_norms(tree: Params) -> Array:
     """Per-example global L2 norms over every leaf (leading batch axis), overflow-safe."""
-    flat = jnp.concatenate([g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)], axis=1)
-    big = jnp.maximum(jnp.max(jnp.abs(flat), axis=1), 1.0)
-    return big * jnp.linalg.norm(flat / big[:, None], axis=1)
+    leaves = [g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)]
+    return _safe_norms(lambda c: sum(jnp.sum(jnp.square(c * g), axis=1) for g in leaves))
 
 
 def clipped_grad_sum_vmap(
@@ -72,22 +98,28 @@ def clipped_grad_sum_vmap(
 
 
 def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
-    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows; each row is divided
-    by ``m_i = max(1, max_j |x_ij|)`` first so that squares cannot overflow."""
-    m = jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)
-    u = x / m[:, None]
-    if scale is None:
-        sq = jnp.sum(u * u, axis=1)
-    else:
-        s = jnp.asarray(scale, jnp.float32)
-        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else (u * u) @ (s * s)
-    if shift is not None:
-        mu = jnp.asarray(shift, jnp.float32)
-        s_mu = mu if scale is None else mu * jnp.asarray(scale, jnp.float32)
-        sq = sq - 2.0 * (u @ s_mu) / m + jnp.sum(mu * mu) / (m * m)
-    if bias:
-        sq = sq + 1.0 / (m * m)
-    return m * jnp.sqrt(jnp.maximum(sq, 0.0))
+    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, overflow-safe
+    (:func:`_safe_norms`): without a transform, one pass over the batch (two under a vmap that
+    batches it, e.g. over seeds)."""
+    s = None if scale is None else jnp.asarray(scale, jnp.float32)
+    mu = None if shift is None else jnp.asarray(shift, jnp.float32)
+    s_mu = None if mu is None else (mu if s is None else mu * s)
+
+    def sq_norms(c):
+        u = x if c == 1.0 else x * c
+        if s is None:
+            sq = jnp.sum(u * u, axis=1)
+        else:
+            sq = jnp.sum(u * u, axis=1) * (s * s) if s.ndim == 0 else (u * u) @ (s * s)
+        if mu is not None:
+            # ||s ⊙ u − c·mu||² = ||s ⊙ u||² − 2 u·(c·s ⊙ mu) + ||c·mu||²
+            c_mu = mu if c == 1.0 else mu * c
+            sq = sq - 2.0 * (u @ (s_mu if c == 1.0 else s_mu * c)) + jnp.sum(c_mu * c_mu)
+        if bias:
+            sq = sq + c * c  # underflows to 0 at c = 2⁻¹⁰⁰: negligible where the fallback is used
+        return sq
+
+    return _safe_norms(sq_norms)
 
 
 def clipped_grad_sum_fast(
