@@ -18,12 +18,17 @@ With a shift the fast path's norms carry the expansion's rounding bound (:func:`
 so they are upper bounds: equal to the vmap path's to ~``d·1e-7`` relative, and never below the
 true norm for rows close to the shift, where the expansion cancels.
 
-Norms are computed with each row scaled by its largest entry, so features up to ~1e30 give
-finite norms. ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may be ``inf``
-(no clipping). The regulariser is not part of the clipped sum.
+Norms are overflow-safe at the cost of a plain sum of squares: each row's squared norm is
+computed directly, and only a row where that overflowed (float32 squares overflow above ~1.8e19)
+takes the value computed on the row times ``2⁻¹⁰⁰`` (an exact power-of-two scale: no division, no
+rounding), rescaled by ``2¹⁰⁰``; so features up to ~1e30 give finite, accurate norms
+(:func:`_safe_norms`). ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may
+be ``inf`` (no clipping). The regulariser is not part of the clipped sum.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -55,11 +60,32 @@ def per_example_grads(model: Model, params: Params, x: Array, y: Array) -> Param
     return jax.vmap(jax.grad(single_loss), in_axes=(None, 0, 0))(params, x, y)
 
 
+# Overflow fallback of the row norms: a row whose plain sum of squares is not finite takes the
+# sum over ``2⁻¹⁰⁰ × row`` (exact: a power of two, no division) with the root scaled back by
+# ``2¹⁰⁰``. Squares of entries below ~1e11 underflow there, which is below float32 rounding in a
+# row that overflowed (its norm is above ~1.8e19). The fallback sits behind a ``lax.cond`` on
+# "some row overflowed", so an unbatched run (``train``) only pays for the plain sum; under
+# ``vmap`` with a batched batch (sweeps over seeds) the cond becomes a select and both sums run.
+_DOWN = 2.0 ** -100
+_UP = 2.0 ** 100
+
+
+def _safe_norms(sq_norms: Callable[[float], Array]) -> Array:
+    """``sqrt(sq_norms(1))`` per row, falling back to ``2¹⁰⁰·sqrt(sq_norms(2⁻¹⁰⁰))`` on the rows
+    where the plain squared norm overflowed; ``sq_norms(c)`` is the squared norm of ``c × row``."""
+    root = lambda sq: jnp.sqrt(jnp.maximum(sq, 0.0))
+    plain = sq_norms(1.0)
+
+    def fallback(plain: Array) -> Array:
+        return jnp.where(jnp.isfinite(plain), root(plain), _UP * root(sq_norms(_DOWN)))
+
+    return jax.lax.cond(jnp.all(jnp.isfinite(plain)), root, fallback, plain)
+
+
 def _global_norms(tree: Params) -> Array:
     """Per-example global L2 norms over every leaf (leading batch axis), overflow-safe."""
-    flat = jnp.concatenate([g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)], axis=1)
-    big = jnp.maximum(jnp.max(jnp.abs(flat), axis=1), 1.0)
-    return big * jnp.linalg.norm(flat / big[:, None], axis=1)
+    leaves = [g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)]
+    return _safe_norms(lambda c: sum(jnp.sum(jnp.square(c * g), axis=1) for g in leaves))
 
 
 def clipped_grad_sum_vmap(
@@ -75,8 +101,21 @@ def clipped_grad_sum_vmap(
 
 
 def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
-    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows; each row is divided
-    by ``m_i = max(1, max_j |x_ij|)`` first so that squares cannot overflow.
+    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, overflow-safe.
+
+    Without a transform: one plain pass over the batch (:func:`_safe_norms`). With one (a value
+    per model in a sweep): :func:`_transformed_feature_norms`, whose per-row scaling depends on
+    the batch alone, so a vmap over models shares it. (``_safe_norms``' ``lax.cond`` would become
+    a select under that vmap and broadcast the batch to every model.)"""
+    if scale is None and shift is None:
+        return _safe_norms(lambda c: jnp.sum(jnp.square(c * x), axis=1) + (c * c if bias else 0.0))
+    return _transformed_feature_norms(x, scale, shift, bias)
+
+
+def _transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
+    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, with every term
+    divided by ``max(m_i, M)²`` (``m_i = max(1, max_j |x_ij|)``, ``M = max(1, max_j |shift_j|)``)
+    so that squares cannot overflow.
 
     With a shift the expansion cancels for rows close to the shift (e.g. DPSGD-F's private mean),
     where its float32 result could fall far below the true norm, so that such a row would not be
@@ -84,6 +123,8 @@ def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: boo
     norm (it over-clips rows near the shift by at most about ``(d + 8)·2⁻²³`` of the terms'
     size); the products run at full float32 precision so that the bound holds on every backend."""
     highest = jax.lax.Precision.HIGHEST
+    # Per-row scale m (from the batch alone: shared by every model of a sweep) and, with a shift,
+    # per-model scale M of the shift; every term is divided by R² = max(m, M)² before summing.
     m = jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)
     u = x / m[:, None]
     if scale is None:
@@ -91,16 +132,22 @@ def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: boo
     else:
         s = jnp.asarray(scale, jnp.float32)
         sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else jnp.matmul(u * u, s * s, precision=highest)
-    if shift is not None:
+    if shift is None:
+        r = m
+        sq = sq + (1.0 / (m * m) if bias else 0.0)
+    else:
         mu = jnp.asarray(shift, jnp.float32)
-        s_mu = mu if scale is None else mu * jnp.asarray(scale, jnp.float32)
-        mu_sq = jnp.sum(mu * mu) / (m * m)
-        size = sq + 2.0 * jnp.matmul(jnp.abs(u), jnp.abs(s_mu), precision=highest) / m + mu_sq
-        sq = (sq - 2.0 * jnp.matmul(u, s_mu, precision=highest) / m + mu_sq
-              + (x.shape[1] + 8) * 2.0**-23 * size)
-    if bias:
-        sq = sq + 1.0 / (m * m)
-    return m * jnp.sqrt(jnp.maximum(sq, 0.0))
+        big = jnp.maximum(jnp.max(jnp.abs(mu)), 1.0)
+        w = mu / big
+        v = w if scale is None else w * jnp.asarray(scale, jnp.float32)
+        r = jnp.maximum(m, big)
+        a, b = m / r, big / r
+        mu_sq = jnp.sum(w * w) * b * b
+        x_sq = sq * a * a
+        cross = 2.0 * a * b * jnp.matmul(u, v, precision=highest)
+        size = x_sq + 2.0 * a * b * jnp.matmul(jnp.abs(u), jnp.abs(v), precision=highest) + mu_sq
+        sq = x_sq - cross + mu_sq + (x.shape[1] + 8) * 2.0**-23 * size + (1.0 / (r * r) if bias else 0.0)
+    return r * jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
 def clipped_grad_sum_fast(

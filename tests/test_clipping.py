@@ -337,3 +337,40 @@ def test_rows_near_the_shift_are_still_clipped(name):
     clip = 1e-3
     contributions = _transformed_contributions(name, params, x, y, clip, scale, shift)
     assert float(jnp.max(contributions)) <= clip * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("magnitude", [1e19, 1e30])
+@pytest.mark.parametrize("transform", [False, True])
+def test_norms_of_huge_features_are_finite_and_correct(magnitude, transform):
+    # float32 squares overflow above ~1.8e19, so the plain sum of squares of these rows is inf
+    # (1e19: 5 squares of ~1e38 sum past the float32 maximum; 1e30: every square): the norms must
+    # come from the scaled fallback, in a batch that mixes them with ordinary rows.
+    model = MODELS["softmax"]
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(B, D)) * np.where(np.arange(B) % 2 == 0, magnitude, 1.0)[:, None]
+    x[1, 0] = 3.0 * magnitude  # one huge entry in an otherwise ordinary row
+    y = rng.integers(0, K, size=B)
+    # w = 0 and a random bias: finite logits (the bias), so the residuals are exact and O(1).
+    params = {"w": jnp.zeros((D, K), jnp.float32), "b": jnp.asarray(rng.normal(size=K), jnp.float32)}
+    scale = rng.uniform(0.5, 2.0, size=D) if transform else None
+    shift = magnitude * rng.normal(size=D) if transform else None
+    x32 = jnp.asarray(x, jnp.float32)
+    as32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)
+    # float64 reference: ||x'_i ⊗ r_i||² + ||r_i||² = (||x'_i||² + 1)·||r_i||², x' = scale ⊙ x − shift
+    x_ref = np.asarray(x32, np.float64) * (1.0 if scale is None else np.asarray(as32(scale), np.float64))
+    x_ref = x_ref - (0.0 if shift is None else np.asarray(as32(shift), np.float64))
+    logits = np.asarray(params["b"], np.float64)
+    r = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum() - np.eye(K)[y]
+    expected = np.sqrt(np.sum(x_ref**2, axis=1) + 1.0) * np.linalg.norm(r, axis=1)
+    with np.errstate(over="ignore"):
+        assert not np.all(np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1)))  # the plain sum overflows
+    sums = {}
+    for method in ("fast", "vmap"):
+        got, norms = clipping.clipped_grad_sum(model, params, x32, jnp.asarray(y), 1.0, method=method,
+                                               feature_scale=as32(scale), feature_shift=as32(shift))
+        assert bool(jnp.all(jnp.isfinite(norms))), (method, norms)
+        np.testing.assert_allclose(np.asarray(norms, np.float64), expected, rtol=1e-5)
+        assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(got))
+        sums[method] = got
+    # Each contribution is clipped to norm <= 1, so the sums are O(B) and must agree.
+    _assert_trees_close(sums["fast"], sums["vmap"], rtol=0.0, atol=1e-5 * B)
