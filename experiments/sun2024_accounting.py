@@ -52,7 +52,7 @@ def z_row(n: int, b: int, e: int, eps: float) -> dict:
     out["z_pld"] = dp.calibrate_noise(eps, DELTA, schedule)
     for f in (0.02, 0.05):
         out[f"z_pld_F{f}"] = dp.calibrate_noise(eps, DELTA, schedule, fixed_events=(dpsgdf.mean_event(f, DELTA),))
-    out["z_rdp"] = dp.calibrate_noise(eps, DELTA, schedule, accountant="rdp")
+    out["z_rdp"] = dp.calibrate_noise(eps, DELTA, schedule, options=dp.AccountingOptions(accountant="rdp"))
     plan = make_plan(TrainConfig(softmax_regression(2, 2), sampling="poisson", batch_size=b, epochs=e), n)
     out["z_pld_as_run"] = plan.calibrate(eps, DELTA)
     out["z_pld_F0.05_as_run"] = plan.calibrate(eps, DELTA, fixed_events=(dpsgdf.mean_event(0.05, DELTA),))
