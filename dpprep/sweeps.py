@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpprep import models
@@ -243,6 +244,8 @@ def sweep_points(
                      for c, f in zip(chunk, seeded)]
         out = fn(*shared, tuple(chunk), x_eval, y_eval)
         keep = min(chunk_size, total - start)
+        if jax.process_count() > 1:  # shards on other hosts' devices: gather them first
+            out = multihost_utils.process_allgather(out, tiled=True)
         results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:, :keep], out))
     params, metrics, evaluation = jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=1), *results)
     warn_on_overflow(metrics, config)
