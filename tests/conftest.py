@@ -6,8 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# CI runs the property tests on a fixed example sequence, so a landing never depends on which
+# examples a random draw found; locally they explore afresh (and remember failures).
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def _candidate_data_dirs() -> list[Path]:
