@@ -78,7 +78,6 @@ from dpprep.models import Array, Model, Params, check_targets, per_example_loss_
 from dpprep.plan import ExecutionPlan
 from dpprep.validation import check_finite_array, check_same_length
 
-SAMPLINGS = tuple(sampling.SAMPLERS)
 # Hyper's scalar float fields (feature transforms and noise scales are arrays / pytrees).
 SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "noise_std", "clip_norm", "batch_clip_norm", "radius")
 ITERATES = ("last", "average", "both")
