@@ -8,11 +8,6 @@ import pytest
 from experiments import run_experiment
 
 
-@pytest.fixture(autouse=True)
-def _no_corrdp_disk_cache(monkeypatch):
-    monkeypatch.setenv("DPPREP_CORRDP_CACHE", "0")  # hermetic: no rebalanced Sepsis in the user's cache
-
-
 def _by_status(comparisons):
     out = {"pass": [], "miss": [], "info": []}
     for c in comparisons:
