@@ -24,7 +24,7 @@ def mixture_divergence(alpha, sigma, weights, means_p, means_q):
     """D_α(Σ w N(μp, σ²) ‖ Σ w N(μq, σ²)) in 1-d by a fine Riemann sum in log-space."""
     lo = min(min(means_p), min(means_q)) - 40 * sigma
     hi = max(max(means_p), max(means_q)) + 40 * sigma
-    x = np.linspace(lo, hi, 400_001)
+    x = np.linspace(lo, hi, 100_001)
     dx = x[1] - x[0]
 
     def log_density(means):
@@ -176,8 +176,8 @@ def test_overall_privacy_accepts_table1_sgd_samp_and_is_monotone_in_noise():
 def test_calibrate_round_trips():
     sens = Sensitivity(linf=2000.0, l2=14.81 / 2000)
     cal = meta.calibrate(lambda e: table1.dp_sgd_sampling(epsilon=e, n=2000, steps=40_000), sens,
-                         target_epsilon=8.0, delta=1e-5, rtol=1e-6)
-    assert cal.overall.epsilon <= 8.0 and cal.overall.epsilon == pytest.approx(8.0, rel=1e-4)
+                         target_epsilon=8.0, delta=1e-5, rtol=1e-4)
+    assert cal.overall.epsilon <= 8.0 and cal.overall.epsilon == pytest.approx(8.0, rel=1e-3)
     again = meta.overall_privacy(table1.dp_sgd_sampling(epsilon=cal.mechanism_epsilon, n=2000, steps=40_000), sens, delta=1e-5)
     assert again.epsilon == pytest.approx(cal.overall.epsilon, rel=1e-9)
 
@@ -202,3 +202,48 @@ def test_bad_input():
         sgd_samp.from_table1(table1.dp_gd(epsilon=1.0), 10)
     with pytest.raises(ValueError, match="rigorous"):  # theorem2's direct path still refuses the formula
         meta.check_mechanism(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(10, 0.1))
+
+
+# ---- property tests: the order-grid chord is an upper bound everywhere ---------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    q=st.sampled_from([0.01, 0.05]),
+    z=st.sampled_from([0.8, 2.0]),  # few (q, z): each new pair computes a whole order grid
+    alpha=st.floats(1.02, 200.0),
+)
+def test_chord_dominates_dp_accounting_at_any_order(q, z, alpha):
+    n = round(1 / q)
+    direct_ar = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, z, [alpha])[0]
+    if np.isfinite(direct_ar):
+        assert sgd_samp.add_remove_step_rdp(q, z, alpha) >= direct_ar * (1 - 1e-9)
+    direct_wor = rdp_lib._compute_rdp_sample_wor_gaussian(q, z / 2, [alpha])[0]
+    assert sgd_samp.replace_one_step_rdp("without_replacement", n, 1, z, alpha) >= direct_wor * (1 - 1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sampling=st.sampled_from(sgd_samp.SAMPLINGS),
+    n=st.integers(20, 400),
+    batch_frac=st.floats(0.01, 1.0),
+    changed_frac=st.floats(0.0, 1.0),
+    shift=st.floats(1e-4, 0.5),
+    alpha=st.floats(1.05, 60.0),
+)
+def test_srdp_chord_dominates_the_exact_sum_and_sits_between_jensen_and_worst_case(
+    sampling, n, batch_frac, changed_frac, shift, alpha
+):
+    batch = max(1, round(batch_frac * n))
+    m = round(changed_frac * n)
+    mech = sgd_samp.subsampled_sgd(noise_multiplier=1.0, n=n, batch_size=batch, steps=1, linf=m, sampling=sampling)
+    value = mech.srdp(alpha, shift * m)  # Δ2 = τ/m = shift (z = C = μ = 1)
+    exact = float(sgd_samp.srdp_step_cgf(sampling, n, batch, m, shift, alpha)) / (alpha - 1)
+    assert value >= exact * (1 - 1e-9) - 1e-12
+    b_max = m if sampling == "poisson" else min(m, batch)
+    mean_b = m * batch / n
+    assert exact <= alpha * (b_max * shift) ** 2 / 2 * (1 + 1e-9) + 1e-12  # b ≤ b_max
+    assert exact >= alpha * (mean_b * shift) ** 2 / 2 * (1 - 1e-9) - 1e-12  # Jensen: E b² ≥ (E b)²
