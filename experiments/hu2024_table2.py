@@ -198,8 +198,8 @@ def markdown_sgd_samp(frame: pd.DataFrame) -> str:
     return (
         "\n\n## DP-SGD-samp × PCA: the printed cell beside a rigorous bound (same algorithm, same point)\n\n"
         "Batch 1, z = sqrt(2T)/(εn) = 2, T = 2·10⁶, n = 1000, L = μ = 1, τ* = 12.2 (Δ∞ = n). Rigorous RDP: "
-        "dp-accounting's replace-one RDP of batch-1 sampling (multiplier z/2; Poisson: weak triangle of "
-        "add/remove); rigorous SRDP: spec §9.4 (no amplification). Table 1's α²ε²/2 is not a valid bound "
+        "dp-accounting's replace-one RDP of batch-1 sampling (multiplier z/2; Poisson: the proved bound of "
+        "dpprep.accounting.sgd_samp, best of a direct binomial expansion and a weak triangle over add/remove); rigorous SRDP: spec §9.4 (no amplification). Table 1's α²ε²/2 is not a valid bound "
         "under replace-one (dpprep.accounting.meta.check_mechanism).\n\n" + "\n".join(lines) + "\n"
     )
 
@@ -207,7 +207,7 @@ def markdown_sgd_samp(frame: pd.DataFrame) -> str:
 def sgd_samp_comparisons(frame: pd.DataFrame) -> list[Comparison]:
     out = []
     assumptions = ("batch-1 uniform sampling (Poisson row: rate 1/n), z = 2, T = 2e6, n = 1000, L = μ = 1, "
-                   "PCA Δ∞ = n, Δ2 = 12.2/n; replace-one RDP from dp-accounting (Poisson: weak triangle), "
+                   "PCA Δ∞ = n, Δ2 = 12.2/n; replace-one RDP from dp-accounting (Poisson: dpprep.accounting.sgd_samp's proved bound), "
                    "SRDP of spec §9.4")
     for r in frame.itertuples():
         tag = f"dp_sgd_sampling × pca_rank, {r.sampling}"
