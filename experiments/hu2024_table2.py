@@ -199,7 +199,8 @@ def markdown_sgd_samp(frame: pd.DataFrame) -> str:
         "\n\n## DP-SGD-samp × PCA: the printed cell beside a rigorous bound (same algorithm, same point)\n\n"
         "Batch 1, z = sqrt(2T)/(εn) = 2, T = 2·10⁶, n = 1000, L = μ = 1, τ* = 12.2 (Δ∞ = n). Rigorous RDP: "
         "dp-accounting's replace-one RDP of batch-1 sampling (multiplier z/2; Poisson: the proved bound of "
-        "dpprep.accounting.sgd_samp, best of a direct binomial expansion and a weak triangle over add/remove); rigorous SRDP: spec §9.4 (no amplification). Table 1's α²ε²/2 is not a valid bound "
+        "dpprep.accounting.sgd_samp, best of a direct binomial expansion and a weak triangle over "
+        "add/remove); rigorous SRDP: spec §9.4 (no amplification). Table 1's α²ε²/2 is not a valid bound "
         "under replace-one (dpprep.accounting.meta.check_mechanism).\n\n" + "\n".join(lines) + "\n"
     )
 
