@@ -118,6 +118,8 @@ PIPELINES = {
     "impute>pca": lambda: (pl.impute_mean_step(), pl.pca_rank_step(1)),
     "impute>dedup": lambda: (pl.impute_mean_step(), pl.dedup_step(ETA)),
     "median>quantize": lambda: (pl.impute_median_step(), pl.quantize_step(ETA)),
+    "impute>halve>quantize": lambda: (pl.impute_mean_step(), pl.rowwise("halve", lambda x: 0.5 * x, 0.5), pl.quantize_step(ETA)),
+    "halve>impute": lambda: (pl.rowwise("halve", lambda x: 0.5 * x, 0.5), pl.impute_mean_step()),
 }
 
 
@@ -156,3 +158,29 @@ def test_single_step_pipeline_is_the_step():
     direct = impute_mean(x)
     np.testing.assert_array_equal(res.data, direct.data)
     assert res.sensitivity == direct.sensitivity and len(res.trace) == 1
+
+
+def test_why_a_group_version_is_needed():
+    """Imputation moves K rows slightly; each sits just outside the 3η annulus of its own good cluster,
+    so a replaced row that shifts the imputed mean breaks K clusters at once. The common records that
+    change (2K) exceed the sum of the steps' own Δ∞ (K + 2·max|B|), but not the composed bound."""
+    k_rows, eta = 6, ETA
+    centres = np.linspace(-0.75, 0.75, k_rows)
+    imputed_rows = [[c, np.nan] for c in centres]  # mean of column 1 will be 0
+    clusters = [r for c in centres for r in ([c, 3 * eta + 0.002], [c + 0.004, 3 * eta + 0.002])]
+    fill = -2 * k_rows * (3 * eta + 0.002) / 4  # four fillers pull the observed mean of column 1 to 0
+    fillers = [[x, fill] for x in (-0.6, -0.2, 0.2, 0.6)]
+    x1 = np.array(imputed_rows + clusters + fillers)
+    x2 = x1.copy()
+    x2[-1, 1] = fill + 0.156  # the replaced row: the imputed mean rises by ~0.01 > 0.002
+    pipe = Pipeline((pl.impute_mean_step(), pl.quantize_step(eta)))
+    r1, r2 = pipe.run(x1), pipe.run(x2)
+    common = np.arange(len(x1)) != len(x1) - 1
+    changed = int(np.count_nonzero(np.linalg.norm(r1.data[common] - r2.data[common], axis=1) > 1e-12))
+    naive = max(t.trace[0].step_sensitivity.linf + t.trace[1].step_sensitivity.linf for t in (r1, r2))
+    assert changed == 2 * k_rows and naive == k_rows + 4
+    assert changed > naive  # adding the steps' own Δ∞ would be invalid
+    n = len(x1)
+    assert r1.sensitivity.linf == min(k_rows + (k_rows + 1) * 4, n)  # chain rule, capped at n
+    assert r2.sensitivity.linf == min(k_rows + (k_rows + 1) * 2, n)  # S2's clusters are broken: p = 2
+    assert changed <= min(r1.sensitivity.linf, r2.sensitivity.linf)
