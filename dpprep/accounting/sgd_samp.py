@@ -396,9 +396,15 @@ def calibrate_subsampled_sgd(
 
     For Figure 3's optional DP-SGD variant (spec §9.4): pass the returned ``noise_std`` as the
     learner's absolute noise on the averaged gradient, with clip norm ``clip_norm`` and the same
-    ``sampling``, ``batch_size`` and ``steps``.
+    ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100, T = 1000, PCA τ* = 14.81
+    (``Sensitivity(10_000, 14.81e-4)``), μ = 1.25, (1, 1e-5): z ≈ 32 (z ≈ 3.3 without
+    pre-processing).
     """
     from dpprep.accounting import meta  # meta imports this module
+    from dpprep.preprocess.sensitivity import Sensitivity
+
+    if not isinstance(sensitivity, Sensitivity):
+        raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
 
     def factory(eps: float) -> SubsampledSGD:
         return SubsampledSGD(

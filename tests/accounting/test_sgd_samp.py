@@ -203,6 +203,8 @@ def test_bad_input():
             sgd_samp.subsampled_sgd(**{**ok, key: value})
     with pytest.raises(ValueError, match="linf"):  # its SRDP is for another pre-processing
         meta.overall_privacy(sgd_samp.subsampled_sgd(**ok), Sensitivity(10, 0.1), delta=1e-5)
+    with pytest.raises(ValueError, match="sensitivity"):
+        sgd_samp.calibrate_subsampled_sgd(target_epsilon=1.0, delta=1e-5, n=100, batch_size=10, steps=5, sensitivity=(1, 0.1))
     with pytest.raises(ValueError, match="DPSGDSampling"):
         sgd_samp.from_table1(table1.dp_gd(epsilon=1.0), 10)
     with pytest.raises(ValueError, match="rigorous"):  # theorem2's direct path still refuses the formula
