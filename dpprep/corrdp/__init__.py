@@ -2,8 +2,8 @@
 
 What the engine needs from the paper lives here, apart from the engine: the mapping from the
 paper's noise on the *averaged* gradient to the engine's noise on the sum, and per-input-feature
-noise scales for a first weight layer. (The definition, TV estimators and CorrDP-SGD experiments
-build on these.)
+noise scales for a first weight layer. ``dpprep.corrdp.data`` holds the
+five datasets as CorrDP sees them (``load_corrdp``).
 
 **CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
 unclipped. With ``clip_norm = inf`` and normaliser ``N``, choose a base level ``σ`` and set
@@ -19,9 +19,19 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from dpprep.corrdp.data import CorrDPData, load_corrdp, sepsis_rebalanced, synthetic_truth
 from dpprep.models import Params
 from dpprep.noise import isotropic_scales
 from dpprep.validation import check_finite_array, check_positive
+
+__all__ = [
+    "CorrDPData",
+    "feature_scales",
+    "load_corrdp",
+    "sepsis_rebalanced",
+    "sum_noise_std",
+    "synthetic_truth",
+]
 
 
 def sum_noise_std(std_on_mean: float, normaliser: float) -> float:
