@@ -39,7 +39,7 @@ import jax
 import numpy as np
 import optax
 
-from dpprep import sweeps
+from dpprep import streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, TrainConfig, make_plan
 from dpprep.corrdp import noise
@@ -105,7 +105,14 @@ class CorrDPSGD:
                       batch_clip_norm=self.clip_norm if self.clip_mode == "batch" else math.inf)
         return TrainConfig(self.model, hyper, sampling=self.sampling, batch_size=self.batch_size,
                            steps=self.steps, optimizer=self.optimizer, iterates="last",
-                           matmul_precision=self.matmul_precision, neighbouring="replace_one")
+                           matmul_precision=self.matmul_precision, neighbouring="replace_one",
+                           clip_method=self.clip_method)
+
+    @property
+    def clip_method(self) -> str:
+        """Without per-example clipping a network needs no per-example gradients ("none"); GLMs
+        keep the engine's fast path."""
+        return "none" if self.clip_mode != "per_example" and not self.model.has_fast_path else "auto"
 
     def normaliser(self, n: int) -> float:
         """What the engine divides the noisy gradient sum by on ``n`` records."""
@@ -162,14 +169,26 @@ def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point
 
 
 def sweep(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], keys: Array, points: Sequence[Point], *,
-          eval_data: tuple[Any, Any] | None = None,
-          chunk_size: int | None = None, return_params: bool = True) -> sweeps.SweepResult:
+          eval_data: tuple[Any, Any] | None = None, chunk_size: int | None = None,
+          return_params: bool = True, params0_per_seed: bool = False) -> sweeps.SweepResult:
     """Every ``seed × point`` as one compiled call (:func:`dpprep.sweeps.sweep_points`), leading
-    axes ``(len(keys), len(points))``. (On :func:`quadratic_sketch` rows the normaliser is the
+    axes ``(len(keys), len(points))``. ``params0_per_seed``: ``params0`` leaves carry a leading
+    seed axis (e.g. :func:`init_per_seed`). (On :func:`quadratic_sketch` rows the normaliser is the
     row count, which is what the noise on the mean needs.)"""
-    values = point_values(cfg, params0, int(np.shape(data[0])[0]), points)
+    one = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0) if params0_per_seed else params0
+    values = point_values(cfg, one, int(np.shape(data[0])[0]), points)
     return sweeps.sweep_points(cfg.train_config(), params0, data, keys, values, eval_data=eval_data,
-                               chunk_size=chunk_size, return_params=return_params)
+                               chunk_size=chunk_size, return_params=return_params,
+                               params0_per_seed=params0_per_seed)
+
+
+def init_per_seed(model: Model, keys: Array) -> Params:
+    """Each seed's initial parameters from its own ``"init"`` stream (leading seed axis), so the
+    seed decides the initialisation as well as the noise and the batches (spec §5.1)."""
+    return jax.vmap(lambda k: model.init(streams.stream(k, INIT_STREAM)))(keys)
+
+
+INIT_STREAM = "init"
 
 
 def corrdp_sgd(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], key: Array, *, epsilon: float | None,
