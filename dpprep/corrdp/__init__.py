@@ -3,7 +3,8 @@
 What the engine needs from the paper lives here, apart from the engine: the mapping from the
 paper's noise on the *averaged* gradient to the engine's noise on the sum, and per-input-feature
 noise scales for a first weight layer. ``dpprep.corrdp.data`` holds the
-five datasets as CorrDP sees them (``load_corrdp``).
+five datasets as CorrDP sees them (``load_corrdp``), ``dpprep.corrdp.tv`` the TV estimators and
+``dpprep.corrdp.defs`` the definition (Eq. 1, Def. 2.8, Def. 2.9).
 
 **CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
 unclipped. With ``clip_norm = inf`` and normaliser ``N``, choose a base level ``σ`` and set
@@ -20,17 +21,67 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep.corrdp.data import CorrDPData, load_corrdp, sepsis_rebalanced, synthetic_truth
+from dpprep.corrdp.defs import (
+    check_index_sets,
+    check_tv,
+    correlated_sensitivity,
+    corrdp_distance,
+    corrdp_laplace,
+    feature_tv_weights,
+    laplace_tail_bound,
+    lower_bound_dimension_term,
+)
+from dpprep.corrdp.tv import (
+    MixedTV,
+    adult_tv,
+    discrete_tv,
+    gaussian_conditional,
+    gaussian_plugin_tv,
+    gaussian_posterior_tv,
+    gaussian_tv,
+    histogram_tv,
+    mixed_tv,
+    mixed_tv_factors,
+    plugin_tv_factors,
+    regression_gaussian_tv,
+    sepsis_tv,
+    synthetic_tv_factors,
+    tv_upper_bound,
+)
 from dpprep.models import Params
 from dpprep.noise import isotropic_scales
 from dpprep.validation import check_finite_array, check_positive
 
 __all__ = [
     "CorrDPData",
+    "MixedTV",
+    "adult_tv",
+    "check_index_sets",
+    "check_tv",
+    "corrdp_distance",
+    "corrdp_laplace",
+    "correlated_sensitivity",
+    "discrete_tv",
     "feature_scales",
+    "feature_tv_weights",
+    "gaussian_conditional",
+    "gaussian_plugin_tv",
+    "gaussian_posterior_tv",
+    "gaussian_tv",
+    "histogram_tv",
+    "laplace_tail_bound",
     "load_corrdp",
+    "lower_bound_dimension_term",
+    "mixed_tv",
+    "mixed_tv_factors",
+    "plugin_tv_factors",
+    "regression_gaussian_tv",
     "sepsis_rebalanced",
+    "sepsis_tv",
     "sum_noise_std",
     "synthetic_truth",
+    "synthetic_tv_factors",
+    "tv_upper_bound",
 ]
 
 
