@@ -39,6 +39,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_calibration_disk_cache(monkeypatch):
-    """Hermetic tests: no calibration is read from or written to the user's cache (tests of the
-    on-disk cache turn it back on in a tmp dir)."""
+    """Hermetic tests: no calibration (nor CorrDP's rebalanced Sepsis set) is read from or written
+    to the user's cache (tests of the on-disk caches turn them back on in a tmp dir)."""
     monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "0")
+    monkeypatch.setenv("DPPREP_CORRDP_CACHE", "0")

@@ -6,8 +6,11 @@ Indices are 0-based. ``S`` (sensitive) and ``U`` (insensitive) partition the fea
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dpprep.validation import (
@@ -190,8 +193,6 @@ def corrdp_laplace(key, values, coord_sens, tv, sensitive: Sequence[int], insens
 
 def laplace_tail_bound(delta_c: float, epsilon: float, k: int, beta: float) -> float:
     """Thm 2.10: ``P(‖f(D) − M̃_L(D)‖_∞ ≤ Δ_C f · log(K/β) / ε) ≥ 1 − β``; returns the radius."""
-    import math
-
     delta_c = check_positive(delta_c, "delta_c", allow_zero=True)
     epsilon = check_epsilon(epsilon)
     k = check_positive_int(k, "k")

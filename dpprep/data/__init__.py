@@ -41,7 +41,7 @@ Preprocessing
   are in x_train (the paper's protocol is ERM on the training data).
 * ``sepsis``: UCI 827 primary cohort, 110,204 rows; features age_years, sex_0male_1female,
   episode_number as raw (unscaled) values; label hospital_outcome_1alive_0dead (1 = survived,
-  92.65%). No split. (CorrDP's SMOTENC rebalancing and scaling belong to the experiment.)
+  92.65%). No split. (CorrDP's SMOTENC rebalancing and scaling: ``dpprep.corrdp.data``.)
 * ``credit_default``: UCI 350, 30,000 rows; the 23 raw features X1..X23 (ID dropped) named
   LIMIT_BAL, SEX, EDUCATION, MARRIAGE, AGE, PAY_0, PAY_2..PAY_6, BILL_AMT1..6, PAY_AMT1..6,
   unscaled and not one-hot; label Y = default next month (22.12%). No split.

@@ -205,3 +205,19 @@ def test_adult_mixed_procedure_reproduces_the_spec_attempt(data_dir):
     assert 0.83 <= out["gender"].total <= 0.90
     assert out["workclass"].total == 1.0
     assert out["fnlwgt"].continuous_part == pytest.approx(0.45, abs=0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(2, 4))
+def test_discrete_plugin_properties(seed, k_s, k_u):
+    rng = np.random.default_rng(seed)
+    n = 200
+    u = np.concatenate([np.arange(k_u), rng.integers(0, k_u, n - k_u)])  # every level present
+    s = rng.integers(0, k_s, n)
+    value = tv.discrete_tv(s, u)
+    assert 0.0 <= value <= 1.0
+    perm = rng.permutation(n)
+    assert tv.discrete_tv(s[perm], u[perm]) == pytest.approx(value, abs=1e-12)  # row order is irrelevant
+    assert tv.discrete_tv(s, (u + 3) * 7) == pytest.approx(value, abs=1e-12)  # level names are irrelevant
+    assert tv.discrete_tv(np.zeros(n), u) == 0.0  # a constant S carries no information
+    assert tv.discrete_tv(u, u) == pytest.approx(1.0)  # S = U: disjoint conditionals
