@@ -110,7 +110,7 @@ class Profile:
 
 _SWEEP_C = (None, *noise.PAPER_C_SWEEP)
 PROFILES = {
-    "smoke": Profile({k: 2 for k in PANELS}, (0.2, 1.0, 5.0),
+    "smoke": Profile({k: 2 for k in PANELS}, (0.2, 0.3, 1.0, 5.0),
                      {"a": (1.0,), "b": (3e-3,), "c": (1e-2,), "d": (1e-2,), "e": (1e-2,), "f": (1e-2,)},
                      step_fraction=0.05),
     # On a 2-core CPU Adult (n = 45k, T = 5000), Credit (n = 30k, T = 2000) and the Medical NN
@@ -600,7 +600,13 @@ def plot(summary: pd.DataFrame, panels: Sequence[Panel], path, *, title: str, pr
         if len(p):
             ax.axhline(float(p["mean"].iloc[0]), color=colors["partial"], ls="--", label="Partial")
         ax.set_xscale("log")
-        ax.set_yscale("symlog" if panel.task == "regression" else "linear", **({"linthresh": 1e-3} if panel.task == "regression" else {}))
+        if panel.task == "regression":  # log when every plotted mean is positive (NN gaps may not be)
+            shown = summary[(summary["panel"] == panel.key) & (summary["metric"] == metric)
+                            & np.isclose(summary["C"], c)]["mean"]
+            if (shown > 0).all():
+                ax.set_yscale("log")
+            else:
+                ax.set_yscale("symlog", linthresh=max(1e-4, float(shown.abs().min()) or 1e-4))
         ax.set_xlabel("nominal ε")
         ax.set_ylabel("utility gap" if panel.task == "regression" else "accuracy gap (pp)")
         ax.set_title(f"{panel.title}, C = {c:.3g}", fontsize=9)
