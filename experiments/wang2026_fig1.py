@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import numpy as np
@@ -532,7 +532,12 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
                                     f"{first:.0%} and {second:.0%} of {len(std)} ε",
                                     bool(first >= 0.8 and second >= 0.8),
                                     note=f"primary C by the §5.1 rule among {sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
-    # Context rows.
+    # Context rows: what this profile ran (cuts included) and what each unit cost.
+    out.append(Comparison.info(
+        "Fig. 1 profile: seeds / C per panel", "; ".join(
+            f"{k}: {profile.seeds[k]} seeds, C ∈ {{{_fmt(r['C'] for r in records if r['panel'] == k)}}}"
+            for k in PANELS),
+        note=f"ε grid {list(profile.epsilons)}; T × {profile.step_fraction:g} of the paper's; every ε {NOMINAL}"))
     for rec in records:
         out.append(Comparison.info(f"panel {rec['panel']} C={rec['C']:.3g} ({rec['C_mode']}): runs, wall time",
                                    f"{rec['runs']} runs, T = {rec['steps']}, {rec['seconds']:.1f} s",

@@ -16,7 +16,6 @@ import dataclasses
 
 import numpy as np
 
-from dpprep.corrdp import noise
 from dpprep.results import Comparison, write_csv
 from experiments import RunContext, main_for
 from experiments.wang2026_fig1 import PANELS, PROFILES, Profile, curve, plot, run_panels, summarize

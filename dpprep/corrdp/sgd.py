@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
@@ -131,7 +131,6 @@ class Point:
     c: float
     factors: Params | None = None
     feature_scale: Any = None
-    label: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def sigma(self, delta: float) -> float:
         """Std ``σ`` of a sensitive coordinate of the averaged gradient (0 without noise)."""
