@@ -227,3 +227,15 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
         algorithms.train(bad, p0, data, jax.random.key(1))
     with pytest.raises(ValueError, match="clip_method='none'"):
         sweeps.sweep_points(bad, p0, data, jax.random.split(jax.random.key(0), 1), {"clip_norm": [math.inf, 2.0]})
+
+
+def test_theory_preset_point_has_the_eq4_variances():
+    """C_mode="theory": a Point with C = L²T/n² and the floored factors has σ²·f = Eq. 4."""
+    tv = np.array([0.3, 0.1, 0.0])
+    c = noise.theory_constant(2.0, 100, 50)
+    point = sgd.Point("corrdp", 0.5, c)
+    factors = noise.corrdp_factors(5, [0, 1], tv, use_floor=True)
+    np.testing.assert_allclose(point.sigma(1e-5) ** 2 * factors,
+                               noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5,
+                                                   delta=1e-5), rtol=1e-12)
+    assert sgd.Point("nonprivate", None, 0.0).sigma(1e-5) == 0.0
