@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import jax
@@ -154,8 +155,11 @@ def check_nonprivate_accuracy(ctx: RunContext) -> list[Comparison]:
     from experiments import wang2026_fig1 as fig1
 
     seeds = TRAINING_SEEDS
-    adult = fig1.nonprivate_accuracy("b", ctx.data_dir, seeds=1)
-    sepsis = fig1.nonprivate_accuracy("c", ctx.data_dir, seeds=seeds)
+    # Units of work (resumable, cached with the code digest), keyed on the panels' protocols.
+    adult = np.asarray(ctx.store.run(f"item7/{config_json(fig1.PANELS['b'])}", lambda: {
+        "accuracy": fig1.nonprivate_accuracy("b", ctx.data_dir, seeds=1).tolist()})["accuracy"])
+    sepsis = np.asarray(ctx.store.run(f"item8/{seeds}/{config_json(fig1.PANELS['c'])}", lambda: {
+        "accuracy": fig1.nonprivate_accuracy("c", ctx.data_dir, seeds=seeds).tolist()})["accuracy"])
     return [
         Comparison.claim("7 Adult non-private accuracy (in-sample, GD α = 0.05, T = 5000)", "83 % (test: 81.5–84.0 %)",
                          f"{adult[0]:.2f} %", bool(81.5 <= adult[0] <= 84.0),
@@ -170,7 +174,9 @@ def check_nonprivate_accuracy(ctx: RunContext) -> list[Comparison]:
 def check_standard_gap(ctx: RunContext) -> list[Comparison]:
     from experiments import wang2026_fig1 as fig1
 
-    return [fig1.item14_check(ctx.data_dir, seeds=TRAINING_SEEDS)]
+    record = ctx.store.run(f"item14/{TRAINING_SEEDS}/{config_json(fig1.PANELS['a'])}", lambda: dataclasses.asdict(
+        fig1.item14_check(ctx.data_dir, seeds=TRAINING_SEEDS)))
+    return [Comparison(**record)]
 
 
 #: The checks, in REPORT.md order. Each takes the RunContext and returns Comparison rows.
