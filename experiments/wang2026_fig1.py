@@ -365,7 +365,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["panel", "dataset", "C", "C_mode", "method", "epsilon", "metric"]
     g = frame.groupby(keys, dropna=False)["value"]
     out = g.agg(mean="mean", sd=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"), count="count")
-    return out.reset_index()
+    return out.reset_index().assign(epsilon_kind="nominal")
 
 
 def curve(summary: pd.DataFrame, panel: str, method: str, metric: str, c: float | None = None) -> pd.DataFrame:
