@@ -149,9 +149,9 @@ def _columns(panel: Panel, data: CorrDPData) -> tuple[list[int], list[int]]:
     return shift(data.sensitive), shift(data.insensitive)
 
 
-def build_model(panel: Panel, d: int) -> models.Model:
-    if panel.model == "ridge":
-        return models.linear_regression(d, ridge=1.0 / _n_rows_hint[panel.dataset], fit_intercept=False)
+def build_model(panel: Panel, d: int, n: int) -> models.Model:
+    if panel.model == "ridge":  # F = mean((y − Xθ)²) + ||θ||²/n (spec §5.2)
+        return models.linear_regression(d, ridge=1.0 / n, fit_intercept=False)
     if panel.model == "ols":
         return models.linear_regression(d, fit_intercept=False)
     if panel.model == "logistic":
@@ -159,9 +159,6 @@ def build_model(panel: Panel, d: int) -> models.Model:
     if panel.model == "mlp_classifier":
         return models.mlp(d, panel.hidden, 2, activation="softplus", loss="softmax")
     return models.mlp(d, panel.hidden, 1, activation="softplus", loss="squared")
-
-
-_n_rows_hint = {"synthetic": 2000}  # the ridge weight is 1/n (spec §5.2)
 
 
 def corrdp_column_factors(panel: Panel, data: CorrDPData, *, population: bool = False) -> np.ndarray:
@@ -251,8 +248,11 @@ def engine_config(panel: Panel, model: models.Model, steps: int) -> sgd.CorrDPSG
 _MODELS: dict[tuple, models.Model] = {}  # one Model (and so one compilation) per panel shape
 
 
-def panel_model(panel: Panel, d: int) -> models.Model:
-    return _MODELS.setdefault((panel.model, panel.dataset, panel.hidden, d), build_model(panel, d))
+def panel_model(panel: Panel, d: int, n: int) -> models.Model:
+    key = (panel.model, panel.dataset, panel.hidden, d, n)
+    if key not in _MODELS:
+        _MODELS[key] = build_model(panel, d, n)
+    return _MODELS[key]
 
 
 # One optimizer object: the engine's compilations are keyed on it by identity.
@@ -274,7 +274,7 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
     x, y = _features(panel, data), np.asarray(data.y)
     s_cols, u_cols = _columns(panel, data)
     d = x.shape[1]
-    model = panel_model(panel, d)
+    model = panel_model(panel, d, x.shape[0])
     cfg = engine_config(panel, model, steps)
     keys = seed_keys(seeds)
     params0 = model.init(jax.random.key(0))  # GLMs: 0; networks: re-initialised per seed below
@@ -574,7 +574,7 @@ def nonprivate_accuracy(panel_key: str, data_dir=None, *, seeds: int = 3) -> np.
     panel = PANELS[panel_key]
     data = panel_data(panel, data_dir)
     x, y = _features(panel, data), np.asarray(data.y)
-    model = panel_model(panel, x.shape[1])
+    model = panel_model(panel, x.shape[1], x.shape[0])
     cfg = engine_config(panel, model, panel.steps)
     keys = seed_keys(seeds)
     reference = [sgd.Point("nonprivate", None, 0.0)]
