@@ -185,6 +185,12 @@ def test_poisson_and_adam_run():
                     [sgd.Point("standard", 1.0, 1e-3, noise.param_factors(p0, np.ones(4))), sgd.Point("nonprivate", None, 0.0)])
     assert np.all(np.isfinite(out.params["w"]))
     assert cfg.normaliser(300) == 50
+    # Optional projection onto the L2 ball (global norm, bias included).
+    ball = sgd.CorrDPSGD(model, 20, 0.5, 1e-5, radius=0.1)
+    out = sgd.sweep(ball, p0, (x, y), jax.random.split(jax.random.key(0), 1),
+                    [sgd.Point("standard", 1.0, 1.0, noise.param_factors(p0, np.ones(4)))]).params
+    norm = math.sqrt(float(np.sum(np.asarray(out["w"]) ** 2) + np.sum(np.asarray(out["b"]) ** 2)))
+    assert norm <= 0.1 * (1 + 1e-5)
 
 
 def test_bad_input():
