@@ -467,11 +467,15 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
     eps = np.array(profile.epsilons)
     # §5.2 magnitude table at ε = 1 (gap against non-private GD; CorrDP with the population TV).
     if 1.0 in profile.epsilons:
+        a = PANELS["a"]
+        semi_analytic = a.learning_rate / 4 * 10 * noise.k_delta(a.delta)  # (α/4)·m_s·K_δ at ε = 1, C = 1
+        notes = {"standard": NOMINAL, "corrdp_population": "population TV 0.364 (as the spec's table)",
+                 "semi": f"the stationary-noise value (α/4)Σσ_i² = (α/4)·m_s·K_δ is {semi_analytic:.4f}; the spec's "
+                         "0.040 (3 seeds) is 1.6× that"}
         for method, paper in (("standard", 0.256), ("corrdp_population", 0.117), ("semi", 0.040)):
             v = curve(summary, "a", method, "gap_vs_nonprivate")["mean"].loc[1.0]
             out.append(Comparison.numeric(f"§5.2 magnitude, synthetic ε=1: {method}", paper, float(v), rel_tol=0.15,
-                                          digits=3, note="gap vs non-private GD, C = 1, mean over seeds; "
-                                          + ("population TV 0.364 (as the spec's table)" if method == "corrdp_population" else NOMINAL)))
+                                          digits=3, note="gap vs non-private GD, C = 1, mean over seeds; " + notes[method]))
     partial = summary[(summary["panel"] == "a") & (summary["method"] == "partial") & (summary["metric"] == "gap_vs_nonprivate")]
     out.append(Comparison.numeric("§5.2 magnitude, synthetic: Partial gap", 37.2, float(partial["mean"].iloc[0]), rel_tol=0.15,
                                   digits=3, note="ε-independent (non-private on U only)"))
@@ -502,7 +506,9 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
     if sel:
         v = cor["mean"].loc[sel]
         out.append(Comparison.claim("#18 Adult: CorrDP accuracy drop < 4 pp for 0.2 < ε < 0.5 (C = 3e-3)", "< 4 pp",
-                                    f"{_fmt(v)} pp at ε = {_fmt(sel)}", bool((v < 4.0).all()), note=NOMINAL))
+                                    f"{_fmt(v)} pp at ε = {_fmt(sel)}", bool((v < 4.0).all()),
+                                    note="C = 3e-3 is the spec's pick between the 1e-3 and 1e-2 it ran (not tuned "
+                                         f"here); {NOMINAL}"))
     sd = np.maximum(cor["sd"], semi["sd"])
     within = (cor["mean"] - semi["mean"]).abs() <= 2 * sd
     better = cor["mean"] < semi["mean"]
@@ -526,11 +532,14 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
         metric = metric_of(panel)
         c = primary_c(summary, key, metric)
         cor, semi, std = (curve(summary, key, k, metric, c) for k in ("corrdp", "semi", "standard"))
-        first = (std["mean"] - cor["mean"] >= 0).mean()
-        second = ((cor["mean"] - semi["mean"]).abs() <= (std["mean"] - semi["mean"]).abs()).mean()
+        ok1 = std["mean"] - cor["mean"] >= 0
+        ok2 = (cor["mean"] - semi["mean"]).abs() <= (std["mean"] - semi["mean"]).abs()
+        first, second = ok1.mean(), ok2.mean()
+        fails = lambda ok: _fmt(ok.index[~ok.to_numpy()]) or "none"
         out.append(Comparison.claim(f"#22 {panel.title}: CorrDP ≈ Semi, both better than Standard (C = {c:.3g})",
                                     "Standard − CorrDP ≥ 0 and |CorrDP − Semi| ≤ |Standard − Semi| in ≥ 80 % of ε",
-                                    f"{first:.0%} and {second:.0%} of {len(std)} ε",
+                                    f"{first:.0%} and {second:.0%} of {len(std)} ε (fail at ε = {fails(ok1)}; "
+                                    f"{fails(ok2)}); Standard − CorrDP {_fmt(std['mean'] - cor['mean'])}",
                                     bool(first >= 0.8 and second >= 0.8),
                                     note=f"primary C by the §5.1 rule among {sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
     # Context rows: what this profile ran (cuts included) and what each unit cost.
