@@ -136,7 +136,8 @@ class TrainConfig:
       optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``).
       iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
         ``{"last": …, "average": …}`` from the same run).
-      clip_method: "auto", "fast" or "vmap" (:func:`dpprep.clipping.clipped_grad_sum`).
+      clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad_sum`;
+        "none": the plain gradient of the batch loss, for runs with ``clip_norm = inf`` only).
       track_loss: record the (masked) batch loss per step (one extra forward pass).
       track_clip_fraction: record the share of the batch's real examples whose gradient norm
         exceeded ``C``. Like every metric it is not private (module docstring).
@@ -339,6 +340,13 @@ def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), nu
         raise ValueError(f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}")
 
 
+def check_clip_method(config: TrainConfig, clip_norm: Any) -> None:
+    """``clip_method="none"`` skips per-example clipping, so every clip norm must be ``inf``."""
+    if config.clip_method == "none" and np.any(np.isfinite(np.asarray(clip_norm, np.float64))):
+        raise ValueError("clip_method='none' computes no per-example gradients: clip_norm must be inf, "
+                         f"got {clip_norm!r}")
+
+
 def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Array:
     """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
     or with ``stacked`` a 1-D stack of them (``jax.random.split``); raises ValueError naming it."""
@@ -419,6 +427,7 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
     if config.hyper is None:
         raise ValueError("config.hyper is required")
     check_hyper(config.hyper, params0, num_features=x.shape[1])
+    check_clip_method(config, config.hyper.clip_norm)
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     params, metrics = _run_jit(static, plan, config.hyper, params0, x, y, key)

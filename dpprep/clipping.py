@@ -33,9 +33,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from dpprep.models import Array, Model, Params, affine_features, glm_params_for_raw_features
+from dpprep.models import Array, Model, Params, affine_features, glm_params_for_raw_features, per_example_loss_transformed
 
-METHODS = ("auto", "fast", "vmap")
+METHODS = ("auto", "fast", "vmap", "none")
 
 
 def check_method(method: str, name: str = "method") -> str:
@@ -177,6 +177,21 @@ def clipped_grad_sum_fast(
     return summed, norms
 
 
+def grad_sum_unclipped(
+    model: Model, params: Params, x: Array, y: Array, mask: Array | None = None,
+    feature_scale: Array | None = None, feature_shift: Array | None = None,
+) -> tuple[Params, Array]:
+    """``method="none"``: the plain gradient of the (masked) loss sum, without per-example
+    gradients (for unclipped runs of any model, e.g. CorrDP-SGD's networks). Norms are NaN: they
+    are not computed."""
+
+    def total(p):
+        losses = per_example_loss_transformed(model, p, x, y, feature_scale, feature_shift)
+        return jnp.sum(losses if mask is None else losses * mask)
+
+    return jax.grad(total)(params), jnp.full((x.shape[0],), jnp.nan, jnp.float32)
+
+
 def clipped_grad_sum(
     model: Model,
     params: Params,
@@ -195,10 +210,14 @@ def clipped_grad_sum(
       model, params: the model and its parameters.
       x, y: a batch (possibly padded); ``mask`` (0/1 floats, shape ``(b,)``) marks real examples.
       clip_norm: the bound C (> 0, may be ``inf``).
-      method: "auto" (fast path when the model has one), "fast" or "vmap".
+      method: "auto" (fast path when the model has one), "fast", "vmap" or "none" (no
+        per-example clipping at all: ``clip_norm`` is ignored and must be ``inf``, which the
+        learners check on the host; norms are NaN).
       feature_scale, feature_shift: train on ``scale ⊙ x − shift`` (module docstring).
     """
     check_method(method)
+    if method == "none":
+        return grad_sum_unclipped(model, params, x, y, mask, feature_scale, feature_shift)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
     fn = clipped_grad_sum_fast if use_fast else clipped_grad_sum_vmap
     return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask, feature_scale, feature_shift)

@@ -43,6 +43,7 @@ from dpprep.algorithms import (
     Hyper,
     TrainConfig,
     _run,
+    check_clip_method,
     check_data,
     check_hyper,
     check_key,
@@ -51,7 +52,7 @@ from dpprep.algorithms import (
 )
 from dpprep.models import Array, Params
 from dpprep.plan import ExecutionPlan
-from dpprep.validation import check_positive_int
+from dpprep.validation import check_finite_array, check_positive_int
 
 AXES = tuple(f.name for f in dataclasses.fields(Hyper))
 #: Default memory a chunk of points may use (bytes); see :func:`points_per_chunk`.
@@ -88,7 +89,8 @@ def _point_count(points: Mapping[str, Any]) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-              with_params: bool, per_seed: tuple[bool, ...] | None = None) -> Callable[..., Any]:
+              with_params: bool, per_seed: tuple[bool, ...] | None = None,
+              params0_per_seed: bool = False) -> Callable[..., Any]:
     """The jitted ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one
     static group (cached: groups that share a config, plan and swept names share a compilation)."""
 
@@ -105,7 +107,8 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
 
     seeded = tuple(0 if flag else None for flag in (per_seed or (False,) * len(names)))
     over_points = jax.vmap(point, in_axes=(None, None, None, None, None, 0, None, None))
-    over_seeds = jax.vmap(over_points, in_axes=(None, None, None, None, 0, seeded, None, None))
+    over_seeds = jax.vmap(over_points, in_axes=(None, 0 if params0_per_seed else None, None, None, 0, seeded,
+                                                None, None))
     # ``values`` as a tuple, whatever sequence the caller passes, to match the in_axes prefix.
     return jax.jit(lambda base, params0, x, y, keys, values, x_eval, y_eval: over_seeds(
         base, params0, x, y, keys, tuple(values), x_eval, y_eval))
@@ -123,7 +126,7 @@ def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, 
     per_point = 4 * (6 * plan.pad * k + 10 * size + 2 * eval_rows * k + 8 * plan.steps)
     if config.track_params:
         per_point += 4 * plan.steps * size
-    fast = config.model.has_fast_path and config.clip_method != "vmap"
+    fast = (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
     if not fast:
         per_point += 4 * 3 * plan.pad * size
     shared = 4 * (2 * plan.pad * num_features + plan.epochs * plan.n)
@@ -159,6 +162,7 @@ def sweep_points(
     devices: int | Sequence[Any] | None = None,
     return_params: bool = True,
     per_seed: Sequence[str] = (),
+    params0_per_seed: bool = False,
 ) -> SweepResult:
     """Train ``keys × points`` as compiled, vmapped calls (one per chunk of points).
 
@@ -175,11 +179,22 @@ def sweep_points(
       return_params: False drops the trained parameters from the result (evaluation only).
       per_seed: names in ``points`` whose values have leading axes ``(len(keys), P)``: seed ``s``
         of point ``p`` uses ``values[s, p]`` (e.g. a per-seed private feature shift).
+      params0_per_seed: every ``params0`` leaf carries a leading seed axis: seed ``s`` starts
+        from ``params0[s]`` (e.g. a network initialised from each seed's key).
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
     """
     keys = check_key(keys, "keys", stacked=True)
+    stacked_params0 = params0
+    if params0_per_seed:
+        lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(params0)}
+        if lead != {(keys.shape[0],)}:
+            raise ValueError(f"params0_per_seed needs a leading axis of {keys.shape[0]} seeds on every "
+                             f"params0 leaf, got leading shapes {sorted(lead)}")
+        params0 = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0)  # one seed's, for the checks
+        for leaf in jax.tree_util.tree_leaves(stacked_params0):
+            check_finite_array(leaf, "params0")
     x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
@@ -204,6 +219,7 @@ def sweep_points(
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
     check_hyper(dataclasses.replace(config.hyper, **first_seed), params0, swept=names, num_features=x.shape[1])
+    check_clip_method(config, first_seed.get("clip_norm", config.hyper.clip_norm))
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
@@ -225,9 +241,10 @@ def sweep_points(
     mesh = _mesh(devices)
     if mesh is not None:  # every device gets the same number of points
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
-    fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None)
+    fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
+                   params0_per_seed)
     base = dataclasses.replace(config.hyper, **{name: None for name in names})
-    shared = (base, params0, x, y, keys)
+    shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())
         shared = jax.device_put(shared, replicated)

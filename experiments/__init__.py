@@ -47,6 +47,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "sun2024_counterexample": ("experiments.sun2024_counterexample", "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)"),
     "wang2026_table2": ("experiments.wang2026_table2", "Wang et al. 2026 Table 2 / App. E: the paper's TV factors beside our estimators (items 9-13)"),
     "wang2026_checks": ("experiments.wang2026_checks", "Wang et al. 2026: definition, data and mechanism checks (items 1-8, 14, 24, 25)"),
+    "wang2026_fig1": ("experiments.wang2026_fig1", "Wang et al. 2026 Figure 1: CorrDP-SGD vs Standard / Semi / Partial, panels a-f (items 14-22)"),
+    "wang2026_fig2": ("experiments.wang2026_fig2", "Wang et al. 2026 Figure 2: synthetic m_s sweep (item 23)"),
 }
 
 

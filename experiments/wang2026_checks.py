@@ -7,11 +7,15 @@
 * 24 the lower/upper-bound chain ``(TV^(1))² ≤ max_k k(TV^(k))² ≤ Σ TV`` on random TV vectors.
 * 25 the CorrDP Laplace tail bound (Thm 2.10) by Monte Carlo: 10⁴ draws, β = 0.1, coverage ≥ 0.89.
 
-Items 7, 8 and 14 need training (CorrDP-SGD); they are added to :data:`CHECKS` by that work.
+* 7, 8 the non-private references of Fig. 1b/1c (in-sample accuracy: Adult GD α = 0.05,
+  T = 5000, 81.5–84.0 %; Sepsis NN with Adam, T = 200, 66–72 %) and 14 the synthetic Standard gap
+  against (α/4)Σσ_i² (ε ≤ 1, C = 1, within 15 %): run by Fig. 1's code
+  (:mod:`experiments.wang2026_fig1`), not a copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import jax
@@ -141,13 +145,46 @@ def check_laplace_tail(ctx: RunContext) -> list[Comparison]:
         f"Δ_C = {delta_c:.2f} (vs Δf = {coord.sum():.0f})")]  # fmt: skip
 
 
+#: Seeds of the training checks in every profile (spec §5.1: seeds 0..9). Item 7 is full-batch GD
+#: (deterministic: one run); the Sepsis seeds differ a lot (2 of seeds 0..9 stall near 58 %), so a
+#: mean over fewer seeds would be biased.
+TRAINING_SEEDS = 10
+
+
+def check_nonprivate_accuracy(ctx: RunContext) -> list[Comparison]:
+    from experiments import wang2026_fig1 as fig1
+
+    seeds = TRAINING_SEEDS
+    # Units of work (resumable, cached with the code digest), keyed on the panels' protocols.
+    adult = np.asarray(ctx.store.run(f"item7/{config_json(fig1.PANELS['b'])}", lambda: {
+        "accuracy": fig1.nonprivate_accuracy("b", ctx.data_dir, seeds=1).tolist()})["accuracy"])
+    sepsis = np.asarray(ctx.store.run(f"item8/{seeds}/{config_json(fig1.PANELS['c'])}", lambda: {
+        "accuracy": fig1.nonprivate_accuracy("c", ctx.data_dir, seeds=seeds).tolist()})["accuracy"])
+    return [
+        Comparison.claim("7 Adult non-private accuracy (in-sample, GD α = 0.05, T = 5000)", "83 % (test: 81.5–84.0 %)",
+                         f"{adult[0]:.2f} %", bool(81.5 <= adult[0] <= 84.0),
+                         note="full-batch GD from θ = 0, intercept column; deterministic (spec [checked]: 82.0 %)"),
+        Comparison.claim("8 Sepsis non-private accuracy (in-sample, NN 3-5-2, Adam lr 0.005, T = 200, batch 1024)",
+                         "69 % (test: 66–72 %)", f"{sepsis.mean():.2f} % (median {np.median(sepsis):.1f}; seeds: {', '.join(f'{a:.1f}' for a in sepsis)})",
+                         bool(66.0 <= sepsis.mean() <= 72.0),
+                         note=f"mean of {seeds} seeds (init, batches); clip of the mean gradient at 5; 10k-row rebalanced sample"),
+    ]
+
+
+def check_standard_gap(ctx: RunContext) -> list[Comparison]:
+    from experiments import wang2026_fig1 as fig1
+
+    record = ctx.store.run(f"item14/{TRAINING_SEEDS}/{config_json(fig1.PANELS['a'])}", lambda: dataclasses.asdict(
+        fig1.item14_check(ctx.data_dir, seeds=TRAINING_SEEDS)))
+    return [Comparison(**record)]
+
+
 #: The checks, in REPORT.md order. Each takes the RunContext and returns Comparison rows.
 CHECKS: list[Callable[[RunContext], list[Comparison]]] = [
     check_example_2_6,
     check_data,
-    # --- Items 7 (Adult non-private accuracy), 8 (Sepsis non-private accuracy) and 14 (synthetic
-    # --- Standard gap vs (α/4)Σσ_i² and the §5.2 magnitude table) need training with CorrDP-SGD;
-    # --- the CorrDP-SGD work appends their check functions here.
+    check_nonprivate_accuracy,
+    check_standard_gap,
     check_inequality_chain,
     check_laplace_tail,
 ]

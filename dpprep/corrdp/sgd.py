@@ -1,0 +1,230 @@
+"""CorrDP-SGD (Algorithm 1; Eq. 5 for networks) on the shared training engine.
+
+Algorithm 1 adds ``b ~ N(0, diag(σ_1², …))`` to the **averaged** minibatch gradient, unclipped,
+and outputs the last iterate. On the engine (:mod:`dpprep.algorithms`) that is
+``Hyper(noise_std = σ·N, noise_scales = sqrt(f))`` with ``clip_norm = inf``: the engine adds
+``N(0, (noise_std·scale)²)`` to the gradient *sum* and divides by its normaliser ``N`` (``n`` for
+full batches, ``B`` for fixed-size batches, the expected size for Poisson), so coordinate ``i`` of
+the mean gets std ``σ·sqrt(f_i)``. ``σ² = C·K_δ/ε²`` (:mod:`dpprep.corrdp.noise`).
+
+* Batches (:class:`CorrDPSGD` ``sampling``): ``"full"``, ``"without_replacement"`` (B distinct
+  records per step, the default for minibatches, A9) or ``"poisson"``.
+* Clipping (``clip_mode``): None (Algorithm 1), ``"per_example"`` (each example's gradient to
+  ``clip_norm`` before averaging: DP-correct, ``L = clip_norm``) or ``"batch"`` (the paper's
+  ``clip_grad_norm_`` of the averaged gradient, the engine's ``batch_clip_norm``; not a
+  per-example bound). Clipping happens before the noise.
+* Optimizer: GD by default, or any unit-rate optax transformation (``optax.adam(1.0)`` for the
+  networks; the noise enters before Adam's moments, A14). Optional projection (``radius``).
+* **One compiled call per panel**: :func:`sweep` maps every ``(ε, method, C)`` point to its own
+  ``noise_std`` and ``noise_scales`` and runs ``seeds × points`` through
+  :func:`dpprep.sweeps.sweep_points`.
+* :func:`quadratic_sketch`: for full-batch GD on a squared loss without per-example clipping, the
+  ``(m+1)``-row dataset ``sqrt((m+1)/n)·R`` (``R`` from the QR of ``[X y]``) has the same mean loss
+  and gradient as ``(X, y)`` for every θ, so the engine runs the identical algorithm at a cost
+  independent of ``n`` (the noise is data-independent and uses the same key streams).
+
+**ε is nominal** in paper mode (``σ² ∝ 1/ε²``, no accountant; spec §5.1).
+:func:`standard_dp_epsilon` gives, as a diagnostic, the (ε, δ)-DP that dp-accounting certifies
+for the Standard full-batch run with ``L``-bounded per-example gradients (replace-one,
+sensitivity ``2L/n`` of the mean).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+import optax
+
+from dpprep import streams, sweeps
+from dpprep.accounting import dp
+from dpprep.algorithms import Hyper, TrainConfig, make_plan
+from dpprep.corrdp import noise
+from dpprep.models import Array, Model, Params
+from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+
+SAMPLINGS = ("full", "without_replacement", "poisson")
+CLIP_MODES = (None, "per_example", "batch")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrDPSGD:
+    """Static description of a CorrDP-SGD run (everything but the noise level).
+
+    Attributes:
+      model: the :class:`~dpprep.models.Model` (GLMs take the intercept as a data column).
+      steps: ``T``.
+      learning_rate: the constant step ``α``.
+      delta: ``δ`` of ``K_δ``.
+      sampling: "full", "without_replacement" (default for minibatches, A9) or "poisson".
+      batch_size: ``n_q`` (minibatch samplers).
+      optimizer: unit-rate optax transformation (None: GD).
+      clip_mode: None, "per_example" or "batch" (module docstring).
+      clip_norm: the bound of ``clip_mode``.
+      radius: projection onto the L2 ball of this radius (``inf``: ``Θ = R^m``).
+      matmul_precision: passed to the engine.
+    """
+
+    model: Model
+    steps: int
+    learning_rate: float
+    delta: float
+    sampling: str = "full"
+    batch_size: int | None = None
+    optimizer: optax.GradientTransformation | None = None
+    clip_mode: str | None = None
+    clip_norm: float = math.inf
+    radius: float = math.inf
+    matmul_precision: str | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.steps, "steps")
+        check_positive(self.learning_rate, "learning_rate")
+        check_delta(self.delta)
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        if self.sampling == "full" and self.batch_size is not None:
+            raise ValueError("batch_size is only for minibatch sampling")
+        if self.clip_mode not in CLIP_MODES:
+            raise ValueError(f"clip_mode must be one of {CLIP_MODES}, got {self.clip_mode!r}")
+        if self.clip_mode is not None and not (math.isfinite(self.clip_norm) and self.clip_norm > 0):
+            raise ValueError(f"clip_mode={self.clip_mode!r} needs a finite clip_norm > 0, got {self.clip_norm!r}")
+        if self.clip_mode is None and math.isfinite(self.clip_norm):
+            raise ValueError("clip_norm is set but clip_mode is None; say which clipping is meant")
+        if not self.radius > 0:
+            raise ValueError(f"radius must be > 0 (inf: no projection), got {self.radius!r}")
+
+    def train_config(self) -> TrainConfig:
+        """The engine config: noise 0 in its base hyper (each point sets its own)."""
+        hyper = Hyper(self.learning_rate,
+                      clip_norm=self.clip_norm if self.clip_mode == "per_example" else math.inf,
+                      radius=self.radius,
+                      batch_clip_norm=self.clip_norm if self.clip_mode == "batch" else math.inf)
+        return TrainConfig(self.model, hyper, sampling=self.sampling, batch_size=self.batch_size,
+                           steps=self.steps, optimizer=self.optimizer, iterates="last",
+                           matmul_precision=self.matmul_precision, neighbouring="replace_one",
+                           clip_method=self.clip_method)
+
+    @property
+    def clip_method(self) -> str:
+        """Without per-example clipping a network needs no per-example gradients ("none"); GLMs
+        keep the engine's fast path."""
+        return "none" if self.clip_mode != "per_example" and not self.model.has_fast_path else "auto"
+
+    def normaliser(self, n: int) -> float:
+        """What the engine divides the noisy gradient sum by on ``n`` records."""
+        return make_plan(self.train_config(), check_positive_int(n, "n")).normaliser
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One noise setting of a sweep: ``σ² = c·K_δ/ε²`` times ``factors`` (a pytree matching the
+    params, from :func:`dpprep.corrdp.noise.param_factors`). ``epsilon=None`` (or ``c = 0``): no
+    noise (the non-private reference, Partial). ``feature_scale``: optional ``(d,)`` 0/1 column
+    mask (Partial); then every point of the sweep needs one."""
+
+    method: str
+    epsilon: float | None
+    c: float
+    factors: Params | None = None
+    feature_scale: Any = None
+
+    def sigma(self, delta: float) -> float:
+        """Std ``σ`` of a sensitive coordinate of the averaged gradient (0 without noise)."""
+        if self.epsilon is None or self.c == 0:
+            return 0.0
+        return math.sqrt(noise.base_variance(self.epsilon, delta, self.c))
+
+
+def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point]) -> dict[str, Any]:
+    """The engine's swept ``Hyper`` values of ``points``: ``noise_std = σ·N`` (``N`` the
+    normaliser on ``n`` records), ``noise_scales = sqrt(factors)`` and, if given, ``feature_scale``."""
+    if not points:
+        raise ValueError("points must be a non-empty sequence of Point")
+    normaliser = cfg.normaliser(n)
+    ones = jax.tree_util.tree_map(lambda p: np.ones((), np.float32), params0)
+    scales = []
+    for point in points:
+        if point.epsilon is not None:
+            check_epsilon(point.epsilon)
+        if point.c < 0 or not math.isfinite(point.c):
+            raise ValueError(f"c must be finite and >= 0, got {point.c!r}")
+        factors = ones if point.factors is None else noise.check_param_factors(params0, point.factors)
+        scales.append(jax.tree_util.tree_map(
+            lambda f, p: np.broadcast_to(np.sqrt(np.asarray(f, np.float32)), np.shape(p)), factors, params0))
+    values: dict[str, Any] = {
+        "noise_std": np.array([p.sigma(cfg.delta) * normaliser for p in points], np.float32),
+        "noise_scales": jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *scales),
+    }
+    masks = [p.feature_scale for p in points]
+    if any(m is not None for m in masks):
+        if any(m is None for m in masks):
+            raise ValueError("feature_scale must be given for every point of a sweep or for none")
+        values["feature_scale"] = np.stack([np.asarray(m, np.float32) for m in masks])
+    return values
+
+
+def sweep(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], keys: Array, points: Sequence[Point], *,
+          eval_data: tuple[Any, Any] | None = None, chunk_size: int | None = None,
+          return_params: bool = True, params0_per_seed: bool = False) -> sweeps.SweepResult:
+    """Every ``seed × point`` as one compiled call (:func:`dpprep.sweeps.sweep_points`), leading
+    axes ``(len(keys), len(points))``. ``params0_per_seed``: ``params0`` leaves carry a leading
+    seed axis (e.g. :func:`init_per_seed`). (On :func:`quadratic_sketch` rows the normaliser is the
+    row count, which is what the noise on the mean needs.)"""
+    one = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0) if params0_per_seed else params0
+    values = point_values(cfg, one, int(np.shape(data[0])[0]), points)
+    return sweeps.sweep_points(cfg.train_config(), params0, data, keys, values, eval_data=eval_data,
+                               chunk_size=chunk_size, return_params=return_params,
+                               params0_per_seed=params0_per_seed)
+
+
+def init_per_seed(model: Model, keys: Array) -> Params:
+    """Each seed's initial parameters from its own ``"init"`` stream (leading seed axis), so the
+    seed decides the initialisation as well as the noise and the batches (spec §5.1)."""
+    return jax.vmap(lambda k: model.init(streams.stream(k, INIT_STREAM)))(keys)
+
+
+INIT_STREAM = "init"
+
+
+def corrdp_sgd(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], key: Array, *, epsilon: float | None,
+               c: float, factors: Params | None = None) -> Params:
+    """One run of Algorithm 1 (a one-seed, one-point :func:`sweep`); returns ``θ_{T+1}``."""
+    out = sweep(cfg, params0, data, jax.numpy.stack([key]), [Point("run", epsilon, c, factors)])
+    return jax.tree_util.tree_map(lambda a: a[0, 0], out.params)
+
+
+def quadratic_sketch(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(m+1)`` rows with the same mean squared loss and gradient as ``(x, y)`` for every θ.
+
+    With ``[X y] = QR`` (float64), ``Σ_k (y_k − θᵀx_k)² = ||R (θ; −1)||²``, so the rows of
+    ``sqrt((m+1)/n)·R`` give ``(1/(m+1))·Σ_rows = (1/n)·Σ_k``: the same objective, gradient and
+    Hessian. Valid for full-batch runs of a squared loss without per-example clipping (a global
+    clip of the mean gradient is unaffected); the noise, added to the mean, is unchanged."""
+    x = np.asarray(x, np.float64)
+    y = np.asarray(y, np.float64)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"x must be (n, m) and y (n,), got {x.shape} and {y.shape}")
+    n, m = x.shape
+    if n <= m + 1:
+        raise ValueError(f"the sketch needs n > m + 1 rows, got n={n}, m={m}")
+    r = np.linalg.qr(np.column_stack([x, y]), mode="r")
+    r = r * math.sqrt((m + 1) / n)
+    return r[:, :m].astype(np.float32), r[:, m].astype(np.float32)
+
+
+def standard_dp_epsilon(sigma: float, *, n: int, steps: int, lipschitz: float, delta: float,
+                        accountant: str = "pld") -> float:
+    """Diagnostic: the (ε, δ)-DP of the Standard full-batch run (noise std ``sigma`` per
+    coordinate of the mean gradient, per-example gradient norms ≤ ``lipschitz``), from
+    dp-accounting under replace-one neighbours (the mean moves by ≤ ``2L/n``). Not the paper's ε,
+    which is nominal."""
+    sigma = check_positive(sigma, "sigma")
+    n = check_positive_int(n, "n")
+    z = sigma * n / check_positive(lipschitz, "lipschitz")  # std on the sum over the clip norm
+    options = dp.AccountingOptions(accountant=accountant, neighbouring="replace_one")
+    return dp.epsilon(z, check_delta(delta), dp.DpSgdSchedule(check_positive_int(steps, "steps"), "full"),
+                      options=options)

@@ -1,0 +1,690 @@
+"""Wang, Zhang, Cummings (2026) Figure 1: CorrDP-SGD vs Standard / Semi / Partial (spec §5).
+
+Panels (spec §5.2–5.6): (a) synthetic ridge, (b) Adult LR, (c) Sepsis NN, (d) Credit LR,
+(e) Medical Cost OLS, (f) Medical Cost NN. ε ∈ {0.1 … 5} (log axis), seeds 0..S−1, methods of
+§5.1: Standard (factor 1), Semi (0 on U), CorrDP (TV~ on U, no floor), Partial (non-private on the
+insensitive columns, GLM panels a–b only), and the non-private reference (same config, b = 0).
+
+**ε is nominal** (paper mode, C_mode="paper"): it enters only through ``σ² = C·K_δ/ε²``; no
+accountant stands behind it (spec §5.1). ``C``: synthetic 1.0, Adult 3e-3 (§5.1); Credit, Sepsis
+and Medical have no calibration target, so they run ``C ∈ {C_theory, 1e-3, 1e-2, 1e-1, 1}``
+(profile ``paper``; ``quick`` runs the list on Sepsis and the Medical LR and C = 1e-2 on Credit
+and the Medical NN, and 5 seeds on Adult, see :data:`PROFILES`) and the
+primary curve is the smallest ``C`` at which Standard's gap at ε = 0.2 exceeds 3× its across-seed
+s.d. (§5.1). ``C_theory = L²T/n²`` with ``L`` the clip norm (NN panels) or a per-example gradient
+bound of the data (``max‖x‖`` for LR; ``2·max|r_i|·‖x_i‖`` at θ̂ for least squares: data-dependent,
+a diagnostic only).
+
+Every (seed × ε × method) of a panel and C is ONE compiled engine call
+(:func:`dpprep.corrdp.sgd.sweep`). Full-batch GLM panels run their deterministic non-private and
+Partial references in one extra one-seed call (no noise, full batch: every seed is the same run).
+The least-squares panels (a, e) run on :func:`dpprep.corrdp.sgd.quadratic_sketch` rows, which give
+the identical full-batch objective and gradient. Metrics (in-sample, spec A18/A22):
+regression: ``gap = F(θ^priv) − F(θ̂)`` (θ̂ the exact minimiser for GLMs, the same-seed non-private
+network for NNs) and ``gap_vs_nonprivate`` (against the same-config non-private GD run);
+classification: ``accuracy_gap_pp = acc(non-private) − acc(private)`` in percentage points.
+
+Outputs: ``fig1.csv`` (tidy: panel, dataset, method, epsilon, seed, metric, value, C, C_mode, …),
+``fig1_summary.csv`` (mean, s.d. with ddof = 1), ``fig1.png``; comparisons for spec §6 items
+14–22 and the §5.2 magnitude table (its CorrDP column uses the *population* TV 0.364, run as the
+extra method ``corrdp_population``; the figure's CorrDP uses the per-feature plug-in, A21).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Sequence
+
+import jax
+import numpy as np
+import optax
+import pandas as pd
+
+from dpprep import models
+from dpprep.corrdp import noise, sgd
+from dpprep.corrdp import tv as tv_lib
+from dpprep.corrdp.data import CorrDPData, load_corrdp
+from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from experiments import RunContext, main_for
+
+EPSILONS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+PRIVATE = ("standard", "semi", "corrdp")
+NOMINAL = "nominal ε (σ² = C·K_δ/ε²; no accountant, spec §5.1)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """One panel's protocol (spec §5.2–5.6)."""
+
+    key: str
+    dataset: str
+    model: str  # "ridge", "ols", "logistic", "mlp_classifier", "mlp_regressor"
+    steps: int
+    learning_rate: float
+    sampling: str = "full"
+    batch_size: int | None = None
+    optimizer: str = "gd"  # "gd" or "adam"
+    clip_mode: str | None = None
+    clip_norm: float = math.inf
+    hidden: int = 0
+    partial: bool = False
+    variant: str = "default"
+    m_s: int = 10
+    title: str = ""
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.model in ("ridge", "ols", "mlp_regressor") else "classification"
+
+    @property
+    def is_glm(self) -> bool:
+        return not self.model.startswith("mlp")
+
+    @property
+    def delta(self) -> float:
+        return noise.PAPER_DELTA[self.dataset]
+
+
+PANELS: dict[str, Panel] = {
+    "a": Panel("a", "synthetic", "ridge", 4000, 1e-3, partial=True, title="(a) Synthetic, ridge (m_s = 10)"),
+    "b": Panel("b", "adult", "logistic", 5000, 0.05, partial=True, title="(b) Adult, LR"),
+    "c": Panel("c", "sepsis", "mlp_classifier", 200, 0.005, sampling="without_replacement", batch_size=1024,
+               optimizer="adam", clip_mode="batch", clip_norm=5.0, hidden=5, title="(c) Sepsis, NN"),
+    "d": Panel("d", "credit", "logistic", 2000, 0.005, title="(d) Credit Card, LR"),
+    "e": Panel("e", "medical", "ols", 5000, 0.001, title="(e) Medical Cost, LR"),
+    "f": Panel("f", "medical", "mlp_regressor", 1000, 0.005, optimizer="adam", clip_mode="batch", clip_norm=10.0,
+               hidden=20, title="(f) Medical Cost, NN"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """Seeds, ε grid, step cut and C list per panel (``None`` in a C list = C_theory)."""
+
+    seeds: dict[str, int]
+    epsilons: tuple[float, ...]
+    c_values: dict[str, tuple[float | None, ...]]
+    step_fraction: float = 1.0
+
+
+_SWEEP_C = (None, *noise.PAPER_C_SWEEP)
+PROFILES = {
+    "smoke": Profile({k: 2 for k in PANELS}, (0.2, 0.3, 1.0, 5.0),
+                     {"a": (1.0,), "b": (3e-3,), "c": (1e-2,), "d": (1e-2,), "e": (1e-2,), "f": (1e-2,)},
+                     step_fraction=0.05),
+    # Every panel keeps T and all ten ε. Adult (full-batch GD, n = 45k, T = 5000) runs seeds 0..4:
+    # with 10 seeds it alone took 137 s of a 4:52 run of the four CorrDP experiments on the shared
+    # 2-core CPU; every other panel runs seeds 0..9. The §5.1 C list runs on the Sepsis NN and the
+    # Medical LR (cheap); Credit and the Medical NN run C = 1e-2 (the paper profile adds the list).
+    "quick": Profile({k: 5 if k == "b" else 10 for k in PANELS}, EPSILONS,
+                     {"a": (1.0,), "b": (3e-3,), "c": _SWEEP_C, "d": (1e-2,), "e": _SWEEP_C, "f": (1e-2,)}),
+    "paper": Profile({k: 10 for k in PANELS}, EPSILONS,
+                     {"a": (1.0,), "b": (3e-3,), "c": _SWEEP_C, "d": _SWEEP_C, "e": _SWEEP_C, "f": _SWEEP_C}),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Data, models and factors
+
+
+def panel_data(panel: Panel, data_dir=None) -> CorrDPData:
+    return load_corrdp(panel.dataset, data_dir, m_s=panel.m_s, variant=panel.variant)
+
+
+def _features(panel: Panel, data: CorrDPData) -> np.ndarray:
+    """GLMs take the intercept as a data column; networks drop it (they have biases)."""
+    x = np.asarray(data.x, np.float32)
+    if not panel.is_glm and data.intercept is not None:
+        x = np.delete(x, data.intercept, axis=1)
+    return x
+
+
+def _columns(panel: Panel, data: CorrDPData) -> tuple[list[int], list[int]]:
+    """S and U as column indices of :func:`_features`."""
+    if panel.is_glm or data.intercept is None:
+        return list(data.sensitive), list(data.insensitive)
+    shift = lambda idx: [i - (i > data.intercept) for i in idx]
+    return shift(data.sensitive), shift(data.insensitive)
+
+
+def build_model(panel: Panel, d: int, n: int) -> models.Model:
+    if panel.model == "ridge":  # F = mean((y − Xθ)²) + ||θ||²/n (spec §5.2)
+        return models.linear_regression(d, ridge=1.0 / n, fit_intercept=False)
+    if panel.model == "ols":
+        return models.linear_regression(d, fit_intercept=False)
+    if panel.model == "logistic":
+        return models.logistic_regression(d, fit_intercept=False)
+    if panel.model == "mlp_classifier":
+        return models.mlp(d, panel.hidden, 2, activation="softplus", loss="softmax")
+    return models.mlp(d, panel.hidden, 1, activation="softplus", loss="squared")
+
+
+def corrdp_column_factors(panel: Panel, data: CorrDPData, *, population: bool = False) -> np.ndarray:
+    """CorrDP's variance factor per column of :func:`_features` (1 on S and the intercept).
+    Synthetic: the per-feature Eq. 22 plug-in on the empirical mean and covariance (A21), or the
+    population values (``population``); real data: the paper's factors."""
+    if panel.dataset == "synthetic":
+        if population:
+            tv = tv_lib.synthetic_tv_factors(data.truth.mean, data.truth.cov, data.sensitive, data.insensitive,
+                                             delta=panel.delta)
+        else:
+            tv = tv_lib.plugin_tv_factors(data.x, data.sensitive, data.insensitive, delta=panel.delta)
+        out = np.ones(data.m)
+        out[list(data.insensitive)] = tv
+        return out
+    factors = data.column_factors(data.paper_factors)
+    if not panel.is_glm and data.intercept is not None:
+        factors = np.delete(factors, data.intercept)
+    return factors
+
+
+def method_param_factors(panel: Panel, params0, column_factors: np.ndarray, method: str, s: list[int], u: list[int]):
+    f = {"standard": np.ones_like(column_factors), "corrdp": column_factors}.get(method)
+    if method == "semi":
+        f = np.ones_like(column_factors)
+        f[u] = 0.0
+    return noise.param_factors(params0, f, bias_factor="insensitive", insensitive=u)
+
+
+def lipschitz_bound(panel: Panel, x: np.ndarray, y: np.ndarray, theta_hat: np.ndarray | None) -> float:
+    """The L of C_theory (module docstring)."""
+    if panel.clip_mode is not None:
+        return panel.clip_norm
+    norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    if panel.model == "logistic":
+        return float(norms.max())
+    r = np.abs(y - x @ theta_hat)
+    return float(np.max(2.0 * r * norms))
+
+
+def exact_minimiser(panel: Panel, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    if panel.model == "ridge":
+        x64 = x.astype(np.float64)
+        return np.linalg.solve(x64.T @ x64 + np.eye(x.shape[1]), x64.T @ y.astype(np.float64))
+    if panel.model == "ols":
+        return np.linalg.lstsq(x.astype(np.float64), y.astype(np.float64), rcond=None)[0]
+    return None
+
+
+def objective(panel: Panel, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """F(θ) of a GLM panel for a stack of weight vectors ``w`` (..., d), float64."""
+    x64 = x.astype(np.float64)
+    z = np.einsum("nd,...d->...n", x64, w.astype(np.float64))
+    if panel.model == "logistic":
+        return np.mean(np.logaddexp(0.0, z) - y * z, axis=-1)
+    loss = np.mean((y.astype(np.float64) - z) ** 2, axis=-1)
+    if panel.model == "ridge":
+        loss = loss + np.sum(w.astype(np.float64) ** 2, axis=-1) / x.shape[0]
+    return loss
+
+
+def glm_accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    z = np.einsum("nd,...d->...n", x.astype(np.float64), w.astype(np.float64))
+    return 100.0 * np.mean((z > 0) == (y > 0.5), axis=-1)
+
+
+def nn_metrics(model: models.Model, params, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-run in-sample loss (and accuracy %) of stacked network params (leading axes kept)."""
+    lead = np.shape(params["b2"])[:-1]
+    flat = jax.tree_util.tree_map(lambda a: np.reshape(a, (-1, *np.shape(a)[len(lead):])), params)
+    xj, yj = jax.numpy.asarray(x), jax.numpy.asarray(y)
+    loss = jax.vmap(lambda p: model.loss(p, xj, yj))(flat)
+    out = {"loss": np.asarray(loss, np.float64).reshape(lead)}
+    if model.task == "classification":
+        acc = jax.vmap(lambda p: models.accuracy(model, p, xj, yj))(flat)
+        out["accuracy"] = 100.0 * np.asarray(acc, np.float64).reshape(lead)
+    return out
+
+
+def engine_config(panel: Panel, model: models.Model, steps: int) -> sgd.CorrDPSGD:
+    optimizer = _ADAM if panel.optimizer == "adam" else None
+    return sgd.CorrDPSGD(model, steps, panel.learning_rate, panel.delta, sampling=panel.sampling,
+                         batch_size=panel.batch_size, optimizer=optimizer, clip_mode=panel.clip_mode,
+                         clip_norm=panel.clip_norm)
+
+
+_MODELS: dict[tuple, models.Model] = {}  # one Model (and so one compilation) per panel shape
+
+
+def panel_model(panel: Panel, d: int, n: int) -> models.Model:
+    key = (panel.model, panel.dataset, panel.hidden, d, n)
+    if key not in _MODELS:
+        _MODELS[key] = build_model(panel, d, n)
+    return _MODELS[key]
+
+
+# One optimizer object: the engine's compilations are keyed on it by identity.
+_ADAM = optax.adam(1.0)
+
+
+def seed_keys(seeds: int) -> jax.Array:
+    """Seeds 0..S−1 (spec §5.1): the DP noise, NN initialisation and minibatches of seed s."""
+    return jax.numpy.stack([jax.random.key(s) for s in range(seeds)])
+
+
+# --------------------------------------------------------------------------------------------------
+# One unit: a panel at one C (every seed × ε × method in one compiled call)
+
+
+def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, epsilons: Sequence[float],
+             steps: int, *, extra_population: bool = False) -> dict:
+    """Runs one (panel, C) unit and returns its tidy rows as a dict of lists."""
+    x, y = _features(panel, data), np.asarray(data.y)
+    s_cols, u_cols = _columns(panel, data)
+    d = x.shape[1]
+    model = panel_model(panel, d, x.shape[0])
+    cfg = engine_config(panel, model, steps)
+    keys = seed_keys(seeds)
+    params0 = model.init(jax.random.key(0))  # GLMs: 0; networks: re-initialised per seed below
+    factors = corrdp_column_factors(panel, data)
+    methods = list(PRIVATE) + (["corrdp_population"] if extra_population else [])
+    points = []
+    for method in methods:
+        col = corrdp_column_factors(panel, data, population=True) if method == "corrdp_population" else factors
+        base = "corrdp" if method == "corrdp_population" else method
+        pf = method_param_factors(panel, params0, col, base, s_cols, u_cols)
+        points += [sgd.Point(method, eps, c, pf) for eps in epsilons]
+    if not panel.is_glm:
+        points.append(sgd.Point("nonprivate", None, 0.0))
+    train = sgd.quadratic_sketch(x, y) if panel.model in ("ridge", "ols") else (x, y)
+    start = time.perf_counter()
+    if panel.is_glm:
+        result = sgd.sweep(cfg, params0, train, keys, points)
+        w = np.asarray(result.params["w"])[..., 0]  # (S, P, d)
+        refs = [sgd.Point("nonprivate", None, 0.0, feature_scale=np.ones(d))]
+        if panel.partial:
+            refs.append(sgd.Point("partial", None, 0.0, feature_scale=noise.partial_feature_mask(d, s_cols, u_cols)))
+        ref = sgd.sweep(cfg, params0, train, keys[:1], refs)
+        # (R, d): the weights acting on the raw columns (Partial's masked S columns contribute 0).
+        w_ref = np.asarray(ref.params["w"])[0, :, :, 0] * np.stack([np.asarray(r.feature_scale) for r in refs])
+    else:
+        result = _nn_sweep(cfg, model, x, y, keys, points)
+    seconds = time.perf_counter() - start
+    theta_hat = exact_minimiser(panel, x, y)
+    lipschitz = lipschitz_bound(panel, x, y, theta_hat)
+    c_theory = noise.theory_constant(lipschitz, panel.steps, x.shape[0])
+    rows: list[dict] = []
+
+    def add(method, eps, seed, metric, value):
+        rows.append({"method": method, "epsilon": eps, "seed": seed, "metric": metric, "value": float(value)})
+
+    if panel.is_glm:
+        if panel.task == "regression":
+            f_hat = float(objective(panel, x, y, theta_hat))
+            f_priv = objective(panel, x, y, w)  # (S, P)
+            f_ref = objective(panel, x, y, w_ref)
+            for si in range(seeds):
+                for pi, p in enumerate(points):
+                    add(p.method, p.epsilon, si, "gap", f_priv[si, pi] - f_hat)
+                    add(p.method, p.epsilon, si, "gap_vs_nonprivate", f_priv[si, pi] - f_ref[0])
+                for ri, r in enumerate(refs):
+                    add(r.method, None, si, "gap", f_ref[ri] - f_hat)
+                    add(r.method, None, si, "gap_vs_nonprivate", f_ref[ri] - f_ref[0])
+        else:
+            acc = glm_accuracy(x, y, w)
+            acc_ref = glm_accuracy(x, y, w_ref)
+            for si in range(seeds):
+                for pi, p in enumerate(points):
+                    add(p.method, p.epsilon, si, "accuracy", acc[si, pi])
+                    add(p.method, p.epsilon, si, "accuracy_gap_pp", acc_ref[0] - acc[si, pi])
+                for ri, r in enumerate(refs):
+                    add(r.method, None, si, "accuracy", acc_ref[ri])
+                    add(r.method, None, si, "accuracy_gap_pp", acc_ref[0] - acc_ref[ri])
+    else:
+        met = nn_metrics(model, result, x, y)  # leaves (S, P)
+        npi = len(points) - 1
+        for si in range(seeds):
+            for pi, p in enumerate(points):
+                eps = p.epsilon
+                if panel.task == "regression":
+                    add(p.method, eps, si, "loss", met["loss"][si, pi])
+                    add(p.method, eps, si, "gap", met["loss"][si, pi] - met["loss"][si, npi])
+                else:
+                    add(p.method, eps, si, "accuracy", met["accuracy"][si, pi])
+                    add(p.method, eps, si, "accuracy_gap_pp", met["accuracy"][si, npi] - met["accuracy"][si, pi])
+    out = {k: [r[k] for r in rows] for k in ("method", "epsilon", "seed", "metric", "value")}
+    n = x.shape[0]
+    return {"rows": out, "C": c, "C_mode": c_mode, "C_theory": c_theory, "lipschitz": lipschitz,
+            "seconds": seconds, "n": n, "d": d, "steps": steps, "corrdp_factors": factors.tolist(),
+            "runs": seeds * len(points)}
+
+
+def _nn_sweep(cfg: sgd.CorrDPSGD, model: models.Model, x, y, keys, points):
+    """Networks start from each seed's own PyTorch-default init (spec §5.1), in the same call."""
+    params0 = sgd.init_per_seed(model, keys)
+    return sgd.sweep(cfg, params0, (x, y), keys, points, params0_per_seed=True).params
+
+
+# --------------------------------------------------------------------------------------------------
+# Summaries, comparisons, figure
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    keys = ["panel", "dataset", "C", "C_mode", "method", "epsilon", "metric"]
+    g = frame.groupby(keys, dropna=False)["value"]
+    out = g.agg(mean="mean", sd=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"), count="count")
+    return out.reset_index().assign(epsilon_kind="nominal")
+
+
+def curve(summary: pd.DataFrame, panel: str, method: str, metric: str, c: float | None = None) -> pd.DataFrame:
+    d = summary[(summary["panel"] == panel) & (summary["method"] == method) & (summary["metric"] == metric)]
+    if c is not None:
+        d = d[np.isclose(d["C"], c)]
+    return d.sort_values("epsilon").set_index("epsilon")
+
+
+def primary_c(summary: pd.DataFrame, panel: str, metric: str) -> float:
+    """§5.1: the smallest C whose Standard gap at ε = 0.2 exceeds 3× its across-seed s.d.
+    (the largest C when none does, or the only one)."""
+    d = summary[(summary["panel"] == panel) & (summary["method"] == "standard") & (summary["metric"] == metric)]
+    cs = sorted(d["C"].unique())
+    for c in cs:
+        row = d[np.isclose(d["C"], c) & np.isclose(d["epsilon"], 0.2)]
+        if len(row) and row["mean"].iloc[0] > 3 * row["sd"].iloc[0]:
+            return float(c)
+    return float(cs[-1])
+
+
+# --------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def c_theory(panel: Panel, data: CorrDPData) -> float:
+    x, y = _features(panel, data), np.asarray(data.y)
+    return noise.theory_constant(lipschitz_bound(panel, x, y, exact_minimiser(panel, x, y)), panel.steps, x.shape[0])
+
+
+def c_grid(panel: Panel, data: CorrDPData, profile: Profile) -> list[tuple[float, str]]:
+    """``(C, C_mode)`` pairs of a panel under ``profile`` (None in the list is C_theory; a listed
+    value equal to C_theory, e.g. 0.1 for the Medical NN, is run once, as "theory")."""
+    out: list[tuple[float, str]] = []
+    for c in profile.c_values[panel.key]:
+        value, mode = (c_theory(panel, data), "theory") if c is None else (float(c), "paper")
+        if not any(math.isclose(value, v, rel_tol=1e-9) for v, _ in out):
+            out.append((value, mode))
+    return out
+
+
+def unit_key(prefix: str, panel: Panel, c: float, seeds: int, epsilons: Sequence[float], steps: int) -> str:
+    spec = config_json(dataclasses.asdict(panel) | {"seeds": seeds, "eps": list(epsilons), "steps": steps})
+    return f"{prefix}/{panel.key}/{panel.dataset}/m_s={panel.m_s}/C={c:.6g}/{spec}"
+
+
+def panel_frame(record: dict, panel: Panel, versions: str) -> pd.DataFrame:
+    frame = pd.DataFrame(record["rows"])
+    frame.insert(0, "panel", panel.key)
+    frame.insert(1, "dataset", panel.dataset)
+    for name, value in (("m_s", panel.m_s), ("C", record["C"]), ("C_mode", record["C_mode"]),
+                        ("C_theory", record["C_theory"]), ("delta", panel.delta), ("steps", record["steps"]),
+                        ("learning_rate", panel.learning_rate), ("n", record["n"])):
+        frame[name] = value
+    frame["epsilon_kind"] = "nominal"
+    frame["versions"] = versions
+    return frame
+
+
+def run_panels(ctx: RunContext, panels: Sequence[Panel], profile: Profile, prefix: str,
+               population: set[str] = frozenset()) -> tuple[pd.DataFrame, list[dict]]:
+    """Every (panel, C) unit through ``ctx.store.run_many``; returns the tidy frame and the records."""
+    datas: dict[tuple, CorrDPData] = {}
+    items, metas = [], []
+    for panel in panels:
+        dkey = (panel.dataset, panel.m_s, panel.variant)
+        if dkey not in datas:
+            datas[dkey] = panel_data(panel, ctx.data_dir)
+        data = datas[dkey]
+        seeds = profile.seeds[panel.key]
+        steps = max(1, round(panel.steps * profile.step_fraction))
+        for c, c_mode in c_grid(panel, data, profile):
+            key = unit_key(prefix, panel, c, seeds, profile.epsilons, steps)
+
+            def compute(panel=panel, data=data, c=c, c_mode=c_mode, seeds=seeds, steps=steps):
+                ctx.progress(f"panel {panel.key} ({panel.dataset}, m_s={panel.m_s}) C={c:.3g}: "
+                             f"{seeds} seeds x {len(profile.epsilons)} eps")
+                return run_unit(panel, data, c, c_mode, seeds, profile.epsilons, steps,
+                                extra_population=panel.key in population)
+
+            items.append((key, compute))
+            metas.append((key, panel))
+    records = ctx.store.run_many(items)
+    frames = [panel_frame(rec, panel, provenance_json(ctx.store.provenance(key)))
+              for (key, panel), rec in zip(metas, records)]
+    return pd.concat(frames, ignore_index=True), [dict(rec, panel=panel.key, key=key) for (key, panel), rec in zip(metas, records)]
+
+
+def metric_of(panel: Panel) -> str:
+    return "gap" if panel.task == "regression" else "accuracy_gap_pp"
+
+
+def _fmt(values) -> str:
+    return ", ".join(f"{v:.3g}" for v in values)
+
+
+def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) -> list[Comparison]:
+    out: list[Comparison] = []
+    eps = np.array(profile.epsilons)
+    # §5.2 magnitude table at ε = 1 (gap against non-private GD; CorrDP with the population TV).
+    if 1.0 in profile.epsilons:
+        a = PANELS["a"]
+        semi_analytic = a.learning_rate / 4 * 10 * noise.k_delta(a.delta)  # (α/4)·m_s·K_δ at ε = 1, C = 1
+        notes = {"standard": NOMINAL, "corrdp_population": "population TV 0.364 (as the spec's table)",
+                 "semi": f"the stationary-noise value (α/4)Σσ_i² = (α/4)·m_s·K_δ is {semi_analytic:.4f}; the spec's "
+                         "0.040 (3 seeds) is 1.6× that"}
+        for method, paper in (("standard", 0.256), ("corrdp_population", 0.117), ("semi", 0.040)):
+            v = curve(summary, "a", method, "gap_vs_nonprivate")["mean"].loc[1.0]
+            out.append(Comparison.numeric(f"§5.2 magnitude, synthetic ε=1: {method}", paper, float(v), rel_tol=0.15,
+                                          digits=3, note="gap vs non-private GD, C = 1, mean over seeds; " + notes[method]))
+    partial = summary[(summary["panel"] == "a") & (summary["method"] == "partial") & (summary["metric"] == "gap_vs_nonprivate")]
+    out.append(Comparison.numeric("§5.2 magnitude, synthetic: Partial gap", 37.2, float(partial["mean"].iloc[0]), rel_tol=0.15,
+                                  digits=3, note="ε-independent (non-private on U only)"))
+    out.append(item14(summary, profile.epsilons))
+    # Items 15–17 (synthetic).
+    cor, semi = curve(summary, "a", "corrdp", "gap"), curve(summary, "a", "semi", "gap")
+    std = curve(summary, "a", "standard", "gap")
+    low = eps[eps <= 2.0]
+    high = eps[eps > 2.0]
+    strict = cor["mean"].loc[low] < std["mean"].loc[low]
+    overlap = (cor["mean"] - cor["sd"]).loc[high] <= (std["mean"] + std["sd"]).loc[high]
+    out.append(Comparison.claim("#15 synthetic: CorrDP < Standard (mean, every ε ≤ 2; bands may touch above)",
+                                "always outperforms", f"CorrDP/Standard gap ratio {_fmt(cor['mean'] / std['mean'])}",
+                                bool(strict.all() and overlap.all()), note=NOMINAL))
+    ok16 = (semi["mean"] <= cor["mean"] + cor["sd"])
+    out.append(Comparison.claim("#16 synthetic: Semi ≤ CorrDP + 1 s.d. (every ε)", "Semi is the upper bound on utility",
+                                f"holds at {int(ok16.sum())}/{len(ok16)} ε; Semi/CorrDP {_fmt(semi['mean'] / cor['mean'])}",
+                                bool(ok16.all())))
+    pgap = float(summary[(summary["panel"] == "a") & (summary["method"] == "partial") & (summary["metric"] == "gap")]["mean"].iloc[0])
+    worst = max(float(curve(summary, "a", m, "gap")["mean"].max()) for m in PRIVATE)
+    out.append(Comparison.claim("#17 synthetic: Partial worst (every private method below it, every ε, C = 1)",
+                                "every method using S beats Partial", f"Partial {pgap:.3g}; largest private mean gap {worst:.3g}",
+                                worst < pgap))
+    # Items 18–21 (Adult, C = 3e-3).
+    m = "accuracy_gap_pp"
+    cor, semi, std = (curve(summary, "b", k, m) for k in ("corrdp", "semi", "standard"))
+    sel = [e for e in (0.3, 0.5) if e in profile.epsilons]
+    if sel:
+        v = cor["mean"].loc[sel]
+        out.append(Comparison.claim("#18 Adult: CorrDP accuracy drop < 4 pp for 0.2 < ε < 0.5 (C = 3e-3)", "< 4 pp",
+                                    f"{_fmt(v)} pp at ε = {_fmt(sel)}", bool((v < 4.0).all()),
+                                    note="C = 3e-3 is the spec's pick between the 1e-3 and 1e-2 it ran (not tuned "
+                                         f"here); {NOMINAL}"))
+    sd = np.maximum(cor["sd"], semi["sd"])
+    within = (cor["mean"] - semi["mean"]).abs() <= 2 * sd
+    better = cor["mean"] < semi["mean"]
+    out.append(Comparison.claim("#19 Adult: 'CorrDP even outperforms Semi' (accepted if |CorrDP − Semi| ≤ 2 s.d. at every ε)",
+                                "CorrDP ≤ Semi", f"CorrDP − Semi {_fmt(cor['mean'] - semi['mean'])} pp; within 2 s.d. at "
+                                f"{int(within.sum())}/{len(within)} ε; CorrDP below Semi at {int(better.sum())}/{len(better)} ε",
+                                bool(within.all()),
+                                note="not expected to reproduce systematically: Semi injects strictly less noise (0 on U)"))
+    ok20 = cor["mean"] <= std["mean"] + std["sd"]
+    out.append(Comparison.claim("#20 Adult: CorrDP ≤ Standard + 1 s.d. (every ε)", "implied",
+                                f"holds at {int(ok20.sum())}/{len(ok20)} ε; CorrDP − Standard {_fmt(cor['mean'] - std['mean'])} pp",
+                                bool(ok20.all()), note="noise trace ratio ≈ 0.85: the curves nearly coincide"))
+    pb = float(summary[(summary["panel"] == "b") & (summary["method"] == "partial") & (summary["metric"] == m)]["mean"].iloc[0])
+    hi = [e for e in profile.epsilons if e >= 0.3]
+    top = max(float(curve(summary, "b", k, m)["mean"].loc[hi].max()) for k in PRIVATE)
+    out.append(Comparison.claim("#21 Adult: Partial worst for ε ≥ 0.3 (C = 3e-3)", "Partial gap ≈ 6 pp above every private curve",
+                                f"Partial {pb:.2f} pp; largest private mean gap at ε ≥ 0.3: {top:.2f} pp", top < pb))
+    # Item 22 per panel c–f at its primary C.
+    for key in ("c", "d", "e", "f"):
+        panel = PANELS[key]
+        metric = metric_of(panel)
+        c = primary_c(summary, key, metric)
+        cor, semi, std = (curve(summary, key, k, metric, c) for k in ("corrdp", "semi", "standard"))
+        ok1 = std["mean"] - cor["mean"] >= 0
+        ok2 = (cor["mean"] - semi["mean"]).abs() <= (std["mean"] - semi["mean"]).abs()
+        first, second = ok1.mean(), ok2.mean()
+        fails = lambda ok: _fmt(ok.index[~ok.to_numpy()]) or "none"
+        out.append(Comparison.claim(f"#22 {panel.title}: CorrDP ≈ Semi, both better than Standard (C = {c:.3g})",
+                                    "Standard − CorrDP ≥ 0 and |CorrDP − Semi| ≤ |Standard − Semi| in ≥ 80 % of ε",
+                                    f"{first:.0%} and {second:.0%} of {len(std)} ε (fail at ε = {fails(ok1)}; "
+                                    f"{fails(ok2)}); Standard − CorrDP {_fmt(std['mean'] - cor['mean'])}",
+                                    bool(first >= 0.8 and second >= 0.8),
+                                    note=f"primary C by the §5.1 rule among {sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
+    # Context rows: what this profile ran (cuts included) and what each unit cost.
+    out.append(Comparison.info(
+        "Fig. 1 profile: seeds / C per panel", "; ".join(
+            f"{k}: {profile.seeds[k]} seeds, C ∈ {{{_fmt(r['C'] for r in records if r['panel'] == k)}}}"
+            for k in PANELS),
+        note=f"ε grid {list(profile.epsilons)}; T × {profile.step_fraction:g} of the paper's; every ε {NOMINAL}"))
+    for rec in records:
+        # Wall times vary run to run, so they go to units.csv, not into the comparisons.
+        out.append(Comparison.info(f"panel {rec['panel']} C={rec['C']:.3g} ({rec['C_mode']}): runs",
+                                   f"{rec['runs']} runs, T = {rec['steps']} (one compiled call)",
+                                   note=f"C_theory = L²T/n² = {rec['C_theory']:.3g} (L = {rec['lipschitz']:.3g})"))
+    return out
+
+
+def units_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per unit: what it ran and its wall time (seconds of the compiled sweep calls)."""
+    keys = ("panel", "C", "C_mode", "C_theory", "lipschitz", "runs", "steps", "n", "d", "seconds")
+    return pd.DataFrame([{k: rec[k] for k in keys} for rec in records])
+
+
+def item14(summary: pd.DataFrame, epsilons: Sequence[float]) -> Comparison:
+    """Spec §6 item 14: panel a's Standard gap (vs non-private GD) ≈ (α/4)Σσ_i² = (α/4)·m·C·K_δ/ε²
+    (stationary GD noise on a quadratic) for every ε ≤ 1 at C = 1, within 15 %."""
+    a = PANELS["a"]
+    std = curve(summary, "a", "standard", "gap_vs_nonprivate", 1.0)
+    small = [e for e in epsilons if e <= 1.0]
+    predicted = np.array([a.learning_rate / 4 * 100 * noise.k_delta(a.delta) / e**2 for e in small])
+    ratios = std["mean"].loc[small].to_numpy() / predicted
+    return Comparison.claim("#14 synthetic Standard gap ≈ (α/4)Σσ_i² for ε ≤ 1 (C = 1), within 15 %",
+                            "ratio 1 ± 0.15", f"ratios {_fmt(ratios)} at ε = {_fmt(small)}",
+                            bool(np.all(np.abs(ratios - 1) <= 0.15)),
+                            note=f"(α/4)Σσ² = 0.255/ε²; mean of {int(std['count'].iloc[0])} seeds; gap vs non-private GD; {NOMINAL}")
+
+
+def item14_check(data_dir=None, *, seeds: int = 10, epsilons: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)) -> Comparison:
+    """Item 14 on its own (for ``wang2026_checks``): panel a at C = 1 through :func:`run_unit`."""
+    panel = PANELS["a"]
+    record = run_unit(panel, panel_data(panel, data_dir), 1.0, "paper", seeds, epsilons, panel.steps)
+    return item14(summarize(panel_frame(record, panel, "")), epsilons)
+
+
+def nonprivate_accuracy(panel_key: str, data_dir=None, *, seeds: int = 3) -> np.ndarray:
+    """In-sample accuracy (%) of a classification panel's non-private reference, the same config
+    as its private runs with b = 0 (spec §6 items 7 and 8): one value per seed (full-batch GLMs
+    are deterministic, so one run stands for every seed)."""
+    panel = PANELS[panel_key]
+    data = panel_data(panel, data_dir)
+    x, y = _features(panel, data), np.asarray(data.y)
+    model = panel_model(panel, x.shape[1], x.shape[0])
+    cfg = engine_config(panel, model, panel.steps)
+    keys = seed_keys(seeds)
+    reference = [sgd.Point("nonprivate", None, 0.0)]
+    if panel.is_glm:
+        w = np.asarray(sgd.sweep(cfg, model.init(None), (x, y), keys[:1], reference).params["w"])[0, :, :, 0]
+        return np.repeat(glm_accuracy(x, y, w), seeds)
+    params = _nn_sweep(cfg, model, x, y, keys, reference)
+    return nn_metrics(model, params, x, y)["accuracy"][:, 0]
+
+
+def dp_diagnostic(records: list[dict], epsilons: Sequence[float]) -> pd.DataFrame:
+    """Optional diagnostic (spec §5.1): the (ε, δ)-DP that dp-accounting certifies for the Standard
+    run of the LR panels, whose per-example gradients are bounded a priori (``‖∇ℓ‖ ≤ ‖x‖ ≤ L``,
+    intercept column included): full-batch Gaussian steps, replace-one (sensitivity 2L/n of the
+    mean), PLD. The other panels have no a-priori bound (least squares) or clip only the mean
+    gradient (networks), so no DP statement exists for them. The paper's ε stays nominal."""
+    rows = []
+    for rec in records:
+        panel = PANELS.get(rec["panel"])
+        if panel is None or panel.model != "logistic":
+            continue
+        for eps in epsilons:
+            sigma = math.sqrt(noise.base_variance(eps, panel.delta, rec["C"]))
+            rows.append({"panel": panel.key, "dataset": panel.dataset, "C": rec["C"], "nominal_epsilon": eps,
+                         "delta": panel.delta, "sigma_on_mean": sigma, "lipschitz": rec["lipschitz"],
+                         "n": rec["n"], "steps": rec["steps"],
+                         "dp_epsilon": sgd.standard_dp_epsilon(sigma, n=rec["n"], steps=rec["steps"],
+                                                               lipschitz=rec["lipschitz"], delta=panel.delta)})
+    return pd.DataFrame(rows)
+
+
+def plot(summary: pd.DataFrame, panels: Sequence[Panel], path, *, title: str, primary: dict[str, float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 3 if len(panels) > 4 else min(2, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    colors = {"standard": "C3", "semi": "C2", "corrdp": "C0", "partial": "C7", "corrdp_population": "C9"}
+    for ax, panel in zip(axes.flat, panels):
+        metric = metric_of(panel)
+        c = primary[panel.key]
+        for method in ("standard", "semi", "corrdp"):
+            d = curve(summary, panel.key, method, metric, c)
+            ax.plot(d.index, d["mean"], "-o", ms=3, color=colors[method], label=method.capitalize() if method != "corrdp" else "CorrDP")
+            ax.fill_between(d.index, d["mean"] - d["sd"].fillna(0), d["mean"] + d["sd"].fillna(0), color=colors[method], alpha=0.2)
+        p = summary[(summary["panel"] == panel.key) & (summary["method"] == "partial") & (summary["metric"] == metric)]
+        if len(p):
+            ax.axhline(float(p["mean"].iloc[0]), color=colors["partial"], ls="--", label="Partial")
+        ax.set_xscale("log")
+        if panel.task == "regression":  # log when every plotted mean is positive (NN gaps may not be)
+            shown = summary[(summary["panel"] == panel.key) & (summary["metric"] == metric)
+                            & np.isclose(summary["C"], c) & summary["method"].isin(PRIVATE)]["mean"]
+            if (shown > 0).all():
+                ax.set_yscale("log")
+            else:
+                ax.set_yscale("symlog", linthresh=max(1e-4, float(shown.abs().min()) or 1e-4))
+        ax.set_xlabel("nominal ε")
+        ax.set_ylabel("utility gap" if panel.task == "regression" else "accuracy gap (pp)")
+        ax.set_title(f"{panel.title}, C = {c:.3g}", fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def run(ctx: RunContext) -> list[Comparison]:
+    profile = PROFILES[ctx.profile]
+    panels = list(PANELS.values())
+    frame, records = run_panels(ctx, panels, profile, "fig1", population={"a"})
+    write_csv(frame, ctx.out_dir / "fig1.csv")
+    summary = summarize(frame)
+    write_csv(summary, ctx.out_dir / "fig1_summary.csv")
+    primary = {p.key: primary_c(summary, p.key, metric_of(p)) for p in panels}
+    plot(summary, panels, ctx.out_dir / "fig1.png", primary=primary,
+         title="Wang et al. 2026 Fig. 1 (mean ± 1 s.d.; ε nominal: σ² = C·K_δ/ε²)")
+    write_csv(units_frame(records), ctx.out_dir / "units.csv")
+    diagnostic = dp_diagnostic(records, profile.epsilons)
+    write_csv(diagnostic, ctx.out_dir / "fig1_dp_diagnostic.csv")
+    out = comparisons(summary, profile, records)
+    for (key, c), d in diagnostic.groupby(["panel", "C"]):
+        out.append(Comparison.info(
+            f"panel {key} C={c:.3g}: (ε, δ)-DP of the Standard run (diagnostic)",
+            "; ".join(f"nominal {e:g} → {v:.3g}" for e, v in zip(d["nominal_epsilon"], d["dp_epsilon"])),
+            note=f"dp-accounting PLD, full-batch Gaussian, replace-one, L = max‖x‖ = {d['lipschitz'].iloc[0]:.3g}, "
+                 f"δ = {d['delta'].iloc[0]:g}; the figure's ε is nominal"))
+    return out
+
+
+if __name__ == "__main__":
+    main_for("wang2026_fig1")

@@ -1,0 +1,247 @@
+"""CorrDP-SGD on the engine: per-coordinate noise on the averaged gradient (checked
+statistically), Semi's exact zeros, Eq. 5 placement, one-call sweeps = separate runs, clipping
+bounds, the quadratic sketch, per-seed initialisation, the DP diagnostic and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+from dpprep import algorithms, models, sweeps
+from dpprep.accounting import dp
+from dpprep.corrdp import noise, sgd
+
+
+def _zero_data(n, d):
+    return np.zeros((n, d), np.float32), np.zeros(n, np.float32)
+
+
+def test_noise_on_the_mean_has_std_sigma_sqrt_f_per_coordinate():
+    """One full-batch GD step on zero gradients moves coordinate i by −α·N(0, σ²·f_i) with
+    σ² = C·K_δ/ε², whatever n (the noise is on the mean, not the sum)."""
+    d, n = 3000, 7
+    model = models.linear_regression(d, fit_intercept=False)
+    p0 = model.init(None)
+    s = list(range(0, d, 3))
+    u = [i for i in range(d) if i % 3]
+    tv = np.where(np.arange(d)[u] % 3 == 1, 0.25, 0.64)
+    f = noise.method_factors("corrdp", d, s, tv)
+    cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5)
+    eps, c = 0.7, 0.01
+    out = sgd.sweep(cfg, p0, _zero_data(n, d), jax.random.split(jax.random.key(3), 1),
+                    [sgd.Point("corrdp", eps, c, noise.param_factors(p0, f))])
+    moved = -np.asarray(out.params["w"], np.float64)[0, 0, :, 0]
+    sigma = math.sqrt(c * noise.k_delta(1e-5)) / eps
+    for value in (1.0, 0.25, 0.64):
+        sample = moved[f == value] / (sigma * math.sqrt(value))
+        assert stats.kstest(sample, "norm").pvalue > 1e-3
+        assert stats.kstest(sample * 1.3, "norm").pvalue < 1e-4  # power: a std off by 30 % is caught
+
+
+def test_semi_is_exactly_noiseless_on_u_and_eq5_placement_on_w1_rows_and_b1():
+    """MLP, plain GD, one step: private − non-private = −α·noise; Semi leaves the W1 rows of the
+    insensitive inputs (and, in paper mode, b1) exactly unchanged; every later layer is noisy."""
+    d, hidden, n = 4, 6, 32
+    model = models.mlp(d, hidden, 2)
+    p0 = model.init(jax.random.key(0))
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(n, d)).astype(np.float32), rng.integers(0, 2, n))
+    cfg = sgd.CorrDPSGD(model, 1, 0.1, 1e-5)
+    u = [2, 3]
+    semi_col = np.array([1.0, 1.0, 0.0, 0.0])
+    cor_col = np.array([1.0, 1.0, 0.3, 0.5])
+    points = [sgd.Point("nonprivate", None, 0.0),
+              sgd.Point("semi", 1.0, 1.0, noise.param_factors(p0, semi_col, insensitive=u)),
+              sgd.Point("semi_b1", 1.0, 1.0, noise.param_factors(p0, semi_col, bias_factor="sensitive", insensitive=u)),
+              sgd.Point("corrdp", 1.0, 1.0, noise.param_factors(p0, cor_col, insensitive=u))]
+    out = sgd.sweep(cfg, p0, data, jax.random.split(jax.random.key(1), 1), points).params
+    diff = {k: np.asarray(v[0, 1:]) - np.asarray(v[0, :1]) for k, v in out.items()}  # vs non-private
+    np.testing.assert_array_equal(diff["w1"][0, u], 0.0)  # Semi: W1 rows of U exactly 0
+    assert np.all(diff["w1"][0, :2] != 0)  # S rows noisy
+    np.testing.assert_array_equal(diff["b1"][0], 0.0)  # paper mode: b1 gets U's factor, 0 for Semi
+    assert np.all(diff["b1"][1] != 0)  # bias_factor="sensitive": b1 at the full level
+    for leaf in ("w2", "b2"):
+        assert np.all(diff[leaf] != 0)
+    # CorrDP: the noise on the U rows shrinks by sqrt(factor) relative to the same draw at factor 1
+    # (the noise key is shared, so the per-row ratio to a Standard run is exact).
+    std = sgd.sweep(cfg, p0, data, jax.random.split(jax.random.key(1), 1),
+                    [sgd.Point("nonprivate", None, 0.0), sgd.Point("standard", 1.0, 1.0, noise.param_factors(p0, np.ones(d)))]).params
+    dstd = np.asarray(std["w1"][0, 1]) - np.asarray(std["w1"][0, 0])
+    np.testing.assert_allclose(diff["w1"][2] / dstd, np.sqrt(cor_col)[:, None] * np.ones((1, hidden)), rtol=1e-4)
+    np.testing.assert_allclose((np.asarray(out["b1"][0, 3]) - np.asarray(out["b1"][0, 0])) /
+                               (np.asarray(std["b1"][0, 1]) - np.asarray(std["b1"][0, 0])), math.sqrt(0.5), rtol=1e-4)
+
+
+def test_one_compiled_sweep_equals_separate_runs():
+    """Every (seed × ε × method) in one call = one corrdp_sgd run per seed and point, same key."""
+    rng = np.random.default_rng(1)
+    n, d = 200, 5
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ rng.normal(size=d) > 0).astype(np.float32)
+    model = models.logistic_regression(d, fit_intercept=False)
+    p0 = model.init(None)
+    cfg = sgd.CorrDPSGD(model, 30, 0.5, 1e-5, sampling="without_replacement", batch_size=32,
+                        optimizer=optax.adam(1.0), clip_mode="per_example", clip_norm=1.0)
+    s = [0, 1]
+    points = [sgd.Point(m, e, 0.01, noise.param_factors(p0, noise.method_factors(m, d, s, [0.4, 0.2, 0.9])))
+              for m in ("standard", "semi", "corrdp") for e in (0.5, 2.0)]
+    keys = jax.random.split(jax.random.key(7), 3)
+    out = sgd.sweep(cfg, p0, (x, y), keys, points).params["w"]
+    for si in range(3):
+        for pi in (0, 3, 5):
+            p = points[pi]
+            single = sgd.corrdp_sgd(cfg, p0, (x, y), keys[si], epsilon=p.epsilon, c=p.c, factors=p.factors)
+            np.testing.assert_allclose(np.asarray(out[si, pi]), np.asarray(single["w"]), rtol=1e-4, atol=1e-6)
+
+
+def test_clipping_modes_bound_the_step():
+    rng = np.random.default_rng(2)
+    n, d = 64, 6
+    x = (10 * rng.normal(size=(n, d))).astype(np.float32)
+    y = rng.normal(size=n).astype(np.float32) * 50
+    model = models.linear_regression(d, fit_intercept=False)
+    p0 = model.init(None)
+    keys = jax.random.split(jax.random.key(0), 1)
+    nonprivate = [sgd.Point("nonprivate", None, 0.0)]
+    for mode, bound in (("per_example", 0.5), ("batch", 0.5)):
+        cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode=mode, clip_norm=bound)
+        step = -np.asarray(sgd.sweep(cfg, p0, (x, y), keys, nonprivate).params["w"])[0, 0, :, 0]
+        assert np.linalg.norm(step) <= bound * (1 + 1e-5)
+    # per_example bounds each example: the mean of clipped gradients, computed by hand.
+    g = -2 * y[:, None] * x  # per-example gradients at θ = 0
+    clipped = g * np.minimum(1.0, 0.5 / np.linalg.norm(g, axis=1))[:, None]
+    cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode="per_example", clip_norm=0.5)
+    step = -np.asarray(sgd.sweep(cfg, p0, (x, y), keys, nonprivate).params["w"])[0, 0, :, 0]
+    np.testing.assert_allclose(step, clipped.mean(axis=0), rtol=1e-4, atol=1e-6)
+
+
+def test_quadratic_sketch_runs_the_same_algorithm():
+    rng = np.random.default_rng(3)
+    n, d = 500, 8
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ rng.normal(size=d) + rng.normal(size=n)).astype(np.float32)
+    model = models.linear_regression(d, ridge=1.0 / n, fit_intercept=False)
+    p0 = model.init(None)
+    cfg = sgd.CorrDPSGD(model, 200, 0.01, 1e-4)
+    points = [sgd.Point("standard", 1.0, 0.1, noise.param_factors(p0, np.ones(d))), sgd.Point("nonprivate", None, 0.0)]
+    keys = jax.random.split(jax.random.key(5), 2)
+    full = sgd.sweep(cfg, p0, (x, y), keys, points).params["w"]
+    sketch = sgd.sweep(cfg, p0, sgd.quadratic_sketch(x, y), keys, points).params["w"]
+    np.testing.assert_allclose(np.asarray(sketch), np.asarray(full), rtol=2e-4, atol=2e-5)
+    xs, ys = sgd.quadratic_sketch(x, y)
+    theta = rng.normal(size=d)
+    assert np.mean((ys - xs @ theta) ** 2) == pytest.approx(np.mean((y - x @ theta) ** 2), rel=1e-5)
+    with pytest.raises(ValueError, match="n > m"):
+        sgd.quadratic_sketch(x[:5], y[:5])
+
+
+def test_per_seed_initialisation_matches_separate_runs():
+    model = models.mlp(3, 4, 2)
+    rng = np.random.default_rng(4)
+    data = (rng.normal(size=(40, 3)).astype(np.float32), rng.integers(0, 2, 40))
+    keys = jax.random.split(jax.random.key(2), 2)
+    inits = sgd.init_per_seed(model, keys)
+    cfg = algorithms.TrainConfig(model, algorithms.Hyper(0.1, noise_std=0.5), sampling="full", steps=5)
+    out = sweeps.sweep_points(cfg, inits, data, keys, {"noise_std": [0.0, 0.5]}, params0_per_seed=True)
+    for s in range(2):
+        p0 = jax.tree_util.tree_map(lambda a: a[s], inits)
+        single, _ = algorithms.train(dataclasses_replace(cfg, 0.5), p0, data, keys[s])
+        np.testing.assert_allclose(np.asarray(out.params["w1"][s, 1]), np.asarray(single["w1"]), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(np.asarray(inits["w1"][0]), np.asarray(inits["w1"][1]))
+    with pytest.raises(ValueError, match="params0_per_seed"):
+        sweeps.sweep_points(cfg, model.init(jax.random.key(0)), data, keys, {"noise_std": [0.0]}, params0_per_seed=True)
+
+
+def dataclasses_replace(cfg, noise_std):
+    import dataclasses
+
+    return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, noise_std=noise_std))
+
+
+def test_standard_dp_diagnostic_matches_the_analytic_gaussian():
+    """T full-batch Gaussian steps, replace-one: one Gaussian with std σn/√T on the sum and
+    sensitivity 2L (independent closed form, Balle & Wang 2018)."""
+    sigma, n, steps, lipschitz, delta = 0.02, 1000, 50, 1.0, 1e-5
+    got = sgd.standard_dp_epsilon(sigma, n=n, steps=steps, lipschitz=lipschitz, delta=delta)
+    want = dp.analytic_gaussian_epsilon(sigma * n / math.sqrt(steps), delta, sensitivity=2 * lipschitz)
+    assert got == pytest.approx(want, rel=2e-2)
+    rdp = sgd.standard_dp_epsilon(sigma, n=n, steps=steps, lipschitz=lipschitz, delta=delta, accountant="rdp")
+    assert want <= rdp <= 1.5 * want
+
+
+def test_poisson_and_adam_run():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    model = models.logistic_regression(4)
+    p0 = model.init(None)
+    cfg = sgd.CorrDPSGD(model, 20, 0.05, 1e-5, sampling="poisson", batch_size=50, optimizer=optax.adam(1.0))
+    out = sgd.sweep(cfg, p0, (x, y), jax.random.split(jax.random.key(0), 2),
+                    [sgd.Point("standard", 1.0, 1e-3, noise.param_factors(p0, np.ones(4))), sgd.Point("nonprivate", None, 0.0)])
+    assert np.all(np.isfinite(out.params["w"]))
+    assert cfg.normaliser(300) == 50
+    # Optional projection onto the L2 ball (global norm, bias included).
+    ball = sgd.CorrDPSGD(model, 20, 0.5, 1e-5, radius=0.1)
+    out = sgd.sweep(ball, p0, (x, y), jax.random.split(jax.random.key(0), 1),
+                    [sgd.Point("standard", 1.0, 1.0, noise.param_factors(p0, np.ones(4)))]).params
+    norm = math.sqrt(float(np.sum(np.asarray(out["w"]) ** 2) + np.sum(np.asarray(out["b"]) ** 2)))
+    assert norm <= 0.1 * (1 + 1e-5)
+
+
+def test_bad_input():
+    model = models.logistic_regression(3, fit_intercept=False)
+    p0 = model.init(None)
+    with pytest.raises(ValueError, match="sampling"):
+        sgd.CorrDPSGD(model, 10, 0.1, 1e-5, sampling="shuffle")
+    with pytest.raises(ValueError, match="clip_norm"):
+        sgd.CorrDPSGD(model, 10, 0.1, 1e-5, clip_mode="batch")
+    with pytest.raises(ValueError, match="clip_mode"):
+        sgd.CorrDPSGD(model, 10, 0.1, 1e-5, clip_norm=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        sgd.CorrDPSGD(model, 10, 0.1, 0.0)
+    cfg = sgd.CorrDPSGD(model, 10, 0.1, 1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        sgd.point_values(cfg, p0, 10, [sgd.Point("standard", -1.0, 1.0)])
+    with pytest.raises(ValueError, match=r"noise_factors\['w'\]"):
+        sgd.point_values(cfg, p0, 10, [sgd.Point("standard", 1.0, 1.0, {"w": np.ones((4, 1))})])
+    with pytest.raises(ValueError, match="feature_scale"):
+        sgd.point_values(cfg, p0, 10, [sgd.Point("a", 1.0, 1.0), sgd.Point("partial", None, 0.0, feature_scale=np.ones(3))])
+
+
+def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
+    """The engine's clip_method="none" (no per-example gradients, used for the unclipped networks)
+    gives the vmap path's result at clip_norm = inf, and refuses a finite clip norm."""
+    model = models.mlp(3, 4, 2)
+    p0 = model.init(jax.random.key(0))
+    rng = np.random.default_rng(6)
+    data = (rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50))
+    hyper = algorithms.Hyper(0.1, noise_std=0.3, batch_clip_norm=0.5)
+    runs = {}
+    for method in ("none", "vmap"):
+        cfg = algorithms.TrainConfig(model, hyper, sampling="without_replacement", batch_size=16, steps=6,
+                                     clip_method=method)
+        runs[method], _ = algorithms.train(cfg, p0, data, jax.random.key(1))
+    for leaf in p0:
+        np.testing.assert_allclose(np.asarray(runs["none"][leaf]), np.asarray(runs["vmap"][leaf]), rtol=1e-5, atol=1e-6)
+    bad = algorithms.TrainConfig(model, algorithms.Hyper(0.1, clip_norm=1.0), sampling="full", steps=1, clip_method="none")
+    with pytest.raises(ValueError, match="clip_method='none'"):
+        algorithms.train(bad, p0, data, jax.random.key(1))
+    with pytest.raises(ValueError, match="clip_method='none'"):
+        sweeps.sweep_points(bad, p0, data, jax.random.split(jax.random.key(0), 1), {"clip_norm": [math.inf, 2.0]})
+
+
+def test_theory_preset_point_has_the_eq4_variances():
+    """C_mode="theory": a Point with C = L²T/n² and the floored factors has σ²·f = Eq. 4."""
+    tv = np.array([0.3, 0.1, 0.0])
+    c = noise.theory_constant(2.0, 100, 50)
+    point = sgd.Point("corrdp", 0.5, c)
+    factors = noise.corrdp_factors(5, [0, 1], tv, use_floor=True)
+    np.testing.assert_allclose(point.sigma(1e-5) ** 2 * factors,
+                               noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5,
+                                                   delta=1e-5), rtol=1e-12)
+    assert sgd.Point("nonprivate", None, 0.0).sigma(1e-5) == 0.0
