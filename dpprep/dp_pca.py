@@ -35,7 +35,7 @@ __all__ = ["DPPCAResult", "analyze_gauss_sensitivity", "analyze_gauss_noise", "a
 
 Calibration = Literal["lemma_m", "analytic"]
 # Dense eigendecomposition up to this d; ARPACK (top-k only) above it.
-_DENSE_MAX_D = 600
+_DENSE_MAX_D = 200
 
 
 def analyze_gauss_sensitivity(n: int) -> float:
@@ -57,16 +57,23 @@ def analyze_gauss_noise(epsilon: float, delta: float, n: int, *, calibration: Ca
     raise ValueError(f"calibration must be 'lemma_m' or 'analytic', got {calibration!r}")
 
 
-def analyze_gauss_release(x, epsilon: float, delta: float, key, *, calibration: Calibration = "lemma_m"
-                          ) -> tuple[np.ndarray, float]:
-    """``(M̂, s)``: the noisy second-moment matrix (float64, symmetric) and the entry noise std."""
+def analyze_gauss_release(x, epsilon: float, delta: float, key, *, calibration: Calibration = "lemma_m",
+                          second_moment: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """``(M̂, s)``: the noisy second-moment matrix (float64, symmetric) and the entry noise std.
+
+    ``second_moment``: ``(1/n) XᵀX`` of these same rows if already computed (many releases of one
+    dataset share it; it is O(n d²))."""
     arr = check_unit_ball(x, "x")
     key = check_key(key)
     n, d = arr.shape
     s = analyze_gauss_noise(epsilon, delta, n, calibration=calibration)
+    if second_moment is None:
+        second_moment = arr.T @ arr / n
+    elif np.shape(second_moment) != (d, d):
+        raise ValueError(f"second_moment must be the d × d matrix (1/n) XᵀX, got shape {np.shape(second_moment)}")
     g = np.asarray(jax.random.normal(key, (d, d)), dtype=np.float64) * s
     upper = np.triu(g)
-    return arr.T @ arr / n + upper + np.triu(upper, 1).T, s
+    return second_moment + upper + np.triu(upper, 1).T, s
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -93,15 +100,18 @@ def _top_k(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(values)[::-1][:k]
         return values[order], vectors[:, order]
     # Deterministic start vector: the same release gives the same components.
-    values, vectors = scipy.sparse.linalg.eigsh(matrix, k=k, which="LA", v0=np.ones(d), tol=1e-10)
+    # (A wider Krylov space: a noise-dominated spectrum is clustered at its edge.)
+    values, vectors = scipy.sparse.linalg.eigsh(matrix, k=k, which="LA", v0=np.ones(d), tol=1e-9,
+                                                ncv=min(d - 1, max(2 * k + 1, 40)))
     order = np.argsort(values)[::-1]
     return values[order], vectors[:, order]
 
 
 def dp_pca(x, k: int, epsilon: float, delta: float, key, *, mode: str = "rank",
-           calibration: Calibration = "lemma_m") -> DPPCAResult:
+           calibration: Calibration = "lemma_m", second_moment: np.ndarray | None = None) -> DPPCAResult:
     """``(epsilon, delta)``-DP top-k PCA of the unit-ball rows ``x`` (Analyze Gauss) and the rows
-    projected by it: ``mode="rank"``: ``x ↦ Â_kÂ_kᵀx``; ``mode="dim"``: ``x ↦ Â_kᵀx``."""
+    projected by it: ``mode="rank"``: ``x ↦ Â_kÂ_kᵀx``; ``mode="dim"``: ``x ↦ Â_kᵀx``.
+    ``second_moment``: see :func:`analyze_gauss_release`."""
     arr = check_unit_ball(x, "x")
     d = arr.shape[1]
     k = check_positive_int(k, "k")
@@ -109,7 +119,7 @@ def dp_pca(x, k: int, epsilon: float, delta: float, key, *, mode: str = "rank",
         raise ValueError(f"k must be smaller than the dimension d={d}, got {k}")
     if mode not in ("rank", "dim"):
         raise ValueError(f"mode must be 'rank' or 'dim', got {mode!r}")
-    release, s = analyze_gauss_release(arr, epsilon, delta, key, calibration=calibration)
+    release, s = analyze_gauss_release(arr, epsilon, delta, key, calibration=calibration, second_moment=second_moment)
     values, vectors = _top_k(release, k)
     comps = sign_normalise(vectors)
     z = arr @ comps

@@ -46,7 +46,9 @@ __all__ = [
     "gap_change_bound",
     "eigen_gap",
     "distance_statistic",
+    "statistic_from_gap",
     "ptr_test",
+    "laplace_test",
     "dp_gd_noise_std",
     "algorithm1",
     "guarantee",
@@ -106,7 +108,15 @@ def eigen_gap(x, k: int) -> float:
 def distance_statistic(x, k: int, beta: float) -> float:
     """``J_lb(S) = max(0, (δ_k(S) − β)/g_n)``: Hamming sensitivity ≤ 1, zero when ``δ_k(S) ≤ β``."""
     arr, k, beta = _check_inputs(x, k, beta)
-    return max(0.0, (eigen_gap(arr, k) - beta) / gap_change_bound(arr.shape[0]))
+    return statistic_from_gap(eigen_gap(arr, k), arr.shape[0], beta)
+
+
+def statistic_from_gap(gap: float, n: int, beta: float) -> float:
+    """``J_lb`` from an eigen-gap already computed on the centred ``1/(n−1)`` covariance (e.g.
+    ``pca_reduce(...).gap_k``), so that the test and the projection share one eigendecomposition."""
+    n = check_positive_int(n, "n", minimum=N_MIN)
+    beta = check_positive(beta, "beta")
+    return max(0.0, (float(gap) - beta) / gap_change_bound(n))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +132,13 @@ class PTRTest:
 
 def ptr_test(x, k: int, beta: float, epsilon: float, delta: float, key) -> PTRTest:
     """Steps 1–2 of Algorithm 1: ``J_lb(S) + Lap(1/ε)`` against ``log(2/δ)/ε`` (⊥ at or below)."""
-    stat = distance_statistic(x, k, beta)
+    return laplace_test(distance_statistic(x, k, beta), epsilon, delta, key)
+
+
+def laplace_test(statistic: float, epsilon: float, delta: float, key) -> PTRTest:
+    """The test of step 2 on an already computed ``J_lb`` (so that many keys or ε share one
+    eigendecomposition): ``passed`` iff ``statistic + Lap(1/ε) > log(2/δ)/ε``."""
+    stat = check_positive(statistic, "statistic", allow_zero=True)
     eps = check_epsilon(epsilon)
     delta = check_delta(delta)
     key = check_key(key)

@@ -169,3 +169,21 @@ def test_bad_input():
         ptr.distance_statistic(data.x[:50], 1, 0.1)
     with pytest.raises(ValueError, match="level"):
         ptr.calibrate_epsilon(1.0, 1e-5, 1.0, level="exact")
+
+
+def test_laplace_test_on_a_precomputed_statistic_matches_ptr_test():
+    data = low_rank_logistic(500, 6, 1, seed=4)
+    key = jax.random.key(11)
+    a = ptr.ptr_test(data.x, 1, 0.3, 0.5, 1e-5, key)
+    b = ptr.laplace_test(ptr.distance_statistic(data.x, 1, 0.3), 0.5, 1e-5, key)
+    assert a == b
+    with pytest.raises(ValueError, match="statistic"):
+        ptr.laplace_test(-1.0, 0.5, 1e-5, key)
+
+
+def test_statistic_from_gap_matches_distance_statistic():
+    data = low_rank_logistic(500, 6, 1, seed=4)
+    pca = pca_reduce(data.x, 1)
+    assert ptr.statistic_from_gap(pca.gap_k, 500, 0.3) == pytest.approx(ptr.distance_statistic(data.x, 1, 0.3), rel=1e-10)
+    with pytest.raises(ValueError, match="n must be an integer >= 101"):
+        ptr.statistic_from_gap(0.5, 100, 0.1)
