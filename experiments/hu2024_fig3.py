@@ -323,6 +323,7 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
     and (d) in mean excess risk at each ε? Numbers: mean ± s.d. over seeds at the tuned step size."""
     out = []
     star = {(int(pd.DataFrame(c["rows"])["n"].iloc[0]), int(pd.DataFrame(c["rows"])["d"].iloc[0])): c["loss_star"] for c in cases}
+    seeds = cfg.seeds
     for (n, d), sub in tuned.groupby(["n", "d"], sort=False):
         best_a, others_best, parts = [], [], []
         for e, t in sub.groupby("epsilon"):
@@ -338,6 +339,10 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
             win = a.mean < min(rivals.values())
             (best_a if win else others_best).append(e)
             winner = "(a)" if win else min(rivals, key=rivals.get)
+            if win:  # is the margin over the runner-up beyond noise? (2 s.e. of the difference, 10 seeds)
+                runner = min((b, c, p), key=lambda row: row.mean)
+                se = math.sqrt((a.sd**2 + (0.0 if math.isnan(runner.sd) else runner.sd) ** 2) / seeds)
+                winner += f" by {runner.mean - a.mean:.2g} (2 s.e. {2 * se:.2g})"
             parts.append(f"ε={e:g}: a {fmt(a)}, b {fmt(b)}, c {fmt(c)}, d {p.mean:.3g} (⊥ {p.bottom_rate:.0%}) → {winner}")
         zero = math.log(2.0) - star[(n, d)]
         measured = (f"(a) best at ε ∈ {{{', '.join(f'{e:g}' for e in best_a)}}}" if best_a else "(a) best at no ε")
