@@ -38,7 +38,8 @@ SGD_SAMP_RAW_ORDERS = (1.25, 1.5, 2.0, 2.5, 3.0)
 SAMP_2L_NOTE = (
     "the same check with the replace-one shift of a sampled gradient, 2L (multiplier z/2): the paper's "
     "α²ε²/2 is below dp-accounting's RDP of the algorithm, so it is not a valid replace-one bound; "
-    "dpprep.accounting.meta refuses DP-SGD-samp in overall_privacy/calibrate (Table 2 prints its cell only)"
+    "dpprep.accounting.meta never uses it: overall_privacy/calibrate account DP-SGD-samp with the rigorous "
+    "dpprep.accounting.sgd_samp bound (Table 2 prints the paper's cell beside it)"
 )
 SAMP_NOTE = (
     "checked on the library's admissible range α ≥ 3.25 (plus its upper end); below it the paper's "

@@ -33,6 +33,8 @@ import numpy as np
 from scipy.optimize import brentq
 
 from dpprep.accounting.renyi import NoAdmissibleOrder, check_alpha, gaussian_group_rdp, rdp_to_dp
+from dpprep.accounting.sgd_samp import SubsampledSGD
+from dpprep.accounting.sgd_samp import from_table1 as sgd_from_table1
 from dpprep.accounting.table1 import DPGD, DPSGDIteration, DPSGDSampling, Gaussian, Laplace, Mechanism
 from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
@@ -46,6 +48,7 @@ __all__ = [
     "pure_dp_bound",
     "group_privacy_rdp",
     "check_mechanism",
+    "rigorous_mechanism",
     "default_group_size",
     "OverallPrivacy",
     "overall_privacy",
@@ -246,10 +249,12 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
       bound under the paper's replace-one adjacency. A sampled gradient can move by 2L, i.e. noise
       multiplier z/2, and dp-accounting's RDP of exactly this algorithm (batch-1 sampling,
       replace-one, multiplier z/2) exceeds ``α²ε²/2`` at orders up to ≈ 11.5 on a sweep of n ≤ 10⁶
-      (e.g. n = 10⁴, z/2 = 1.2), with no n-independent safe range established. dpprep therefore
-      does not turn it into a guarantee; :mod:`dpprep.accounting.table2` still evaluates the
-      formula to print the paper's Table 2. (If it is admitted later, Theorem 2's hybrid pairs
-      also need ``gamma_pw ≥ n/Δ∞``, spec §10.8.)
+      (e.g. n = 10⁴, z/2 = 1.2), with no n-independent safe range established. Its formula is
+      never turned into a guarantee (:mod:`dpprep.accounting.table2` still evaluates it to print
+      the paper's Table 2); :func:`overall_privacy` / :func:`calibrate` first replace the
+      mechanism by :func:`rigorous_mechanism`, whose bounds are proved;
+    - :class:`~dpprep.accounting.sgd_samp.SubsampledSGD`: its ``linf`` equals the pre-processing's Δ∞
+      (capped at n).
     """
     _check_enforced(mechanism)
     if not isinstance(preprocessing_sensitivity, Sensitivity):
@@ -264,9 +269,26 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
         raise ValueError(
             "dp_sgd_sampling: Table 1's RDP α²ε²/2 is not a valid bound under replace-one adjacency "
             "(a sampled gradient moves by up to 2L; dp-accounting's RDP of this algorithm exceeds it "
-            "at orders up to ≈ 11.5), so dpprep does not turn it into a guarantee. For DP-SGD with "
-            "sampling use dpprep.accounting.dp (dp-accounting, neighbouring='replace_one')."
+            "at orders up to ≈ 11.5); overall_privacy/calibrate account it with the rigorous "
+            "dpprep.accounting.sgd_samp.SubsampledSGD (rigorous_mechanism) — use those, or build "
+            "a SubsampledSGD for theorem2"
         )
+    if isinstance(mechanism, SubsampledSGD) and mechanism.linf != min(linf, float(mechanism.n)):
+        raise ValueError(
+            f"subsampled_sgd: linf={mechanism.linf} must equal the pre-processing's Δ∞={linf} (its "
+            "SRDP covers pairs differing in ≤ linf records, each by ≤ Δ2 = τ*/linf)"
+        )
+
+
+def rigorous_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity) -> Mechanism:
+    """The mechanism whose bounds :func:`overall_privacy` uses: Table 1's DP-SGD-samp row becomes
+    :func:`dpprep.accounting.sgd_samp.from_table1` (the same algorithm — one uniform index per step,
+    σ = L·sqrt(2cT)/(εn) — with a replace-one RDP from dp-accounting and the SRDP of spec §9.4 for
+    the pre-processing's Δ∞); every other mechanism is returned unchanged."""
+    if isinstance(mechanism, DPSGDSampling) and isinstance(preprocessing_sensitivity, Sensitivity):
+        _check_enforced(mechanism)
+        return sgd_from_table1(mechanism, preprocessing_sensitivity.linf)
+    return mechanism
 
 
 def default_group_size(linf: float, n: int | None = None) -> int:
@@ -337,11 +359,14 @@ def overall_privacy(
     ``min(ceil(Δ∞) + 1, n)``, the records in which pre-processed neighbours can differ; the paper's
     Figure 2 uses ``k = Δ∞``, which can be passed explicitly).
 
-    :func:`check_mechanism` is applied first: ValueError for a mechanism built with
-    ``enforce_range=False``, for DP-SGD-iter with ``kappa < Δ∞`` and for DP-SGD-samp with
-    ``gamma_pw < n/Δ∞``. Raises :class:`~dpprep.accounting.renyi.NoAdmissibleOrder` (a ValueError)
+    Table 1's DP-SGD-samp is first replaced by :func:`rigorous_mechanism` (its Table-1 RDP is not a
+    valid replace-one bound); the result's ``mechanism`` is then the rigorous one.
+    :func:`check_mechanism` is applied next: ValueError for a mechanism built with
+    ``enforce_range=False``, for DP-SGD-iter with ``kappa < Δ∞`` and for SubsampledSGD with
+    ``linf ≠ Δ∞``. Raises :class:`~dpprep.accounting.renyi.NoAdmissibleOrder` (a ValueError)
     if no order satisfies the mechanism's assumptions.
     """
+    mechanism = rigorous_mechanism(mechanism, preprocessing_sensitivity)
     check_mechanism(mechanism, preprocessing_sensitivity)
     if mode not in ("exact", "table2"):
         raise ValueError(f"mode must be 'exact' or 'table2', got {mode!r}")
@@ -439,7 +464,7 @@ def calibrate(
     delta = check_delta(delta)
     initial = check_epsilon(initial, "initial")
     rtol = check_positive(rtol, "rtol")
-    check_mechanism(mechanism_factory(initial), preprocessing_sensitivity)
+    check_mechanism(rigorous_mechanism(mechanism_factory(initial), preprocessing_sensitivity), preprocessing_sensitivity)
 
     def evaluate(eps: float) -> OverallPrivacy | None:
         try:

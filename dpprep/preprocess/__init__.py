@@ -11,6 +11,8 @@ the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
 - ``impute_mean`` / ``impute_median`` / ``impute_trimmed_mean`` / ``impute_regression`` — NaN
   entries filled by a model of the observed data (Cor. 4, Prop. 15, Table 3).
 - ``pca_reduce(x, k, mode="rank"|"dim")`` — PCA rank / dimension reduction (Prop. 5).
+- ``Pipeline`` (``dpprep.preprocess.pipeline``) — chains of steps (e.g. impute → quantize → PCA)
+  with their composed (Δ∞, Δ2), or a ValueError naming the pair of steps where no bound is known.
 
 ``dpprep.preprocess.sensitivity`` has the closed forms in terms of ``n``, ``p``, ``η`` and eigen-gaps.
 """
@@ -19,6 +21,7 @@ from dpprep.preprocess.clusters import GoodClusters, good_clusters
 from dpprep.preprocess.dedup import DedupResult, deduplicate
 from dpprep.preprocess.impute import ImputeResult, impute_mean, impute_median, impute_regression, impute_trimmed_mean
 from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalise
+from dpprep.preprocess.pipeline import Pipeline, PipelineResult, Step
 from dpprep.preprocess.quantize import QuantizeResult, quantize
 from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.preprocess.unit_ball import check_unit_ball, project_to_unit_ball, scale_into_unit_ball
@@ -39,6 +42,9 @@ __all__ = [
     "PCAResult",
     "pca_reduce",
     "sign_normalise",
+    "Pipeline",
+    "PipelineResult",
+    "Step",
     "check_unit_ball",
     "project_to_unit_ball",
     "scale_into_unit_ball",

@@ -256,27 +256,29 @@ def test_default_group_size_counts_the_replaced_record():
         meta.default_group_size(-1.0)
 
 
-def test_dp_sgd_sampling_is_not_turned_into_a_guarantee():
-    """Table 1's α²ε²/2 fails under replace-one (shift 2L ⇒ multiplier z/2): dp-accounting's exact RDP
+def test_dp_sgd_sampling_formula_is_replaced_by_a_rigorous_bound():
+    """Table 1's α²ε²/2 fails under replace-one (shift 2L ⇒ multiplier z/2): dp-accounting's RDP
     of batch-1 sampling exceeds it, e.g. at α = 11 for n = 10⁴, z/2 = 1.2. overall_privacy and
-    calibrate refuse the mechanism (old code reported ε = 3.75 for the case below)."""
+    calibrate never use the formula: they account the same algorithm with sgd_samp.SubsampledSGD
+    (old code reported ε = 3.75 for the first case below; tests/accounting/test_sgd_samp.py pins it)."""
     from dp_accounting import GaussianDpEvent, SampledWithoutReplacementDpEvent
     from dp_accounting.privacy_accountant import NeighboringRelation
     from dp_accounting.rdp import RdpAccountant
+
+    from dpprep.accounting.sgd_samp import SubsampledSGD
 
     n, z_half, alpha = 10_000, 1.2, 11.0
     acc = RdpAccountant(orders=[alpha], neighboring_relation=NeighboringRelation.REPLACE_ONE)
     acc.compose(SampledWithoutReplacementDpEvent(n, 1, GaussianDpEvent(z_half)))
     table_per_step = alpha**2 / ((2 * z_half) ** 2 * n**2)  # α²ε²/(2T) with σ = L√(2T)/(εn), z = 2·z_half
-    assert acc._rdp[0] > table_per_step  # the reason for the refusal
+    assert acc._rdp[0] > table_per_step  # the reason the formula is not used
 
     sens = Sensitivity(10, 1.0)
-    with pytest.raises(ValueError, match="replace-one"):
-        meta.overall_privacy(table1.dp_sgd_sampling(epsilon=0.05, n=1000, steps=200_000), sens, delta=1e-5)
-    with pytest.raises(ValueError, match="replace-one"):
-        meta.calibrate(lambda e: table1.dp_sgd_sampling(epsilon=e, n=1000, steps=200_000), sens, target_epsilon=5.0, delta=1e-5)
-    with pytest.raises(ValueError, match="replace-one"):
-        meta.overall_privacy(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(0, 0), delta=1e-5)
+    res = meta.overall_privacy(table1.dp_sgd_sampling(epsilon=0.05, n=1000, steps=200_000), sens, delta=1e-5)
+    assert isinstance(res.mechanism, SubsampledSGD) and res.mechanism.linf == 10.0
+    assert res.epsilon > 3.75
+    with pytest.raises(ValueError, match="rigorous"):  # theorem2's checks still refuse the formula itself
+        meta.check_mechanism(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(0, 0))
 
 
 def test_formula_only_mechanisms_are_refused():

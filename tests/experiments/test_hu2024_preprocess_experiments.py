@@ -41,6 +41,27 @@ def test_pipeline_demo_smoke(tmp_path, data_dir):
     # Few missing values: Theorem 2 is far below group privacy over p records.
     assert imp["overall_epsilon_exact"] < imp["group_epsilon"]
     assert "Worked example" in (out / "pipeline_demo.md").read_text()
+    # Chained imputation → quantization (issue 12): the composed sensitivity is the Pipeline's, with
+    # Δ∞ = p + (p+1)·p_q and Δ2 = 2/(n−p) + 2η (chain + displacement rule), and still beats group privacy.
+    from dpprep.preprocess import Pipeline
+    from dpprep.preprocess import pipeline as pl
+    from experiments.hu2024_pipeline_demo import PROFILES
+    from experiments.hu2024_table3 import load_adult_unit_ball
+
+    cfg = PROFILES["smoke"]
+    rows = frame.set_index("step")
+    imp, quant = rows.loc["mean imputation"], rows.loc[f"quantization (η={cfg.eta:g})"]
+    both = rows.loc["imputation → quantization (composed)"]
+    assert both["linf"] == imp["linf"] + (imp["linf"] + 1) * quant["linf"]
+    assert both["l2"] == pytest.approx(imp["l2"] + 2 * cfg.eta)
+    assert imp["overall_epsilon_exact"] < both["overall_epsilon_exact"] < both["group_epsilon"]
+    x, _, groups = load_adult_unit_ball(data_dir, cfg.n_rows, cfg.seed)
+    xm = inject_mcar(x, [groups[cfg.missing_column][0]], cfg.missing_rate, cfg.seed)
+    run = Pipeline((pl.impute_mean_step(), pl.quantize_step(cfg.eta))).run(xm)
+    assert run.sensitivity.linf == both["linf"] and run.sensitivity.l2 == pytest.approx(both["l2"], rel=1e-12)
+    three = rows.loc["imputation → quantization → PCA rank-1 (composed)"]
+    assert three["linf"] == len(x) and three["l2"] == 2.0
+    assert any("valid overall ε = min" in c.quantity for c in comparisons)
 
 
 def test_symbolic_table_and_mcar_injection():

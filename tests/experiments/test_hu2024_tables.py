@@ -68,6 +68,25 @@ def test_table2_smoke(tmp_path):
     assert "1.1 α ε² (1 + p² n log(n−p) / ((n−p) log n))" in md and "| A_SGD-samp | – | – | – |" in md
     assert r"\begin{tabular}" in (out / "table2.tex").read_text()
     assert (out / "table2_numeric.md").exists()
+    # DP-SGD-samp × PCA: the rigorous bound beside the printed cell (issue 12).
+    sgd = pd.read_csv(out / "table2_sgd_samp_rigorous.csv").set_index("sampling")
+    assert list(sgd.index) == ["without_replacement", "poisson"]
+    assert np.allclose(sgd["printed_value"], 1973.202, rtol=5e-5) and (sgd["noise_multiplier"] == 2.0).all()
+    from dp_accounting import GaussianDpEvent, SampledWithoutReplacementDpEvent
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    from dp_accounting.rdp import RdpAccountant
+
+    acc = RdpAccountant(orders=[22.0], neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    acc.compose(SampledWithoutReplacementDpEvent(1000, 1, GaussianDpEvent(1.0)), 2_000_000)
+    wor = sgd.loc["without_replacement"]
+    assert wor["rigorous_rdp_2alpha"] == pytest.approx(acc._rdp[0], rel=1e-9)
+    # §9.4 SRDP, batch 1, every record moved by 12.2/n: T·2α(12.2/n)²/(2z²) (+ the order grid's chord slack).
+    closed = 2e6 * 22 * (12.2 / 1000) ** 2 / (2 * 4)
+    assert closed <= wor["rigorous_srdp_2alpha"] <= closed * 1.005
+    assert wor["rigorous_eq43_value"] == pytest.approx(1.05 * (wor["rigorous_rdp_2alpha"] + wor["rigorous_srdp_2alpha"]), rel=1e-12)
+    assert (sgd["rigorous_theorem2_value"] <= sgd["rigorous_eq43_value"]).all()
+    assert (sgd["rigorous_epsilon"] > 0).all() and np.isfinite(sgd["rigorous_epsilon"]).all()
+    assert "rigorous bound" in (out / "table2_numeric.md").read_text()
 
 
 def test_fig2_smoke(tmp_path):
