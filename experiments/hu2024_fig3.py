@@ -40,9 +40,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpprep import dp_pca, ptr
+from dpprep import dp_pca, models, ptr
+from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.accounting import table1
 from dpprep.accounting.meta import calibrate
+from dpprep.accounting.sgd_samp import calibrate_subsampled_sgd
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
@@ -53,7 +55,9 @@ from experiments import RunContext, main_for
 
 EXPERIMENT = "hu2024_fig3"
 METHODS = (("none", "-"), ("pca", "rank"), ("pca", "dim"), ("dp_pca", "rank"), ("dp_pca", "dim"), ("ptr", "rank"))
-TRAINERS = ("dp_gd",)  # hook: "dp_sgd" (spec §9.4) once a rigorous subsampled replace-one accountant exists
+# "dp_sgd" (spec §9.4, optional): Poisson-subsampled DP-SGD with the rigorous replace-one accounting of
+# dpprep.accounting.sgd_samp (Theorem 2 with its SRDP); no PTR (Theorem 7 is for DP-GD).
+TRAINERS = ("dp_gd", "dp_sgd")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +77,17 @@ class Fig3Config:
     noise_seed: int = 1
     beta_fraction: float = 0.5
     optimum_steps: int = 3000
-    trainer: str = "dp_gd"
+    trainers: tuple[str, ...] = ("dp_gd",)
+    sgd_batch_fraction: float = 0.05  # DP-SGD: expected batch B = fraction·n, T = epochs·n/B steps
+    sgd_epochs: float = 10.0
 
     def __post_init__(self) -> None:
-        if self.trainer not in TRAINERS:
-            raise ValueError(f"trainer must be one of {TRAINERS}, got {self.trainer!r}")
+        if not self.trainers or any(t not in TRAINERS for t in self.trainers) or self.trainers[0] != "dp_gd":
+            raise ValueError(f"trainers must start with 'dp_gd' and come from {TRAINERS}, got {self.trainers!r}")
+
+    def sgd_schedule(self, n: int) -> tuple[int, int]:
+        batch = max(1, round(self.sgd_batch_fraction * n))
+        return batch, math.ceil(self.sgd_epochs * n / batch)
 
     @property
     def smoothness(self) -> float:
@@ -90,7 +100,7 @@ PROFILES = {
     # n = 2000 is the small-nε region spec §9.3 names; the paper profile adds n = 10⁴ (the spec's
     # default) and d = 8000.
     "quick": Fig3Config(cases=((2000, 500), (2000, 2000))),
-    "paper": Fig3Config(cases=tuple((n, d) for n in (2000, 10_000) for d in (500, 2000, 8000))),
+    "paper": Fig3Config(cases=tuple((n, d) for n in (2000, 10_000) for d in (500, 2000, 8000)), trainers=TRAINERS),
 }
 # Chunk of d-dim DP-PCA datasets per compiled call, bounded so that it stays < 512 MiB.
 DATASET_BYTES = 512 * 2**20
@@ -163,6 +173,106 @@ def calibrations(cfg: Fig3Config, n: int, gap_k: float, sens_rank: Sensitivity, 
     return pd.DataFrame(rows)
 
 
+def _dp_sgd(cfg: Fig3Config, num_features: int, n: int) -> TrainConfig:
+    """Poisson-subsampled, clipped (C = 1 = L: no clipping bites in the unit ball), projected and
+    averaged DP-SGD; ``noise_multiplier`` z swept (std zC on the sum, divided by B)."""
+    batch, steps = cfg.sgd_schedule(n)
+    return TrainConfig(model=models.logistic_regression(num_features, fit_intercept=False),
+                       hyper=Hyper(learning_rate=cfg.learning_rates[0], noise_multiplier=1.0, clip_norm=1.0, radius=cfg.radius),
+                       sampling="poisson", batch_size=batch, steps=steps, iterates="average")
+
+
+def sgd_calibrations(cfg: Fig3Config, n: int, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
+    """Per overall ε: DP-SGD's noise multiplier per method by Theorem 2 with the rigorous subsampled
+    replace-one RDP/SRDP (``sgd_samp``); (a) in Table-2 mode like DP-GD's (a), (b) at (ε/2, δ/2)."""
+    batch, steps = cfg.sgd_schedule(n)
+    kw = dict(n=n, batch_size=batch, steps=steps, sampling="poisson", clip_norm=1.0, smoothness=cfg.smoothness)
+    rows = []
+    for eps in cfg.epsilons:
+        z = {
+            METHODS[0]: calibrate_subsampled_sgd(target_epsilon=eps, delta=cfg.delta, sensitivity=Sensitivity(0.0, 0.0), **kw),
+            METHODS[1]: calibrate_subsampled_sgd(target_epsilon=eps, delta=cfg.delta, sensitivity=sens_rank, mode="table2", **kw),
+            METHODS[2]: calibrate_subsampled_sgd(target_epsilon=eps, delta=cfg.delta, sensitivity=sens_dim, mode="table2", **kw),
+        }
+        z[METHODS[3]] = z[METHODS[4]] = calibrate_subsampled_sgd(
+            target_epsilon=eps / 2, delta=cfg.delta / 2, sensitivity=Sensitivity(0.0, 0.0), **kw)
+        s_pca = dp_pca.analyze_gauss_noise(eps / 2, cfg.delta / 2, n)
+        for m in METHODS[:5]:
+            rows.append({"method": m[0], "variant": m[1], "epsilon": eps, "epsilon_b": z[m].mechanism.epsilon,
+                         "ptr_epsilon": math.nan, "noise_std": z[m].noise_multiplier,
+                         "dp_pca_noise": s_pca if m[0] == "dp_pca" else math.nan, "beta": math.nan})
+    return pd.DataFrame(rows)
+
+
+def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_data, releases, train_keys, eps_list,
+                  lrs, passed, n: int, d: int, progress) -> tuple[dict, int]:
+    """Every (method × ε × seed × step size) of one trainer (``cfg_d``/``cfg_k``: its d- and k-dim
+    configs; ``field``: the swept noise field; ``noise[(method, variant)]``: values per ε; PTR only
+    where ``passed`` is given) in three compiled functions. Returns the original-data losses
+    ``{(method, variant): (E, S, P)}`` and the number of compiled calls executed."""
+    E, P, S = len(eps_list), len(lrs), train_keys.shape[0]
+    progress(f"n={n}, d={d}: d-dim sweeps (none, pca-rank{', ptr' if passed is not None else ''})")
+    loss = {}  # (method, variant) -> (E, S, P) original-data losses
+    calls = 1  # the none sweep is one chunk
+    grid = lambda m: np.repeat(noise[m].loc[eps_list].to_numpy(), P)  # noqa: E731  (ε-major points)
+    lr_grid = np.tile(lrs, E)
+    p0 = cfg_d.model.init(train_keys[0])
+    # d-dim, shared data: none on S; pca-rank and ptr on A_kA_kᵀS (same compiled function, chunks of E·P points).
+    res = sweep_points(cfg_d, p0, (x, y), train_keys, {field: grid(METHODS[0]), "learning_rate": lr_grid},
+                       eval_data=(x, y), chunk_size=E * P, return_params=False)
+    loss[METHODS[0]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
+    ptr_eps = [] if passed is None else [i for i in range(E) if passed[i].any()]  # PTR only where some seed passed
+    pts_noise = grid(METHODS[1])
+    if ptr_eps:
+        pts_noise = np.concatenate([pts_noise, np.repeat(noise[METHODS[5]].iloc[ptr_eps].to_numpy(), P)])
+    pts_lr = np.concatenate([lr_grid, np.tile(lrs, len(ptr_eps))])
+    if len(pts_noise) % (E * P):  # pad to whole chunks (one shape, one compilation)
+        pad = E * P - len(pts_noise) % (E * P)
+        pts_noise, pts_lr = np.r_[pts_noise, np.repeat(pts_noise[-1], pad)], np.r_[pts_lr, np.repeat(pts_lr[-1], pad)]
+    res = sweep_points(cfg_d, p0, (rank_data, y), train_keys, {field: pts_noise, "learning_rate": pts_lr},
+                       eval_data=(x, y), chunk_size=E * P, return_params=False)
+    calls += len(pts_noise) // (E * P)
+    out = np.asarray(res.evaluation["loss"])  # (S, points)
+    loss[METHODS[1]] = out[:, : E * P].reshape(S, E, P).transpose(1, 0, 2)
+    if passed is not None:
+        bottom_loss = math.log(2.0)  # θ = 0 on ⊥
+        ptr_loss = np.full((E, S, P), bottom_loss)
+        for j, i in enumerate(ptr_eps):
+            block = out[:, E * P + j * P: E * P + (j + 1) * P]  # (S, P)
+            ptr_loss[i] = np.where(passed[i][:, None], block, bottom_loss)
+        loss[METHODS[5]] = ptr_loss
+
+    progress(f"n={n}, d={d}: d-dim DP-PCA datasets")
+    # d-dim, one dataset per (ε, seed): DP-PCA rank projections, fixed-size chunks of units.
+    units = [(i, s) for i in range(E) for s in range(S)]
+    per_call = max(1, min(len(units), DATASET_BYTES // (4 * n * d)))
+    b_rank = np.empty((E, S, P))
+    for start in range(0, len(units), per_call):
+        chunk = units[start: start + per_call]
+        chunk = chunk + [chunk[-1]] * (per_call - len(chunk))
+        xs = np.stack([releases[i][s].transform(x) @ releases[i][s].components.T for i, s in chunk]).astype(np.float32)
+        r = sweep_datasets(cfg_d, p0, xs, y, jnp.stack([train_keys[s] for _, s in chunk]),
+                           {field: [noise[METHODS[3]].loc[eps_list[i]] for i, _ in chunk]}, {"learning_rate": lrs},
+                           eval_data=(x, y), chunk_size=per_call)
+        for (i, s), row in zip(chunk, r["loss"]):
+            b_rank[i, s] = row
+    loss[METHODS[3]] = b_rank
+    calls += -(-len(units) // per_call)
+
+    progress(f"n={n}, d={d}: k-dim sweep (pca-dim, dp_pca-dim)")
+    # k-dim: pca-dim (A_kᵀS) and dp_pca-dim (Â_kᵀS per (ε, seed)) in one call; evaluating z on its
+    # own features A_kᵀx is evaluating θ = A_k z on the original x.
+    xs = np.stack([dim_data] * len(units) + [releases[i][s].data for i, s in units]).astype(np.float32)
+    unit_keys = jnp.stack([train_keys[s] for _, s in units] * 2)
+    vals = [noise[METHODS[2]].loc[eps_list[i]] for i, _ in units] + [noise[METHODS[4]].loc[eps_list[i]] for i, _ in units]
+    r = sweep_datasets(cfg_k, cfg_k.model.init(train_keys[0]), xs, y, unit_keys, {field: vals}, {"learning_rate": lrs},
+                       chunk_size=len(vals))
+    calls += 1
+    kd = np.asarray(r["loss"]).reshape(2, E, S, P)
+    loss[METHODS[2]], loss[METHODS[4]] = kd[0], kd[1]
+    return loss, calls
+
+
 def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> dict:
     """Every run of one (n, d): returns the tidy rows (as lists) plus case-level facts."""
     progress(f"n={n}, d={d}: data, θ*, PCA, calibrations")
@@ -191,87 +301,43 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     releases = [[dp_pca.dp_pca(x, cfg.k, e / 2, cfg.delta / 2, aux_keys[s], mode="dim", second_moment=moment)
                  for s in range(S)] for e in eps_list]
 
-    progress(f"n={n}, d={d}: d-dim sweeps (none, pca-rank, ptr)")
-    loss = {}  # (method, variant) -> (E, S, P) original-data losses
-    calls = 1  # executions of the three compiled functions (the none sweep is one chunk)
-    grid = lambda m: np.repeat(noise[m].loc[eps_list].to_numpy(), P)  # noqa: E731  (ε-major points)
-    lr_grid = np.tile(lrs, E)
-    cfg_d = _dp_gd(cfg, d)
-    p0 = cfg_d.model.init(keys[0])
-    # d-dim, shared data: none on S; pca-rank and ptr on A_kA_kᵀS (same compiled function, chunks of E·P points).
-    res = sweep_points(cfg_d, p0, (x, y), train_keys, {"noise_std": grid(METHODS[0]), "learning_rate": lr_grid},
-                       eval_data=(x, y), chunk_size=E * P, return_params=False)
-    loss[METHODS[0]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
-    ptr_eps = [i for i in range(E) if passed[i].any()]  # train PTR only where some seed passed
-    pts_noise = np.concatenate([grid(METHODS[1]), np.repeat(noise[METHODS[5]].iloc[ptr_eps].to_numpy(), P)])
-    pts_lr = np.concatenate([lr_grid, np.tile(lrs, len(ptr_eps))])
-    if len(pts_noise) % (E * P):  # pad to whole chunks (one shape, one compilation)
-        pad = E * P - len(pts_noise) % (E * P)
-        pts_noise, pts_lr = np.r_[pts_noise, np.repeat(pts_noise[-1], pad)], np.r_[pts_lr, np.repeat(pts_lr[-1], pad)]
-    res = sweep_points(cfg_d, p0, (rank.data, y), train_keys, {"noise_std": pts_noise, "learning_rate": pts_lr},
-                       eval_data=(x, y), chunk_size=E * P, return_params=False)
-    calls += len(pts_noise) // (E * P)
-    out = np.asarray(res.evaluation["loss"])  # (S, points)
-    loss[METHODS[1]] = out[:, : E * P].reshape(S, E, P).transpose(1, 0, 2)
-    bottom_loss = math.log(2.0)  # θ = 0 on ⊥
-    ptr_loss = np.full((E, S, P), bottom_loss)
-    for j, i in enumerate(ptr_eps):
-        block = out[:, E * P + j * P: E * P + (j + 1) * P]  # (S, P)
-        ptr_loss[i] = np.where(passed[i][:, None], block, bottom_loss)
-    loss[METHODS[5]] = ptr_loss
-
-    progress(f"n={n}, d={d}: d-dim DP-PCA datasets")
-    # d-dim, one dataset per (ε, seed): DP-PCA rank projections, fixed-size chunks of units.
-    units = [(i, s) for i in range(E) for s in range(S)]
-    per_call = max(1, min(len(units), DATASET_BYTES // (4 * n * d)))
-    b_rank = np.empty((E, S, P))
-    for start in range(0, len(units), per_call):
-        chunk = units[start: start + per_call]
-        chunk = chunk + [chunk[-1]] * (per_call - len(chunk))
-        xs = np.stack([releases[i][s].transform(x) @ releases[i][s].components.T for i, s in chunk]).astype(np.float32)
-        r = sweep_datasets(cfg_d, p0, xs, y, jnp.stack([train_keys[s] for _, s in chunk]),
-                           {"noise_std": [noise[METHODS[3]].loc[eps_list[i]] for i, _ in chunk]}, {"learning_rate": lrs},
-                           eval_data=(x, y), chunk_size=per_call)
-        for (i, s), row in zip(chunk, r["loss"]):
-            b_rank[i, s] = row
-    loss[METHODS[3]] = b_rank
-    calls += -(-len(units) // per_call)
-
-    progress(f"n={n}, d={d}: k-dim sweep (pca-dim, dp_pca-dim)")
-    # k-dim: pca-dim (A_kᵀS) and dp_pca-dim (Â_kᵀS per (ε, seed)) in one call; evaluating z on its
-    # own features A_kᵀx is evaluating θ = A_k z on the original x.
-    xs = np.stack([dim_data] * len(units) + [releases[i][s].data for i, s in units]).astype(np.float32)
-    unit_keys = jnp.stack([train_keys[s] for _, s in units] * 2)
-    stds = [noise[METHODS[2]].loc[eps_list[i]] for i, _ in units] + [noise[METHODS[4]].loc[eps_list[i]] for i, _ in units]
-    cfg_k = _dp_gd(cfg, cfg.k)
-    r = sweep_datasets(cfg_k, cfg_k.model.init(keys[0]), xs, y, unit_keys, {"noise_std": stds}, {"learning_rate": lrs},
-                       chunk_size=len(stds))
-    calls += 1
-    kd = np.asarray(r["loss"]).reshape(2, E, S, P)
-    loss[METHODS[2]], loss[METHODS[4]] = kd[0], kd[1]
+    loss, calls = train_methods(_dp_gd(cfg, d), _dp_gd(cfg, cfg.k), "noise_std", noise, x, y, rank.data, dim_data,
+                                releases, train_keys, eps_list, lrs, passed, n, d, progress)
+    runs = [("dp_gd", cal, loss, METHODS)]
+    functions = 3
+    if "dp_sgd" in cfg.trainers:
+        progress(f"n={n}, d={d}: DP-SGD calibrations (spec §9.4)")
+        sgd_cal = sgd_calibrations(cfg, n, rank.sensitivity, dim_sens)
+        sgd_noise = {(m, v): sgd_cal[(sgd_cal.method == m) & (sgd_cal.variant == v)].set_index("epsilon")["noise_std"]
+                     for m, v in METHODS[:5]}
+        sgd_loss, sgd_calls = train_methods(_dp_sgd(cfg, d, n), _dp_sgd(cfg, cfg.k, n), "noise_multiplier", sgd_noise, x, y,
+                                            rank.data, dim_data, releases, train_keys, eps_list, lrs, None, n, d, progress)
+        runs.append(("dp_sgd", sgd_cal, sgd_loss, METHODS[:5]))
+        calls, functions = calls + sgd_calls, functions + 3
 
     rows = []
-    for m in METHODS:
-        c = cal[(cal.method == m[0]) & (cal.variant == m[1])].set_index("epsilon")
-        for i, e in enumerate(eps_list):
-            for s in range(S):
-                for p, lr in enumerate(lrs):
-                    rows.append({"method": m[0], "variant": m[1], "n": n, "d": d, "epsilon": e, "delta": cfg.delta,
-                                 "epsilon_b": c.loc[e, "epsilon_b"], "ptr_epsilon": c.loc[e, "ptr_epsilon"],
-                                 "noise_std": c.loc[e, "noise_std"], "dp_pca_noise": c.loc[e, "dp_pca_noise"],
-                                 "seed": s, "learning_rate": float(lr), "loss": float(loss[m][i, s, p]),
-                                 "excess_risk": float(loss[m][i, s, p]) - loss_star,
-                                 "bottom": bool(m[0] == "ptr" and not passed[i, s])})
+    for trainer, table, losses, methods in runs:
+        for m in methods:
+            c = table[(table.method == m[0]) & (table.variant == m[1])].set_index("epsilon")
+            for i, e in enumerate(eps_list):
+                for s in range(S):
+                    for p, lr in enumerate(lrs):
+                        rows.append({"trainer": trainer, "method": m[0], "variant": m[1], "n": n, "d": d, "epsilon": e,
+                                     "delta": cfg.delta, "epsilon_b": c.loc[e, "epsilon_b"], "ptr_epsilon": c.loc[e, "ptr_epsilon"],
+                                     "noise_std": c.loc[e, "noise_std"], "dp_pca_noise": c.loc[e, "dp_pca_noise"],
+                                     "seed": s, "learning_rate": float(lr), "loss": float(losses[m][i, s, p]),
+                                     "excess_risk": float(losses[m][i, s, p]) - loss_star,
+                                     "bottom": bool(m[0] == "ptr" and not passed[i, s])})
     frame = pd.DataFrame(rows)
     return {"rows": frame.to_dict(orient="list"), "loss_star": loss_star, "gradient_mapping": mapping,
             "theta_star_norm": float(np.linalg.norm(theta_star)), "gap_k": rank.gap_k,
             "tau_rank": rank.sensitivity.tau, "tau_dim": dim_sens.tau, "beta": cfg.beta_fraction * rank.gap_k,
-            "compiled_functions": 3, "compiled_calls": calls}
+            "compiled_functions": functions, "compiled_calls": calls}
 
 
 def tune(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (n, d, method, variant, ε): the step size with the lowest mean excess risk over seeds."""
-    keys = ["n", "d", "method", "variant", "epsilon"]
+    """Per (trainer, n, d, method, variant, ε): the step size with the lowest mean excess risk over seeds."""
+    keys = ["trainer", "n", "d", "method", "variant", "epsilon"]
     agg = frame.groupby(keys + ["learning_rate"], sort=False).agg(
         mean=("excess_risk", "mean"), sd=("excess_risk", "std"), bottom_rate=("bottom", "mean"),
         epsilon_b=("epsilon_b", "first"), noise_std=("noise_std", "first")).reset_index()
@@ -291,13 +357,26 @@ def plot(tuned: pd.DataFrame, path) -> None:
     import matplotlib.pyplot as plt
 
     cases = tuned[["n", "d"]].drop_duplicates().to_numpy()
-    fig, axes = plt.subplots(1, len(cases), figsize=(5.2 * len(cases), 4.2), squeeze=False)
+    trainers = list(dict.fromkeys(tuned.trainer))
+    fig, grid = plt.subplots(len(trainers), len(cases), figsize=(5.2 * len(cases), 4.2 * len(trainers)), squeeze=False)
+    for row, trainer in enumerate(trainers):
+        _plot_row(grid[row], cases, tuned[tuned.trainer == trainer], "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)")
+    grid[0][0].legend(fontsize=7)
+    fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point")
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str) -> None:
     styles = {("none", "-"): ("C3", "o", "-"), ("pca", "rank"): ("C0", "s", "--"), ("pca", "dim"): ("C0", "s", "-"),
               ("dp_pca", "rank"): ("C2", "^", "--"), ("dp_pca", "dim"): ("C2", "^", "-"), ("ptr", "rank"): ("C4", "d", ":")}
-    for ax, (n, d) in zip(axes[0], cases):
+    for ax, (n, d) in zip(axes, cases):
         sub = tuned[(tuned.n == n) & (tuned.d == d)]
         for (m, v), (color, marker, ls) in styles.items():
             t = sub[(sub.method == m) & (sub.variant == v)].sort_values("epsilon")
+            if t.empty:
+                continue
             mean, sd = t["mean"].to_numpy(), t["sd"].fillna(0.0).to_numpy()
             lower = np.minimum(sd, 0.9 * np.abs(mean))  # a log axis cannot show mean − sd ≤ 0
             ax.errorbar(t.epsilon, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=4,
@@ -309,13 +388,8 @@ def plot(tuned: pd.DataFrame, path) -> None:
         ax.minorticks_off()
         ax.set_xlabel("overall ε (δ = 1e-5)")
         ax.set_ylabel("excess empirical risk (mean ± 1 s.d.)")
-        ax.set_title(f"n = {n}, d = {d}")
+        ax.set_title(f"{trainer}: n = {n}, d = {d}")
         ax.grid(alpha=0.3, which="both")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point")
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
 
 
 def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Comparison]:
@@ -324,30 +398,32 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
     out = []
     star = {(int(pd.DataFrame(c["rows"])["n"].iloc[0]), int(pd.DataFrame(c["rows"])["d"].iloc[0])): c["loss_star"] for c in cases}
     seeds = cfg.seeds
-    for (n, d), sub in tuned.groupby(["n", "d"], sort=False):
+    for (trainer, n, d), sub in tuned.groupby(["trainer", "n", "d"], sort=False):
         best_a, others_best, parts = [], [], []
         for e, t in sub.groupby("epsilon"):
             r = {(row.method, row.variant): row for row in t.itertuples()}
 
             def pick(method):
                 opts = [r[key] for key in r if key[0] == method]
-                return min(opts, key=lambda row: row.mean)
+                return min(opts, key=lambda row: row.mean) if opts else None
 
             a, b, c, p = pick("pca"), pick("dp_pca"), pick("none"), pick("ptr")
             fmt = lambda row: f"{row.mean:.3g}±{row.sd:.2g}" + ("" if row.variant == "-" else f" ({row.variant})")  # noqa: E731
-            rivals = {"(b)": b.mean, "(c)": c.mean, "(d)": p.mean}
+            rivals = {"(b)": b.mean, "(c)": c.mean} | ({"(d)": p.mean} if p is not None else {})
             win = a.mean < min(rivals.values())
             (best_a if win else others_best).append(e)
             winner = "(a)" if win else min(rivals, key=rivals.get)
             if win:  # is the margin over the runner-up beyond noise? (2 s.e. of the difference, 10 seeds)
-                runner = min((b, c, p), key=lambda row: row.mean)
+                runner = min((row for row in (b, c, p) if row is not None), key=lambda row: row.mean)
                 se = math.sqrt((a.sd**2 + (0.0 if math.isnan(runner.sd) else runner.sd) ** 2) / seeds)
                 winner += f" by {runner.mean - a.mean:.2g} (2 s.e. {2 * se:.2g})"
-            parts.append(f"ε={e:g}: a {fmt(a)}, b {fmt(b)}, c {fmt(c)}, d {p.mean:.3g} (⊥ {p.bottom_rate:.0%}) → {winner}")
+            ptr_part = f", d {p.mean:.3g} (⊥ {p.bottom_rate:.0%})" if p is not None else ""
+            parts.append(f"ε={e:g}: a {fmt(a)}, b {fmt(b)}, c {fmt(c)}{ptr_part} → {winner}")
         zero = math.log(2.0) - star[(n, d)]
         measured = (f"(a) best at ε ∈ {{{', '.join(f'{e:g}' for e in best_a)}}}" if best_a else "(a) best at no ε")
+        tag = "" if trainer == "dp_gd" else ", DP-SGD variant (§9.4, no PTR)"
         out.append(Comparison.claim(
-            f"Fig 3 (n={n}, d={d}): (a) non-private PCA best at every ε", "(a) best at every ε, most at small ε",
+            f"Fig 3 (n={n}, d={d}{tag}): (a) non-private PCA best at every ε", "(a) best at every ε, most at small ε",
             measured, not others_best,
             note=f"mean ± s.d. of the excess risk over seeds at the tuned step size, better variant of (a) and (b); "
                  f"θ = 0 scores {zero:.3g}. " + "; ".join(parts)))
@@ -355,7 +431,7 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
     lowest = min(cfg.learning_rates)
     low = int(np.isclose(edge.learning_rate, lowest).sum())
     out.append(Comparison.info("Fig 3: tuned step sizes at the grid's lower edge",
-                               f"{low}/{len(edge)} (method, variant, ε, n, d) points chose {lowest:g}",
+                               f"{low}/{len(edge)} (trainer, method, variant, ε, n, d) points chose {lowest:g}",
                                note="the spec's grid is kept (never adjusted to favour a claim); a smaller "
                                     "step would lower the noisiest curves (mostly (a), (c), rank variants)"))
     return out
@@ -381,7 +457,8 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
         out.append(Comparison.numeric(f"(c) DP-GD calibration eps_b at eps={target:g}, delta=1e-5", ref, ours, abs_tol=5e-5,
                                       note="spec §11.3"))
     for case in cases:
-        cal = pd.DataFrame(case["rows"]).drop_duplicates(["method", "variant", "epsilon"]).set_index(["method", "variant", "epsilon"])
+        gd_rows = pd.DataFrame(case["rows"]).query("trainer == 'dp_gd'")
+        cal = gd_rows.drop_duplicates(["method", "variant", "epsilon"]).set_index(["method", "variant", "epsilon"])
         n, d = int(cal["n"].iloc[0]), int(cal["d"].iloc[0])
         ratio = {v: [cal.loc[("none", "-", e), "epsilon_b"] / cal.loc[("pca", v, e), "epsilon_b"] for e in cfg.epsilons]
                  for v in ("rank", "dim")}
@@ -391,7 +468,7 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
             f"{cfg.epsilons[0]:g}–{cfg.epsilons[-1]:g}", paper="13–27× [PILOT §9.3, not the paper]",
             note=f"eigen-gap δ_k = {case['gap_k']:.4f}, τ_rank = {case['tau_rank']:.2f}, τ_dim = {case['tau_dim']:.2f}, μ = {cfg.smoothness:g}"))
         bottom = cal.xs("ptr", level="method")
-        rates = pd.DataFrame(case["rows"]).query("method == 'ptr'").groupby("epsilon")["bottom"].mean()
+        rates = gd_rows.query("method == 'ptr'").groupby("epsilon")["bottom"].mean()
         out.append(Comparison.info(
             f"(d) PTR at n={n}, d={d}: beta, PTR eps and ⊥ rate per overall eps",
             "; ".join(f"ε={e:g}: ε_PTR={bottom.loc[('rank', e), 'ptr_epsilon']:.4g}, ⊥ {rates.loc[e]:.0%}" for e in cfg.epsilons),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments import REGISTRY, run_experiment
-from experiments.hu2024_fig3 import METHODS, PROFILES, Fig3Config, optimum
+from experiments.hu2024_fig3 import METHODS, PROFILES, TRAINERS, Fig3Config, optimum, run_case
 
 
 def test_fig3_smoke(tmp_path):
@@ -55,8 +55,11 @@ def test_registry_and_profiles():
     assert quick.learning_rates == (0.1, 0.3, 1.0, 3.0) and {d for _, d in quick.cases} == {500, 2000}
     assert {d for _, d in PROFILES["paper"].cases} == {500, 2000, 8000}
     assert len({n for n, _ in PROFILES["paper"].cases}) > 1
-    with pytest.raises(ValueError, match="trainer"):
-        Fig3Config(cases=((300, 20),), trainer="adam")
+    assert PROFILES["quick"].trainers == ("dp_gd",) and "dp_sgd" in PROFILES["paper"].trainers
+    with pytest.raises(ValueError, match="trainers"):
+        Fig3Config(cases=((300, 20),), trainers=("adam",))
+    with pytest.raises(ValueError, match="trainers"):
+        Fig3Config(cases=((300, 20),), trainers=("dp_sgd",))
 
 
 def test_optimum_is_optimal_over_the_ball():
@@ -71,3 +74,22 @@ def test_optimum_is_optimal_over_the_ball():
         cand /= max(1.0, np.linalg.norm(cand))
         z = x @ cand
         assert np.mean(np.logaddexp(0, z) - y * z) >= loss - 1e-12
+
+
+def test_dp_sgd_variant_runs_with_rigorous_calibration():
+    """Spec §9.4's optional variant: Poisson DP-SGD calibrated by Theorem 2 with sgd_samp's replace-one
+    RDP/SRDP; PTR is DP-GD only."""
+    cfg = Fig3Config(cases=((300, 20),), epsilons=(1.0, 8.0), seeds=2, steps=10, learning_rates=(0.3,),
+                     optimum_steps=200, trainers=TRAINERS, sgd_epochs=2.0, sgd_batch_fraction=0.1)
+    case = run_case(cfg, 300, 20)
+    frame = pd.DataFrame(case["rows"])
+    sgd = frame[frame.trainer == "dp_sgd"]
+    assert set(zip(sgd.method, sgd.variant)) == set(METHODS[:5])
+    assert len(sgd) == 5 * 2 * 2 and (sgd.excess_risk > -1e-5).all() and not sgd.bottom.any()
+    z = sgd.drop_duplicates(["method", "variant", "epsilon"]).set_index(["method", "variant", "epsilon"])["noise_std"]
+    for e in cfg.epsilons:
+        # pre-processing costs noise; half the budget costs noise; more budget, less noise
+        assert z[("pca", "rank", e)] > z[("none", "-", e)] and z[("pca", "dim", e)] > z[("pca", "rank", e)]
+        assert z[("dp_pca", "dim", e)] == z[("dp_pca", "rank", e)] > z[("none", "-", e)]
+    assert z[("none", "-", 1.0)] > z[("none", "-", 8.0)]
+    assert case["compiled_functions"] == 6
