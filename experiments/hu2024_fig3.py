@@ -399,7 +399,7 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
     star = {(int(pd.DataFrame(c["rows"])["n"].iloc[0]), int(pd.DataFrame(c["rows"])["d"].iloc[0])): c["loss_star"] for c in cases}
     seeds = cfg.seeds
     for (trainer, n, d), sub in tuned.groupby(["trainer", "n", "d"], sort=False):
-        best_a, others_best, parts = [], [], []
+        best_a, others_best, parts, beats_c, loses_c = [], [], [], [], []
         for e, t in sub.groupby("epsilon"):
             r = {(row.method, row.variant): row for row in t.itertuples()}
 
@@ -412,6 +412,7 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
             rivals = {"(b)": b.mean, "(c)": c.mean} | ({"(d)": p.mean} if p is not None else {})
             win = a.mean < min(rivals.values())
             (best_a if win else others_best).append(e)
+            (beats_c if a.mean < c.mean else loses_c).append(e)
             winner = "(a)" if win else min(rivals, key=rivals.get)
             if win:  # is the margin over the runner-up beyond noise? (2 s.e. of the difference, 10 seeds)
                 runner = min((row for row in (b, c, p) if row is not None), key=lambda row: row.mean)
@@ -427,6 +428,10 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
             measured, not others_best,
             note=f"mean ± s.d. of the excess risk over seeds at the tuned step size, better variant of (a) and (b); "
                  f"θ = 0 scores {zero:.3g}. " + "; ".join(parts)))
+        out.append(Comparison.claim(
+            f"Fig 3 (n={n}, d={d}{tag}): (a) below (c) no pre-processing at every ε", "(a) < (c) at every ε",
+            f"(a) < (c) at ε ∈ {{{', '.join(f'{e:g}' for e in beats_c)}}}" if beats_c else "(a) < (c) at no ε", not loses_c,
+            note="better variant of (a); numbers in the row above"))
     edge = tuned[~((tuned.method == "ptr") & (tuned.bottom_rate == 1.0))]
     lowest = min(cfg.learning_rates)
     low = int(np.isclose(edge.learning_rate, lowest).sum())
