@@ -26,8 +26,13 @@ seeds (non-private tuning, as customary; disclosed). Every (method × ε × seed
 ``pca``-rank and ``ptr`` on the PCA-projected S; 28-point chunks), ``sweep_datasets`` on the
 per-(ε, seed) DP-PCA rank projections (10-unit chunks) and one ``sweep_datasets`` call for every
 k-dim run (``pca``-dim and ``dp_pca``-dim). Writes ``fig3.csv`` (every run), ``fig3_tuned.csv``,
-``fig3.png``; Comparison rows: per (n, d) whether (a) is best at each ε (with numbers), the
-calibrations of spec §11.3 and Theorem 7 / Proposition 8 of §11.5.
+``fig3.png``; Comparison rows: per (n, d) whether (a) is best at each ε and below (c) (with
+numbers), the calibrations of spec §11.3 and Theorem 7 / Proposition 8 of §11.5.
+
+Optional DP-SGD variant (spec §9.4; ``Fig3Config.trainers``, on in the paper profile): Poisson
+subsampling (B = 5 % of n, 10 epochs), clip norm 1 (= L), noise multiplier per method from Theorem 2
+with :mod:`dpprep.accounting.sgd_samp`'s rigorous replace-one RDP/SRDP ((a) in Table-2 mode as for
+DP-GD, (b) at (ε/2, δ/2)); no PTR (Theorem 7 covers DP-GD only); three more compiled functions.
 """
 
 from __future__ import annotations
