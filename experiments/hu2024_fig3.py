@@ -250,12 +250,16 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     progress(f"n={n}, d={d}: d-dim DP-PCA datasets")
     # d-dim, one dataset per (ε, seed): DP-PCA rank projections, fixed-size chunks of units.
     units = [(i, s) for i in range(E) for s in range(S)]
+    x32 = np.asarray(x, np.float32)
     per_call = max(1, min(len(units), DATASET_BYTES // (4 * n * d)))
     b_rank = np.empty((E, S, P))
     for start in range(0, len(units), per_call):
         chunk = units[start: start + per_call]
         chunk = chunk + [chunk[-1]] * (per_call - len(chunk))
-        xs = np.stack([releases[i][s].transform(x) @ releases[i][s].components.T for i, s in chunk]).astype(np.float32)
+        xs = np.empty((per_call, n, d), np.float32)  # filled in place: the chunk's only copy
+        for u, (i, s) in enumerate(chunk):
+            comps = releases[i][s].components.astype(np.float32)
+            np.matmul(x32 @ comps, comps.T, out=xs[u])
         r = sweep_datasets(cfg_d, p0, xs, y, jnp.stack([train_keys[s] for _, s in chunk]),
                            {field: [noise[METHODS[3]].loc[eps_list[i]] for i, _ in chunk]}, {"learning_rate": lrs},
                            eval_data=(x, y), chunk_size=per_call)
