@@ -36,6 +36,17 @@ def test_fig3_smoke(tmp_path):
     # (b) spends ε/2 on DP-GD; PTR doubles the noise (ε_b = ε_PTR/2)
     ptr_rows = frame[frame.method == "ptr"]
     np.testing.assert_allclose(ptr_rows["epsilon_b"], ptr_rows["ptr_epsilon"] / 2)
+    # (c) and (b)'s DP-GD: Lemma M's closed form ε_b = (−c0 + sqrt(c0² + 2ε))/2, c0 = sqrt(2 log(1/δ)) (§9.2)
+    closed = lambda e, dl: (-math.sqrt(2 * math.log(1 / dl)) + math.sqrt(2 * math.log(1 / dl) + 2 * e)) / 2  # noqa: E731
+    first = frame.drop_duplicates(["method", "variant", "epsilon"])
+    for row in first.itertuples():
+        if row.method == "none":
+            assert row.epsilon_b == pytest.approx(closed(row.epsilon, 1e-5), rel=1e-5)
+        if row.method == "dp_pca":
+            assert row.epsilon_b == pytest.approx(closed(row.epsilon / 2, 5e-6), rel=1e-5)
+            assert row.dp_pca_noise == pytest.approx(math.sqrt(2) / 300 / (2 * closed(row.epsilon / 2, 5e-6)), rel=1e-9)
+        if row.method == "pca":  # Table-2 mode makes (a) pay for PCA: far less budget than (c)
+            assert row.epsilon_b < closed(row.epsilon, 1e-5) / 10
     # ⊥ runs output θ = 0: loss log 2
     assert np.allclose(frame.loc[frame.bottom, "loss"], math.log(2))
     assert not frame.loc[frame.method != "ptr", "bottom"].any()
