@@ -347,3 +347,97 @@ def run_groups(
         return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
 
     return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])
+
+
+def sweep_datasets(
+    config: TrainConfig,
+    params0: Params,
+    xs: Any,
+    y: Any,
+    keys: Array,
+    unit_points: Mapping[str, Any],
+    points: Mapping[str, Any],
+    *,
+    eval_data: tuple[Any, Any] | None = None,
+    chunk_size: int | None = None,
+    memory_budget: float = MEMORY_BUDGET,
+) -> dict[str, np.ndarray]:
+    """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g. data
+    projected by a per-seed private PCA), key ``keys[u]`` and Hyper values ``unit_points`` (leading
+    axis ``U``), crossed with the shared ``points`` (leading axis ``P``, e.g. learning rates): one
+    compiled call per chunk of units (every chunk the same shape, so one compilation).
+
+    ``xs``: ``(U, n, f)``; ``y``: ``(n,)`` shared labels. Each trained model is evaluated inside
+    the call on ``eval_data`` (shared ``(x, y)`` with ``f`` features) or, without it, on its own
+    training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers); the
+    evaluation is non-private (it reads the data), like every metric of :func:`sweep_points`.
+    """
+    xs = np.asarray(xs)
+    if xs.ndim != 3 or xs.shape[0] == 0:
+        raise ValueError(f"xs must have shape (units, n, features), got {xs.shape}")
+    num_units = xs.shape[0]
+    keys = check_key(keys, "keys", stacked=True)
+    if keys.shape[0] != num_units:
+        raise ValueError(f"keys must hold one key per unit ({num_units}), got {keys.shape[0]}")
+    x0, y = check_data((xs[0], y), params0, config.model)
+    if not np.all(np.isfinite(xs)):
+        raise ValueError("xs contains non-finite values")
+    if config.hyper is None:
+        raise ValueError("config.hyper is required")
+    for name, mapping in (("unit_points", unit_points), ("points", points)):
+        if not isinstance(mapping, Mapping) or not mapping:
+            raise ValueError(f"{name} must be a non-empty mapping {{Hyper field: values}}")
+        unknown = sorted(set(mapping) - set(AXES))
+        if unknown:
+            raise ValueError(f"cannot sweep {unknown}; sweepable fields are {AXES}")
+    if set(unit_points) & set(points):
+        raise ValueError(f"a field is either per unit or per point, not both: {sorted(set(unit_points) & set(points))}")
+    unit_points = {k: np.asarray(v) for k, v in unit_points.items()}
+    points = {k: np.asarray(v) for k, v in points.items()}
+    first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
+    check_hyper(dataclasses.replace(config.hyper, **unit_points, **first(points)), params0,
+                swept=tuple(unit_points), num_features=x0.shape[1])
+    check_hyper(dataclasses.replace(config.hyper, **first(unit_points), **points), params0,
+                swept=tuple(points), num_features=x0.shape[1])
+    if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
+        raise ValueError(f"unit_points values need a leading axis of {num_units} units")
+    if eval_data is not None:
+        x_eval, y_eval = check_data(eval_data, params0, config.model)
+        if x_eval.shape[1] != xs.shape[2]:
+            raise ValueError(f"eval_data has {x_eval.shape[1]} features, xs has {xs.shape[2]}")
+    else:
+        x_eval = y_eval = None
+    plan = make_plan(config, xs.shape[1])
+    static = dataclasses.replace(config, hyper=None)
+    num_points = _point_count(points)
+    if chunk_size is None:
+        per_unit = 4 * (2 * xs.shape[1] * xs.shape[2]) + num_points * 4 * (
+            6 * plan.pad + 10 * sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0)) + 8 * plan.steps)
+        chunk_size = max(1, int(memory_budget // per_unit))
+    chunk_size = min(check_positive_int(chunk_size, "chunk_size"), num_units)
+    fn = _compiled_datasets(static, plan, tuple(unit_points), tuple(points), eval_data is not None)
+    base = dataclasses.replace(config.hyper, **{name: None for name in (*unit_points, *points)})
+    unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
+    point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
+    results = []
+    for start in range(0, num_units, chunk_size):
+        take = np.minimum(np.arange(start, start + chunk_size), num_units - 1)  # pad: one shape
+        out = fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
+                 tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
+        keep = min(chunk_size, num_units - start)
+        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:keep], out))
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=0), *results)
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_datasets(config: TrainConfig, plan: ExecutionPlan, unit_names: tuple[str, ...],
+                       point_names: tuple[str, ...], with_eval: bool) -> Callable[..., Any]:
+    def point(base, params0, x, y, key, unit_values, point_values, x_eval, y_eval):
+        hyper = dataclasses.replace(base, **dict(zip(unit_names, unit_values)), **dict(zip(point_names, point_values)))
+        params, _ = _run(config, plan, hyper, params0, x, y, key)
+        return evaluate(config.model, params, x_eval, y_eval) if with_eval else evaluate(config.model, params, x, y)
+
+    over_points = jax.vmap(point, in_axes=(None, None, None, None, None, None, 0, None, None))
+    over_units = jax.vmap(over_points, in_axes=(None, None, 0, None, 0, 0, None, None, None))
+    return jax.jit(lambda base, params0, xs, y, keys, unit_values, point_values, x_eval, y_eval: over_units(
+        base, params0, xs, y, keys, tuple(unit_values), tuple(point_values), x_eval, y_eval))

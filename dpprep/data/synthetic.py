@@ -84,3 +84,62 @@ def corrdp_synthetic(n: int = 2000, m: int = 100, m_s: int = 10, noise_std: floa
         f"CorrDP synthetic (spec 5.2): n={n}, m={m}, m_s={m_s}, noise_std={noise_std:g}, seed={seed}",
     )
     return SyntheticData(dataset, theta, mean, cov, tuple(range(m_s)), tuple(range(m_s, m)), noise_std, int(seed))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LowRankData:
+    """Approximately low-rank logistic data (Hu et al. 2024 Figure 3; spec §9.2), arrays read-only.
+
+    ``x`` (n × d, rows in the unit ball, centred before the final clip), ``y`` labels in {0, 1}
+    (the spec's ±1 as 1/0), ``basis`` the orthonormal ``U`` (d × k) of the signal subspace, ``w``
+    the unit label direction in span(U)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    basis: np.ndarray
+    w: np.ndarray
+    radius: float
+    tail_mass: float
+    label_scale: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        for field in ("x", "y", "basis", "w"):
+            getattr(self, field).setflags(write=False)
+
+
+def _clip_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1.0)
+
+
+def low_rank_logistic(
+    n: int, d: int, k: int = 1, *, radius: float = 0.9, tail_mass: float = 0.1, label_scale: float = 4.0, seed: int = 0
+) -> LowRankData:
+    """Spec §9.2's generator: ``x_i = r·U s_i + ξ_i`` with ``U`` a random orthonormal d × k basis
+    (QR of a Gaussian), ``s_i`` uniform on the unit sphere of R^k and ``ξ_i ~ N(0, (Λ0/d) I)``; rows
+    clipped to norm ≤ 1, centred, clipped again. Labels ``y_i = 1`` w.p. ``sigmoid(c⟨w, x_i⟩)``,
+    ``w`` a random unit vector of span(U). Covariance spectrum ≈ ``r²/k + Λ0/d`` (top k) and
+    ``Λ0/d`` (the d − k tail eigenvalues: "small yet positive"). Same arguments, same data."""
+    n = check_positive_int(n, "n", minimum=2)
+    d = check_positive_int(d, "d", minimum=2)
+    k = check_positive_int(k, "k")
+    if k >= d:
+        raise ValueError(f"k must be smaller than d={d}, got {k}")
+    radius = check_positive(radius, "radius")
+    if radius > 1.0:
+        raise ValueError(f"radius must be <= 1 (rows live in the unit ball), got {radius}")
+    tail_mass = check_positive(tail_mass, "tail_mass", allow_zero=True)
+    label_scale = check_positive(label_scale, "label_scale", allow_zero=True)
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.standard_normal((d, k)))
+    s = rng.standard_normal((n, k))
+    s /= np.linalg.norm(s, axis=1, keepdims=True)
+    x = radius * s @ basis.T + rng.standard_normal((n, d)) * np.sqrt(tail_mass / d)
+    x = _clip_rows(x)
+    x = _clip_rows(x - x.mean(axis=0))
+    v = rng.standard_normal(k)
+    w = basis @ (v / np.linalg.norm(v))
+    p = 1.0 / (1.0 + np.exp(-label_scale * (x @ w)))
+    y = (rng.random(n) < p).astype(np.float64)
+    return LowRankData(x, y, basis, w, float(radius), float(tail_mass), float(label_scale), int(seed))
