@@ -149,6 +149,16 @@ def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
     return jax.make_mesh((len(devices),), ("points",), axis_types=(AxisType.Auto,), devices=devices)
 
 
+def _check_eval_data(eval_data, params0: Params, model, num_features: int, data_name: str):
+    """``(x_eval, y_eval)`` checked against the model and the training features, or ``(None, None)``."""
+    if eval_data is None:
+        return None, None
+    x_eval, y_eval = check_data(eval_data, params0, model)
+    if x_eval.shape[1] != num_features:
+        raise ValueError(f"eval_data has {x_eval.shape[1]} features, {data_name} has {num_features}")
+    return x_eval, y_eval
+
+
 def sweep_points(
     config: TrainConfig,
     params0: Params,
@@ -224,12 +234,7 @@ def sweep_points(
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
                 raise ValueError(f"{name} values must be finite")
-    if eval_data is not None:
-        x_eval, y_eval = check_data(eval_data, params0, config.model)
-        if x_eval.shape[1] != x.shape[1]:
-            raise ValueError(f"eval_data has {x_eval.shape[1]} features, data has {x.shape[1]}")
-    else:
-        x_eval = y_eval = None
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, x.shape[1], "data")
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     total = _point_count(first_seed)
@@ -401,12 +406,7 @@ def sweep_datasets(
                 swept=tuple(points), num_features=x0.shape[1])
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
-    if eval_data is not None:
-        x_eval, y_eval = check_data(eval_data, params0, config.model)
-        if x_eval.shape[1] != xs.shape[2]:
-            raise ValueError(f"eval_data has {x_eval.shape[1]} features, xs has {xs.shape[2]}")
-    else:
-        x_eval = y_eval = None
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2], "xs")
     plan = make_plan(config, xs.shape[1])
     static = dataclasses.replace(config, hyper=None)
     num_points = _point_count(points)

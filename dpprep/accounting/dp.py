@@ -45,7 +45,6 @@ import importlib.metadata
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -62,6 +61,7 @@ from dp_accounting.privacy_accountant import (
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
+from dpprep.results import atomic_write_text
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -704,20 +704,10 @@ def _read_calibration(path: Path, key: dict) -> float | None:
 
 
 def _write_calibration(directory: Path, key: dict, z: float) -> None:
-    """Atomic write (temp file + rename) with the permissions the umask gives a new file."""
+    """Atomic write with the permissions the umask gives a new file."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"key": key, "noise_multiplier": z}, f, sort_keys=True)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files
-            os.replace(tmp, directory / f"{key['digest']}.json")
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_write_text(directory / f"{key['digest']}.json",
+                          json.dumps({"key": key, "noise_multiplier": z}, sort_keys=True))
     except OSError as err:  # a cache that cannot be written only costs time
         warnings.warn(f"cannot write calibration cache in {directory}: {err}", stacklevel=3)
 

@@ -32,9 +32,9 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import io
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from types import MappingProxyType
@@ -45,6 +45,7 @@ import numpy as np
 from dpprep.data import load
 from dpprep.data.loaders import encode_tabular
 from dpprep.data.synthetic import SyntheticData, corrdp_synthetic
+from dpprep.results import atomic_write_bytes
 from dpprep.validation import check_positive_int
 
 NAMES = ("synthetic", "adult", "sepsis", "credit", "medical")
@@ -290,16 +291,10 @@ def _read_rebalanced(path: Path, key: dict):
 
 
 def _write_rebalanced(directory: Path, key: dict, x: np.ndarray, y: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, key=np.array(json.dumps(key, sort_keys=True)), x=x, y=y)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, key=np.array(json.dumps(key, sort_keys=True)), x=x, y=y)
-            os.replace(tmp, directory / f"sepsis-{key['digest']}.npz")
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_write_bytes(directory / f"sepsis-{key['digest']}.npz", buffer.getvalue())
     except OSError as err:  # a cache that cannot be written only costs time
         warnings.warn(f"cannot write rebalancing cache in {directory}: {err}", stacklevel=3)
 
