@@ -1,0 +1,663 @@
+"""Empirical privacy auditing: ε lower bounds for every dpprep learner from many in/out runs.
+
+An audit trains a learner many times on a dataset *with* a canary record and many times on the
+neighbouring dataset *without* it (or with the canary replaced, for replace-one guarantees), scores
+each run with an attack that only sees what the threat model allows, and turns the two score samples
+into a high-confidence **lower bound** on ε at the learner's δ. A lower bound is evidence, never a
+certificate: it can expose a guarantee that is false (too little noise, wrong accounting, a
+pre-processing step nobody charged), but a bound below the theoretical ε proves nothing about the
+worst case — a better attack, canary or dataset might reach higher.
+
+Threat models (:data:`THREAT_MODELS`):
+
+* ``"white_box"``: every noisy update is observed (the trajectory θ_0..θ_T) and the canary is a
+  *Dirac gradient canary*: under the audit's linear loss ``ℓ(θ; x, y) = −y·⟨θ, x⟩`` every record's
+  gradient is ``−y·x`` whatever θ is, so the canary ``x = C·e_d`` (a coordinate no other record
+  uses) adds exactly ``−C·e_d`` to each batch it is in and nothing else does (background records
+  have ``y = 0``: zero gradient, the adversary's best case, Nasr et al. 2023). The attack is the
+  likelihood-ratio test of the observed updates for the learner's sampler (Neyman–Pearson: the
+  most powerful test of this pair), so white-box bounds are close to tight.
+* ``"final_model"``: only the last iterate is released; the canary is an *input-space* record of a
+  logistic regression (``x_c = e_d``, label 1) and the score is the final model's margin
+  ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
+  guarantee hides the intermediate iterates (white-box is outside its threat model and refused).
+
+Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
+DP-GD, Poisson DP-SGD (plan accounting, overflow slack included), shuffled DP-SGD (the rigorous
+no-amplification bound: each record is in one batch per epoch, so E Gaussian releases; the
+customary as-if-Poisson number is reported as ``claimed`` — an audit can and does exceed it),
+DP-SGD by iteration (Feldman et al.'s bound, :func:`dpprep.accounting.dp.sgd_iter_epsilon`),
+DPSGD-F (the PLD-composed [private mean, DP-SGD] event; the canary moves the private mean as
+well as the gradients and the attack scores both), CorrDP-SGD (a canary that changes only an
+insensitive feature, audited against *standard* DP of that pair: CorrDP's nominal ε charges such
+a change through its correlation weight only, so it is not a standard-DP promise for it) and mean
+imputation followed by DP-GD (audited against Hu et al.'s overall ε, Theorem 2; the canary moves
+the imputed value of every incomplete row).
+
+Statistics come from ``jax_privacy.auditing.CanaryScoreAuditor`` (Clopper–Pearson over runs,
+:meth:`epsilon_clopper_pearson`), except the Gaussian-DP bound: jax-privacy 2.0.0's
+``epsilon_from_gdp`` takes ``|μ|`` of an estimate built from upper confidence bounds, which is not
+a valid bound for the reversed direction and returns ε ≈ 2–3 on identical score samples
+(google-deepmind/jax_privacy PR #270). :func:`gdp_lower_bound` is the same estimator in the
+direction the audit's scores are oriented (in-canary scores high) only. Thresholds are fixed
+before the evaluation runs, from separate pilot runs (``levels`` quantiles of the pilot scores), so
+the Bonferroni correction covers ``levels`` thresholds instead of one per distinct score. The GDP
+bound additionally assumes that the learner's trade-off curve is Gaussian-shaped (exact for DP-GD;
+an approximation for subsampled learners); the Clopper–Pearson bound assumes nothing.
+
+All runs of an audit are one jitted, vmapped call over (seed, canary inclusion), in chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dp_accounting import dp_event
+from jax_privacy import auditing as jp_auditing
+from scipy import optimize, stats
+
+from dpprep import models
+from dpprep.accounting import dp
+from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn
+from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
+
+LEARNERS = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf", "corrdp_sgd",
+            "impute_dp_gd")
+THREAT_MODELS = ("white_box", "final_model")
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "dp_gd": THREAT_MODELS,
+    "dp_sgd_poisson": THREAT_MODELS,
+    "dp_sgd_shuffle": THREAT_MODELS,
+    "dp_sgd_iteration": ("final_model",),
+    "dpsgdf": ("white_box",),
+    "corrdp_sgd": ("white_box",),
+    "impute_dp_gd": ("white_box",),
+}
+_WHY_UNSUPPORTED = {
+    ("dp_sgd_iteration", "white_box"): "its amplification-by-iteration guarantee hides the intermediate iterates",
+    ("dpsgdf", "final_model"): "not implemented (the white-box audit scores the released mean and every update)",
+    ("corrdp_sgd", "final_model"): "not implemented (the white-box audit is the tight one for this pair)",
+    ("impute_dp_gd", "final_model"): "not implemented (the white-box audit is the tight one for this pair)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditConfig:
+    """One audit: a learner calibrated to ``epsilon`` at ``delta``, attacked ``runs`` times per world.
+
+    Attributes:
+      learner, threat_model: see :data:`LEARNERS`, :data:`THREAT_MODELS`, :data:`SUPPORTED`.
+      epsilon: the ε the learner is calibrated to (for ``impute_dp_gd``: the DP-GD mechanism's own
+        ε, before pre-processing is charged; for ``corrdp_sgd``: the nominal CorrDP ε).
+      delta: δ of the guarantee and of the lower bound.
+      runs: evaluation runs per world (in and out); ``pilot_runs``: runs per world that only fix
+        the thresholds.
+      n: records (background + canary); ``dim``: background feature dimension (the canary uses
+        one more coordinate).
+      steps: DP-GD / CorrDP / pipeline steps; ``epochs``, ``batch_size``: minibatch learners.
+      levels: thresholds of the score test (Bonferroni over ``levels``).
+      significance: probability that the lower bound is wrong (one minus confidence).
+      noise_factor: the learner's real noise over what its accountant assumes (1: honest; < 1: a
+        deliberately broken learner, for tests that the audit catches it).
+      tv: CorrDP's correlation weight of the audited insensitive feature.
+      eps_f: DPSGD-F's share of ε for the private mean.
+      missing_fraction: the share of rows whose imputed feature is missing (``impute_dp_gd``).
+      chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness.
+    """
+
+    learner: str
+    threat_model: str = "white_box"
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    runs: int = 20_000
+    pilot_runs: int = 2_000
+    n: int = 100
+    dim: int = 4
+    steps: int = 10
+    epochs: int = 2
+    batch_size: int = 10
+    levels: int = 32
+    significance: float = 0.05
+    noise_factor: float = 1.0
+    learning_rate: float = 1.0
+    tv: float = 0.25
+    eps_f: float = 0.2
+    missing_fraction: float = 0.5
+    chunk: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_learner(self.learner, self.threat_model)
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_positive_int(self.n, "n", minimum=4)
+        check_positive_int(self.dim, "dim")
+        check_positive_int(self.steps, "steps")
+        check_positive_int(self.epochs, "epochs")
+        check_positive_int(self.batch_size, "batch_size")
+        check_positive_int(self.levels, "levels", minimum=2)
+        check_positive_int(self.chunk, "chunk")
+        check_positive_int(self.pilot_runs, "pilot_runs", minimum=self.levels)
+        check_positive(self.noise_factor, "noise_factor")
+        check_positive(self.learning_rate, "learning_rate")
+        check_probability(self.tv, "tv")
+        if not 0 < self.significance < 0.5:
+            raise ValueError(f"significance must be in (0, 0.5), got {self.significance!r}")
+        if not 0 < self.missing_fraction < 1:
+            raise ValueError(f"missing_fraction must be in (0, 1), got {self.missing_fraction!r}")
+        if self.learner == "dpsgdf" and not 0 < self.eps_f < self.epsilon:
+            raise ValueError(f"eps_f must be in (0, epsilon={self.epsilon}), got {self.eps_f!r}")
+        if self.learner in ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf") and self.batch_size >= self.n:
+            raise ValueError(f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}")
+        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance,
+                               levels=self.levels)
+        if self.runs < needed:
+            raise ValueError(
+                f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson bound "
+                f"cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta} with fewer than "
+                f"{needed} runs per world (significance {self.significance}, {self.levels} thresholds)")
+
+    @property
+    def epsilon_to_certify(self) -> float:
+        """The ε a perfect attack must be able to reach with ``runs``: the calibration target,
+        capped at 8 (a large-ε audit is still worth running for its lower bound)."""
+        return min(self.epsilon, 8.0)
+
+
+def check_learner(learner: str, threat_model: str) -> None:
+    """ValueError naming what is known, for an unknown learner or a threat model it is not audited
+    under."""
+    if learner not in LEARNERS:
+        raise ValueError(f"unknown learner {learner!r}; known: {', '.join(LEARNERS)}")
+    if threat_model not in THREAT_MODELS:
+        raise ValueError(f"unknown threat_model {threat_model!r}; known: {', '.join(THREAT_MODELS)}")
+    if threat_model not in SUPPORTED[learner]:
+        why = _WHY_UNSUPPORTED.get((learner, threat_model), "")
+        raise ValueError(f"learner {learner!r} is audited under {', '.join(SUPPORTED[learner])} only, not "
+                         f"{threat_model!r}" + (f": {why}" if why else ""))
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics
+
+
+def _cp_upper(successes: np.ndarray, trials: int, alpha: float) -> np.ndarray:
+    """One-sided Clopper–Pearson upper bound at level ``alpha`` (1 where every trial succeeded)."""
+    k = np.asarray(successes, np.float64)
+    upper = stats.beta.ppf(1.0 - alpha, k + 1.0, np.maximum(trials - k, 1e-300))
+    return np.where(k >= trials, 1.0, upper)
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """ε at ``delta`` of μ-Gaussian DP (one Gaussian release of sensitivity 1, noise std 1/μ)."""
+    if mu <= 0:
+        return 0.0
+    return dp.analytic_gaussian_epsilon(1.0 / mu, delta)
+
+
+def gdp_lower_bound(in_scores: Any, out_scores: Any, *, significance: float, delta: float) -> tuple[float, float]:
+    """``(μ_lb, ε_lb)``: the Gaussian-DP lower bound of Nasr et al. (2023) for scores oriented so
+    that in-canary runs score high: at every threshold ``t`` of the test "in iff score ≥ t",
+    Clopper–Pearson upper bounds ``FPR⁺``, ``FNR⁺`` (Bonferroni over all ``2·#thresholds``) give
+    ``μ_t = Φ⁻¹(1 − FPR⁺) − Φ⁻¹(FNR⁺)``; ``μ_lb = max(0, max_t μ_t)`` and ε is its GDP conversion.
+    jax-privacy's ``epsilon_from_gdp`` is the same estimator with ``|μ_t|`` (module docstring)."""
+    inside, outside = np.sort(np.asarray(in_scores, np.float64)), np.sort(np.asarray(out_scores, np.float64))
+    thresholds = np.unique(np.concatenate([inside, outside]))
+    fn = np.searchsorted(inside, thresholds, side="left")            # in-runs below t
+    fp = outside.size - np.searchsorted(outside, thresholds, side="left")  # out-runs at or above t
+    alpha = significance / (2 * thresholds.size)
+    fpr, fnr = _cp_upper(fp, outside.size, alpha), _cp_upper(fn, inside.size, alpha)
+    ok = np.maximum(fpr, fnr) < 1.0 - delta
+    if not np.any(ok):
+        return 0.0, 0.0
+    mu = float(np.max(stats.norm.isf(fpr[ok]) - stats.norm.ppf(fnr[ok])))
+    mu = max(mu, 0.0)
+    return mu, gdp_epsilon(mu, delta)
+
+
+def required_runs(epsilon: float, delta: float, *, significance: float = 0.05, levels: int = 32) -> int:
+    """Fewest runs per world with which a *perfect* attack (no overlap of the scores) reaches a
+    Clopper–Pearson lower bound of ``epsilon``: with 0 false positives of ``N`` the bound is
+    ``log((1 − δ − u)/u)``, ``u = 1 − a^{1/N}``, ``a = significance/(2·levels)``."""
+    a = significance / (2 * levels)
+    # log((1-δ-u)/u) >= ε  <=>  u <= (1-δ)/(1+e^ε)  <=>  N >= log(a)/log(1-(1-δ)/(1+e^ε))
+    return int(math.ceil(math.log(a) / math.log1p(-(1.0 - delta) / (1.0 + math.exp(epsilon)))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """Lower bounds from one pair of score samples (all at the audit's δ and significance)."""
+
+    epsilon_gdp: float
+    mu_gdp: float
+    epsilon_cp: float
+    auroc: float
+
+
+def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance: float) -> Bounds:
+    """Gaussian-DP (:func:`gdp_lower_bound`) and Clopper–Pearson (jax-privacy) lower bounds."""
+    auditor = jp_auditing.CanaryScoreAuditor(np.asarray(in_scores), np.asarray(out_scores))
+    mu, eps_gdp = gdp_lower_bound(in_scores, out_scores, significance=significance, delta=delta)
+    eps_cp = float(auditor.epsilon_clopper_pearson(significance, delta))
+    return Bounds(float(eps_gdp), float(mu), eps_cp, float(auditor.attack_auroc()))
+
+
+def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Scores as the index of the last pilot threshold they reach (0..levels)."""
+    return np.searchsorted(thresholds, scores, side="right").astype(np.float64)
+
+
+# --------------------------------------------------------------------------------------------------
+# The audit's models and data
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What an audit runs: ``runner(keys, inside) -> scores`` (jitted, vmapped) and the theory."""
+
+    runner: Callable[[jax.Array, jax.Array], jax.Array]
+    theoretical: float
+    claimed: float
+    details: dict[str, float]
+
+
+def linear_loss_model(num_features: int) -> models.Model:
+    """The white-box audit's GLM: ``ℓ(θ; x, y) = −y·⟨w, x⟩`` (no intercept), whose per-example
+    gradient ``−y·x`` does not depend on θ: convex, 0-smooth, ‖x‖-Lipschitz."""
+
+    def init(key):
+        del key
+        return {"w": jnp.zeros((num_features, 1), jnp.float32)}
+
+    def apply(params, x):
+        return x @ params["w"]
+
+    def per_example_loss(params, x, y):
+        return -y * (x @ params["w"])[:, 0]
+
+    def residual(params, x, y):
+        del params, x
+        return -y[:, None]
+
+    return models.Model("audit_linear_loss", init, apply, per_example_loss, residual, task="regression")
+
+
+_MODEL_CACHE: dict[tuple[str, int], models.Model] = {}
+
+
+def _model(kind: str, num_features: int) -> models.Model:
+    # One model object per shape: compilations are cached on the model's identity.
+    key = (kind, num_features)
+    if key not in _MODEL_CACHE:
+        _MODEL_CACHE[key] = (linear_loss_model(num_features) if kind == "linear"
+                             else models.logistic_regression(num_features, fit_intercept=False))
+    return _MODEL_CACHE[key]
+
+
+def background(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``n − 1`` background records: Gaussian features in the first ``dim`` coordinates scaled into
+    the unit ball (the canary's coordinate ``dim`` is 0), labels from a fixed linear rule."""
+    kx, kw = jax.random.split(key)
+    x = np.asarray(jax.random.normal(kx, (cfg.n - 1, cfg.dim)), np.float64)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0) * 1.5
+    w = np.asarray(jax.random.normal(kw, (cfg.dim,)), np.float64)
+    y = (x @ w > 0).astype(np.float32)
+    x = np.concatenate([x, np.zeros((cfg.n - 1, 1))], axis=1).astype(np.float32)
+    return x, y
+
+
+def _chunked(fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int) -> np.ndarray:
+    """``fn`` over fixed-size chunks (the last one padded by repeating runs), so one compilation."""
+    total = keys.shape[0]
+    pad = -total % chunk
+    if pad:
+        keys = jnp.concatenate([keys, keys[:pad]])
+        inside = jnp.concatenate([inside, inside[:pad]])
+    out = [np.asarray(fn(keys[i:i + chunk], inside[i:i + chunk])) for i in range(0, total + pad, chunk)]
+    return np.concatenate(out)[:total]
+
+
+def _poisson_log_lr(a: jax.Array, signal: float, q: float) -> jax.Array:
+    """Log-likelihood ratio of one step's normalised update ``a`` (N(b·signal, 1), b ~ Bern(q))
+    against N(0, 1)."""
+    gauss = signal * a - 0.5 * signal**2
+    return jnp.logaddexp(jnp.log1p(-q), jnp.log(q) + gauss)
+
+
+def _updates(params_trajectory: dict, params0: dict) -> jax.Array:
+    """θ_t − θ_{t−1} for t = 1..T of the ``w`` leaf, shape (T, d)."""
+    w = params_trajectory["w"][..., 0]
+    prev = jnp.concatenate([params0["w"][None, :, 0], w[:-1]], axis=0)
+    return w - prev
+
+
+def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+    """DP-GD, Poisson / shuffled DP-SGD under either threat model (zero-out neighbours)."""
+    sampling = {"dp_gd": "full", "dp_sgd_poisson": "poisson", "dp_sgd_shuffle": "shuffle"}[cfg.learner]
+    d = cfg.dim + 1
+    white = cfg.threat_model == "white_box"
+    model = _model("linear" if white else "logistic", d)
+    x_bg, y_bg = background(cfg, key)
+    if white:
+        y_bg = np.zeros_like(y_bg)  # zero gradients: the canary is the only signal (module docstring)
+    clip = 1.0
+    kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
+    tc = TrainConfig(model, sampling=sampling, track_params=white, **kwargs)
+    plan = make_plan(tc, cfg.n)
+    if sampling == "shuffle":
+        # What dpprep's plan reports (the customary as-if-Poisson number) vs the rigorous bound.
+        z = plan.calibrate(cfg.epsilon, cfg.delta)
+        claimed = plan.epsilon(z, cfg.delta)
+        theoretical = shuffle_epsilon(z, plan.epochs, cfg.delta)
+    else:
+        z = plan.calibrate(cfg.epsilon, cfg.delta)
+        claimed = theoretical = plan.epsilon(z, cfg.delta)
+    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
+    train_fn = make_train_fn(tc, cfg.n)
+    canary_x = np.zeros(d, np.float32)
+    canary_x[cfg.dim] = clip
+    params0 = model.init(None)
+    x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
+    signal = 1.0 / z  # the canary's step shift over the (claimed) noise std
+    q = plan.batch_size / plan.n
+    k = -(-plan.n // plan.batch_size)
+
+    def one(run_key, inside):
+        row = jnp.where(inside, jnp.asarray(canary_x), 0.0)  # out: the zero record (zero-out)
+        x = jnp.concatenate([x_bg, row[None]])
+        y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
+        params, metrics = train_fn(hyper, params0, x, y, run_key)
+        if not white:
+            return (params["w"][:, 0] @ jnp.asarray(canary_x)) / clip
+        a = _updates(metrics["params"], params0)[:, cfg.dim] * plan.normaliser / (cfg.learning_rate * z * clip)
+        if sampling == "full":
+            return jnp.sum(a)
+        if sampling == "poisson":
+            return jnp.sum(_poisson_log_lr(a, signal, q))
+        # Shuffle: in exactly one batch per epoch, batch b with probability (its real size)/n.
+        sizes = np.minimum(plan.batch_size, plan.n - plan.batch_size * np.arange(k)) / plan.n
+        per_epoch = a.reshape(plan.epochs, k) * signal - 0.5 * signal**2 + jnp.log(jnp.asarray(sizes))
+        return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
+
+    details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
+    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details)
+
+
+def shuffle_epsilon(noise_multiplier: float, epochs: int, delta: float) -> float:
+    """Rigorous ε of shuffled DP-SGD without amplification: a record is in exactly one batch per
+    epoch, so the run is ``epochs`` Gaussian releases of multiplier ``z`` (dp-accounting PLD)."""
+    event = dp_event.SelfComposedDpEvent(dp.gaussian_event(noise_multiplier), int(epochs))
+    return dp.composed_epsilon([event], delta)
+
+
+def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+    """DP-SGD by iteration (fixed order, random stop), final model, replace-one canary at record 0."""
+    d = cfg.dim + 1
+    model = _model("linear", d)
+    x_bg, _ = background(cfg, key)
+    y_bg = np.zeros(cfg.n - 1, np.float32)
+    clip = 1.0
+    tc = TrainConfig(model, sampling="fixed_order", steps=None)
+    z = calibrate_sgd_iteration(cfg.epsilon, cfg.delta, n=cfg.n)
+    theoretical = dp.sgd_iter_epsilon(z * clip, cfg.delta, lipschitz=clip, n=cfg.n)[0]
+    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
+    train_fn = make_train_fn(tc, cfg.n)
+    canary_x = np.zeros(d, np.float32)
+    canary_x[cfg.dim] = clip
+    params0 = model.init(None)
+    x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
+
+    def one(run_key, inside):
+        # Replace-one: the canary (gradient −C·e_d) or its mirror (+C·e_d), first in the order.
+        label = jnp.where(inside, 1.0, -1.0)
+        x = jnp.concatenate([jnp.asarray(canary_x)[None], x_bg])
+        y = jnp.concatenate([label[None], y_bg])
+        params, _ = train_fn(hyper, params0, x, y, run_key)
+        return params["w"][cfg.dim, 0]
+
+    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical),
+                  {"noise_multiplier": float(z), "steps": float(cfg.n)})
+
+
+def calibrate_sgd_iteration(epsilon: float, delta: float, *, n: int) -> float:
+    """Smallest multiplier z (noise std z·C, L = C) with DP-SGD by iteration (ε, δ)-DP."""
+    f = lambda z: dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=n)[0] - epsilon
+    lo, hi = 0.3, 2.0
+    while f(hi) > 0:
+        lo, hi = hi, hi * 2
+    return float(optimize.brentq(f, lo, hi, xtol=1e-10)) if f(lo) > 0 else lo
+
+
+def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+    """DPSGD-F (Algorithm 3): the canary ``x̃ = e_d`` enters the private mean and, centred, the
+    gradients; the attack scores the released mean and every update (zero-out neighbours)."""
+    from dpprep import dpsgdf
+
+    d = cfg.dim + 1
+    model = _model("linear", d)
+    x_bg, _ = background(cfg, key)
+    unit_bg = dpsgdf.unit_normalize(x_bg)
+    feature_norm, clip = 2.0, 1.0
+    run = dpsgdf.DpsgdfConfig(method="dpsgdf", epsilon=cfg.epsilon, delta=cfg.delta, eps_F=cfg.eps_f,
+                              feature_norm=feature_norm, batch_size=cfg.batch_size, epochs=cfg.epochs,
+                              learning_rate=cfg.learning_rate, clip_norm=clip, iterates="last")
+    calibration = dpsgdf.calibrate(run, cfg.n)
+    z, s = calibration.noise_multiplier, calibration.mean_multiplier
+    tc = dataclasses.replace(dpsgdf.train_config(run, d, 1, noise_multiplier=z * cfg.noise_factor, model=model),
+                             track_params=True)
+    plan = make_plan(tc, cfg.n)
+    theoretical = plan.epsilon(z, cfg.delta, fixed_events=(dp.gaussian_event(s),))
+    train_fn = make_train_fn(tc, cfg.n)
+    params0 = model.init(None)
+    e_d = np.zeros(d, np.float32)
+    e_d[cfg.dim] = 1.0
+    bg_sum = jnp.asarray(unit_bg.sum(axis=0))
+    y = jnp.concatenate([jnp.zeros(cfg.n - 1, jnp.float32), jnp.ones((1,), jnp.float32)])
+    unit_bg = jnp.asarray(unit_bg)
+    q = plan.batch_size / plan.n
+    mean_noise_sd = s * cfg.noise_factor
+
+    def one(run_key, inside):
+        row = jnp.where(inside, jnp.asarray(e_d), 0.0)
+        x = jnp.concatenate([unit_bg, row[None]])
+        xi = dpsgdf.mean_noise(run_key, d)
+        mu_hat = feature_norm * ((bg_sum + row) + mean_noise_sd * xi) / cfg.n
+        hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip,
+                      feature_scale=jnp.float32(feature_norm), feature_shift=mu_hat)
+        _, metrics = train_fn(hyper, params0, x, y, run_key)
+        # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
+        v = feature_norm * jnp.asarray(e_d) - mu_hat
+        v = v / jnp.linalg.norm(v)
+        a = (_updates(metrics["params"], params0) @ v) * plan.normaliser / (cfg.learning_rate * z * clip)
+        m = (mu_hat[cfg.dim] * cfg.n / feature_norm) / s  # N(b/s, 1): the mean's evidence
+        return m / s - 0.5 / s**2 + jnp.sum(_poisson_log_lr(a, 1.0 / z, q))
+
+    details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps)}
+    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details)
+
+
+def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+    """CorrDP-SGD (full batch, per-example clipping at L, the theory constant): replace-one canary
+    that differs from its neighbour only in the insensitive coordinate ``dim``."""
+    from dpprep.corrdp import noise as corr_noise
+    from dpprep.corrdp import sgd as corr_sgd
+
+    d = cfg.dim + 1
+    model = _model("linear", d)
+    lipschitz = 1.0
+    run = corr_sgd.CorrDPSGD(model, steps=cfg.steps, learning_rate=cfg.learning_rate, delta=cfg.delta,
+                             clip_mode="per_example", clip_norm=lipschitz)
+    sensitive = list(range(cfg.dim))
+    factors = corr_noise.corrdp_factors(d, sensitive, cfg.tv)
+    params0 = model.init(None)
+    point = corr_sgd.Point("corrdp", cfg.epsilon, corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
+                           corr_noise.param_factors(params0, factors))
+    values = corr_sgd.point_values(run, params0, cfg.n, [point])
+    sigma_u = point.sigma(cfg.delta) * math.sqrt(factors[cfg.dim])  # noise std of coordinate u of the mean
+    theoretical = corr_sgd.standard_dp_epsilon(sigma_u, n=cfg.n, steps=cfg.steps, lipschitz=lipschitz,
+                                               delta=cfg.delta)
+    tc = dataclasses.replace(run.train_config(), track_params=True)
+    hyper = dataclasses.replace(tc.hyper, noise_std=jnp.float32(values["noise_std"][0] * cfg.noise_factor),
+                                noise_scales=jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]),
+                                                                    values["noise_scales"]))
+    train_fn = make_train_fn(tc, cfg.n)
+    x_bg, _ = background(cfg, key)
+    x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
+    canary = np.zeros(d, np.float32)
+    canary[cfg.dim] = lipschitz
+
+    def one(run_key, inside):
+        # Same record up to its insensitive feature: +L·e_u (in) or −L·e_u (out), label 1.
+        row = jnp.where(inside, 1.0, -1.0) * jnp.asarray(canary)
+        x = jnp.concatenate([x_bg, row[None]])
+        y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
+        _, metrics = train_fn(hyper, params0, x, y, run_key)
+        return jnp.sum(_updates(metrics["params"], params0)[:, cfg.dim]) / (cfg.learning_rate * sigma_u)
+
+    details = {"nominal_epsilon": float(cfg.epsilon), "sigma_insensitive": float(sigma_u),
+               "factor_insensitive": float(factors[cfg.dim])}
+    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details)
+
+
+def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """The pipeline audit's two raw datasets, mean-imputed: column 0 is missing in a share
+    ``missing_fraction`` of the rows (label 1: their imputed value enters the gradients), observed in
+    the others (label 0: they only set the mean), and the canary (label 1) has column 0 = +1 (in)
+    or −1 (out). Returns ``(x_in, x_out, y, sensitivity)``; the sensitivity is the larger of the two
+    datasets' (Cor. 4 depends on n and p only, which they share)."""
+    from dpprep.preprocess import impute_mean
+
+    n, p = cfg.n, int(round(cfg.missing_fraction * (cfg.n - 1)))
+    observed = np.asarray(jax.random.uniform(key, (n - 1 - p,), minval=-0.5, maxval=0.5), np.float64)
+    col = np.concatenate([np.full(p, np.nan), observed])
+    raw = np.stack([col, np.zeros(n - 1)], axis=1)
+    y = np.concatenate([np.ones(p), np.zeros(n - 1 - p), [1.0]]).astype(np.float32)
+    out = []
+    for value in (1.0, -1.0):
+        imputed = impute_mean(np.concatenate([raw, [[value, 0.0]]]))
+        out.append(imputed)
+    return (out[0].data.astype(np.float32), out[1].data.astype(np.float32), y, out[0].sensitivity)
+
+
+def _impute_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+    """Mean imputation then Hu et al.'s DP-GD (σ = L√T/(εn), replace-one), held against the
+    pipeline's overall ε (Theorem 2 or group privacy, whichever is smaller)."""
+    from dpprep.accounting import meta, table1
+
+    x_in, x_out, y, sens = impute_canary_datasets(cfg, key)
+    mechanism = table1.dp_gd(epsilon=cfg.epsilon, lipschitz=1.0, smoothness=1.0)
+    overall = meta.overall_privacy(mechanism, sens, delta=cfg.delta)
+    candidates = [overall.epsilon] + ([overall.group_epsilon] if overall.group_epsilon is not None else [])
+    theoretical = float(min(candidates))
+    alone = gdp_epsilon(2.0 * cfg.epsilon, cfg.delta)  # DP-GD's own RDP 2αε² is 2ε-GDP
+    model = _model("linear", 2)
+    z = math.sqrt(cfg.steps) / cfg.epsilon  # noise std L√T/ε on the gradient sum (L = C = 1)
+    tc = TrainConfig(model, sampling="full", steps=cfg.steps, track_params=True)
+    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=1.0)
+    train_fn = make_train_fn(tc, cfg.n)
+    params0 = model.init(None)
+    # The gradient sums differ by Δ (in − out) on every step; project the updates on it.
+    g_in, g_out = -(y[:, None] * x_in).sum(0), -(y[:, None] * x_out).sum(0)
+    delta_vec = g_in - g_out
+    direction = jnp.asarray(delta_vec / np.linalg.norm(delta_vec))
+    x_in, x_out, y = jnp.asarray(x_in), jnp.asarray(x_out), jnp.asarray(y)
+    g_out = jnp.asarray(g_out)
+
+    def one(run_key, inside):
+        x = jnp.where(inside, x_in, x_out)
+        _, metrics = train_fn(hyper, params0, x, y, run_key)
+        sums = -_updates(metrics["params"], params0) * cfg.n / cfg.learning_rate  # noisy gradient sums
+        return jnp.sum((sums - g_out) @ direction) / z
+
+    details = {"mechanism_epsilon_alone": float(alone), "theorem2_epsilon": float(overall.epsilon),
+               "group_epsilon": float(overall.group_epsilon or math.nan),
+               "linf": float(sens.linf), "l2": float(sens.l2),
+               "gradient_shift": float(np.linalg.norm(delta_vec))}
+    return _Setup(jax.jit(jax.vmap(one)), theoretical, float(alone), details)
+
+
+_SETUPS = {
+    "dp_gd": _sgd_setup, "dp_sgd_poisson": _sgd_setup, "dp_sgd_shuffle": _sgd_setup,
+    "dp_sgd_iteration": _iteration_setup, "dpsgdf": _dpsgdf_setup, "corrdp_sgd": _corrdp_setup,
+    "impute_dp_gd": _impute_setup,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# The audit
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+    """``theoretical``: the ε the learner's guarantee gives this canary pair (the bound an audit
+    must never exceed); ``claimed``: what a user would be told (differs for shuffled DP-SGD — the
+    as-if-Poisson number —, CorrDP — the nominal ε — and the pipeline — DP-GD's ε ignoring
+    pre-processing); ``bounds``: the lower bounds; ``runs_per_second``: evaluation + pilot runs
+    (both worlds) over the wall time of the compiled calls (compilation excluded)."""
+
+    config: AuditConfig
+    theoretical: float
+    claimed: float
+    bounds: Bounds
+    runs_per_second: float
+    seconds: float
+    details: dict[str, float]
+
+    @property
+    def ratio(self) -> float:
+        """GDP lower bound over the theoretical ε."""
+        return self.bounds.epsilon_gdp / self.theoretical
+
+    def row(self) -> dict[str, Any]:
+        c = self.config
+        return {"learner": c.learner, "threat_model": c.threat_model, "epsilon_target": c.epsilon,
+                "delta": c.delta, "runs_per_world": c.runs, "theoretical_epsilon": self.theoretical,
+                "claimed_epsilon": self.claimed, "epsilon_lb_gdp": self.bounds.epsilon_gdp,
+                "mu_lb_gdp": self.bounds.mu_gdp, "epsilon_lb_cp": self.bounds.epsilon_cp,
+                "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
+                "runs_per_second": self.runs_per_second, "seconds": self.seconds,
+                "noise_factor": c.noise_factor, "seed": c.seed,
+                **{f"detail_{k}": v for k, v in self.details.items()}}
+
+
+def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) -> AuditResult:
+    """Runs ``pilot_runs`` + ``runs`` trainings per world as vmapped chunks of one compiled
+    function, fixes ``levels`` thresholds on the pilot scores and returns the lower bounds of the
+    evaluation scores."""
+    key = jax.random.key(cfg.seed)
+    k_data, k_pilot, k_eval = jax.random.split(key, 3)
+    setup = _SETUPS[cfg.learner](cfg, k_data)
+
+    def scores(run_key, runs):
+        keys = jax.random.split(run_key, 2 * runs)
+        inside = jnp.concatenate([jnp.ones(runs, bool), jnp.zeros(runs, bool)])
+        values = _chunked(setup.runner, keys, inside, chunk)
+        if not np.all(np.isfinite(values)):
+            raise FloatingPointError(f"{cfg.learner}: non-finite attack scores (an overflowing run?)")
+        return values[:runs], values[runs:]
+
+    chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
+    setup.runner(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool)).block_until_ready()  # compile
+    start = time.perf_counter()
+    pilot_in, pilot_out = scores(k_pilot, cfg.pilot_runs)
+    if progress:
+        progress(f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: pilot done, {2 * cfg.runs} runs to go")
+    eval_in, eval_out = scores(k_eval, cfg.runs)
+    seconds = time.perf_counter() - start
+    pilot = np.concatenate([pilot_in, pilot_out])
+    thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
+    bounds = lower_bounds(discretise(eval_in, thresholds), discretise(eval_out, thresholds),
+                          delta=cfg.delta, significance=cfg.significance)
+    total = 2 * (cfg.runs + cfg.pilot_runs)
+    return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details)
+
+
+__all__ = ["AuditConfig", "AuditResult", "Bounds", "LEARNERS", "SUPPORTED", "THREAT_MODELS", "audit",
+           "calibrate_sgd_iteration", "check_learner", "discretise", "gdp_epsilon", "gdp_lower_bound",
+           "impute_canary_datasets", "linear_loss_model", "lower_bounds", "required_runs", "shuffle_epsilon"]

@@ -1,0 +1,225 @@
+"""Empirical privacy audit of every dpprep learner (issue 13): ε lower bounds beside the theory.
+
+Each unit is one :func:`dpprep.auditing.audit`: a learner calibrated to a target ε (δ = 1e-5),
+trained ``pilot + runs`` times per world (canary in / out) as vmapped chunks of one compiled call,
+scored by the threat model's attack; the Gaussian-DP and Clopper–Pearson lower bounds (95 %
+confidence) are set beside the ε the learner's guarantee gives the canary pair. Targets (issue 13):
+white-box DP-GD's GDP bound ≥ 0.8 of ε at ε ∈ {1, 2, 4}; white-box Poisson DP-SGD ≥ 0.6; no
+bound above its theoretical ε; a deliberately broken learner (half the noise its accountant
+assumes) is caught. Outputs ``audit.csv``, ``audit.png`` and REPORT rows. An audit is a lower
+bound, never a certificate (see :mod:`dpprep.auditing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dpprep.auditing import AuditConfig, audit  # noqa: E402
+from dpprep.results import Comparison, provenance_json, save_figure, write_csv  # noqa: E402
+from experiments import RunContext, main_for  # noqa: E402
+
+EPSILONS = (1.0, 2.0, 4.0)
+PIPELINE_EPSILONS = (0.1, 0.25, 0.5)  # DP-GD's own ε parameter (Hu et al.'s σ = L√T/(εn))
+DP_GD_TARGET, POISSON_TARGET = 0.8, 0.6
+# Per-learner shape of the audited run (the rest are AuditConfig defaults: n = 100, dim = 4).
+SHAPES = {
+    "dp_gd": {"steps": 10},
+    "dp_sgd_poisson": {"epochs": 5, "batch_size": 20},
+    "dp_sgd_shuffle": {"epochs": 5, "batch_size": 20},
+    "dp_sgd_iteration": {"n": 10},
+    "dpsgdf": {"epochs": 5, "batch_size": 20},
+    "corrdp_sgd": {"steps": 10},
+    "impute_dp_gd": {"steps": 10},
+}
+TITLES = {
+    "dp_gd": "DP-GD", "dp_sgd_poisson": "DP-SGD (Poisson)", "dp_sgd_shuffle": "DP-SGD (shuffled)",
+    "dp_sgd_iteration": "DP-SGD by iteration", "dpsgdf": "DPSGD-F", "corrdp_sgd": "CorrDP-SGD",
+    "impute_dp_gd": "mean imputation → DP-GD",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    runs: int                 # evaluation runs per world
+    runs_eps1_dp_gd: int      # DP-GD at ε = 1 needs more for its 0.8 target
+    pilot_runs: int
+    epsilons: tuple[float, ...]
+    pipeline_epsilons: tuple[float, ...]
+    final_model: tuple[str, ...]  # learners also audited under the final-model threat model
+
+
+PROFILES = {
+    "smoke": Profile(1_000, 1_000, 200, (2.0,), (0.25,), ("dp_gd", "dp_sgd_iteration")),
+    "quick": Profile(20_000, 60_000, 2_000, EPSILONS, PIPELINE_EPSILONS,
+                     ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration")),
+    "paper": Profile(100_000, 300_000, 10_000, EPSILONS, PIPELINE_EPSILONS,
+                     ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration")),
+}
+
+
+def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:
+    """(role, config) of every audit: ``honest`` ones are held to their theoretical ε, ``broken``
+    ones must be caught."""
+    out = []
+    for learner, shape in SHAPES.items():
+        threats = ["final_model"] if learner == "dp_sgd_iteration" else ["white_box"]
+        if learner in profile.final_model and learner != "dp_sgd_iteration":
+            threats.append("final_model")
+        eps_list = profile.pipeline_epsilons if learner == "impute_dp_gd" else profile.epsilons
+        for threat in threats:
+            for eps in eps_list:
+                runs = (profile.runs_eps1_dp_gd if (learner, threat, eps) == ("dp_gd", "white_box", 1.0)
+                        else profile.runs)
+                out.append(("honest", AuditConfig(learner, threat, epsilon=eps, runs=runs,
+                                                  pilot_runs=profile.pilot_runs, **shape)))
+    # Broken: the learner adds half the noise its accountant assumes (Poisson at ε = 2, where the
+    # Clopper–Pearson bound, the only rigorous one for it, resolves the gap with the profile's runs).
+    for learner, eps in (("dp_gd", 1.0), ("dp_sgd_poisson", 2.0)):
+        out.append(("broken", AuditConfig(learner, "white_box", epsilon=eps, runs=profile.runs,
+                                          pilot_runs=profile.pilot_runs, noise_factor=0.5, **SHAPES[learner])))
+    return out
+
+
+def unit_key(role: str, cfg: AuditConfig) -> str:
+    fields = dataclasses.asdict(cfg)
+    return f"{role}:" + json.dumps(fields, sort_keys=True)
+
+
+def run_unit(ctx: RunContext, cfg: AuditConfig) -> dict:
+    result = audit(cfg, progress=ctx.progress)
+    return result.row()
+
+
+def plot(frame: pd.DataFrame, path) -> None:
+    honest = frame[frame["role"] == "honest"]
+    learners = list(dict.fromkeys(honest["learner"]))
+    cols = 4
+    rows = math.ceil(len(learners) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, learner in zip(axes.flat, learners):
+        part = honest[honest["learner"] == learner]
+        top = float(max(part["theoretical_epsilon"].max(), part["epsilon_lb_gdp"].max())) * 1.1
+        ax.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="lower bound = theory")
+        for threat, marker in (("white_box", "o"), ("final_model", "s")):
+            sub = part[part["threat_model"] == threat]
+            if sub.empty:
+                continue
+            ax.plot(sub["theoretical_epsilon"], sub["epsilon_lb_gdp"], marker=marker, ls="-",
+                    label=f"{threat}: GDP bound")
+            ax.plot(sub["theoretical_epsilon"], sub["epsilon_lb_cp"], marker=marker, ls=":",
+                    label=f"{threat}: Clopper–Pearson")
+        claimed = part[np.abs(part["claimed_epsilon"] - part["theoretical_epsilon"]) > 1e-9]
+        if not claimed.empty:
+            ax.scatter(claimed["theoretical_epsilon"], claimed["claimed_epsilon"], marker="x", color="black",
+                       label="claimed ε (as reported)")
+        ax.set_title(TITLES[learner], fontsize=10)
+        ax.set_xlabel("theoretical ε")
+        ax.set_ylabel("empirical ε lower bound")
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(learners):]:
+        ax.axis("off")
+    fig.suptitle("Privacy audit: empirical ε lower bounds (95 % confidence, δ = 1e-5) vs theoretical ε")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def comparisons(frame: pd.DataFrame) -> list[Comparison]:
+    out: list[Comparison] = []
+    honest = frame[frame["role"] == "honest"]
+    for learner, threat, target in (("dp_gd", "white_box", DP_GD_TARGET),
+                                    ("dp_sgd_poisson", "white_box", POISSON_TARGET)):
+        part = honest[(honest["learner"] == learner) & (honest["threat_model"] == threat)]
+        for _, r in part.iterrows():
+            out.append(Comparison.claim(
+                f"audit {TITLES[learner]} white-box, ε = {r['epsilon_target']:g}: GDP lower bound / theoretical ε",
+                f"≥ {target}", f"{r['ratio_gdp']:.3f} ({r['epsilon_lb_gdp']:.3f} / {r['theoretical_epsilon']:.3f}; "
+                f"{r['runs_per_world']} runs per world)", bool(r["ratio_gdp"] >= target),
+                note=f"Clopper–Pearson {r['epsilon_lb_cp']:.3f}; {r['runs_per_second']:.0f} runs/s"))
+    worst = honest.assign(excess=np.maximum(honest["epsilon_lb_gdp"], honest["epsilon_lb_cp"])
+                          / honest["theoretical_epsilon"]).sort_values("excess").iloc[-1]
+    above = honest[(honest["epsilon_lb_gdp"] > honest["theoretical_epsilon"])
+                   | (honest["epsilon_lb_cp"] > honest["theoretical_epsilon"])]
+    out.append(Comparison.claim(
+        "audit: no lower bound exceeds its learner's theoretical ε", "none",
+        f"{len(above)} of {len(honest)} audits above; largest bound/theory {worst['excess']:.3f} "
+        f"({worst['learner']}, {worst['threat_model']}, ε = {worst['epsilon_target']:g})", above.empty))
+    for _, r in frame[frame["role"] == "broken"].iterrows():
+        # DP-GD's trade-off is exactly Gaussian, so its GDP bound is rigorous; elsewhere only C-P is.
+        exact = r["learner"] == "dp_gd"
+        bound = r["epsilon_lb_gdp"] if exact else r["epsilon_lb_cp"]
+        out.append(Comparison.claim(
+            f"audit catches a broken {TITLES[r['learner']]} (half the noise its accountant assumes)",
+            "lower bound > claimed ε", f"{'GDP' if exact else 'Clopper–Pearson'} bound {bound:.3f} vs claimed "
+            f"{r['claimed_epsilon']:.3f} (GDP {r['epsilon_lb_gdp']:.3f}, C-P {r['epsilon_lb_cp']:.3f})",
+            bool(bound > r["claimed_epsilon"])))
+    corr = honest[honest["learner"] == "corrdp_sgd"]
+    if not corr.empty:
+        beyond = corr[corr["epsilon_lb_gdp"] > corr["claimed_epsilon"]]
+        out.append(Comparison.info(
+            "audit CorrDP-SGD: a canary changing only an insensitive feature, vs nominal ε",
+            "; ".join(f"nominal {r['claimed_epsilon']:g}: bound {r['epsilon_lb_gdp']:.3f}, standard-DP ε "
+                      f"{r['theoretical_epsilon']:.3f}" for _, r in corr.iterrows()),
+            note=f"bound above the nominal ε in {len(beyond)} of {len(corr)}: the nominal ε is a CorrDP "
+                 "guarantee (the insensitive feature is charged through its correlation weight), not a "
+                 "standard-DP promise for this neighbour pair; the standard-DP ε of the run holds"))
+    pipe = honest[honest["learner"] == "impute_dp_gd"]
+    if not pipe.empty:
+        exceeded = bool((pipe["epsilon_lb_gdp"] > pipe["claimed_epsilon"]).any())
+        out.append(Comparison.claim(
+            "audit mean imputation → DP-GD: the bound exceeds DP-GD's own ε (pre-processing costs privacy) "
+            "and stays below Hu et al.'s overall ε",
+            "naive ε < bound ≤ overall ε",
+            "; ".join(f"ε_mech {r['epsilon_target']:g}: naive {r['claimed_epsilon']:.3f} < bound "
+                      f"{r['epsilon_lb_gdp']:.3f} ≤ overall {r['theoretical_epsilon']:.3f}"
+                      for _, r in pipe.iterrows()),
+            exceeded and bool((pipe["epsilon_lb_gdp"] <= pipe["theoretical_epsilon"]).all())))
+    shuffle = honest[(honest["learner"] == "dp_sgd_shuffle") & (honest["threat_model"] == "white_box")]
+    if not shuffle.empty:
+        out.append(Comparison.info(
+            "audit shuffled DP-SGD, white-box: bound vs the customary as-if-Poisson ε",
+            "; ".join(f"claimed {r['claimed_epsilon']:g}: bound {r['epsilon_lb_gdp']:.3f} (rigorous ε "
+                      f"{r['theoretical_epsilon']:.3f})" for _, r in shuffle.iterrows()),
+            note="not exceeded at these settings (n = 100, B = 20, 5 epochs): no evidence against the "
+                 "as-if-Poisson number here, and no proof of it either (Chua et al. 2024 exhibit settings "
+                 "where it fails); the audit holds the rigorous no-amplification bound"))
+    total_runs = float(2 * frame["runs_per_world"].sum())
+    out.append(Comparison.info(
+        "audit throughput", f"{frame['runs_per_second'].median():.0f} runs/s median "
+        f"({frame['runs_per_second'].min():.0f}–{frame['runs_per_second'].max():.0f}) over {len(frame)} audits, "
+        f"{total_runs:.0f} evaluation runs in all",
+        note="compiled calls only (compilation excluded); pilot runs included in each audit's rate"))
+    for (learner, threat), part in honest.groupby(["learner", "threat_model"], sort=False):
+        out.append(Comparison.info(
+            f"audit {TITLES[learner]}, {threat}: GDP bound / theoretical ε",
+            ", ".join(f"ε {r['epsilon_target']:g}: {r['ratio_gdp']:.2f}" for _, r in part.iterrows()),
+            note=f"runs/s {part['runs_per_second'].min():.0f}–{part['runs_per_second'].max():.0f}; "
+                 f"Clopper–Pearson/theory {', '.join(f'{v:.2f}' for v in part['epsilon_lb_cp'] / part['theoretical_epsilon'])}"))
+    return out
+
+
+def run(ctx: RunContext) -> list[Comparison]:
+    profile = PROFILES[ctx.profile]
+    plan = configs(profile)
+    values = ctx.store.run_many([(unit_key(role, cfg), (lambda cfg=cfg: run_unit(ctx, cfg))) for role, cfg in plan])
+    rows = []
+    for (role, cfg), value in zip(plan, values):
+        rows.append({"role": role, **value, "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+                     "versions": provenance_json(ctx.store.provenance(unit_key(role, cfg)))})
+    frame = pd.DataFrame(rows)
+    write_csv(frame, ctx.out_dir / "audit.csv")
+    plot(frame, ctx.out_dir / "audit.png")
+    return comparisons(frame)
+
+
+if __name__ == "__main__":
+    main_for("audit")

@@ -1,0 +1,39 @@
+"""Smoke run of the audit experiment: every learner is audited, nothing exceeds its theory."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from experiments import run_experiment
+from experiments.audit import PROFILES, SHAPES, configs
+
+
+def test_audit_smoke(tmp_path):
+    comparisons = run_experiment("audit", "smoke", tmp_path, quiet=True)
+    by_name = {c.quantity: c for c in comparisons}
+    assert by_name["audit: no lower bound exceeds its learner's theoretical ε"].status == "pass"
+    out = tmp_path / "audit"
+    frame = pd.read_csv(out / "audit.csv")
+    assert set(frame["learner"]) == set(SHAPES)  # every learner dpprep ships
+    assert {"white_box", "final_model"} <= set(frame["threat_model"])
+    honest = frame[frame["role"] == "honest"]
+    assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
+    assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
+    assert (frame["runs_per_second"] > 0).all()
+    assert {"config", "versions", "seed"} <= set(frame.columns)
+    assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
+    assert (out / "audit.png").stat().st_size > 10_000
+    # A resumed run reads the finished units back: same table.
+    run_experiment("audit", "smoke", tmp_path, quiet=True)
+    pd.testing.assert_frame_equal(frame, pd.read_csv(out / "audit.csv"))
+
+
+def test_quick_profile_covers_the_issue_targets():
+    plan = configs(PROFILES["quick"])
+    honest = {(c.learner, c.threat_model, c.epsilon) for role, c in plan if role == "honest"}
+    for eps in (1.0, 2.0, 4.0):
+        assert ("dp_gd", "white_box", eps) in honest and ("dp_sgd_poisson", "white_box", eps) in honest
+    assert all(c.delta == 1e-5 for _, c in plan)
+    assert any(role == "broken" for role, _ in plan)
