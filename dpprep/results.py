@@ -412,7 +412,8 @@ class Progress:
         self.done = 0
         self._level = 0  # nesting depth of grids and loops: only the outermost moves the bar
         self._forecast = False  # the outermost grid's estimate is given (or not needed)
-        self._chunk: tuple[int, int, float, float] | None = None  # done, total, first and latest time
+        self._chunk: tuple[int, int, float] | None = None  # the current sweep's chunks done, total; time of the latest
+        self._chunk_forecast = False  # a sweep of the current step gave its estimate
         self._mode = "off" if quiet else ("notebook" if _notebook_widgets() and self.stream is sys.stderr
                                           else "bar" if _isatty(self.stream) else "lines")
         self._bar = None
@@ -467,7 +468,7 @@ class Progress:
             elapsed = now - self._start
             eta = (f", ETA ~{_duration(elapsed / self.done * (self.total - self.done))}"
                    if 0 < self.done < self.total else "")
-            self._print(f"{self.done}/{self.total} steps" + (f" ({postfix})" if postfix else "") + eta)
+            self._print(f"{self.done}/{self.total} units" + (f" ({postfix})" if postfix else "") + eta)
 
     def _grow(self, steps: int) -> None:
         self.total += steps
@@ -475,16 +476,16 @@ class Progress:
 
     def _advance(self, computed: bool, seconds: float, remaining: int | Callable[[], int] | None) -> None:
         self.done += 1
-        self._chunk = None
+        self._chunk, self._chunk_forecast = None, False
         if computed and remaining is not None and not self._forecast:
             self._forecast = True
-            self._estimate(remaining() if callable(remaining) else remaining, seconds, "unit")
+            self._estimate(remaining() if callable(remaining) else remaining, seconds, "unit", "first unit")
         self._refresh()
 
-    def _estimate(self, count: int, seconds: float, what: str) -> None:
+    def _estimate(self, count: int, seconds: float, what: str, basis: str) -> None:
         if count > 0 and count * seconds > self.long_after:
-            self.note(f"{count} {what}s left × ~{_duration(seconds)} each ≈ {_duration(count * seconds)} "
-                      f"(estimate from the first {what})")
+            self.note(f"{count} {what}{'s' if count > 1 else ''} left × ~{_duration(seconds)} each ≈ {_duration(count * seconds)} "
+                      f"(estimate from the {basis})")
 
     @contextlib.contextmanager
     def grid(self, steps: int):
@@ -521,13 +522,11 @@ class Progress:
         """Sweep engines' callback: ``done`` of ``total`` compiled chunks finished (0 when starting).
         Estimates the rest from the second chunk (the first also compiles)."""
         now = time.perf_counter()
-        if done == 0 or self._chunk is None:
-            self._chunk = (done, total, now, now)
-        else:
-            _, _, first, latest = self._chunk
-            if done == 2 and total > 2 and not self._forecast:  # none yet for the grid it is in
-                self._estimate(total - 2, now - latest, "chunk")
-            self._chunk = (done, total, first, now)
+        # Once per step, and only before the grid it is in has its estimate (from its first unit).
+        if done == 2 < total and self._chunk is not None and not (self._forecast or self._chunk_forecast):
+            self._chunk_forecast = True
+            self._estimate(total - 2, now - self._chunk[2], "chunk", "second chunk; the first also compiles")
+        self._chunk = (done, total, now)
         if total > 1:
             self._refresh()
 
