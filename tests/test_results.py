@@ -11,6 +11,7 @@ import sys
 import time
 import types
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,26 @@ def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_
         for _ in progress.track(range(2), "x"):
             pass
     assert progress._mode == "lines" and "\r" not in stream.getvalue()
+
+
+def test_progress_in_a_jupyter_kernel_prints_plain_lines():
+    """In a real kernel stderr is no terminal: without ipywidgets the lines come out clean."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    repo = Path(__file__).resolve().parents[1]
+    source = "\n".join([
+        "import tempfile",
+        "from dpprep.results import Progress, UnitStore",
+        "p = Progress('nb', verbose=True)",
+        "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i}) for i in range(3)])",
+        "for _ in p.track(range(2), 'x'): pass",
+        "p.close()",
+        "print(p.counts())",
+    ])
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nbclient.NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(repo)}}).execute()
+    outputs = notebook.cells[0].outputs
+    assert all(o.get("output_type") == "stream" for o in outputs), outputs
+    text = "".join(o["text"] for o in outputs)
+    assert "\r" not in text and "x 2/2: 1" in text and "3 computed, 0 cached" in text
