@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import re
 import subprocess
 import sys
@@ -282,3 +283,23 @@ def test_one_line_per_experiment_counts_units_computed_and_cached(tmp_path, toys
     assert run_all.main(["--out", str(out)]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1]) and re.fullmatch(_DONE.format("toy_b", 0, 5), lines[2])
+
+
+def test_dp_accounting_convergence_warnings_only_with_verbose(tmp_path, toys, caplog):
+    """dp-accounting's per-order "failed to converge" warnings (dozens per calibration) are kept
+    out of the output unless --verbose; other warnings still show."""
+    run = toys["toy_b"].run
+
+    def noisy(ctx):
+        logging.getLogger("absl").warning("_compute_log_a_frac failed to converge after 1000 iterations")
+        logging.getLogger("absl").warning("another warning")
+        return run(ctx)
+
+    toys["toy_b"].run = noisy
+    for verbose in ([], ["--verbose"]):
+        caplog.clear()
+        assert run_all.main(["--out", str(tmp_path), "--only", "toy_b", *verbose]) == 0
+        messages = [r.getMessage() for r in caplog.records if r.name == "absl"]
+        assert "another warning" in messages
+        assert any("failed to converge" in m for m in messages) == bool(verbose)
+    assert not logging.getLogger("absl").filters  # the filter is removed after the run
