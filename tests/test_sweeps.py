@@ -346,9 +346,9 @@ def test_run_groups_tells_a_progress_of_each_chunk():
     progress = results.Progress("t", quiet=True)
     heard = []
     progress.chunk = lambda done, total: heard.append((done, total))
-    sweeps.run_groups(_groups(), P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
+    sweeps.run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
                       progress=progress, chunk_size=1)
-    assert heard == [(0, 2), (1, 2), (2, 2)] * 2
+    assert heard == [(0, 2), (1, 2), (2, 2)]
 
 
 def test_run_groups_with_a_unit_store_resumes(tmp_path):
