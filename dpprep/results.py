@@ -8,6 +8,7 @@ of the computation that produced it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -212,6 +213,7 @@ class UnitStore:
     slices are missing; with ``merge=N`` (assembling N shards) it computes none of them and raises
     :class:`MissingUnits` naming each missing key and its shard.
     :meth:`run` always computes (meant for cheap analytic units every shard can redo).
+    Every unit computed or loaded is reported to ``progress`` (a :class:`Progress`), if given.
     """
 
     def __init__(
@@ -221,6 +223,7 @@ class UnitStore:
         fresh: bool = False,
         shard: tuple[int, int] | None = None,
         merge: int | None = None,
+        progress: "Progress | None" = None,
     ):
         if shard is not None:
             k, n = shard
@@ -234,6 +237,7 @@ class UnitStore:
         self.fresh = fresh
         self.shard = shard
         self.merge = merge
+        self.progress = progress
         self._provenance: dict[str, dict] = {}
 
     def _path(self, key: str) -> Path:
@@ -273,9 +277,29 @@ class UnitStore:
     def run(self, key: str, compute: Callable[[], dict]) -> dict:
         cached = self.load(key)
         if cached is not None:
+            self._report(True, 0.0)
             return cached
+        start = time.perf_counter()
         # The JSON round trip makes a first run and a resumed one return identical values.
-        return self.save(key, compute())
+        value = self.save(key, compute())
+        self._report(False, time.perf_counter() - start)
+        return value
+
+    def _report(self, cached: bool, seconds: float) -> None:
+        if self.progress is not None:
+            self.progress.unit(cached=cached, seconds=seconds)
+
+    def _run_step(self, key: str, compute: Callable[[], dict], keys: Sequence[str], index: int, outer: bool) -> dict:
+        """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``)."""
+        before = self.progress.computed if outer else 0
+        start = time.perf_counter()
+        value = self.run(key, compute)
+        if outer:
+            # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it).
+            rest = lambda: sum(self.fresh or not self._path(k).exists() for k in keys[index + 1:])  # noqa: E731
+            self.progress.step(computed=self.progress.computed > before, seconds=time.perf_counter() - start,
+                               remaining=rest)
+        return value
 
     def shard_of(self, keys: Sequence[str], n: int) -> dict[str, int]:
         """Each key's shard (1-based) of ``n``: round robin over the keys sorted by digest, so the
@@ -294,22 +318,28 @@ class UnitStore:
         keys = [key for key, _ in items]
         if len(set(keys)) != len(keys):
             raise ValueError("items must have distinct keys")
-        if self.shard is None and self.merge is None:
-            return [self.run(key, compute) for key, compute in items]
-        n = self.shard[1] if self.shard else self.merge
-        owner = self.shard_of(keys, n)
-        values: dict[str, dict] = {}
-        for key, compute in items:
-            if self.shard is not None and owner[key] == self.shard[0]:
-                values[key] = self.run(key, compute)
-        missing = []
-        for key in keys:
-            if key not in values:
-                cached = self.load(key)
-                if cached is None:
-                    missing.append(key)
-                else:
-                    values[key] = cached
+        with contextlib.ExitStack() as stack:
+            outer = self.progress is not None and stack.enter_context(self.progress.grid(len(items)))
+            if self.shard is None and self.merge is None:
+                return [self._run_step(key, compute, keys, i, outer) for i, (key, compute) in enumerate(items)]
+            n = self.shard[1] if self.shard else self.merge
+            owner = self.shard_of(keys, n)
+            values: dict[str, dict] = {}
+            mine = [(key, compute) for key, compute in items if self.shard is not None and owner[key] == self.shard[0]]
+            mine_keys = [key for key, _ in mine]
+            for i, (key, compute) in enumerate(mine):
+                values[key] = self._run_step(key, compute, mine_keys, i, outer)
+            missing = []
+            for key in keys:
+                if key not in values:
+                    cached = self.load(key)
+                    if cached is None:
+                        missing.append(key)
+                    else:
+                        values[key] = cached
+                        self._report(True, 0.0)
+                        if outer:
+                            self.progress.step(computed=False, seconds=0.0)
         if missing and self.shard is not None:
             pending: dict[int, int] = {}
             for key in missing:
@@ -329,25 +359,195 @@ def _same_code(record_provenance: dict) -> bool:
     return all(record_provenance.get(field) == value for field, value in identity.items())
 
 
-class Progress:
-    """Line-oriented progress on stderr (works in CI logs and notebooks alike)."""
+def _duration(seconds: float) -> str:
+    """``45 s``, ``3.2 min`` or ``1.5 h``: a readable length of time."""
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
-    def __init__(self, prefix: str, *, stream=None, quiet: bool = False):
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def _notebook_widgets() -> bool:
+    """In a Jupyter kernel that can draw tqdm's widget bar (ipywidgets installed)."""
+    import importlib.util
+
+    return "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None
+
+
+class Progress:
+    """Progress of one experiment: a bar with units done/total, elapsed time and ETA (tqdm) on a
+    terminal or in Jupyter (with ipywidgets); elsewhere (CI logs, pipes, pytest capture, kernels
+    without widgets) a plain line at most every ``interval`` seconds, never a carriage return.
+
+    The bar counts steps: each item of the outermost :meth:`track` loop or ``UnitStore.run_many``
+    grid, and each ``UnitStore.run`` outside of them (the total then grows as they come); loops
+    nested in a step do not move it. The store reports every unit it computes or loads
+    (:meth:`unit`), hence the computed/cached counts; sweep engines report their chunks through
+    :meth:`chunk`. After the first computed step (or chunk) of a grid whose rest is projected to take
+    longer than ``long_after`` seconds, one line says so ("N units × ~t each ≈ T").
+    Messages (``progress("...")``) are details, shown only when ``verbose``; :meth:`note` lines
+    always are. ``quiet`` shows nothing (the counts are kept).
+    """
+
+    def __init__(self, prefix: str, *, stream=None, quiet: bool = False, verbose: bool = True,
+                 label: str | None = None, interval: float = 30.0, long_after: float = 30.0):
         self.prefix = prefix
+        self.label = label or prefix
         self.stream = stream or sys.stderr
         self.quiet = quiet
-        self._start = time.perf_counter()
+        self.verbose = verbose
+        self.interval = interval
+        self.long_after = long_after
+        self.computed = 0  # units computed now
+        self.cached = 0  # units loaded from earlier runs
+        self.total = 0  # steps the bar expects (grows with each grid, loop or lone unit)
+        self.done = 0
+        self._level = 0  # nesting depth of grids and loops: only the outermost moves the bar
+        self._forecast = False  # the outermost grid's estimate is given (or not needed)
+        self._chunk: tuple[int, int, float] | None = None  # the current sweep's chunks done, total; time of the latest
+        self._chunk_forecast = False  # a sweep of the current step gave its estimate
+        self._mode = "off" if quiet else ("notebook" if _notebook_widgets() and self.stream is sys.stderr
+                                          else "bar" if _isatty(self.stream) else "lines")
+        self._bar = None
+        self._start = self._last_line = time.perf_counter()
+
+    # -- lines -------------------------------------------------------------------------------------
+    def _print(self, message: str) -> None:
+        if self._mode == "off":
+            return
+        line = f"[{self.prefix} {time.perf_counter() - self._start:7.1f}s] {message}"
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)  # above the bar, which is redrawn below
+        else:
+            print(line, file=self.stream, flush=True)
 
     def __call__(self, message: str) -> None:
-        if not self.quiet:
-            elapsed = time.perf_counter() - self._start
-            print(f"[{self.prefix} {elapsed:7.1f}s] {message}", file=self.stream, flush=True)
+        """A detail line (which unit, which group): shown only when ``verbose``."""
+        if self.verbose:
+            self._print(message)
+
+    def note(self, message: str) -> None:
+        """A line shown whenever anything is (e.g. an estimate of a long grid's time)."""
+        self._print(message)
+
+    def counts(self) -> str:
+        return f"{self.computed} computed, {self.cached} cached"
+
+    # -- the bar -----------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        postfix = ", ".join(([self.counts()] if self.computed or self.cached else [])
+                            + ([] if self._chunk is None else [f"chunk {self._chunk[0]}/{self._chunk[1]}"]))
+        now = time.perf_counter()
+        if self._mode in ("bar", "notebook"):
+            if self._bar is not None and now - self._last_line < 0.2 and self.done < self.total:
+                return  # at most five redraws a second
+            self._last_line = now
+            if self._bar is None:
+                if self._mode == "bar":
+                    from tqdm import tqdm
+                else:
+                    from tqdm.auto import tqdm
+                self._bar = tqdm(total=self.total, desc=self.label, unit="unit", file=self.stream, leave=False,
+                                 dynamic_ncols=True, mininterval=0.5)
+            self._bar.total = self.total
+            self._bar.n = self.done
+            self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.refresh()
+        elif self._mode == "lines":
+            if now - self._last_line < self.interval:
+                return
+            self._last_line = now
+            elapsed = now - self._start
+            eta = (f", ETA ~{_duration(elapsed / self.done * (self.total - self.done))}"
+                   if 0 < self.done < self.total else "")
+            self._print(f"{self.done}/{self.total} units" + (f" ({postfix})" if postfix else "") + eta)
+
+    def _grow(self, steps: int) -> None:
+        self.total += steps
+        self._refresh()
+
+    def _advance(self, computed: bool, seconds: float, remaining: int | Callable[[], int] | None) -> None:
+        self.done += 1
+        self._chunk, self._chunk_forecast = None, False
+        if computed and remaining is not None and not self._forecast:
+            self._forecast = True
+            self._estimate(remaining() if callable(remaining) else remaining, seconds, "unit", "first unit")
+        self._refresh()
+
+    def _estimate(self, count: int, seconds: float, what: str, basis: str) -> None:
+        if count > 0 and count * seconds > self.long_after:
+            self.note(f"{count} {what}{'s' if count > 1 else ''} left × ~{_duration(seconds)} each ≈ {_duration(count * seconds)} "
+                      f"(estimate from the {basis})")
+
+    @contextlib.contextmanager
+    def grid(self, steps: int):
+        """A grid or loop of ``steps`` steps; yields whether it is the outermost (the one that moves
+        the bar through :meth:`step`)."""
+        outer = self._level == 0
+        if outer:
+            self._forecast = False
+            self._grow(steps)
+        self._level += 1
+        try:
+            yield outer
+        finally:
+            self._level -= 1
+
+    def step(self, *, computed: bool, seconds: float, remaining: int | Callable[[], int] | None = None) -> None:
+        """One step of the outermost grid is done (``computed`` now or loaded, in ``seconds``);
+        ``remaining``: how many of its steps are still to compute, or a function saying so (asked
+        once, for the estimate)."""
+        self._advance(computed, seconds, remaining)
+
+    def unit(self, *, cached: bool, seconds: float = 0.0) -> None:
+        """A unit of work was loaded (``cached``) or computed in ``seconds``: counted; outside a
+        grid or loop it is a step of its own."""
+        if cached:
+            self.cached += 1
+        else:
+            self.computed += 1
+        if self._level == 0:
+            self.total += 1
+            self._advance(not cached, seconds, None)
+
+    def chunk(self, done: int, total: int) -> None:
+        """Sweep engines' callback: ``done`` of ``total`` compiled chunks finished (0 when starting).
+        Estimates the rest from the second chunk (the first also compiles)."""
+        now = time.perf_counter()
+        # Once per step, and only before the grid it is in has its estimate (from its first unit).
+        if done == 2 < total and self._chunk is not None and not (self._forecast or self._chunk_forecast):
+            self._chunk_forecast = True
+            self._estimate(total - 2, now - self._chunk[2], "chunk", "second chunk; the first also compiles")
+        self._chunk = (done, total, now)
+        if total > 1:
+            self._refresh()
 
     def track(self, items: Iterable[Any], label: str) -> Iterable[Any]:
+        """Yields ``items``, one step each (a detail line per item when ``verbose``)."""
         items = list(items)
-        for i, item in enumerate(items, 1):
-            self(f"{label} {i}/{len(items)}: {item}")
-            yield item
+        with self.grid(len(items)) as outer:
+            for i, item in enumerate(items, 1):
+                self(f"{label} {i}/{len(items)}: {item}")
+                before, start = (self.computed, self.cached), time.perf_counter()
+                yield item
+                if outer:
+                    # computed unless the step only loaded units
+                    computed = self.computed > before[0] or self.cached == before[1]
+                    self._advance(computed, time.perf_counter() - start, len(items) - i)
+
+    def close(self) -> None:
+        """Removes the bar (the caller prints its one line per experiment)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 @dataclasses.dataclass(frozen=True)

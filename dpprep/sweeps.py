@@ -173,6 +173,7 @@ def sweep_points(
     return_params: bool = True,
     per_seed: Sequence[str] = (),
     params0_per_seed: bool = False,
+    on_chunk: Callable[[int, int], None] | None = None,
 ) -> SweepResult:
     """Train ``keys × points`` as compiled, vmapped calls (one per chunk of points).
 
@@ -191,6 +192,8 @@ def sweep_points(
         of point ``p`` uses ``values[s, p]`` (e.g. a per-seed private feature shift).
       params0_per_seed: every ``params0`` leaf carries a leading seed axis: seed ``s`` starts
         from ``params0[s]`` (e.g. a network initialised from each seed's key).
+      on_chunk: called as ``on_chunk(done, chunks)`` before the first compiled call (``done=0``)
+        and after each (e.g. :meth:`dpprep.results.Progress.chunk`, for a progress bar).
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
@@ -256,6 +259,9 @@ def sweep_points(
         x_eval, y_eval = jax.device_put((x_eval, y_eval), replicated)
     values = [jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names]
     results = []
+    chunks = -(-total // chunk_size)
+    if on_chunk is not None:
+        on_chunk(0, chunks)
     for start in range(0, total, chunk_size):
         # Pad the last chunk with copies of its last point (dropped below): one shape, one compile.
         take = np.minimum(np.arange(start, start + chunk_size), total - 1)
@@ -269,6 +275,8 @@ def sweep_points(
         if jax.process_count() > 1:  # shards on other hosts' devices: gather them first
             out = multihost_utils.process_allgather(out, tiled=True)
         results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:, :keep], out))
+        if on_chunk is not None:
+            on_chunk(len(results), chunks)
     params, metrics, evaluation = jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=1), *results)
     warn_on_overflow(metrics, config)
     return SweepResult(params, metrics, evaluation)
@@ -338,11 +346,15 @@ def run_groups(
     an interrupted grid resumes at the first unfinished group; with ``run_all --shard`` the
     groups are spread over machines). Groups that share a config shape reuse one compilation.
     Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
-    ``options`` go to :func:`sweep_points` (``chunk_size``, ``memory_budget``, ``devices``)."""
+    ``progress`` gets a line per group computed; one with a ``chunk`` method (a
+    :class:`dpprep.results.Progress`) is also told of each chunk, unless ``options`` give ``on_chunk``.
+    ``options`` go to :func:`sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``)."""
     if not groups:
         raise ValueError("groups must not be empty")
     if len({g.key for g in groups}) != len(groups):
         raise ValueError("group keys must be distinct")
+    if "on_chunk" not in options and callable(getattr(progress, "chunk", None)):
+        options = options | {"on_chunk": progress.chunk}
 
     def unit(i: int, group: Group) -> dict[str, Any]:
         if progress is not None:
@@ -366,6 +378,7 @@ def sweep_datasets(
     eval_data: tuple[Any, Any] | None = None,
     chunk_size: int | None = None,
     memory_budget: float = MEMORY_BUDGET,
+    on_chunk: Callable[[int, int], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g. data
     projected by a per-seed private PCA), key ``keys[u]`` and Hyper values ``unit_points`` (leading
@@ -376,6 +389,7 @@ def sweep_datasets(
     the call on ``eval_data`` (shared ``(x, y)`` with ``f`` features) or, without it, on its own
     training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers); the
     evaluation is non-private (it reads the data), like every metric of :func:`sweep_points`.
+    ``on_chunk(done, chunks)`` is told of each compiled call, as in :func:`sweep_points`.
     """
     xs = np.asarray(xs)
     if xs.ndim != 3 or xs.shape[0] == 0:
@@ -420,12 +434,17 @@ def sweep_datasets(
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
     results = []
+    chunks = -(-num_units // chunk_size)
+    if on_chunk is not None:
+        on_chunk(0, chunks)
     for start in range(0, num_units, chunk_size):
         take = np.minimum(np.arange(start, start + chunk_size), num_units - 1)  # pad: one shape
         out = fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
                  tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
         keep = min(chunk_size, num_units - start)
         results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:keep], out))
+        if on_chunk is not None:
+            on_chunk(len(results), chunks)
     return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=0), *results)
 
 

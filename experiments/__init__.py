@@ -8,7 +8,10 @@ each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many`
 A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
 for a row from unit ``key`` (computed now or by an earlier run), ``provenance_json()`` for a row
 computed now without a unit.
-Run one alone with ``python -m experiments.<module> [--profile P] [--out DIR]``.
+Progress needs nothing from an experiment: the store's units drive the bar; ``ctx.progress(msg)``
+lines are details (shown with ``--verbose``), ``ctx.progress.track(items, label)`` makes a loop's
+items steps of the bar.
+Run one alone with ``python -m experiments.<module> [--profile P] [--out DIR] [--verbose]``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import logging
 from pathlib import Path
 from types import ModuleType
 
@@ -67,6 +71,14 @@ class RunContext:
     data_dir: Path | None = None
 
 
+class _ConvergenceNoise(logging.Filter):
+    """dp-accounting logs a warning per RDP order whose series does not converge; it excludes that
+    order (ε stays an upper bound), and one calibration logs dozens. Shown only with ``verbose``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "failed to converge" not in record.getMessage()
+
+
 def load(experiment_id: str) -> ModuleType:
     if experiment_id not in REGISTRY:
         raise ValueError(f"unknown experiment {experiment_id!r}; known: {', '.join(REGISTRY)}")
@@ -81,6 +93,8 @@ def run_experiment(
     fresh: bool = False,
     data_dir: Path | None = None,
     quiet: bool = False,
+    verbose: bool = False,
+    progress: Progress | None = None,
     shard: tuple[int, int] | None = None,
     merge: int | None = None,
 ) -> list[Comparison]:
@@ -88,16 +102,25 @@ def run_experiment(
 
     ``shard``/``merge`` go to the :class:`UnitStore` (see ``run_all --shard/--merge``); in shard
     mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``. A
-    failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised."""
+    failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised.
+
+    Progress goes to stderr (:class:`Progress`: a bar on a terminal, a plain line at most every 30 s
+    elsewhere); ``verbose`` adds the experiment's detail lines (one per unit, group or item) and
+    dp-accounting's convergence warnings, ``quiet`` shows nothing. ``progress`` replaces that default (e.g. to read its unit counts)."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     module = load(experiment_id)
     out_dir = Path(results_dir) / experiment_id
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
-    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge)
-    ctx = RunContext(profile, out_dir, store, Progress(experiment_id, quiet=quiet), data_dir)
+    if progress is None:
+        progress = Progress(experiment_id, quiet=quiet, verbose=verbose)
+    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge, progress=progress)
+    ctx = RunContext(profile, out_dir, store, progress, data_dir)
     failure = out_dir / FAILURE_FILE
+    noise = None if progress.verbose else _ConvergenceNoise()
+    if noise is not None:
+        logging.getLogger("absl").addFilter(noise)
     try:
         comparisons = list(module.run(ctx))
     except UnitsElsewhere:
@@ -105,6 +128,10 @@ def run_experiment(
     except Exception as err:
         atomic_write_text(failure, f"profile {profile}: {type(err).__name__}: {err}\n")
         raise
+    finally:
+        progress.close()
+        if noise is not None:
+            logging.getLogger("absl").removeFilter(noise)
     frame = comparisons_frame(comparisons)
     frame.insert(0, "profile", profile)
     write_csv(frame, out_dir / "comparisons.csv")
@@ -119,9 +146,11 @@ def main_for(experiment_id: str) -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--verbose", action="store_true", help="a progress line per unit of work (default: a bar)")
     args = parser.parse_args()
     out = args.out or default_out(args.profile)
     print(f"profile {args.profile} -> {out}/")
-    comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir)
+    comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
+                                 verbose=args.verbose)
     for c in comparisons:
         print(f"{c.status:5s} {c.quantity}: paper {c.paper} | ours {c.measured} ({c.tolerance})")

@@ -15,6 +15,11 @@ Many machines: `--shard K/N` (1-based) computes the K-th of N disjoint slices of
 job of a job array) and writes no REPORT.md; `--merge SHARD_DIR...` copies the shards' units into
 --out (checksums verified) and assembles every table and REPORT.md from them without computing any
 grid unit. Shards that share one --out need `--merge` with no directories.
+
+Output (stderr): while an experiment runs, a progress bar (units done/total, elapsed, ETA) on a
+terminal, or a plain status line at most every 30 s in a log; a grid projected to take long says so
+once ("N units left × ~t each ≈ T"); then one line per finished experiment (wall time, pass/miss/info
+rows, units computed vs cached). --verbose adds the experiments' line per unit of work.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import experiments  # noqa: E402
 from dpprep.results import (  # noqa: E402
     CorruptUnit,
     MissingUnits,
+    Progress,
     UnitsElsewhere,
     atomic_write_bytes,
     atomic_write_text,
@@ -189,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list experiments and exit")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None, help="dataset directory (else $DPPREP_DATA_DIR)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also a line per unit of work (default: a progress bar and one line per experiment)")
     many = parser.add_mutually_exclusive_group()
     many.add_argument("--shard", type=_shard_arg, default=None, metavar="K/N",
                       help="compute only the K-th of N slices of every grid (1-based); no REPORT.md")
@@ -227,33 +235,34 @@ def main(argv: list[str] | None = None) -> int:
 
     failures, elsewhere = [], {}
     for i, experiment_id in enumerate(selected, 1):
-        print(f"==> [{i}/{len(selected)}] {experiment_id} (profile {args.profile})", file=sys.stderr, flush=True)
+        head = f"[{i}/{len(selected)}] {experiment_id}"
+        if args.verbose:
+            print(f"==> {head} (profile {args.profile})", file=sys.stderr, flush=True)
+        progress = Progress(experiment_id, label=head, verbose=args.verbose)
         start = time.perf_counter()
+        took = lambda: f"{time.perf_counter() - start:.1f}s (units: {progress.counts()})"  # noqa: E731
         try:
             comparisons = experiments.run_experiment(
                 experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
-                shard=args.shard, merge=merge,
+                shard=args.shard, merge=merge, progress=progress,
             )  # fmt: skip
         except UnitsElsewhere as err:
             k, n = args.shard
             elsewhere[experiment_id] = err
-            print(f"<== {experiment_id}: shard {k}/{n} done: {err}", file=sys.stderr, flush=True)
+            print(f"{head}: shard {k}/{n} done in {took()}: {err}", file=sys.stderr, flush=True)
             continue
         except MissingUnits as err:  # merge: one line says which unit and which shard
-            print(f"<== {experiment_id} FAILED: {err}", file=sys.stderr, flush=True)
+            print(f"{head} FAILED: {err}", file=sys.stderr, flush=True)
             failures.append(experiment_id)
             continue
         except Exception:  # one failing experiment must not lose the others' results
             traceback.print_exc()
+            print(f"{head} FAILED after {took()}", file=sys.stderr, flush=True)
             failures.append(experiment_id)
             continue
         counts = {s: sum(c.status == s for c in comparisons) for s in ("pass", "miss", "info")}
-        print(
-            f"<== {experiment_id} done in {time.perf_counter() - start:.1f}s: "
-            f"{counts['pass']} pass, {counts['miss']} miss, {counts['info']} info",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"{head} done in {took()}: {counts['pass']} pass, {counts['miss']} miss, {counts['info']} info",
+              file=sys.stderr, flush=True)
     if args.shard is not None:
         k, n = args.shard
         manifest = {

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import stat
+import sys
 import time
+import types
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +198,134 @@ def test_units_keep_key_order_and_rows_carry_no_time(tmp_path, monkeypatch):
     later.run("u", lambda: dict(value))
     assert later.provenance("u")["computed"] != again.provenance("u")["computed"]
     assert results.provenance_json(later.provenance("u")) == first == results.provenance_json()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_off_a_terminal_prints_no_bar_and_counts_units(tmp_path):
+    """Not a terminal (CI log, pipe, capture): no carriage return; details only when verbose; the
+    bar's steps are the outermost loop's items, the counts every unit computed or loaded."""
+    for verbose in (False, True):
+        stream = io.StringIO()
+        progress = results.Progress("exp", stream=stream, verbose=verbose)
+        store = UnitStore(tmp_path / str(verbose), progress=progress)
+        store.run("lone", lambda: {"v": 0})  # outside any loop: a step of its own
+        for i in progress.track(range(3), "cell"):
+            store.run_many([(f"{i}/{j}", lambda j=j: {"v": j}) for j in range(2)])  # nested: no steps
+        store.run_many([("0/0", lambda: {"v": 9}), ("new", lambda: {"v": 1})])
+        assert (progress.done, progress.total) == (6, 6)
+        assert (progress.computed, progress.cached) == (8, 1) and progress.counts() == "8 computed, 1 cached"
+        text = stream.getvalue()
+        assert "\r" not in text
+        lines = text.splitlines()
+        assert lines == ([] if not verbose else [l for l in lines if re.fullmatch(r"\[exp +\d+\.\ds\] cell \d/3: \d", l)])
+        assert len(lines) == (3 if verbose else 0)
+
+
+def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
+    stream = io.StringIO()
+    progress = results.Progress("exp", stream=stream, verbose=False, interval=0.0)
+    for _ in progress.track(range(4), "cell"):
+        time.sleep(0.01)
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert any(re.search(r"\] 2/4 units, ETA ~\d", line) for line in lines), lines
+    quiet_stream = io.StringIO()
+    progress = results.Progress("exp", stream=quiet_stream, verbose=False, interval=3600.0)
+    for _ in progress.track(range(4), "cell"):
+        pass
+    assert quiet_stream.getvalue() == ""
+
+
+def test_progress_on_a_terminal_draws_a_tqdm_bar_with_done_total_and_eta(tmp_path):
+    stream = _Terminal()
+    progress = results.Progress("exp", stream=stream, verbose=False, label="[1/2] exp")
+    store = UnitStore(tmp_path, progress=progress)
+    store.run_many([(str(i), lambda i=i: {"v": i}) for i in range(3)])
+    text = stream.getvalue()
+    assert "\r" in text and "[1/2] exp" in text
+    assert re.search(r"3/3 \[\d\d:\d\d<\d\d:\d\d", text), text  # done/total [elapsed<ETA
+    assert "3 computed, 0 cached" in text
+    progress.close()
+    assert stream.getvalue().endswith("\r")  # the bar is cleared (the caller prints one line)
+    progress("a detail")  # not verbose: not shown
+    progress.note("a note")  # notes still print, as plain lines, once the bar is gone
+    assert re.search(r"\r\[exp +\d+\.\ds\] a note\n$", stream.getvalue()) and "a detail" not in stream.getvalue()
+
+
+def test_progress_estimates_a_long_grid_from_its_first_unit(tmp_path):
+    """One line before the rest of a long grid: units still to compute × the first one's time."""
+    def grid(store):
+        return store.run_many([(f"u{i}", lambda i=i: time.sleep(0.02) or {"v": i}) for i in range(5)])
+
+    stream = io.StringIO()
+    grid(UnitStore(tmp_path, progress=results.Progress("exp", stream=stream, verbose=False, long_after=0.05)))
+    (line,) = stream.getvalue().splitlines()
+    assert re.search(r"\] 4 units left × ~\d+\.\d s each ≈ \d+\.\d s \(estimate from the first unit\)$", line), line
+    # The same grid, 3 of 5 units finished earlier: only the 1 unit still missing after the first computed one counts.
+    for key in ("u0", "u2", "u4"):
+        UnitStore(tmp_path / "part").save(key, {"v": 0})
+    stream = io.StringIO()
+    grid(UnitStore(tmp_path / "part", progress=results.Progress("exp", stream=stream, verbose=False,
+                                                                long_after=0.001)))
+    assert "] 1 unit left × ~" in stream.getvalue()
+    # A short grid says nothing.
+    stream = io.StringIO()
+    grid(UnitStore(tmp_path / "short", progress=results.Progress("exp", stream=stream, verbose=False)))
+    assert stream.getvalue() == ""
+
+
+def test_progress_estimates_a_long_sweep_from_its_second_chunk():
+    stream = io.StringIO()
+    progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.05, interval=3600.0)
+    for done in range(11):
+        progress.chunk(done, 10)
+        time.sleep(0.01)
+    (line,) = stream.getvalue().splitlines()
+    assert "8 chunks left ×" in line and "second chunk" in line
+
+
+def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_lines(monkeypatch):
+    stream = _Terminal()
+    progress = results.Progress("exp", stream=stream, quiet=True)
+    progress("detail")
+    progress.note("note")
+    for _ in progress.track(range(2), "x"):
+        pass
+    assert stream.getvalue() == "" and progress.done == 2
+    # A Jupyter kernel's stderr is no terminal: without ipywidgets, plain lines (no tqdm warning).
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.setattr(results, "_notebook_widgets", lambda: False)
+    stream = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        progress = results.Progress("exp", stream=stream)
+        for _ in progress.track(range(2), "x"):
+            pass
+    assert progress._mode == "lines" and "\r" not in stream.getvalue()
+
+
+def test_progress_in_a_jupyter_kernel_prints_plain_lines():
+    """In a real kernel stderr is no terminal: without ipywidgets the lines come out clean."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    repo = Path(__file__).resolve().parents[1]
+    source = "\n".join([
+        "import tempfile",
+        "from dpprep.results import Progress, UnitStore",
+        "p = Progress('nb', verbose=True)",
+        "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i}) for i in range(3)])",
+        "for _ in p.track(range(2), 'x'): pass",
+        "p.close()",
+        "print(p.counts())",
+    ])
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nbclient.NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(repo)}}).execute()
+    outputs = notebook.cells[0].outputs
+    assert all(o.get("output_type") == "stream" for o in outputs), outputs
+    text = "".join(o["text"] for o in outputs)
+    assert "\r" not in text and "x 2/2: 1" in text and "3 computed, 0 cached" in text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
+import re
 import subprocess
 import sys
 import time
@@ -237,3 +239,67 @@ def test_bad_shard_is_a_parser_error(tmp_path, toys, capsys, shard):
     with pytest.raises(SystemExit) as exit_info:
         run_all.main(["--shard", shard, "--out", str(tmp_path)])
     assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err
+
+
+_DONE = r"\[\d/2\] {} done in \d+\.\ds \(units: {} computed, {} cached\): \d+ pass, \d+ miss, \d+ info"
+
+
+def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_lines(tmp_path, data_dir):
+    """stderr captured (no terminal, as in CI): no progress-bar carriage returns, one line per
+    experiment with its unit counts; --verbose adds the experiments' lines per unit of work."""
+    out = tmp_path / "r"
+    args = ("--profile", "smoke", "--only", "wang2026_table2,hu2024_table1", "--out", str(out),
+            "--data-dir", str(data_dir))
+    first = _run_all(*args)
+    assert first.returncode == 0, first.stderr[-4000:]
+    assert "\r" not in first.stderr
+    lines = first.stderr.splitlines()
+    assert len(lines) == 4, first.stderr
+    assert lines[0].startswith("profile smoke -> ") and lines[3].startswith("report: ")
+    assert re.fullmatch(_DONE.format("wang2026_table2", 9, 0), lines[1]), lines[1]
+    assert re.fullmatch(_DONE.format("hu2024_table1", 0, 0), lines[2]), lines[2]
+
+    again = _run_all(*args, "--verbose")
+    assert again.returncode == 0 and "\r" not in again.stderr
+    lines = again.stderr.splitlines()
+    assert "==> [1/2] wang2026_table2 (profile smoke)" in lines
+    assert any(re.fullmatch(r"\[wang2026_table2 +\d+\.\ds\] synthetic m_s 5/5: 80", line) for line in lines)
+    assert any(re.fullmatch(_DONE.format("wang2026_table2", 0, 9), line) for line in lines), again.stderr
+
+    alone = subprocess.run([sys.executable, "-m", "experiments.wang2026_table2", "--profile", "smoke", "--out", str(out),
+                            "--data-dir", str(data_dir), "--verbose"],
+                           cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert alone.returncode == 0, alone.stderr[-4000:]
+    assert "synthetic m_s 5/5" in alone.stderr and "\r" not in alone.stderr
+
+
+def test_one_line_per_experiment_counts_units_computed_and_cached(tmp_path, toys, capsys):
+    out = tmp_path / "r"
+    assert run_all.main(["--out", str(out)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4 and re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1])  # 10 grid units + 1
+    assert re.fullmatch(_DONE.format("toy_b", 5, 0), lines[2])
+    (out / "toy_a" / ".units").rename(tmp_path / "lost")
+    assert run_all.main(["--out", str(out)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1]) and re.fullmatch(_DONE.format("toy_b", 0, 5), lines[2])
+
+
+def test_dp_accounting_convergence_warnings_only_with_verbose(tmp_path, toys, caplog):
+    """dp-accounting's per-order "failed to converge" warnings (dozens per calibration) are kept
+    out of the output unless --verbose; other warnings still show."""
+    run = toys["toy_b"].run
+
+    def noisy(ctx):
+        logging.getLogger("absl").warning("_compute_log_a_frac failed to converge after 1000 iterations")
+        logging.getLogger("absl").warning("another warning")
+        return run(ctx)
+
+    toys["toy_b"].run = noisy
+    for verbose in ([], ["--verbose"]):
+        caplog.clear()
+        assert run_all.main(["--out", str(tmp_path), "--only", "toy_b", *verbose]) == 0
+        messages = [r.getMessage() for r in caplog.records if r.name == "absl"]
+        assert "another warning" in messages
+        assert any("failed to converge" in m for m in messages) == bool(verbose)
+    assert not logging.getLogger("absl").filters  # the filter is removed after the run

@@ -28,8 +28,10 @@ def test_equals_separate_runs(chunk_size):
     stds, lrs = np.array([0.5, 2.0, 4.0]), np.array([0.3, 1.0])
     x_eval = np.random.default_rng(1).standard_normal((50, 4)) * 0.3
     y_eval = (np.random.default_rng(2).random(50) < 0.5).astype(np.float32)
+    chunks = []
     out = sweep_datasets(config, model.init(keys[0]), xs, y, keys, {"noise_std": stds}, {"learning_rate": lrs},
-                         eval_data=(x_eval, y_eval), chunk_size=chunk_size)
+                         eval_data=(x_eval, y_eval), chunk_size=chunk_size, on_chunk=lambda *a: chunks.append(a))
+    assert chunks == ([(0, 1), (1, 1)] if chunk_size is None else [(0, 2), (1, 2), (2, 2)])
     own = sweep_datasets(config, model.init(keys[0]), xs, y, keys, {"noise_std": stds}, {"learning_rate": lrs})
     assert out["loss"].shape == (3, 2) == own["loss"].shape
     for u in range(3):

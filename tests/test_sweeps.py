@@ -144,10 +144,13 @@ def test_sweep_points_equals_per_point_train():
             expected = sweeps.evaluate(GLM6, single, X6_TEST, Y6_TEST, None, POINTS5["feature_shift"][j])
             np.testing.assert_allclose(result.evaluation["loss"][i, j], expected["loss"], rtol=1e-5)
             np.testing.assert_allclose(result.evaluation["accuracy"][i, j], expected["accuracy"])
-    # Lists are point values too (same shapes, so the same compilation).
+    # Lists are point values too (same shapes, so the same compilation); on_chunk hears of each
+    # compiled call (0 before the first), for a progress bar, and changes nothing.
+    chunks = []
     listed = sweeps.sweep_points(SMALL, P6, (X6, Y6), keys, {k: v.tolist() for k, v in POINTS5.items()},
-                                 eval_data=(X6_TEST, Y6_TEST), chunk_size=2)
+                                 eval_data=(X6_TEST, Y6_TEST), chunk_size=2, on_chunk=lambda *a: chunks.append(a))
     _assert_close(listed.params, result.params)
+    assert chunks == [(0, 3), (1, 3), (2, 3), (3, 3)]
 
 
 def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
@@ -333,6 +336,19 @@ def test_run_groups_through_a_store():
     assert out[0]["evaluation"] != out[1]["evaluation"]  # the batch size mattered
     again = sweeps.run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.computed == ["b8", "b10"] and again == out  # the filled cache computes nothing
+
+
+def test_run_groups_tells_a_progress_of_each_chunk():
+    """A progress with a ``chunk`` method (a results.Progress) hears of every group's chunks."""
+    from dpprep import results
+
+    keys = jax.random.split(jax.random.PRNGKey(8), 2)
+    progress = results.Progress("t", quiet=True)
+    heard = []
+    progress.chunk = lambda done, total: heard.append((done, total))
+    sweeps.run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
+                      progress=progress, chunk_size=1)
+    assert heard == [(0, 2), (1, 2), (2, 2)]
 
 
 def test_run_groups_with_a_unit_store_resumes(tmp_path):
