@@ -51,6 +51,7 @@ All runs of an audit are one jitted, vmapped call over (seed, canary inclusion),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any, Callable
@@ -288,16 +289,12 @@ def linear_loss_model(num_features: int) -> models.Model:
     return models.Model("audit_linear_loss", init, apply, per_example_loss, residual, task="regression")
 
 
-_MODEL_CACHE: dict[tuple[str, int], models.Model] = {}
-
-
+@functools.lru_cache(maxsize=16)
 def _model(kind: str, num_features: int) -> models.Model:
-    # One model object per shape: compilations are cached on the model's identity.
-    key = (kind, num_features)
-    if key not in _MODEL_CACHE:
-        _MODEL_CACHE[key] = (linear_loss_model(num_features) if kind == "linear"
-                             else models.logistic_regression(num_features, fit_intercept=False))
-    return _MODEL_CACHE[key]
+    """One model object per shape (compilations are cached on the model's identity)."""
+    if kind == "linear":
+        return linear_loss_model(num_features)
+    return models.logistic_regression(num_features, fit_intercept=False)
 
 
 def background(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
