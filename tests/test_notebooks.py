@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -60,16 +61,32 @@ def test_kernel_is_this_interpreter_and_checkout(tmp_path, jupyter_path, data_di
         "print(sys.executable, dpprep.__file__, experiments.__file__, os.getcwd(), os.environ['DPPREP_NOTEBOOK_PROFILE'], sep='\\n')"
     )])
     execute(nb, tmp_path, jupyter_path, data_dir, monkeypatch)
-    lines = nb.cells[0].outputs[0]["text"].splitlines()
-    assert lines == [
-        sys.executable,
-        str(REPO / "dpprep" / "__init__.py"),
-        str(REPO / "experiments" / "__init__.py"),
-        str(tmp_path),
-        "smoke",
-    ]
+    executable, dpprep_init, experiments_init, cwd, profile = nb.cells[0].outputs[0]["text"].splitlines()
+    assert executable == sys.executable
+    assert Path(dpprep_init) == REPO / "dpprep" / "__init__.py"
+    assert Path(experiments_init) == REPO / "experiments" / "__init__.py"
+    assert Path(cwd).resolve() == tmp_path.resolve()
+    assert profile == "smoke"
 
 
+def test_failing_cell_fails_with_its_traceback(tmp_path, jupyter_path, data_dir, monkeypatch):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def check(x):\n    assert x == 2, 'x is not 2'\ncheck(1)")])
+    with pytest.raises(CellExecutionError) as err:
+        execute(nb, tmp_path, jupyter_path, data_dir, monkeypatch)
+    assert "Traceback (most recent call last)" in str(err.value) and "AssertionError: x is not 2" in str(err.value)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_opens_with_install_cell_and_is_stored_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    # Colab: the first code cell installs dpprep, and only where it is not importable.
+    assert "import dpprep\nexcept ImportError:" in code[0].source and "%pip install" in code[0].source
+    assert all(not cell.outputs and cell.execution_count is None for cell in code), "strip the outputs before committing"
+
+
+@pytest.mark.slow  # 20-90 s each at smoke (a paper notebook runs all its experiments)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, jupyter_path, data_dir, monkeypatch):
     nb = nbformat.read(path, as_version=4)
