@@ -27,7 +27,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
-_TRACKED_PACKAGES = ("dpprep", "jax", "jaxlib", "optax", "numpy", "scipy", "pandas", "dp-accounting")
+# Every package a result can depend on: the engine, the accountants, the auditor's statistics
+# (jax-privacy) and the Sepsis rebalancing (imbalanced-learn, scikit-learn).
+_TRACKED_PACKAGES = ("dpprep", "jax", "jaxlib", "optax", "numpy", "scipy", "pandas", "dp-accounting",
+                     "jax-privacy", "imbalanced-learn", "scikit-learn")
 
 
 @functools.lru_cache(maxsize=None)

@@ -69,7 +69,7 @@ def test_numeric_comparison_pass_and_miss():
 
 def test_package_versions_records_the_stack():
     versions = package_versions()
-    for name in ("python", "jax", "numpy", "dp-accounting", "dpprep"):
+    for name in ("python", "jax", "numpy", "dp-accounting", "jax-privacy", "scikit-learn", "dpprep"):
         assert name in versions
     json.dumps(versions)
 
