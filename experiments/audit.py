@@ -209,11 +209,12 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
 def run(ctx: RunContext) -> list[Comparison]:
     profile = PROFILES[ctx.profile]
     plan = configs(profile)
-    values = ctx.store.run_many([(unit_key(role, cfg), (lambda cfg=cfg: run_unit(ctx, cfg))) for role, cfg in plan])
+    keys = [unit_key(role, cfg) for role, cfg in plan]
+    values = ctx.store.run_many([(key, (lambda cfg=cfg: run_unit(ctx, cfg))) for key, (_, cfg) in zip(keys, plan)])
     rows = []
-    for (role, cfg), value in zip(plan, values):
+    for key, (role, cfg), value in zip(keys, plan, values):
         rows.append({"role": role, **value, "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
-                     "versions": provenance_json(ctx.store.provenance(unit_key(role, cfg)))})
+                     "versions": provenance_json(ctx.store.provenance(key))})
     frame = pd.DataFrame(rows)
     write_csv(frame, ctx.out_dir / "audit.csv")
     plot(frame, ctx.out_dir / "audit.png")

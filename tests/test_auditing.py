@@ -77,7 +77,6 @@ def test_required_runs_is_where_a_perfect_attack_first_reaches_epsilon():
     n = auditing.required_runs(eps, delta, significance=sig, levels=levels)
 
     def perfect_bound(runs):
-        inside, outside = np.ones(runs), np.zeros(runs)
         a = sig / (2 * levels)
         u = 1 - a ** (1 / runs)
         return math.log((1 - delta - u) / u)
