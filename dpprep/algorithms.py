@@ -30,6 +30,11 @@
 4. update with an optax transformation scaled by the learning rate, then project onto the L2
    ball of radius ``hyper.radius`` (``inf``: no projection).
 
+Steps 2–4 are :func:`dpprep.step.dp_step`: the clipped sum comes from
+:func:`dpprep.clipping.model_clipped_grad` (:func:`dpprep.clipping.clipped_grad` of the model's
+loss, or the GLM fast path), and :func:`update_transform` is the optax chain that privatizes and
+applies it (batch clip, :func:`dpprep.noise.gaussian_privatizer`, regulariser, optimizer, learning
+rate); the scan adds the sampler, the projection, the random stop and the iterate average.
 Non-private training is the same code with ``noise_multiplier=0`` and ``clip_norm=inf``.
 Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
 ``"noise"``, ``"stop"``), so runs with the same key and sampler share their batches.
@@ -76,6 +81,7 @@ from dpprep import clipping, sampling, streams
 from dpprep import noise as noise_lib
 from dpprep.models import Array, Model, Params, check_targets, per_example_loss_transformed
 from dpprep.plan import ExecutionPlan
+from dpprep.step import dp_step
 from dpprep.validation import check_finite_array, check_same_length
 
 # Hyper's scalar float fields (feature transforms and noise scales are arrays / pytrees).
@@ -192,6 +198,50 @@ def _global_norm(tree: Params) -> Array:
     return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
 
 
+def clip_batch_mean(max_norm: Array, normalize_by: float) -> optax.GradientTransformation:
+    """Rescale a gradient *sum* so that its mean (``sum / normalize_by``) has global L2 norm at most
+    ``max_norm`` (``torch.nn.utils.clip_grad_norm_`` on the mean; ``inf``: a no-op). Not a
+    per-example bound: it is no substitute for per-example clipping."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        factor = jnp.minimum(1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30))
+        return jax.tree_util.tree_map(lambda g: g * factor, updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransformation:
+    """Adds ``∇penalty(params)`` to the updates: a data-independent regulariser enters the
+    objective after the noise, since it carries no information about any example."""
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("add_gradient_of needs the params (pass them to tx.update)")
+        return jax.tree_util.tree_map(jnp.add, updates, jax.grad(penalty)(params)), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def update_transform(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, noise_key: Array
+                     ) -> optax.GradientTransformation:
+    """The optax chain a run applies to each step's clipped gradient sum: batch clip (a no-op at
+    ``inf``), the Gaussian privatizer (noise and the plan's normaliser), the model's regulariser,
+    the unit-rate optimizer and the learning rate."""
+    links = [
+        clip_batch_mean(jnp.asarray(hyper.batch_clip_norm, jnp.float32), plan.normaliser),
+        noise_lib.gaussian_privatizer(
+            key=noise_key, l2_clip_norm=jnp.asarray(hyper.clip_norm, jnp.float32),
+            noise_multiplier=hyper.noise_multiplier, stddev=hyper.noise_std, scales=hyper.noise_scales,
+            normalize_by=plan.normaliser),
+    ]
+    if config.model.regularizer is not None:
+        links.append(add_gradient_of(config.model.regularizer))
+    links += [config.optimizer if config.optimizer is not None else optax.sgd(1.0),
+              optax.scale(jnp.asarray(hyper.learning_rate, jnp.float32))]
+    return optax.chain(*links)
+
+
 def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params, x: Array, y: Array,
          key: Array) -> tuple[Params, dict[str, Array]]:
     """The pure training function (``config``/``plan`` static; everything else traceable)."""
@@ -199,34 +249,24 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
         with jax.default_matmul_precision(config.matmul_precision):
             return _run(dataclasses.replace(config, matmul_precision=None), plan, hyper, params0, x, y, key)
     model, sampler = config.model, plan.impl
-    opt = config.optimizer if config.optimizer is not None else optax.sgd(1.0)
     k_batch, k_noise = streams.stream(key, streams.BATCH), streams.stream(key, streams.NOISE)
-    lr = jnp.asarray(hyper.learning_rate, jnp.float32)
     clip = jnp.asarray(hyper.clip_norm, jnp.float32)
-    batch_clip = jnp.asarray(hyper.batch_clip_norm, jnp.float32)
-    transform = {"feature_scale": hyper.feature_scale, "feature_shift": hyper.feature_shift}
+    grad_fn = clipping.model_clipped_grad(model, l2_clip_norm=clip, method=config.clip_method,
+                                          feature_scale=hyper.feature_scale, feature_shift=hyper.feature_shift)
+    tx = update_transform(config, plan, hyper, k_noise)
     prepared = sampler.prepare(k_batch, plan)
     stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
             if plan.random_stop else jnp.int32(plan.steps))
     average = config.iterates != "last"
+    radius = jnp.asarray(hyper.radius, jnp.float32)
 
     def step(carry, t):
         params, opt_state, iterate_sum = carry
         idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
         xb, yb = (x, y) if idx is None else (x[idx], y[idx])
-        gsum, norms = clipping.clipped_grad_sum(model, params, xb, yb, clip, mask,
-                                                method=config.clip_method, **transform)
-        # Batch-level clip of the mean gradient (a no-op at inf): rescale the sum by the same factor.
-        factor = jnp.minimum(1.0, batch_clip / jnp.maximum(_global_norm(gsum) / plan.normaliser, 1e-30))
-        gsum = jax.tree_util.tree_map(lambda g: g * factor, gsum)
-        noisy = noise_lib.add_noise(jax.random.fold_in(k_noise, t), gsum, hyper.noise_multiplier,
-                                    hyper.noise_std, clip, hyper.noise_scales)
-        grad = jax.tree_util.tree_map(lambda g: g / plan.normaliser, noisy)
-        if model.regularizer is not None:
-            grad = jax.tree_util.tree_map(jnp.add, grad, jax.grad(model.regularizer)(params))
-        updates, new_opt_state = opt.update(grad, opt_state, params)
-        new_params = jax.tree_util.tree_map(lambda p, u: p + lr * u, params, updates)
-        new_params = _project(new_params, jnp.asarray(hyper.radius, jnp.float32))
+        new_params, new_opt_state, clipped = dp_step(params, opt_state, (xb, yb), grad_fn=grad_fn, tx=tx,
+                                                     mask=mask)
+        new_params = _project(new_params, radius)
         active = t < stop
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
@@ -235,9 +275,9 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
                 lambda a, p: a + jnp.where(active, p, 0.0), iterate_sum, new_params)
         out = {"batch_size": size, "overflow": overflow}
         if config.track_clip_fraction:
-            clipped = (norms > clip).astype(jnp.float32)
-            real = jnp.ones_like(clipped) if mask is None else mask
-            out["clip_fraction"] = jnp.sum(clipped * real) / jnp.maximum(jnp.sum(real), 1.0)
+            clipped_rows = (clipped.norms > clip).astype(jnp.float32)
+            real = jnp.ones_like(clipped_rows) if mask is None else mask
+            out["clip_fraction"] = jnp.sum(clipped_rows * real) / jnp.maximum(jnp.sum(real), 1.0)
         if config.track_loss:
             losses = per_example_loss_transformed(model, params, xb, yb, hyper.feature_scale,
                                                   hyper.feature_shift)
@@ -250,7 +290,7 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
 
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params0) if average else None
     steps = jnp.arange(plan.steps, dtype=jnp.int32)
-    (last, _, iterate_sum), metrics = jax.lax.scan(step, (params0, opt.init(params0), zeros), steps)
+    (last, _, iterate_sum), metrics = jax.lax.scan(step, (params0, tx.init(params0), zeros), steps)
     metrics["stopping_time"] = stop
     if not average:
         return last, metrics
@@ -363,23 +403,54 @@ def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Array:
 
 
 def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[Array, Array]:
-    """Host-side checks of ``(x, y)`` and ``params0``; returns them as JAX arrays. With ``model``,
-    ``y`` is also checked against ``model.target`` (:func:`dpprep.models.check_targets`)."""
+    """Host-side checks of ``(x, y)`` and ``params0``; returns them as JAX arrays. ``x`` has a
+    leading example axis and any example shape (``(n, d)`` for GLMs, e.g. ``(n, 28, 28, 1)`` for
+    a CNN). With ``model``, ``params0`` must fit ``model.init``, ``model.apply`` must take x's
+    examples and return a scalar loss per example, and ``y`` must suit ``model.target``
+    (:func:`dpprep.models.check_targets`); all checked abstractly, before any compilation."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
-    x = check_finite_array(data[0], "x", ndim=2)
+    x = check_finite_array(data[0], "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must have a leading example axis and the examples' axes (e.g. (n, d)), "
+                         f"got shape {x.shape}")
     y = check_finite_array(data[1], "y", ndim=1)
     check_same_length(x, y, "x", "y")
     if x.shape[0] == 0:
         raise ValueError("x must contain at least one example")
     for leaf in jax.tree_util.tree_leaves(params0):
         check_finite_array(leaf, "params0")
-    first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
-    if first is not None and np.shape(first)[0] != x.shape[1]:
-        raise ValueError(f"x has {x.shape[1]} features but the params expect {np.shape(first)[0]}")
+    if model is None or model.has_fast_path:
+        # GLMs (and model-less callers): params["w"] is (d, k) and x is (n, d).
+        first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
+        if first is not None and (x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
+            has = f"{x.shape[1]} features" if x.ndim == 2 else f"examples of shape {x.shape[1:]}"
+            raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
     if model is not None:
         check_params(model, params0)
+        check_model_fits(model, params0, x)
     return jnp.asarray(x, jnp.float32), jnp.asarray(check_targets(model, params0, x, y))
+
+
+def check_model_fits(model: Model, params0: Params, x: Any) -> None:
+    """Host-side check (abstract evaluation, nothing computed) that ``model.apply`` takes x's
+    examples and ``model.per_example_loss`` returns one scalar per example; ValueError naming
+    the problem."""
+    example = jax.ShapeDtypeStruct((2, *np.shape(x)[1:]), jnp.float32)
+    try:
+        out = jax.eval_shape(model.apply, params0, example)
+    except Exception as err:  # any tracing error of user code: say where it came from
+        raise ValueError(f"model {model.name!r} cannot be applied to examples of shape {np.shape(x)[1:]} "
+                         f"with these params: {type(err).__name__}: {err}") from err
+    labels = jax.ShapeDtypeStruct((2,), jnp.int32 if model.target == "class" else jnp.float32)
+    try:
+        losses = jax.eval_shape(model.per_example_loss, params0, example, labels)
+    except Exception as err:
+        raise ValueError(f"model {model.name!r}: per_example_loss fails on outputs of shape "
+                         f"{getattr(out, 'shape', None)}: {type(err).__name__}: {err}") from err
+    if getattr(losses, "shape", None) != (2,):
+        raise ValueError(f"model {model.name!r}: per_example_loss must return one scalar per example "
+                         f"(shape (b,)), got shape {getattr(losses, 'shape', None)} for a batch of 2")
 
 
 def check_params(model: Model, params0: Params) -> None:
@@ -426,7 +497,7 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
     x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
-    check_hyper(config.hyper, params0, num_features=x.shape[1])
+    check_hyper(config.hyper, params0, num_features=x.shape[-1])
     check_clip_method(config, config.hyper.clip_norm)
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)

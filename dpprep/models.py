@@ -32,7 +32,8 @@ class Model:
     Attributes:
       name: short identifier.
       init: ``init(key) -> params``.
-      apply: ``apply(params, x) -> outputs`` for a batch ``x`` of shape ``(b, d)``.
+      apply: ``apply(params, x) -> outputs`` for a batch ``x`` of shape ``(b, ...)`` (``(b, d)``
+        for GLMs).
       per_example_loss: ``(params, x, y) -> (b,)`` losses, without any regulariser.
       residual: GLMs only: ``(params, x, y) -> (b, k)``, the derivative of each example's loss with
         respect to its logits. Its presence enables the fast clipping path.
@@ -256,7 +257,7 @@ def per_example_loss_transformed(model: Model, params: Params, x: Array, y: Arra
 def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
-    (shape ``(n, d)``) only gives the input shape from which the number of classes ``K`` (the
+    (shape ``(n, ...)``) only gives the input shape from which the number of classes ``K`` (the
     output dimension of ``model.apply``) is read. Raises ValueError naming ``y``."""
     y = check_finite_array(y, "y", ndim=1)
     if model is None or model.target is None:
@@ -271,7 +272,7 @@ def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.nda
     if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
         raise ValueError(
             f"y must hold integer class labels for {model.name}, got non-integer {y.dtype} values")
-    out = jax.eval_shape(model.apply, params, jax.ShapeDtypeStruct((1, np.shape(x)[1]), jnp.float32))
+    out = jax.eval_shape(model.apply, params, jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.float32))
     num_classes = out.shape[-1]
     if y.size and (y.min() < 0 or y.max() >= num_classes):
         raise ValueError(f"y must hold class labels in [0, {num_classes}) for {model.name}, "

@@ -114,14 +114,16 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
         base, params0, x, y, keys, tuple(values), x_eval, y_eval))
 
 
-def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int,
+def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int | tuple[int, ...],
                      num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
     """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1): a
     float32 estimate of the per-point working set (logits/residuals of the padded batch, a
     handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
     test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
-    out = jax.eval_shape(config.model.apply, params0, jax.ShapeDtypeStruct((1, num_features), jnp.float32))
+    example_shape = tuple(num_features) if isinstance(num_features, tuple) else (num_features,)
+    num_features = int(np.prod(example_shape))  # values per example
+    out = jax.eval_shape(config.model.apply, params0, jax.ShapeDtypeStruct((1, *example_shape), jnp.float32))
     k = int(np.prod(out.shape[1:])) or 1
     per_point = 4 * (6 * plan.pad * k + 10 * size + 2 * eval_rows * k + 8 * plan.steps)
     if config.track_params:
@@ -149,13 +151,13 @@ def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
     return jax.make_mesh((len(devices),), ("points",), axis_types=(AxisType.Auto,), devices=devices)
 
 
-def _check_eval_data(eval_data, params0: Params, model, num_features: int, data_name: str):
-    """``(x_eval, y_eval)`` checked against the model and the training features, or ``(None, None)``."""
+def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int, ...], data_name: str):
+    """``(x_eval, y_eval)`` checked against the model and the training examples' shape, or ``(None, None)``."""
     if eval_data is None:
         return None, None
     x_eval, y_eval = check_data(eval_data, params0, model)
-    if x_eval.shape[1] != num_features:
-        raise ValueError(f"eval_data has {x_eval.shape[1]} features, {data_name} has {num_features}")
+    if x_eval.shape[1:] != tuple(example_shape):
+        raise ValueError(f"eval_data has examples of shape {x_eval.shape[1:]}, {data_name} has {tuple(example_shape)}")
     return x_eval, y_eval
 
 
@@ -231,18 +233,18 @@ def sweep_points(
                              f"got leading shapes {sorted(lead)}")
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
-    check_hyper(dataclasses.replace(config.hyper, **first_seed), params0, swept=names, num_features=x.shape[1])
+    check_hyper(dataclasses.replace(config.hyper, **first_seed), params0, swept=names, num_features=x.shape[-1])
     check_clip_method(config, first_seed.get("clip_norm", config.hyper.clip_norm))
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
                 raise ValueError(f"{name} values must be finite")
-    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, x.shape[1], "data")
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, x.shape[1:], "data")
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     total = _point_count(first_seed)
     if chunk_size is None:
-        chunk_size = points_per_chunk(config, plan, params0, x.shape[1], keys.shape[0],
+        chunk_size = points_per_chunk(config, plan, params0, x.shape[1:], keys.shape[0],
                                       memory_budget=memory_budget,
                                       eval_rows=0 if x_eval is None else x_eval.shape[0])
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), total)
@@ -420,7 +422,7 @@ def sweep_datasets(
                 swept=tuple(points), num_features=x0.shape[1])
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
-    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2], "xs")
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2:], "xs")
     plan = make_plan(config, xs.shape[1])
     static = dataclasses.replace(config, hyper=None)
     num_points = _point_count(points)

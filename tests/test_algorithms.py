@@ -218,7 +218,7 @@ BASE = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sa
     ({}, (X, np.where(np.arange(64) == 3, np.inf, Y_BIN)), "y contains"),
     ({}, (X[:10], Y_BIN), "same number of rows"),
     ({}, (X[:, :2], Y_BIN), "features"),
-    ({}, (X[:, 0], Y_BIN), "x must have 2"),
+    ({}, (X[:, 0], Y_BIN), "x must have a leading example axis"),
     ({"batch_size": 65}, (X, Y_BIN), "batch_size must be <= n"),
     ({"batch_size": 0}, (X, Y_BIN), "batch_size"),
     ({"hyper": Hyper(0.1, 1.0, -1.0)}, (X, Y_BIN), "clip_norm"),

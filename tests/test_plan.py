@@ -5,7 +5,6 @@ dp-accounting itself)."""
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import jax
@@ -15,7 +14,6 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 
-import dpprep.plan
 from dpprep import algorithms, models, sampling
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
@@ -222,11 +220,6 @@ def test_plans_without_overflow_charge_exactly_the_schedule():
     with pytest.raises(ValueError, match="replace_one guarantee"):
         ExecutionPlan.create("fixed_order", 100, steps=5).epsilon(
             1.0, 1e-5, options=AccountingOptions(neighbouring="add_remove"))
-
-
-def test_docstring_examples():
-    result = doctest.testmod(dpprep.plan, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 2 and result.failed == 0
 
 
 def test_options_default_to_the_plans_relation():
