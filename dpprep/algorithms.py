@@ -475,7 +475,9 @@ def warn_on_overflow(metrics: dict[str, Array], config: TrainConfig) -> None:
         warnings.warn(
             f"{count} Poisson draw(s) exceeded the padded batch and were truncated; the run is within "
             f"the documented TV bound (max_overflow_prob={config.max_overflow_prob}) of ideal Poisson "
-            "sampling, so add sampling.overflow_delta(epsilon, max_overflow_prob) to delta",
+            "sampling, whose δ slack (1 + e^ε)·max_overflow_prob make_plan(...).epsilon and .calibrate "
+            "already charge: add nothing more to delta (if you accounted the run another way, add "
+            "sampling.overflow_delta(epsilon, max_overflow_prob) to its delta)",
             RuntimeWarning, stacklevel=3)
 
 

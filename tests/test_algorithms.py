@@ -197,6 +197,8 @@ def test_overflow_is_reported():
         over, sizes = np.asarray(metrics["overflow"]), np.asarray(metrics["batch_size"])
         np.testing.assert_array_equal(over, sizes > pad)
         assert any("overflow_delta" in str(w.message) for w in caught) == bool(over.any())
+        # The plan already charges the slack: the warning must not tell the user to add it again.
+        assert all("already charge" in str(w.message) for w in caught if "overflow_delta" in str(w.message))
         overflowed += bool(over.any())
     assert overflowed > 0
 
