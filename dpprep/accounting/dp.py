@@ -9,7 +9,7 @@ What lives here, and what it builds on:
   passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
   multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
-  in memory and on disk. The PLD's work is bounded (:data:`MAX_PLD_POINTS`): beyond it the grid
+  in memory and on disk (keyed on the accounting code's digest and the dp-accounting version). The PLD's work is bounded (:data:`MAX_PLD_POINTS`): beyond it the grid
   is coarsened or RDP answers, with a warning saying why.
 * :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
   :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
@@ -597,7 +597,9 @@ def calibrate_noise(
     multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
     ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
     also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
-    (default ``~/.cache/dpprep/calibrations``; keyed also on the dp-accounting version and
+    (default ``~/.cache/dpprep/calibrations``; keyed also on what computes the value: the
+    dp-accounting version, the digest of our accounting code (:func:`calibration_code_digest`,
+    so an edit to it is never answered from the old code's entries) and
     :data:`CALIBRATION_METHOD_VERSION`; ``DPPREP_CALIBRATION_CACHE=0`` turns that off).
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
@@ -652,8 +654,16 @@ def _calibrate_noise_cached(
 # On-disk calibration cache: one JSON file per exact argument set, so that a grid of hundreds of
 # calibrations is paid once across processes.
 
-#: Bump when calibration may return a different multiplier for the same arguments.
+#: Bump when calibration may return a different multiplier for the same arguments. (An edit to
+#: the code is caught by :func:`calibration_code_digest` in the key anyway; this stays for
+#: changes outside it, e.g. a different use of dp-accounting's options.)
 CALIBRATION_METHOD_VERSION = 1
+#: The code that computes a calibrated multiplier, relative to the repository root: this package
+#: (``dp.py`` runs the calibration; its siblings are hashed too, so that a helper moved between
+#: them still counts) and the argument checks that normalise its inputs. ``dpprep/plan.py`` and
+#: ``dpprep/sampling.py`` are left out on purpose: they only choose the arguments (the schedule,
+#: δ net of the Poisson overflow slack), and those are in the key themselves.
+CALIBRATION_SOURCES: tuple[str, ...] = ("dpprep/accounting", "dpprep/validation.py")
 #: ``0``/``off``/``false``/``no`` turns the on-disk cache off.
 ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
 
@@ -668,6 +678,30 @@ def _calibration_cache_dir() -> Path | None:
     return cache_dir() / "calibrations"
 
 
+def _sources_digest(root: Path, sources: Sequence[str] = CALIBRATION_SOURCES) -> str:
+    """sha256 over the ``.py`` files of ``sources`` (files, or folders searched recursively)
+    under ``root``: relative path and content only, so a fresh clone of the same code agrees."""
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for source in sources
+        for path in ((root / source).rglob("*.py") if (root / source).is_dir() else [root / source])
+    )
+    digest = hashlib.sha256()
+    for relpath, path in files:
+        for part in (relpath.encode(), path.read_bytes()):
+            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def calibration_code_digest() -> str:
+    """Digest of the code that computes a calibration (:data:`CALIBRATION_SOURCES`), once per
+    process. It keys the on-disk cache: after an edit to that code every calibration is computed
+    afresh instead of reusing a multiplier the old code produced (a result would otherwise claim
+    the new source digest with the old code's number)."""
+    return _sources_digest(Path(__file__).resolve().parents[2])
+
+
 def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
     # repr of floats round-trips exactly, so the key has no rounding (see calibrate_noise).
     fields = {
@@ -677,6 +711,7 @@ def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
         "options": repr(options),
         "fixed_events": repr(fixed),
         "dp_accounting": importlib.metadata.version("dp-accounting"),
+        "code": calibration_code_digest(),
         "method_version": CALIBRATION_METHOD_VERSION,
     }
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
@@ -856,6 +891,7 @@ __all__ = [
     "ACCOUNTANTS",
     "AccountingOptions",
     "CALIBRATION_METHOD_VERSION",
+    "CALIBRATION_SOURCES",
     "CALIBRATION_TOL",
     "ENV_CALIBRATION_CACHE",
     "NEIGHBOURINGS",
@@ -868,6 +904,7 @@ __all__ = [
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
     "calibrate_noise",
+    "calibration_code_digest",
     "composed_calibrate",
     "composed_epsilon",
     "dpsgd_event",

@@ -542,6 +542,42 @@ def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
         assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
 
 
+def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
+    # Issue 21: an edit to the calibration code reused the old code's cached multiplier. An
+    # entry written by other code (another digest) must be a miss, and recomputed.
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (entry,) = disk_cache.glob("*.json")
+    assert json.loads(entry.read_text())["key"]["code"] == dp.calibration_code_digest()
+    dp.calibrate_noise.cache_clear()
+    monkeypatch.setattr(dp, "calibration_code_digest", lambda: "edited-accounting-code")
+    calls = []
+    real = dp.composed_calibrate
+    monkeypatch.setattr(dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k))
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == 1.5 * z  # the edited code's value
+    assert calls == [1] and len(list(disk_cache.glob("*.json"))) == 2
+
+
+def test_calibration_code_digest_follows_the_sources(tmp_path):
+    # The digest covers every file of CALIBRATION_SOURCES: a copy agrees, an edit of the
+    # calibration code (or of the checks normalising its inputs) changes it.
+    import shutil
+    from pathlib import Path
+
+    root = Path(dp.__file__).resolve().parents[2]
+    shutil.copytree(root / "dpprep" / "accounting", tmp_path / "dpprep" / "accounting",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
+    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
+    for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
+        path = tmp_path / edited
+        original = path.read_text()
+        path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n# edit\n")
+        assert dp._sources_digest(tmp_path) != dp.calibration_code_digest()
+        path.write_text(original)
+    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
+
+
 @pytest.mark.parametrize("off", ["0", "off", "False", "no"])
 def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
     monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
