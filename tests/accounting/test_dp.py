@@ -22,6 +22,7 @@ import doctest
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -493,6 +494,73 @@ def test_coarsened_grid_is_a_valid_upper_bound():
     acc = dpa.pld.PLDAccountant(value_discretization_interval=dp.PLD_DISCRETIZATION)
     fine = acc.compose(dp.dpsgd_event(z, sched)).get_epsilon(1e-5)
     assert fine <= coarse <= fine + 4 * dp.MAX_COARSE_DISCRETIZATION
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounded composition and bracket search (issue 21: 22 GB for 10^9 steps, no answer after 15 min
+# for 10^7, 150 s before "could not bracket")
+
+
+def test_long_run_epsilon_falls_back_to_rdp_within_memory():
+    t0 = time.monotonic()
+    res = _run_limited('dp.epsilon(1.0, 1e-5, dp.DpSgdSchedule(10**9, "poisson", 0.01))')
+    assert time.monotonic() - t0 < 60
+    (warning,) = res["warnings"]
+    assert "composing the run's PLD needs about 3" in warning and "accounted with RDP" in warning
+    assert res["value"] == dp.epsilon(1.0, 1e-5, poisson(10**9, 0.01), options=RDP)
+
+
+def test_long_run_with_large_noise_falls_back_to_rdp():
+    # dp-accounting's sparse PLD path computes size**steps exactly: hours at 10^9 steps.
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match="bit integer to compose the run's sparse PLD"):
+        eps = dp.epsilon(100.0, 1e-5, poisson(10**9, 0.01))
+    assert time.monotonic() - t0 < 10
+    assert eps == dp.epsilon(100.0, 1e-5, poisson(10**9, 0.01), options=RDP)
+
+
+def test_long_poisson_plan_calibrates_within_a_minute():
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, steps=10**7)
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match="calibrated with RDP"):
+        z = plan.calibrate(1.0, 1e-5)
+    assert time.monotonic() - t0 < 60
+    rdp = AccountingOptions(accountant="rdp")
+    assert plan.epsilon(z, 1e-5, options=rdp) <= 1.0 < plan.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, options=rdp)
+
+
+def test_long_run_replace_one_is_refused_clearly():
+    # No RDP bound to fall back on: a clear refusal at once, before any PLD is built.
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="cannot account this event under neighbouring='replace_one': "
+                                         "use fewer steps or more noise"):
+        dp.epsilon(1.0, 1e-5, poisson(10**9, 0.01), options=AccountingOptions(neighbouring="replace_one"))
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+@pytest.mark.parametrize("sampling, rate", [("poisson", 0.01), ("full", 1.0)])
+def test_unreachable_target_is_refused_quickly(accountant, sampling, rate):
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"target_epsilon=1e\+300 is out of reach: even noise_multiplier="
+                                         r".* \(next to no noise\) gives only epsilon=.*; ask for a smaller"):
+        dp.calibrate_noise(1e300, 1e-5, DpSgdSchedule(100, sampling, rate),
+                           options=AccountingOptions(accountant=accountant))
+    assert time.monotonic() - t0 < 15
+
+
+@pytest.mark.parametrize("z, q, steps", [(1.06, 256 / 60000, 9440), (1.0, 0.01, 10**6), (3.0, 0.1, 512)])
+def test_composed_points_estimate_is_an_upper_bound(z, q, steps):
+    # The budget's estimate against the support dp-accounting really convolves over.
+    d = dp.PLD_DISCRETIZATION
+    estimate = dp._composed_points(dp.dpsgd_event(z, poisson(steps, q)), d, "add_remove")
+    pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=q, value_discretization_interval=d)
+    actual = 0
+    for pmf in (pld._pmf_remove, pld._pmf_add):
+        lo, hi = dpa.pld.common.compute_self_convolve_bounds(pmf.to_dense_pmf()._probs, steps, 1e-15)
+        actual = max(actual, hi - lo + 1)
+    assert actual <= estimate <= 1.25 * actual
 
 
 # ------------------------------------------------------------------------------------------------
