@@ -135,10 +135,17 @@ class ExecutionPlan:
             return dp.composed_epsilon(events, delta, options=options)
         eps = dp.composed_epsilon(events, delta / 2, options=options)
         for _ in range(_SLACK_PASSES):
-            slack = sampling.overflow_delta(eps, p) if math.isfinite(eps) else math.inf
+            if eps == 0.0:  # huge noise: the ideal run is (0, δ)-DP, slack (1 + e^0)·p
+                slack = 2.0 * p
+            else:
+                slack = sampling.overflow_delta(eps, p) if math.isfinite(eps) else math.inf
             if not slack < delta / 2:
-                raise ValueError(f"the Poisson overflow slack {slack:.3g} leaves nothing of delta={delta}; "
-                                 "lower max_overflow_prob")
+                raise ValueError(
+                    f"at noise_multiplier={noise_multiplier!r} the ideal run is only "
+                    f"epsilon={eps:.4g}-DP, where the padded Poisson batch's overflow slack "
+                    f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) leaves nothing of delta={delta}: "
+                    f"no guarantee of the run as implemented follows; use more noise or a smaller "
+                    f"max_overflow_prob")
             tighter = dp.composed_epsilon(events, delta - slack, options=options)
             if not tighter < eps:
                 break
@@ -157,9 +164,12 @@ class ExecutionPlan:
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
         options = self._options(options)
-        slack = sampling.overflow_delta(target_epsilon, self.overflow_probability())
+        p = self.overflow_probability()
+        slack = sampling.overflow_delta(target_epsilon, p)
         if not slack < delta:
-            raise ValueError(f"the Poisson overflow slack {slack:.3g} exceeds delta={delta}; "
-                             "lower max_overflow_prob")
+            raise ValueError(
+                f"at target_epsilon={target_epsilon!r} the padded Poisson batch's overflow slack "
+                f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) exceeds delta={delta}; ask for a "
+                f"smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)")
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
                                   fixed_events=fixed_events, options=options)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any, Protocol
 
 import jax
@@ -65,10 +66,17 @@ def overflow_probability(n: int, q: float, pad: int, steps: int = 1) -> float:
 
 
 def overflow_delta(epsilon: float, overflow_prob: float) -> float:
-    """δ slack ``(1 + e^ε)·p`` to add when a mechanism is within TV ``p`` of an (ε, δ)-DP one."""
+    """δ slack ``(1 + e^ε)·p`` to add when a mechanism is within TV ``p`` of an (ε, δ)-DP one
+    (``inf`` when the slack overflows a float, i.e. it exceeds every δ)."""
     epsilon = check_epsilon(epsilon)
-    check_probability(overflow_prob, "overflow_prob", allow_zero=True)
-    return (1.0 + math.exp(epsilon)) * overflow_prob
+    p = check_probability(overflow_prob, "overflow_prob", allow_zero=True)
+    if p == 0.0:
+        return 0.0
+    if epsilon < 700.0:  # e^ε is finite: the plain product (what every pinned slack used)
+        return (1.0 + math.exp(epsilon)) * p
+    # Log space beyond: log((1 + e^ε)p) = ε + log1p(e^-ε) + log p; e^ε alone would overflow.
+    log_slack = epsilon + math.log1p(math.exp(-epsilon)) + math.log(p)
+    return math.exp(log_slack) if log_slack < math.log(sys.float_info.max) else math.inf
 
 
 def inclusion_threshold(q: float) -> int | None:

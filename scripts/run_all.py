@@ -223,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     missing_dirs = [str(d) for d in args.merge or [] if not d.is_dir()]
     if missing_dirs:
         parser.error(f"--merge: not a directory: {', '.join(missing_dirs)}")
+    if args.data_dir is not None:
+        if not args.data_dir.is_dir():
+            parser.error(f"--data-dir: not a directory: {args.data_dir}")
+        # An explicit flag wins over $DPPREP_DATA_DIR: a file missing from it must not be read
+        # from the environment's directory instead (the loaders search data_dir, then the env).
+        os.environ["DPPREP_DATA_DIR"] = str(args.data_dir)
 
     out = args.out or experiments.default_out(args.profile)
     problem = _unwritable(out)

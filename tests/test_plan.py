@@ -237,3 +237,36 @@ def test_options_with_another_relation_are_refused(method):
         getattr(plan, method)(2.0, 1e-5, options=AccountingOptions(neighbouring="replace_one"))
     with pytest.raises(ValueError, match="options"):
         getattr(plan, method)(2.0, 1e-5, options={"accountant": "rdp"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Extreme inputs: an answer or a clear error about the user's input (issue 21)
+
+
+def test_full_batch_plan_calibrates_a_huge_target():
+    # The overflow slack of a full batch is 0; e^800 overflowed before it was multiplied by it.
+    plan = ExecutionPlan.create("full", 1000, steps=10)
+    z = plan.calibrate(800.0, 1e-5)
+    assert 0 < z and plan.epsilon(z, 1e-5) <= 800.0
+
+
+def test_poisson_plan_huge_target_is_refused_clearly():
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, epochs=1)
+    with pytest.raises(ValueError, match=r"at target_epsilon=800.0 the padded Poisson batch's overflow slack "
+                                         r"\(1 \+ e\^epsilon\)\*p = inf .* exceeds delta=1e-05; ask for a smaller"):
+        plan.calibrate(800.0, 1e-5)
+
+
+def test_poisson_plan_tiny_noise_epsilon_is_refused_clearly():
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, epochs=1)
+    with pytest.warns(UserWarning, match="RDP"), \
+            pytest.raises(ValueError, match=r"at noise_multiplier=1e-06 the ideal run is only epsilon=.*-DP, .* "
+                                            r"no guarantee of the run as implemented follows; use more noise"):
+        plan.epsilon(1e-6, 1e-5)
+
+
+def test_poisson_plan_huge_noise_is_zero_epsilon():
+    # Was "epsilon must be a finite number > 0, got 0.0", about a value the user never gave.
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, epochs=1)
+    assert plan.overflow_probability() > 0
+    assert plan.epsilon(1e12, 1e-5) == 0.0

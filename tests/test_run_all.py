@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -173,6 +174,24 @@ def test_empty_only_is_a_parser_error(tmp_path, toys, capsys, only):
         run_all.main(["--out", str(tmp_path), "--only", only])
     assert exit_info.value.code == 2 and "--only" in capsys.readouterr().err
     assert toys["toy_a"].computed == [] and not (tmp_path / "REPORT.md").exists()
+
+
+def test_missing_data_dir_is_a_parser_error_even_with_the_env_set(tmp_path, toys, capsys, monkeypatch):
+    # Issue 21: --data-dir /nonexistent was ignored when DPPREP_DATA_DIR was set.
+    monkeypatch.setenv("DPPREP_DATA_DIR", str(tmp_path))
+    with pytest.raises(SystemExit) as exit_info:
+        run_all.main(["--out", str(tmp_path / "r"), "--data-dir", str(tmp_path / "nonexistent")])
+    assert exit_info.value.code == 2
+    assert f"--data-dir: not a directory: {tmp_path / 'nonexistent'}" in capsys.readouterr().err
+    assert toys["toy_a"].computed == [] and not (tmp_path / "r" / "REPORT.md").exists()
+
+
+def test_data_dir_flag_wins_over_the_env(tmp_path, toys, monkeypatch):
+    flag = tmp_path / "flag"
+    flag.mkdir()
+    monkeypatch.setenv("DPPREP_DATA_DIR", str(tmp_path / "env"))
+    assert run_all.main(["--out", str(tmp_path / "r"), "--only", "toy_b", "--data-dir", str(flag)]) == 0
+    assert os.environ["DPPREP_DATA_DIR"] == str(flag)
 
 
 def test_other_profiles_do_not_overwrite_the_committed_results(tmp_path, toys, monkeypatch, capsys):

@@ -102,6 +102,16 @@ def test_overflow_delta_and_arguments():
         sampling.poisson_pad_size(0, 0.5)
 
 
+def test_overflow_delta_beyond_the_float_range_of_exp():
+    # Issue 21: math.exp(epsilon) raised OverflowError for epsilon > 709.78.
+    assert sampling.overflow_delta(800.0, 1e-10) == math.inf
+    assert sampling.overflow_delta(1e300, 1e-10) == math.inf
+    assert sampling.overflow_delta(800.0, 0.0) == 0.0
+    tiny = 1e-320  # (1 + e^750)·1e-320 is finite: log space keeps it
+    assert sampling.overflow_delta(750.0, tiny) == pytest.approx(math.exp(750.0 + math.log(tiny)), rel=1e-9)
+    assert sampling.overflow_delta(699.0, 1e-10) == (1.0 + math.exp(699.0)) * 1e-10  # unchanged below
+
+
 def test_shuffled_batches_are_permutations_per_epoch():
     indices, mask = sampling.shuffled_batches(jax.random.PRNGKey(0), 10, 4, 3)
     assert indices.shape == (9, 4) and mask.shape == (9, 4)

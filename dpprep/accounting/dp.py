@@ -9,8 +9,12 @@ What lives here, and what it builds on:
   passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
   multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
-  in memory and on disk. The PLD's work is bounded (:data:`MAX_PLD_POINTS`): beyond it the grid
-  is coarsened or RDP answers, with a warning saying why.
+  in memory and on disk (keyed on the accounting code's digest and the dp-accounting version).
+  The PLD's work is bounded, per step (:data:`MAX_PLD_POINTS`) and for the composed run
+  (:data:`MAX_COMPOSED_PLD_POINTS`): beyond it the grid is coarsened or RDP answers, with a
+  warning saying why, or a ValueError says what to do; a target no multiplier reaches is refused
+  with the target to ask for. So every call answers or refuses within about a minute and a few
+  GiB at any input.
 * :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
   :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
   followed by DP-SGD) and calibrate one free noise multiplier inside a composition.
@@ -52,7 +56,12 @@ from typing import Literal
 
 import numpy as np
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
-from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
+from dp_accounting.pld import (
+    common,
+    pld_privacy_accountant,
+    privacy_loss_distribution,
+    privacy_loss_mechanism,
+)
 from dp_accounting.privacy_accountant import (
     NeighboringRelation,
     PrivacyAccountant,
@@ -92,6 +101,14 @@ RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.D
 MAX_PLD_POINTS = 200_000
 #: The same for a full-batch Gaussian's PLD, ~15x cheaper a point (closed form, vectorised).
 MAX_GAUSSIAN_PLD_POINTS = 2_000_000
+#: Most grid points the composed PLD of a run may have. dp-accounting composes T steps with one
+#: FFT over the composition's support (its Chernoff bound), which grows like sqrt(T) times one
+#: step's range: ~0.8 s and ~150 bytes a million points on a 2-core CPU, so 8e6 points is ~7 s
+#: and ~1.2 GiB (10^9 Poisson steps at z = 1 would need 3e8 points, 22 GB). Every pinned setting
+#: needs <= 3e5. Beyond it the run is accounted with RDP, with a warning (:func:`_budgeted`).
+MAX_COMPOSED_PLD_POINTS = 8_000_000
+#: The same for each PLD a calibration evaluates (~10-15 of them), so a search stays within ~30 s.
+MAX_CALIBRATION_PLD_POINTS = 2_000_000
 #: Coarsest grid the budget may choose before falling back to RDP (pessimism <= steps · grid).
 MAX_COARSE_DISCRETIZATION = 1e-2
 #: Absolute tolerance on the calibrated noise multiplier.
@@ -354,6 +371,85 @@ def _step_ranges(
     return []
 
 
+#: Grid points of the coarse PLD on which :func:`_composed_points` estimates a composition.
+_ESTIMATE_POINTS = 2000
+#: dp-accounting keeps a step's PLD of <= 1000 points sparse and, before self-composing it T
+#: times, computes ``size ** T`` as an exact integer (to decide whether to go dense): T·log2(size)
+#: bits, ~0.5 s at 5e6 bits and minutes beyond 1e8 (10^7 steps at z ~ 50). Over this many bits
+#: the run is accounted with RDP instead. Pinned settings need <= 1e5.
+MAX_SPARSE_POWER_BITS = 5_000_000
+_SPARSE_SIZE = 1000  # dp-accounting's pld_pmf._MAX_PMF_SPARSE_SIZE
+
+
+def _sparse_power_bits(
+    event: dp_event.DpEvent, discretization: float, neighbouring: str, count: int = 1
+) -> float:
+    """Bits of the largest ``size ** count`` dp-accounting computes for a sparse (<= 1000
+    points, with a 10 % margin on the estimated size) Poisson step self-composed ``count``
+    times in ``event`` (see :data:`MAX_SPARSE_POWER_BITS`)."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _sparse_power_bits(event.event, discretization, neighbouring, count * event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return max((_sparse_power_bits(e, discretization, neighbouring, count) for e in event.events),
+                   default=0.0)
+    if (
+        count > 1
+        and isinstance(event, dp_event.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_event.GaussianDpEvent)
+        and event.event.noise_multiplier > 0
+        and event.sampling_probability > 0
+    ):
+        size = _loss_range(event.event.noise_multiplier, event.sampling_probability,
+                           neighbouring) / discretization + 2
+        if size <= 1.1 * _SPARSE_SIZE:
+            return count * math.log2(size)
+    return 0.0
+
+
+def _composed_points(
+    event: dp_event.DpEvent, discretization: float, neighbouring: str, count: int = 1
+) -> float:
+    """Grid points of the PLD dp-accounting composes for the Gaussian parts of ``event`` at
+    ``discretization`` (parts summed; other events are not estimated), before building it.
+
+    A self-composed Poisson step is convolved by FFT over the support its Chernoff bound
+    (``common.compute_self_convolve_bounds``, tail mass 1e-15) allows. That support, in units of
+    privacy loss, does not depend on the grid: it is computed here with dp-accounting's own bound
+    on a coarse copy of one step's PLD (:data:`_ESTIMATE_POINTS` points, ~0.02 s) and divided by
+    the real grid, plus one step's range for the coarse grid's rounding (an over-estimate by a
+    few %, never under on the settings checked).
+    """
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _composed_points(event.event, discretization, neighbouring, count * event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return sum(_composed_points(e, discretization, neighbouring, count) for e in event.events)
+    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
+        return _loss_range(event.noise_multiplier / math.sqrt(count), 1.0, neighbouring) / discretization
+    if (
+        isinstance(event, dp_event.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_event.GaussianDpEvent)
+        and event.event.noise_multiplier > 0
+        and event.sampling_probability > 0
+    ):
+        z, q = event.event.noise_multiplier, event.sampling_probability
+        width = _loss_range(z, q, neighbouring)
+        if count == 1:
+            return width / discretization
+        coarse = width / _ESTIMATE_POINTS
+        pld = privacy_loss_distribution.from_gaussian_mechanism(
+            z, sampling_prob=q, value_discretization_interval=coarse,
+            neighboring_relation=_RELATIONS[neighbouring])
+        support = 0.0
+        # The remove and add halves are composed one after the other; the larger one decides.
+        for pmf in (pld._pmf_remove, pld._pmf_add):  # noqa: SLF001 (no public accessor)
+            probs = pmf.to_dense_pmf()._probs  # noqa: SLF001
+            lo, hi = common.compute_self_convolve_bounds(probs, count, 1e-15)
+            support = max(support, (hi - lo) * coarse)
+        return (support + width) / discretization
+    return 0.0
+
+
 def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
     rdp = dataclasses.replace(options, accountant="rdp")
     try:  # composing an RDP is cheap (closed forms per order)
@@ -364,15 +460,20 @@ def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
 
 
 def _budgeted(
-    event: dp_event.DpEvent, options: AccountingOptions
+    event: dp_event.DpEvent,
+    options: AccountingOptions,
+    composed_budget: float = MAX_COMPOSED_PLD_POINTS,
 ) -> tuple[AccountingOptions, str | None]:
     """The options to account ``event`` with so that no step's PLD exceeds
-    :data:`MAX_PLD_POINTS`, and the reason when they differ from ``options``.
+    :data:`MAX_PLD_POINTS` and the composed PLD ``composed_budget`` points (default
+    :data:`MAX_COMPOSED_PLD_POINTS`), and the reason when they differ from ``options``.
 
-    Within budget: ``options`` unchanged. Else the PLD grid is coarsened to fit (pessimistic
-    rounding keeps ε an upper bound, loose by at most steps · grid) if that grid is at most
-    :data:`MAX_COARSE_DISCRETIZATION`; else RDP (a valid, looser upper bound) where
-    dp-accounting's RDP supports the event; else ValueError saying what to do.
+    Within budget: ``options`` unchanged. A step over budget: the PLD grid is coarsened to fit
+    (pessimistic rounding keeps ε an upper bound, loose by at most steps · grid) if that grid is
+    at most :data:`MAX_COARSE_DISCRETIZATION`. A composition over budget (many steps) is not
+    coarsened (the pessimism grows with the steps): like a step beyond any grid it is accounted
+    with RDP (a valid, looser upper bound) where dp-accounting's RDP supports the event; else
+    ValueError saying what to do.
     """
     if options.accountant != "pld":
         return options, None
@@ -382,7 +483,7 @@ def _budgeted(
     width, _, budget = max(ranges, key=lambda r: r[0] / r[2])
     points = width / options.pld_discretization
     if points <= budget:
-        return options, None
+        return _composition_budgeted(event, options, None, composed_budget)
     grid = width / budget
     steps = sum(c for _, c, _ in ranges)
     why = (
@@ -391,10 +492,10 @@ def _budgeted(
     )
     if grid <= MAX_COARSE_DISCRETIZATION:
         coarse = dataclasses.replace(options, pld_discretization=grid)
-        return coarse, (
+        return _composition_budgeted(event, coarse, (
             f"{why}; PLD grid coarsened to {grid:.3g}: ε stays an upper bound, pessimistic by at "
             f"most {steps} steps x {grid:.3g} = {steps * grid:.3g}"
-        )
+        ), composed_budget)
     if _rdp_can(event, options):
         return dataclasses.replace(options, accountant="rdp"), (
             f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}; accounted with RDP "
@@ -409,8 +510,55 @@ def _budgeted(
     )
 
 
-def _epsilon_of(event: dp_event.DpEvent, delta: float, options: AccountingOptions) -> tuple[float, str | None]:
-    options, why = _budgeted(event, options)
+def _composition_budget_cause(
+    event: dp_event.DpEvent, options: AccountingOptions, composed_budget: float
+) -> tuple[str, str] | tuple[None, None]:
+    """Why composing ``event``'s PLD on ``options``' grid is over ``composed_budget`` points
+    (or :data:`MAX_SPARSE_POWER_BITS`), and what helps; (None, None) within budget."""
+    bits = _sparse_power_bits(event, options.pld_discretization, options.neighbouring)
+    if bits > MAX_SPARSE_POWER_BITS:
+        return (
+            f"dp-accounting would compute a {bits:.3g}-bit integer to compose the run's sparse "
+            f"PLD (budget {MAX_SPARSE_POWER_BITS:g} bits: minutes of work beyond ~1e8; the steps "
+            f"are many and the noise large)"
+        ), "use fewer steps"
+    points = _composed_points(event, options.pld_discretization, options.neighbouring)
+    if points <= composed_budget:
+        return None, None
+    return (
+        f"composing the run's PLD needs about {points:.3g} grid points at pld_discretization="
+        f"{options.pld_discretization:.3g} (budget {composed_budget:g}; time and memory grow with "
+        f"them: ~{points * 100 / 2**30:.2g} GiB)"
+    ), "use fewer steps or more noise"
+
+
+def _composition_budgeted(
+    event: dp_event.DpEvent, options: AccountingOptions, why: str | None, composed_budget: float
+) -> tuple[AccountingOptions, str | None]:
+    """``(options, why)`` if the composed PLD fits ``composed_budget``; else RDP, or ValueError
+    where dp-accounting's RDP cannot account ``event`` (see :func:`_budgeted`)."""
+    cause, remedy = _composition_budget_cause(event, options, composed_budget)
+    if cause is None:
+        return options, why
+    if _rdp_can(event, options):
+        return dataclasses.replace(options, accountant="rdp"), (
+            f"{cause}; accounted with RDP instead (a valid, looser upper bound; pass "
+            f"AccountingOptions(accountant='rdp') to ask for it)"
+        )
+    raise ValueError(
+        f"{cause}, and dp-accounting's RDP accountant cannot account this event under "
+        f"neighbouring={options.neighbouring!r}: {remedy}, or neighbouring='add_remove' with "
+        f"accountant='rdp'"
+    )
+
+
+def _epsilon_of(
+    event: dp_event.DpEvent,
+    delta: float,
+    options: AccountingOptions,
+    composed_budget: float = MAX_COMPOSED_PLD_POINTS,
+) -> tuple[float, str | None]:
+    options, why = _budgeted(event, options, composed_budget)
     eps = _make_accountant(options)().compose(_prepare(event, options)).get_epsilon(delta)
     return float(eps), why
 
@@ -468,23 +616,45 @@ def epsilon(
 # Calibration
 
 
-def _bracket(gap: Callable[[float], float], guess: float, factor: float) -> tuple[float, float]:
-    """Geometric search from ``guess`` for ``lo < hi`` with gap(lo) > 0 >= gap(hi) (ε decreases
-    in the noise multiplier). Starting near the answer avoids tiny multipliers, whose PLDs are
-    huge and slow."""
-    if gap(guess) > 0:
+class _OutOfReach(ValueError):
+    """No multiplier in the bracket search's range meets the target. ``side`` is ``"low"`` when
+    even the least noise tried leaves ε below the target (the target is too large), ``"high"``
+    when even the most noise tried leaves it above."""
+
+    def __init__(self, message: str, side: str):
+        super().__init__(message)
+        self.side = side
+
+
+#: Factors a bracket search may multiply or divide its guess by (2^200 ~ 1e60 with RDP's
+#: factor 2, 1.25^200 ~ 3e19 with PLD's 1.25).
+_BRACKET_STEPS = 200
+
+
+def _bracket(
+    eps_of: Callable[[float], float], target: float, guess: float, factor: float
+) -> tuple[float, float]:
+    """Geometric search from ``guess`` for ``lo < hi`` with eps_of(lo) > target >= eps_of(hi)
+    (ε decreases in the noise multiplier). Starting near the answer avoids tiny multipliers,
+    whose PLDs are huge and slow. :class:`_OutOfReach` (a ValueError saying which target to ask
+    for) when the search range holds no answer."""
+    if (eps := eps_of(guess)) > target:
         lo, hi = guess, guess * factor
-        for _ in range(200):
-            if gap(hi) <= 0:
+        for _ in range(_BRACKET_STEPS):
+            if (eps := eps_of(hi)) <= target:
                 return lo, hi
             lo, hi = hi, hi * factor
-    else:
-        lo, hi = guess / factor, guess
-        for _ in range(200):
-            if gap(lo) > 0:
-                return lo, hi
-            lo, hi = lo / factor, lo
-    raise ValueError(f"could not bracket the noise multiplier (last interval [{lo}, {hi}])")
+        raise _OutOfReach(
+            f"target_epsilon={target!r} is out of reach: even noise_multiplier={lo:.3g} gives "
+            f"epsilon={eps:.4g} > target; ask for a larger target_epsilon or delta", "high")
+    lo, hi = guess / factor, guess
+    for _ in range(_BRACKET_STEPS):
+        if (eps := eps_of(lo)) > target:
+            return lo, hi
+        lo, hi = lo / factor, lo
+    raise _OutOfReach(
+        f"target_epsilon={target!r} is out of reach: even noise_multiplier={hi:.3g} (next to no "
+        f"noise) gives only epsilon={eps:.4g}; ask for a smaller target_epsilon", "low")
 
 
 def composed_calibrate(
@@ -524,42 +694,57 @@ def composed_calibrate(
                     initial_guess=initial_guess, tol=1e-3,
                 )
                 break
+            except _OutOfReach as err:
+                # RDP's ε is above the PLD's at every z, over a wider range of z than the PLD
+                # search below tries: a target RDP cannot reach with next to no noise, the PLD
+                # cannot either. Say so now rather than after minutes of ever larger PLDs.
+                if err.side == "low" and relation == options.neighbouring:
+                    raise
+                continue
             except (ValueError, UnsupportedEventError):
                 continue
 
         # A large target puts the answer at a small z, where every PLD evaluation is huge (the
-        # loss range grows like 1/z^2): if the PLD at the RDP answer is over budget, the whole
-        # calibration runs on RDP (valid, looser) rather than on coarse grids, ~20 evaluations.
-        seed_options, _ = _budgeted(make_event(initial_guess), options)
-        if seed_options != options and _rdp_can(make_event(initial_guess), options):
+        # loss range grows like 1/z^2), and a long run composes a large PLD at any z: if the PLD
+        # at the RDP answer is over budget (MAX_CALIBRATION_PLD_POINTS for the composition), the
+        # whole calibration runs on RDP (valid, looser) rather than on coarse grids.
+        seed_event = make_event(initial_guess)
+        seed_options, _ = _budgeted(seed_event, options, MAX_CALIBRATION_PLD_POINTS)
+        if seed_options != options and _rdp_can(seed_event, options):
             rdp = dataclasses.replace(options, accountant="rdp")
-            width, _, budget = max(_step_ranges(make_event(initial_guess), 1, options.neighbouring),
+            width, _, budget = max(_step_ranges(seed_event, 1, options.neighbouring),
                                    key=lambda r: r[0] / r[2])
+            cause = (
+                f"one step's PLD needs {width / options.pld_discretization:.3g} grid points "
+                f"(budget {budget:g})"
+                if width / options.pld_discretization > budget
+                else _composition_budget_cause(seed_event, options, MAX_CALIBRATION_PLD_POINTS)[0]
+            )
             warnings.warn(
                 f"calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
-                f"(z={initial_guess:.4g}) one step's PLD needs "
-                f"{width / options.pld_discretization:.3g} grid points (budget "
-                f"{budget:g}), too slow for a search; pass "
+                f"(z={initial_guess:.4g}) {cause}, too slow for a search; pass "
                 f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=2)
             return composed_calibrate(make_event, target_epsilon, delta, options=rdp,
                                       initial_guess=initial_guess, tol=tol)
 
     reasons: list[str] = []
 
-    def gap(z: float) -> float:
-        eps, why = _epsilon_of(make_event(z), delta, options)
+    def eps_of(z: float) -> float:
+        eps, why = _epsilon_of(make_event(z), delta, options, MAX_CALIBRATION_PLD_POINTS)
         if why:
             reasons.append(why)
-        return eps - target_epsilon
+        return eps
 
-    lo, hi = _bracket(gap, initial_guess, 1.25 if options.accountant == "pld" else 2.0)
+    lo, hi = _bracket(eps_of, target_epsilon, initial_guess,
+                      1.25 if options.accountant == "pld" else 2.0)
     # One grid for the whole search (monotone in z): the one the smallest multiplier needs.
-    search, why = _budgeted(make_event(lo), options)
+    search, why = _budgeted(make_event(lo), options, MAX_CALIBRATION_PLD_POINTS)
     if why or reasons:
         warnings.warn(f"calibration: {why or reasons[-1]}", stacklevel=2)
     if search != options:  # re-bracket on that grid, so that both ends are on it
-        lo, hi = _bracket(lambda z: _epsilon_of(make_event(z), delta, search)[0] - target_epsilon,
-                          hi, 1.25)
+        lo, hi = _bracket(
+            lambda z: _epsilon_of(make_event(z), delta, search, MAX_CALIBRATION_PLD_POINTS)[0],
+            target_epsilon, hi, 1.25)
     z = mechanism_calibration.calibrate_dp_mechanism(
         _make_accountant(search),
         lambda z: _prepare(make_event(z), search),
@@ -597,7 +782,9 @@ def calibrate_noise(
     multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
     ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
     also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
-    (default ``~/.cache/dpprep/calibrations``; keyed also on the dp-accounting version and
+    (default ``~/.cache/dpprep/calibrations``; keyed also on what computes the value: the
+    dp-accounting version, the digest of our accounting code (:func:`calibration_code_digest`,
+    so an edit to it is never answered from the old code's entries) and
     :data:`CALIBRATION_METHOD_VERSION`; ``DPPREP_CALIBRATION_CACHE=0`` turns that off).
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
@@ -652,8 +839,16 @@ def _calibrate_noise_cached(
 # On-disk calibration cache: one JSON file per exact argument set, so that a grid of hundreds of
 # calibrations is paid once across processes.
 
-#: Bump when calibration may return a different multiplier for the same arguments.
+#: Bump when calibration may return a different multiplier for the same arguments. (An edit to
+#: the code is caught by :func:`calibration_code_digest` in the key anyway; this stays for
+#: changes outside it, e.g. a different use of dp-accounting's options.)
 CALIBRATION_METHOD_VERSION = 1
+#: The code that computes a calibrated multiplier, relative to the repository root: this package
+#: (``dp.py`` runs the calibration; its siblings are hashed too, so that a helper moved between
+#: them still counts) and the argument checks that normalise its inputs. ``dpprep/plan.py`` and
+#: ``dpprep/sampling.py`` are left out on purpose: they only choose the arguments (the schedule,
+#: δ net of the Poisson overflow slack), and those are in the key themselves.
+CALIBRATION_SOURCES: tuple[str, ...] = ("dpprep/accounting", "dpprep/validation.py")
 #: ``0``/``off``/``false``/``no`` turns the on-disk cache off.
 ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
 
@@ -668,6 +863,30 @@ def _calibration_cache_dir() -> Path | None:
     return cache_dir() / "calibrations"
 
 
+def _sources_digest(root: Path, sources: Sequence[str] = CALIBRATION_SOURCES) -> str:
+    """sha256 over the ``.py`` files of ``sources`` (files, or folders searched recursively)
+    under ``root``: relative path and content only, so a fresh clone of the same code agrees."""
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for source in sources
+        for path in ((root / source).rglob("*.py") if (root / source).is_dir() else [root / source])
+    )
+    digest = hashlib.sha256()
+    for relpath, path in files:
+        for part in (relpath.encode(), path.read_bytes()):
+            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def calibration_code_digest() -> str:
+    """Digest of the code that computes a calibration (:data:`CALIBRATION_SOURCES`), once per
+    process. It keys the on-disk cache: after an edit to that code every calibration is computed
+    afresh instead of reusing a multiplier the old code produced (a result would otherwise claim
+    the new source digest with the old code's number)."""
+    return _sources_digest(Path(__file__).resolve().parents[2])
+
+
 def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
     # repr of floats round-trips exactly, so the key has no rounding (see calibrate_noise).
     fields = {
@@ -677,6 +896,7 @@ def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
         "options": repr(options),
         "fixed_events": repr(fixed),
         "dp_accounting": importlib.metadata.version("dp-accounting"),
+        "code": calibration_code_digest(),
         "method_version": CALIBRATION_METHOD_VERSION,
     }
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
@@ -856,11 +1076,15 @@ __all__ = [
     "ACCOUNTANTS",
     "AccountingOptions",
     "CALIBRATION_METHOD_VERSION",
+    "CALIBRATION_SOURCES",
     "CALIBRATION_TOL",
     "ENV_CALIBRATION_CACHE",
     "NEIGHBOURINGS",
+    "MAX_CALIBRATION_PLD_POINTS",
+    "MAX_COMPOSED_PLD_POINTS",
     "MAX_GAUSSIAN_PLD_POINTS",
     "MAX_PLD_POINTS",
+    "MAX_SPARSE_POWER_BITS",
     "PLD_DISCRETIZATION",
     "RDP_ORDERS",
     "SAMPLINGS",
@@ -868,6 +1092,7 @@ __all__ = [
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
     "calibrate_noise",
+    "calibration_code_digest",
     "composed_calibrate",
     "composed_epsilon",
     "dpsgd_event",

@@ -378,6 +378,8 @@ def overall_privacy(
     alpha_min = TABLE2_ALPHA_MIN if mode == "table2" else 1.0
     if alphas is not None:
         alphas = check_alpha(alphas, "alphas").ravel()
+        if alphas.size == 0:
+            raise ValueError("alphas must hold at least one order > 1 (or be None to minimise over every order)")
         if np.any(alphas < alpha_min):
             raise ValueError(f"mode='table2' needs every alpha >= 11, got min {float(alphas.min())!r}")
 

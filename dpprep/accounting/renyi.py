@@ -113,6 +113,8 @@ def rdp_to_dp(
 
     if alphas is not None:
         grid = check_alpha(alphas, "alphas").ravel()
+        if grid.size == 0:
+            raise ValueError("alphas must hold at least one order > 1 (or be None to minimise over every order)")
         obj = objective(grid)
         if not np.any(np.isfinite(obj)):
             raise NoAdmissibleOrder("the RDP curve is infinite (inadmissible) at every given order")

@@ -71,7 +71,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special, stats
 
 from dpprep.accounting.table1 import DPSGDSampling, Mechanism
-from dpprep.validation import check_positive, check_positive_int
+from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 __all__ = [
     "SAMPLINGS",
@@ -176,7 +176,10 @@ def _poisson_direct_cgf(q: float, z: float, orders: np.ndarray) -> np.ndarray:
     ``log(1 + C(α,2) q²(2e^{1/z²} − 2e^{−1/z²})/(1−q) + Σ_{j=3}^{α} C(α,j) q^j (1−q)^{1−j}·2e^{j(j−1)/(2z²)})``."""
     out = np.empty(len(orders))
     log_q, log_1mq = math.log(q), math.log1p(-q)
-    j2 = math.log(2.0) + 1.0 / z**2 + math.log1p(-math.exp(-2.0 / z**2))  # log(2e^{1/z²} − 2e^{−1/z²})
+    # log(2e^{1/z²} − 2e^{−1/z²}); at huge z (tiny targets) e^{−2/z²} rounds to 1 and log1p(−1)
+    # is a domain error, so there log(−expm1(−2/z²)) (the same value, kept off the pinned range).
+    x = 2.0 / z**2
+    j2 = math.log(2.0) + 1.0 / z**2 + (math.log1p(-math.exp(-x)) if x > 1e-8 else math.log(-math.expm1(-x)))
     for i, alpha in enumerate(orders):
         m = int(alpha)
         j = np.arange(2, m + 1, dtype=float)
@@ -405,6 +408,18 @@ def calibrate_subsampled_sgd(
 
     if not isinstance(sensitivity, Sensitivity):
         raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
+    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    # Lemma M gives ε >= log(1/δ)/(α−1) at every order, and orders beyond ORDER_GRID are
+    # inadmissible: no noise gets below log(1/δ)/(α_max−1). Say so at once rather than after a
+    # search of ~80 evaluations (a minute) down to a multiplier of 1e48.
+    floor = math.log(1.0 / delta) / (ORDER_GRID[-1] - 1.0)
+    if target_epsilon <= floor:
+        raise ValueError(
+            f"target_epsilon={target_epsilon!r} is not reachable at delta={delta!r}: Lemma M over the orders "
+            f"<= {ORDER_GRID[-1]:g} gives epsilon >= log(1/delta)/{ORDER_GRID[-1] - 1.0:g} = {floor:.4g} "
+            f"whatever the noise; ask for a larger target_epsilon or delta"
+        )
 
     def factory(eps: float) -> SubsampledSGD:
         return SubsampledSGD(

@@ -149,10 +149,13 @@ def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download
     spec = FILES_BY_PATH.get(relpath)
     if spec is None:
         raise ValueError(f"unknown data file {relpath!r}")
+    # Read the switch before looking: a malformed DPPREP_NO_DOWNLOAD is an error whether or not
+    # this call needs a download (else a typo goes unnoticed until the day a file is missing).
+    enabled = downloads_enabled(download)
     found = find(relpath, data_dir)
     if found is not None:
         return found
-    if not downloads_enabled(download):
+    if not enabled:
         reason = f"downloads are disabled (download=False or {ENV_NO_DOWNLOAD}=1)"
         raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason))
     missing = [s for s in archive_siblings(spec) if s is spec or find(s.relpath, data_dir) is None]

@@ -196,6 +196,9 @@ def impute_regression(x, *, regressors: Sequence[int] | None = None, project: bo
         raise ValueError("regression imputation needs at least one fully observed regressor column")
     fills, per_feature, coefs, details = {}, {}, {}, {}
     for j in columns:
+        # A column with fewer observed rows than regressors has no fit (an all-NaN one has none
+        # at all): say so, rather than fail later on its Gram's zero eigenvalue.
+        _observed(arr, missing, j, reg.size)
         rows = ~missing[:, j]
         xr, y = arr[rows][:, reg], arr[rows, j]
         gram = xr.T @ xr

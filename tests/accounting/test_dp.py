@@ -22,6 +22,7 @@ import doctest
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -496,6 +497,73 @@ def test_coarsened_grid_is_a_valid_upper_bound():
 
 
 # ------------------------------------------------------------------------------------------------
+# Bounded composition and bracket search (issue 21: 22 GB for 10^9 steps, no answer after 15 min
+# for 10^7, 150 s before "could not bracket")
+
+
+def test_long_run_epsilon_falls_back_to_rdp_within_memory():
+    t0 = time.monotonic()
+    res = _run_limited('dp.epsilon(1.0, 1e-5, dp.DpSgdSchedule(10**9, "poisson", 0.01))')
+    assert time.monotonic() - t0 < 60
+    (warning,) = res["warnings"]
+    assert "composing the run's PLD needs about 3" in warning and "accounted with RDP" in warning
+    assert res["value"] == dp.epsilon(1.0, 1e-5, poisson(10**9, 0.01), options=RDP)
+
+
+def test_long_run_with_large_noise_falls_back_to_rdp():
+    # dp-accounting's sparse PLD path computes size**steps exactly: hours at 10^9 steps.
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match="bit integer to compose the run's sparse PLD"):
+        eps = dp.epsilon(100.0, 1e-5, poisson(10**9, 0.01))
+    assert time.monotonic() - t0 < 10
+    assert eps == dp.epsilon(100.0, 1e-5, poisson(10**9, 0.01), options=RDP)
+
+
+def test_long_poisson_plan_calibrates_within_a_minute():
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, steps=10**7)
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match="calibrated with RDP"):
+        z = plan.calibrate(1.0, 1e-5)
+    assert time.monotonic() - t0 < 60
+    rdp = AccountingOptions(accountant="rdp")
+    assert plan.epsilon(z, 1e-5, options=rdp) <= 1.0 < plan.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, options=rdp)
+
+
+def test_long_run_replace_one_is_refused_clearly():
+    # No RDP bound to fall back on: a clear refusal at once, before any PLD is built.
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="cannot account this event under neighbouring='replace_one': "
+                                         "use fewer steps or more noise"):
+        dp.epsilon(1.0, 1e-5, poisson(10**9, 0.01), options=AccountingOptions(neighbouring="replace_one"))
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+@pytest.mark.parametrize("sampling, rate", [("poisson", 0.01), ("full", 1.0)])
+def test_unreachable_target_is_refused_quickly(accountant, sampling, rate):
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"target_epsilon=1e\+300 is out of reach: even noise_multiplier="
+                                         r".* \(next to no noise\) gives only epsilon=.*; ask for a smaller"):
+        dp.calibrate_noise(1e300, 1e-5, DpSgdSchedule(100, sampling, rate),
+                           options=AccountingOptions(accountant=accountant))
+    assert time.monotonic() - t0 < 15
+
+
+@pytest.mark.parametrize("z, q, steps", [(1.06, 256 / 60000, 9440), (1.0, 0.01, 10**6), (3.0, 0.1, 512)])
+def test_composed_points_estimate_is_an_upper_bound(z, q, steps):
+    # The budget's estimate against the support dp-accounting really convolves over.
+    d = dp.PLD_DISCRETIZATION
+    estimate = dp._composed_points(dp.dpsgd_event(z, poisson(steps, q)), d, "add_remove")
+    pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=q, value_discretization_interval=d)
+    actual = 0
+    for pmf in (pld._pmf_remove, pld._pmf_add):
+        lo, hi = dpa.pld.common.compute_self_convolve_bounds(pmf.to_dense_pmf()._probs, steps, 1e-15)
+        actual = max(actual, hi - lo + 1)
+    assert actual <= estimate <= 1.25 * actual
+
+
+# ------------------------------------------------------------------------------------------------
 # On-disk calibration cache
 
 
@@ -540,6 +608,42 @@ def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
         with pytest.warns(UserWarning, match=path.name):
             assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
         assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
+    # Issue 21: an edit to the calibration code reused the old code's cached multiplier. An
+    # entry written by other code (another digest) must be a miss, and recomputed.
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (entry,) = disk_cache.glob("*.json")
+    assert json.loads(entry.read_text())["key"]["code"] == dp.calibration_code_digest()
+    dp.calibrate_noise.cache_clear()
+    monkeypatch.setattr(dp, "calibration_code_digest", lambda: "edited-accounting-code")
+    calls = []
+    real = dp.composed_calibrate
+    monkeypatch.setattr(dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k))
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == 1.5 * z  # the edited code's value
+    assert calls == [1] and len(list(disk_cache.glob("*.json"))) == 2
+
+
+def test_calibration_code_digest_follows_the_sources(tmp_path):
+    # The digest covers every file of CALIBRATION_SOURCES: a copy agrees, an edit of the
+    # calibration code (or of the checks normalising its inputs) changes it.
+    import shutil
+    from pathlib import Path
+
+    root = Path(dp.__file__).resolve().parents[2]
+    shutil.copytree(root / "dpprep" / "accounting", tmp_path / "dpprep" / "accounting",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
+    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
+    for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
+        path = tmp_path / edited
+        original = path.read_text()
+        path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n# edit\n")
+        assert dp._sources_digest(tmp_path) != dp.calibration_code_digest()
+        path.write_text(original)
+    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False", "no"])

@@ -376,3 +376,13 @@ def test_proposition8_spec_11_5():
         proposition8_failure_probability(0.2, 0.25, 10_000, 1.0, 1e-5)
     with pytest.raises(ValueError, match="n"):
         proposition8_min_gap(0.25, 100, 1.0, 1e-5)
+
+
+def test_empty_alphas_are_refused_clearly():
+    g = table1.gaussian(epsilon=1.0)
+    with pytest.raises(ValueError, match="alphas must hold at least one order > 1"):
+        meta.overall_privacy(g, Sensitivity(0.0, 0.0), delta=1e-3, alphas=[])
+    from dpprep.accounting import renyi
+
+    with pytest.raises(ValueError, match="alphas must hold at least one order > 1"):
+        renyi.rdp_to_dp(lambda a: a, 1e-3, alphas=np.array([]))

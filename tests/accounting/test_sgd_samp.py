@@ -254,3 +254,14 @@ def test_srdp_chord_dominates_the_exact_sum_and_sits_between_jensen_and_worst_ca
     mean_b = m * batch / n
     assert exact <= alpha * (b_max * shift) ** 2 / 2 * (1 + 1e-9) + 1e-12  # b ≤ b_max
     assert exact >= alpha * (mean_b * shift) ** 2 / 2 * (1 - 1e-9) - 1e-12  # Jensen: E b² ≥ (E b)²
+
+
+def test_calibrate_tiny_target_is_refused_clearly():
+    # Issue 21: "math domain error" (log1p(-1) at huge z) instead of saying the target is out of reach.
+    with pytest.raises(ValueError, match=r"target_epsilon=1e-12 is not reachable at delta=1e-05: Lemma M .* "
+                                         r"= 0.0115\d* whatever the noise"):
+        sgd_samp.calibrate_subsampled_sgd(target_epsilon=1e-12, delta=1e-5, n=10_000, batch_size=100,
+                                          steps=1000, sensitivity=Sensitivity(0.0, 0.0))
+    # The per-step bound itself stays finite at such multipliers.
+    grid, cgf = sgd_samp._replace_one_cgf("poisson", 10_000, 100, 1e12)
+    assert grid.size and np.all(np.isfinite(cgf))

@@ -243,6 +243,15 @@ def test_no_download_rejects_other_values(monkeypatch):
         load("insurance")
 
 
+def test_no_download_rejects_other_values_even_when_the_file_is_present(monkeypatch, data_dir):
+    # Issue 21: the value was read only when a download was needed.
+    relpath = "mnist/t10k-labels-idx1-ubyte.gz"
+    assert dl.resolve(relpath, data_dir) == data_dir / relpath
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "maybe")
+    with pytest.raises(ValueError, match="DPPREP_NO_DOWNLOAD='maybe' is not a boolean"):
+        dl.resolve(relpath, data_dir)
+
+
 def test_gzip_with_a_damaged_stream_is_a_checksum_error(tmp_path, data_dir):
     """A valid gzip header over damaged deflate data raises zlib.error inside gzip, which must come
     out as the module's ChecksumError (verify and load report it instead of crashing)."""

@@ -137,6 +137,8 @@ def test_bad_input():
         impute_regression(x)  # three rows cannot give a well-conditioned Gram matrix
     with pytest.raises(ValueError, match="fully observed"):
         impute_regression(x, regressors=[0])
+    with pytest.raises(ValueError, match="column 2 has 0 observed value\\(s\\); this imputation needs >= 2"):
+        impute_regression(np.column_stack([np.full((50, 2), 0.1), np.full(50, np.nan)]))  # all-NaN column
 
 
 @pytest.mark.parametrize("method", ["mean", "median", "trimmed_mean"])
