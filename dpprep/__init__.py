@@ -14,30 +14,38 @@ The core is model-agnostic and small (the papers' modules extend it):
   :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs.
 """
 
-from dpprep import frameworks, models, sampling, streams
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
-from dpprep.clipping import ClippedGrad, clipped_grad
-from dpprep.noise import gaussian_privatizer
-from dpprep.plan import ExecutionPlan
-from dpprep.step import dp_step
-from dpprep.sweeps import sweep, sweep_points
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ClippedGrad",
-    "ExecutionPlan",
-    "Hyper",
-    "TrainConfig",
-    "clipped_grad",
-    "dp_step",
-    "frameworks",
-    "gaussian_privatizer",
-    "make_plan",
-    "models",
-    "sampling",
-    "streams",
-    "sweep",
-    "sweep_points",
-    "train",
-]
+# Loaded on first use (PEP 562), so that ``import dpprep.data`` or ``dpprep.preprocess`` does not
+# pull in JAX's engine and the accountant.
+_EXPORTS = {
+    "ClippedGrad": "dpprep.clipping",
+    "ExecutionPlan": "dpprep.plan",
+    "Hyper": "dpprep.algorithms",
+    "TrainConfig": "dpprep.algorithms",
+    "clipped_grad": "dpprep.clipping",
+    "dp_step": "dpprep.step",
+    "gaussian_privatizer": "dpprep.noise",
+    "make_plan": "dpprep.algorithms",
+    "sweep": "dpprep.sweeps",
+    "sweep_points": "dpprep.sweeps",
+    "train": "dpprep.algorithms",
+}
+_SUBMODULES = ("frameworks", "models", "sampling", "streams")
+
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"dpprep.{name}")
+    raise AttributeError(f"module 'dpprep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
