@@ -27,6 +27,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
+from dpprep import files
+from dpprep.files import atomic_write_bytes, atomic_write_text, umask_mode  # noqa: F401 (re-exported)
+
 # Every package a result can depend on: the engine, the accountants, the auditor's statistics
 # (jax-privacy) and the Sepsis rebalancing (imbalanced-learn, scikit-learn).
 _TRACKED_PACKAGES = ("dpprep", "jax", "jaxlib", "optax", "numpy", "scipy", "pandas", "dp-accounting",
@@ -49,19 +52,8 @@ _SOURCE_DIRS = ("dpprep", "experiments")
 
 
 def tree_digest(root: Path | str, subdirs: Iterable[str] = _SOURCE_DIRS) -> str:
-    """sha256 over the ``.py`` files under ``root/<subdir>``: relative path and content only (no
-    absolute paths or mtimes), so a fresh clone of the same commit gets the same digest."""
-    root = Path(root)
-    files = sorted(
-        (path.relative_to(root).as_posix(), path)
-        for subdir in subdirs if (root / subdir).is_dir()
-        for path in (root / subdir).rglob("*.py")
-    )
-    digest = hashlib.sha256()
-    for relpath, path in files:
-        for part in (relpath.encode(), path.read_bytes()):
-            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
-    return digest.hexdigest()[:16]
+    """:func:`dpprep.files.tree_digest` of ``subdirs`` (default: the package and experiments)."""
+    return files.tree_digest(root, subdirs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,38 +85,6 @@ def config_json(config: Any) -> str:
     if dataclasses.is_dataclass(config):
         config = dataclasses.asdict(config)
     return json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def umask_mode() -> int:
-    """The mode a plain ``open()`` would give a new file now (0o666 less the current umask).
-    Read from /proc where it exists: ``os.umask`` can only read the mask by setting it, which
-    would briefly give other threads' files a mask of 0."""
-    try:
-        status = Path("/proc/self/status").read_text()
-        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)
-    except (OSError, TypeError):
-        mask = os.umask(0)
-        os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Writes ``data`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, umask_mode())  # mkstemp creates 0600; outputs are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path | str, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_csv(frame: pd.DataFrame, path: Path | str) -> None:

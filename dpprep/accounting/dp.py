@@ -50,7 +50,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -70,7 +70,7 @@ from dp_accounting.privacy_accountant import (
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
-from dpprep.results import atomic_write_text
+from dpprep.files import atomic_write_text, tree_digest
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -347,28 +347,32 @@ def _loss_range(z: float, q: float, neighbouring: str) -> float:
     return width
 
 
-def _step_ranges(
-    event: dp_event.DpEvent, count: int, neighbouring: str
-) -> list[tuple[float, int, int]]:
-    """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
-    grid points) for the Gaussian parts of ``event``; other events are not estimated."""
+def _gaussian_parts(event: dp_event.DpEvent, count: int = 1) -> Iterator[tuple[float, float, int, bool]]:
+    """``(z, q, times composed, Poisson-subsampled?)`` of each Gaussian part of ``event`` with
+    ``z > 0`` (a plain Gaussian has ``q = 1``); other events are skipped (not estimated)."""
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        return _step_ranges(event.event, count * event.count, neighbouring)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return [r for e in event.events for r in _step_ranges(e, count, neighbouring)]
-    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
-        # The accountant builds T Gaussian steps as one Gaussian with z/sqrt(T).
-        width = _loss_range(event.noise_multiplier / math.sqrt(count), 1.0, neighbouring)
-        return [(width, 1, MAX_GAUSSIAN_PLD_POINTS)]
-    if (
+        yield from _gaussian_parts(event.event, count * event.count)
+    elif isinstance(event, dp_event.ComposedDpEvent):
+        for part in event.events:
+            yield from _gaussian_parts(part, count)
+    elif isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        yield event.noise_multiplier, 1.0, count, False
+    elif (
         isinstance(event, dp_event.PoissonSampledDpEvent)
         and isinstance(event.event, dp_event.GaussianDpEvent)
         and event.event.noise_multiplier > 0
         and event.sampling_probability > 0
     ):
-        z, q = event.event.noise_multiplier, event.sampling_probability
-        return [(_loss_range(z, q, neighbouring), count, MAX_PLD_POINTS)]
-    return []
+        yield event.event.noise_multiplier, event.sampling_probability, count, True
+
+
+def _step_ranges(event: dp_event.DpEvent, neighbouring: str) -> list[tuple[float, int, int]]:
+    """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
+    grid points) for the Gaussian parts of ``event``; other events are not estimated."""
+    # The accountant builds T plain Gaussian steps as one Gaussian with z/sqrt(T).
+    return [(_loss_range(z, q, neighbouring), c, MAX_PLD_POINTS) if poisson
+            else (_loss_range(z / math.sqrt(c), 1.0, neighbouring), 1, MAX_GAUSSIAN_PLD_POINTS)
+            for z, q, c, poisson in _gaussian_parts(event)]
 
 
 #: Grid points of the coarse PLD on which :func:`_composed_points` estimates a composition.
@@ -381,34 +385,20 @@ MAX_SPARSE_POWER_BITS = 5_000_000
 _SPARSE_SIZE = 1000  # dp-accounting's pld_pmf._MAX_PMF_SPARSE_SIZE
 
 
-def _sparse_power_bits(
-    event: dp_event.DpEvent, discretization: float, neighbouring: str, count: int = 1
-) -> float:
+def _sparse_power_bits(event: dp_event.DpEvent, discretization: float, neighbouring: str) -> float:
     """Bits of the largest ``size ** count`` dp-accounting computes for a sparse (<= 1000
     points, with a 10 % margin on the estimated size) Poisson step self-composed ``count``
     times in ``event`` (see :data:`MAX_SPARSE_POWER_BITS`)."""
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return _sparse_power_bits(event.event, discretization, neighbouring, count * event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return max((_sparse_power_bits(e, discretization, neighbouring, count) for e in event.events),
-                   default=0.0)
-    if (
-        count > 1
-        and isinstance(event, dp_event.PoissonSampledDpEvent)
-        and isinstance(event.event, dp_event.GaussianDpEvent)
-        and event.event.noise_multiplier > 0
-        and event.sampling_probability > 0
-    ):
-        size = _loss_range(event.event.noise_multiplier, event.sampling_probability,
-                           neighbouring) / discretization + 2
-        if size <= 1.1 * _SPARSE_SIZE:
-            return count * math.log2(size)
-    return 0.0
+    bits = 0.0
+    for z, q, count, poisson in _gaussian_parts(event):
+        if poisson and count > 1:
+            size = _loss_range(z, q, neighbouring) / discretization + 2
+            if size <= 1.1 * _SPARSE_SIZE:
+                bits = max(bits, count * math.log2(size))
+    return bits
 
 
-def _composed_points(
-    event: dp_event.DpEvent, discretization: float, neighbouring: str, count: int = 1
-) -> float:
+def _composed_points(event: dp_event.DpEvent, discretization: float, neighbouring: str) -> float:
     """Grid points of the PLD dp-accounting composes for the Gaussian parts of ``event`` at
     ``discretization`` (parts summed; other events are not estimated), before building it.
 
@@ -419,23 +409,15 @@ def _composed_points(
     the real grid, plus one step's range for the coarse grid's rounding (an over-estimate by a
     few %, never under on the settings checked).
     """
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return _composed_points(event.event, discretization, neighbouring, count * event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return sum(_composed_points(e, discretization, neighbouring, count) for e in event.events)
-    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
-        # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
-        return _loss_range(event.noise_multiplier / math.sqrt(count), 1.0, neighbouring) / discretization
-    if (
-        isinstance(event, dp_event.PoissonSampledDpEvent)
-        and isinstance(event.event, dp_event.GaussianDpEvent)
-        and event.event.noise_multiplier > 0
-        and event.sampling_probability > 0
-    ):
-        z, q = event.event.noise_multiplier, event.sampling_probability
+    total = 0.0
+    for z, q, count, poisson in _gaussian_parts(event):
+        if not poisson:  # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
+            total += _loss_range(z / math.sqrt(count), 1.0, neighbouring) / discretization
+            continue
         width = _loss_range(z, q, neighbouring)
         if count == 1:
-            return width / discretization
+            total += width / discretization
+            continue
         coarse = width / _ESTIMATE_POINTS
         pld = privacy_loss_distribution.from_gaussian_mechanism(
             z, sampling_prob=q, value_discretization_interval=coarse,
@@ -446,8 +428,8 @@ def _composed_points(
             probs = pmf.to_dense_pmf()._probs  # noqa: SLF001
             lo, hi = common.compute_self_convolve_bounds(probs, count, 1e-15)
             support = max(support, (hi - lo) * coarse)
-        return (support + width) / discretization
-    return 0.0
+        total += (support + width) / discretization
+    return total
 
 
 def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
@@ -477,7 +459,7 @@ def _budgeted(
     """
     if options.accountant != "pld":
         return options, None
-    ranges = _step_ranges(event, 1, options.neighbouring)
+    ranges = _step_ranges(event, options.neighbouring)
     if not ranges:
         return options, None
     width, _, budget = max(ranges, key=lambda r: r[0] / r[2])
@@ -712,7 +694,7 @@ def composed_calibrate(
         seed_options, _ = _budgeted(seed_event, options, MAX_CALIBRATION_PLD_POINTS)
         if seed_options != options and _rdp_can(seed_event, options):
             rdp = dataclasses.replace(options, accountant="rdp")
-            width, _, budget = max(_step_ranges(seed_event, 1, options.neighbouring),
+            width, _, budget = max(_step_ranges(seed_event, options.neighbouring),
                                    key=lambda r: r[0] / r[2])
             cause = (
                 f"one step's PLD needs {width / options.pld_discretization:.3g} grid points "
@@ -863,28 +845,13 @@ def _calibration_cache_dir() -> Path | None:
     return cache_dir() / "calibrations"
 
 
-def _sources_digest(root: Path, sources: Sequence[str] = CALIBRATION_SOURCES) -> str:
-    """sha256 over the ``.py`` files of ``sources`` (files, or folders searched recursively)
-    under ``root``: relative path and content only, so a fresh clone of the same code agrees."""
-    files = sorted(
-        (path.relative_to(root).as_posix(), path)
-        for source in sources
-        for path in ((root / source).rglob("*.py") if (root / source).is_dir() else [root / source])
-    )
-    digest = hashlib.sha256()
-    for relpath, path in files:
-        for part in (relpath.encode(), path.read_bytes()):
-            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
-    return digest.hexdigest()[:16]
-
-
 @functools.lru_cache(maxsize=None)
 def calibration_code_digest() -> str:
     """Digest of the code that computes a calibration (:data:`CALIBRATION_SOURCES`), once per
     process. It keys the on-disk cache: after an edit to that code every calibration is computed
     afresh instead of reusing a multiplier the old code produced (a result would otherwise claim
     the new source digest with the old code's number)."""
-    return _sources_digest(Path(__file__).resolve().parents[2])
+    return tree_digest(Path(__file__).resolve().parents[2], CALIBRATION_SOURCES)
 
 
 def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:

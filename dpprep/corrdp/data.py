@@ -45,7 +45,7 @@ import numpy as np
 from dpprep.data import load
 from dpprep.data.loaders import encode_tabular
 from dpprep.data.synthetic import SyntheticData, corrdp_synthetic
-from dpprep.results import atomic_write_bytes
+from dpprep.files import atomic_write_bytes
 from dpprep.validation import check_positive_int
 
 NAMES = ("synthetic", "adult", "sepsis", "credit", "medical")

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
 
 from dpprep.data.registry import FILES, FILES_BY_PATH, FileSpec
-from dpprep.results import umask_mode
+from dpprep.files import umask_mode
 
 ENV_DATA_DIR = "DPPREP_DATA_DIR"
 ENV_CACHE_DIR = "DPPREP_CACHE_DIR"

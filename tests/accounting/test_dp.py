@@ -31,6 +31,7 @@ from scipy.stats import norm
 import dp_accounting as dpa
 from dpprep.accounting import dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
 
 
@@ -636,14 +637,14 @@ def test_calibration_code_digest_follows_the_sources(tmp_path):
     shutil.copytree(root / "dpprep" / "accounting", tmp_path / "dpprep" / "accounting",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
-    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
+    assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) == dp.calibration_code_digest()
     for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
         path = tmp_path / edited
         original = path.read_text()
         path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n# edit\n")
-        assert dp._sources_digest(tmp_path) != dp.calibration_code_digest()
+        assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) != dp.calibration_code_digest()
         path.write_text(original)
-    assert dp._sources_digest(tmp_path) == dp.calibration_code_digest()
+    assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) == dp.calibration_code_digest()
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False", "no"])

@@ -1,0 +1,65 @@
+"""Files the library writes or reads its own code from: atomic writes honouring the umask, and a
+digest of source files (which keys caches on the code that computes their values).
+
+Experiment infrastructure (the results store, progress, comparisons) lives in
+:mod:`dpprep.results`, which the library's own modules do not import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+
+def tree_digest(root: Path | str, sources: Iterable[str]) -> str:
+    """sha256 over the ``.py`` files of ``sources`` under ``root`` (each a file, or a folder searched
+    recursively; missing ones skipped): relative path and content only (no absolute paths or
+    mtimes), so a fresh clone of the same commit gets the same digest."""
+    root = Path(root)
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for source in sources
+        for path in ((root / source).rglob("*.py") if (root / source).is_dir()
+                     else [root / source] if (root / source).is_file() else [])
+    )
+    digest = hashlib.sha256()
+    for relpath, path in files:
+        for part in (relpath.encode(), path.read_bytes()):
+            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no ambiguity
+    return digest.hexdigest()[:16]
+
+
+def umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file now (0o666 less the current umask).
+    Read from /proc where it exists: ``os.umask`` can only read the mask by setting it, which
+    would briefly give other threads' files a mask of 0."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)
+    except (OSError, TypeError):
+        mask = os.umask(0)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Writes ``data`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, umask_mode())  # mkstemp creates 0600; outputs are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
