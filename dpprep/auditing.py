@@ -46,6 +46,12 @@ bound additionally assumes that the learner's trade-off curve is Gaussian-shaped
 an approximation for subsampled learners); the Clopper–Pearson bound assumes nothing.
 
 All runs of an audit are one jitted, vmapped call over (seed, canary inclusion), in chunks.
+
+**Auditing your own learner.** Each learner implements a small protocol: ``build(cfg, key)``
+returns an :class:`AuditTarget` — ``runner(keys, inside) -> scores`` (the in/out trainings and
+the attack, vmapped) and the ε the learner claims. :func:`register` adds it under a name, and
+``audit(AuditConfig(name, …))`` audits it exactly as dpprep's own learners, which are registered
+the same way (:data:`REGISTRY`).
 """
 
 from __future__ import annotations
@@ -61,31 +67,64 @@ import jax.numpy as jnp
 import numpy as np
 from dp_accounting import dp_event
 from jax_privacy import auditing as jp_auditing
-from scipy import optimize, stats
+from scipy import stats
 
 from dpprep import models
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
-LEARNERS = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf", "corrdp_sgd",
-            "impute_dp_gd")
 THREAT_MODELS = ("white_box", "final_model")
-SUPPORTED: dict[str, tuple[str, ...]] = {
-    "dp_gd": THREAT_MODELS,
-    "dp_sgd_poisson": THREAT_MODELS,
-    "dp_sgd_shuffle": THREAT_MODELS,
-    "dp_sgd_iteration": ("final_model",),
-    "dpsgdf": ("white_box",),
-    "corrdp_sgd": ("white_box",),
-    "impute_dp_gd": ("white_box",),
-}
-_WHY_UNSUPPORTED = {
-    ("dp_sgd_iteration", "white_box"): "its amplification-by-iteration guarantee hides the intermediate iterates",
-    ("dpsgdf", "final_model"): "not implemented (the white-box audit scores the released mean and every update)",
-    ("corrdp_sgd", "final_model"): "not implemented (the white-box audit is the tight one for this pair)",
-    ("impute_dp_gd", "final_model"): "not implemented (the white-box audit is the tight one for this pair)",
-}
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditTarget:
+    """What an audit runs — the protocol a learner implements to be audited.
+
+    Attributes:
+      runner: ``runner(keys, inside) -> scores``, jittable and vmapped over runs: run ``i``
+        trains with key ``keys[i]`` on the dataset with the canary (``inside[i]`` True) or on its
+        neighbour without it, and returns the attack's score (oriented: in-canary runs score
+        high).
+      theoretical: the ε the learner's guarantee gives this canary pair at the audit's δ — the
+        bound a lower bound must never exceed.
+      claimed: the ε a user is told (usually equal; see :class:`AuditResult`).
+      details: numbers to report beside the bounds (noise multiplier, steps, …).
+    """
+
+    runner: Callable[[jax.Array, jax.Array], jax.Array]
+    theoretical: float
+    claimed: float
+    details: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Learner:
+    """A registered learner: ``build(cfg, key) -> AuditTarget`` for an :class:`AuditConfig`, the
+    threat models it is audited under, and why it is not audited under the others."""
+
+    build: Callable[[Any, jax.Array], AuditTarget]
+    threat_models: tuple[str, ...]
+    why_not: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: Every auditable learner by name (dpprep's own, below, and any :func:`register`\ ed one).
+REGISTRY: dict[str, Learner] = {}
+
+
+def register(name: str, build: Callable[[Any, jax.Array], AuditTarget], *,
+             threat_models: tuple[str, ...] = ("white_box",), why_not: dict[str, str] | None = None) -> None:
+    """Makes ``AuditConfig(name, …)`` audit a learner of your own: ``build(cfg, key)`` returns its
+    :class:`AuditTarget` (a runner of in/out trainings and the ε it claims) for the config's ε, δ,
+    sizes and ``noise_factor``; :func:`audit` then runs pilot and evaluation runs and bounds ε."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("name must be a non-empty string")
+    if not callable(build):
+        raise ValueError("build must be callable: build(cfg, key) -> AuditTarget")
+    unknown = sorted(set(threat_models) - set(THREAT_MODELS))
+    if unknown or not threat_models:
+        raise ValueError(f"threat_models must be a non-empty subset of {THREAT_MODELS}, got {threat_models!r}")
+    REGISTRY[name] = Learner(build, tuple(threat_models), dict(why_not or {}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,13 +213,14 @@ class AuditConfig:
 def check_learner(learner: str, threat_model: str) -> None:
     """ValueError naming what is known, for an unknown learner or a threat model it is not audited
     under."""
-    if learner not in LEARNERS:
-        raise ValueError(f"unknown learner {learner!r}; known: {', '.join(LEARNERS)}")
+    if learner not in REGISTRY:
+        raise ValueError(f"unknown learner {learner!r}; known: {', '.join(REGISTRY)} (or auditing.register your own)")
     if threat_model not in THREAT_MODELS:
         raise ValueError(f"unknown threat_model {threat_model!r}; known: {', '.join(THREAT_MODELS)}")
-    if threat_model not in SUPPORTED[learner]:
-        why = _WHY_UNSUPPORTED.get((learner, threat_model), "")
-        raise ValueError(f"learner {learner!r} is audited under {', '.join(SUPPORTED[learner])} only, not "
+    entry = REGISTRY[learner]
+    if threat_model not in entry.threat_models:
+        why = entry.why_not.get(threat_model, "")
+        raise ValueError(f"learner {learner!r} is audited under {', '.join(entry.threat_models)} only, not "
                          f"{threat_model!r}" + (f": {why}" if why else ""))
 
 
@@ -258,16 +298,6 @@ def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 # The audit's models and data
 
 
-@dataclasses.dataclass(frozen=True)
-class _Setup:
-    """What an audit runs: ``runner(keys, inside) -> scores`` (jitted, vmapped) and the theory."""
-
-    runner: Callable[[jax.Array, jax.Array], jax.Array]
-    theoretical: float
-    claimed: float
-    details: dict[str, float]
-
-
 def linear_loss_model(num_features: int) -> models.Model:
     """The white-box audit's GLM: ``ℓ(θ; x, y) = −y·⟨w, x⟩`` (no intercept), whose per-example
     gradient ``−y·x`` does not depend on θ: convex, 0-smooth, ‖x‖-Lipschitz."""
@@ -339,7 +369,7 @@ def _updates(params_trajectory: dict, params0: dict) -> jax.Array:
     return w - prev
 
 
-def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DP-GD, Poisson / shuffled DP-SGD under either threat model (zero-out neighbours)."""
     sampling = {"dp_gd": "full", "dp_sgd_poisson": "poisson", "dp_sgd_shuffle": "shuffle"}[cfg.learner]
     d = cfg.dim + 1
@@ -383,7 +413,7 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
         return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
 
     details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
-    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details)
 
 
 def shuffle_epsilon(noise_multiplier: float, epochs: int, delta: float) -> float:
@@ -393,7 +423,7 @@ def shuffle_epsilon(noise_multiplier: float, epochs: int, delta: float) -> float
     return dp.composed_epsilon([event], delta)
 
 
-def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DP-SGD by iteration (fixed order, random stop), final model, replace-one canary at record 0."""
     d = cfg.dim + 1
     model = _model("linear", d)
@@ -401,8 +431,9 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
     y_bg = np.zeros(cfg.n - 1, np.float32)
     clip = 1.0
     tc = TrainConfig(model, sampling="fixed_order", steps=None)
-    z = calibrate_sgd_iteration(cfg.epsilon, cfg.delta, n=cfg.n)
-    theoretical = dp.sgd_iter_epsilon(z * clip, cfg.delta, lipschitz=clip, n=cfg.n)[0]
+    plan = make_plan(tc, cfg.n)
+    z = plan.calibrate(cfg.epsilon, cfg.delta)
+    theoretical = plan.epsilon(z, cfg.delta)
     hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
     train_fn = make_train_fn(tc, cfg.n)
     canary_x = _canary(cfg, clip)
@@ -417,20 +448,11 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
         params, _ = train_fn(hyper, params0, x, y, run_key)
         return params["w"][cfg.dim, 0]
 
-    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical),
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical),
                   {"noise_multiplier": float(z), "steps": float(cfg.n)})
 
 
-def calibrate_sgd_iteration(epsilon: float, delta: float, *, n: int) -> float:
-    """Smallest multiplier z (noise std z·C, L = C) with DP-SGD by iteration (ε, δ)-DP."""
-    f = lambda z: dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=n)[0] - epsilon
-    lo, hi = 0.3, 2.0
-    while f(hi) > 0:
-        lo, hi = hi, hi * 2
-    return float(optimize.brentq(f, lo, hi, xtol=1e-10)) if f(lo) > 0 else lo
-
-
-def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DPSGD-F (Algorithm 3): the canary ``x̃ = e_d`` enters the private mean and, centred, the
     gradients; the attack scores the released mean and every update (zero-out neighbours)."""
     from dpprep import dpsgdf
@@ -474,10 +496,10 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
         return m / s - 0.5 / s**2 + jnp.sum(_poisson_log_lr(a, 1.0 / z, q))
 
     details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps)}
-    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details)
 
 
-def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """CorrDP-SGD (full batch, per-example clipping at L, the theory constant): replace-one canary
     that differs from its neighbour only in the insensitive coordinate ``dim``."""
     from dpprep.corrdp import noise as corr_noise
@@ -516,7 +538,7 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
 
     details = {"nominal_epsilon": float(cfg.epsilon), "sigma_insensitive": float(sigma_u),
                "factor_insensitive": float(factors[cfg.dim])}
-    return _Setup(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details)
 
 
 def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -539,7 +561,7 @@ def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray
     return (out[0].data.astype(np.float32), out[1].data.astype(np.float32), y, out[0].sensitivity)
 
 
-def _impute_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
+def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """Mean imputation then Hu et al.'s DP-GD (σ = L√T/(εn), replace-one), held against the
     pipeline's overall ε (Theorem 2 or group privacy, whichever is smaller)."""
     from dpprep.accounting import meta, table1
@@ -573,14 +595,22 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
                "group_epsilon": float(overall.group_epsilon or math.nan),
                "linf": float(sens.linf), "l2": float(sens.l2),
                "gradient_shift": float(np.linalg.norm(delta_vec))}
-    return _Setup(jax.jit(jax.vmap(one)), theoretical, float(alone), details)
+    return AuditTarget(jax.jit(jax.vmap(one)), theoretical, float(alone), details)
 
 
-_SETUPS = {
-    "dp_gd": _sgd_setup, "dp_sgd_poisson": _sgd_setup, "dp_sgd_shuffle": _sgd_setup,
-    "dp_sgd_iteration": _iteration_setup, "dpsgdf": _dpsgdf_setup, "corrdp_sgd": _corrdp_setup,
-    "impute_dp_gd": _impute_setup,
-}
+for _name in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle"):
+    register(_name, _sgd_setup, threat_models=THREAT_MODELS)
+register("dp_sgd_iteration", _iteration_setup, threat_models=("final_model",), why_not={
+    "white_box": "its amplification-by-iteration guarantee hides the intermediate iterates"})
+for _name, _build in (("dpsgdf", _dpsgdf_setup), ("corrdp_sgd", _corrdp_setup), ("impute_dp_gd", _impute_setup)):
+    register(_name, _build, why_not={"final_model": (
+        "not implemented (the white-box audit scores the released mean and every update)" if _name == "dpsgdf"
+        else "not implemented (the white-box audit is the tight one for this pair)")})
+
+#: dpprep's own learners (:data:`REGISTRY` also holds any registered later).
+LEARNERS = tuple(REGISTRY)
+#: Threat models each of dpprep's own learners is audited under.
+SUPPORTED: dict[str, tuple[str, ...]] = {name: REGISTRY[name].threat_models for name in LEARNERS}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -626,7 +656,9 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     evaluation scores."""
     key = jax.random.key(cfg.seed)
     k_data, k_pilot, k_eval = jax.random.split(key, 3)
-    setup = _SETUPS[cfg.learner](cfg, k_data)
+    setup = REGISTRY[cfg.learner].build(cfg, k_data)
+    if not isinstance(setup, AuditTarget):
+        raise ValueError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
 
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
@@ -653,6 +685,6 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details)
 
 
-__all__ = ["AuditConfig", "AuditResult", "Bounds", "LEARNERS", "SUPPORTED", "THREAT_MODELS", "audit",
-           "calibrate_sgd_iteration", "check_learner", "discretise", "gdp_epsilon", "gdp_lower_bound",
+__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "Bounds", "LEARNERS", "Learner", "REGISTRY", "SUPPORTED",
+           "THREAT_MODELS", "audit", "check_learner", "register", "discretise", "gdp_epsilon", "gdp_lower_bound",
            "impute_canary_datasets", "linear_loss_model", "lower_bounds", "required_runs", "shuffle_epsilon"]

@@ -46,7 +46,6 @@ from dpprep.sweeps import Group, evaluate
 from dpprep.validation import check_delta, check_finite_array, check_positive, check_positive_int
 
 METHODS = ("dpsgdf", "dpsgd", "nonprivate")
-NEIGHBOURINGS = ("add_remove", "replace_one")
 MEAN_STREAM = "private_mean"
 
 
@@ -87,8 +86,8 @@ def check_eps_f(eps_f: Any, epsilon: float | None, name: str = "eps_F") -> float
 
 def mean_sensitivity_factor(neighbouring: str) -> float:
     """The L2 sensitivity of ``Σ_i x_i`` in units of ``C_F``: 1 (add/remove), 2 (replace-one)."""
-    if neighbouring not in NEIGHBOURINGS:
-        raise ValueError(f"neighbouring must be one of {NEIGHBOURINGS}, got {neighbouring!r}")
+    if neighbouring not in dp.NEIGHBOURINGS:
+        raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
     return 1.0 if neighbouring == "add_remove" else 2.0
 
 

@@ -18,13 +18,14 @@ import dataclasses
 import math
 
 from dp_accounting import dp_event
+from scipy import optimize
 
 from dpprep import sampling
 from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
-NEIGHBOURINGS = ("add_remove", "replace_one")
 _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
+_BRACKET_DOUBLINGS = 60  # DP-SGD by iteration: a bracket up to z = 2^61
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +69,8 @@ class ExecutionPlan:
         impl = sampling.get(sampler)
         check_probability(max_overflow_prob, "max_overflow_prob")
         relation = impl.neighbouring if neighbouring is None else neighbouring
-        if relation not in NEIGHBOURINGS:
-            raise ValueError(f"neighbouring must be one of {NEIGHBOURINGS}, got {neighbouring!r}")
+        if relation not in dp.NEIGHBOURINGS:
+            raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
         layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
                              max_overflow_prob=max_overflow_prob)
         return cls(sampler, n, layout.batch_size, layout.steps, layout.pad, layout.normaliser,
@@ -129,6 +130,8 @@ class ExecutionPlan:
         relation, a different relation is refused)."""
         delta = check_delta(delta)
         options = self._options(options)
+        if self.random_stop:
+            return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
         events = [*fixed_events, self.dp_event(noise_multiplier)]
         p = self.overflow_probability()
         if p == 0.0:
@@ -160,10 +163,18 @@ class ExecutionPlan:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
         out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`);
-        ``options`` as in :meth:`epsilon`."""
+        ``options`` as in :meth:`epsilon`.
+
+        DP-SGD by iteration (``fixed_order`` with a random stop) has no dp-accounting event: it is
+        accounted by amplification by iteration (Feldman et al. 2018, Thm 26;
+        :func:`dpprep.accounting.dp.sgd_iter_epsilon` with noise std ``z·C`` and Lipschitz
+        constant ``C``, valid for the contractive projected SGD its sampler documents), and
+        calibrated here by bisection on that bound."""
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
         options = self._options(options)
+        if self.random_stop:
+            return self._iteration_calibrate(target_epsilon, delta, fixed_events, options)
         p = self.overflow_probability()
         slack = sampling.overflow_delta(target_epsilon, p)
         if not slack < delta:
@@ -173,3 +184,46 @@ class ExecutionPlan:
                 f"smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)")
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
                                   fixed_events=fixed_events, options=options)
+
+    def _check_iteration(self, fixed_events: tuple[dp_event.DpEvent, ...],
+                         options: dp.AccountingOptions) -> None:
+        if fixed_events:
+            raise ValueError("DP-SGD by iteration is accounted by amplification by iteration (an RDP "
+                             "curve), which does not compose with fixed_events here")
+        if options != dp.AccountingOptions(neighbouring=self.neighbouring):
+            raise ValueError("DP-SGD by iteration has one accounting (amplification by iteration); "
+                             "options other than the defaults do not apply")
+        if self.kappa != 1:
+            raise ValueError(f"DP-SGD by iteration is accounted for kappa = 1 only, got kappa={self.kappa}")
+
+    def _iteration_epsilon(self, noise_multiplier: float, delta: float,
+                           fixed_events: tuple[dp_event.DpEvent, ...], options: dp.AccountingOptions) -> float:
+        self._check_iteration(fixed_events, options)
+        z = check_positive(noise_multiplier, "noise_multiplier")
+        return dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=self.n)[0]
+
+    def _iteration_calibrate(self, target_epsilon: float, delta: float,
+                             fixed_events: tuple[dp_event.DpEvent, ...], options: dp.AccountingOptions) -> float:
+        self._check_iteration(fixed_events, options)
+
+        def excess(z: float) -> float:
+            return dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=self.n)[0] - target_epsilon
+
+        lo, hi = 0.3, 2.0
+        for _ in range(_BRACKET_DOUBLINGS):
+            if excess(hi) <= 0:
+                break
+            lo, hi = hi, hi * 2
+        else:
+            raise ValueError(f"target_epsilon={target_epsilon!r} needs a noise multiplier above {hi:.3g} for "
+                             f"DP-SGD by iteration on n={self.n}; ask for a larger target_epsilon")
+        while True:  # the smallest multiplier may lie below the first bracket
+            try:
+                if excess(lo) > 0:
+                    break
+            except ValueError:
+                # Below lo the bound has no valid order: hi meets the target, the smallest
+                # multiplier with a bound lies in (lo, hi].
+                return hi
+            lo, hi = lo / 2, lo
+        return float(optimize.brentq(excess, lo, hi, xtol=1e-10))

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from scipy import stats
 
+from dpprep.accounting.dp import DpSgdSchedule
 from dpprep.validation import check_epsilon, check_positive_int, check_probability
 
 Array = jax.Array
@@ -300,8 +301,6 @@ class WithoutReplacementSampler(_Base):
         return idx, None, jnp.int32(plan.pad), jnp.bool_(False)
 
     def schedule(self, plan):
-        from dpprep.accounting.dp import DpSgdSchedule  # the accountant imports this module
-
         return DpSgdSchedule(plan.steps, "without_replacement", plan.batch_size / plan.n, dataset_size=plan.n)
 
 
@@ -339,7 +338,8 @@ class FixedOrderSampler(_Base):
     neighbouring: str = "replace_one"
     no_event_reason: str = (
         "DP-SGD by iteration (fixed_order with a random stop) is accounted by amplification by "
-        "iteration: dpprep.accounting.dp.sgd_iter_epsilon(noise_std, delta, lipschitz=L, n=n)")
+        "iteration, not by a dp-accounting event: use plan.epsilon / plan.calibrate "
+        "(dpprep.accounting.dp.sgd_iter_epsilon with noise std z·C and L = C)")
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         if epochs is not None:
@@ -363,9 +363,7 @@ class FixedOrderSampler(_Base):
 
 
 
-def _schedule(steps: int, sampling: str, rate: float = 1.0) -> Any:
-    from dpprep.accounting.dp import DpSgdSchedule  # the accountant imports this module
-
+def _schedule(steps: int, sampling: str, rate: float = 1.0) -> DpSgdSchedule:
     return DpSgdSchedule(steps, sampling, rate)
 
 

@@ -49,7 +49,7 @@ from dpprep import dp_pca, models, ptr, sampling
 from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.accounting import table1
 from dpprep.accounting.meta import calibrate
-from dpprep.accounting.sgd_samp import calibrate_subsampled_sgd
+from dpprep.accounting.meta import calibrate_subsampled_sgd
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce

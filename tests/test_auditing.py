@@ -127,11 +127,6 @@ def test_shuffle_epsilon_is_epochs_gaussian_releases():
         dp.analytic_gaussian_epsilon(z / math.sqrt(epochs), 1e-5), rel=1e-3)
 
 
-def test_calibrate_sgd_iteration_inverts_the_bound():
-    z = auditing.calibrate_sgd_iteration(2.0, 1e-5, n=10)
-    assert dp.sgd_iter_epsilon(z, 1e-5, lipschitz=1.0, n=10)[0] == pytest.approx(2.0, abs=1e-6)
-
-
 def test_pipeline_canary_moves_every_imputed_row():
     cfg = AuditConfig("impute_dp_gd", epsilon=0.25, runs=2000, n=20)
     import jax
@@ -176,3 +171,61 @@ def test_every_learner_audits_below_its_theory(learner, threat):
     if learner in ("corrdp_sgd", "impute_dp_gd"):
         # The audited pair is not what the claimed number covers, and the attack shows it.
         assert result.bounds.epsilon_gdp > result.claimed
+
+
+def _users_dp_gd(cfg, key):
+    """A learner written with the core primitives in the user's own loop (not `train`): DP-GD on a
+    sum query whose canary adds C·e_0; white-box score = the sum of the released updates."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from dpprep import clipped_grad, dp_step, gaussian_privatizer
+    from dpprep.plan import ExecutionPlan
+
+    plan = ExecutionPlan.create("full", cfg.n, steps=cfg.steps)
+    z = plan.calibrate(cfg.epsilon, cfg.delta)
+    loss = lambda params, batch: -jnp.sum(params * batch[0])  # noqa: E731  (gradient −x: θ-free)
+    grad_fn = clipped_grad(loss, l2_clip_norm=1.0)
+
+    def one(run_key, inside):
+        x = jnp.zeros((cfg.n, cfg.dim)).at[0, 0].set(jnp.where(inside, 1.0, 0.0))
+        tx = optax.chain(gaussian_privatizer(key=run_key, l2_clip_norm=1.0,
+                                             noise_multiplier=z * cfg.noise_factor), optax.sgd(1.0))
+
+        def step(carry, _):
+            params, state = carry
+            new, state, _ = dp_step(params, state, x, grad_fn=grad_fn, tx=tx)
+            return (new, state), new[0] - params[0]
+
+        _, updates = jax.lax.scan(step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps)
+        return jnp.sum(updates)
+
+    claimed = plan.epsilon(z, cfg.delta)
+    return auditing.AuditTarget(jax.jit(jax.vmap(one)), claimed, claimed, {"noise_multiplier": z})
+
+
+@pytest.mark.slow
+def test_a_registered_user_learner_is_audited_and_a_broken_one_caught():
+    auditing.register("users_dp_gd", _users_dp_gd)
+    try:
+        assert "users_dp_gd" in auditing.REGISTRY
+        honest = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3))
+        broken = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5))
+        assert honest.theoretical == pytest.approx(1.0, abs=1e-3)
+        assert 0.5 < honest.bounds.epsilon_gdp <= honest.theoretical  # a strong attack, no false alarm
+        assert honest.bounds.epsilon_cp <= honest.theoretical
+        assert broken.bounds.epsilon_gdp > broken.claimed  # full-batch Gaussian: the GDP bound is rigorous
+        with pytest.raises(ValueError, match="audited under white_box only"):
+            AuditConfig("users_dp_gd", "final_model")
+    finally:
+        auditing.REGISTRY.pop("users_dp_gd", None)
+
+
+def test_register_refuses_bad_learners():
+    with pytest.raises(ValueError, match="non-empty string"):
+        auditing.register("", lambda cfg, key: None)
+    with pytest.raises(ValueError, match="threat_models"):
+        auditing.register("x", lambda cfg, key: None, threat_models=("grey_box",))
+    with pytest.raises(ValueError, match="or auditing.register your own"):
+        AuditConfig("not_registered")

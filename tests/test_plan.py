@@ -129,7 +129,6 @@ def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
 
 @pytest.mark.parametrize("kwargs,reason", [
     ({"sampling": "replacement", "batch_size": 8, "steps": 5}, "no accountant for sampling with replacement"),
-    ({"sampling": "fixed_order"}, "sgd_iter_epsilon"),
 ])
 def test_samplers_without_an_event_are_refused_with_the_reason(kwargs, reason):
     config = TrainConfig(MODEL, HYPER, **kwargs)
@@ -270,3 +269,19 @@ def test_poisson_plan_huge_noise_is_zero_epsilon():
     plan = ExecutionPlan.create("poisson", 60_000, batch_size=256, epochs=1)
     assert plan.overflow_probability() > 0
     assert plan.epsilon(1e12, 1e-5) == 0.0
+
+
+def test_dp_sgd_by_iteration_is_calibrated_by_the_plan():
+    """The one calibrate: fixed_order with a random stop is accounted by amplification by iteration."""
+    plan = ExecutionPlan.create("fixed_order", 10, steps=None)
+    z = plan.calibrate(2.0, 1e-5)
+    assert dp.sgd_iter_epsilon(z, 1e-5, lipschitz=1.0, n=10)[0] == pytest.approx(2.0, abs=1e-6)
+    assert plan.epsilon(z, 1e-5) == dp.sgd_iter_epsilon(z, 1e-5, lipschitz=1.0, n=10)[0]
+    assert plan.epsilon(z * 0.99, 1e-5) > 2.0  # the smallest multiplier (to bisection accuracy)
+    with pytest.raises(ValueError, match="does not compose with fixed_events"):
+        plan.epsilon(z, 1e-5, fixed_events=(dp.gaussian_event(1.0),))
+    with pytest.raises(ValueError, match="kappa = 1 only"):
+        ExecutionPlan.create("fixed_order", 10, steps=None, kappa=2).calibrate(2.0, 1e-5)
+    for call in (lambda: plan.dp_event(1.0), plan.schedule):  # still no event: its own bound accounts it
+        with pytest.raises(ValueError, match="no dp-accounting event.*plan.epsilon"):
+            call()

@@ -132,3 +132,16 @@ def test_stopping_time_is_uniform():
     support = np.arange(1, n - kappa + 2)
     assert t.min() == 1 and t.max() == n - kappa + 1
     assert _chi_square_pvalue(t, support, np.full(len(support), 1 / len(support))) > 1e-3
+
+
+def test_one_sampler_vocabulary():
+    """Every module that names samplers names registered ones (one vocabulary: the registry)."""
+    from dpprep.accounting import dp, sgd_samp
+    from dpprep.corrdp import sgd as corrdp_sgd
+
+    for names in (dp.SAMPLINGS, sgd_samp.SAMPLINGS, corrdp_sgd.SAMPLINGS):
+        assert set(names) <= set(sampling.SAMPLERS), names
+    # What the plan charges uses the accountant's names for the sampler's own event.
+    for name in dp.SAMPLINGS:
+        impl = sampling.get(name)
+        assert impl.name == name

@@ -82,8 +82,6 @@ __all__ = [
     "add_remove_step_rdp",
     "replace_one_step_rdp",
     "srdp_step_cgf",
-    "SgdCalibration",
-    "calibrate_subsampled_sgd",
 ]
 
 Sampling = Literal["poisson", "without_replacement"]
@@ -364,72 +362,4 @@ def from_table1(mechanism: DPSGDSampling, linf: float) -> SubsampledSGD:
         linf=min(float(linf), float(mechanism.n)), sampling="without_replacement",
         clip_norm=mechanism.lipschitz, smoothness=mechanism.smoothness,
     )
-
-
-@dataclasses.dataclass(frozen=True)
-class SgdCalibration:
-    """Result of :func:`calibrate_subsampled_sgd`: the smallest noise multiplier found whose
-    pipeline is (target ε, δ)-DP, the averaged-gradient noise std ``zC/B`` for
-    ``dpprep.algorithms`` (``noise_std``), and the Theorem-2 accounting (``overall``)."""
-
-    noise_multiplier: float
-    noise_std: float
-    mechanism: SubsampledSGD
-    overall: object  # meta.OverallPrivacy
-
-
-def calibrate_subsampled_sgd(
-    *,
-    target_epsilon: float,
-    delta: float,
-    n: int,
-    batch_size: int,
-    steps: int,
-    sensitivity,
-    sampling: Sampling = "poisson",
-    clip_norm: float = 1.0,
-    smoothness: float = 1.0,
-    mode: str = "exact",
-    combine: str = "max",
-    rtol: float = 1e-4,
-) -> SgdCalibration:
-    """Noise multiplier of subsampled DP-SGD on pre-processed data (pre-processing
-    ``sensitivity`` = a :class:`~dpprep.preprocess.sensitivity.Sensitivity`, e.g. PCA's with
-    Δ∞ = n) so that the pipeline is ``(target_epsilon, delta)``-DP by Theorem 2 (``meta.calibrate``).
-
-    For Figure 3's optional DP-SGD variant (spec §9.4): pass the returned ``noise_std`` as the
-    learner's absolute noise on the averaged gradient, with clip norm ``clip_norm`` and the same
-    ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100, T = 1000, PCA τ* = 14.81
-    (``Sensitivity(10_000, 14.81e-4)``), μ = 1.25, (1, 1e-5): z ≈ 32 (z ≈ 3.3 without
-    pre-processing).
-    """
-    from dpprep.accounting import meta  # meta imports this module
-    from dpprep.preprocess.sensitivity import Sensitivity
-
-    if not isinstance(sensitivity, Sensitivity):
-        raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
-    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
-    delta = check_delta(delta)
-    # Lemma M gives ε >= log(1/δ)/(α−1) at every order, and orders beyond ORDER_GRID are
-    # inadmissible: no noise gets below log(1/δ)/(α_max−1). Say so at once rather than after a
-    # search of ~80 evaluations (a minute) down to a multiplier of 1e48.
-    floor = math.log(1.0 / delta) / (ORDER_GRID[-1] - 1.0)
-    if target_epsilon <= floor:
-        raise ValueError(
-            f"target_epsilon={target_epsilon!r} is not reachable at delta={delta!r}: Lemma M over the orders "
-            f"<= {ORDER_GRID[-1]:g} gives epsilon >= log(1/delta)/{ORDER_GRID[-1] - 1.0:g} = {floor:.4g} "
-            f"whatever the noise; ask for a larger target_epsilon or delta"
-        )
-
-    def factory(eps: float) -> SubsampledSGD:
-        return SubsampledSGD(
-            epsilon=eps, n=n, batch_size=batch_size, steps=steps, linf=sensitivity.linf,
-            sampling=sampling, clip_norm=clip_norm, smoothness=smoothness,
-        )
-
-    cal = meta.calibrate(
-        factory, sensitivity, target_epsilon=target_epsilon, delta=delta, mode=mode, combine=combine, rtol=rtol
-    )
-    mech = cal.mechanism
-    return SgdCalibration(noise_multiplier=mech.noise_multiplier, noise_std=mech.noise, mechanism=mech, overall=cal.overall)
 

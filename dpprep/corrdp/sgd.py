@@ -39,13 +39,15 @@ import jax
 import numpy as np
 import optax
 
-from dpprep import streams, sweeps
+from dpprep import sampling, streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, TrainConfig, make_plan
 from dpprep.corrdp import noise
 from dpprep.models import Array, Model, Params
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
+#: The registered samplers (:data:`dpprep.sampling.SAMPLERS`) CorrDP-SGD runs: the ones its
+#: protocol uses (full batches, minibatches without replacement, A9) and Poisson for DP-SGD.
 SAMPLINGS = ("full", "without_replacement", "poisson")
 CLIP_MODES = (None, "per_example", "batch")
 
@@ -84,8 +86,9 @@ class CorrDPSGD:
         check_positive_int(self.steps, "steps")
         check_positive(self.learning_rate, "learning_rate")
         check_delta(self.delta)
+        sampling.get(self.sampling)  # one vocabulary: an unknown name is refused by the registry
         if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+            raise ValueError(f"CorrDP-SGD runs sampling in {SAMPLINGS}, got the registered {self.sampling!r}")
         if self.sampling == "full" and self.batch_size is not None:
             raise ValueError("batch_size is only for minibatch sampling")
         if self.clip_mode not in CLIP_MODES:

@@ -186,7 +186,7 @@ def test_calibrate_round_trips():
     again = meta.overall_privacy(table1.dp_sgd_sampling(epsilon=cal.mechanism_epsilon, n=2000, steps=40_000), sens, delta=1e-5)
     assert again.epsilon == pytest.approx(cal.overall.epsilon, rel=1e-9)
 
-    fig3 = sgd_samp.calibrate_subsampled_sgd(target_epsilon=4.0, delta=1e-5, n=10_000, batch_size=100, steps=1000,
+    fig3 = meta.calibrate_subsampled_sgd(target_epsilon=4.0, delta=1e-5, n=10_000, batch_size=100, steps=1000,
                                              sensitivity=Sensitivity(10_000, 14.81 / 10_000), smoothness=1.25)
     assert fig3.overall.epsilon <= 4.0 and fig3.overall.epsilon == pytest.approx(4.0, rel=1e-3)
     assert fig3.noise_std == pytest.approx(fig3.noise_multiplier / 100)
@@ -204,7 +204,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="linf"):  # its SRDP is for another pre-processing
         meta.overall_privacy(sgd_samp.subsampled_sgd(**ok), Sensitivity(10, 0.1), delta=1e-5)
     with pytest.raises(ValueError, match="sensitivity"):
-        sgd_samp.calibrate_subsampled_sgd(target_epsilon=1.0, delta=1e-5, n=100, batch_size=10, steps=5, sensitivity=(1, 0.1))
+        meta.calibrate_subsampled_sgd(target_epsilon=1.0, delta=1e-5, n=100, batch_size=10, steps=5, sensitivity=(1, 0.1))
     with pytest.raises(ValueError, match="DPSGDSampling"):
         sgd_samp.from_table1(table1.dp_gd(epsilon=1.0), 10)
     with pytest.raises(ValueError, match="rigorous"):  # theorem2's direct path still refuses the formula
@@ -260,7 +260,7 @@ def test_calibrate_tiny_target_is_refused_clearly():
     # Issue 21: "math domain error" (log1p(-1) at huge z) instead of saying the target is out of reach.
     with pytest.raises(ValueError, match=r"target_epsilon=1e-12 is not reachable at delta=1e-05: Lemma M .* "
                                          r"= 0.0115\d* whatever the noise"):
-        sgd_samp.calibrate_subsampled_sgd(target_epsilon=1e-12, delta=1e-5, n=10_000, batch_size=100,
+        meta.calibrate_subsampled_sgd(target_epsilon=1e-12, delta=1e-5, n=10_000, batch_size=100,
                                           steps=1000, sensitivity=Sensitivity(0.0, 0.0))
     # The per-step bound itself stays finite at such multipliers.
     grid, cgf = sgd_samp._replace_one_cgf("poisson", 10_000, 100, 1e12)
