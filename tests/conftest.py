@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +47,39 @@ def _no_calibration_disk_cache(monkeypatch):
     to the user's cache (tests of the on-disk caches turn them back on in a tmp dir)."""
     monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "0")
     monkeypatch.setenv("DPPREP_CORRDP_CACHE", "0")
+
+
+# Hermetic like the autouse fixture above, for processes started before it applies.
+_HERMETIC_ENV = {"DPPREP_CALIBRATION_CACHE": "0", "DPPREP_CORRDP_CACHE": "0"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeRun:
+    out: Path
+    process: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, data_dir) -> SmokeRun:
+    """``run_all.py --profile smoke``, once per session: every experiment computed once into one
+    directory. Tests of the experiments, the end-to-end run and the notebooks work on copies of it
+    (:func:`smoke_out`), where re-running an experiment finds its units cached, instead of
+    computing every experiment again (test_run_all asserts the run itself succeeded)."""
+    out = tmp_path_factory.mktemp("smoke-run") / "results"
+    process = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "run_all.py"), "--profile", "smoke", "--out", str(out),
+         "--data-dir", str(data_dir)],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, env=os.environ | _HERMETIC_ENV)
+    return SmokeRun(out, process)
+
+
+@pytest.fixture
+def smoke_out(smoke_run, tmp_path) -> Path:
+    """A private copy of the session's smoke results, which a test may resume into, lose units
+    of, or run an experiment on again (finished units are read back, not recomputed)."""
+    dest = tmp_path / "smoke-results"
+    if smoke_run.out.exists():
+        shutil.copytree(smoke_run.out, dest)
+    else:
+        dest.mkdir()
+    return dest

@@ -36,9 +36,12 @@ def jupyter_path(tmp_path_factory) -> Path:
     return root
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, jupyter_path: Path, data_dir: Path, monkeypatch) -> None:
+def execute(nb: nbformat.NotebookNode, cwd: Path, jupyter_path: Path, data_dir: Path, monkeypatch,
+            results: Path | None = None) -> None:
+    """Runs ``nb`` in a fresh kernel; ``results``: the notebook's experiments write there
+    (``DPPREP_NOTEBOOK_OUT``; a copy of the session's smoke run, so they read its units back)."""
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))  # read here, by the kernelspec lookup
-    env = os.environ | {
+    env = os.environ | ({"DPPREP_NOTEBOOK_OUT": str(results)} if results is not None else {}) | {
         "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "DPPREP_DATA_DIR": str(data_dir),
         "DPPREP_NO_DOWNLOAD": "1",
@@ -88,6 +91,6 @@ def test_notebook_opens_with_install_cell_and_is_stored_clean(path):
 
 @pytest.mark.slow  # 20-90 s each at smoke (a paper notebook runs all its experiments)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs(path, tmp_path, jupyter_path, data_dir, monkeypatch):
+def test_notebook_runs(path, tmp_path, jupyter_path, data_dir, monkeypatch, smoke_out):
     nb = nbformat.read(path, as_version=4)
-    execute(nb, tmp_path, jupyter_path, data_dir, monkeypatch)  # raises CellExecutionError with the traceback
+    execute(nb, tmp_path, jupyter_path, data_dir, monkeypatch, results=smoke_out)  # raises CellExecutionError with the traceback

@@ -10,11 +10,11 @@ from experiments import run_experiment
 from experiments.audit import PROFILES, SHAPES, configs
 
 
-def test_audit_smoke(tmp_path):
-    comparisons = run_experiment("audit", "smoke", tmp_path, quiet=True)
+def test_audit_smoke(smoke_out):
+    comparisons = run_experiment("audit", "smoke", smoke_out, quiet=True)
     by_name = {c.quantity: c for c in comparisons}
     assert by_name["audit: no lower bound exceeds its learner's theoretical ε"].status == "pass"
-    out = tmp_path / "audit"
+    out = smoke_out / "audit"
     frame = pd.read_csv(out / "audit.csv")
     assert set(frame["learner"]) == set(SHAPES)  # every learner dpprep ships
     assert {"white_box", "final_model"} <= set(frame["threat_model"])
@@ -26,7 +26,7 @@ def test_audit_smoke(tmp_path):
     assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
     assert (out / "audit.png").stat().st_size > 10_000
     # A resumed run reads the finished units back: same table.
-    run_experiment("audit", "smoke", tmp_path, quiet=True)
+    run_experiment("audit", "smoke", smoke_out, quiet=True)
     pd.testing.assert_frame_equal(frame, pd.read_csv(out / "audit.csv"))
 
 

@@ -12,13 +12,13 @@ from experiments import REGISTRY, run_experiment
 from experiments.hu2024_fig3 import METHODS, PROFILES, TRAINERS, Fig3Config, optimum, run_case
 
 
-def test_fig3_smoke(tmp_path):
-    comparisons = run_experiment("hu2024_fig3", "smoke", tmp_path, quiet=True)
+def test_fig3_smoke(smoke_out):
+    comparisons = run_experiment("hu2024_fig3", "smoke", smoke_out, quiet=True)
     names = [c.quantity for c in comparisons]
     assert any(q.startswith("Fig 3 (n=300, d=20)") for q in names)
     spec = [c for c in comparisons if "Theorem 7" in c.quantity or "Prop 8" in c.quantity or "calibration" in c.quantity]
     assert len(spec) == 13 and all(c.status == "pass" for c in spec), [c for c in spec if c.status != "pass"]
-    out = tmp_path / "hu2024_fig3"
+    out = smoke_out / "hu2024_fig3"
     frame = pd.read_csv(out / "fig3.csv")
     cfg = PROFILES["smoke"]
     assert len(frame) == len(METHODS) * len(cfg.epsilons) * cfg.seeds * len(cfg.learning_rates)
@@ -54,7 +54,7 @@ def test_fig3_smoke(tmp_path):
     assert len(tuned) == len(METHODS) * len(cfg.epsilons)
     assert (out / "fig3.png").stat().st_size > 10_000
     # resumable: a second run reuses the case unit and returns the same verdicts
-    again = run_experiment("hu2024_fig3", "smoke", tmp_path, quiet=True)
+    again = run_experiment("hu2024_fig3", "smoke", smoke_out, quiet=True)
     assert [c.measured for c in again] == [c.measured for c in comparisons]
 
 

@@ -11,14 +11,14 @@ from experiments.hu2024_table3 import inject_mcar, symbolic_latex, symbolic_mark
 pytestmark = pytest.mark.data
 
 
-def test_table3_smoke(tmp_path, data_dir):
-    comparisons = run_experiment("hu2024_table3", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+def test_table3_smoke(smoke_out, data_dir):
+    comparisons = run_experiment("hu2024_table3", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert comparisons and all(c.status in ("pass", "info") for c in comparisons), [
         c for c in comparisons if c.status == "miss"
     ]
     names = {c.quantity for c in comparisons}
     assert "4(3n+2)/(n−1) at n=101 (PCA τ*·δ)" in names
-    out = tmp_path / "hu2024_table3"
+    out = smoke_out / "hu2024_table3"
     frame = pd.read_csv(out / "table3_adult.csv")
     assert {"config", "versions", "seed", "l2", "measured_l2", "worst_ratio"} <= set(frame.columns)
     assert set(frame["method"]) == {"mean", "median", "trimmed_mean", "regression"}
@@ -30,10 +30,10 @@ def test_table3_smoke(tmp_path, data_dir):
     assert "tabular" in (out / "table3.tex").read_text()
 
 
-def test_pipeline_demo_smoke(tmp_path, data_dir):
-    comparisons = run_experiment("hu2024_pipeline_demo", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+def test_pipeline_demo_smoke(smoke_out, data_dir):
+    comparisons = run_experiment("hu2024_pipeline_demo", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert comparisons and all(c.status in ("pass", "info") for c in comparisons)
-    out = tmp_path / "hu2024_pipeline_demo"
+    out = smoke_out / "hu2024_pipeline_demo"
     frame = pd.read_csv(out / "pipeline_demo.csv")
     assert list(frame["step"])[:2] == ["none", "mean imputation"]
     assert {"config", "versions", "overall_epsilon_exact", "overall_epsilon_table2", "group_epsilon"} <= set(frame.columns)

@@ -20,8 +20,8 @@ def _by_status(comparisons):
     return out
 
 
-def test_table1_smoke(tmp_path):
-    comparisons = run_experiment("hu2024_table1", "smoke", tmp_path, quiet=True)
+def test_table1_smoke(smoke_out):
+    comparisons = run_experiment("hu2024_table1", "smoke", smoke_out, quiet=True)
     status = _by_status(comparisons)
     # DP-SGD-samp's α²ε²/2 holds on the admissible range (α ≥ 3.25) when a sampled gradient moves by
     # L, fails below it (info), and fails under replace-one's 2L shift: the one miss, our finding.
@@ -30,7 +30,7 @@ def test_table1_smoke(tmp_path):
     assert len(status["pass"]) >= 15
     raw_info = [c for c in status["info"] if "raw α²ε²/2" in c.quantity]
     assert len(raw_info) == 1 and "n=20, z=1.2: 3.0" in raw_info[0].measured
-    out = tmp_path / "hu2024_table1"
+    out = smoke_out / "hu2024_table1"
     md, tex = (out / "table1.md").read_text(), (out / "table1.tex").read_text()
     assert md.count("\n| ") == 7 and "2 α ε²" in md and "log(n−κ_τ+2)" in md
     assert r"\begin{tabular}" in tex and tex.count(r"\\") >= 7
@@ -46,13 +46,13 @@ def test_table1_smoke(tmp_path):
     assert (alphas(raw) < 3.25).all() and not raw[alphas(raw) <= 2]["holds"].any()
 
 
-def test_table2_smoke(tmp_path):
-    comparisons = run_experiment("hu2024_table2", "smoke", tmp_path, quiet=True)
+def test_table2_smoke(smoke_out):
+    comparisons = run_experiment("hu2024_table2", "smoke", smoke_out, quiet=True)
     status = _by_status(comparisons)
     assert not status["miss"], status["miss"]
     cells = [c for c in comparisons if c.quantity.startswith("Table 2 printed formula")]
     assert len(cells) == 16
-    out = tmp_path / "hu2024_table2"
+    out = smoke_out / "hu2024_table2"
     frame = pd.read_csv(out / "table2_numeric.csv")
     assert len(frame) == 16 and {"config", "versions", "spec_value", "derived_eq43_value"} <= set(frame.columns)
     np.testing.assert_allclose(frame["printed_value"], frame["spec_value"], rtol=5e-5)
@@ -89,12 +89,12 @@ def test_table2_smoke(tmp_path):
     assert "rigorous bound" in (out / "table2_numeric.md").read_text()
 
 
-def test_fig2_smoke(tmp_path):
-    comparisons = run_experiment("hu2024_fig2", "smoke", tmp_path, quiet=True)
+def test_fig2_smoke(smoke_out):
+    comparisons = run_experiment("hu2024_fig2", "smoke", smoke_out, quiet=True)
     status = _by_status(comparisons)
     assert not status["miss"], status["miss"]
     assert len(status["pass"]) >= 40
-    out = tmp_path / "hu2024_fig2"
+    out = smoke_out / "hu2024_fig2"
     assert (out / "fig2.png").stat().st_size > 10_000
     frame = pd.read_csv(out / "fig2.csv")
     assert {"config", "versions", "panel", "x", "srdp_table2_eps", "srdp_exact_eps", "group_eps"} <= set(frame.columns)

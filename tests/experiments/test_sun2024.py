@@ -39,18 +39,18 @@ def test_bad_cifar_features_file_is_refused(tmp_path):
 
 
 @pytest.mark.data
-def test_table1_smoke_resumes_without_redoing_units(tmp_path, data_dir):
+def test_table1_smoke_resumes_without_redoing_units(smoke_out, data_dir):
     """Kill-and-resume: a unit lost is recomputed, finished units are not touched."""
     from experiments import run_experiment
 
-    first = run_experiment("sun2024_table1", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    first = run_experiment("sun2024_table1", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert any(c.quantity.startswith("Table 1 MNIST dpsgdf") for c in first)
-    units = sorted((tmp_path / "sun2024_table1" / ".units" / "smoke").glob("*.json"))
+    units = sorted((smoke_out / "sun2024_table1" / ".units" / "smoke").glob("*.json"))
     assert len(units) >= 3  # groups and their calibrations
     stamps = {u: u.stat().st_mtime_ns for u in units}
     lost = next(u for u in units if "main" in u.name and "calibration" not in u.name)
     lost.unlink()
-    second = run_experiment("sun2024_table1", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    second = run_experiment("sun2024_table1", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert lost.exists()
     assert all(u.stat().st_mtime_ns == t for u, t in stamps.items() if u != lost)
     assert [c.measured for c in first] == [c.measured for c in second]

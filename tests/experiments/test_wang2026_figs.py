@@ -22,11 +22,11 @@ def test_primary_c_rule_of_section_5_1():
 
 
 @pytest.mark.data
-def test_fig1_and_fig2_smoke(tmp_path, data_dir):
+def test_fig1_and_fig2_smoke(smoke_out, data_dir):
     from experiments import run_experiment
 
-    fig1 = run_experiment("wang2026_fig1", "smoke", tmp_path, data_dir=data_dir, quiet=True)
-    out = tmp_path / "wang2026_fig1"
+    fig1 = run_experiment("wang2026_fig1", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    out = smoke_out / "wang2026_fig1"
     assert (out / "fig1.png").stat().st_size > 0
     frame = pd.read_csv(out / "fig1.csv")
     for column in ("panel", "method", "epsilon", "seed", "metric", "value", "C", "C_mode", "epsilon_kind"):
@@ -45,8 +45,8 @@ def test_fig1_and_fig2_smoke(tmp_path, data_dir):
     s = frame[(frame["panel"] == "a") & (frame["metric"] == "gap")].groupby("method")["value"].mean()
     assert s["semi"] < s["corrdp"] < s["standard"]
 
-    fig2 = run_experiment("wang2026_fig2", "smoke", tmp_path, data_dir=data_dir, quiet=True)
-    out2 = tmp_path / "wang2026_fig2"
+    fig2 = run_experiment("wang2026_fig2", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    out2 = smoke_out / "wang2026_fig2"
     assert (out2 / "fig2.png").stat().st_size > 0
     f2 = pd.read_csv(out2 / "fig2.csv")
     assert sorted(f2["m_s"].unique()) == [5, 20, 50, 80]
