@@ -423,7 +423,7 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> _Setup:
 
 def calibrate_sgd_iteration(epsilon: float, delta: float, *, n: int) -> float:
     """Smallest multiplier z (noise std z·C, L = C) with DP-SGD by iteration (ε, δ)-DP."""
-    f = lambda z: dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=n)[0] - epsilon
+    f = lambda z: dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=n)[0] - epsilon  # noqa: E731
     lo, hi = 0.3, 2.0
     while f(hi) > 0:
         lo, hi = hi, hi * 2

@@ -18,10 +18,11 @@ import dataclasses
 import math
 
 from dp_accounting import dp_event
+from dp_accounting.dp_event import DpEvent
 
 from dpprep import sampling
 from dpprep.accounting import dp
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
+from dpprep.validation import check_delta, check_epsilon, check_positive_int, check_probability
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
 _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
@@ -106,7 +107,7 @@ class ExecutionPlan:
 
     def _options(self, options: dp.AccountingOptions | None) -> dp.AccountingOptions:
         if options is None:
-            return dp.AccountingOptions(neighbouring=self.neighbouring)
+            return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]  # validated in __post_init__
         if not isinstance(options, dp.AccountingOptions):
             raise ValueError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
         if options.neighbouring != self.neighbouring:
@@ -115,7 +116,7 @@ class ExecutionPlan:
         return options
 
     def epsilon(self, noise_multiplier: float, delta: float, *,
-                fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                fixed_events: tuple[DpEvent, ...] = (),
                 options: dp.AccountingOptions | None = None) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the implemented run is
@@ -155,7 +156,7 @@ class ExecutionPlan:
         return eps
 
     def calibrate(self, target_epsilon: float, delta: float, *,
-                  fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                  fixed_events: tuple[DpEvent, ...] = (),
                   options: dp.AccountingOptions | None = None) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken

@@ -366,7 +366,7 @@ class FixedOrderSampler(_Base):
 def _schedule(steps: int, sampling: str, rate: float = 1.0) -> Any:
     from dpprep.accounting.dp import DpSgdSchedule  # the accountant imports this module
 
-    return DpSgdSchedule(steps, sampling, rate)
+    return DpSgdSchedule(steps, sampling, rate)  # type: ignore[arg-type]  # DpSgdSchedule validates the name
 
 
 SAMPLERS: dict[str, Sampler] = {}
@@ -382,7 +382,7 @@ def register(sampler: Sampler) -> Sampler:
 
 for _sampler in (FullBatch(), PoissonSampler(), ShuffleSampler(), WithoutReplacementSampler(),
                  WithReplacementSampler(), FixedOrderSampler()):
-    register(_sampler)
+    register(_sampler)  # type: ignore[arg-type]  # each implements the Sampler protocol
 
 
 def get(name: str) -> Sampler:

@@ -186,7 +186,7 @@ def eq43(
             raise ValueError(f"eq43 with the paper's constant 1.05 needs alpha >= 11, got {float(np.min(a))!r}")
         c = TABLE2_CONSTANT
     elif constant == "exact":
-        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))
+        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))  # type: ignore[assignment]  # per-order array; float above
     else:
         raise ValueError(f"constant must be 'paper' or 'exact', got {constant!r}")
     out = c * (np.asarray(mechanism.srdp(2.0 * a, tau)) + np.asarray(mechanism.rdp(2.0 * a)))
@@ -218,10 +218,10 @@ def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.n
     k = check_positive(group_size, "group_size")
     if isinstance(mechanism, Gaussian):
         eps = mechanism.epsilon
-        return lambda a: gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)
+        return lambda a: gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)  # type: ignore[return-value]  # array in, array out
     if isinstance(mechanism, DPGD):
         eps = mechanism.epsilon
-        return lambda a: 4.0 * gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)
+        return lambda a: 4.0 * gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)  # type: ignore[return-value]  # array in, array out
     if isinstance(mechanism, Laplace):  # includes Exponential
         eps = mechanism.epsilon
         return lambda a: np.full(np.shape(a), k * eps, dtype=float)

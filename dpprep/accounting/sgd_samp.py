@@ -143,7 +143,7 @@ def _add_remove_cgf(q: float, z: float) -> tuple[np.ndarray, np.ndarray]:
 def add_remove_step_rdp(q: float, noise_multiplier: float, alpha: float | np.ndarray) -> np.ndarray:
     """One step of the Poisson-subsampled Gaussian under add/remove (dp-accounting; chord-interpolated)."""
     grid, cgf = _add_remove_cgf(float(q), float(noise_multiplier))
-    return _chord(grid, cgf, alpha)
+    return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
 @functools.lru_cache(maxsize=256)
@@ -217,7 +217,7 @@ def replace_one_step_rdp(
 ) -> np.ndarray:
     """One step's replace-one RDP bound (see the module docstring); ``inf`` beyond the grid."""
     grid, cgf = _replace_one_cgf(sampling, int(n), int(batch_size), float(noise_multiplier))
-    return _chord(grid, cgf, alpha)
+    return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
 def _changed_weights(sampling: str, n: int, batch_size: int, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -428,8 +428,8 @@ def calibrate_subsampled_sgd(
         )
 
     cal = meta.calibrate(
-        factory, sensitivity, target_epsilon=target_epsilon, delta=delta, mode=mode, combine=combine, rtol=rtol
+        factory, sensitivity, target_epsilon=target_epsilon, delta=delta, mode=mode, combine=combine, rtol=rtol  # type: ignore[arg-type]  # meta.calibrate validates both
     )
-    mech = cal.mechanism
+    mech: SubsampledSGD = cal.mechanism  # type: ignore[assignment]  # the factory builds SubsampledSGD
     return SgdCalibration(noise_multiplier=mech.noise_multiplier, noise_std=mech.noise, mechanism=mech, overall=cal.overall)
 
