@@ -21,7 +21,10 @@ install-dev: install
 reproduce: install
 	$(PY) scripts/run_all.py $(ARGS)
 
+# Lint (ruff) and type-check (mypy; paths and settings in pyproject.toml) before the tests.
 test: install-dev
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv

@@ -99,8 +99,8 @@ def main() -> None:
     xs = jnp.asarray(rng.random((SEEDS, pad, D), dtype=np.float32))
     ws = jnp.asarray(rng.random((SEEDS, D, pk), dtype=np.float32))
     rs = jnp.asarray(rng.random((SEEDS, pad, pk), dtype=np.float32))
-    pair_batched = lambda a, w, r: (jnp.einsum("spd,sdk->spk", a, w), jnp.einsum("spd,spk->sdk", a, r))
-    pair_single = lambda a, w, r: (a @ w, a.T @ r)
+    pair_batched = lambda a, w, r: (jnp.einsum("spd,sdk->spk", a, w), jnp.einsum("spd,spk->sdk", a, r))  # noqa: E731
+    pair_single = lambda a, w, r: (a @ w, a.T @ r)  # noqa: E731
 
     def steps_of(products):
         """T steps of one step's products for all seeds. Both products' right-hand operands
@@ -118,7 +118,7 @@ def main() -> None:
 
         return run
 
-    per_seed = lambda a, w, r: jax.lax.map(lambda t: pair_single(*t), (a, w, r))
+    per_seed = lambda a, w, r: jax.lax.map(lambda t: pair_single(*t), (a, w, r))  # noqa: E731
     loops = {"batched": steps_of(pair_batched), "one seed at a time": steps_of(per_seed)}
     one_step = jax.jit(pair_single)
     sq = jnp.asarray(rng.random((SQUARE, SQUARE), dtype=np.float32))

@@ -36,7 +36,7 @@ _EXPORTS = {
 }
 _SUBMODULES = ("frameworks", "models", "sampling", "streams")
 
-__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 
 
 def __getattr__(name: str) -> Any:

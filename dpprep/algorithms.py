@@ -268,7 +268,7 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
                                                      mask=mask)
         new_params = _project(new_params, radius)
         active = t < stop
-        keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)
+        keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)  # noqa: E731
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
         if average:
             iterate_sum = jax.tree_util.tree_map(
@@ -458,7 +458,7 @@ def check_params(model: Model, params0: Params) -> None:
     gives (traced abstractly, nothing is computed); raises ValueError naming the mismatch."""
     expected = jax.eval_shape(model.init, jax.random.key(0))
     want, got = jax.tree_util.tree_structure(expected), jax.tree_util.tree_structure(params0)
-    if want != got:
+    if want != got:  # type: ignore[operator]  # jax's PyTreeDef stub
         raise ValueError(f"params0 does not fit model {model.name!r}: its structure is {got}, "
                          f"the model's is {want} (build it with model.init)")
     for path, e, p in zip(jax.tree_util.tree_leaves_with_path(expected), jax.tree_util.tree_leaves(expected),

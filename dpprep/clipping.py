@@ -91,7 +91,7 @@ def batch_size_of(batch: Any, name: str = "batch") -> int:
     leaves = jax.tree_util.tree_leaves_with_path(batch)
     if not leaves:
         raise ValueError(f"{name} has no array leaves")
-    sizes = {}
+    sizes: dict[int, Any] = {}
     for path, leaf in leaves:
         shape = np.shape(leaf)
         if not shape:
@@ -160,10 +160,10 @@ def clipped_grad(
                              f"shape {getattr(value, 'shape', None)} — reduce it (e.g. .sum() or [0])")
         if mask is not None and np.shape(mask) != (size,):
             raise ValueError(f"mask must have shape ({size},), got {np.shape(mask)}")
-        axes = [None] * len(args)
+        axes: list[int | None] = [None] * len(args)
         if prng_argnum is not None:
-            args = list(args)
-            args[prng_argnum] = jax.random.split(args[prng_argnum], size)
+            args = list(args)  # type: ignore[assignment]  # a mutable copy of the positional args
+            args[prng_argnum] = jax.random.split(args[prng_argnum], size)  # type: ignore[index]  # (a list now)
             axes[prng_argnum] = 0
         grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
             params, batch, *args)
@@ -182,7 +182,7 @@ def _model_loss(model: Model) -> Callable[[Params, tuple[Array, Array]], Array]:
 
 def per_example_grads(model: Model, params: Params, x: Array, y: Array) -> Params:
     """Per-example gradients (leading batch axis on every leaf), via ``vmap(grad)``."""
-    single = lambda p, xi, yi: _model_loss(model)(p, (xi[None], yi[None]))
+    single = lambda p, xi, yi: _model_loss(model)(p, (xi[None], yi[None]))  # noqa: E731
     return jax.vmap(jax.grad(single), in_axes=(None, 0, 0))(params, x, y)
 
 
@@ -199,7 +199,7 @@ _UP = 2.0 ** 100
 def _safe_norms(sq_norms: Callable[[float], Array]) -> Array:
     """``sqrt(sq_norms(1))`` per row, falling back to ``2¹⁰⁰·sqrt(sq_norms(2⁻¹⁰⁰))`` on the rows
     where the plain squared norm overflowed; ``sq_norms(c)`` is the squared norm of ``c × row``."""
-    root = lambda sq: jnp.sqrt(jnp.maximum(sq, 0.0))
+    root = lambda sq: jnp.sqrt(jnp.maximum(sq, 0.0))  # noqa: E731
     plain = sq_norms(1.0)
 
     def fallback(plain: Array) -> Array:
@@ -211,7 +211,7 @@ def _safe_norms(sq_norms: Callable[[float], Array]) -> Array:
 def _global_norms(tree: Params) -> Array:
     """Per-example global L2 norms over every leaf (leading batch axis), overflow-safe."""
     leaves = [g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)]
-    return _safe_norms(lambda c: sum(jnp.sum(jnp.square(c * g), axis=1) for g in leaves))
+    return _safe_norms(lambda c: sum(jnp.sum(jnp.square(c * g), axis=1) for g in leaves))  # type: ignore[arg-type, return-value]  # leaves is non-empty: an Array
 
 
 def clipped_grad_sum_vmap(
@@ -285,7 +285,7 @@ def clipped_grad_sum_fast(
         raise ValueError(f"model {model.name!r} has no fast clipping path; use the vmap path")
     raw = (params if feature_scale is None and feature_shift is None
            else glm_params_for_raw_features(params, feature_scale, feature_shift))
-    residual = model.residual(raw, x, y)  # (b, k)
+    residual = model.residual(raw, x, y)  # type: ignore[misc]  # (b, k); has_fast_path checked above
     r_norm = jnp.linalg.norm(residual, axis=1)
     norms = _feature_norms(x, feature_scale, feature_shift, "b" in params) * r_norm
     weighted = residual * _scales(norms, clip_norm, mask)[:, None]

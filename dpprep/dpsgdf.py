@@ -289,7 +289,7 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
         xt = check_finite_array(eval_data[0], "x_test", ndim=2)
         xt = normalize(xt, cfg.feature_norm) if cfg.feature_norm is not None else xt.astype(np.float32)
         yt = jnp.asarray(eval_data[1])
-        score = lambda p: {k2: float(v) for k2, v in evaluate(tc.model, p, jnp.asarray(xt), yt).items()}
+        score = lambda p: {k2: float(v) for k2, v in evaluate(tc.model, p, jnp.asarray(xt), yt).items()}  # noqa: E731
         evaluation = ({name: score(p) for name, p in corrected.items()} if cfg.iterates == "both"
                       else score(corrected))
     return FitResult(corrected, params, mu_hat, calibration, evaluation, metrics)

@@ -149,7 +149,7 @@ def simulate_types(xt: np.ndarray, yt: np.ndarray, counts: Callable[[int], np.nd
     r, m = c0.shape
     xt = np.broadcast_to(np.asarray(xt, float), (r,) + np.shape(xt)[-2:])
     d = xt.shape[-1]
-    col = lambda v: np.broadcast_to(np.asarray(v, float), (r,))[:, None]
+    col = lambda v: np.broadcast_to(np.asarray(v, float), (r,))[:, None]  # noqa: E731
     clip, lr, s, norm = col(clip), col(lr), col(noise_std_sum), col(normaliser)
     yx = yt[None, :, None] * xt  # (R, m, d)
     gnorm = np.linalg.norm(xt, axis=-1)  # |y| = 1: ‖g‖ = ‖x‖ when active
@@ -174,7 +174,7 @@ def simulate_counterexample(mu: float, k_plus: Callable[[int], np.ndarray], k_mi
     arrays: the same arithmetic in a few vector operations per step (E1's 10⁸ run-steps)."""
     kp0 = k_plus(0)
     r = kp0.shape[0]
-    vec = lambda v: np.broadcast_to(np.asarray(v, float), (r,))
+    vec = lambda v: np.broadcast_to(np.asarray(v, float), (r,))  # noqa: E731
     clip, lr, s, norm = vec(clip), vec(lr), vec(noise_std_sum), vec(normaliser)
     c = np.minimum(1.0, clip / math.sqrt(mu * mu + 1.0))
     w1, w2 = np.zeros(r), np.zeros(r)

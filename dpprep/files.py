@@ -39,7 +39,7 @@ def umask_mode() -> int:
     would briefly give other threads' files a mask of 0."""
     try:
         status = Path("/proc/self/status").read_text()
-        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)  # type: ignore[index]  # no match: TypeError, caught
     except (OSError, TypeError):
         mask = os.umask(0)
         os.umask(mask)

@@ -100,7 +100,7 @@ def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
     examples)."""
     from flax import nnx
 
-    graphdef, params, rest = nnx.split(module, nnx.Param, ...)
+    graphdef, params, rest = nnx.split(module, nnx.Param, ...)  # type: ignore[misc]  # two filters: three parts
     if jax.tree_util.tree_leaves(nnx.state(module, nnx.BatchStat)):
         raise ValueError("nnx module has BatchStat variables (batch norm); per-example clipping needs a "
                          "module whose outputs for one example do not depend on the others")

@@ -186,7 +186,7 @@ def mlp(
     def init(key):
         k1, k2, k3, k4 = jax.random.split(key, 4)
         b1, b2 = 1.0 / jnp.sqrt(num_features), 1.0 / jnp.sqrt(hidden)
-        u = lambda k, shape, bound: jax.random.uniform(k, shape, jnp.float32, -bound, bound)
+        u = lambda k, shape, bound: jax.random.uniform(k, shape, jnp.float32, -bound, bound)  # noqa: E731
         return {"w1": u(k1, (num_features, hidden), b1), "b1": u(k2, (hidden,), b1),
                 "w2": u(k3, (hidden, num_outputs), b2), "b2": u(k4, (num_outputs,), b2)}
 

@@ -55,7 +55,7 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
         return None
     p_leaves, p_def = jax.tree_util.tree_flatten(params)
     s_leaves, s_def = jax.tree_util.tree_flatten(scales)
-    if p_def != s_def:
+    if p_def != s_def:  # type: ignore[operator]  # jax's PyTreeDef stub
         raise ValueError(f"{name} must have the same tree structure as the params: {s_def} vs {p_def}")
     for p, s in zip(p_leaves, s_leaves):
         arr = check_finite_array(s, name)
@@ -101,7 +101,7 @@ def noise_std(noise_multiplier: Array, noise_std_abs: Array, clip_norm: Array, s
 def gaussian_noise(key: Array, params: Params, std: Params) -> Params:
     """Independent ``N(0, std²)`` per coordinate, one key per leaf (``std`` broadcasts per leaf)."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    stds = treedef.flatten_up_to(std)
+    stds = treedef.flatten_up_to(std)  # type: ignore[attr-defined]  # jax's PyTreeDef stub
     keys = jax.random.split(key, len(leaves))
     noise = [s * jax.random.normal(k, jnp.shape(p), jnp.float32) for k, p, s in zip(keys, leaves, stds)]
     return jax.tree_util.tree_unflatten(treedef, noise)
@@ -120,7 +120,7 @@ class PrivatizerState(NamedTuple):
     (step ``t`` draws its noise from ``fold_in(key, t)``)."""
 
     key: Array
-    count: Array
+    count: Array  # type: ignore[assignment]  # optax's state field name; shadows tuple.count
 
 
 def _concrete(value: Any) -> np.ndarray | None:
@@ -180,7 +180,7 @@ def gaussian_privatizer(
                   ) -> tuple[Params, PrivatizerState]:
         del params
         noisy = add_noise(jax.random.fold_in(state.key, state.count), updates, noise_multiplier, stddev,
-                          clip, scales)
+                          clip, scales)  # type: ignore[arg-type]  # a float std broadcasts
         out = jax.tree_util.tree_map(lambda g: g / normalize_by, noisy)
         return out, PrivatizerState(state.key, state.count + 1)
 

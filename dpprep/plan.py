@@ -18,6 +18,7 @@ import dataclasses
 import math
 
 from dp_accounting import dp_event
+from dp_accounting.dp_event import DpEvent
 from scipy import optimize
 
 from dpprep import sampling
@@ -107,7 +108,7 @@ class ExecutionPlan:
 
     def _options(self, options: dp.AccountingOptions | None) -> dp.AccountingOptions:
         if options is None:
-            return dp.AccountingOptions(neighbouring=self.neighbouring)
+            return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]  # validated in __post_init__
         if not isinstance(options, dp.AccountingOptions):
             raise ValueError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
         if options.neighbouring != self.neighbouring:
@@ -116,7 +117,7 @@ class ExecutionPlan:
         return options
 
     def epsilon(self, noise_multiplier: float, delta: float, *,
-                fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                fixed_events: tuple[DpEvent, ...] = (),
                 options: dp.AccountingOptions | None = None) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the implemented run is
@@ -158,7 +159,7 @@ class ExecutionPlan:
         return eps
 
     def calibrate(self, target_epsilon: float, delta: float, *,
-                  fixed_events: tuple[dp_event.DpEvent, ...] = (),
+                  fixed_events: tuple[DpEvent, ...] = (),
                   options: dp.AccountingOptions | None = None) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
@@ -185,25 +186,25 @@ class ExecutionPlan:
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
                                   fixed_events=fixed_events, options=options)
 
-    def _check_iteration(self, fixed_events: tuple[dp_event.DpEvent, ...],
+    def _check_iteration(self, fixed_events: tuple[DpEvent, ...],
                          options: dp.AccountingOptions) -> None:
         if fixed_events:
             raise ValueError("DP-SGD by iteration is accounted by amplification by iteration (an RDP "
                              "curve), which does not compose with fixed_events here")
-        if options != dp.AccountingOptions(neighbouring=self.neighbouring):
+        if options != self._options(None):
             raise ValueError("DP-SGD by iteration has one accounting (amplification by iteration); "
                              "options other than the defaults do not apply")
         if self.kappa != 1:
             raise ValueError(f"DP-SGD by iteration is accounted for kappa = 1 only, got kappa={self.kappa}")
 
     def _iteration_epsilon(self, noise_multiplier: float, delta: float,
-                           fixed_events: tuple[dp_event.DpEvent, ...], options: dp.AccountingOptions) -> float:
+                           fixed_events: tuple[DpEvent, ...], options: dp.AccountingOptions) -> float:
         self._check_iteration(fixed_events, options)
         z = check_positive(noise_multiplier, "noise_multiplier")
         return dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=self.n)[0]
 
     def _iteration_calibrate(self, target_epsilon: float, delta: float,
-                             fixed_events: tuple[dp_event.DpEvent, ...], options: dp.AccountingOptions) -> float:
+                             fixed_events: tuple[DpEvent, ...], options: dp.AccountingOptions) -> float:
         self._check_iteration(fixed_events, options)
 
         def excess(z: float) -> float:

@@ -364,7 +364,7 @@ class FixedOrderSampler(_Base):
 
 
 def _schedule(steps: int, sampling: str, rate: float = 1.0) -> DpSgdSchedule:
-    return DpSgdSchedule(steps, sampling, rate)
+    return DpSgdSchedule(steps, sampling, rate)  # type: ignore[arg-type]  # DpSgdSchedule validates the name
 
 
 SAMPLERS: dict[str, Sampler] = {}
@@ -380,7 +380,7 @@ def register(sampler: Sampler) -> Sampler:
 
 for _sampler in (FullBatch(), PoissonSampler(), ShuffleSampler(), WithoutReplacementSampler(),
                  WithReplacementSampler(), FixedOrderSampler()):
-    register(_sampler)
+    register(_sampler)  # type: ignore[arg-type]  # each implements the Sampler protocol
 
 
 def get(name: str) -> Sampler:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
@@ -99,7 +98,7 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
         params, metrics = _run(config, plan, hyper, params0, x, y, key)
         evaluation = None
         if with_eval:
-            score = lambda p: evaluate(config.model, p, x_eval, y_eval, hyper.feature_scale,
+            score = lambda p: evaluate(config.model, p, x_eval, y_eval, hyper.feature_scale,  # noqa: E731
                                        hyper.feature_shift)
             evaluation = ({k: score(v) for k, v in params.items()} if config.iterates == "both"
                           else score(params))
@@ -316,7 +315,7 @@ def sweep(
     points = {name: jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[grid[:, i]], values)
               for i, (name, values) in enumerate(axes.items())}
     result = sweep_points(config, params0, data, keys, points)
-    unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])
+    unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])  # noqa: E731
     return jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
 
 
@@ -356,7 +355,7 @@ def run_groups(
     if len({g.key for g in groups}) != len(groups):
         raise ValueError("group keys must be distinct")
     if "on_chunk" not in options and callable(getattr(progress, "chunk", None)):
-        options = options | {"on_chunk": progress.chunk}
+        options = options | {"on_chunk": progress.chunk}  # type: ignore[union-attr]  # getattr check above
 
     def unit(i: int, group: Group) -> dict[str, Any]:
         if progress is not None:

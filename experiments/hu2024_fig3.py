@@ -298,7 +298,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     dim_data, dim_sens = x @ rank.components, pca_dim_sensitivity(n, rank.gap_k, rank.gap_1)
     cal = calibrations(cfg, n, rank.gap_k, rank.sensitivity, dim_sens)
     eps_list, lrs, seeds = list(cfg.epsilons), np.asarray(cfg.learning_rates), cfg.seeds
-    E, P, S = len(eps_list), len(lrs), seeds
+    S = seeds
     keys = jax.random.split(jax.random.key(cfg.noise_seed), S)
     aux_keys, train_keys = (jnp.stack(a) for a in zip(*(jax.random.split(k) for k in keys)))
     noise = {(m, v): cal[(cal.method == m) & (cal.variant == v)].set_index("epsilon")["noise_std"] for m, v in METHODS}
@@ -493,8 +493,10 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
             note=f"β = {case['beta']:.4f}; J_lb = {max(0.0, (case['gap_k'] - case['beta']) / ptr.gap_change_bound(n)):.1f} "
                  f"vs threshold log(2/δ)/ε_PTR; on ⊥ the output is θ = 0"))
         out.append(Comparison.info(f"θ* over the unit ball (n={n}, d={d})",
-                                   f"loss {case['loss_star']:.6f}, ‖θ*‖ = {case['theta_star_norm']:.4f}, gradient mapping {case['gradient_mapping']:.2e}",
-                                   note=f"every run of this (n, d): {case['compiled_functions']} compiled functions, {case['compiled_calls']} executions of them"))
+                                   f"loss {case['loss_star']:.6f}, ‖θ*‖ = {case['theta_star_norm']:.4f}, "
+                                   f"gradient mapping {case['gradient_mapping']:.2e}",
+                                   note=f"every run of this (n, d): {case['compiled_functions']} compiled functions, "
+                                        f"{case['compiled_calls']} executions of them"))
     return out
 
 

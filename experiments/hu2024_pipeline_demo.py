@@ -254,7 +254,8 @@ def markdown(frame: pd.DataFrame, steps: list[dict], cfg: DemoConfig, n: int, pr
             f"(its Table-1 ε = {base:.4g}). Overall ε of the pre-processed pipeline at that noise level, "
             f"and the mechanism ε that restores an overall ε of {cfg.target_epsilon:g}:",
             "",
-            "| step | τ* | overall ε, Theorem 2 exact | overall ε, Table 2 (α ≥ 11) | group privacy (k = Δ∞+1, ≤ n) | mechanism ε for target, exact | … Table 2 mode |"
+            "| step | τ* | overall ε, Theorem 2 exact | overall ε, Table 2 (α ≥ 11) | group privacy (k = Δ∞+1, ≤ n) "
+            "| mechanism ε for target, exact | … Table 2 mode |"
             + (" DP-GD σ (T=100), exact |" if mechanism == "dp_gd" else ""),
             "|---|---|---|---|---|---|---|" + ("---|" if mechanism == "dp_gd" else ""),
         ]

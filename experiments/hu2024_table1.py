@@ -108,7 +108,8 @@ def cross_checks() -> tuple[pd.DataFrame, list[Comparison]]:
             n, steps = 1000, 50
             indep = steps * gaussian_divergence(alpha, 2.0 / n, gd.noise_std(n, steps))
             val = gd.rdp(alpha)
-            add("dp_gd_rdp_vs_T_gaussian_steps", val, indep, "==", math.isclose(val, indep, rel_tol=1e-12), {"eps": eps, "alpha": alpha, "n": n, "T": steps})
+            add("dp_gd_rdp_vs_T_gaussian_steps", val, indep, "==", math.isclose(val, indep, rel_tol=1e-12),
+                {"eps": eps, "alpha": alpha, "n": n, "T": steps})
             lap = table1.laplace(epsilon=eps)
             indep = laplace_renyi(alpha, lap.noise)
             add("laplace_rdp_geq_exact_divergence", lap.rdp(alpha), indep, ">=", lap.rdp(alpha) >= indep, {"eps": eps, "alpha": alpha})

@@ -164,7 +164,8 @@ SYMBOLIC = [
      "sqrt(q)·max_j (exact largest change of column j's median over all replace-one neighbours)"),
     ("m-trimmed mean", "(x^max_(m) − x^min_(n−m)) / (n − 2m − p)", r"$\frac{x_{(m)}^{\max}-x_{(n-m)}^{\min}}{n-2m-p}$",
      "sqrt(q)·max_j (exact largest change of column j's trimmed mean over all neighbours)"),
-    ("Linear regression", "λmax² / ((λmax+1) λmin²) + 1/λmin", r"$\frac{\lambda_{\max}^2}{(\lambda_{\max}+1)\lambda_{\min}^2}+\frac{1}{\lambda_{\min}}$",
+    ("Linear regression", "λmax² / ((λmax+1) λmin²) + 1/λmin",
+     r"$\frac{\lambda_{\max}^2}{(\lambda_{\max}+1)\lambda_{\min}^2}+\frac{1}{\lambda_{\min}}$",
      "replace-one: 2·[λmax²/((λmax+1)(λmin−1)²) + 1/(λmin−1)] (printed form is add-one)"),
 ]  # fmt: skip
 
@@ -278,7 +279,8 @@ def run(ctx: RunContext) -> list[Comparison]:
             f"worst measured/bound {r.worst_ratio:.3g}; Δ2 {r.l2:.3g}, measured {r.measured_l2:.3g}",
             bool(r.worst_ratio <= 1 + 1e-9) and r.measured_linf <= r.linf,
         ))
-        comparisons.append(Comparison.info(f"{label}: (Δ∞, Δ2, τ*)", f"({r.linf:.0f}, {r.l2:.4g}, {r.tau:.4g}); Table 3 printed Δ2 {r.table3_l2:.4g}"))  # fmt: skip
+        comparisons.append(Comparison.info(f"{label}: (Δ∞, Δ2, τ*)",
+                                           f"({r.linf:.0f}, {r.l2:.4g}, {r.tau:.4g}); Table 3 printed Δ2 {r.table3_l2:.4g}"))
     return comparisons
 
 

@@ -79,7 +79,7 @@ def e1_cell(n: int, eps: float, mu: float, steps: int, cfg: Cfg, seed: int) -> l
     reps = cfg.e1_reps
     b = th.alg1_batch_size(n, eps, steps)
     clip = np.repeat([c for c, _ in combos], reps)
-    lr = np.repeat([l for _, l in combos], reps)
+    lr = np.repeat([eta for _, eta in combos], reps)
     sigma = np.array([th.alg1_sigma(n, eps, DELTA, c, steps) for c in clip])
     draws: dict[int, np.ndarray] = {}
 
@@ -92,14 +92,14 @@ def e1_cell(n: int, eps: float, mu: float, steps: int, cfg: Cfg, seed: int) -> l
     w = out["average"]
     bound = norm.cdf(-n * eps / (mu * math.sqrt(8 * math.log(1 / DELTA))))
     rows = []
-    for i, (c, l) in enumerate(combos):
+    for i, (c, eta) in enumerate(combos):
         wi = w[i * reps:(i + 1) * reps]
         p = float(np.mean(wi[:, 1] <= 0))
         # MC standard error: the plug-in one, or the one under the null p = bound when larger (the
         # plug-in s.e. of p̂ = 0 is 0, which would make a bound of 1e-7 "fail" at any repetitions).
         se = math.sqrt(max(p * (1 - p), bound * (1 - bound)) / reps)
         loss = float(np.mean(th.hinge_loss(wi, xt, yt, shares)))
-        rows.append({"n": n, "epsilon": eps, "mu": mu, "T": steps, "B": b, "C": c, "lr": l, "reps": reps,
+        rows.append({"n": n, "epsilon": eps, "mu": mu, "T": steps, "B": b, "C": c, "lr": eta, "reps": reps,
                      "p_w2_le_0": p, "se": se, "bound": bound, "mean_loss": loss,
                      "holds": p >= bound - 3 * se, "loss_holds": loss >= p - 1e-12,
                      "nε/μ": n * eps / mu})
@@ -119,16 +119,16 @@ def _dpsgd_arm(n, mu, eps, cfg, rng) -> list[dict]:
             combos = [(c, lr) for c in (0.1, 1.0, 10.0, r_bound) for lr in cfg.e2_lr]
             s = cfg.e2_seeds
             clip = np.repeat([c for c, _ in combos], s)
-            lr = np.repeat([l for _, l in combos], s)
+            lr = np.repeat([eta for _, eta in combos], s)
             counts = th.poisson_counts(np.array([n // 2, n // 2]), q, len(clip), rng)
             out = th.simulate_types(xt, yt, counts, clip=clip, lr=lr, noise_std_sum=z * clip, normaliser=q * n,
                                     steps=steps, rng=rng)
             for which in ("average", "last"):
                 w = out[which]
                 loss, acc = th.hinge_loss(w, xt, yt, shares), th.accuracy(w, xt, yt, shares)
-                for i, (c, l) in enumerate(combos):
+                for i, (c, eta) in enumerate(combos):
                     sl = slice(i * s, (i + 1) * s)
-                    rows.append({"arm": "DPSGD", "iterate": which, "T": steps, "q": q, "C": c, "lr": l, "z": z,
+                    rows.append({"arm": "DPSGD", "iterate": which, "T": steps, "q": q, "C": c, "lr": eta, "z": z,
                                  "loss": float(loss[sl].mean()), "accuracy": float(acc[sl].mean())})
     return rows
 
@@ -169,10 +169,10 @@ def _translated_arm(n, mu, eps, cfg, rng, arm: str) -> list[dict]:
             xs = np.tile(feats, (len(combos), 1, 1))
             if arm == "DPSGD-F":
                 clip = np.tile(math.sqrt(2) * taus, len(combos))
-                lr = np.repeat([l for _, l in combos], s) / np.tile(taus, len(combos)) ** 2
+                lr = np.repeat([eta for _, eta in combos], s) / np.tile(taus, len(combos)) ** 2
             else:
                 clip = np.repeat([c for c, _ in combos], s)
-                lr = np.repeat([l for _, l in combos], s)
+                lr = np.repeat([eta for _, eta in combos], s)
             counts = th.poisson_counts(np.array([n // 2, n // 2]), q, len(clip), rng)
             out = th.simulate_types(xs, y, counts, clip=clip, lr=lr, noise_std_sum=z * clip, normaliser=q * n,
                                     steps=steps, rng=rng)
@@ -185,9 +185,9 @@ def _translated_arm(n, mu, eps, cfg, rng, arm: str) -> list[dict]:
                 margins = y[None, :] * (w @ x.T + b[:, None])
                 loss = np.maximum(0, 1 - margins) @ shares
                 acc = (margins > 0).astype(float) @ shares
-                for i, (c, l) in enumerate(combos):
+                for i, (c, eta) in enumerate(combos):
                     sl = slice(i * s, (i + 1) * s)
-                    rows.append({"arm": arm, "iterate": which, "T": steps, "q": q, "C": c, "lr": l, "z": z,
+                    rows.append({"arm": arm, "iterate": which, "T": steps, "q": q, "C": c, "lr": eta, "z": z,
                                  "loss": float(loss[sl].mean()), "accuracy": float(acc[sl].mean())})
     return rows
 

@@ -153,7 +153,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
     """Every unit of one dataset (main grid, non-private, A15 sensitivity variants)."""
     n = ds["unit"].shape[0]
     name = ds["name"]
-    digest = lambda models, seeds: _digest([dataclasses.astuple(m) for m in models] + [seeds, n, grid.matmul_precision])
+    digest = lambda models, seeds: _digest([dataclasses.astuple(m) for m in models] + [seeds, n, grid.matmul_precision])  # noqa: E731
     out = []
     for eps in grid.epsilons:
         models = tuple(dpsgdf.grid_models(["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps))
@@ -222,7 +222,8 @@ def select(frame: pd.DataFrame) -> pd.DataFrame:
     f["epsilon"] = f["epsilon"].fillna(-1)
     f["eps_F"] = f["eps_F"].fillna(-1)
     f["C_F"] = f["C_F"].fillna(-1)
-    agg = f.groupby(keys, dropna=False).agg(mean=("acc_last", "mean"), std=("acc_last", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan),
+    agg = f.groupby(keys, dropna=False).agg(mean=("acc_last", "mean"),
+                                            std=("acc_last", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan),
                                             seeds=("acc_last", "size"), mean_average_iterate=("acc_average", "mean")).reset_index()
     best = agg.loc[agg.groupby(["dataset", "variant", "method", "epsilon"])["mean"].idxmax()].copy()
     best["rule"] = SELECTION_RULE
@@ -249,7 +250,7 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
                 out.append(Comparison.info(f"Table 1 {label} {method} eps={eps}", "features not supplied",
                                            paper=f"{m} ({s})", note="user-provided cifar100_features (spec §6.1, A11)"))
             continue
-        cell = lambda method, eps, variant="main": best[(best.dataset == name) & (best.variant == variant) & (best.method == method)
+        cell = lambda method, eps, variant="main": best[(best.dataset == name) & (best.variant == variant) & (best.method == method)  # noqa: E731
                                                         & ((best.epsilon == eps) if eps is not None else best.epsilon.isna())]
         for (method, eps), (pm, ps) in PAPER[name].items():
             row = cell(method, eps)

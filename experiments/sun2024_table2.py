@@ -50,7 +50,7 @@ def diameter(x: np.ndarray, block: int = BLOCK) -> tuple[float, tuple[int, int]]
     sq = np.sum(x.astype(np.float64) ** 2, axis=1).astype(np.float32)
     starts = list(range(0, n, block))
     best, pair = -1.0, (0, 0)
-    pad = lambda arr, s: np.pad(arr[s:s + block], [(0, block - len(arr[s:s + block]))] + [(0, 0)] * (arr.ndim - 1))
+    pad = lambda arr, s: np.pad(arr[s:s + block], [(0, block - len(arr[s:s + block]))] + [(0, 0)] * (arr.ndim - 1))  # noqa: E731
     for bi, i in enumerate(starts):
         a, na = pad(x, i), pad(sq, i)
         na = np.where(np.arange(block) < n - i, na, -np.inf).astype(np.float32)  # padded rows never win

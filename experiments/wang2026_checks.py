@@ -165,7 +165,9 @@ def check_nonprivate_accuracy(ctx: RunContext) -> list[Comparison]:
                          f"{adult[0]:.2f} %", bool(81.5 <= adult[0] <= 84.0),
                          note="full-batch GD from θ = 0, intercept column; deterministic (spec [checked]: 82.0 %)"),
         Comparison.claim("8 Sepsis non-private accuracy (in-sample, NN 3-5-2, Adam lr 0.005, T = 200, batch 1024)",
-                         "69 % (test: 66–72 %)", f"{sepsis.mean():.2f} % (median {np.median(sepsis):.1f}; seeds: {', '.join(f'{a:.1f}' for a in sepsis)})",
+                         "69 % (test: 66–72 %)",
+                         f"{sepsis.mean():.2f} % (median {np.median(sepsis):.1f}; "
+                         f"seeds: {', '.join(f'{a:.1f}' for a in sepsis)})",
                          bool(66.0 <= sepsis.mean() <= 72.0),
                          note=f"mean of {seeds} seeds (init, batches); clip of the mean gradient at 5; 10k-row rebalanced sample"),
     ]

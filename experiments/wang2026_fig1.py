@@ -145,7 +145,7 @@ def _columns(panel: Panel, data: CorrDPData) -> tuple[list[int], list[int]]:
     """S and U as column indices of :func:`_features`."""
     if panel.is_glm or data.intercept is None:
         return list(data.sensitive), list(data.insensitive)
-    shift = lambda idx: [i - (i > data.intercept) for i in idx]
+    shift = lambda idx: [i - (i > data.intercept) for i in idx]  # noqa: E731
     return shift(data.sensitive), shift(data.insensitive)
 
 
@@ -535,13 +535,14 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
         ok1 = std["mean"] - cor["mean"] >= 0
         ok2 = (cor["mean"] - semi["mean"]).abs() <= (std["mean"] - semi["mean"]).abs()
         first, second = ok1.mean(), ok2.mean()
-        fails = lambda ok: _fmt(ok.index[~ok.to_numpy()]) or "none"
+        fails = lambda ok: _fmt(ok.index[~ok.to_numpy()]) or "none"  # noqa: E731
         out.append(Comparison.claim(f"#22 {panel.title}: CorrDP ≈ Semi, both better than Standard (C = {c:.3g})",
                                     "Standard − CorrDP ≥ 0 and |CorrDP − Semi| ≤ |Standard − Semi| in ≥ 80 % of ε",
                                     f"{first:.0%} and {second:.0%} of {len(std)} ε (fail at ε = {fails(ok1)}; "
                                     f"{fails(ok2)}); Standard − CorrDP {_fmt(std['mean'] - cor['mean'])}",
                                     bool(first >= 0.8 and second >= 0.8),
-                                    note=f"primary C by the §5.1 rule among {sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
+                                    note="primary C by the §5.1 rule among "
+                                         f"{sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
     # Context rows: what this profile ran (cuts included) and what each unit cost.
     out.append(Comparison.info(
         "Fig. 1 profile: seeds / C per panel", "; ".join(

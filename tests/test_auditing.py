@@ -113,7 +113,7 @@ def test_linear_loss_gradient_does_not_depend_on_theta():
     model = auditing.linear_loss_model(3)
     x = jnp.array([[0.0, 0.0, 1.0], [0.5, -0.2, 0.0]])
     y = jnp.array([1.0, 0.0])
-    grad = lambda w: jax.grad(lambda p: jnp.sum(model.per_example_loss(p, x, y)))({"w": w})["w"]
+    grad = lambda w: jax.grad(lambda p: jnp.sum(model.per_example_loss(p, x, y)))({"w": w})["w"]  # noqa: E731
     g0, g1 = grad(jnp.zeros((3, 1))), grad(jnp.ones((3, 1)) * 7.0)
     np.testing.assert_allclose(g0, g1)
     np.testing.assert_allclose(g0[:, 0], [0.0, 0.0, -1.0])

@@ -355,7 +355,7 @@ def test_norms_of_huge_features_are_finite_and_correct(magnitude, transform):
     scale = rng.uniform(0.5, 2.0, size=D) if transform else None
     shift = magnitude * rng.normal(size=D) if transform else None
     x32 = jnp.asarray(x, jnp.float32)
-    as32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)
+    as32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)  # noqa: E731
     # float64 reference: ||x'_i ⊗ r_i||² + ||r_i||² = (||x'_i||² + 1)·||r_i||², x' = scale ⊙ x − shift
     x_ref = np.asarray(x32, np.float64) * (1.0 if scale is None else np.asarray(as32(scale), np.float64))
     x_ref = x_ref - (0.0 if shift is None else np.asarray(as32(shift), np.float64))

@@ -12,7 +12,7 @@ import pytest
 
 from dpprep import clipping, dpsgdf, models, sweeps
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, make_plan, train
+from dpprep.algorithms import make_plan
 
 RNG = np.random.default_rng(0)
 N, D, K = 120, 6, 3

@@ -179,7 +179,7 @@ def test_readme_mnist_number_and_calibration_round_trip():
     # Independently: dp-accounting on the hand-built event at δ less the overflow slack pins the
     # README's z (1 % less noise is far off the target).
     slack = sampling.overflow_delta(2.0, p)
-    event = lambda zz: dp_event.SelfComposedDpEvent(
+    event = lambda zz: dp_event.SelfComposedDpEvent(  # noqa: E731
         dp_event.PoissonSampledDpEvent(2048 / 60_000, dp_event.GaussianDpEvent(zz)), 88)
     assert _pld_epsilon(event(1.0623), 1e-5 - slack) == pytest.approx(2.0, abs=1e-3)
     assert _pld_epsilon(event(1.0623 * 0.99), 1e-5 - slack) > 2.0 + 5e-3

@@ -221,7 +221,7 @@ def test_progress_off_a_terminal_prints_no_bar_and_counts_units(tmp_path):
         text = stream.getvalue()
         assert "\r" not in text
         lines = text.splitlines()
-        assert lines == ([] if not verbose else [l for l in lines if re.fullmatch(r"\[exp +\d+\.\ds\] cell \d/3: \d", l)])
+        assert lines == ([] if not verbose else [ln for ln in lines if re.fullmatch(r"\[exp +\d+\.\ds\] cell \d/3: \d", ln)])
         assert len(lines) == (3 if verbose else 0)
 
 

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 DEVICES = 4

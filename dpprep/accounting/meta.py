@@ -188,7 +188,7 @@ def eq43(
             raise ValueError(f"eq43 with the paper's constant 1.05 needs alpha >= 11, got {float(np.min(a))!r}")
         c = TABLE2_CONSTANT
     elif constant == "exact":
-        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))
+        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))  # type: ignore[assignment]  # per-order array; float above
     else:
         raise ValueError(f"constant must be 'paper' or 'exact', got {constant!r}")
     out = c * (np.asarray(mechanism.srdp(2.0 * a, tau)) + np.asarray(mechanism.rdp(2.0 * a)))
@@ -220,10 +220,10 @@ def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.n
     k = check_positive(group_size, "group_size")
     if isinstance(mechanism, Gaussian):
         eps = mechanism.epsilon
-        return lambda a: gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)
+        return lambda a: gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)  # type: ignore[return-value]  # array in, array out
     if isinstance(mechanism, DPGD):
         eps = mechanism.epsilon
-        return lambda a: 4.0 * gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)
+        return lambda a: 4.0 * gaussian_group_rdp(np.asarray(a, dtype=float), k, eps)  # type: ignore[return-value]  # array in, array out
     if isinstance(mechanism, Laplace):  # includes Exponential
         eps = mechanism.epsilon
         return lambda a: np.full(np.shape(a), k * eps, dtype=float)
@@ -537,8 +537,8 @@ def calibrate_subsampled_sgd(
     sampling: Sampling = "poisson",
     clip_norm: float = 1.0,
     smoothness: float = 1.0,
-    mode: str = "exact",
-    combine: str = "max",
+    mode: Mode = "exact",
+    combine: Combine = "max",
     rtol: float = 1e-4,
 ) -> SgdCalibration:
     """Noise multiplier of subsampled DP-SGD on pre-processed data (pre-processing
@@ -575,5 +575,5 @@ def calibrate_subsampled_sgd(
     cal = calibrate(
         factory, sensitivity, target_epsilon=target_epsilon, delta=delta, mode=mode, combine=combine, rtol=rtol
     )
-    mech = cal.mechanism
+    mech: SubsampledSGD = cal.mechanism  # type: ignore[assignment]  # the factory builds SubsampledSGD
     return SgdCalibration(noise_multiplier=mech.noise_multiplier, noise_std=mech.noise, mechanism=mech, overall=cal.overall)

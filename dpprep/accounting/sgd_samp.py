@@ -71,7 +71,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special, stats
 
 from dpprep.accounting.table1 import DPSGDSampling, Mechanism
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+from dpprep.validation import check_positive, check_positive_int
 
 __all__ = [
     "SAMPLINGS",
@@ -141,7 +141,7 @@ def _add_remove_cgf(q: float, z: float) -> tuple[np.ndarray, np.ndarray]:
 def add_remove_step_rdp(q: float, noise_multiplier: float, alpha: float | np.ndarray) -> np.ndarray:
     """One step of the Poisson-subsampled Gaussian under add/remove (dp-accounting; chord-interpolated)."""
     grid, cgf = _add_remove_cgf(float(q), float(noise_multiplier))
-    return _chord(grid, cgf, alpha)
+    return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
 @functools.lru_cache(maxsize=256)
@@ -215,7 +215,7 @@ def replace_one_step_rdp(
 ) -> np.ndarray:
     """One step's replace-one RDP bound (see the module docstring); ``inf`` beyond the grid."""
     grid, cgf = _replace_one_cgf(sampling, int(n), int(batch_size), float(noise_multiplier))
-    return _chord(grid, cgf, alpha)
+    return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
 def _changed_weights(sampling: str, n: int, batch_size: int, m: int) -> tuple[np.ndarray, np.ndarray]:

@@ -487,7 +487,8 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     },
     {
         "mechanism": ("DP-GD A_GD", r"DP-GD $\mathcal{A}_{\mathrm{GD}}$"),
-        "assumptions": ("ℓ L-Lipschitz, μ-smooth in data, σ = L√T/(εn)", r"$\ell$ $L$-Lip., $\mu$-smooth (data), $\sigma=\frac{L\sqrt{T}}{\varepsilon n}$"),
+        "assumptions": ("ℓ L-Lipschitz, μ-smooth in data, σ = L√T/(εn)",
+                        r"$\ell$ $L$-Lip., $\mu$-smooth (data), $\sigma=\frac{L\sqrt{T}}{\varepsilon n}$"),
         "rdp": ("2 α ε²", r"$2\alpha\varepsilon^2$"),
         "srdp": ("α μ² τ² ε² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2}{2L^2}$"),
         "range": ("α > 1", r"$\alpha>1$"),
@@ -501,7 +502,8 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
         ),
         "rdp": ("α² ε² / 2", r"$\frac{\alpha^2\varepsilon^2}{2}$"),
         "srdp": ("α μ² τ² ε² γ_pw² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2\gamma_{pw}^2}{2L^2}$"),
-        "range": ("1 < α ≤ min{√T/ε, z² log(n/z)}, z = σ/L ≥ 1", r"$1<\alpha\le\min\{\frac{\sqrt T}{\varepsilon}, z^2\log\frac{n}{z}\}$, $z=\sigma/L\ge1$"),
+        "range": ("1 < α ≤ min{√T/ε, z² log(n/z)}, z = σ/L ≥ 1",
+                  r"$1<\alpha\le\min\{\frac{\sqrt T}{\varepsilon}, z^2\log\frac{n}{z}\}$, $z=\sigma/L\ge1$"),
         "note": ("σ doubled in variance so α²ε²/2 holds (§10.7)", r"$\sigma$ variance doubled so $\alpha^2\varepsilon^2/2$ holds"),
     },
     {

@@ -55,7 +55,7 @@ def theorem7(epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.
     # Doubled σ (σ = 2L√T/(εn)) is DP-GD at ε/2; τ = 12.2/β for pairs whose gaps are both > β.
     mech = table1.dp_gd(epsilon=eps / 2.0, lipschitz=lip, smoothness=mu)
     tau = _PCA_CONSTANT / beta
-    conv = rdp_to_dp(lambda a: eq43(mech, tau, a, constant="exact"), delta)
+    conv = rdp_to_dp(lambda a: eq43(mech, tau, a, constant="exact"), delta)  # type: ignore[arg-type, return-value]  # array in, array out
     return Theorem7(
         constant_c=c,
         delta_bound=bound,

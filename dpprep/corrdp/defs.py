@@ -146,7 +146,7 @@ def feature_tv_weights(joint, sensitive: Sequence[int], *, block: bool = False) 
                 laws.append(conditional_law(p, s, given, record).reshape(-1))
             except ValueError:
                 continue
-        laws = np.array(laws)
+        laws = np.array(laws)  # type: ignore[assignment]  # list of rows -> one array
         out[key] = float(min(1.0, max((0.5 * np.abs(laws[i + 1:] - laws[i]).sum(axis=1).max()
                                        for i in range(len(laws) - 1)), default=0.0)))  # fmt: skip
     return out
@@ -178,9 +178,6 @@ def corrdp_laplace(key, values, coord_sens, tv, sensitive: Sequence[int], insens
     """Def. 2.9: ``f(D) + (Y_1..Y_m)`` with ``Y_i`` iid Laplace of scale ``Δ_C f / ε`` (the same on
     every coordinate; f's coordinate i must depend only on feature i). (ε, 0)-CorrDP (Thm 2.10).
     ``key`` is a ``jax.random`` key; returns a jax array shaped like ``values``."""
-    import jax
-    import jax.numpy as jnp
-
     epsilon = check_epsilon(epsilon)
     vals = check_finite_array(values, "values", ndim=1)
     if vals.shape[0] != np.shape(coord_sens)[0]:

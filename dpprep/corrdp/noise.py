@@ -170,7 +170,7 @@ def method_factors(method: str, m: int, sensitive: Sequence[int], tv: Any = None
         return out
     if tv is None:
         raise ValueError("method 'corrdp' needs tv (one factor per insensitive feature, or a scalar)")
-    return corrdp_factors(m, s, tv, use_floor=use_floor, insensitive=u)
+    return corrdp_factors(m, s, tv, use_floor=use_floor, insensitive=u)  # type: ignore[arg-type]  # index arrays work as sequences
 
 
 def partial_feature_mask(m: int, sensitive: Sequence[int], insensitive: Sequence[int] | None = None) -> np.ndarray:
@@ -215,7 +215,7 @@ def param_factors(params: Params, column_factors: Any, *, leaf: str | None = Non
         else:
             value = float(check_factor(bias_factor, "bias_factor"))
         out["b1"] = np.float32(value)
-    return type(params)(out) if not isinstance(params, dict) else out
+    return type(params)(out) if not isinstance(params, dict) else out  # type: ignore[call-arg]  # the params' own mapping type
 
 
 def check_param_factors(params: Params, factors: Params, name: str = "noise_factors") -> Params:

@@ -215,7 +215,7 @@ def quadratic_sketch(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     if n <= m + 1:
         raise ValueError(f"the sketch needs n > m + 1 rows, got n={n}, m={m}")
     r = np.linalg.qr(np.column_stack([x, y]), mode="r")
-    r = r * math.sqrt((m + 1) / n)
+    r = r * math.sqrt((m + 1) / n)  # type: ignore[operator]  # mode="r" returns the array
     return r[:, :m].astype(np.float32), r[:, m].astype(np.float32)
 
 
@@ -228,6 +228,6 @@ def standard_dp_epsilon(sigma: float, *, n: int, steps: int, lipschitz: float, d
     sigma = check_positive(sigma, "sigma")
     n = check_positive_int(n, "n")
     z = sigma * n / check_positive(lipschitz, "lipschitz")  # std on the sum over the clip norm
-    options = dp.AccountingOptions(accountant=accountant, neighbouring="replace_one")
+    options = dp.AccountingOptions(accountant=accountant, neighbouring="replace_one")  # type: ignore[arg-type]  # AccountingOptions validates it
     return dp.epsilon(z, check_delta(delta), dp.DpSgdSchedule(check_positive_int(steps, "steps"), "full"),
                       options=options)

@@ -57,7 +57,7 @@ def gaussian_conditional(mean, cov, sensitive: Sequence[int], given: Sequence[in
     mean = check_finite_array(mean, "mean", ndim=1).astype(np.float64)
     cov = _check_cov(cov, mean.shape[0])
     s, i = check_index_sets(sensitive, given, mean.shape[0], names=("sensitive", "given"), cover=False)
-    s, i = list(s), list(i)
+    s, i = list(s), list(i)  # type: ignore[assignment]  # lists for np.ix_
     sig_si, sig_ii = cov[np.ix_(s, i)], cov[np.ix_(i, i)]
     b = np.linalg.solve(sig_ii, sig_si.T).T  # Σ_SI Σ_II⁻¹ (Σ_II symmetric)
     cond = cov[np.ix_(s, s)] - b @ sig_si.T
@@ -90,7 +90,7 @@ def synthetic_tv_factors(mean, cov, sensitive: Sequence[int], insensitive: Seque
     mean = check_finite_array(mean, "mean", ndim=1).astype(np.float64)
     cov = _check_cov(cov, mean.shape[0])
     s, u = check_index_sets(sensitive, insensitive, mean.shape[0], cover=False)
-    s, u = list(s), list(u)
+    s, u = list(s), list(u)  # type: ignore[assignment]  # lists for np.ix_
     gap = 2.0 * e1_half_width(len(s), delta)
     sig_ss, sig_su, var_u = cov[np.ix_(s, s)], cov[np.ix_(s, u)], np.diag(cov)[u]
     if np.any(var_u <= 0):
@@ -206,7 +206,7 @@ def histogram_codes(s, bins: int | Sequence[int]) -> np.ndarray:
     dimension with edges on the pooled sample's range (the maximum falls in the last bin)."""
     s = _rows(s, "s").astype(np.float64)
     k = s.shape[1]
-    bins = [int(bins)] * k if np.ndim(bins) == 0 else [int(b) for b in bins]
+    bins = [int(bins)] * k if np.ndim(bins) == 0 else [int(b) for b in bins]  # type: ignore[arg-type, union-attr]  # np.ndim picks the branch
     if len(bins) != k or min(bins) < 1:
         raise ValueError(f"bins must be a positive integer or one per dimension of s ({k}), got {bins}")
     index = []

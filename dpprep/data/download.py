@@ -283,7 +283,7 @@ def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path
         return {group[0].relpath: _install(tmp, group[0], root, url)}
     try:
         with zipfile.ZipFile(tmp) as zipped:
-            members = {spec.relpath: _zip_member(zipped, spec.member, url) for spec in group}
+            members = {spec.relpath: _zip_member(zipped, spec.member, url) for spec in group}  # type: ignore[arg-type]  # archived specs name a member
     finally:
         tmp.unlink(missing_ok=True)
     out = {}

@@ -9,7 +9,7 @@ import os
 import zipfile
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -200,7 +200,9 @@ def encode_tabular(
 ) -> tuple[np.ndarray, list[str], dict[str, tuple[int, ...]]]:
     """One-hot the discrete features (levels sorted; optionally dropping the first) and optionally
     MinMax-scale the continuous ones to [0, 1]; columns stay in the order of ``types``."""
-    blocks, names, groups = [], [], {}
+    blocks: list[np.ndarray] = []
+    names: list[str] = []
+    groups: dict[str, tuple[int, ...]] = {}
     for feature, kind in types.items():
         if kind == "continuous":
             column = frame[feature].astype(np.float64).to_numpy()[:, None]
@@ -343,7 +345,7 @@ def load_features_npz(path: str | os.PathLike, *, num_classes: int = 100, name: 
             raise ValueError(f"{path}: y_{split} must be integer of shape ({x.shape[0]},), got {y.dtype} {y.shape}")
         if y.size and (y.min() < 0 or y.max() >= num_classes):
             raise ValueError(f"{path}: y_{split} must lie in 0..{num_classes - 1}, got {y.min()}..{y.max()}")
-    names = [f"f{i}" for i in range(d)]
+    names = [f"f{i}" for i in range(d)]  # type: ignore[arg-type]  # d is an int here
     return Dataset(
         name,
         arrays["x_train"].astype(np.float32),
@@ -363,7 +365,7 @@ def load_features_npz(path: str | os.PathLike, *, num_classes: int = 100, name: 
 
 # --- Dispatch -------------------------------------------------------------------------------------
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[..., Any]] = {
     "mnist": functools.partial(_load_idx_set, "mnist"),
     "fashion_mnist": functools.partial(_load_idx_set, "fashion_mnist"),
     "adult": _load_adult,
@@ -408,7 +410,7 @@ def load(
         if path is None:
             reason = f"it cannot be downloaded. {CIFAR100_HOWTO}"
             raise dl.DataNotFoundError(dl.not_found_message(CIFAR100_FEATURES_RELPATH, data_dir, (), reason))
-        relpaths = (CIFAR100_FEATURES_RELPATH,)
+        relpaths: tuple[str, ...] = (CIFAR100_FEATURES_RELPATH,)
         paths = [path]
     else:
         relpaths = DATASET_FILES[name]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class ImputeResult:
     n: int
     p: int
     max_missing_per_row: int
-    fill: dict[int, float | np.ndarray]
+    fill: Mapping[int, float | np.ndarray]
     feature_l2: dict[int, float]
     sensitivity: Sensitivity
     table3_l2: float | None = None
@@ -78,7 +78,7 @@ def _prepare(x) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
     return arr, missing, p, q, columns
 
 
-def _finish(arr: np.ndarray, missing: np.ndarray, fills: dict[int, np.ndarray | float], project: bool) -> np.ndarray:
+def _finish(arr: np.ndarray, missing: np.ndarray, fills: Mapping[int, np.ndarray | float], project: bool) -> np.ndarray:
     data = arr.copy()
     for j, value in fills.items():
         rows = missing[:, j]

@@ -145,7 +145,7 @@ def _compose_one(prev: Sensitivity, prev_name: str | None, step: Step, own: Sens
 def _compose_uncapped(prev: Sensitivity, prev_name: str | None, step: Step, own: Sensitivity | None, n: int) -> Sensitivity:
     c, r = prev.linf, prev.l2
     if step.rowwise:
-        return Sensitivity(linf=c, l2=step.lipschitz * r)
+        return Sensitivity(linf=c, l2=step.lipschitz * r)  # type: ignore[operator]  # rowwise steps carry a lipschitz
     if own is None:
         raise ValueError(f"step {step.name!r} is data-dependent and needs its Sensitivity")
     if c == 0:
@@ -153,7 +153,7 @@ def _compose_uncapped(prev: Sensitivity, prev_name: str | None, step: Step, own:
     k = math.floor(c) + 1  # positions in which the step's two inputs differ
     if step.group == "displacement":
         d = step.displacement
-        return Sensitivity(linf=min(c + k * own.linf, n), l2=max(min(k * own.l2, 2.0 * d), r + 2.0 * d))
+        return Sensitivity(linf=min(c + k * own.linf, n), l2=max(min(k * own.l2, 2.0 * d), r + 2.0 * d))  # type: ignore[operator]  # displacement steps carry one
     if step.group == "uniform":
         return Sensitivity(linf=min(c + k * own.linf, n), l2=r + k * own.l2)
     raise _no_bound(prev_name, step.name, f"up to {c:g}")

@@ -3,8 +3,6 @@ bounds, exhaustive check of the median/trimmed-mean neighbour ranges, and bad in
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
