@@ -160,6 +160,24 @@ def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int
     return x_eval, y_eval
 
 
+def _over_chunks(call: Callable[[np.ndarray], Any], total: int, chunk_size: int, *, axis: int,
+                 on_chunk: Callable[[int, int], None] | None) -> Any:
+    """``call(take)`` on fixed-size chunks of the indices ``0..total−1`` (the last chunk padded
+    with copies of its last index, dropped from the result: one shape, one compilation), results
+    concatenated along ``axis``; ``on_chunk(done, chunks)`` before the first call and after each."""
+    results = []
+    chunks = -(-total // chunk_size)
+    if on_chunk is not None:
+        on_chunk(0, chunks)
+    for start in range(0, total, chunk_size):
+        take = np.minimum(np.arange(start, start + chunk_size), total - 1)
+        keep = (slice(None),) * axis + (slice(0, min(chunk_size, total - start)),)
+        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[keep], call(take)))
+        if on_chunk is not None:
+            on_chunk(len(results), chunks)
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=axis), *results)
+
+
 def sweep_points(
     config: TrainConfig,
     params0: Params,
@@ -259,26 +277,19 @@ def sweep_points(
         shared = jax.device_put(shared, replicated)
         x_eval, y_eval = jax.device_put((x_eval, y_eval), replicated)
     values = [jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names]
-    results = []
-    chunks = -(-total // chunk_size)
-    if on_chunk is not None:
-        on_chunk(0, chunks)
-    for start in range(0, total, chunk_size):
-        # Pad the last chunk with copies of its last point (dropped below): one shape, one compile.
-        take = np.minimum(np.arange(start, start + chunk_size), total - 1)
+
+    def call(take: np.ndarray) -> Any:
         chunk = [jax.tree_util.tree_map(lambda v, f=flag: jnp.asarray(v[:, take] if f else v[take]), value)
                  for value, flag in zip(values, seeded)]
         if mesh is not None:
             chunk = [jax.device_put(c, NamedSharding(mesh, PartitionSpec(None, "points") if f else PartitionSpec("points")))
                      for c, f in zip(chunk, seeded)]
         out = fn(*shared, tuple(chunk), x_eval, y_eval)
-        keep = min(chunk_size, total - start)
         if jax.process_count() > 1:  # shards on other hosts' devices: gather them first
             out = multihost_utils.process_allgather(out, tiled=True)
-        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:, :keep], out))
-        if on_chunk is not None:
-            on_chunk(len(results), chunks)
-    params, metrics, evaluation = jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=1), *results)
+        return out
+
+    params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk)
     warn_on_overflow(metrics, config)
     return SweepResult(params, metrics, evaluation)
 
@@ -434,19 +445,12 @@ def sweep_datasets(
     base = dataclasses.replace(config.hyper, **{name: None for name in (*unit_points, *points)})
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
-    results = []
-    chunks = -(-num_units // chunk_size)
-    if on_chunk is not None:
-        on_chunk(0, chunks)
-    for start in range(0, num_units, chunk_size):
-        take = np.minimum(np.arange(start, start + chunk_size), num_units - 1)  # pad: one shape
-        out = fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
-                 tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
-        keep = min(chunk_size, num_units - start)
-        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:keep], out))
-        if on_chunk is not None:
-            on_chunk(len(results), chunks)
-    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=0), *results)
+
+    def call(take: np.ndarray) -> Any:
+        return fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
+                  tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
+
+    return _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk)
 
 
 @functools.lru_cache(maxsize=16)
