@@ -410,11 +410,11 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
     (:func:`dpprep.models.check_targets`); all checked abstractly, before any compilation."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
-    x = check_finite_array(data[0], "x")
+    x = check_finite_array(data[0], "x", float32=True)
     if x.ndim < 2:
         raise ValueError(f"x must have a leading example axis and the examples' axes (e.g. (n, d)), "
                          f"got shape {x.shape}")
-    y = check_finite_array(data[1], "y", ndim=1)
+    y = check_finite_array(data[1], "y", ndim=1, float32=True)
     check_same_length(x, y, "x", "y")
     if x.shape[0] == 0:
         raise ValueError("x must contain at least one example")
@@ -481,6 +481,16 @@ def warn_on_overflow(metrics: dict[str, Array], config: TrainConfig) -> None:
             RuntimeWarning, stacklevel=3)
 
 
+def warn_if_not_finite(tree: Any, what: str) -> None:
+    """Warn when a run ended with non-finite values (a learning rate or noise too large for
+    float32, a diverging loss): a NaN model should never pass silently."""
+    bad = sum(int(np.size(leaf) - np.count_nonzero(np.isfinite(np.asarray(leaf))))
+              for leaf in jax.tree_util.tree_leaves(tree) if np.asarray(leaf).dtype.kind == "f")
+    if bad:
+        warnings.warn(f"{bad} non-finite value(s) in the {what}: the run diverged or overflowed float32 "
+                      "(learning rate, noise or feature scale too large?)", RuntimeWarning, stacklevel=3)
+
+
 def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
           ) -> tuple[Params, dict[str, Array]]:
     """Run one training run; returns ``(params, metrics)``.
@@ -505,4 +515,5 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
     static = dataclasses.replace(config, hyper=None)
     params, metrics = _run_jit(static, plan, config.hyper, params0, x, y, key)
     warn_on_overflow(metrics, config)
+    warn_if_not_finite(params, "trained parameters")
     return params, metrics

@@ -47,6 +47,7 @@ from dpprep.algorithms import (
     check_hyper,
     check_key,
     make_plan,
+    warn_if_not_finite,
     warn_on_overflow,
 )
 from dpprep.models import Array, Params
@@ -291,6 +292,8 @@ def sweep_points(
 
     params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk)
     warn_on_overflow(metrics, config)
+    warn_if_not_finite(params if return_params else evaluation, "trained parameters" if return_params
+                       else "evaluation of the trained models")
     return SweepResult(params, metrics, evaluation)
 
 

@@ -51,14 +51,27 @@ def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_finite_array(array: Any, name: str, *, ndim: int | None = None) -> np.ndarray:
-    """Returns ``array`` as numpy after checking it is finite (and of rank ``ndim`` if given)."""
-    arr = np.asarray(array)
+def check_finite_array(array: Any, name: str, *, ndim: int | None = None, float32: bool = False) -> np.ndarray:
+    """Returns ``array`` as numpy after checking it is numeric (bool, integer or float: an object
+    array, e.g. ``DataFrame.to_numpy()`` of mixed columns, is refused), finite, of rank ``ndim``
+    if given, and with ``float32`` within float32's range (so the engine's cast cannot make inf)."""
+    try:
+        arr = np.asarray(array)
+    except ValueError as err:  # ragged nested sequences
+        raise ValueError(f"{name} must be a numeric array: {err}") from err
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if arr.dtype.kind not in "biufc":
+        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype} (convert it, e.g. "
+                         f"np.asarray(values, dtype=np.float32), after handling missing or text values)")
     if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
+    if float32 and arr.size and arr.dtype.kind in "fiu":
+        largest = float(np.max(np.abs(arr)))
+        if largest > np.finfo(np.float32).max:
+            raise ValueError(f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
+                             "engine computes in float32: rescale the data")
     return arr
 
 

@@ -412,3 +412,17 @@ def test_matmul_precision_reaches_the_step():
     assert dots >= 2 and dots == default.count("dot_general")
     assert highest.count("precision=(Precision.HIGHEST, Precision.HIGHEST)") == dots
     assert "Precision.HIGHEST" not in default
+
+
+def test_non_numeric_or_out_of_float32_data_is_refused_and_a_diverged_run_warns():
+    mixed = np.array([[1.0, "a"], [2.0, None]], dtype=object)
+    with pytest.raises(ValueError, match="x must be numeric, got dtype object"):
+        train(TrainConfig(LOGISTIC, Hyper(0.1), sampling="full", steps=1), LOGISTIC.init(KEY),
+              (mixed, np.zeros(2, np.float32)), KEY)
+    huge = np.array(X, np.float64)
+    huge[0, 0] = 1e300
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        train(TrainConfig(LOGISTIC, Hyper(0.1), sampling="full", steps=1), LOGISTIC.init(KEY), (huge, Y_BIN), KEY)
+    with pytest.warns(RuntimeWarning, match="non-finite value"):
+        train(TrainConfig(LOGISTIC, Hyper(1e38, 1e38, 1.0), sampling="full", steps=3), LOGISTIC.init(KEY),
+              (X, Y_BIN), KEY)
