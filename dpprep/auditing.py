@@ -51,7 +51,6 @@ All runs of an audit are one jitted, vmapped call over (seed, canary inclusion),
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from typing import Any, Callable
@@ -268,6 +267,7 @@ class _Setup:
     details: dict[str, float]
 
 
+@models.cached_factory
 def linear_loss_model(num_features: int) -> models.Model:
     """The white-box audit's GLM: ``ℓ(θ; x, y) = −y·⟨w, x⟩`` (no intercept), whose per-example
     gradient ``−y·x`` does not depend on θ: convex, 0-smooth, ‖x‖-Lipschitz."""
@@ -289,9 +289,8 @@ def linear_loss_model(num_features: int) -> models.Model:
     return models.Model("audit_linear_loss", init, apply, per_example_loss, residual, task="regression")
 
 
-@functools.lru_cache(maxsize=16)
 def _model(kind: str, num_features: int) -> models.Model:
-    """One model object per shape (compilations are cached on the model's identity)."""
+    """The audit's model (the factories are cached: one object, so one compilation, per shape)."""
     if kind == "linear":
         return linear_loss_model(num_features)
     return models.logistic_regression(num_features, fit_intercept=False)
