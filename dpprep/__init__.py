@@ -11,7 +11,9 @@ The core is model-agnostic and small (the papers' modules extend it):
 * :func:`train` / :func:`sweep_points` / :func:`sweep` — drivers over the step: a jitted scan,
   and seeds × hyperparameter points as one compiled, vmapped call;
 * :mod:`dpprep.frameworks` — flax.nnx, flax.linen, equinox and ``(init, apply)`` models;
-  :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs.
+  :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs;
+  :mod:`dpprep.optimizers` — standard optax optimizers by name, one object per configuration
+  (equal configs then share a compilation).
 """
 
 import importlib
@@ -34,7 +36,7 @@ _EXPORTS = {
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",
 }
-_SUBMODULES = ("frameworks", "models", "sampling", "streams")
+_SUBMODULES = ("frameworks", "models", "optimizers", "sampling", "streams")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 

@@ -54,9 +54,11 @@ clip norms, noise scales, feature transforms) in one compiled call.
 
 **Optimizer convention.** ``config.optimizer`` gives the update *direction* at unit learning
 rate (default ``optax.sgd(1.0)``); the applied update is ``hyper.learning_rate × updates``. Build
-optimizers with ``learning_rate=1.0`` (e.g. ``optax.adam(1.0)``): for optax's SGD, momentum, Adam
-and AdamW the learning rate is a final multiplicative factor, so this is exactly the optimizer at
-``learning_rate`` while keeping the rate traceable.
+optimizers with ``learning_rate=1.0`` (e.g. ``optax.adam(1.0)``, or
+:func:`dpprep.optimizers.optimizer` ``("adam")``, which also returns one object per configuration
+so that equal configs share a compilation): for optax's SGD, momentum, Adam and AdamW the learning
+rate is a final multiplicative factor, so this is exactly the optimizer at ``learning_rate`` while
+keeping the rate traceable.
 
 **Privacy.** :func:`make_plan` gives the run's :class:`~dpprep.plan.ExecutionPlan`, the one
 object both the scan and the accountant read: ``make_plan(config, n).calibrate(ε, δ)`` and
@@ -129,8 +131,12 @@ class TrainConfig:
     """Static description of a run (hashable; one compilation per config and data shape).
 
     Attributes:
-      model: the :class:`~dpprep.models.Model`. Compilations are cached on the config, whose
-        model and optimizer hash by identity: reuse the same objects to reuse a compilation.
+      model: the :class:`~dpprep.models.Model`. Compilations are cached on the config (with the
+        plan and the swept names), and its model and optimizer compare by identity. Equal
+        configs share a compilation when built from :mod:`dpprep.models`' factories (cached:
+        the same arguments give the same model) and :func:`dpprep.optimizers.optimizer` (the same
+        name and options give the same optimizer); a model or optax transformation built by
+        hand (e.g. :mod:`dpprep.frameworks`, ``optax.adam(1.0)``) is reused only as the same object.
       hyper: the traced hyperparameters.
       sampling: a registered sampler (:data:`dpprep.sampling.SAMPLERS`; module docstring).
       batch_size: expected (poisson) or fixed (shuffle, without/with replacement) batch size.
@@ -139,7 +145,8 @@ class TrainConfig:
         steps only: convex, smooth loss, ``η ≤ 2/β``; see the module docstring).
       epochs: alternative to ``steps``: ``⌈E·n/B⌉`` steps (poisson, replacement,
         without_replacement), ``E·⌈n/B⌉`` (shuffle, integer E), ``E`` (full).
-      optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``).
+      optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``), e.g.
+        ``dpprep.optimizers.optimizer("adam")``.
       iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
         ``{"last": …, "average": …}`` from the same run).
       clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad_sum`;

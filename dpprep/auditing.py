@@ -57,7 +57,6 @@ the same way (:data:`REGISTRY`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from typing import Any, Callable
@@ -298,6 +297,7 @@ def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 # The audit's models and data
 
 
+@models.cached_factory
 def linear_loss_model(num_features: int) -> models.Model:
     """The white-box audit's GLM: ``ℓ(θ; x, y) = −y·⟨w, x⟩`` (no intercept), whose per-example
     gradient ``−y·x`` does not depend on θ: convex, 0-smooth, ‖x‖-Lipschitz."""
@@ -319,9 +319,8 @@ def linear_loss_model(num_features: int) -> models.Model:
     return models.Model("audit_linear_loss", init, apply, per_example_loss, residual, task="regression")
 
 
-@functools.lru_cache(maxsize=16)
 def _model(kind: str, num_features: int) -> models.Model:
-    """One model object per shape (compilations are cached on the model's identity)."""
+    """The audit's model (the factories are cached: one object, so one compilation, per shape)."""
     if kind == "linear":
         return linear_loss_model(num_features)
     return models.logistic_regression(num_features, fit_intercept=False)

@@ -31,7 +31,6 @@ Hyperparameter tuning is not charged (paper footnote 8, spec A17).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Sequence
 
@@ -192,16 +191,10 @@ class DpsgdfConfig:
         return self.sampling or ("poisson" if self.private else "shuffle")
 
 
-@functools.lru_cache(maxsize=32)
-def softmax_model(num_features: int, num_classes: int, fit_intercept: bool = True) -> models.Model:
-    """One model object per shape (compilations are cached on the model's identity)."""
-    return models.softmax_regression(num_features, num_classes, fit_intercept=fit_intercept)
-
-
 def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, noise_multiplier: float = 0.0,
                  model: models.Model | None = None) -> TrainConfig:
     """The engine config of ``cfg`` (hyper without the feature transform)."""
-    model = model or softmax_model(num_features, num_classes, cfg.fit_intercept)
+    model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
     hyper = (Hyper(cfg.learning_rate, noise_multiplier=noise_multiplier, clip_norm=cfg.clip_norm)
              if cfg.private else Hyper(cfg.learning_rate))
     epochs = cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)

@@ -7,12 +7,20 @@ A :class:`Model` bundles what the private learners need: ``init(key)``, ``apply(
 GLM parameters are ``{"w": (d, k), "b": (k,)}`` (``"b"`` absent without an intercept); the
 per-example gradient of a GLM is ``x_i ⊗ r_i`` (and ``r_i`` for the bias) where
 ``r_i = ∂loss_i/∂logits_i`` is the *residual*, so its norm is ``sqrt(||x_i||² + 1)·||r_i||``.
+
+The factories (:func:`linear_regression`, :func:`logistic_regression`, :func:`softmax_regression`,
+:func:`mlp`) are :func:`cached_factory`: the same arguments give the same :class:`Model` object.
+A model's functions compare by identity, and the engine's compilations are cached on the
+:class:`~dpprep.algorithms.TrainConfig` that holds it, so two configs built the same way share
+one compilation without the caller keeping the model around.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import functools
+import inspect
+from typing import Any, Callable, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +31,42 @@ from dpprep.validation import check_finite_array, check_positive, check_positive
 Params = Any  # a pytree of arrays
 Array = jax.Array
 TARGETS = ("real", "binary", "class")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def cached_factory(factory: _F) -> _F:
+    """Make ``factory`` return one object per distinct set of arguments.
+
+    Arguments are bound to ``factory``'s signature with defaults applied, so ``f(3)``,
+    ``f(num_features=3)`` and ``f(3, fit_intercept=True)`` (the default) share one object.
+    Invalid arguments still raise on every call (errors are not cached); unhashable arguments
+    bypass the cache (each call then builds a new object). ``factory.cache_info()`` and
+    ``factory.cache_clear()`` expose the underlying :func:`functools.lru_cache`.
+
+    Used for :class:`Model` factories: the engine's compilation cache is keyed on the
+    :class:`~dpprep.algorithms.TrainConfig`, whose model compares by identity, so equal
+    arguments must give the identical model for two equal configs to share a compilation.
+    """
+    signature = inspect.signature(factory)
+
+    @functools.cache
+    def build(args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Any:
+        return factory(*args, **dict(kwargs))
+
+    @functools.wraps(factory)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key = (bound.args, tuple(sorted(bound.kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return factory(*bound.args, **bound.kwargs)
+        return build(*key)
+
+    wrapper.cache_info = build.cache_info  # type: ignore[attr-defined]
+    wrapper.cache_clear = build.cache_clear  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +145,7 @@ def _logits(params: Params, x: Array) -> Array:
     return out + params["b"] if "b" in params else out
 
 
+@cached_factory
 def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: bool = True) -> Model:
     """Squared loss ``(y − θᵀx − b)²`` with optional ridge ``ridge·||w||²``; targets ``y`` float."""
     check_positive_int(num_features, "num_features")
@@ -120,6 +165,7 @@ def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: b
                  per_example_loss, residual, regularizer, task="regression", target="real")
 
 
+@cached_factory
 def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Model:
     """Binary logistic regression (labels in {0, 1}); ``apply`` returns the logit."""
     check_positive_int(num_features, "num_features")
@@ -137,6 +183,7 @@ def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Mod
                  per_example_loss, residual, target="binary")
 
 
+@cached_factory
 def softmax_regression(num_features: int, num_classes: int, *, fit_intercept: bool = True) -> Model:
     """Multiclass softmax regression (integer labels); ``apply`` returns logits ``(b, k)``."""
     check_positive_int(num_features, "num_features")
@@ -157,6 +204,7 @@ _ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 }
 
 
+@cached_factory
 def mlp(
     num_features: int,
     hidden: int,

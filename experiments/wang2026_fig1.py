@@ -23,6 +23,11 @@ the identical full-batch objective and gradient. Metrics (in-sample, spec A18/A2
 regression: ``gap = F(θ^priv) − F(θ̂)`` (θ̂ the exact minimiser for GLMs, the same-seed non-private
 network for NNs) and ``gap_vs_nonprivate`` (against the same-config non-private GD run);
 classification: ``accuracy_gap_pp = acc(non-private) − acc(private)`` in percentage points.
+Every piece is a tested library function: the noise factors are
+:func:`dpprep.corrdp.noise.method_factors` / :func:`~dpprep.corrdp.noise.param_factors` with the
+TV of :func:`dpprep.corrdp.utility.dataset_tv`; GLM objectives, θ̂, ``L`` and accuracy come from
+:mod:`dpprep.corrdp.utility` (float64); networks are scored by the sweep's ``eval_data``
+(:func:`dpprep.sweeps.evaluate`).
 
 Outputs: ``fig1.csv`` (tidy: panel, dataset, method, epsilon, seed, metric, value, C, C_mode, …),
 ``fig1_summary.csv`` (mean, s.d. with ddof = 1), ``fig1.png``; comparisons for spec §6 items
@@ -39,12 +44,10 @@ from typing import Sequence
 
 import jax
 import numpy as np
-import optax
 import pandas as pd
 
-from dpprep import models
-from dpprep.corrdp import noise, sgd
-from dpprep.corrdp import tv as tv_lib
+from dpprep import models, optimizers
+from dpprep.corrdp import noise, sgd, utility
 from dpprep.corrdp.data import CorrDPData, load_corrdp
 from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for
@@ -150,6 +153,8 @@ def _columns(panel: Panel, data: CorrDPData) -> tuple[list[int], list[int]]:
 
 
 def build_model(panel: Panel, d: int, n: int) -> models.Model:
+    """The panel's library model (the factories are cached: one object, so one compilation, per
+    shape)."""
     if panel.model == "ridge":  # F = mean((y − Xθ)²) + ||θ||²/n (spec §5.2)
         return models.linear_regression(d, ridge=1.0 / n, fit_intercept=False)
     if panel.model == "ols":
@@ -161,102 +166,33 @@ def build_model(panel: Panel, d: int, n: int) -> models.Model:
     return models.mlp(d, panel.hidden, 1, activation="softplus", loss="squared")
 
 
-def corrdp_column_factors(panel: Panel, data: CorrDPData, *, population: bool = False) -> np.ndarray:
-    """CorrDP's variance factor per column of :func:`_features` (1 on S and the intercept).
-    Synthetic: the per-feature Eq. 22 plug-in on the empirical mean and covariance (A21), or the
-    population values (``population``); real data: the paper's factors."""
-    if panel.dataset == "synthetic":
-        if population:
-            tv = tv_lib.synthetic_tv_factors(data.truth.mean, data.truth.cov, data.sensitive, data.insensitive,
-                                             delta=panel.delta)
-        else:
-            tv = tv_lib.plugin_tv_factors(data.x, data.sensitive, data.insensitive, delta=panel.delta)
-        out = np.ones(data.m)
-        out[list(data.insensitive)] = tv
-        return out
-    factors = data.column_factors(data.paper_factors)
-    if not panel.is_glm and data.intercept is not None:
-        factors = np.delete(factors, data.intercept)
-    return factors
+def method_param_factors(panel: Panel, data: CorrDPData, params0, method: str, *, population: bool = False):
+    """The §5.1 variance-factor pytree of ``method`` ("standard", "semi" or "corrdp") for the
+    panel's model: :func:`dpprep.corrdp.noise.method_factors` on the columns of :func:`_features`
+    (CorrDP's TV~ from :func:`dpprep.corrdp.utility.dataset_tv`; ``population``: the synthetic
+    population TV instead of the plug-in, A21), laid out by :func:`dpprep.corrdp.noise.param_factors`
+    (Eq. 5; the first-layer bias takes the insensitive factor, A8)."""
+    s_cols, u_cols = _columns(panel, data)
+    tv = utility.dataset_tv(data, panel.delta, population=population) if method == "corrdp" else None
+    factors = noise.method_factors(method, params0["w" if panel.is_glm else "w1"].shape[0], s_cols, tv,
+                                   insensitive=u_cols)
+    return noise.param_factors(params0, factors, bias_factor="insensitive", insensitive=u_cols)
 
 
-def method_param_factors(panel: Panel, params0, column_factors: np.ndarray, method: str, s: list[int], u: list[int]):
-    f = {"standard": np.ones_like(column_factors), "corrdp": column_factors}.get(method)
-    if method == "semi":
-        f = np.ones_like(column_factors)
-        f[u] = 0.0
-    return noise.param_factors(params0, f, bias_factor="insensitive", insensitive=u)
-
-
-def lipschitz_bound(panel: Panel, x: np.ndarray, y: np.ndarray, theta_hat: np.ndarray | None) -> float:
-    """The L of C_theory (module docstring)."""
+def lipschitz_bound(panel: Panel, x: np.ndarray, y: np.ndarray) -> float:
+    """The L of C_theory (module docstring): the clip norm of a clipped panel, else
+    :func:`dpprep.corrdp.utility.gradient_bound` (least squares: at the exact minimiser)."""
     if panel.clip_mode is not None:
         return panel.clip_norm
-    norms = np.linalg.norm(x.astype(np.float64), axis=1)
-    if panel.model == "logistic":
-        return float(norms.max())
-    r = np.abs(y - x @ theta_hat)
-    return float(np.max(2.0 * r * norms))
-
-
-def exact_minimiser(panel: Panel, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-    if panel.model == "ridge":
-        x64 = x.astype(np.float64)
-        return np.linalg.solve(x64.T @ x64 + np.eye(x.shape[1]), x64.T @ y.astype(np.float64))
-    if panel.model == "ols":
-        return np.linalg.lstsq(x.astype(np.float64), y.astype(np.float64), rcond=None)[0]
-    return None
-
-
-def objective(panel: Panel, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """F(θ) of a GLM panel for a stack of weight vectors ``w`` (..., d), float64."""
-    x64 = x.astype(np.float64)
-    z = np.einsum("nd,...d->...n", x64, w.astype(np.float64))
-    if panel.model == "logistic":
-        return np.mean(np.logaddexp(0.0, z) - y * z, axis=-1)
-    loss = np.mean((y.astype(np.float64) - z) ** 2, axis=-1)
-    if panel.model == "ridge":
-        loss = loss + np.sum(w.astype(np.float64) ** 2, axis=-1) / x.shape[0]
-    return loss
-
-
-def glm_accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    z = np.einsum("nd,...d->...n", x.astype(np.float64), w.astype(np.float64))
-    return 100.0 * np.mean((z > 0) == (y > 0.5), axis=-1)
-
-
-def nn_metrics(model: models.Model, params, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-run in-sample loss (and accuracy %) of stacked network params (leading axes kept)."""
-    lead = np.shape(params["b2"])[:-1]
-    flat = jax.tree_util.tree_map(lambda a: np.reshape(a, (-1, *np.shape(a)[len(lead):])), params)
-    xj, yj = jax.numpy.asarray(x), jax.numpy.asarray(y)
-    loss = jax.vmap(lambda p: model.loss(p, xj, yj))(flat)
-    out = {"loss": np.asarray(loss, np.float64).reshape(lead)}
-    if model.task == "classification":
-        acc = jax.vmap(lambda p: models.accuracy(model, p, xj, yj))(flat)
-        out["accuracy"] = 100.0 * np.asarray(acc, np.float64).reshape(lead)
-    return out
+    theta_hat = utility.exact_minimiser(panel.model, x, y) if panel.model in ("ridge", "ols") else None
+    return utility.gradient_bound(panel.model, x, y, theta_hat)
 
 
 def engine_config(panel: Panel, model: models.Model, steps: int) -> sgd.CorrDPSGD:
-    optimizer = _ADAM if panel.optimizer == "adam" else None
+    optimizer = optimizers.optimizer("adam") if panel.optimizer == "adam" else None
     return sgd.CorrDPSGD(model, steps, panel.learning_rate, panel.delta, sampling=panel.sampling,
                          batch_size=panel.batch_size, optimizer=optimizer, clip_mode=panel.clip_mode,
                          clip_norm=panel.clip_norm)
-
-
-_MODELS: dict[tuple, models.Model] = {}  # one Model (and so one compilation) per panel shape
-
-
-def panel_model(panel: Panel, d: int, n: int) -> models.Model:
-    key = (panel.model, panel.dataset, panel.hidden, d, n)
-    if key not in _MODELS:
-        _MODELS[key] = build_model(panel, d, n)
-    return _MODELS[key]
-
-
-# One optimizer object: the engine's compilations are keyed on it by identity.
-_ADAM = optax.adam(1.0)
 
 
 def seed_keys(seeds: int) -> jax.Array:
@@ -274,17 +210,16 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
     x, y = _features(panel, data), np.asarray(data.y)
     s_cols, u_cols = _columns(panel, data)
     d = x.shape[1]
-    model = panel_model(panel, d, x.shape[0])
+    model = build_model(panel, d, x.shape[0])
     cfg = engine_config(panel, model, steps)
     keys = seed_keys(seeds)
     params0 = model.init(jax.random.key(0))  # GLMs: 0; networks: re-initialised per seed below
-    factors = corrdp_column_factors(panel, data)
+    factors = noise.method_factors("corrdp", d, s_cols, utility.dataset_tv(data, panel.delta), insensitive=u_cols)
     methods = list(PRIVATE) + (["corrdp_population"] if extra_population else [])
     points = []
     for method in methods:
-        col = corrdp_column_factors(panel, data, population=True) if method == "corrdp_population" else factors
         base = "corrdp" if method == "corrdp_population" else method
-        pf = method_param_factors(panel, params0, col, base, s_cols, u_cols)
+        pf = method_param_factors(panel, data, params0, base, population=method == "corrdp_population")
         points += [sgd.Point(method, eps, c, pf) for eps in epsilons]
     if not panel.is_glm:
         points.append(sgd.Point("nonprivate", None, 0.0))
@@ -300,10 +235,9 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
         # (R, d): the weights acting on the raw columns (Partial's masked S columns contribute 0).
         w_ref = np.asarray(ref.params["w"])[0, :, :, 0] * np.stack([np.asarray(r.feature_scale) for r in refs])
     else:
-        result = _nn_sweep(cfg, model, x, y, keys, points)
+        met = _nn_sweep(cfg, model, x, y, keys, points)  # in-sample loss (and accuracy), leaves (S, P)
     seconds = time.perf_counter() - start
-    theta_hat = exact_minimiser(panel, x, y)
-    lipschitz = lipschitz_bound(panel, x, y, theta_hat)
+    lipschitz = lipschitz_bound(panel, x, y)
     c_theory = noise.theory_constant(lipschitz, panel.steps, x.shape[0])
     rows: list[dict] = []
 
@@ -312,9 +246,9 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
 
     if panel.is_glm:
         if panel.task == "regression":
-            f_hat = float(objective(panel, x, y, theta_hat))
-            f_priv = objective(panel, x, y, w)  # (S, P)
-            f_ref = objective(panel, x, y, w_ref)
+            f_hat = float(utility.objective(panel.model, x, y, utility.exact_minimiser(panel.model, x, y)))
+            f_priv = utility.objective(panel.model, x, y, w)  # (S, P)
+            f_ref = utility.objective(panel.model, x, y, w_ref)
             for si in range(seeds):
                 for pi, p in enumerate(points):
                     add(p.method, p.epsilon, si, "gap", f_priv[si, pi] - f_hat)
@@ -323,8 +257,8 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
                     add(r.method, None, si, "gap", f_ref[ri] - f_hat)
                     add(r.method, None, si, "gap_vs_nonprivate", f_ref[ri] - f_ref[0])
         else:
-            acc = glm_accuracy(x, y, w)
-            acc_ref = glm_accuracy(x, y, w_ref)
+            acc = utility.accuracy_pp(x, y, w)
+            acc_ref = utility.accuracy_pp(x, y, w_ref)
             for si in range(seeds):
                 for pi, p in enumerate(points):
                     add(p.method, p.epsilon, si, "accuracy", acc[si, pi])
@@ -333,7 +267,6 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
                     add(r.method, None, si, "accuracy", acc_ref[ri])
                     add(r.method, None, si, "accuracy_gap_pp", acc_ref[0] - acc_ref[ri])
     else:
-        met = nn_metrics(model, result, x, y)  # leaves (S, P)
         npi = len(points) - 1
         for si in range(seeds):
             for pi, p in enumerate(points):
@@ -351,10 +284,17 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
             "runs": seeds * len(points)}
 
 
-def _nn_sweep(cfg: sgd.CorrDPSGD, model: models.Model, x, y, keys, points):
-    """Networks start from each seed's own PyTorch-default init (spec §5.1), in the same call."""
+def _nn_sweep(cfg: sgd.CorrDPSGD, model: models.Model, x, y, keys, points) -> dict[str, np.ndarray]:
+    """Networks start from each seed's own PyTorch-default init (spec §5.1), in the same call,
+    which also scores every run in-sample (the sweep's ``eval_data``, :func:`dpprep.sweeps.evaluate`):
+    ``{"loss"}`` and, for classifiers, ``{"accuracy"}`` in percent, float64, leaves ``(S, P)``."""
     params0 = sgd.init_per_seed(model, keys)
-    return sgd.sweep(cfg, params0, (x, y), keys, points, params0_per_seed=True).params
+    evaluation = sgd.sweep(cfg, params0, (x, y), keys, points, params0_per_seed=True, eval_data=(x, y),
+                           return_params=False).evaluation
+    out = {"loss": np.asarray(evaluation["loss"], np.float64)}
+    if "accuracy" in evaluation:
+        out["accuracy"] = 100.0 * np.asarray(evaluation["accuracy"], np.float64)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -393,7 +333,7 @@ def primary_c(summary: pd.DataFrame, panel: str, metric: str) -> float:
 
 def c_theory(panel: Panel, data: CorrDPData) -> float:
     x, y = _features(panel, data), np.asarray(data.y)
-    return noise.theory_constant(lipschitz_bound(panel, x, y, exact_minimiser(panel, x, y)), panel.steps, x.shape[0])
+    return noise.theory_constant(lipschitz_bound(panel, x, y), panel.steps, x.shape[0])
 
 
 def c_grid(panel: Panel, data: CorrDPData, profile: Profile) -> list[tuple[float, str]]:
@@ -591,15 +531,14 @@ def nonprivate_accuracy(panel_key: str, data_dir=None, *, seeds: int = 3) -> np.
     panel = PANELS[panel_key]
     data = panel_data(panel, data_dir)
     x, y = _features(panel, data), np.asarray(data.y)
-    model = panel_model(panel, x.shape[1], x.shape[0])
+    model = build_model(panel, x.shape[1], x.shape[0])
     cfg = engine_config(panel, model, panel.steps)
     keys = seed_keys(seeds)
     reference = [sgd.Point("nonprivate", None, 0.0)]
     if panel.is_glm:
         w = np.asarray(sgd.sweep(cfg, model.init(None), (x, y), keys[:1], reference).params["w"])[0, :, :, 0]
-        return np.repeat(glm_accuracy(x, y, w), seeds)
-    params = _nn_sweep(cfg, model, x, y, keys, reference)
-    return nn_metrics(model, params, x, y)["accuracy"][:, 0]
+        return np.repeat(utility.accuracy_pp(x, y, w), seeds)
+    return _nn_sweep(cfg, model, x, y, keys, reference)["accuracy"][:, 0]
 
 
 def dp_diagnostic(records: list[dict], epsilons: Sequence[float]) -> pd.DataFrame:

@@ -185,3 +185,32 @@ def test_unchecked_targets_and_bad_target_kind():
     assert models.check_targets(None, {}, X, np.array([0.5])).dtype == np.float32
     with pytest.raises(ValueError, match="target"):
         models.Model("custom", lambda k: {}, lambda p, x: x, lambda p, x, y: y, target="ordinal")
+
+
+def test_factories_return_one_model_per_argument_set():
+    """Equal arguments (however spelled, defaults included) give the identical Model, so configs
+    built the same way compare equal; different arguments give different models."""
+    assert models.linear_regression(3) is models.linear_regression(num_features=3, ridge=0.0, fit_intercept=True)
+    assert models.linear_regression(3, ridge=0.5) is not models.linear_regression(3)
+    assert models.logistic_regression(4, fit_intercept=False) is models.logistic_regression(4, fit_intercept=False)
+    assert models.softmax_regression(4, 3) is models.softmax_regression(4, num_classes=3)
+    assert models.mlp(3, 5, 2) is models.mlp(3, 5, 2, activation="softplus", loss="softmax")
+    assert models.mlp(3, 5, 2) is not models.mlp(3, 6, 2)
+    with pytest.raises(ValueError, match="activation"):  # errors are raised, not cached
+        models.mlp(3, 5, 2, activation="nope")
+    with pytest.raises(ValueError, match="activation"):
+        models.mlp(3, 5, 2, activation="nope")
+
+
+def test_cached_factory_bypasses_unhashable_arguments():
+    calls = []
+
+    @models.cached_factory
+    def make(size, extra=None):
+        calls.append(size)
+        return object()
+
+    assert make(2) is make(size=2, extra=None)
+    assert make([1]) is not make([1])  # a list is unhashable: built each time
+    assert calls == [2, [1], [1]]
+    assert make.cache_info().currsize == 1

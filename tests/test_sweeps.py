@@ -398,3 +398,27 @@ def test_per_seed_points_equal_individual_runs():
     with pytest.raises(ValueError, match="feature_shift needs a leading axis of 2 seeds"):
         sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, {**points, "feature_shift": shifts[:1]},
                             per_seed=("feature_shift",))
+
+
+def test_configs_built_the_same_way_share_one_compilation():
+    """The compilation cache is keyed on the config, whose model and optimizer compare by identity:
+    the cached model factories and :func:`dpprep.optimizers.optimizer` make two configs built
+    the same way equal, so the second sweep compiles nothing."""
+    from dpprep import optimizers
+
+    def config():
+        return TrainConfig(models.softmax_regression(4, 3), Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0),
+                           sampling="poisson", batch_size=16, steps=3, optimizer=optimizers.optimizer("adam"))
+
+    first, second = config(), config()
+    assert first == second and hash(first) == hash(second)
+    keys = jnp.stack([jax.random.key(0)])
+    params0 = first.model.init(jax.random.key(1))
+    sweeps.sweep_points(first, params0, (X, Y), keys, {"learning_rate": [0.1, 0.2]})
+    misses = sweeps._compiled.cache_info().misses
+    sweeps.sweep_points(second, params0, (X, Y), keys, {"learning_rate": [0.1, 0.2]})
+    assert sweeps._compiled.cache_info().misses == misses
+    # A hand-built optimizer is another object, so another config (and compilation).
+    import optax
+
+    assert dataclasses.replace(first, optimizer=optax.adam(1.0)) != first
