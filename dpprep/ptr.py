@@ -18,23 +18,30 @@ The covariance is the centred ``1/(n−1)`` one, as in ``pca_reduce``.
 Guarantee (:func:`guarantee`): Theorem 7 from :mod:`dpprep.accounting.theorem7` — the paper's
 closed form ``(ε̂ + ε, δ)`` and the rigorous numeric level of spec §10.19; :func:`calibrate_epsilon`
 finds the PTR ε for a target overall ε. Theorem 7 needs ``n ≥ 101`` (its constant 12.2).
+
+:func:`algorithm1_sweep` runs Algorithm 1 over PTR ε × keys × step sizes with one
+eigendecomposition and the DP-GD of every passed test as one :func:`dpprep.sweeps.sweep_points`
+call (per chunk); :func:`algorithm1` is its single-point case.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Literal
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq
 
 from dpprep import models
 from dpprep.accounting.theorem7 import Theorem7, theorem7
-from dpprep.algorithms import Hyper, TrainConfig, check_key, train
+from dpprep.algorithms import Hyper, TrainConfig, check_key
 from dpprep.preprocess.pca import PCAResult, centred_covariance, pca_reduce
 from dpprep.preprocess.unit_ball import check_unit_ball
+from dpprep.sweeps import sweep_points
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "N_MIN",
     "PTRTest",
     "PTRResult",
+    "PTRSweep",
     "gap_change_bound",
     "eigen_gap",
     "distance_statistic",
@@ -51,6 +59,8 @@ __all__ = [
     "laplace_test",
     "dp_gd_noise_std",
     "algorithm1",
+    "algorithm1_sweep",
+    "train_config",
     "guarantee",
     "calibrate_epsilon",
 ]
@@ -203,36 +213,148 @@ class PTRResult:
         return self.output is BOTTOM
 
 
+@functools.cache
+def _logistic(num_features: int) -> models.Model:
+    # One model object per width: configs hash their model by identity, so the configs of one width
+    # (any step size or noise) share the engine's compilations.
+    return models.logistic_regression(num_features, fit_intercept=False)
+
+
 def train_config(num_features: int, steps: int, learning_rate: float, noise_std: float, radius: float = 1.0) -> TrainConfig:
-    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0)."""
+    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0);
+    configs of one width share one model object (and so the engine's compilations)."""
     return TrainConfig(
-        model=models.logistic_regression(num_features, fit_intercept=False),
+        model=_logistic(check_positive_int(num_features, "num_features")),
         hyper=Hyper(learning_rate=learning_rate, noise_std=noise_std, radius=radius),
         sampling="full", steps=steps, iterates="average")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PTRSweep:
+    """Output of :func:`algorithm1_sweep` over ``E`` PTR ε × ``S`` keys × ``P`` step sizes.
+
+    Attributes:
+      tests: ``tests[i][s]``, the :class:`PTRTest` of ε ``i`` with key ``s``.
+      passed: ``(E, S)`` bool, ``tests[i][s].passed`` (False: that run's output is ⊥).
+      noise_std: ``(E,)`` DP-GD's engine noise std per ε (twice Table 1's, :func:`dp_gd_noise_std`).
+      trained: whether DP-GD ran (it does when some test passed).
+      params: the DP-GD parameters with leading axes ``(E, S, P)``, NaN where ⊥; None when not
+        requested or when every test failed.
+      evaluation: ``{metric: (E, S, P)}`` on ``eval_data`` (:func:`dpprep.sweeps.evaluate`), NaN
+        where ⊥; empty without ``eval_data``.
+      pca: the rank reduction (computed once, shared by the test and the projection; for analysis,
+        it is released only through the runs that passed).
+      guarantees: Theorem 7 per ε.
+    """
+
+    tests: tuple[tuple[PTRTest, ...], ...]
+    passed: np.ndarray
+    noise_std: np.ndarray
+    trained: bool
+    params: Any
+    evaluation: dict[str, np.ndarray]
+    pca: PCAResult
+    guarantees: tuple[Theorem7, ...]
+
+
+def _by_epsilon(values, passed: np.ndarray) -> np.ndarray:
+    """``(S, E·P, ...)`` sweep output (ε-major points) → ``(E, S, P, ...)``, NaN where ⊥."""
+    num_eps, num_keys = passed.shape
+    values = np.asarray(values)
+    out = values.reshape(num_keys, num_eps, -1, *values.shape[2:]).swapaxes(0, 1)
+    out = out.astype(np.result_type(out.dtype, np.float32))  # a copy
+    out[~passed] = np.nan
+    return out
+
+
+def algorithm1_sweep(x, y, *, k: int, beta: float, epsilons, delta: float, keys, steps: int, learning_rates,
+                     radius: float = 1.0, lipschitz: float = 1.0, smoothness: float | None = None,
+                     pca: PCAResult | None = None, eval_data: tuple[Any, Any] | None = None,
+                     chunk_size: int | None = None, return_params: bool = True) -> PTRSweep:
+    """Algorithm 1 of Hu, Sanyal, Schölkopf (2024) for logistic regression on ``{‖θ‖ ≤ radius}``
+    (labels ``y`` in {0, 1}), run for every PTR ``ε`` in ``epsilons`` × key in ``keys`` × step size
+    in ``learning_rates``; each (ε, key, step size) is one independent run of the algorithm.
+
+    Each key is split as in :func:`algorithm1` (``jax.random.split(key)``: the test's key, then
+    DP-GD's). Steps 1–2 use ``J_lb`` from ``pca.gap_k`` (:func:`statistic_from_gap`: one
+    eigendecomposition shared by every test and the projection) and :func:`laplace_test`. Step 3
+    trains projected, averaged, full-batch DP-GD (:func:`train_config`, ``w_0 = 0``) on the rank
+    reduced data with noise ``dp_gd_noise_std(ε/2, steps)`` as one
+    :func:`dpprep.sweeps.sweep_points` over the ``E·P`` (ε-major) points ``(noise_std,
+    learning_rate)`` × keys. It runs when some test passed, always over every point (one set of
+    points, so one compiled shape whichever tests pass); the runs whose test failed are discarded
+    and reported as ⊥ (NaN in ``params`` and ``evaluation``). When every test fails nothing trains.
+
+    Args:
+      x, y: data in the unit ball (``n ≥ 101``) and labels.
+      k, beta: the rank and the proposed eigen-gap lower bound β.
+      epsilons: the PTR ε of each run (not the overall level: :func:`calibrate_epsilon`).
+      delta: the δ of the test's threshold ``log(2/δ)/ε``.
+      keys: stacked PRNG keys, one per repetition (``jax.random.split(key, S)``).
+      steps, learning_rates: DP-GD's ``T`` and the step sizes swept.
+      radius, lipschitz: the ball ``‖θ‖ ≤ radius`` and the loss's Lipschitz constant L.
+      smoothness: for the reported guarantee; default the logistic loss's ``μ = 1 + radius/4``.
+      pca: ``pca_reduce(x, k, mode="rank")`` when already computed (it is computed otherwise).
+      eval_data: ``(x, y)`` on which every trained model is evaluated inside the sweep.
+      chunk_size: points per compiled call (:func:`dpprep.sweeps.sweep_points`).
+      return_params: False drops the parameters (``params`` is None).
+
+    Returns:
+      a :class:`PTRSweep`. Raises ValueError for ``k ≥ d``, ``beta ≤ 0``, rows outside the unit
+      ball, ``n < 101``, a bad ε, δ or key, or a ``pca`` that is not x's rank-k reduction.
+    """
+    arr, k, beta = _check_inputs(x, k, beta)
+    n, d = arr.shape
+    keys = check_key(keys, "keys", stacked=True)
+    steps = check_positive_int(steps, "steps")
+    radius = check_positive(radius, "radius")
+    lipschitz = check_positive(lipschitz, "lipschitz")
+    delta = check_delta(delta)
+    mu = 1.0 + radius / 4.0 if smoothness is None else check_positive(smoothness, "smoothness")
+    eps_list = [check_epsilon(float(e)) for e in np.atleast_1d(np.asarray(epsilons, dtype=np.float64))]
+    lrs = np.atleast_1d(np.asarray(learning_rates, dtype=np.float64))
+    if not eps_list or lrs.ndim != 1 or lrs.size == 0:
+        raise ValueError("epsilons and learning_rates must be non-empty 1-D sequences")
+    if pca is None:
+        pca = pca_reduce(arr, k, mode="rank")
+    elif not (isinstance(pca, PCAResult) and pca.mode == "rank" and pca.k == k and np.shape(pca.data) == arr.shape):
+        raise ValueError(f"pca must be pca_reduce(x, {k}, mode='rank') of this x")
+    bounds = tuple(guarantee(e, delta, beta, lipschitz=lipschitz, smoothness=mu) for e in eps_list)
+    halves = [jax.random.split(key) for key in keys]
+    k_train = jnp.stack([h[1] for h in halves])
+    stat = statistic_from_gap(pca.gap_k, n, beta)
+    tests = tuple(tuple(laplace_test(stat, e, delta, h[0]) for h in halves) for e in eps_list)
+    passed = np.array([[t.passed for t in row] for row in tests], dtype=bool)
+    noise = np.array([dp_gd_noise_std(e / 2.0, steps, lipschitz=lipschitz) for e in eps_list])
+    trained = bool(passed.any())
+    params, evaluation = None, {}
+    if trained:
+        config = train_config(d, steps, float(lrs[0]), float(noise[0]), radius)
+        points = {"noise_std": np.repeat(noise, lrs.size), "learning_rate": np.tile(lrs, len(eps_list))}
+        res = sweep_points(config, config.model.init(k_train[0]), (pca.data, y), k_train, points, eval_data=eval_data,
+                           chunk_size=chunk_size, return_params=return_params)
+        if return_params:
+            params = jax.tree_util.tree_map(lambda v: _by_epsilon(v, passed), res.params)
+        evaluation = {name: _by_epsilon(v, passed) for name, v in (res.evaluation or {}).items()}
+    return PTRSweep(tests, passed, noise, trained, params, evaluation, pca, bounds)
 
 
 def algorithm1(x, y, *, k: int, beta: float, epsilon: float, delta: float, key, steps: int,
                learning_rate: float, radius: float = 1.0, lipschitz: float = 1.0, smoothness: float | None = None
                ) -> PTRResult:
-    """Algorithm 1 for logistic regression on ``{‖θ‖ ≤ radius}`` (labels ``y`` in {0, 1}).
+    """Algorithm 1 for logistic regression on ``{‖θ‖ ≤ radius}`` (labels ``y`` in {0, 1}): the
+    single-point case of :func:`algorithm1_sweep` (one ε, one key, one step size).
 
     ``key`` is split into the test's key and DP-GD's key (``jax.random.split(key)``). ``smoothness``
     (for the reported guarantee) defaults to the logistic loss's ``μ = 1 + radius/4`` (spec §1.5).
     Raises ValueError for ``k ≥ d``, ``beta ≤ 0``, rows outside the unit ball or ``n < 101``.
     """
-    arr, k, beta = _check_inputs(x, k, beta)
     key = check_key(key)
-    steps = check_positive_int(steps, "steps")
-    radius = check_positive(radius, "radius")
-    mu = 1.0 + radius / 4.0 if smoothness is None else check_positive(smoothness, "smoothness")
-    bound = guarantee(epsilon, delta, beta, lipschitz=lipschitz, smoothness=mu)
-    k_test, k_train = jax.random.split(key)
-    test = ptr_test(arr, k, beta, epsilon, delta, k_test)
-    noise_std = dp_gd_noise_std(epsilon / 2.0, steps, lipschitz=lipschitz)
+    run = algorithm1_sweep(x, y, k=k, beta=beta, epsilons=[check_epsilon(epsilon)], delta=delta, keys=key[None],
+                           steps=steps, learning_rates=[learning_rate], radius=radius, lipschitz=lipschitz,
+                           smoothness=smoothness)
+    test = run.tests[0][0]
     if not test.passed:
-        return PTRResult(BOTTOM, test, None, noise_std, bound)
-    pca = pca_reduce(arr, k, mode="rank")
-    config = train_config(arr.shape[1], steps, learning_rate, noise_std, radius)
-    params0 = config.model.init(k_train)
-    params, _ = train(config, params0, (pca.data, y), k_train)
-    return PTRResult(params, test, pca, noise_std, bound)
+        return PTRResult(BOTTOM, test, None, float(run.noise_std[0]), run.guarantees[0])
+    params = jax.tree_util.tree_map(lambda v: jnp.asarray(v[0, 0, 0]), run.params)
+    return PTRResult(params, test, run.pca, float(run.noise_std[0]), run.guarantees[0])

@@ -6,7 +6,8 @@ Data: ``dpprep.data.synthetic.low_rank_logistic`` (unit ball, centred, k = 1, r 
 c = 4, fixed data seed). Loss: logistic on ``ℋ = {‖θ‖ ≤ 1}`` (L = 1, μ = 1.25). Trainer: full-batch
 DP-GD with projection onto ℋ and averaged iterates, ``w_0 = 0``, T = 200, noise ``σ = L√T/(ε_b n)``
 on the mean gradient. Metric: excess empirical risk ``ℓ̂_S(θ̂) − ℓ̂_S(θ*)`` on the **original** S,
-``θ*`` the minimiser over the same ball (FISTA, float64 polish; its optimality gap is reported).
+``θ*`` the minimiser over the same ball (``dpprep.solvers.logistic_ball_optimum``: FISTA, float64
+polish; its optimality gap is reported).
 Methods at each overall (ε, δ = 1e−5):
 
 - ``none`` (c): DP-GD at ``ε_b`` with Lemma M over all α (``meta.calibrate``, τ = 0);
@@ -55,6 +56,7 @@ from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
 from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity
 from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from dpprep.solvers import logistic_ball_optimum
 from dpprep.sweeps import sweep_datasets, sweep_points
 from experiments import RunContext, main_for
 
@@ -109,45 +111,6 @@ PROFILES = {
 }
 # Chunk of d-dim DP-PCA datasets per compiled call, bounded so that it stays < 512 MiB.
 DATASET_BYTES = 512 * 2**20
-
-
-def logistic_loss(theta: np.ndarray, x: np.ndarray, y01: np.ndarray) -> float:
-    z = x @ theta
-    return float(np.mean(np.logaddexp(0.0, z) - y01 * z))
-
-
-def optimum(x: np.ndarray, y01: np.ndarray, radius: float, steps: int) -> tuple[np.ndarray, float, float]:
-    """``θ* = argmin_{‖θ‖ ≤ radius} ℓ̂_S(θ)`` by FISTA (step 4 = 1/β, β ≤ λ_max(XᵀX/n)/4 ≤ 1/4 in the
-    unit ball) in float32, then the same in float64; returns θ*, ℓ̂_S(θ*) and the float64 gradient
-    mapping norm ``4‖θ − Π(θ − ∇/4)‖`` (0 at the optimum)."""
-
-    def project(t, xp):
-        return t * xp.minimum(1.0, radius / xp.maximum(xp.linalg.norm(t), 1e-30))
-
-    def grad(t, xx, yy, xp):
-        z = xx @ t
-        return xx.T @ (1.0 / (1.0 + xp.exp(-z)) - yy) / xx.shape[0]
-
-    @jax.jit
-    def fista32(xx, yy):
-        def body(carry, _):
-            t, v, m = carry
-            nt = project(v - 4.0 * grad(v, xx, yy, jnp), jnp)
-            nm = (1.0 + jnp.sqrt(1.0 + 4.0 * m * m)) / 2.0
-            return (nt, nt + (m - 1.0) / nm * (nt - t), nm), None
-
-        t0 = jnp.zeros(xx.shape[1], jnp.float32)
-        (t, _, _), _ = jax.lax.scan(body, (t0, t0, jnp.float32(1.0)), None, length=steps)
-        return t
-
-    theta = np.asarray(fista32(jnp.asarray(x, jnp.float32), jnp.asarray(y01, jnp.float32)), np.float64)
-    t, v, m = theta, theta, 1.0
-    for _ in range(max(50, steps // 20)):  # float64 polish (warm-started FISTA)
-        nt = project(v - 4.0 * grad(v, x, y01, np), np)
-        nm = (1.0 + math.sqrt(1.0 + 4.0 * m * m)) / 2.0
-        t, v, m = nt, nt + (m - 1.0) / nm * (nt - t), nm
-    mapping = 4.0 * float(np.linalg.norm(t - project(t - 0.25 * grad(t, x, y01, np), np)))
-    return t, logistic_loss(t, x, y01), mapping
 
 
 def _dp_gd(cfg: Fig3Config, num_features: int) -> ptr.TrainConfig:
@@ -214,13 +177,13 @@ def sgd_calibrations(cfg: Fig3Config, n: int, sens_rank: Sensitivity, sens_dim: 
 
 
 def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_data, releases, train_keys, eps_list,
-                  lrs, passed, n: int, d: int, progress) -> tuple[dict, int]:
-    """Every (method × ε × seed × step size) of one trainer (``cfg_d``/``cfg_k``: its d- and k-dim
-    configs; ``field``: the swept noise field; ``noise[(method, variant)]``: values per ε; PTR only
-    where ``passed`` is given) in three compiled functions. Returns the original-data losses
-    ``{(method, variant): (E, S, P)}`` and the number of compiled calls executed."""
+                  lrs, n: int, d: int, progress) -> tuple[dict, int]:
+    """Every (method × ε × seed × step size) of one trainer but PTR (``cfg_d``/``cfg_k``: its d- and
+    k-dim configs; ``field``: the swept noise field; ``noise[(method, variant)]``: values per ε) in
+    three compiled functions. Returns the original-data losses ``{(method, variant): (E, S, P)}``
+    and the number of compiled calls executed."""
     E, P, S = len(eps_list), len(lrs), train_keys.shape[0]
-    progress(f"n={n}, d={d}: d-dim sweeps (none, pca-rank{', ptr' if passed is not None else ''})")
+    progress(f"n={n}, d={d}: d-dim sweeps (none, pca-rank)")
     loss = {}  # (method, variant) -> (E, S, P) original-data losses
     calls = 1  # the none sweep is one chunk
     grid = lambda m: np.repeat(noise[m].loc[eps_list].to_numpy(), P)  # noqa: E731  (ε-major points)
@@ -230,26 +193,10 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     res = sweep_points(cfg_d, p0, (x, y), train_keys, {field: grid(METHODS[0]), "learning_rate": lr_grid},
                        eval_data=(x, y), chunk_size=E * P, return_params=False)
     loss[METHODS[0]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
-    ptr_eps = [] if passed is None else [i for i in range(E) if passed[i].any()]  # PTR only where some seed passed
-    pts_noise = grid(METHODS[1])
-    if ptr_eps:
-        pts_noise = np.concatenate([pts_noise, np.repeat(noise[METHODS[5]].iloc[ptr_eps].to_numpy(), P)])
-    pts_lr = np.concatenate([lr_grid, np.tile(lrs, len(ptr_eps))])
-    if len(pts_noise) % (E * P):  # pad to whole chunks (one shape, one compilation)
-        pad = E * P - len(pts_noise) % (E * P)
-        pts_noise, pts_lr = np.r_[pts_noise, np.repeat(pts_noise[-1], pad)], np.r_[pts_lr, np.repeat(pts_lr[-1], pad)]
-    res = sweep_points(cfg_d, p0, (rank_data, y), train_keys, {field: pts_noise, "learning_rate": pts_lr},
+    res = sweep_points(cfg_d, p0, (rank_data, y), train_keys, {field: grid(METHODS[1]), "learning_rate": lr_grid},
                        eval_data=(x, y), chunk_size=E * P, return_params=False)
-    calls += len(pts_noise) // (E * P)
-    out = np.asarray(res.evaluation["loss"])  # (S, points)
-    loss[METHODS[1]] = out[:, : E * P].reshape(S, E, P).transpose(1, 0, 2)
-    if passed is not None:
-        bottom_loss = math.log(2.0)  # θ = 0 on ⊥
-        ptr_loss = np.full((E, S, P), bottom_loss)
-        for j, i in enumerate(ptr_eps):
-            block = out[:, E * P + j * P: E * P + (j + 1) * P]  # (S, P)
-            ptr_loss[i] = np.where(passed[i][:, None], block, bottom_loss)
-        loss[METHODS[5]] = ptr_loss
+    calls += 1
+    loss[METHODS[1]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
 
     progress(f"n={n}, d={d}: d-dim DP-PCA datasets")
     # d-dim, one dataset per (ε, seed): DP-PCA rank projections, fixed-size chunks of units.
@@ -292,7 +239,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     data = low_rank_logistic(n, d, cfg.k, radius=cfg.data_radius, tail_mass=cfg.tail_mass,
                              label_scale=cfg.label_scale, seed=cfg.data_seed)
     x, y = data.x, data.y
-    theta_star, loss_star, mapping = optimum(x, y, cfg.radius, cfg.optimum_steps)
+    theta_star, loss_star, mapping = logistic_ball_optimum(x, y, cfg.radius, cfg.optimum_steps)
     rank = pca_reduce(x, cfg.k, mode="rank")
     # dimension reduction by the same eigenvectors (one eigendecomposition): Prop. 5's dim sensitivity
     dim_data, dim_sens = x @ rank.components, pca_dim_sensitivity(n, rank.gap_k, rank.gap_1)
@@ -303,19 +250,29 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     aux_keys, train_keys = (jnp.stack(a) for a in zip(*(jax.random.split(k) for k in keys)))
     noise = {(m, v): cal[(cal.method == m) & (cal.variant == v)].set_index("epsilon")["noise_std"] for m, v in METHODS}
 
-    progress(f"n={n}, d={d}: PTR tests and DP-PCA releases")
-    # PTR steps 1–2 per (ε, seed) with the seed's auxiliary key, as ptr.algorithm1 splits it.
-    ptr_cal = cal[cal.method == "ptr"].set_index("epsilon")
-    stat = ptr.statistic_from_gap(rank.gap_k, n, cfg.beta_fraction * rank.gap_k)
-    passed = np.array([[ptr.laplace_test(stat, ptr_cal.loc[e, "ptr_epsilon"], cfg.delta, aux_keys[s]).passed
-                        for s in range(S)] for e in eps_list])
-    # DP-PCA release per (ε, seed) at (ε/2, δ/2), same auxiliary key (a different method).
+    progress(f"n={n}, d={d}: DP-PCA releases")
+    # DP-PCA release per (ε, seed) at (ε/2, δ/2) with the seed's auxiliary key (the key PTR's test
+    # takes: ptr.algorithm1 splits each seed's key the same way; a different method).
     moment = x.T @ x / n
     releases = [[dp_pca.dp_pca(x, cfg.k, e / 2, cfg.delta / 2, aux_keys[s], mode="dim", second_moment=moment)
                  for s in range(S)] for e in eps_list]
-
     loss, calls = train_methods(_dp_gd(cfg, d), _dp_gd(cfg, cfg.k), "noise_std", noise, x, y, rank.data, dim_data,
-                                releases, train_keys, eps_list, lrs, passed, n, d, progress)
+                                releases, train_keys, eps_list, lrs, n, d, progress)
+    progress(f"n={n}, d={d}: PTR (Algorithm 1)")
+    # (d): Algorithm 1 for every (ε, seed, step size) at each ε's PTR level, sharing the rank reduction's
+    # eigendecomposition; its DP-GD on A_kA_kᵀS (when some test passed) is one chunk of E·P points of
+    # pca-rank's compiled function. On ⊥ the learner outputs θ = 0.
+    ptr_cal = cal[cal.method == "ptr"].set_index("epsilon")
+    run = ptr.algorithm1_sweep(x, y, k=cfg.k, beta=cfg.beta_fraction * rank.gap_k,
+                               epsilons=[ptr_cal.loc[e, "ptr_epsilon"] for e in eps_list], delta=cfg.delta, keys=keys,
+                               steps=cfg.steps, learning_rates=lrs, radius=cfg.radius, smoothness=cfg.smoothness,
+                               pca=rank, eval_data=(x, y), chunk_size=E * P, return_params=False)
+    calls += int(run.trained)  # one chunk of E·P points, when some seed passed
+    passed, bottom_loss = run.passed, math.log(2.0)  # the loss of θ = 0
+    loss[METHODS[5]] = np.full((E, S, P), bottom_loss)
+    if run.trained:
+        # float64 first: np.where with a float32 array would round log 2 to float32
+        loss[METHODS[5]] = np.where(passed[:, :, None], np.asarray(run.evaluation["loss"], np.float64), bottom_loss)
     runs = [("dp_gd", cal, loss, METHODS)]
     functions = 3
     if "dp_sgd" in cfg.trainers:
@@ -324,7 +281,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
         sgd_noise = {(m, v): sgd_cal[(sgd_cal.method == m) & (sgd_cal.variant == v)].set_index("epsilon")["noise_std"]
                      for m, v in METHODS[:5]}
         sgd_loss, sgd_calls = train_methods(_dp_sgd(cfg, d, n), _dp_sgd(cfg, cfg.k, n), "noise_multiplier", sgd_noise, x, y,
-                                            rank.data, dim_data, releases, train_keys, eps_list, lrs, None, n, d, progress)
+                                            rank.data, dim_data, releases, train_keys, eps_list, lrs, n, d, progress)
         runs.append(("dp_sgd", sgd_cal, sgd_loss, METHODS[:5]))
         calls, functions = calls + sgd_calls, functions + 3
 

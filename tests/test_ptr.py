@@ -187,3 +187,57 @@ def test_statistic_from_gap_matches_distance_statistic():
     assert ptr.statistic_from_gap(pca.gap_k, 500, 0.3) == pytest.approx(ptr.distance_statistic(data.x, 1, 0.3), rel=1e-10)
     with pytest.raises(ValueError, match="n must be an integer >= 101"):
         ptr.statistic_from_gap(0.5, 100, 0.1)
+
+
+def test_algorithm1_sweep_is_algorithm1_at_every_point():
+    """The sweep and the single run are one code path: each (ε, key, step size) of the sweep is
+    Algorithm 1 with that ε, key and step size (same test, same ⊥, same DP-GD up to float32 order)."""
+    data = low_rank_logistic(3000, 10, 1, seed=2)
+    gap = ptr.eigen_gap(data.x, 1)
+    eps_list, lrs, steps, delta = [0.01, 8.0], [0.3, 1.0], 10, 1e-5
+    keys = jax.random.split(jax.random.key(5), 2)
+    run = ptr.algorithm1_sweep(data.x, data.y, k=1, beta=gap / 4, epsilons=eps_list, delta=delta, keys=keys,
+                               steps=steps, learning_rates=lrs, eval_data=(data.x, data.y))
+    # J_lb ≈ 150: far below ε = 0.01's threshold log(2e5)/0.01 ≈ 1221, far above ε = 8's ≈ 1.5
+    np.testing.assert_array_equal(run.passed, [[False, False], [True, True]])
+    assert run.trained and run.params["w"].shape == (2, 2, 2, 10, 1)
+    assert np.isnan(run.params["w"][0]).all() and np.isnan(run.evaluation["loss"][0]).all()
+    assert np.isfinite(run.evaluation["loss"][1]).all()
+    np.testing.assert_allclose(run.noise_std, [2 * math.sqrt(steps) / e for e in eps_list])
+    assert run.guarantees == tuple(theorem7(e, delta, gap / 4, smoothness=1.25) for e in eps_list)
+    for i, eps in enumerate(eps_list):
+        for s in range(2):
+            for p, lr in enumerate(lrs):
+                one = ptr.algorithm1(data.x, data.y, k=1, beta=gap / 4, epsilon=eps, delta=delta, key=keys[s],
+                                     steps=steps, learning_rate=lr)
+                assert one.test == run.tests[i][s] and one.noise_std == run.noise_std[i]
+                if run.passed[i, s]:
+                    np.testing.assert_allclose(np.asarray(one.output["w"]), run.params["w"][i, s, p],
+                                               rtol=1e-5, atol=1e-7)
+                else:
+                    assert one.is_bottom
+    # evaluation is the engine's loss of each returned model on eval_data
+    w = run.params["w"][1, 0, 1, :, 0]
+    z = data.x @ w
+    assert run.evaluation["loss"][1, 0, 1] == pytest.approx(np.mean(np.logaddexp(0, z) - data.y * z), rel=1e-5)
+
+
+def test_algorithm1_sweep_shares_a_given_pca_and_trains_nothing_when_every_test_fails():
+    data = low_rank_logistic(500, 6, 1, seed=4)
+    pca = pca_reduce(data.x, 1, mode="rank")
+    keys = jax.random.split(jax.random.key(0), 3)
+    kw = dict(k=1, beta=0.01, delta=1e-5, keys=keys, steps=5, learning_rates=[0.1])
+    a = ptr.algorithm1_sweep(data.x, data.y, epsilons=[1e-3, 2e-3], pca=pca, **kw)
+    b = ptr.algorithm1_sweep(data.x, data.y, epsilons=[1e-3, 2e-3], **kw)
+    assert a.tests == b.tests and a.pca is pca
+    assert not a.passed.any() and not a.trained and a.params is None and a.evaluation == {}
+    with pytest.raises(ValueError, match="pca must be"):
+        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x, 1, mode="dim"), **kw)
+    with pytest.raises(ValueError, match="pca must be"):
+        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x[:400], 1, mode="rank"), **kw)
+    with pytest.raises(ValueError, match="keys"):
+        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], **{**kw, "keys": jax.random.key(0)})
+    with pytest.raises(ValueError, match="epsilon"):
+        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0, -1.0], **kw)
+    with pytest.raises(ValueError, match="non-empty"):
+        ptr.algorithm1_sweep(data.x, data.y, epsilons=[], **kw)
