@@ -245,7 +245,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     dim_data, dim_sens = x @ rank.components, pca_dim_sensitivity(n, rank.gap_k, rank.gap_1)
     cal = calibrations(cfg, n, rank.gap_k, rank.sensitivity, dim_sens)
     eps_list, lrs, seeds = list(cfg.epsilons), np.asarray(cfg.learning_rates), cfg.seeds
-    S = seeds
+    E, P, S = len(eps_list), len(lrs), seeds
     keys = jax.random.split(jax.random.key(cfg.noise_seed), S)
     aux_keys, train_keys = (jnp.stack(a) for a in zip(*(jax.random.split(k) for k in keys)))
     noise = {(m, v): cal[(cal.method == m) & (cal.variant == v)].set_index("epsilon")["noise_std"] for m, v in METHODS}
