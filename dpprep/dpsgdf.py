@@ -21,7 +21,7 @@ The engine does the work: the data are the **unit-normalised** rows ``x̃``; ``C
 enter as :class:`~dpprep.algorithms.Hyper`'s per-run affine transform ``C_F·x̃ − μ̂``, which the
 fast GLM clipping path applies as rank-1 corrections (never forming the transformed data), so a
 grid of models shares one gathered batch and one matrix product per step
-(:func:`grid_group`, :func:`dpprep.sweeps.run_groups`). The mean step draws its noise from its
+(:func:`grid_group`, ``experiments.results.run_groups``). The mean step draws its noise from its
 own named stream (``"private_mean"``), so DPSGD and DPSGD-F with the same key share their Poisson
 batches and DP-SGD noise (spec A21).
 

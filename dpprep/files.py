@@ -1,8 +1,8 @@
 """Files the library writes or reads its own code from: atomic writes honouring the umask, and a
 digest of source files (which keys caches on the code that computes their values).
 
-Experiment infrastructure (the results store, progress, comparisons) lives in
-:mod:`dpprep.results`, which the library's own modules do not import.
+Experiment infrastructure (the results store, progress, comparisons) lives outside the library,
+in :mod:`experiments.results`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ product serve every point of a seed (:mod:`dpprep.clipping`).
 * ``devices`` shards each chunk's points over several devices (a 1-D ``jax.sharding`` mesh with
   Auto axes); the result equals the one-device result.
 * :func:`sweep` is the Cartesian grid ``keys × axis_1 × axis_2 × …`` as a thin layer over it;
-  :func:`run_groups` drives many static groups (batch size, epochs, sampler) through a
-  :class:`~dpprep.results.UnitStore`, one resumable unit per group, reusing compilations.
+  :class:`Group` names one static group (batch size, epochs, sampler) of a grid; the experiments
+  drive many through their results store (``experiments.results.run_groups``).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def sweep_points(
       params0_per_seed: every ``params0`` leaf carries a leading seed axis: seed ``s`` starts
         from ``params0[s]`` (e.g. a network initialised from each seed's key).
       on_chunk: called as ``on_chunk(done, chunks)`` before the first compiled call (``done=0``)
-        and after each (e.g. :meth:`dpprep.results.Progress.chunk`, for a progress bar).
+        and after each (e.g. :meth:`experiments.results.Progress.chunk`, for a progress bar).
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
@@ -344,41 +344,6 @@ class Group:
     config: TrainConfig
     points: Mapping[str, Any]
     per_seed: tuple[str, ...] = ()
-
-
-def run_groups(
-    groups: Sequence[Group],
-    params0: Params,
-    data: tuple[Any, Any],
-    keys: Array,
-    store: Any,
-    *,
-    eval_data: tuple[Any, Any],
-    progress: Callable[[str], None] | None = None,
-    **options: Any,
-) -> list[dict[str, Any]]:
-    """Evaluate every group's ``keys × points`` through ``store.run_many`` (one unit per group:
-    an interrupted grid resumes at the first unfinished group; with ``run_all --shard`` the
-    groups are spread over machines). Groups that share a config shape reuse one compilation.
-    Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
-    ``progress`` gets a line per group computed; one with a ``chunk`` method (a
-    :class:`dpprep.results.Progress`) is also told of each chunk, unless ``options`` give ``on_chunk``.
-    ``options`` go to :func:`sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``)."""
-    if not groups:
-        raise ValueError("groups must not be empty")
-    if len({g.key for g in groups}) != len(groups):
-        raise ValueError("group keys must be distinct")
-    if "on_chunk" not in options and callable(getattr(progress, "chunk", None)):
-        options = options | {"on_chunk": progress.chunk}  # type: ignore[union-attr]  # getattr check above
-
-    def unit(i: int, group: Group) -> dict[str, Any]:
-        if progress is not None:
-            progress(f"group {i + 1}/{len(groups)}: {group.key}")
-        result = sweep_points(group.config, params0, data, keys, group.points, eval_data=eval_data,
-                              return_params=False, per_seed=group.per_seed, **options)
-        return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
-
-    return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])
 
 
 def sweep_datasets(

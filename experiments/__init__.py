@@ -2,7 +2,7 @@
 
 Every experiment module exposes ``run(ctx: RunContext) -> list[Comparison]`` and ends with
 ``if __name__ == "__main__": main_for("<id>")``.
-It writes its tables/figures into ``ctx.out_dir`` through ``dpprep.results`` (atomic writes), caches
+It writes its tables/figures into ``ctx.out_dir`` through ``experiments.results`` (atomic writes), caches
 each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many``, which
 ``run_all --shard`` spreads over machines) and returns the paper-vs-ours rows for REPORT.md.
 A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 from types import ModuleType
 
-from dpprep.results import Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame, write_csv
+from experiments.results import Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame, write_csv
 
 PROFILES = ("smoke", "quick", "paper")
 # Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpprep.auditing import AuditConfig, audit  # noqa: E402
-from dpprep.results import Comparison, provenance_json, save_figure, write_csv  # noqa: E402
+from experiments.results import Comparison, provenance_json, save_figure, write_csv  # noqa: E402
 from experiments import RunContext, main_for  # noqa: E402
 
 EPSILONS = (1.0, 2.0, 4.0)

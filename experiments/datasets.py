@@ -13,7 +13,7 @@ import pandas as pd
 from dpprep.data import DATASETS, DataNotFoundError, Dataset, load, search_dirs
 from dpprep.data.registry import CIFAR100_FEATURES_RELPATH
 from dpprep.data.synthetic import corrdp_synthetic
-from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 SYNTHETIC_CONFIG = {"n": 2000, "m": 100, "m_s": 10, "noise_std": 5.0, "seed": 0}

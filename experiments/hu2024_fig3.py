@@ -55,7 +55,7 @@ from dpprep.accounting.theorem7 import proposition8_failure_probability, proposi
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
 from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity
-from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from dpprep.solvers import logistic_ball_optimum
 from dpprep.sweeps import sweep_datasets, sweep_points
 from experiments import RunContext, main_for

@@ -39,7 +39,7 @@ from dpprep.accounting.meta import calibrate, default_group_size, overall_privac
 from dpprep.accounting.table1 import dp_gd, gaussian
 from dpprep.preprocess import Pipeline, Sensitivity, impute_mean, pca_reduce, quantize
 from dpprep.preprocess import pipeline as pl
-from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 from experiments.hu2024_table3 import inject_mcar, load_adult_unit_ball
 

@@ -21,7 +21,7 @@ from dp_accounting.rdp import RdpAccountant
 from dpprep.accounting import table1
 from dpprep.accounting.dp import sgd_iter_rdp
 from dpprep.accounting.renyi import gaussian_divergence
-from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 COLUMNS = ("mechanism", "assumptions", "rdp", "srdp", "range", "note")

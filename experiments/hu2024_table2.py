@@ -37,7 +37,7 @@ from dpprep.accounting import table2 as t2
 from dpprep.accounting.meta import TABLE2_ALPHA_MIN, eq43, overall_privacy, rigorous_mechanism, theorem2
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
 from dpprep.preprocess.sensitivity import pca_covariance_perturbation, pca_rank_tau_constant
-from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 # Spec §11.2: Table 2 at α = 11, ε = 1, p = 10, η = 0.1, n = 1000, δ_min^k = 1 (PCA uses 12.2).

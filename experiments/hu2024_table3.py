@@ -36,7 +36,7 @@ from dpprep.preprocess import (
     scale_into_unit_ball,
 )
 from dpprep.preprocess.sensitivity import mean_imputation_sensitivity, pca_covariance_perturbation, pca_rank_tau_constant
-from dpprep.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 EXPERIMENT = "hu2024_table3"

@@ -24,7 +24,7 @@ from dpprep import dpsgdf
 from dpprep.accounting import dp
 from dpprep.algorithms import TrainConfig, make_plan
 from dpprep.models import softmax_regression
-from dpprep.results import Comparison, write_csv
+from experiments.results import Comparison, write_csv
 from experiments import RunContext, main_for
 
 DELTA = 1e-5

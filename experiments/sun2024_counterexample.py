@@ -35,7 +35,7 @@ from scipy.stats import norm
 
 from dpprep import dpsgdf_theory as th
 from dpprep.accounting import dp
-from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for
 
 DELTA = 1e-5

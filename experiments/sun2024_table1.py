@@ -4,7 +4,7 @@ Linear softmax probe on unit-normalised features, δ = 1e-5, ε ∈ {1, 2}, C_G 
 last iterate (average iterate logged), test accuracy. The grid runs on the shared-batch engine
 (spec §7.3): one resumable unit per (dataset, ε, B, E) whose models (C_F × η × {none, ε_F…}; DPSGD
 is the ε_F = none slice) share ONE Poisson batch per seed and step, C_F and μ̂ entering as per-model
-rank-1 corrections (:func:`dpprep.dpsgdf.grid_group`, :func:`dpprep.sweeps.run_groups`).
+rank-1 corrections (:func:`dpprep.dpsgdf.grid_group`, :func:`experiments.results.run_groups`).
 Non-private SGD (shuffled fixed-size batches, no clipping, no noise; spec A8) has one unit per
 (dataset, B, E).
 
@@ -44,7 +44,8 @@ import pandas as pd
 
 from dpprep import data, dpsgdf, sweeps
 from dpprep.data import DataNotFoundError
-from dpprep.results import Comparison, config_json, provenance_json, write_csv
+from experiments import results
+from experiments.results import Comparison, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 DELTA = 1e-5
@@ -194,7 +195,7 @@ def prepare_dataset(ctx: RunContext, ds: dict, grid: Grid, collect: _Collect) ->
                                   num_classes=ds["num_classes"], matmul_precision=grid.matmul_precision, delta=DELTA,
                                   noise_multipliers=zs, **dict(unit.options))
         x, xt = (ds["x_raw"], ds["x_test_raw"]) if unit.variant == "raw_pixels" else (ds["unit"], ds["x_test_unit"])
-        sweeps.run_groups([group], group.config.model.init(None), (x, ds["y"]), keys, collect,
+        results.run_groups([group], group.config.model.init(None), (x, ds["y"]), keys, collect,
                           eval_data=(xt, ds["y_test"]), progress=ctx.progress, memory_budget=grid.memory_budget)
         out.append((unit, group))
     return out

@@ -22,7 +22,7 @@ import pandas as pd
 
 from dpprep import data, dpsgdf
 from dpprep.data import DataNotFoundError
-from dpprep.results import Comparison, write_csv
+from experiments.results import Comparison, write_csv
 from experiments import RunContext, main_for
 
 PAPER = {  # dataset -> (diam, max, mean) as printed / unrounded spec values (C5) and tolerance

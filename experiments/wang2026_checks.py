@@ -25,7 +25,7 @@ import pandas as pd
 from dpprep.corrdp import defs
 from dpprep.corrdp.data import load_corrdp, sepsis_rebalanced
 from dpprep.data import load
-from dpprep.results import Comparison, config_json, write_csv
+from experiments.results import Comparison, config_json, write_csv
 from experiments import RunContext, main_for
 
 COUNT = {"abs_tol": 0.5, "digits": 8}  # integers: exact

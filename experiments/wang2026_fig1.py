@@ -49,7 +49,7 @@ import pandas as pd
 from dpprep import models, optimizers
 from dpprep.corrdp import noise, sgd, utility
 from dpprep.corrdp.data import CorrDPData, load_corrdp
-from dpprep.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for
 
 EPSILONS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)

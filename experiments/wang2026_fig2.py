@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from dpprep.results import Comparison, write_csv
+from experiments.results import Comparison, write_csv
 from experiments import RunContext, main_for
 from experiments.wang2026_fig1 import PANELS, PROFILES, Profile, curve, plot, run_panels, summarize, units_frame
 

@@ -36,7 +36,7 @@ from dpprep.corrdp.data import (
     synthetic_truth,
 )
 from dpprep.data import load
-from dpprep.results import Comparison, config_json, provenance_json, write_csv
+from experiments.results import Comparison, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
 DELTA = 1e-4

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 import experiments  # noqa: E402
-from dpprep.results import (  # noqa: E402
+from experiments.results import (  # noqa: E402
     CorruptUnit,
     MissingUnits,
     Progress,

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 import experiments
-from dpprep import results
-from dpprep.results import Comparison, provenance_json, write_csv
+from experiments import results
+from experiments.results import Comparison, provenance_json, write_csv
 
 REPO = Path(__file__).resolve().parents[1]
 

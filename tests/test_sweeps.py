@@ -12,6 +12,7 @@ import pytest
 
 from dpprep import models, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train
+from experiments.results import run_groups  # the grid driver through a results store
 
 RNG = np.random.default_rng(1)
 X = RNG.normal(size=(80, 4)).astype(np.float32)
@@ -322,7 +323,7 @@ def test_run_groups_through_a_store():
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     store, messages = FakeStore(), []
     groups = _groups()
-    out = sweeps.run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST),
+    out = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST),
                             progress=messages.append)
     assert store.calls == [["b8", "b10"]] and store.computed == ["b8", "b10"]
     assert len(messages) == 2 and "b10" in messages[1]
@@ -334,34 +335,34 @@ def test_run_groups_through_a_store():
             np.testing.assert_allclose(np.asarray(record["evaluation"][name]), expected.evaluation[name],
                                        rtol=1e-6)
     assert out[0]["evaluation"] != out[1]["evaluation"]  # the batch size mattered
-    again = sweeps.run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
+    again = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.computed == ["b8", "b10"] and again == out  # the filled cache computes nothing
 
 
 def test_run_groups_tells_a_progress_of_each_chunk():
     """A progress with a ``chunk`` method (a results.Progress) hears of every group's chunks."""
-    from dpprep import results
+    from experiments import results
 
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     progress = results.Progress("t", quiet=True)
     heard = []
     progress.chunk = lambda done, total: heard.append((done, total))
-    sweeps.run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
+    run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
                       progress=progress, chunk_size=1)
     assert heard == [(0, 2), (1, 2), (2, 2)]
 
 
 def test_run_groups_with_a_unit_store_resumes(tmp_path):
     """The real results store: a second run reads the records back instead of training."""
-    from dpprep import results
+    from experiments import results
 
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     groups = _groups()[:1]
-    first = sweeps.run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
+    first = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
                               eval_data=(X6_TEST, Y6_TEST))
     assert len(list(tmp_path.iterdir())) == 1
     calls = []
-    again = sweeps.run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
+    again = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
                               eval_data=(X6_TEST, Y6_TEST), progress=calls.append)
     assert again == first and calls == []
 
@@ -370,10 +371,10 @@ def test_run_groups_rejects_bad_groups():
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     store = FakeStore()
     with pytest.raises(ValueError, match="groups must not be empty"):
-        sweeps.run_groups([], P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
+        run_groups([], P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     group = _groups()[0]
     with pytest.raises(ValueError, match="group keys must be distinct"):
-        sweeps.run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, steps=3))],
+        run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, steps=3))],
                           P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.calls == []
 

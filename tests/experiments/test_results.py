@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dpprep import results
-from dpprep.results import Comparison, UnitStore, atomic_write_text, comparisons_frame, package_versions
+from experiments import results
+from experiments.results import Comparison, UnitStore, atomic_write_text, comparisons_frame, package_versions
 
 
 def test_unit_store_computes_once_and_resumes(tmp_path):
@@ -316,7 +316,7 @@ def test_progress_in_a_jupyter_kernel_prints_plain_lines():
     repo = Path(__file__).resolve().parents[1]
     source = "\n".join([
         "import tempfile",
-        "from dpprep.results import Progress, UnitStore",
+        "from experiments.results import Progress, UnitStore",
         "p = Progress('nb', verbose=True)",
         "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i}) for i in range(3)])",
         "for _ in p.track(range(2), 'x'): pass",

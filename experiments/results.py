@@ -25,9 +25,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import jax
+import numpy as np
 import pandas as pd
 
-from dpprep import files
+from dpprep import files, sweeps
+from dpprep.models import Array, Params
 from dpprep.files import atomic_write_bytes, atomic_write_text, umask_mode  # noqa: F401 (re-exported)
 
 # Every package a result can depend on: the engine, the accountants, the auditor's statistics
@@ -564,3 +567,42 @@ def comparisons_frame(comparisons: Iterable[Comparison]) -> pd.DataFrame:
     rows = [dataclasses.asdict(c) for c in comparisons]
     columns = [f.name for f in dataclasses.fields(Comparison)]
     return pd.DataFrame(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------------------------------
+# Grids of static groups (one resumable unit per group)
+
+
+def run_groups(
+    groups: Sequence[sweeps.Group],
+    params0: Params,
+    data: tuple[Any, Any],
+    keys: Array,
+    store: Any,
+    *,
+    eval_data: tuple[Any, Any],
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Evaluate every group's ``keys × points`` through ``store.run_many`` (one unit per group:
+    an interrupted grid resumes at the first unfinished group; with ``run_all --shard`` the
+    groups are spread over machines). Groups that share a config shape reuse one compilation.
+    Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
+    ``progress`` gets a line per group computed; one with a ``chunk`` method (a
+    :class:`Progress`) is also told of each chunk, unless ``options`` give ``on_chunk``.
+    ``options`` go to :func:`dpprep.sweeps.sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``)."""
+    if not groups:
+        raise ValueError("groups must not be empty")
+    if len({g.key for g in groups}) != len(groups):
+        raise ValueError("group keys must be distinct")
+    if "on_chunk" not in options and callable(getattr(progress, "chunk", None)):
+        options = options | {"on_chunk": progress.chunk}  # type: ignore[union-attr]  # getattr check above
+
+    def unit(i: int, group: sweeps.Group) -> dict[str, Any]:
+        if progress is not None:
+            progress(f"group {i + 1}/{len(groups)}: {group.key}")
+        result = sweeps.sweep_points(group.config, params0, data, keys, group.points, eval_data=eval_data,
+                              return_params=False, per_seed=group.per_seed, **options)
+        return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
+
+    return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])
