@@ -175,14 +175,13 @@ class AuditConfig:
         check_learner(self.learner, self.threat_model)
         check_epsilon(self.epsilon)
         check_delta(self.delta)
-        check_positive_int(self.n, "n", minimum=4)
-        check_positive_int(self.dim, "dim")
-        check_positive_int(self.steps, "steps")
-        check_positive_int(self.epochs, "epochs")
-        check_positive_int(self.batch_size, "batch_size")
-        check_positive_int(self.levels, "levels", minimum=2)
-        check_positive_int(self.chunk, "chunk")
-        check_positive_int(self.pilot_runs, "pilot_runs", minimum=self.levels)
+        # Whole numbers, stored as ints (a float like 100.0 is normalised, 2000.5 refused).
+        minimums = {"n": 4, "dim": 1, "steps": 1, "epochs": 1, "batch_size": 1, "levels": 2, "chunk": 1, "runs": 1}
+        for name, minimum in minimums.items():
+            object.__setattr__(self, name, check_positive_int(getattr(self, name), name, minimum=minimum))
+        object.__setattr__(self, "pilot_runs", check_positive_int(self.pilot_runs, "pilot_runs", minimum=self.levels))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer in [0, 2**63), got {self.seed!r}")
         check_positive(self.noise_factor, "noise_factor")
         check_positive(self.learning_rate, "learning_rate")
         check_probability(self.tv, "tv")
@@ -653,7 +652,9 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     """Runs ``pilot_runs`` + ``runs`` trainings per world as vmapped chunks of one compiled
     function, fixes ``levels`` thresholds on the pilot scores and returns the lower bounds of the
     evaluation scores."""
-    key = jax.random.key(cfg.seed)
+    if not isinstance(cfg, AuditConfig):
+        raise ValueError(f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))")
+    key = jax.random.key(int(cfg.seed))
     k_data, k_pilot, k_eval = jax.random.split(key, 3)
     setup = REGISTRY[cfg.learner].build(cfg, k_data)
     if not isinstance(setup, AuditTarget):

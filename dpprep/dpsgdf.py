@@ -40,7 +40,7 @@ import numpy as np
 
 from dpprep import models, streams
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
+from dpprep.algorithms import Hyper, TrainConfig, check_key, make_plan, train
 from dpprep.sweeps import Group, evaluate
 from dpprep.validation import check_delta, check_finite_array, check_positive, check_positive_int
 
@@ -197,6 +197,9 @@ def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, nois
     model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
     hyper = (Hyper(cfg.learning_rate, noise_multiplier=noise_multiplier, clip_norm=cfg.clip_norm)
              if cfg.private else Hyper(cfg.learning_rate))
+    if cfg.sampler == "shuffle" and cfg.epochs != int(cfg.epochs):
+        raise ValueError(f"epochs must be a whole number for shuffled epochs (method={cfg.method!r}), "
+                         f"got {cfg.epochs!r}")
     epochs = cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
     return TrainConfig(model, hyper, sampling=cfg.sampler, batch_size=cfg.batch_size, epochs=epochs,
                        iterates=cfg.iterates, neighbouring=cfg.neighbouring if cfg.private else None,
@@ -251,15 +254,38 @@ class FitResult:
     metrics: dict[str, Any]
 
 
+def _check_labels(y: Any, n: int, num_classes: int | None, name: str) -> np.ndarray:
+    """Integer class labels in ``[0, num_classes)`` (when given), one per row of the features."""
+    y = check_finite_array(y, name, ndim=1)
+    if y.shape[0] != n:
+        raise ValueError(f"{name} has {y.shape[0]} labels for {n} rows")
+    if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+        raise ValueError(f"{name} must hold integer class labels, got non-integer {y.dtype} values")
+    if y.size and (y.min() < 0 or (num_classes is not None and y.max() >= num_classes)):
+        bound = f"[0, {num_classes})" if num_classes is not None else ">= 0"
+        raise ValueError(f"{name} must hold class labels in {bound}, got values in [{y.min()}, {y.max()}]")
+    return y.astype(np.int32)
+
+
 def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[Any, Any] | None = None,
         num_classes: int | None = None) -> FitResult:
     """Algorithm 3 end to end on raw features ``x`` (normalised here unless ``feature_norm`` is
     None). ``eval_data`` (raw test features) are normalised the same way and scored with the
     bias-corrected parameters (spec A20)."""
-    x = check_finite_array(x, "x", ndim=2)
-    y = np.asarray(y)
+    key = check_key(key)
+    x = check_finite_array(x, "x", ndim=2, float32=True)
     n, d = x.shape
+    if n == 0:
+        raise ValueError("x must contain at least one example")
+    y = _check_labels(y, n, num_classes, "y")
     k = int(num_classes or (int(np.max(y)) + 1))
+    if eval_data is not None:  # checked before any calibration or training
+        if not (isinstance(eval_data, (tuple, list)) and len(eval_data) == 2):
+            raise ValueError("eval_data must be a pair (x_test, y_test)")
+        xt = check_finite_array(eval_data[0], "x_test", ndim=2, float32=True)
+        if xt.shape[1] != d:
+            raise ValueError(f"x_test has {xt.shape[1]} features, x has {d}")
+        yt = _check_labels(eval_data[1], xt.shape[0], k, "y_test")
     unit = unit_normalize(x) if cfg.feature_norm is not None else x.astype(np.float32)
     scale = cfg.feature_norm
     if cfg.method == "dpsgdf":
@@ -279,10 +305,8 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
         corrected = bias_correct(params, mu_hat)
     evaluation = None
     if eval_data is not None:
-        xt = check_finite_array(eval_data[0], "x_test", ndim=2)
         xt = normalize(xt, cfg.feature_norm) if cfg.feature_norm is not None else xt.astype(np.float32)
-        yt = jnp.asarray(eval_data[1])
-        score = lambda p: {k2: float(v) for k2, v in evaluate(tc.model, p, jnp.asarray(xt), yt).items()}  # noqa: E731
+        score = lambda p: {k2: float(v) for k2, v in evaluate(tc.model, p, jnp.asarray(xt), jnp.asarray(yt)).items()}  # noqa: E731
         evaluation = ({name: score(p) for name, p in corrected.items()} if cfg.iterates == "both"
                       else score(corrected))
     return FitResult(corrected, params, mu_hat, calibration, evaluation, metrics)

@@ -229,3 +229,15 @@ def test_register_refuses_bad_learners():
         auditing.register("x", lambda cfg, key: None, threat_models=("grey_box",))
     with pytest.raises(ValueError, match="or auditing.register your own"):
         AuditConfig("not_registered")
+
+
+def test_audit_config_numbers_are_whole_and_seeds_valid():
+    cfg = AuditConfig("dp_gd", runs=3000.0, pilot_runs=200.0, n=100.0)
+    assert (cfg.runs, cfg.pilot_runs, cfg.n) == (3000, 200, 100) and isinstance(cfg.n, int)
+    for kwargs, match in [({"runs": 3000.5}, "runs must be an integer"), ({"n": 100.5}, "n must be an integer"),
+                          ({"seed": 2**80}, "seed must be an integer"), ({"seed": "abc"}, "seed must be an integer"),
+                          ({"seed": -1}, "seed must be an integer")]:
+        with pytest.raises(ValueError, match=match):
+            AuditConfig("dp_gd", **{"runs": 3000, **kwargs})
+    with pytest.raises(ValueError, match="audit takes an AuditConfig"):
+        audit({"learner": "dp_gd"})

@@ -221,3 +221,24 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
         for v in e.outvars:
             shape = tuple(getattr(v.aval, "shape", ()))
             assert not (P in shape and plan.pad in shape and D in shape), (e.primitive.name, shape)
+
+
+def test_fit_checks_its_inputs_before_calibrating(monkeypatch):
+    """Every bad input of fit is refused by name before the (seconds-long) calibration."""
+    monkeypatch.setattr(dpsgdf, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking inputs"))
+    cfg, key = small(), jax.random.key(0)
+    x, y = np.asarray(X), np.asarray(Y)
+    bad = [
+        ((np.zeros((0, D)), y[:0], key), {}, "at least one example"),
+        ((x, np.where(np.arange(len(y)) == 0, np.nan, y), key), {}, "non-finite"),
+        ((x, y, 3), {}, "PRNG key"),
+        ((x, y + 0.5, key), {}, "integer class labels"),
+        ((x, y, key), {"eval_data": (x[:, :-1], y)}, "x_test has"),
+        ((x, y, key), {"eval_data": (x, y[:-1])}, "y_test has"),
+        ((x, y, key), {"eval_data": (x, np.full_like(y, K))}, r"y_test must hold class labels in \[0,"),
+    ]
+    for args, kwargs, match in bad:
+        with pytest.raises(ValueError, match=match):
+            dpsgdf.fit(cfg, *args, **kwargs)
+    with pytest.raises(ValueError, match="whole number for shuffled epochs"):
+        dpsgdf.fit(small("nonprivate", epochs=2.7), x, y, key)
