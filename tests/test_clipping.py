@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpprep import clipping, models
@@ -94,6 +94,7 @@ COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in 
     w_scale=st.floats(0.0, 3.0),
     clip_norm=st.floats(1e-3, 100.0),
 )
+@example(name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25)  # a saturated sigmoid
 def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
     _, params, x, y = _problem(name, seed, x_scale, w_scale)
     fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, clip_norm)
@@ -101,10 +102,16 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
     # residual would give): a residual near 0 is a difference of O(1) terms in float32.
     x_norms = jnp.sqrt(jnp.sum(x * x, axis=1) + ("b" in params))
     assert bool(jnp.all(jnp.abs(fast_norms - slow_norms) <= 1e-5 * jnp.maximum(slow_norms, x_norms)))
-    # Relative agreement of the sums, measured against the size of the sum's terms.
+    # The sums agree to 1e-5 relative to the size of their terms, plus the float32 error of a
+    # bounded link's residual: the fast path's σ(z) − y (or softmax − one-hot, |r| ≤ 1) and
+    # autodiff's softplus/log-sum-exp gradient each come within a few ulps of 1 (< 2⁻²⁰) of the
+    # exact residual, so a saturated example (r ~ 1e-5, unclipped) may differ by 2⁻²⁰·|x_ij| per
+    # entry between the paths (e.g. seed 242: 4.8e-7 in r, 1.6e-5 in w).
     scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, clip_norm))))
+    bounded_link = not name.startswith("linear")
+    rounding = 2.0**-20 * float(jnp.sum(jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0))) if bounded_link else 0.0
     for u, v in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(slow)):
-        assert float(jnp.max(jnp.abs(u - v))) <= 1e-5 * scale
+        assert float(jnp.max(jnp.abs(u - v))) <= 1e-5 * scale + rounding
     # Every example's contribution to the clipped sum, by either path, has norm <= C (1 + 1e-6).
     assert contributions.shape == (2, B)
     assert float(jnp.max(contributions)) <= clip_norm * (1 + 1e-6)
