@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
@@ -25,6 +26,7 @@ from dpprep import sampling
 from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
+SHUFFLE_BOUNDS = ("as_poisson", "no_amplification")
 _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
 _BRACKET_DOUBLINGS = 60  # DP-SGD by iteration: a bracket up to z = 2^61
 
@@ -46,6 +48,11 @@ class ExecutionPlan:
       random_stop: DP-SGD by iteration (fixed_order with ``T ~ Unif{1..n−κ+1}``).
       kappa: ``κ`` of that stopping time.
       max_overflow_prob: bound on the probability that any Poisson draw overflows ``pad``.
+      shuffle_bound: how shuffled epochs are accounted: ``"as_poisson"`` (the customary number:
+        Poisson subsampling at ``q = B/n`` over the steps taken, an assumption, not a proof —
+        shuffled batches can leak more, Chua et al. 2024; a warning says so) or
+        ``"no_amplification"`` (proven: each record is in one batch per epoch, so the run is
+        ``epochs`` Gaussian releases of multiplier ``z``).
     """
 
     sampler: str
@@ -59,13 +66,18 @@ class ExecutionPlan:
     random_stop: bool = False
     kappa: int = 1
     max_overflow_prob: float = 1e-10
+    shuffle_bound: str = "as_poisson"
 
     @classmethod
     def create(cls, sampler: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
                epochs: float | None = None, kappa: int = 1, max_overflow_prob: float = 1e-10,
-               neighbouring: str | None = None) -> ExecutionPlan:
+               neighbouring: str | None = None, shuffle_bound: str = "as_poisson") -> ExecutionPlan:
         """Lays out a run of ``sampler`` on ``n`` records (ValueError naming a bad argument).
         ``neighbouring=None`` takes the sampler's own relation."""
+        if shuffle_bound not in SHUFFLE_BOUNDS:
+            raise ValueError(f"shuffle_bound must be one of {SHUFFLE_BOUNDS}, got {shuffle_bound!r}")
+        if shuffle_bound != "as_poisson" and sampler != "shuffle":
+            raise ValueError(f"shuffle_bound is for sampling='shuffle', got sampling={sampler!r}")
         n = check_positive_int(n, "n")
         impl = sampling.get(sampler)
         check_probability(max_overflow_prob, "max_overflow_prob")
@@ -75,7 +87,8 @@ class ExecutionPlan:
         layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
                              max_overflow_prob=max_overflow_prob)
         return cls(sampler, n, layout.batch_size, layout.steps, layout.pad, layout.normaliser,
-                   layout.epochs, relation, layout.random_stop, int(kappa), float(max_overflow_prob))
+                   layout.epochs, relation, layout.random_stop, int(kappa), float(max_overflow_prob),
+                   shuffle_bound)
 
     @property
     def sampling_rate(self) -> float:
@@ -95,6 +108,10 @@ class ExecutionPlan:
     def schedule(self) -> dp.DpSgdSchedule:
         """What the accountant charges for this run (ValueError saying what to use instead when
         dp-accounting has no event for the sampler)."""
+        if self.sampler == "shuffle" and self.shuffle_bound == "no_amplification":
+            # Each record is in exactly one batch per epoch: ``epochs`` releases of a sum it moves
+            # by at most C, with no amplification claimed.
+            return dp.DpSgdSchedule(self.epochs, "full")
         schedule = self.impl.schedule(self)
         if schedule is None:
             raise ValueError(f"sampling={self.sampler!r} has no dp-accounting event: "
@@ -131,6 +148,7 @@ class ExecutionPlan:
         relation, a different relation is refused)."""
         delta = check_delta(delta)
         options = self._options(options)
+        self._warn_if_assumed()
         if self.random_stop:
             return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
         events = [*fixed_events, self.dp_event(noise_multiplier)]
@@ -174,6 +192,7 @@ class ExecutionPlan:
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
         options = self._options(options)
+        self._warn_if_assumed()
         if self.random_stop:
             return self._iteration_calibrate(target_epsilon, delta, fixed_events, options)
         p = self.overflow_probability()
@@ -185,6 +204,17 @@ class ExecutionPlan:
                 f"smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)")
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
                                   fixed_events=fixed_events, options=options)
+
+    def _warn_if_assumed(self) -> None:
+        """Shuffled epochs accounted as if Poisson: say so (the warnings registry shows it once
+        per plan and call site)."""
+        if self.sampler == "shuffle" and self.shuffle_bound == "as_poisson":
+            warnings.warn(
+                f"shuffled DP-SGD (n={self.n}, B={self.batch_size}, {self.epochs} epochs) is accounted as if "
+                "Poisson-subsampled: the customary number, not a proven guarantee (shuffled batches can leak "
+                "more, Chua et al. 2024). The proven bound, without amplification, is "
+                "ExecutionPlan.create('shuffle', ..., shuffle_bound='no_amplification'); or sample with "
+                "sampling='poisson'", UserWarning, stacklevel=3)
 
     def _check_iteration(self, fixed_events: tuple[DpEvent, ...],
                          options: dp.AccountingOptions) -> None:

@@ -120,11 +120,13 @@ def test_linear_loss_gradient_does_not_depend_on_theta():
     np.testing.assert_allclose(model.residual({"w": jnp.zeros((3, 1))}, x, y)[:, 0], -y)
 
 
-def test_shuffle_epsilon_is_epochs_gaussian_releases():
+def test_shuffle_proven_bound_is_epochs_gaussian_releases():
     # E Gaussian releases of multiplier z = one of multiplier z/√E (closed form, analytic Gaussian).
+    from dpprep.plan import ExecutionPlan
+
     z, epochs = 3.0, 4
-    assert auditing.shuffle_epsilon(z, epochs, 1e-5) == pytest.approx(
-        dp.analytic_gaussian_epsilon(z / math.sqrt(epochs), 1e-5), rel=1e-3)
+    plan = ExecutionPlan.create("shuffle", 100, batch_size=10, epochs=epochs, shuffle_bound="no_amplification")
+    assert plan.epsilon(z, 1e-5) == pytest.approx(dp.analytic_gaussian_epsilon(z / math.sqrt(epochs), 1e-5), rel=1e-3)
 
 
 def test_pipeline_canary_moves_every_imputed_row():

@@ -6,6 +6,7 @@ dp-accounting itself)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -285,3 +286,21 @@ def test_dp_sgd_by_iteration_is_calibrated_by_the_plan():
     for call in (lambda: plan.dp_event(1.0), plan.schedule):  # still no event: its own bound accounts it
         with pytest.raises(ValueError, match="no dp-accounting event.*plan.epsilon"):
             call()
+
+
+def test_shuffle_is_accounted_as_poisson_with_a_warning_or_proven_on_request():
+    plan = ExecutionPlan.create("shuffle", 1000, batch_size=100, epochs=3)
+    with pytest.warns(UserWarning, match="not a proven guarantee.*shuffle_bound='no_amplification'"):
+        assumed = plan.epsilon(2.0, 1e-5)
+    proven_plan = ExecutionPlan.create("shuffle", 1000, batch_size=100, epochs=3, shuffle_bound="no_amplification")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the proven bound says nothing more
+        proven = proven_plan.epsilon(2.0, 1e-5)
+        z = proven_plan.calibrate(proven, 1e-5)
+    assert proven == dp.composed_epsilon([dp_event.SelfComposedDpEvent(dp.gaussian_event(2.0), 3)], 1e-5)
+    assert proven > assumed  # no amplification claimed
+    assert z == pytest.approx(2.0, rel=1e-3)
+    with pytest.raises(ValueError, match="shuffle_bound is for sampling='shuffle'"):
+        ExecutionPlan.create("poisson", 1000, batch_size=100, epochs=3, shuffle_bound="no_amplification")
+    with pytest.raises(ValueError, match="shuffle_bound must be one of"):
+        ExecutionPlan.create("shuffle", 1000, batch_size=100, epochs=3, shuffle_bound="maybe")
