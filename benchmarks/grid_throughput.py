@@ -116,7 +116,7 @@ def main() -> None:
     for p, m in enumerate(alone):
         shift = group.points["feature_shift"][0, p] if m.method == "dpsgdf" else None
         hyper = Hyper(m.learning_rate, noise_multiplier=float(group.points["noise_multiplier"][p]), clip_norm=1.0,
-                      feature_scale=m.feature_norm, feature_shift=shift)
+                      extra={"feature_scale": m.feature_norm, "feature_shift": shift})
         configs.append(dataclasses.replace(group.config, hyper=hyper))
     jax.block_until_ready(train(configs[0], params0, (unit, y), keys[0]))  # compile
     start = time.perf_counter()

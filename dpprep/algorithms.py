@@ -3,8 +3,9 @@
 ``train(config, params0, (x, y), key) -> (params, metrics)`` runs, per step ``t``:
 
 1. select a batch (``config.sampling``, see :mod:`dpprep.sampling`):
-   - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with ``hyper.radius`` and
-     ``iterates="average"`` exactly their projected, averaged DP-GD);
+   - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with
+     :class:`dpprep.optimizers.L2BallProjection` and ``iterates="average"`` exactly their
+     projected, averaged DP-GD);
    - ``"poisson"``: each example independently with rate ``q = batch_size/n``: DP-SGD (Abadi et
      al.) as the PLD/RDP accountants analyse it; ``batch_size=1`` is Hu et al.'s
      ``A_SGD-samp`` regime under Poisson sampling;
@@ -20,21 +21,26 @@
      SGD with contractive steps: a convex, L-Lipschitz, β-smooth loss (β including the
      regulariser), learning rate ``η ≤ 2/β`` and no binding clipping (``C ≥ L``); momentum, Adam
      or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``;
-2. sum the clipped per-example gradients of the (optionally affinely transformed) features
-   (:mod:`dpprep.clipping`; ``clip_norm = inf``: none), optionally rescale the batch gradient to
-   ``batch_clip_norm``;
-3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention, per-coordinate
-   scales included) and divide by the fixed normaliser ``N``: the *expected* batch size
-   ``q·n = batch_size`` (poisson), ``batch_size`` (replacement, shuffle), ``n`` (full), 1
-   (fixed_order); then add the gradient of the model's (data-independent) regulariser;
-4. update with an optax transformation scaled by the learning rate, then project onto the L2
-   ball of radius ``hyper.radius`` (``inf``: no projection).
+2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; ``clip_norm = inf``: none);
+3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention) and divide by the
+   fixed normaliser ``N``: the *expected* batch size ``q·n = batch_size`` (poisson),
+   ``batch_size`` (replacement, shuffle), ``n`` (full), 1 (fixed_order); then add the gradient of
+   the model's (data-independent) regulariser;
+4. update with an optax transformation scaled by the learning rate.
 
 Steps 2–4 are :func:`dpprep.step.dp_step`: the clipped sum comes from
 :func:`dpprep.clipping.model_clipped_grad` (:func:`dpprep.clipping.clipped_grad` of the model's
 loss, or the GLM fast path), and :func:`update_transform` is the optax chain that privatizes and
-applies it (batch clip, :func:`dpprep.noise.gaussian_privatizer`, regulariser, optimizer, learning
-rate); the scan adds the sampler, the projection, the random stop and the iterate average.
+applies it (:func:`dpprep.noise.gaussian_privatizer`, regulariser, optimizer, learning rate); the
+scan adds the sampler, the random stop and (``iterates``) the iterate average
+(:func:`dpprep.optimizers.average_iterates`).
+
+**Extensions.** ``config.extensions`` (:mod:`dpprep.extensions`) extend the step without the engine
+knowing them: traced hyperparameters of their own (in ``Hyper.extra``, swept by name), a view of
+the model, their own clipped sum or privatizer, a wrapper around the update. E.g.
+:class:`dpprep.features.AffineFeatures` (train on per-point transformed features sharing one
+batch) and :class:`dpprep.optimizers.L2BallProjection` (projected updates); the papers' modules
+add theirs (e.g. :class:`dpprep.corrdp.sgd.CoordinateNoise`).
 Non-private training is the same code with ``noise_multiplier=0`` and ``clip_norm=inf``.
 Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
 ``"noise"``, ``"stop"``), so runs with the same key and sampler share their batches.
@@ -79,15 +85,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpprep import clipping, sampling, streams
+from dpprep import clipping, optimizers, sampling, streams
+from dpprep import extensions as ext_lib
 from dpprep import noise as noise_lib
-from dpprep.models import Array, Model, Params, check_targets, per_example_loss_transformed
+from dpprep.extensions import Extension
+from dpprep.models import Array, Model, Params, check_targets
 from dpprep.plan import ExecutionPlan
 from dpprep.step import dp_step
 from dpprep.validation import check_finite_array, check_same_length
 
-# Hyper's scalar float fields (feature transforms and noise scales are arrays / pytrees).
-SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "noise_std", "clip_norm", "batch_clip_norm", "radius")
+# Hyper's scalar float fields: the core's traced hyperparameters (extensions add theirs in ``extra``).
+SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "noise_std", "clip_norm")
 ITERATES = ("last", "average", "both")
 PRECISIONS = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32")
 
@@ -102,28 +110,18 @@ class Hyper:
       noise_multiplier: ``z``: noise std on the clipped-gradient sum is ``z·C·scale`` (needs a
         finite ``clip_norm``; see :mod:`dpprep.noise`).
       clip_norm: per-example clip bound ``C`` (``inf``: no clipping).
-      noise_scales: ``None`` (isotropic) or a pytree matching the params (see :mod:`dpprep.noise`).
-      radius: radius of the L2 ball (global norm over all parameter leaves, bias included) the
-        iterates are projected onto after each step (``inf``: none).
       noise_std: absolute noise std on the gradient sum (for unclipped runs); not with ``z > 0``.
-      batch_clip_norm: after summing, the batch gradient (sum / normaliser) is rescaled to this
-        global norm if larger, before noise (``torch.nn.utils.clip_grad_norm_`` on the mean, as
-        in CorrDP's Sepsis protocol; ``inf``: none). It is not a per-example bound.
-      feature_scale, feature_shift: train on ``scale ⊙ x − shift`` (scale: scalar or ``(d,)``;
-        shift: ``(d,)``; None: identity). GLMs never materialise the transformed data
-        (:mod:`dpprep.clipping`), so a sweep over per-model transforms shares one batch.
+      extra: ``{field: value}`` for the traced fields of ``config.extensions``
+        (:mod:`dpprep.extensions`; e.g. ``{"feature_shift": mu}`` with
+        :class:`dpprep.features.AffineFeatures`); None: their defaults.
     """
 
     learning_rate: Any
     noise_multiplier: Any = 0.0
     clip_norm: Any = math.inf
-    noise_scales: Any = None
-    radius: Any = math.inf
     # Keyword-only, so positional calls keep the order above.
     noise_std: Any = dataclasses.field(default=0.0, kw_only=True)
-    batch_clip_norm: Any = dataclasses.field(default=math.inf, kw_only=True)
-    feature_scale: Any = dataclasses.field(default=None, kw_only=True)
-    feature_shift: Any = dataclasses.field(default=None, kw_only=True)
+    extra: Any = dataclasses.field(default=None, kw_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +160,8 @@ class TrainConfig:
         :class:`dpprep.plan.ExecutionPlan`).
       matmul_precision: JAX matmul precision inside the run (None: JAX's default, which on GPUs
         is TF32 for float32; "float32"/"highest" for final numbers).
+      extensions: :class:`~dpprep.extensions.Extension` objects extending the step (module
+        docstring); their traced fields are set in ``hyper.extra`` and swept by name.
     """
 
     model: Model
@@ -180,6 +180,22 @@ class TrainConfig:
     max_overflow_prob: float = 1e-10
     neighbouring: str | None = None
     matmul_precision: str | None = None
+    extensions: tuple[Extension, ...] = ()
+
+
+def sweepable_fields(config: TrainConfig) -> tuple[str, ...]:
+    """The names a sweep may vary for ``config``: the core's traced fields, then its extensions'."""
+    return SCALAR_FIELDS + tuple(ext_lib.field_specs(config.extensions, SCALAR_FIELDS))
+
+
+def with_values(hyper: Hyper, values: Any) -> Hyper:
+    """``hyper`` with ``values`` (``{field: value}``) set: core fields directly, extension fields
+    in ``extra`` (any name that is not a core field)."""
+    core = {name: value for name, value in values.items() if name in SCALAR_FIELDS}
+    extra = {name: value for name, value in values.items() if name not in SCALAR_FIELDS}
+    if extra:
+        core["extra"] = {**(hyper.extra or {}), **extra}
+    return dataclasses.replace(hyper, **core)
 
 
 def make_plan(config: TrainConfig, n: int) -> ExecutionPlan:
@@ -190,32 +206,12 @@ def make_plan(config: TrainConfig, n: int) -> ExecutionPlan:
         raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
     if config.matmul_precision not in PRECISIONS:
         raise ValueError(f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}")
+    if not isinstance(config.extensions, tuple):
+        raise ValueError(f"extensions must be a tuple of Extension objects, got {type(config.extensions).__name__}")
+    ext_lib.field_specs(config.extensions, SCALAR_FIELDS)
     return ExecutionPlan.create(
         config.sampling, n, batch_size=config.batch_size, steps=config.steps, epochs=config.epochs,
         kappa=config.kappa, max_overflow_prob=config.max_overflow_prob, neighbouring=config.neighbouring)
-
-
-def _project(params: Params, radius: Array) -> Params:
-    norm = _global_norm(params)
-    factor = jnp.minimum(1.0, radius / jnp.maximum(norm, 1e-30))
-    return jax.tree_util.tree_map(lambda p: p * factor, params)
-
-
-def _global_norm(tree: Params) -> Array:
-    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
-
-
-def clip_batch_mean(max_norm: Array, normalize_by: float) -> optax.GradientTransformation:
-    """Rescale a gradient *sum* so that its mean (``sum / normalize_by``) has global L2 norm at most
-    ``max_norm`` (``torch.nn.utils.clip_grad_norm_`` on the mean; ``inf``: a no-op). Not a
-    per-example bound: it is no substitute for per-example clipping."""
-
-    def update_fn(updates, state, params=None):
-        del params
-        factor = jnp.minimum(1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30))
-        return jax.tree_util.tree_map(lambda g: g * factor, updates), state
-
-    return optax.GradientTransformation(optax.init_empty_state, update_fn)
 
 
 def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransformation:
@@ -232,21 +228,33 @@ def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransfo
 
 def update_transform(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, noise_key: Array
                      ) -> optax.GradientTransformation:
-    """The optax chain a run applies to each step's clipped gradient sum: batch clip (a no-op at
-    ``inf``), the Gaussian privatizer (noise and the plan's normaliser), the model's regulariser,
-    the unit-rate optimizer and the learning rate."""
-    links = [
-        clip_batch_mean(jnp.asarray(hyper.batch_clip_norm, jnp.float32), plan.normaliser),
-        noise_lib.gaussian_privatizer(
-            key=noise_key, l2_clip_norm=jnp.asarray(hyper.clip_norm, jnp.float32),
-            noise_multiplier=hyper.noise_multiplier, stddev=hyper.noise_std, scales=hyper.noise_scales,
-            normalize_by=plan.normaliser),
-    ]
+    """The optax chain a run applies to each step's clipped gradient sum: the privatizer (the
+    Gaussian noise and the plan's normaliser, or an extension's), the model's regulariser, the
+    unit-rate optimizer and the learning rate; then the extensions' wrappers and, for
+    ``iterates != "last"``, :func:`dpprep.optimizers.average_iterates` around it all."""
+    exts = config.extensions
+    options = dict(key=noise_key, l2_clip_norm=jnp.asarray(hyper.clip_norm, jnp.float32),
+                   noise_multiplier=hyper.noise_multiplier, stddev=hyper.noise_std, normalize_by=plan.normaliser)
+    privatizer = ext_lib.the_one(exts, "privatizer",
+                                    lambda ext: ext.privatizer(ext_lib.values_for(ext, hyper.extra), **options))
+    links = [privatizer if privatizer is not None else noise_lib.gaussian_privatizer(**options)]
     if config.model.regularizer is not None:
         links.append(add_gradient_of(config.model.regularizer))
     links += [config.optimizer if config.optimizer is not None else optax.sgd(1.0),
               optax.scale(jnp.asarray(hyper.learning_rate, jnp.float32))]
-    return optax.chain(*links)
+    tx = optax.chain(*links)
+    for ext in exts:
+        tx = ext.wrap(tx, ext_lib.values_for(ext, hyper.extra))
+    return tx if config.iterates == "last" else optimizers.average_iterates(tx)
+
+
+def run_model(config: TrainConfig, hyper: Hyper) -> Model:
+    """The model as the run sees it: ``config.model`` through its extensions' views (e.g. on
+    transformed features); what the loss metric and the sweeps' evaluation use."""
+    model = config.model
+    for ext in config.extensions:
+        model = ext.model(model, ext_lib.values_for(ext, hyper.extra))
+    return model
 
 
 def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params, x: Array, y: Array,
@@ -255,53 +263,51 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
     if config.matmul_precision is not None:
         with jax.default_matmul_precision(config.matmul_precision):
             return _run(dataclasses.replace(config, matmul_precision=None), plan, hyper, params0, x, y, key)
-    model, sampler = config.model, plan.impl
+    sampler = plan.impl
+    model = run_model(config, hyper)
     k_batch, k_noise = streams.stream(key, streams.BATCH), streams.stream(key, streams.NOISE)
     clip = jnp.asarray(hyper.clip_norm, jnp.float32)
-    grad_fn = clipping.model_clipped_grad(model, l2_clip_norm=clip, method=config.clip_method,
-                                          feature_scale=hyper.feature_scale, feature_shift=hyper.feature_shift)
+    grad_fn = ext_lib.the_one(
+        config.extensions, "clipped_grad",
+        lambda ext: ext.clipped_grad(config.model, ext_lib.values_for(ext, hyper.extra), l2_clip_norm=clip,
+                                     method=config.clip_method))
+    if grad_fn is None:
+        grad_fn = clipping.model_clipped_grad(model, l2_clip_norm=clip, method=config.clip_method)
     tx = update_transform(config, plan, hyper, k_noise)
     prepared = sampler.prepare(k_batch, plan)
     stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
             if plan.random_stop else jnp.int32(plan.steps))
-    average = config.iterates != "last"
-    radius = jnp.asarray(hyper.radius, jnp.float32)
 
     def step(carry, t):
-        params, opt_state, iterate_sum = carry
+        params, opt_state = carry
         idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
         xb, yb = (x, y) if idx is None else (x[idx], y[idx])
         new_params, new_opt_state, clipped = dp_step(params, opt_state, (xb, yb), grad_fn=grad_fn, tx=tx,
                                                      mask=mask)
-        new_params = _project(new_params, radius)
+        # After the random stop the run keeps its parameters (and the iterate sum its count).
         active = t < stop
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)  # noqa: E731
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
-        if average:
-            iterate_sum = jax.tree_util.tree_map(
-                lambda a, p: a + jnp.where(active, p, 0.0), iterate_sum, new_params)
         out = {"batch_size": size, "overflow": overflow}
         if config.track_clip_fraction:
             clipped_rows = (clipped.norms > clip).astype(jnp.float32)
             real = jnp.ones_like(clipped_rows) if mask is None else mask
             out["clip_fraction"] = jnp.sum(clipped_rows * real) / jnp.maximum(jnp.sum(real), 1.0)
         if config.track_loss:
-            losses = per_example_loss_transformed(model, params, xb, yb, hyper.feature_scale,
-                                                  hyper.feature_shift)
+            losses = model.per_example_loss(params, xb, yb)
             real = jnp.ones_like(losses) if mask is None else mask
             loss = jnp.sum(losses * real) / jnp.maximum(jnp.sum(real), 1.0)
             out["loss"] = loss + (model.regularizer(params) if model.regularizer is not None else 0.0)
         if config.track_params:
             out["params"] = new_params
-        return (new_params, new_opt_state, iterate_sum), out
+        return (new_params, new_opt_state), out
 
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params0) if average else None
     steps = jnp.arange(plan.steps, dtype=jnp.int32)
-    (last, _, iterate_sum), metrics = jax.lax.scan(step, (params0, tx.init(params0), zeros), steps)
+    (last, opt_state), metrics = jax.lax.scan(step, (params0, tx.init(params0)), steps)
     metrics["stopping_time"] = stop
-    if not average:
+    if config.iterates == "last":
         return last, metrics
-    mean = jax.tree_util.tree_map(lambda a: a / stop, iterate_sum)
+    mean = optimizers.averaged_params(opt_state)
     return ({"last": last, "average": mean} if config.iterates == "both" else mean), metrics
 
 
@@ -327,20 +333,30 @@ def _numeric(value: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), num_features: int | None = None
-                ) -> None:
+def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), num_features: int | None = None,
+                extensions: tuple[Extension, ...] = ()) -> None:
     """Host-side checks of hyperparameter values; raises ValueError naming the field.
 
     Fields named in ``swept`` hold grid values along a leading axis shared by all of them (a
-    flat axis of points; ``noise_scales``: every leaf carries it), every value of which is
+    flat axis of points; a pytree field: every leaf carries it), every value of which is
     checked; every other scalar field must be a scalar (it would otherwise broadcast silently).
-    ``num_features``: the data's ``d``, for the feature transform's shapes.
+    ``extensions``: the config's, which check their own fields in ``hyper.extra``;
+    ``num_features``: the data's ``d``, for fields shaped by it.
     """
     if not isinstance(hyper, Hyper):
         raise ValueError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
-    unknown = sorted(set(swept) - {f.name for f in dataclasses.fields(Hyper)})
+    specs = _extension_fields(extensions)
+    known = (*SCALAR_FIELDS, *specs)
+    unknown = sorted(set(swept) - set(known))
     if unknown:
-        raise ValueError(f"cannot sweep {unknown}; sweepable fields are {[f.name for f in dataclasses.fields(Hyper)]}")
+        raise ValueError(f"cannot sweep {unknown}; sweepable fields are {list(known)}")
+    extra = hyper.extra or {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"hyper.extra must be a dict {{field: value}}, got {type(extra).__name__}")
+    unknown = sorted(set(extra) - set(specs))
+    if unknown:
+        raise ValueError(f"hyper.extra sets {unknown}, which no extension of the config declares "
+                         f"(declared: {sorted(specs)}); add the extension to TrainConfig.extensions")
     lengths = set()
     for name in SCALAR_FIELDS:
         shape = np.shape(getattr(hyper, name))
@@ -355,36 +371,18 @@ def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), nu
     lr = values["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
         raise ValueError(f"learning_rate must be finite and >= 0, got {hyper.learning_rate!r}")
-    for name in ("clip_norm", "batch_clip_norm", "radius"):
-        if np.any(values[name] <= 0):
-            raise ValueError(f"{name} must be > 0 (inf allowed), got {getattr(hyper, name)!r}")
+    if np.any(values["clip_norm"] <= 0):
+        raise ValueError(f"clip_norm must be > 0 (inf allowed), got {hyper.clip_norm!r}")
     noise_lib.check_noise(values["noise_multiplier"], values["noise_std"], values["clip_norm"])
-    for name, ndims in (("feature_scale", (0, 1)), ("feature_shift", (1,))):
-        value = getattr(hyper, name)
-        if value is None:
-            continue
-        arr = check_finite_array(_numeric(value, name), name)
-        if name in swept:
-            if arr.ndim == 0 or arr.shape[0] == 0:
-                raise ValueError(f"{name} values need a non-empty leading (grid) axis, got shape {arr.shape}")
-            lengths.add(arr.shape[0])
-            arr = arr[0]
-        if arr.ndim not in ndims or (arr.ndim == 1 and num_features is not None and arr.shape[0] != num_features):
-            want = "a scalar or " if 0 in ndims else ""
-            raise ValueError(f"{name} must be {want}a vector of the {num_features or 'd'} features, "
-                             f"got shape {arr.shape}")
-    scales = hyper.noise_scales
-    if "noise_scales" in swept:
-        leaf_lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
-        if len(leaf_lengths) != 1 or 0 in leaf_lengths:
-            raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
-        lengths |= leaf_lengths
-        for i in range(next(iter(leaf_lengths))):  # each grid value must match the params on its own
-            noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
-    else:
-        noise_lib.check_scales(params, scales)
+    for ext in extensions:
+        own = ext_lib.values_for(ext, extra)
+        lengths |= ext.check(own, params, swept=[name for name in swept if name in own], num_features=num_features)
     if len(lengths) > 1:
         raise ValueError(f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}")
+
+
+def _extension_fields(exts: tuple[Extension, ...]) -> dict[str, Any]:
+    return {name: spec for name, (_, spec) in ext_lib.field_specs(exts, SCALAR_FIELDS).items()}
 
 
 def check_clip_method(config: TrainConfig, clip_norm: Any) -> None:
@@ -516,7 +514,7 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
     x, y = check_data(data, params0, config.model)
     if config.hyper is None:
         raise ValueError("config.hyper is required")
-    check_hyper(config.hyper, params0, num_features=x.shape[-1])
+    check_hyper(config.hyper, params0, num_features=x.shape[-1], extensions=config.extensions)
     check_clip_method(config, config.hyper.clip_norm)
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)

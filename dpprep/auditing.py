@@ -69,7 +69,7 @@ from scipy import stats
 
 from dpprep import models
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn
+from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn, with_values
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 THREAT_MODELS = ("white_box", "final_model")
@@ -477,7 +477,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         xi = dpsgdf.mean_noise(run_key, d)
         mu_hat = feature_norm * ((bg_sum + row) + mean_noise_sd * xi) / cfg.n
         hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip,
-                      feature_scale=jnp.float32(feature_norm), feature_shift=mu_hat)
+                      extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
         _, metrics = train_fn(hyper, params0, x, y, run_key)
         # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
         v = feature_norm * e_d - mu_hat
@@ -511,9 +511,9 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     theoretical = corr_sgd.standard_dp_epsilon(sigma_u, n=cfg.n, steps=cfg.steps, lipschitz=lipschitz,
                                                delta=cfg.delta)
     tc = dataclasses.replace(run.train_config(), track_params=True)
-    hyper = dataclasses.replace(tc.hyper, noise_std=jnp.float32(values["noise_std"][0] * cfg.noise_factor),
-                                noise_scales=jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]),
-                                                                    values["noise_scales"]))
+    hyper = with_values(tc.hyper, {
+        "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
+        "noise_scales": jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]), values["noise_scales"])})
     train_fn = make_train_fn(tc, cfg.n)
     x_bg, _ = background(cfg, key)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)

@@ -26,15 +26,8 @@ batch, with two paths that agree (tested to 1e-5 relative):
 - **vmap** (any model): :func:`clipped_grad` of the model's loss, which materialises the
   ``(b, ...)`` per-example gradients.
 
-**Feature transforms.** ``feature_scale`` / ``feature_shift`` train on ``x' = scale ⊙ x − shift``
-(e.g. DPSGD-F's norm C_F and private mean). The fast path never forms ``x'``: the logits use
-:func:`dpprep.models.glm_params_for_raw_features`, ``||x'_i||² = ||scale ⊙ x_i||² −
-2 (scale ⊙ x_i)·shift + ||shift||²`` and the weight gradient is
-``diag(scale)·Xᵀ(c ⊙ R) − shift ⊗ 1ᵀ(c ⊙ R)``: rank-1 corrections to the plain products, so a
-vmap over per-model transforms shares one batch and one matrix product. The vmap path forms ``x'``.
-With a shift the fast path's norms carry the expansion's rounding bound (:func:`_feature_norms`),
-so they are upper bounds: equal to the vmap path's to ~``d·1e-7`` relative, and never below the
-true norm for rows close to the shift, where the expansion cancels.
+A per-point transform of the features (e.g. centring, masking) is an engine extension with its
+own fast path: :class:`dpprep.features.AffineFeatures`.
 
 Norms are overflow-safe at the cost of a plain sum of squares: each row's squared norm is
 computed directly, and only a row where that overflowed (float32 squares overflow above ~1.8e19)
@@ -52,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpprep.models import Array, Model, Params, affine_features, glm_params_for_raw_features, per_example_loss_transformed
+from dpprep.models import Array, Model, Params
 
 METHODS = ("auto", "fast", "vmap", "none")
 
@@ -64,7 +57,8 @@ def check_method(method: str, name: str = "method") -> str:
     return method
 
 
-def _scales(norms: Array, clip_norm: Array, mask: Array | None) -> Array:
+def clip_factors(norms: Array, clip_norm: Array, mask: Array | None) -> Array:
+    """``mask_i · min(1, C/||g_i||)``: the weight of each example's gradient in the clipped sum."""
     # min(1, C/||g||) written so that ||g|| = 0 and C = inf both give 1 without NaNs.
     scale = jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-30))
     return scale if mask is None else scale * mask
@@ -168,7 +162,7 @@ def clipped_grad(
         grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
             params, batch, *args)
         norms = _global_norms(grads)
-        scale = _scales(norms, jnp.asarray(l2_clip_norm, jnp.float32), mask)
+        scale = clip_factors(norms, jnp.asarray(l2_clip_norm, jnp.float32), mask)
         summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads)
         return ClippedGrad(summed, norms, aux if has_aux else None)
 
@@ -216,102 +210,43 @@ def _global_norms(tree: Params) -> Array:
 
 def clipped_grad_sum_vmap(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
-    feature_scale: Array | None = None, feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
     """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
     per-example norms before clipping)."""
-    x = affine_features(x, feature_scale, feature_shift)
     out = clipped_grad(_model_loss(model), l2_clip_norm=clip_norm)(params, (x, y), mask=mask)
     return out.grad, out.norms
 
 
-def _feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
-    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, overflow-safe.
-
-    Without a transform: one plain pass over the batch (:func:`_safe_norms`). With one (a value
-    per model in a sweep): :func:`_transformed_feature_norms`, whose per-row scaling depends on
-    the batch alone, so a vmap over models shares it. (``_safe_norms``' ``lax.cond`` would become
-    a select under that vmap and broadcast the batch to every model.)"""
-    if scale is None and shift is None:
-        return _safe_norms(lambda c: jnp.sum(jnp.square(c * x), axis=1) + (c * c if bias else 0.0))
-    return _transformed_feature_norms(x, scale, shift, bias)
-
-
-def _transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
-    """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, with every term
-    divided by ``max(m_i, M)²`` (``m_i = max(1, max_j |x_ij|)``, ``M = max(1, max_j |shift_j|)``)
-    so that squares cannot overflow.
-
-    With a shift the expansion cancels for rows close to the shift (e.g. DPSGD-F's private mean),
-    where its float32 result could fall far below the true norm, so that such a row would not be
-    clipped. The rounding bound of the expansion is added, so the result is never below the true
-    norm (it over-clips rows near the shift by at most about ``(d + 8)·2⁻²³`` of the terms'
-    size); the products run at full float32 precision so that the bound holds on every backend."""
-    highest = jax.lax.Precision.HIGHEST
-    # Per-row scale m (from the batch alone: shared by every model of a sweep) and, with a shift,
-    # per-model scale M of the shift; every term is divided by R² = max(m, M)² before summing.
-    m = jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)
-    u = x / m[:, None]
-    if scale is None:
-        sq = jnp.sum(u * u, axis=1)
-    else:
-        s = jnp.asarray(scale, jnp.float32)
-        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else jnp.matmul(u * u, s * s, precision=highest)
-    if shift is None:
-        r = m
-        sq = sq + (1.0 / (m * m) if bias else 0.0)
-    else:
-        mu = jnp.asarray(shift, jnp.float32)
-        big = jnp.maximum(jnp.max(jnp.abs(mu)), 1.0)
-        w = mu / big
-        v = w if scale is None else w * jnp.asarray(scale, jnp.float32)
-        r = jnp.maximum(m, big)
-        a, b = m / r, big / r
-        mu_sq = jnp.sum(w * w) * b * b
-        x_sq = sq * a * a
-        cross = 2.0 * a * b * jnp.matmul(u, v, precision=highest)
-        size = x_sq + 2.0 * a * b * jnp.matmul(jnp.abs(u), jnp.abs(v), precision=highest) + mu_sq
-        sq = x_sq - cross + mu_sq + (x.shape[1] + 8) * 2.0**-23 * size + (1.0 / (r * r) if bias else 0.0)
-    return r * jnp.sqrt(jnp.maximum(sq, 0.0))
+def _feature_norms(x: Array, bias: bool) -> Array:
+    """``sqrt(||x_i||² + bias)`` per row: one plain pass over the batch (:func:`_safe_norms`)."""
+    return _safe_norms(lambda c: jnp.sum(jnp.square(c * x), axis=1) + (c * c if bias else 0.0))
 
 
 def clipped_grad_sum_fast(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
-    feature_scale: Array | None = None, feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
-    """GLM path: norms as products of norms, the clipped sum as one matrix product (plus rank-1
-    corrections for a feature transform)."""
+    """GLM path: norms as products of norms, the clipped sum as one matrix product."""
     if not model.has_fast_path:
         raise ValueError(f"model {model.name!r} has no fast clipping path; use the vmap path")
-    raw = (params if feature_scale is None and feature_shift is None
-           else glm_params_for_raw_features(params, feature_scale, feature_shift))
-    residual = model.residual(raw, x, y)  # type: ignore[misc]  # (b, k); has_fast_path checked above
+    residual = model.residual(params, x, y)  # type: ignore[misc]  # (b, k); has_fast_path checked above
     r_norm = jnp.linalg.norm(residual, axis=1)
-    norms = _feature_norms(x, feature_scale, feature_shift, "b" in params) * r_norm
-    weighted = residual * _scales(norms, clip_norm, mask)[:, None]
-    w_grad = x.T @ weighted
-    column_sum = jnp.sum(weighted, axis=0)
-    if feature_scale is not None:
-        s = jnp.asarray(feature_scale, jnp.float32)
-        w_grad = w_grad * (s if s.ndim == 0 else s[:, None])
-    if feature_shift is not None:
-        w_grad = w_grad - jnp.asarray(feature_shift, jnp.float32)[:, None] * column_sum[None, :]
-    summed = {"w": w_grad}
+    norms = _feature_norms(x, "b" in params) * r_norm
+    weighted = residual * clip_factors(norms, clip_norm, mask)[:, None]
+    summed = {"w": x.T @ weighted}
     if "b" in params:
-        summed["b"] = column_sum
+        summed["b"] = jnp.sum(weighted, axis=0)
     return summed, norms
 
 
 def grad_sum_unclipped(
     model: Model, params: Params, x: Array, y: Array, mask: Array | None = None,
-    feature_scale: Array | None = None, feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
     """``method="none"``: the plain gradient of the (masked) loss sum, without per-example
     gradients (for unclipped runs of any model, e.g. CorrDP-SGD's networks). Norms are NaN: they
     are not computed."""
 
     def total(p):
-        losses = per_example_loss_transformed(model, p, x, y, feature_scale, feature_shift)
+        losses = model.per_example_loss(p, x, y)
         return jnp.sum(losses if mask is None else losses * mask)
 
     return jax.grad(total)(params), jnp.full((x.shape[0],), jnp.nan, jnp.float32)
@@ -326,8 +261,6 @@ def clipped_grad_sum(
     mask: Array | None = None,
     *,
     method: str = "auto",
-    feature_scale: Array | None = None,
-    feature_shift: Array | None = None,
 ) -> tuple[Params, Array]:
     """Sum of clipped per-example gradients and the per-example norms (before clipping).
 
@@ -338,20 +271,16 @@ def clipped_grad_sum(
       method: "auto" (fast path when the model has one), "fast", "vmap" or "none" (no
         per-example clipping at all: ``clip_norm`` is ignored and must be ``inf``, which the
         learners check on the host; norms are NaN).
-      feature_scale, feature_shift: train on ``scale ⊙ x − shift`` (module docstring).
     """
     check_method(method)
     if method == "none":
-        return grad_sum_unclipped(model, params, x, y, mask, feature_scale, feature_shift)
+        return grad_sum_unclipped(model, params, x, y, mask)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
     fn = clipped_grad_sum_fast if use_fast else clipped_grad_sum_vmap
-    return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask, feature_scale, feature_shift)
+    return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask)
 
 
-def model_clipped_grad(
-    model: Model, *, l2_clip_norm: Any, method: str = "auto", feature_scale: Array | None = None,
-    feature_shift: Array | None = None,
-) -> Callable[..., ClippedGrad]:
+def model_clipped_grad(model: Model, *, l2_clip_norm: Any, method: str = "auto") -> Callable[..., ClippedGrad]:
     """:func:`clipped_grad` for a :class:`~dpprep.models.Model` on ``(x, y)`` batches: the GLM
     fast path when the model has one (``method="auto"``), otherwise the general path; same
     call signature ``grad_fn(params, (x, y), mask=None) -> ClippedGrad``, so
@@ -360,8 +289,7 @@ def model_clipped_grad(
 
     def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None) -> ClippedGrad:
         x, y = batch
-        grad, norms = clipped_grad_sum(model, params, x, y, l2_clip_norm, mask, method=method,
-                                       feature_scale=feature_scale, feature_shift=feature_shift)
+        grad, norms = clipped_grad_sum(model, params, x, y, l2_clip_norm, mask, method=method)
         return ClippedGrad(grad, norms)
 
     return grad_fn

@@ -18,8 +18,9 @@ One code path, three methods (``method=``):
   batches, spec A8).
 
 The engine does the work: the data are the **unit-normalised** rows ``x̃``; ``C_F`` and ``μ̂``
-enter as :class:`~dpprep.algorithms.Hyper`'s per-run affine transform ``C_F·x̃ − μ̂``, which the
-fast GLM clipping path applies as rank-1 corrections (never forming the transformed data), so a
+enter as the per-run affine transform ``C_F·x̃ − μ̂`` of the engine extension
+:class:`dpprep.features.AffineFeatures` (fields ``feature_scale``, ``feature_shift``), whose fast
+GLM clipping path applies it as rank-1 corrections (never forming the transformed data), so a
 grid of models shares one gathered batch and one matrix product per step
 (:func:`grid_group`, ``experiments.results.run_groups``). The mean step draws its noise from its
 own named stream (``"private_mean"``), so DPSGD and DPSGD-F with the same key share their Poisson
@@ -40,7 +41,8 @@ import numpy as np
 
 from dpprep import models, streams
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, check_key, make_plan, train
+from dpprep.algorithms import Hyper, TrainConfig, check_key, make_plan, train, with_values
+from dpprep.features import AffineFeatures, glm_params_for_raw_features
 from dpprep.sweeps import Group, evaluate
 from dpprep.validation import check_delta, check_finite_array, check_positive, check_positive_int
 
@@ -131,8 +133,8 @@ def private_mean(x_unit: Any, feature_norm: float, eps_f: float, delta: float, k
 
 def bias_correct(params: models.Params, mu_hat: Any) -> models.Params:
     """Step 5: ``W_prv = W'``, ``b_prv = b' − W'ᵀ μ̂``: parameters trained on ``x − μ̂`` that act
-    on un-centred ``x`` (``models.glm_params_for_raw_features`` with no scale)."""
-    return models.glm_params_for_raw_features(params, None, jnp.asarray(mu_hat, jnp.float32))
+    on un-centred ``x`` (:func:`dpprep.features.glm_params_for_raw_features` with no scale)."""
+    return glm_params_for_raw_features(params, None, jnp.asarray(mu_hat, jnp.float32))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -193,7 +195,8 @@ class DpsgdfConfig:
 
 def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, noise_multiplier: float = 0.0,
                  model: models.Model | None = None) -> TrainConfig:
-    """The engine config of ``cfg`` (hyper without the feature transform)."""
+    """The engine config of ``cfg``, with the :class:`~dpprep.features.AffineFeatures` extension
+    (its hyper does not set the feature transform)."""
     model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
     hyper = (Hyper(cfg.learning_rate, noise_multiplier=noise_multiplier, clip_norm=cfg.clip_norm)
              if cfg.private else Hyper(cfg.learning_rate))
@@ -203,7 +206,7 @@ def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, nois
     epochs = cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
     return TrainConfig(model, hyper, sampling=cfg.sampler, batch_size=cfg.batch_size, epochs=epochs,
                        iterates=cfg.iterates, neighbouring=cfg.neighbouring if cfg.private else None,
-                       matmul_precision=cfg.matmul_precision)
+                       matmul_precision=cfg.matmul_precision, extensions=(AffineFeatures(),))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,7 +300,7 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
     calibration = calibrate(cfg, n) if cfg.private else None
     tc = train_config(cfg, d, k, noise_multiplier=calibration.noise_multiplier if calibration else 0.0)
     shift = mu_hat if cfg.method == "dpsgdf" else None
-    tc = dataclasses.replace(tc, hyper=dataclasses.replace(tc.hyper, feature_scale=scale, feature_shift=shift))
+    tc = dataclasses.replace(tc, hyper=with_values(tc.hyper, {"feature_scale": scale, "feature_shift": shift}))
     params, metrics = train(tc, tc.model.init(None), (unit, y), key)
     if cfg.iterates == "both":
         corrected = {name: bias_correct(p, mu_hat) for name, p in params.items()}

@@ -255,53 +255,6 @@ def mlp(
     return Model(f"mlp_{activation}_{hidden}", init, apply, per_example_loss, task=task, target=target)
 
 
-def affine_features(x: Array, scale: Array | None = None, shift: Array | None = None) -> Array:
-    """``scale ⊙ x − shift`` (``scale``: scalar or ``(d,)``; ``shift``: ``(d,)``; None: identity)."""
-    out = x if scale is None else x * scale
-    return out if shift is None else out - shift
-
-
-def _column(scale: Array) -> Array:
-    scale = jnp.asarray(scale, jnp.float32)
-    return scale if scale.ndim == 0 else scale[:, None]
-
-
-def glm_params_for_raw_features(params: Params, scale: Array | None, shift: Array | None) -> Params:
-    """GLM parameters that act on raw ``x`` exactly as ``params`` act on ``scale ⊙ x − shift``:
-    ``w' = diag(scale)·w`` and ``b' = b − shiftᵀw`` (a ``"b"`` is added when a shift needs one).
-    This is how a per-model feature transform stays a rank-1 correction instead of a copy of the
-    data (and it is DPSGD-F's bias correction)."""
-    w = params["w"]
-    out = {"w": w if scale is None else _column(scale) * w}
-    bias = params.get("b")
-    if shift is not None:
-        bias = (0.0 if bias is None else bias) - jnp.asarray(shift, jnp.float32) @ w
-    if bias is not None:
-        out["b"] = bias
-    return out
-
-
-def apply_transformed(model: Model, params: Params, x: Array, scale: Array | None = None,
-                      shift: Array | None = None) -> Array:
-    """``model.apply(params, scale ⊙ x − shift)``, without materialising the transformed ``x``
-    for GLMs."""
-    if scale is None and shift is None:
-        return model.apply(params, x)
-    if model.has_fast_path:
-        return model.apply(glm_params_for_raw_features(params, scale, shift), x)
-    return model.apply(params, affine_features(x, scale, shift))
-
-
-def per_example_loss_transformed(model: Model, params: Params, x: Array, y: Array,
-                                 scale: Array | None = None, shift: Array | None = None) -> Array:
-    """``model.per_example_loss`` on ``scale ⊙ x − shift`` (GLMs: on raw ``x``, see above)."""
-    if scale is None and shift is None:
-        return model.per_example_loss(params, x, y)
-    if model.has_fast_path:
-        return model.per_example_loss(glm_params_for_raw_features(params, scale, shift), x, y)
-    return model.per_example_loss(params, affine_features(x, scale, shift), y)
-
-
 def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``

@@ -10,15 +10,41 @@ and options, so configs built the same way compare equal and share one compilati
 >>> from dpprep import optimizers
 >>> optimizers.optimizer("adam") is optimizers.optimizer("adam", b1=0.9)
 True
+
+It also holds two optax-style wrappers the convex-optimisation analyses of DP-GD assume:
+
+* :func:`project_l2_ball` — a last link that keeps the iterates in ``{‖θ‖ ≤ R}`` (projected
+  gradient descent); :class:`L2BallProjection` puts it around a run's update as an engine extension;
+* :func:`average_iterates` — keeps the running sum of the iterates in the optimizer state;
+  :func:`averaged_params` reads their mean (the engine's ``iterates="average"``).
+
+>>> import jax.numpy as jnp, optax
+>>> tx = average_iterates(optax.chain(optax.sgd(1.0), project_l2_ball(1.0)))
+>>> params = {"w": jnp.zeros(2)}
+>>> state = tx.init(params)
+>>> for _ in range(2):
+...     updates, state = tx.update({"w": jnp.array([-3.0, -4.0])}, state, params)
+...     params = optax.apply_updates(params, updates)
+>>> [round(float(v), 3) for v in params["w"]]        # (3, 4) projected onto the unit ball
+[0.6, 0.8]
+>>> [round(float(v), 3) for v in averaged_params(state)["w"]]
+[0.6, 0.8]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from typing import Any
+import math
+from typing import Any, Mapping, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import optax
+
+from dpprep.extensions import Extension
+from dpprep.validation import check_positive
 
 
 def optimizer(name: str, **options: Any) -> optax.GradientTransformation:
@@ -67,3 +93,73 @@ def optimizer(name: str, **options: Any) -> optax.GradientTransformation:
 @functools.cache
 def _build(name: str, options: tuple[tuple[str, Any], ...]) -> optax.GradientTransformation:
     return getattr(optax, name)(learning_rate=1.0, **dict(options))
+
+
+def _global_norm(tree: Any) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
+
+
+def project_l2_ball(radius: float) -> optax.GradientTransformation:
+    """A last link that projects the next iterate onto the L2 ball ``{‖θ‖ ≤ radius}`` (global norm
+    over every leaf, bias included): it returns ``Π(θ + u) − θ`` for updates ``u``, so that
+    ``optax.apply_updates`` lands on the projection (up to float rounding of that difference).
+    Needs the params in ``update``."""
+    radius = check_positive(radius, "radius")
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("project_l2_ball needs the params (pass them to tx.update)")
+        new = optax.apply_updates(params, updates)
+        factor = jnp.minimum(1.0, radius / jnp.maximum(_global_norm(new), 1e-30))
+        return jax.tree_util.tree_map(lambda n, p: n * factor - p, new, params), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+@dataclasses.dataclass(frozen=True)
+class L2BallProjection(Extension):
+    """Engine extension: projected updates, the iterates kept in ``{‖θ‖ ≤ radius}``
+    (:func:`project_l2_ball` after the learning rate), as the convex DP-ERM analyses assume."""
+
+    radius: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.radius, (int, float)) and self.radius > 0 and math.isfinite(self.radius)):
+            raise ValueError(f"radius must be a finite number > 0, got {self.radius!r}")
+
+    def wrap(self, tx: optax.GradientTransformation, values: Mapping[str, Any]) -> optax.GradientTransformation:
+        del values
+        return optax.chain(tx, project_l2_ball(self.radius))
+
+
+class AverageIteratesState(NamedTuple):
+    """State of :func:`average_iterates`: the inner state, ``Σ θ_t`` and the number of updates."""
+
+    inner: optax.OptState
+    total: Any
+    num_updates: jax.Array
+
+
+def average_iterates(inner: optax.GradientTransformation) -> optax.GradientTransformation:
+    """``inner`` unchanged, plus the running sum of the iterates it produces (``θ_1..θ_t``) in its
+    state: :func:`averaged_params` gives their mean (Polyak–Ruppert averaging). A driver that
+    skips a step keeps the old state, so skipped steps are not counted. Needs the params."""
+
+    def init_fn(params):
+        return AverageIteratesState(inner.init(params), jax.tree_util.tree_map(jnp.zeros_like, params),
+                                    jnp.zeros((), jnp.int32))
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("average_iterates needs the params (pass them to tx.update)")
+        updates, inner_state = inner.update(updates, state.inner, params)
+        new = optax.apply_updates(params, updates)
+        total = jax.tree_util.tree_map(jnp.add, state.total, new)
+        return updates, AverageIteratesState(inner_state, total, state.num_updates + 1)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def averaged_params(state: AverageIteratesState) -> Any:
+    """The mean of the iterates summed by :func:`average_iterates` (NaN before any update)."""
+    return jax.tree_util.tree_map(lambda a: a / state.num_updates, state.total)

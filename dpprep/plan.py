@@ -10,6 +10,12 @@ charges cannot differ (in the spirit of jax_privacy's execution plan).
 >>> plan = ExecutionPlan.create("shuffle", 60_000, batch_size=1024, epochs=40)
 >>> plan.steps, plan.dp_event(1.0).count      # 40 epochs of ⌈60000/1024⌉ = 59 batches
 (2360, 2360)
+
+The plan is the one place a run's noise is calibrated (:meth:`ExecutionPlan.calibrate`) and its ε
+read (:meth:`ExecutionPlan.epsilon`): by dp-accounting on its event, composed with fixed events
+(e.g. a private statistic released before training), or by another accounting of the same run
+given as an ``accountant`` (:class:`PlanAccountant`, e.g. a bound for training on pre-processed
+data); the Poisson overflow slack is charged the same way in every case.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from typing import Callable, Protocol
 
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
@@ -29,6 +36,20 @@ from dpprep.validation import check_delta, check_epsilon, check_positive, check_
 SHUFFLE_BOUNDS = ("as_poisson", "no_amplification")
 _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
 _BRACKET_DOUBLINGS = 60  # DP-SGD by iteration: a bracket up to z = 2^61
+
+
+class PlanAccountant(Protocol):
+    """An accounting of a plan's runs other than dp-accounting on its event (e.g. a theorem for
+    training on pre-processed data). ``epsilon`` is decreasing in the multiplier; both answer for
+    the *ideal* run (the plan charges the Poisson overflow slack around them)."""
+
+    def epsilon(self, plan: "ExecutionPlan", noise_multiplier: float, delta: float) -> float:
+        """ε at ``delta`` of ``plan``'s run at multiplier ``z`` (noise std ``z·C`` on each sum)."""
+        ...
+
+    def calibrate(self, plan: "ExecutionPlan", target_epsilon: float, delta: float) -> float:
+        """The smallest ``z`` whose run is ``(target_epsilon, delta)``-DP by this accounting."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,9 +154,19 @@ class ExecutionPlan:
                              f"{options.neighbouring!r} (set it when creating the plan)")
         return options
 
+    def _check_accountant(self, accountant: PlanAccountant, fixed_events: tuple[DpEvent, ...],
+                          options: dp.AccountingOptions | None) -> None:
+        if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
+            raise ValueError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
+                             f"(a PlanAccountant), got {type(accountant).__name__}")
+        if fixed_events or options is not None:
+            raise ValueError("an accountant accounts the run on its own: fixed_events and options do not "
+                             "compose with it here")
+
     def epsilon(self, noise_multiplier: float, delta: float, *,
                 fixed_events: tuple[DpEvent, ...] = (),
-                options: dp.AccountingOptions | None = None) -> float:
+                options: dp.AccountingOptions | None = None,
+                accountant: PlanAccountant | None = None) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the implemented run is
         ``(ε, δ_ideal(ε) + slack(ε))``-DP with the padded batch's overflow slack
@@ -145,17 +176,24 @@ class ExecutionPlan:
         a valid ``(e, delta)`` guarantee; iterating to a relative change of 1e-10 (one or two
         passes at the default ``max_overflow_prob``) gives ``epsilon(calibrate(ε, δ), δ) ≤ ε``. ``options``: how to account
         (:class:`dpprep.accounting.dp.AccountingOptions`; None = defaults under the plan's
-        relation, a different relation is refused)."""
+        relation, a different relation is refused). ``accountant``: account the run with it
+        instead of dp-accounting (:class:`PlanAccountant`)."""
         delta = check_delta(delta)
-        options = self._options(options)
-        self._warn_if_assumed()
-        if self.random_stop:
-            return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
-        events = [*fixed_events, self.dp_event(noise_multiplier)]
+        ideal: Callable[[float], float]
+        if accountant is not None:
+            self._check_accountant(accountant, fixed_events, options)
+            ideal = lambda d: accountant.epsilon(self, noise_multiplier, d)  # noqa: E731
+        else:
+            options = self._options(options)
+            self._warn_if_assumed()
+            if self.random_stop:
+                return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
+            events = [*fixed_events, self.dp_event(noise_multiplier)]
+            ideal = lambda d: dp.composed_epsilon(events, d, options=options)  # noqa: E731
         p = self.overflow_probability()
         if p == 0.0:
-            return dp.composed_epsilon(events, delta, options=options)
-        eps = dp.composed_epsilon(events, delta / 2, options=options)
+            return ideal(delta)
+        eps = ideal(delta / 2)
         for _ in range(_SLACK_PASSES):
             if eps == 0.0:  # huge noise: the ideal run is (0, δ)-DP, slack (1 + e^0)·p
                 slack = 2.0 * p
@@ -168,7 +206,7 @@ class ExecutionPlan:
                     f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) leaves nothing of delta={delta}: "
                     f"no guarantee of the run as implemented follows; use more noise or a smaller "
                     f"max_overflow_prob")
-            tighter = dp.composed_epsilon(events, delta - slack, options=options)
+            tighter = ideal(delta - slack)
             if not tighter < eps:
                 break
             converged, eps = eps - tighter <= 1e-10 * eps, tighter
@@ -178,7 +216,8 @@ class ExecutionPlan:
 
     def calibrate(self, target_epsilon: float, delta: float, *,
                   fixed_events: tuple[DpEvent, ...] = (),
-                  options: dp.AccountingOptions | None = None) -> float:
+                  options: dp.AccountingOptions | None = None,
+                  accountant: PlanAccountant | None = None) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
         out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`);
@@ -188,13 +227,17 @@ class ExecutionPlan:
         accounted by amplification by iteration (Feldman et al. 2018, Thm 26;
         :func:`dpprep.accounting.dp.sgd_iter_epsilon` with noise std ``z·C`` and Lipschitz
         constant ``C``, valid for the contractive projected SGD its sampler documents), and
-        calibrated here by bisection on that bound."""
+        calibrated here by bisection on that bound. ``accountant``: calibrate by it instead
+        (:class:`PlanAccountant`; the overflow slack is taken out of ``delta`` first)."""
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
-        options = self._options(options)
-        self._warn_if_assumed()
-        if self.random_stop:
-            return self._iteration_calibrate(target_epsilon, delta, fixed_events, options)
+        if accountant is not None:
+            self._check_accountant(accountant, fixed_events, options)
+        else:
+            options = self._options(options)
+            self._warn_if_assumed()
+            if self.random_stop:
+                return self._iteration_calibrate(target_epsilon, delta, fixed_events, options)
         p = self.overflow_probability()
         slack = sampling.overflow_delta(target_epsilon, p)
         if not slack < delta:
@@ -202,8 +245,10 @@ class ExecutionPlan:
                 f"at target_epsilon={target_epsilon!r} the padded Poisson batch's overflow slack "
                 f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) exceeds delta={delta}; ask for a "
                 f"smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)")
+        if accountant is not None:
+            return float(accountant.calibrate(self, target_epsilon, delta - slack))
         return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
-                                  fixed_events=fixed_events, options=options)
+                                  fixed_events=fixed_events, options=self._options(options))
 
     def _warn_if_assumed(self) -> None:
         """Shuffled epochs accounted as if Poisson: say so (the warnings registry shows it once

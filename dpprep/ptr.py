@@ -39,6 +39,7 @@ from scipy.optimize import brentq
 from dpprep import models
 from dpprep.accounting.theorem7 import Theorem7, theorem7
 from dpprep.algorithms import Hyper, TrainConfig, check_key
+from dpprep.optimizers import L2BallProjection
 from dpprep.preprocess.pca import PCAResult, centred_covariance, pca_reduce
 from dpprep.preprocess.unit_ball import check_unit_ball
 from dpprep.sweeps import sweep_points
@@ -221,12 +222,14 @@ def _logistic(num_features: int) -> models.Model:
 
 
 def train_config(num_features: int, steps: int, learning_rate: float, noise_std: float, radius: float = 1.0) -> TrainConfig:
-    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0);
-    configs of one width share one model object (and so the engine's compilations)."""
+    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0),
+    a replace-one guarantee (Hu et al.'s setting); configs of one width share one model object (and
+    so the engine's compilations)."""
     return TrainConfig(
         model=_logistic(check_positive_int(num_features, "num_features")),
-        hyper=Hyper(learning_rate=learning_rate, noise_std=noise_std, radius=radius),
-        sampling="full", steps=steps, iterates="average")
+        hyper=Hyper(learning_rate=learning_rate, noise_std=noise_std),
+        sampling="full", steps=steps, iterates="average", neighbouring="replace_one",
+        extensions=(L2BallProjection(radius),))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,20 +1,22 @@
 """Many runs as one compiled call: ``vmap`` over seeds and over a flat axis of points.
 
 :func:`sweep_points` trains ``keys × points``: each point is a set of
-:class:`~dpprep.algorithms.Hyper` values (learning rate, noise level, clip norm, noise scales,
-feature transform, …) given as arrays with a shared leading axis, so paired values (e.g. DPSGD-F's
-ε_F with its σ_F, private mean and z) are one point, not a product. It returns results stacked
+:class:`~dpprep.algorithms.Hyper` values (learning rate, noise level, clip norm, and the traced
+fields of the config's extensions, e.g. a feature transform or noise scales) given as arrays with
+a shared leading axis, so paired values (e.g. a private mean's noise with the matching z) are one
+point, not a product. It returns results stacked
 with leading axes ``(seeds, points)``, equal (to float rounding of batched matrix products) to
 calling :func:`dpprep.algorithms.train` once per seed and point with the same key. Runs that
 share a key share their batches and noise draws (common random numbers), exactly as the separate
-calls would; with a GLM and per-point feature transforms, one gathered batch and one matrix
-product serve every point of a seed (:mod:`dpprep.clipping`).
+calls would; with a GLM and per-point feature transforms (:mod:`dpprep.features`), one gathered
+batch and one matrix product serve every point of a seed.
 
 * ``per_seed=(name, …)``: those fields' values carry a leading seed axis before the point axis
-  (``(seeds, points, …)``), e.g. DPSGD-F's private mean, whose noise differs per seed but which
+  (``(seeds, points, …)``), e.g. a private feature mean, whose noise differs per seed but which
   still enters the shared batch as a rank-1 correction per (seed, point).
 * ``eval_data=(x_test, y_test)`` evaluates every trained model inside the compiled call (mean
-  loss on the transformed test features, and accuracy for classifiers).
+  loss, and accuracy for classifiers, of the model as the run sees it:
+  :func:`dpprep.algorithms.run_model`, e.g. on transformed test features).
 * The point axis is cut into chunks that fit ``memory_budget`` (or ``chunk_size``); every chunk
   has the same shape, so one compilation serves them all.
 * ``devices`` shards each chunk's points over several devices (a 1-D ``jax.sharding`` mesh with
@@ -39,7 +41,6 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpprep import models
 from dpprep.algorithms import (
-    Hyper,
     TrainConfig,
     _run,
     check_clip_method,
@@ -47,14 +48,17 @@ from dpprep.algorithms import (
     check_hyper,
     check_key,
     make_plan,
+    run_model,
+    sweepable_fields,
     warn_if_not_finite,
     warn_on_overflow,
+    with_values,
 )
+from dpprep.extensions import field_specs
 from dpprep.models import Array, Params
 from dpprep.plan import ExecutionPlan
 from dpprep.validation import check_finite_array, check_positive_int
 
-AXES = tuple(f.name for f in dataclasses.fields(Hyper))
 #: Default memory a chunk of points may use (bytes); see :func:`points_per_chunk`.
 MEMORY_BUDGET = 2 * 2**30
 
@@ -70,16 +74,26 @@ class SweepResult(NamedTuple):
     evaluation: dict[str, Any] | None
 
 
-def evaluate(model: models.Model, params: Params, x: Array, y: Array, scale: Array | None = None,
-             shift: Array | None = None) -> dict[str, Array]:
-    """Mean loss (and accuracy for classifiers) of ``params`` on ``scale ⊙ x − shift``."""
-    losses = models.per_example_loss_transformed(model, params, x, y, scale, shift)
+def evaluate(model: models.Model, params: Params, x: Array, y: Array) -> dict[str, Array]:
+    """Mean loss (and accuracy for classifiers) of ``params`` on ``(x, y)``."""
+    losses = model.per_example_loss(params, x, y)
     out = {"loss": jnp.mean(losses)}
     if model.task == "classification":
-        logits = models.apply_transformed(model, params, x, scale, shift)
+        logits = model.apply(params, x)
         pred = jnp.argmax(logits, axis=-1) if logits.ndim == 2 else (logits > 0).astype(jnp.int32)
         out["accuracy"] = jnp.mean(pred == y)
     return out
+
+
+def _as_values(config: TrainConfig, points: Mapping[str, Any]) -> dict[str, Any]:
+    """``points`` with every name checked against the config's sweepable fields and sequences made
+    arrays (a list is a pytree of scalars); pytree fields (e.g. noise scales) are kept as given."""
+    known = sweepable_fields(config)
+    unknown = sorted(set(points) - set(known))
+    if unknown:
+        raise ValueError(f"cannot sweep {unknown}; sweepable fields of this config are {list(known)}")
+    pytrees = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.pytree}
+    return {name: value if name in pytrees else np.asarray(value) for name, value in points.items()}
 
 
 def _point_count(points: Mapping[str, Any]) -> int:
@@ -95,12 +109,11 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
     static group (cached: groups that share a config, plan and swept names share a compilation)."""
 
     def point(base, params0, x, y, key, values, x_eval, y_eval):
-        hyper = dataclasses.replace(base, **dict(zip(names, values)))
+        hyper = with_values(base, dict(zip(names, values)))
         params, metrics = _run(config, plan, hyper, params0, x, y, key)
         evaluation = None
         if with_eval:
-            score = lambda p: evaluate(config.model, p, x_eval, y_eval, hyper.feature_scale,  # noqa: E731
-                                       hyper.feature_shift)
+            score = lambda p: evaluate(run_model(config, hyper), p, x_eval, y_eval)  # noqa: E731
             evaluation = ({k: score(v) for k, v in params.items()} if config.iterates == "both"
                           else score(params))
         return (params if with_params else None), metrics, evaluation
@@ -201,9 +214,9 @@ def sweep_points(
       config: the static config; ``config.hyper`` gives every field not in ``points``.
       params0, data: shared initial parameters and ``(x, y)``.
       keys: stacked PRNG keys, one per seed (e.g. ``jax.random.split(key, 10)``).
-      points: ``{Hyper field: values}``, every value with the same leading length ``P``
-        (``noise_scales``: a pytree whose leaves all carry it; ``feature_scale``: ``(P,)`` or
-        ``(P, d)``; ``feature_shift``: ``(P, d)``).
+      points: ``{field: values}`` for core Hyper fields and the extensions' fields
+        (:func:`dpprep.algorithms.sweepable_fields`), every value with the same leading length
+        ``P`` (a pytree field: every leaf carries it; e.g. ``feature_shift``: ``(P, d)``).
       eval_data: optional ``(x_test, y_test)`` evaluated inside the call (:func:`evaluate`).
       chunk_size: points per compiled call (default: as many as fit ``memory_budget``).
       devices: shard each chunk's points over this many devices (or these devices).
@@ -233,11 +246,7 @@ def sweep_points(
         raise ValueError("config.hyper is required")
     if not isinstance(points, Mapping) or not points:
         raise ValueError("points must be a non-empty mapping {Hyper field: values}")
-    unknown = sorted(set(points) - set(AXES))
-    if unknown:  # before dataclasses.replace, which would raise a TypeError
-        raise ValueError(f"cannot sweep {unknown}; sweepable fields are {AXES}")
-    # Sequences become arrays (a list is a pytree of scalars); noise_scales is a pytree already.
-    points = {name: value if name == "noise_scales" else np.asarray(value) for name, value in points.items()}
+    points = _as_values(config, points)
     names = tuple(points)
     per_seed = tuple(per_seed)
     unknown = sorted(set(per_seed) - set(names))
@@ -251,7 +260,8 @@ def sweep_points(
                              f"got leading shapes {sorted(lead)}")
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
-    check_hyper(dataclasses.replace(config.hyper, **first_seed), params0, swept=names, num_features=x.shape[-1])
+    check_hyper(with_values(config.hyper, first_seed), params0, swept=names, num_features=x.shape[-1],
+                extensions=config.extensions)
     check_clip_method(config, first_seed.get("clip_norm", config.hyper.clip_norm))
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
@@ -271,7 +281,7 @@ def sweep_points(
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
     fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
                    params0_per_seed)
-    base = dataclasses.replace(config.hyper, **{name: None for name in names})
+    base = with_values(config.hyper, {name: None for name in names})
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())
@@ -306,20 +316,16 @@ def sweep(
       config: the static config; ``config.hyper`` gives the values of the axes not swept.
       params0, data: shared initial parameters and ``(x, y)``.
       keys: stacked PRNG keys, one per seed (e.g. ``jax.random.split(key, 10)``).
-      **axes: ``name=values`` for Hyper fields to sweep (in the order given; ``noise_scales``
-        and the feature transforms take a leading axis of grid values).
+      **axes: ``name=values`` for the fields to sweep (:func:`dpprep.algorithms.sweepable_fields`,
+        in the order given; array and pytree fields take a leading axis of grid values).
 
     Returns:
       ``(params, metrics)`` with leading axes ``(len(keys), len(axis_1), …)``.
     """
-    unknown = sorted(set(axes) - set(AXES))
-    if unknown:
-        raise ValueError(f"cannot sweep {unknown}; sweepable axes are {AXES}")
-    # Sequences become arrays (a list is a pytree of scalars); noise_scales is a pytree already.
-    axes = {name: values if name == "noise_scales" else np.asarray(values) for name, values in axes.items()}
+    axes = _as_values(config, axes)
     lengths = []
     for name, values in axes.items():  # each axis on its own first, for errors that name it
-        if name != "noise_scales" and (np.ndim(values) == 0 or len(values) == 0):
+        if not isinstance(values, Mapping) and (np.ndim(values) == 0 or len(values) == 0):
             raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {np.shape(values)}")
         leading = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(values)}
         if len(leading) != 1 or 0 in leading:
@@ -386,18 +392,16 @@ def sweep_datasets(
     for name, mapping in (("unit_points", unit_points), ("points", points)):
         if not isinstance(mapping, Mapping) or not mapping:
             raise ValueError(f"{name} must be a non-empty mapping {{Hyper field: values}}")
-        unknown = sorted(set(mapping) - set(AXES))
-        if unknown:
-            raise ValueError(f"cannot sweep {unknown}; sweepable fields are {AXES}")
+        _as_values(config, mapping)
     if set(unit_points) & set(points):
         raise ValueError(f"a field is either per unit or per point, not both: {sorted(set(unit_points) & set(points))}")
     unit_points = {k: np.asarray(v) for k, v in unit_points.items()}
     points = {k: np.asarray(v) for k, v in points.items()}
     first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
-    check_hyper(dataclasses.replace(config.hyper, **unit_points, **first(points)), params0,
-                swept=tuple(unit_points), num_features=x0.shape[1])
-    check_hyper(dataclasses.replace(config.hyper, **first(unit_points), **points), params0,
-                swept=tuple(points), num_features=x0.shape[1])
+    check_hyper(with_values(config.hyper, {**unit_points, **first(points)}), params0,
+                swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions)
+    check_hyper(with_values(config.hyper, {**first(unit_points), **points}), params0,
+                swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions)
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
     x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2:], "xs")
@@ -410,7 +414,7 @@ def sweep_datasets(
         chunk_size = max(1, int(memory_budget // per_unit))
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), num_units)
     fn = _compiled_datasets(static, plan, tuple(unit_points), tuple(points), eval_data is not None)
-    base = dataclasses.replace(config.hyper, **{name: None for name in (*unit_points, *points)})
+    base = with_values(config.hyper, {name: None for name in (*unit_points, *points)})
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
 
@@ -425,9 +429,10 @@ def sweep_datasets(
 def _compiled_datasets(config: TrainConfig, plan: ExecutionPlan, unit_names: tuple[str, ...],
                        point_names: tuple[str, ...], with_eval: bool) -> Callable[..., Any]:
     def point(base, params0, x, y, key, unit_values, point_values, x_eval, y_eval):
-        hyper = dataclasses.replace(base, **dict(zip(unit_names, unit_values)), **dict(zip(point_names, point_values)))
+        hyper = with_values(base, {**dict(zip(unit_names, unit_values)), **dict(zip(point_names, point_values))})
         params, _ = _run(config, plan, hyper, params0, x, y, key)
-        return evaluate(config.model, params, x_eval, y_eval) if with_eval else evaluate(config.model, params, x, y)
+        model = run_model(config, hyper)
+        return evaluate(model, params, x_eval, y_eval) if with_eval else evaluate(model, params, x, y)
 
     over_points = jax.vmap(point, in_axes=(None, None, None, None, None, None, 0, None, None))
     over_units = jax.vmap(over_points, in_axes=(None, None, 0, None, 0, 0, None, None, None))

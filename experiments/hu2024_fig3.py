@@ -10,9 +10,10 @@ on the mean gradient. Metric: excess empirical risk ``ℓ̂_S(θ̂) − ℓ̂_S(
 polish; its optimality gap is reported).
 Methods at each overall (ε, δ = 1e−5):
 
-- ``none`` (c): DP-GD at ``ε_b`` with Lemma M over all α (``meta.calibrate``, τ = 0);
+- ``none`` (c): DP-GD at ``ε_b`` with Lemma M over all α (τ = 0); every DP-GD and DP-SGD noise is
+  calibrated by the run's plan, ``plan.calibrate(ε, δ, accountant=meta.PreprocessedAccountant(...))``;
 - ``pca`` (a): non-private PCA, **rank** (``x ↦ A_kA_kᵀx``) and **dim** (``x ↦ A_kᵀx``, train
-  ``z ∈ R^k``, evaluate ``A_k z``), ``ε_b`` from Table 2's accounting (``meta.calibrate`` in
+  ``z ∈ R^k``, evaluate ``A_k z``), ``ε_b`` from Table 2's accounting (the accountant in
   ``mode="table2"``: Eq. 43, α ≥ 11) with the data's own eigen-gap as ``δ_min^k`` (τ* of Prop. 5;
   dim uses τ_dim = 2τ);
 - ``dp_pca`` (b): Analyze-Gauss DP-PCA (``dpprep.dp_pca``) at (ε/2, δ/2) and DP-GD at (ε/2, δ/2)
@@ -46,11 +47,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpprep import dp_pca, models, ptr, sampling
-from dpprep.algorithms import Hyper, TrainConfig
+from dpprep import dp_pca, models, ptr
+from dpprep.algorithms import Hyper, TrainConfig, make_plan
+from dpprep.optimizers import L2BallProjection
 from dpprep.accounting import table1
-from dpprep.accounting.meta import calibrate
-from dpprep.accounting.meta import calibrate_subsampled_sgd
+from dpprep.accounting.meta import PreprocessedAccountant, calibrate
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
@@ -119,24 +120,32 @@ def _dp_gd(cfg: Fig3Config, num_features: int) -> ptr.TrainConfig:
 
 def calibrations(cfg: Fig3Config, n: int, gap_k: float, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
     """Per overall ε: each method's mechanism ε (DP-GD's ε_b; PTR's ε), its engine noise std and the
-    DP-PCA entry noise."""
+    DP-PCA entry noise. DP-GD's noise is calibrated by its plan with Theorem 2
+    (:class:`~dpprep.accounting.meta.PreprocessedAccountant`, L = 1: the multiplier is the noise std)."""
     rows = []
-    gd = lambda e: table1.dp_gd(epsilon=e, lipschitz=1.0, smoothness=cfg.smoothness)  # noqa: E731
+    plan = make_plan(_dp_gd(cfg, 1), n)
+
+    def noise_std(sensitivity: Sensitivity, eps: float, delta: float, mode: str = "exact") -> tuple[float, float]:
+        accountant = PreprocessedAccountant(sensitivity, smoothness=cfg.smoothness, mode=mode)  # type: ignore[arg-type]
+        z = plan.calibrate(eps, delta, accountant=accountant)
+        return accountant.mechanism(plan, z).epsilon, z
+
     beta = cfg.beta_fraction * gap_k
     for eps in cfg.epsilons:
-        none = calibrate(gd, Sensitivity(0.0, 0.0), target_epsilon=eps, delta=cfg.delta).mechanism_epsilon
-        half = calibrate(gd, Sensitivity(0.0, 0.0), target_epsilon=eps / 2, delta=cfg.delta / 2).mechanism_epsilon
-        rank = calibrate(gd, sens_rank, target_epsilon=eps, delta=cfg.delta, mode="table2").mechanism_epsilon
-        dim = calibrate(gd, sens_dim, target_epsilon=eps, delta=cfg.delta, mode="table2").mechanism_epsilon
+        none = noise_std(Sensitivity(0.0, 0.0), eps, cfg.delta)
+        half = noise_std(Sensitivity(0.0, 0.0), eps / 2, cfg.delta / 2)
+        rank = noise_std(sens_rank, eps, cfg.delta, "table2")
+        dim = noise_std(sens_dim, eps, cfg.delta, "table2")
         eps_ptr = ptr.calibrate_epsilon(eps, cfg.delta, beta, smoothness=cfg.smoothness)
+        ptr_noise = (eps_ptr / 2, ptr.dp_gd_noise_std(eps_ptr / 2, cfg.steps))
         s_pca = dp_pca.analyze_gauss_noise(eps / 2, cfg.delta / 2, n)
-        for (method, variant), eb, extra in (
+        for (method, variant), (eb, std), extra in (
             (METHODS[0], none, math.nan), (METHODS[1], rank, math.nan), (METHODS[2], dim, math.nan),
-            (METHODS[3], half, s_pca), (METHODS[4], half, s_pca), (METHODS[5], eps_ptr / 2, math.nan),
+            (METHODS[3], half, s_pca), (METHODS[4], half, s_pca), (METHODS[5], ptr_noise, math.nan),
         ):
             rows.append({"method": method, "variant": variant, "epsilon": eps, "epsilon_b": eb,
                          "ptr_epsilon": eps_ptr if method == "ptr" else math.nan,
-                         "noise_std": ptr.dp_gd_noise_std(eb, cfg.steps), "dp_pca_noise": extra,
+                         "noise_std": std, "dp_pca_noise": extra,
                          "beta": beta if method == "ptr" else math.nan})
     return pd.DataFrame(rows)
 
@@ -146,32 +155,34 @@ def _dp_sgd(cfg: Fig3Config, num_features: int, n: int) -> TrainConfig:
     averaged DP-SGD; ``noise_multiplier`` z swept (std zC on the sum, divided by B)."""
     batch, steps = cfg.sgd_schedule(n)
     return TrainConfig(model=models.logistic_regression(num_features, fit_intercept=False),
-                       hyper=Hyper(learning_rate=cfg.learning_rates[0], noise_multiplier=1.0, clip_norm=1.0, radius=cfg.radius),
-                       sampling="poisson", batch_size=batch, steps=steps, iterates="average")
+                       hyper=Hyper(learning_rate=cfg.learning_rates[0], noise_multiplier=1.0, clip_norm=1.0),
+                       sampling="poisson", batch_size=batch, steps=steps, iterates="average",
+                       neighbouring="replace_one", extensions=(L2BallProjection(cfg.radius),))
 
 
 def sgd_calibrations(cfg: Fig3Config, n: int, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
     """Per overall ε: DP-SGD's noise multiplier per method by Theorem 2 with the rigorous subsampled
-    replace-one RDP/SRDP (``sgd_samp``); (a) in Table-2 mode like DP-GD's (a), (b) at (ε/2, δ/2)."""
-    batch, steps = cfg.sgd_schedule(n)
-    kw = dict(n=n, batch_size=batch, steps=steps, sampling="poisson", clip_norm=1.0, smoothness=cfg.smoothness)
-    # The engine's padded Poisson batches are within TV p of ideal Poisson sampling: δ pays (1 + e^ε)·p.
-    overflow = _dp_sgd(cfg, 1, n).max_overflow_prob
+    replace-one RDP/SRDP (``sgd_samp``), calibrated by the run's plan (which charges the padded
+    Poisson batch's overflow slack); (a) in Table-2 mode like DP-GD's (a), (b) at (ε/2, δ/2)."""
+    plan = make_plan(_dp_sgd(cfg, 1, n), n)
+
+    def multiplier(sensitivity: Sensitivity, eps: float, delta: float, mode: str = "exact") -> tuple[float, float]:
+        accountant = PreprocessedAccountant(sensitivity, smoothness=cfg.smoothness, mode=mode)  # type: ignore[arg-type]
+        z = plan.calibrate(eps, delta, accountant=accountant)
+        return accountant.mechanism(plan, z).epsilon, z
+
     rows = []
     for eps in cfg.epsilons:
-        delta = cfg.delta - sampling.overflow_delta(eps, overflow)
         z = {
-            METHODS[0]: calibrate_subsampled_sgd(target_epsilon=eps, delta=delta, sensitivity=Sensitivity(0.0, 0.0), **kw),
-            METHODS[1]: calibrate_subsampled_sgd(target_epsilon=eps, delta=delta, sensitivity=sens_rank, mode="table2", **kw),
-            METHODS[2]: calibrate_subsampled_sgd(target_epsilon=eps, delta=delta, sensitivity=sens_dim, mode="table2", **kw),
+            METHODS[0]: multiplier(Sensitivity(0.0, 0.0), eps, cfg.delta),
+            METHODS[1]: multiplier(sens_rank, eps, cfg.delta, "table2"),
+            METHODS[2]: multiplier(sens_dim, eps, cfg.delta, "table2"),
         }
-        z[METHODS[3]] = z[METHODS[4]] = calibrate_subsampled_sgd(
-            target_epsilon=eps / 2, delta=cfg.delta / 2 - sampling.overflow_delta(eps / 2, overflow),
-            sensitivity=Sensitivity(0.0, 0.0), **kw)
+        z[METHODS[3]] = z[METHODS[4]] = multiplier(Sensitivity(0.0, 0.0), eps / 2, cfg.delta / 2)
         s_pca = dp_pca.analyze_gauss_noise(eps / 2, cfg.delta / 2, n)
         for m in METHODS[:5]:
-            rows.append({"method": m[0], "variant": m[1], "epsilon": eps, "epsilon_b": z[m].mechanism.epsilon,
-                         "ptr_epsilon": math.nan, "noise_std": z[m].noise_multiplier,
+            rows.append({"method": m[0], "variant": m[1], "epsilon": eps, "epsilon_b": z[m][0],
+                         "ptr_epsilon": math.nan, "noise_std": z[m][1],
                          "dp_pca_noise": s_pca if m[0] == "dp_pca" else math.nan, "beta": math.nan})
     return pd.DataFrame(rows)
 

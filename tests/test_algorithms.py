@@ -15,6 +15,9 @@ import pytest
 
 from dpprep import algorithms, models, sampling, streams
 from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.extensions import Extension, Field
+from dpprep.features import AffineFeatures
+from dpprep.optimizers import L2BallProjection
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(64, 3)).astype(np.float32)
@@ -70,8 +73,9 @@ def test_engine_matches_a_plain_optax_loop():
 
 def test_dp_gd_projection_stays_in_ball_and_average_is_mean_of_iterates():
     radius = 0.25
-    cfg = TrainConfig(LOGISTIC, Hyper(2.0, noise_multiplier=3.0, clip_norm=1.0, radius=radius),
-                      sampling="full", steps=30, iterates="average", track_params=True)
+    cfg = TrainConfig(LOGISTIC, Hyper(2.0, noise_multiplier=3.0, clip_norm=1.0),
+                      sampling="full", steps=30, iterates="average", track_params=True,
+                      extensions=(L2BallProjection(radius),))
     params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     iterates = metrics["params"]
     norms = [_norm(jax.tree_util.tree_map(lambda a: a[t], iterates)) for t in range(30)]
@@ -226,8 +230,11 @@ BASE = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sa
     ({"hyper": Hyper(0.1, 1.0, -1.0)}, (X, Y_BIN), "clip_norm"),
     ({"hyper": Hyper(0.1, -1.0, 1.0)}, (X, Y_BIN), "noise_multiplier"),
     ({"hyper": Hyper(-0.1, 1.0, 1.0)}, (X, Y_BIN), "learning_rate"),
-    ({"hyper": Hyper(0.1, 1.0, 1.0, radius=0.0)}, (X, Y_BIN), "radius"),
-    ({"hyper": Hyper(0.1, 1.0, 1.0, noise_scales={"w": -1.0, "b": 1.0})}, (X, Y_BIN), "noise_scales"),
+    ({"hyper": Hyper(0.1, 1.0, 1.0, extra={"feature_scale": 2.0})}, (X, Y_BIN),
+     r"hyper.extra sets \['feature_scale'\], which no extension of the config declares"),
+    ({"extensions": (AffineFeatures(), AffineFeatures())}, (X, Y_BIN), "field 'feature_scale' is declared twice"),
+    ({"extensions": [AffineFeatures()]}, (X, Y_BIN), "extensions must be a tuple"),
+    ({"extensions": ("features",)}, (X, Y_BIN), "extensions must be dpprep.extensions.Extension objects"),
     ({"hyper": Hyper(np.array([0.1, 0.2]))}, (X, Y_BIN), "sweep"),
     ({"sampling": "bootstrap"}, (X, Y_BIN), "sampling"),
     ({"steps": None}, (X, Y_BIN), "steps or epochs"),
@@ -289,16 +296,18 @@ SHIFT = np.array([0.5, -1.0, 0.25], np.float32)
 @pytest.mark.parametrize("hyper,match", [
     (Hyper("0.5"), "learning_rate must be numeric"),  # used to surface as a JAX TypeError
     (Hyper(0.1, noise_multiplier="1"), "noise_multiplier must be numeric"),
-    (Hyper(0.1, feature_shift=np.ones(4)), "feature_shift must be a vector of the 3 features"),
-    (Hyper(0.1, feature_shift=1.0), "feature_shift must be a vector"),
-    (Hyper(0.1, feature_scale=np.ones((3, 3))), "feature_scale must be a scalar or a vector"),
-    (Hyper(0.1, feature_scale=np.ones(2)), "feature_scale must be a scalar or a vector of the 3"),
-    (Hyper(0.1, feature_scale=np.array([1.0, np.nan, 1.0])), "feature_scale must not be NaN"),
-    (Hyper(0.1, feature_shift=np.array([1.0, np.inf, 1.0])), "feature_shift contains"),
-    (Hyper(0.1, batch_clip_norm=0.0), "batch_clip_norm"),
+    (Hyper(0.1, extra={"feature_shift": np.ones(4)}), "feature_shift must be a vector of the 3 features"),
+    (Hyper(0.1, extra={"feature_shift": 1.0}), "feature_shift must be a vector"),
+    (Hyper(0.1, extra={"feature_scale": np.ones((3, 3))}), "feature_scale must be a scalar or a vector"),
+    (Hyper(0.1, extra={"feature_scale": np.ones(2)}), "feature_scale must be a scalar or a vector of the 3"),
+    (Hyper(0.1, extra={"feature_scale": np.array([1.0, np.nan, 1.0])}), "feature_scale contains 1 non-finite value"),
+    (Hyper(0.1, extra={"feature_shift": np.array([1.0, np.inf, 1.0])}), "feature_shift contains"),
+    (Hyper(0.1, extra={"feature_scale": "2"}), "feature_scale must be numeric"),
+    (Hyper(0.1, extra=[("feature_scale", 2.0)]), "hyper.extra must be a dict"),
 ])
 def test_bad_hyper_raises_before_compiling(no_compile, hyper, match):
-    cfg = dataclasses.replace(BASE, hyper=hyper)
+    """Core fields and an extension's own fields (checked by the extension) alike."""
+    cfg = dataclasses.replace(BASE, hyper=hyper, extensions=(AffineFeatures(),))
     with pytest.raises(ValueError, match=match):
         train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
 
@@ -339,10 +348,10 @@ def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
 def test_training_with_a_feature_transform_equals_training_on_transformed_data(model, labels, scale):
     """Same key: same noise, so the runs agree to float rounding (params and the tracked loss),
     with the transform applied (it differs from the untransformed run)."""
-    cfg = TrainConfig(model, None, sampling="full", steps=4, track_loss=True)
+    cfg = TrainConfig(model, None, sampling="full", steps=4, track_loss=True, extensions=(AffineFeatures(),))
     hyper = dict(learning_rate=0.3, noise_multiplier=0.8, clip_norm=0.5)
     params0 = model.init(KEY)
-    a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, feature_scale=scale, feature_shift=SHIFT)),
+    a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, extra={"feature_scale": scale, "feature_shift": SHIFT})),
                   params0, (X, labels), KEY)
     xt = (X.astype(np.float64) * scale - SHIFT).astype(np.float32)
     b, mb = train(dataclasses.replace(cfg, hyper=Hyper(**hyper)), params0, (xt, labels), KEY)
@@ -367,27 +376,9 @@ def test_huge_features_train_to_finite_parameters(magnitude):
     _assert_trees_close(out["fast"], out["vmap"], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("batch_clip,binding", [(0.05, True), (100.0, False)])
-def test_batch_clip_rescales_the_mean_gradient(batch_clip, binding):
-    """Noiseless full-batch GD: the first step moves params by lr·c·g/||g|| when ||g|| > c
-    (global norm over w and b) and by lr·g otherwise."""
-    lr = 0.3
-    cfg = TrainConfig(LOGISTIC, Hyper(lr, batch_clip_norm=batch_clip), sampling="full", steps=1)
-    params0 = {"w": jnp.asarray([[0.3], [-0.2], [0.1]]), "b": jnp.asarray([0.05])}
-    params, _ = train(cfg, params0, (X, Y_BIN), KEY)
-    g = jax.grad(LOGISTIC.loss)(params0, jnp.asarray(X), jnp.asarray(Y_BIN))
-    g_norm = _norm(g)
-    assert (g_norm > batch_clip) == binding
-    factor = batch_clip / g_norm if binding else 1.0
-    expected = jax.tree_util.tree_map(lambda p, gi: p - lr * factor * gi, params0, g)
-    _assert_trees_close(params, expected, rtol=1e-5, atol=1e-7)
-    moved = _norm(jax.tree_util.tree_map(jnp.subtract, params, params0))
-    assert moved == pytest.approx(lr * min(g_norm, batch_clip), rel=1e-5)
-
-
 def test_iterates_both_equals_separate_last_and_average_runs():
-    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, radius=0.5), sampling="full",
-                      steps=6)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="full",
+                      steps=6, extensions=(L2BallProjection(0.5),))
     both, metrics = train(dataclasses.replace(cfg, iterates="both"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     assert set(both) == {"last", "average"}
     last, _ = train(dataclasses.replace(cfg, iterates="last"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
@@ -426,3 +417,42 @@ def test_non_numeric_or_out_of_float32_data_is_refused_and_a_diverged_run_warns(
     with pytest.warns(RuntimeWarning, match="non-finite value"):
         train(TrainConfig(LOGISTIC, Hyper(1e38, 1e38, 1.0), sampling="full", steps=3), LOGISTIC.init(KEY),
               (X, Y_BIN), KEY)
+
+
+def test_l2_ball_projection_refuses_a_bad_radius():
+    for radius in (0.0, -1.0, math.inf, math.nan, "1"):
+        with pytest.raises(ValueError, match="radius must be a finite number > 0"):
+            L2BallProjection(radius)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tilt(Extension):
+    """A user's extension: a traced field that shifts every update (to check the plumbing)."""
+
+    fields = {"tilt": Field(default=0.0)}
+
+    def wrap(self, tx, values):
+        def update_fn(updates, state, params=None):
+            updates, state = tx.update(updates, state, params)
+            return jax.tree_util.tree_map(lambda u: u + values["tilt"], updates), state
+
+        return optax.GradientTransformation(tx.init, update_fn)
+
+
+def test_a_user_extension_gets_its_traced_field_in_train_and_sweeps():
+    """An extension the core does not know: its field is set in Hyper.extra by train, swept by
+    name by sweep_points, and the default applies when it is not set."""
+    from dpprep import sweeps
+
+    cfg = TrainConfig(LINEAR, Hyper(0.0), sampling="full", steps=3, extensions=(_Tilt(),))
+    params0 = LINEAR.init(KEY)
+    assert "tilt" in algorithms.sweepable_fields(cfg)
+    plain, _ = train(cfg, params0, (X, Y_REG), KEY)
+    _assert_trees_close(plain, params0)  # learning rate 0, tilt 0 by default
+    tilted, _ = train(dataclasses.replace(cfg, hyper=Hyper(0.0, extra={"tilt": 0.5})), params0, (X, Y_REG), KEY)
+    np.testing.assert_allclose(tilted["w"], np.full((3, 1), 1.5), rtol=1e-6)
+    out = sweeps.sweep_points(cfg, params0, (X, Y_REG), jax.random.split(KEY, 2), {"tilt": [0.0, 1.0, -1.0]})
+    np.testing.assert_allclose(out.params["b"][:, :, 0], np.array([[0.0, 3.0, -3.0]] * 2), rtol=1e-6)
+    with pytest.raises(ValueError, match="cannot sweep"):
+        sweeps.sweep_points(dataclasses.replace(cfg, extensions=()), params0, (X, Y_REG), jax.random.split(KEY, 2),
+                            {"tilt": [0.0, 1.0]})

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dpprep import clipping, models
+from dpprep import clipping, features, models
 
 B, D, K = 9, 5, 3
 GLMS = {
@@ -164,7 +164,18 @@ def test_bad_method():
 
 
 # ------------------------------------------------------------------------------------------------
-# Affine feature transforms: the fast path trains on scale ⊙ x − shift without forming it.
+# Affine feature transforms (the engine extension dpprep.features.AffineFeatures): its fast path
+# trains on scale ⊙ x − shift without forming it.
+
+
+def _transformed_sum(model, params, x, y, clip, mask=None, *, method="auto", feature_scale=None, feature_shift=None):
+    """The clipped sum a run with AffineFeatures computes (the core's without a transform)."""
+    values = {"feature_scale": feature_scale, "feature_shift": feature_shift}
+    grad_fn = features.AffineFeatures().clipped_grad(model, values, l2_clip_norm=clip, method=method)
+    if grad_fn is None:
+        return clipping.clipped_grad_sum(model, params, x, y, clip, mask, method=method)
+    out = grad_fn(params, (x, y), mask=mask)
+    return out.grad, out.norms
 
 TRANSFORMS = {
     "scalar_scale_shift": (0.37, np.array([0.5, -1.0, 0.25, 2.0, -0.75], np.float32)),
@@ -195,12 +206,12 @@ def test_fast_path_transform_equals_materialised_vmap_and_loop(name, transform):
     model, params, x, y = _problem(name, 5, 2.0, 0.7)
     mask = jnp.asarray([1, 1, 0, 1, 1, 1, 0, 1, 1], jnp.float32)
     clip = 0.8
-    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="fast",
-                                                 feature_scale=scale, feature_shift=shift)
+    fast, fast_norms = _transformed_sum(model, params, x, y, clip, mask, method="fast",
+                                        feature_scale=scale, feature_shift=shift)
     xt = _materialised(x, scale, shift)
     slow, slow_norms = clipping.clipped_grad_sum(model, params, xt, y, clip, mask, method="vmap")
-    via_kwargs, kw_norms = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="vmap",
-                                                     feature_scale=scale, feature_shift=shift)
+    via_kwargs, kw_norms = _transformed_sum(model, params, x, y, clip, mask, method="vmap",
+                                            feature_scale=scale, feature_shift=shift)
     loop = _loop_reference(model, params, xt, y, clip, np.asarray(mask))
     assert set(fast) == set(params)  # a shift adds no "b" to the gradient of a model without one
     np.testing.assert_allclose(fast_norms, slow_norms, rtol=1e-5)
@@ -219,7 +230,7 @@ def test_mlp_vmap_path_applies_the_transform():
     y = jnp.asarray(rng.integers(0, K, size=B))
     params = model.init(jax.random.PRNGKey(2))
     scale, shift = TRANSFORMS["vector_scale_shift"]
-    got, norms = clipping.clipped_grad_sum(model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift)
+    got, norms = _transformed_sum(model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift)
     expected = _loop_reference(model, params, _materialised(x, scale, shift), y, 0.05)
     _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
     plain, _ = clipping.clipped_grad_sum(model, params, x, y, 0.05)
@@ -234,20 +245,20 @@ def test_apply_and_loss_transformed_equal_materialised(name):
     for transform in ("scalar_scale_shift", "vector_scale_shift", "shift_only"):
         scale, shift = TRANSFORMS[transform]
         xt = _materialised(x, scale, shift)
-        np.testing.assert_allclose(models.apply_transformed(model, params, x, scale, shift),
+        np.testing.assert_allclose(features.apply_transformed(model, params, x, scale, shift),
                                    model.apply(params, xt), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(models.per_example_loss_transformed(model, params, x, y, scale, shift),
+        np.testing.assert_allclose(features.per_example_loss_transformed(model, params, x, y, scale, shift),
                                    model.per_example_loss(params, xt, y), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(models.apply_transformed(mlp, mlp_params, x, scale, shift),
+        np.testing.assert_allclose(features.apply_transformed(mlp, mlp_params, x, scale, shift),
                                    mlp.apply(mlp_params, xt), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(models.apply_transformed(model, params, x), model.apply(params, x))
+    np.testing.assert_array_equal(features.apply_transformed(model, params, x), model.apply(params, x))
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
     model = MODELS[name]
-    sums = jax.vmap(lambda m: clipping.clipped_grad_sum(model, params, x, y, clip_norm, m, method="fast",
-                                                         feature_scale=scale, feature_shift=shift)[0])(
+    sums = jax.vmap(lambda m: _transformed_sum(model, params, x, y, clip_norm, m, method="fast",
+                                               feature_scale=scale, feature_shift=shift)[0])(
         jnp.eye(x.shape[0]))
     return jnp.sqrt(sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1)
                         for leaf in jax.tree_util.tree_leaves(sums)))
@@ -335,7 +346,7 @@ def test_rows_near_the_shift_are_still_clipped(name):
     distances = np.logspace(-4, 0, B)
     x = x[0] + jnp.asarray(distances[:, None] * rng.normal(size=(B, D)), jnp.float32)
     bias = "b" in params
-    norms = np.asarray(clipping._feature_norms(x, scale, shift, bias), np.float64)
+    norms = np.asarray(features.transformed_feature_norms(x, scale, shift, bias), np.float64)
     exact = np.asarray(x, np.float64) * np.asarray(scale, np.float64) - np.asarray(shift, np.float64)
     exact = np.sqrt(np.sum(exact ** 2, axis=1) + bias)
     assert np.all(norms >= exact * (1 - 1e-6)), norms / exact
@@ -373,8 +384,8 @@ def test_norms_of_huge_features_are_finite_and_correct(magnitude, transform):
         assert not np.all(np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1)))  # the plain sum overflows
     sums = {}
     for method in ("fast", "vmap"):
-        got, norms = clipping.clipped_grad_sum(model, params, x32, jnp.asarray(y), 1.0, method=method,
-                                               feature_scale=as32(scale), feature_shift=as32(shift))
+        got, norms = _transformed_sum(model, params, x32, jnp.asarray(y), 1.0, method=method,
+                                      feature_scale=as32(scale), feature_shift=as32(shift))
         assert bool(jnp.all(jnp.isfinite(norms))), (method, norms)
         np.testing.assert_allclose(np.asarray(norms, np.float64), expected, rtol=1e-5)
         assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(got))

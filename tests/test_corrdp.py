@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from dpprep import algorithms, corrdp, models
+from dpprep.corrdp.sgd import CoordinateNoise
 
 
 def test_sum_noise_std_maps_the_mean_std_to_the_sum():
@@ -53,8 +54,8 @@ def test_corrdp_sgd_step_has_std_sigma_sqrt_f_on_the_mean():
     model = models.linear_regression(d, fit_intercept=False)
     params0 = model.init(None)
     hyper = algorithms.Hyper(1.0, noise_std=corrdp.sum_noise_std(sigma, n),
-                             noise_scales=corrdp.feature_scales(params0, np.sqrt(factors), "w"))
-    cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1)
+                             extra={"noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w")})
+    cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1, extensions=(CoordinateNoise(),))
     params, _ = algorithms.train(cfg, params0, (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
                                  jax.random.PRNGKey(0))
     moved = -np.asarray(params["w"], np.float64)[:, 0]  # lr 1: θ1 = −(0 + noise/N)

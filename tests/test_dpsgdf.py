@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpprep import clipping, dpsgdf, models, sweeps
+from dpprep import clipping, dpsgdf, features, models, sweeps
 from dpprep.accounting import dp
-from dpprep.algorithms import make_plan
+from dpprep.algorithms import make_plan, with_values
 
 RNG = np.random.default_rng(0)
 N, D, K = 120, 6, 3
@@ -82,11 +82,11 @@ def test_gradient_norm_closed_form_c8():
     np.testing.assert_allclose(closed, auto, rtol=1e-5)
     # The engine's fast path never forms x' (rank-1 corrections) and adds the expansion's
     # rounding bound, so its norms are upper bounds within a hair of the exact ones.
-    _, fast = clipping.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
+    _, fast = features.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
     assert np.all(np.asarray(fast) >= auto * (1 - 1e-6))
     np.testing.assert_allclose(np.asarray(fast), auto, rtol=1e-3)
-    fs, _ = clipping.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
-    vs, _ = clipping.clipped_grad_sum_vmap(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
+    fs, _ = features.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
+    vs, _ = clipping.clipped_grad_sum_vmap(model, params, features.affine_features(unit, 10.0, mu), jnp.asarray(Y), 1.0, None)
     for a, b in zip(jax.tree_util.tree_leaves(fs), jax.tree_util.tree_leaves(vs)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
@@ -204,7 +204,7 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
     static = dataclasses.replace(config, hyper=None)
     seeded = tuple(name in group.per_seed for name in names)
     fn = sweeps._compiled(static, plan, names, True, False, seeded)
-    base = dataclasses.replace(config.hyper, **{name: None for name in names})
+    base = with_values(config.hyper, {name: None for name in names})
     values = tuple(jnp.asarray(group.points[name], jnp.float32) for name in names)
     jaxpr = jax.make_jaxpr(fn)(base, config.model.init(None), jnp.asarray(unit), jnp.asarray(Y), keys, values,
                                jnp.asarray(unit), jnp.asarray(Y))

@@ -18,3 +18,49 @@ def test_library_modules_do_not_import_the_experiments():
             "print(sorted(m for m in sys.modules if m == 'experiments' or m.startswith('experiments.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+#: The model-agnostic core: the engine, its drivers and primitives (each paper is a module that
+#: extends it: dpsgdf, corrdp, ptr/dp_pca/accounting's Theorem 2 for Hu et al.).
+CORE = ("algorithms", "clipping", "extensions", "features", "frameworks", "models", "noise", "optimizers",
+        "plan", "sampling", "step", "streams", "sweeps", "validation", "files")
+#: What the core may load of the package besides itself: the accountant wrappers it calibrates with.
+CORE_MAY_IMPORT = {"dpprep", "dpprep.accounting", "dpprep.accounting.dp"}
+
+
+def test_the_core_imports_no_paper_module():
+    code = ("import sys, importlib\n"
+            f"for name in {CORE!r}:\n"
+            "    importlib.import_module('dpprep.' + name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('dpprep')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    loaded = set(eval(out.stdout.strip()))  # a printed list of module names
+    assert loaded - {f"dpprep.{name}" for name in CORE} <= CORE_MAY_IMPORT, sorted(loaded)
+
+
+def test_the_engine_names_no_paper():
+    """Hyper carries only the core's traced hyperparameters (the papers' live in their extensions'
+    fields), and no core module's code (docstrings aside, which cite the papers) names a paper's
+    module or its quantities."""
+    import ast
+    import dataclasses
+
+    from dpprep.algorithms import Hyper
+
+    assert [f.name for f in dataclasses.fields(Hyper)] == ["learning_rate", "noise_multiplier", "clip_norm",
+                                                           "noise_std", "extra"]
+    paper_words = ("dpsgdf", "corrdp", "ptr", "batch_clip", "noise_scales", "private_mean", "theorem")
+    for name in CORE:
+        tree = ast.parse((REPO / "dpprep" / f"{name}.py").read_text())
+        for node in ast.walk(tree):  # names, attributes and imports: the code, not its docstrings
+            words = []
+            if isinstance(node, ast.Name):
+                words = [node.id]
+            elif isinstance(node, ast.Attribute):
+                words = [node.attr]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                words = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.arg)):
+                words = [getattr(node, "name", None) or getattr(node, "arg", "")]
+            for word in words:
+                assert not any(p in word.lower() for p in paper_words), f"dpprep/{name}.py names {word!r}"

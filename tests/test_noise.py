@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from dpprep import algorithms, corrdp, models, noise, sampling, streams, sweeps
+from dpprep.corrdp.sgd import CoordinateNoise
 
 D, K, N = 400, 10, 8
 _MODEL = models.softmax_regression(D, K)  # one object, so runs of one hyper structure share a compilation
@@ -28,8 +29,10 @@ def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_s
     key = jax.random.PRNGKey(seed)
 
     def run(on):
-        hyper = algorithms.Hyper(1.0, noise_multiplier * on, clip_norm, scales, noise_std=noise_std * on)
-        cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1)
+        # Per-coordinate scales are CorrDP's privatizer, an engine extension; without them the core's.
+        extra, exts = (None, ()) if scales is None else ({"noise_scales": scales}, (CoordinateNoise(),))
+        hyper = algorithms.Hyper(1.0, noise_multiplier * on, clip_norm, noise_std=noise_std * on, extra=extra)
+        cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1, extensions=exts)
         return algorithms.train(cfg, model.init(key), (x, y), key)[0]
 
     noisy, clean = run(1.0), run(0.0)

@@ -37,6 +37,7 @@ CHILD = textwrap.dedent(
 
     from dpprep import models, sweeps
     from dpprep.algorithms import Hyper, TrainConfig
+    from dpprep.features import AffineFeatures
 
     N, D, K, P = 240, 6, 3, 6
     rng = np.random.default_rng(0)
@@ -47,7 +48,7 @@ CHILD = textwrap.dedent(
     model = models.softmax_regression(D, K)
     params0 = model.init(None)
     config = TrainConfig(model, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=24, steps=25)
+                         batch_size=24, steps=25, extensions=(AffineFeatures(),))
     points = {
         "learning_rate": np.linspace(0.1, 0.6, P),
         "clip_norm": np.linspace(0.5, 2.0, P),

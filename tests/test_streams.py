@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dpprep.corrdp.sgd import CoordinateNoise
+from dpprep.features import AffineFeatures
 from dpprep import models, noise, sampling, streams
 from dpprep.algorithms import Hyper, TrainConfig, train
 
@@ -50,15 +52,15 @@ def test_stream_name_must_be_a_non_empty_string(name):
 def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     """Different noise levels, noise units and feature transforms (DPSGD-F: a norm and a
     private mean) draw the same Poisson batches from the same key; another key does not."""
-    base = TrainConfig(LOGISTIC, None, sampling="poisson", batch_size=10, steps=12)
+    base = TrainConfig(LOGISTIC, None, sampling="poisson", batch_size=10, steps=12, extensions=(AffineFeatures(),))
     # One pytree structure for all (identity transform where none), so one compilation.
-    plain = dict(feature_scale=1.0, feature_shift=np.zeros(3, np.float32))
+    plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32)}
     variants = [
-        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, **plain),
-        Hyper(0.1, noise_multiplier=4.0, clip_norm=0.3, **plain),
-        Hyper(0.5, noise_std=2.0, **plain),
-        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, feature_scale=0.5,
-              feature_shift=np.array([0.1, -0.2, 0.3], np.float32)),
+        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, extra=plain),
+        Hyper(0.1, noise_multiplier=4.0, clip_norm=0.3, extra=plain),
+        Hyper(0.5, noise_std=2.0, extra=plain),
+        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0,
+              extra={"feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
     ]
     runs = [train(dataclasses.replace(base, hyper=h), LOGISTIC.init(None), (X, Y), KEY) for h in variants]
     sizes = [np.asarray(m["batch_size"]) for _, m in runs]
@@ -74,10 +76,10 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
 ONE_HOT_MODEL = models.linear_regression(30, fit_intercept=False)  # one object: one compilation per config
 
 
-def _one_hot_hyper(**kw):
+def _one_hot_hyper(feature_scale=1.0, **kw):
     """One pytree structure for every one-hot run (so one compilation per sampler); the noise
     only reaches a zero-scaled leaf, so w moves exactly on the batch's records."""
-    return Hyper(0.01, **{"feature_scale": 1.0, "noise_scales": {"w": 0.0}, **kw})
+    return Hyper(0.01, extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}}, **kw)
 
 
 def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper):
@@ -85,7 +87,7 @@ def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper):
     t changes exactly the weights of the records in its batch."""
     n, model = 30, ONE_HOT_MODEL
     cfg = TrainConfig(model, hyper, sampling=sampling_name, batch_size=batch_size, steps=steps,
-                      track_params=True)
+                      track_params=True, extensions=(AffineFeatures(), CoordinateNoise()))
     _, metrics = train(cfg, model.init(None), (np.eye(n, dtype=np.float32), np.ones(n, np.float32)),
                        jax.random.PRNGKey(seed))
     w = np.concatenate([np.zeros((1, n)), np.asarray(metrics["params"]["w"])[:, :, 0]])

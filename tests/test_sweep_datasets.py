@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from dpprep.optimizers import L2BallProjection
 from dpprep import models
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.sweeps import evaluate, sweep_datasets
@@ -16,7 +17,7 @@ def _setup():
     xs = rng.standard_normal((3, 64, 4)) * 0.3
     y = (rng.random(64) < 0.5).astype(np.float32)
     model = models.logistic_regression(4, fit_intercept=False)
-    config = TrainConfig(model=model, hyper=Hyper(learning_rate=0.1, noise_std=0.0, radius=1.0), sampling="full",
+    config = TrainConfig(model=model, hyper=Hyper(learning_rate=0.1, noise_std=0.0), extensions=(L2BallProjection(1.0),), sampling="full",
                          steps=15, iterates="average")
     return xs, y, model, config
 
@@ -36,7 +37,7 @@ def test_equals_separate_runs(chunk_size):
     assert out["loss"].shape == (3, 2) == own["loss"].shape
     for u in range(3):
         for p in range(2):
-            cfg = TrainConfig(model=model, hyper=Hyper(learning_rate=lrs[p], noise_std=stds[u], radius=1.0),
+            cfg = TrainConfig(model=model, hyper=Hyper(learning_rate=lrs[p], noise_std=stds[u]), extensions=(L2BallProjection(1.0),),
                               sampling="full", steps=15, iterates="average")
             params, _ = train(cfg, model.init(keys[u]), (xs[u], y), keys[u])
             ref = evaluate(model, params, x_eval, y_eval)["loss"]

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from dpprep import models, sweeps
-from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.algorithms import Hyper, TrainConfig, train, with_values
+from dpprep.corrdp.sgd import CoordinateNoise
+from dpprep.features import AffineFeatures
 from experiments.results import run_groups  # the grid driver through a results store
 
 RNG = np.random.default_rng(1)
@@ -20,7 +22,7 @@ Y = RNG.integers(0, 3, size=80)
 MODEL = models.softmax_regression(4, 3)
 PARAMS0 = MODEL.init(None)
 CONFIG = TrainConfig(MODEL, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                     batch_size=16, steps=25, track_loss=True)
+                     batch_size=16, steps=25, track_loss=True, extensions=(AffineFeatures(), CoordinateNoise()))
 
 
 def _assert_close(a, b):
@@ -54,7 +56,7 @@ def test_sweep_over_clip_norm_and_noise_scales():
         for j, clip in enumerate(clips):
             for k in range(2):
                 scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
-                cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, 1.0, clip, scale_k))
+                cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, 1.0, clip, extra={"noise_scales": scale_k}))
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
 
@@ -116,7 +118,12 @@ Y6_TEST = RNG.integers(0, 3, size=12)
 GLM6 = models.softmax_regression(D6, 3)
 P6 = GLM6.init(None)
 SMALL = TrainConfig(GLM6, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="shuffle",
-                    batch_size=8, steps=6, track_loss=True)
+                    batch_size=8, steps=6, track_loss=True, extensions=(AffineFeatures(),))
+
+
+def _seen(model, scale, shift):
+    """The model as a run with this feature transform sees it (what the sweep evaluates)."""
+    return AffineFeatures().model(model, {"feature_scale": scale, "feature_shift": shift})
 POINTS5 = {
     "learning_rate": np.array([0.1, 0.3, 0.5, 1.0, 2.0], np.float32),
     "noise_multiplier": np.array([0.5, 1.0, 2.0, 0.0, 3.0], np.float32),
@@ -137,12 +144,12 @@ def test_sweep_points_equals_per_point_train():
     assert result.params["w"].shape == (2, 5, D6, 3) and result.evaluation["loss"].shape == (2, 5)
     for i in range(2):
         for j in range(5):
-            cfg = dataclasses.replace(SMALL, hyper=dataclasses.replace(SMALL.hyper, **_point(POINTS5, j)))
+            cfg = dataclasses.replace(SMALL, hyper=with_values(SMALL.hyper, _point(POINTS5, j)))
             single, single_metrics = train(cfg, P6, (X6, Y6), keys[i])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j], result.params))
             np.testing.assert_allclose(single_metrics["loss"], result.metrics["loss"][i, j], rtol=1e-6, atol=1e-6)
             np.testing.assert_array_equal(single_metrics["batch_size"], result.metrics["batch_size"][i, j])
-            expected = sweeps.evaluate(GLM6, single, X6_TEST, Y6_TEST, None, POINTS5["feature_shift"][j])
+            expected = sweeps.evaluate(_seen(GLM6, None, POINTS5["feature_shift"][j]), single, X6_TEST, Y6_TEST)
             np.testing.assert_allclose(result.evaluation["loss"][i, j], expected["loss"], rtol=1e-5)
             np.testing.assert_allclose(result.evaluation["accuracy"][i, j], expected["accuracy"])
     # Lists are point values too (same shapes, so the same compilation); on_chunk hears of each
@@ -196,9 +203,8 @@ def test_eval_of_both_iterates_equals_evaluate_of_the_params():
         assert set(evaluation) == {"loss", "accuracy"} and evaluation["loss"].shape == (2, 2)
         for i in range(2):
             for j in range(2):
-                expected = sweeps.evaluate(GLM6, jax.tree_util.tree_map(lambda a: a[i, j], params),
-                                           X6_TEST, Y6_TEST, points["feature_scale"][j],
-                                           points["feature_shift"][j])
+                expected = sweeps.evaluate(_seen(GLM6, points["feature_scale"][j], points["feature_shift"][j]),
+                                           jax.tree_util.tree_map(lambda a: a[i, j], params), X6_TEST, Y6_TEST)
                 np.testing.assert_allclose(evaluation["loss"][i, j],
                                            expected["loss"], rtol=1e-5)
                 np.testing.assert_allclose(evaluation["accuracy"][i, j], expected["accuracy"])
@@ -241,7 +247,7 @@ def test_glm_sweep_gathers_the_batch_once_per_seed(clip_method):
     fn = sweeps._compiled(cfg, plan, names, True, True)
     values = [jnp.asarray(np.linspace(0.5, 2.0, P * D6).reshape(P, D6), jnp.float32),
               jnp.asarray(POINTS5["feature_shift"])]
-    base = dataclasses.replace(SMALL.hyper, feature_scale=None, feature_shift=None)
+    base = with_values(SMALL.hyper, {"feature_scale": None, "feature_shift": None})
     jaxpr = jax.make_jaxpr(fn)(base, P6, jnp.asarray(X6), jnp.asarray(Y6, jnp.int32),
                                jax.random.split(jax.random.PRNGKey(0), S), values,
                                jnp.asarray(X6_TEST), jnp.asarray(Y6_TEST, jnp.int32))
@@ -391,11 +397,11 @@ def test_per_seed_points_equal_individual_runs():
     for s in range(2):
         for p in range(3):
             hyper = Hyper(points["learning_rate"][p], noise_multiplier=1.0, clip_norm=1.0,
-                          feature_scale=points["feature_scale"][p], feature_shift=shifts[s, p])
+                          extra={"feature_scale": points["feature_scale"][p], "feature_shift": shifts[s, p]})
             single, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, (X, Y), keys[s])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[s, p], result.params))
     with pytest.raises(ValueError, match="per_seed"):
-        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("radius",))
+        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("clip_norm",))
     with pytest.raises(ValueError, match="feature_shift needs a leading axis of 2 seeds"):
         sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, {**points, "feature_shift": shifts[:1]},
                             per_seed=("feature_shift",))

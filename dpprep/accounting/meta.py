@@ -577,3 +577,76 @@ def calibrate_subsampled_sgd(
     )
     mech: SubsampledSGD = cal.mechanism  # type: ignore[assignment]  # the factory builds SubsampledSGD
     return SgdCalibration(noise_multiplier=mech.noise_multiplier, noise_std=mech.noise, mechanism=mech, overall=cal.overall)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreprocessedAccountant:
+    """Theorem 2 as an accountant of an :class:`~dpprep.plan.ExecutionPlan`: the overall privacy of
+    a training run on data pre-processed with ``sensitivity`` (Δ∞, Δ2), replace-one neighbours of
+    the raw data. Calibrate a run with ``plan.calibrate(ε, δ, accountant=...)`` and read its ε with
+    ``plan.epsilon(z, δ, accountant=...)``; the plan charges its Poisson overflow slack around it.
+
+    The run at multiplier ``z`` (noise std ``z·L`` on each step's sum, ``L`` = ``lipschitz``, the
+    clip norm or the loss's Lipschitz constant) is, by the plan's sampler:
+
+    * ``"full"``: DP-GD, Table 1's ``A_GD`` with ``ε_b = √T / z`` (noise ``L√T/ε_b`` on the sum of
+      ``T`` steps; RDP ``2αε_b²``);
+    * ``"poisson"`` or ``"without_replacement"``: subsampled DP-SGD with the rigorous replace-one
+      RDP and its SRDP (:class:`~dpprep.accounting.sgd_samp.SubsampledSGD`, ``Δ∞`` from
+      ``sensitivity``).
+
+    ``smoothness`` is the loss's μ; ``mode``/``combine`` as in :func:`overall_privacy`; ``rtol``
+    the calibration's relative precision (None: 1e-8 for DP-GD, 1e-4 for DP-SGD, whose RDP is
+    costlier). Other samplers are refused.
+    """
+
+    sensitivity: Sensitivity
+    lipschitz: float = 1.0
+    smoothness: float = 1.0
+    mode: Mode = "exact"
+    combine: Combine = "max"
+    rtol: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sensitivity, Sensitivity):
+            raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(self.sensitivity).__name__}")
+        check_positive(self.lipschitz, "lipschitz")
+        check_positive(self.smoothness, "smoothness")
+        if self.mode not in ("exact", "table2"):
+            raise ValueError(f"mode must be 'exact' or 'table2', got {self.mode!r}")
+        if self.rtol is not None:
+            check_positive(self.rtol, "rtol")
+
+    def _check(self, plan) -> None:
+        if plan.sampler not in ("full", "poisson", "without_replacement") or plan.random_stop:
+            raise ValueError(f"Theorem 2 accounting here covers full-batch DP-GD and Poisson or without-replacement "
+                             f"DP-SGD plans, got sampling={plan.sampler!r}")
+        if plan.neighbouring != "replace_one":
+            raise ValueError("Theorem 2 is a replace-one guarantee (pre-processed neighbours differ in place): "
+                             f"create the plan with neighbouring='replace_one', got {plan.neighbouring!r}")
+
+    def mechanism(self, plan, noise_multiplier: float) -> Mechanism:
+        """The Table-1 (or rigorous subsampled) mechanism of ``plan``'s run at multiplier ``z``."""
+        self._check(plan)
+        z = check_positive(noise_multiplier, "noise_multiplier")
+        if plan.sampler == "full":
+            return DPGD(epsilon=math.sqrt(plan.steps) / z, lipschitz=self.lipschitz, smoothness=self.smoothness)
+        return SubsampledSGD(epsilon=1.0 / z, n=plan.n, batch_size=plan.batch_size, steps=plan.steps,
+                             linf=self.sensitivity.linf, sampling=plan.sampler, clip_norm=self.lipschitz,
+                             smoothness=self.smoothness)
+
+    def epsilon(self, plan, noise_multiplier: float, delta: float) -> float:
+        return overall_privacy(self.mechanism(plan, noise_multiplier), self.sensitivity, delta=delta,
+                               mode=self.mode, combine=self.combine).epsilon
+
+    def calibrate(self, plan, target_epsilon: float, delta: float) -> float:
+        self._check(plan)
+        if plan.sampler == "full":
+            cal = calibrate(lambda e: DPGD(epsilon=e, lipschitz=self.lipschitz, smoothness=self.smoothness),
+                            self.sensitivity, target_epsilon=target_epsilon, delta=delta, mode=self.mode,
+                            combine=self.combine, rtol=self.rtol or 1e-8)
+            return math.sqrt(plan.steps) / cal.mechanism_epsilon
+        return calibrate_subsampled_sgd(
+            target_epsilon=target_epsilon, delta=delta, n=plan.n, batch_size=plan.batch_size, steps=plan.steps,
+            sensitivity=self.sensitivity, sampling=plan.sampler, clip_norm=self.lipschitz, smoothness=self.smoothness,
+            mode=self.mode, combine=self.combine, rtol=self.rtol or 1e-4).noise_multiplier

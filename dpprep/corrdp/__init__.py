@@ -8,9 +8,9 @@ five datasets as CorrDP sees them (``load_corrdp``), ``dpprep.corrdp.tv`` the TV
 
 **CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
 unclipped. With ``clip_norm = inf`` and normaliser ``N``, choose a base level ``σ`` and set
-``Hyper(noise_std=sum_noise_std(σ, N))`` and ``noise_scales = feature_scales(params, sqrt(f), leaf)``
-where ``f`` are the paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which
-multiply ``σ²``.
+``Hyper(noise_std=sum_noise_std(σ, N))`` and the :class:`~dpprep.corrdp.sgd.CoordinateNoise`
+extension's ``noise_scales = feature_scales(params, sqrt(f), leaf)`` where ``f`` are the
+paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which multiply ``σ²``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
 """CorrDP-SGD (Algorithm 1; Eq. 5 for networks) on the shared training engine.
 
 Algorithm 1 adds ``b ~ N(0, diag(σ_1², …))`` to the **averaged** minibatch gradient, unclipped,
-and outputs the last iterate. On the engine (:mod:`dpprep.algorithms`) that is
-``Hyper(noise_std = σ·N, noise_scales = sqrt(f))`` with ``clip_norm = inf``: the engine adds
-``N(0, (noise_std·scale)²)`` to the gradient *sum* and divides by its normaliser ``N`` (``n`` for
-full batches, ``B`` for fixed-size batches, the expected size for Poisson), so coordinate ``i`` of
-the mean gets std ``σ·sqrt(f_i)``. ``σ² = C·K_δ/ε²`` (:mod:`dpprep.corrdp.noise`).
+and outputs the last iterate. On the engine (:mod:`dpprep.algorithms`) that is the
+:class:`CoordinateNoise` extension, whose privatizer adds ``N(0, (noise_std·scale)²)`` to the
+gradient *sum* with ``Hyper(noise_std = σ·N)``, ``noise_scales = sqrt(f)`` and ``clip_norm = inf``,
+and divides by the engine's normaliser ``N`` (``n`` for full batches, ``B`` for fixed-size
+batches, the expected size for Poisson), so coordinate ``i`` of the mean gets std
+``σ·sqrt(f_i)``. ``σ² = C·K_δ/ε²`` (:mod:`dpprep.corrdp.noise`).
 
 * Batches (:class:`CorrDPSGD` ``sampling``): ``"full"``, ``"without_replacement"`` (B distinct
   records per step, the default for minibatches, A9) or ``"poisson"``.
 * Clipping (``clip_mode``): None (Algorithm 1), ``"per_example"`` (each example's gradient to
   ``clip_norm`` before averaging: DP-correct, ``L = clip_norm``) or ``"batch"`` (the paper's
-  ``clip_grad_norm_`` of the averaged gradient, the engine's ``batch_clip_norm``; not a
-  per-example bound). Clipping happens before the noise.
+  ``clip_grad_norm_`` of the averaged gradient, :func:`clip_batch_mean` in
+  :class:`CoordinateNoise`'s privatizer; not a per-example bound). Clipping happens before the noise.
 * Optimizer: GD by default, or any unit-rate optax transformation (``optax.adam(1.0)`` for the
-  networks; the noise enters before Adam's moments, A14). Optional projection (``radius``).
+  networks; the noise enters before Adam's moments, A14). Optional projection (``radius``:
+  :class:`dpprep.optimizers.L2BallProjection`).
 * **One compiled call per panel**: :func:`sweep` maps every ``(ε, method, C)`` point to its own
   ``noise_std`` and ``noise_scales`` and runs ``seeds × points`` through
   :func:`dpprep.sweeps.sweep_points`.
@@ -33,23 +35,83 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Collection, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
 from dpprep import sampling, streams, sweeps
+from dpprep import noise as noise_lib
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, TrainConfig, make_plan
 from dpprep.corrdp import noise
+from dpprep.extensions import Extension, Field
+from dpprep.features import AffineFeatures
 from dpprep.models import Array, Model, Params
+from dpprep.optimizers import L2BallProjection
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 #: The registered samplers (:data:`dpprep.sampling.SAMPLERS`) CorrDP-SGD runs: the ones its
 #: protocol uses (full batches, minibatches without replacement, A9) and Poisson for DP-SGD.
 SAMPLINGS = ("full", "without_replacement", "poisson")
 CLIP_MODES = (None, "per_example", "batch")
+
+
+def _global_norm(tree: Params) -> Array:
+    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
+
+
+def clip_batch_mean(max_norm: float, normalize_by: float) -> optax.GradientTransformation:
+    """Rescale a gradient *sum* so that its mean (``sum / normalize_by``) has global L2 norm at most
+    ``max_norm`` (``torch.nn.utils.clip_grad_norm_`` on the mean, as in the paper's Sepsis
+    protocol). Not a per-example bound: it is no substitute for per-example clipping."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        factor = jnp.minimum(1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30))
+        return jax.tree_util.tree_map(lambda g: g * factor, updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinateNoise(Extension):
+    """Engine extension: CorrDP's privatizer, Gaussian noise with a scale per coordinate.
+
+    Field (traced, sweepable): ``noise_scales`` — None (isotropic) or a pytree like the params of
+    per-leaf / per-coordinate factors: coordinate ``i`` gets std ``scale_i`` times the core's
+    (:func:`dpprep.noise.gaussian_privatizer` ``scales``). ``batch_clip_norm``: the paper's
+    ``clip_grad_norm_`` of the batch mean before the noise (:func:`clip_batch_mean`; ``inf``: none).
+    """
+
+    batch_clip_norm: float = math.inf
+    fields: ClassVar[Mapping[str, Field]] = {"noise_scales": Field(pytree=True)}
+
+    def __post_init__(self) -> None:
+        if not self.batch_clip_norm > 0:
+            raise ValueError(f"batch_clip_norm must be > 0 (inf: none), got {self.batch_clip_norm!r}")
+
+    def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
+              num_features: int | None) -> set[int]:
+        del num_features
+        scales = values["noise_scales"]
+        if "noise_scales" not in swept:
+            noise_lib.check_scales(params, scales)
+            return set()
+        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
+        if len(lengths) != 1 or 0 in lengths:
+            raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
+        for i in range(next(iter(lengths))):  # each grid value must match the params on its own
+            noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
+        return lengths
+
+    def privatizer(self, values: Mapping[str, Any], **options: Any) -> optax.GradientTransformation:
+        noisy = noise_lib.gaussian_privatizer(**options, scales=values["noise_scales"])
+        if math.isinf(self.batch_clip_norm):
+            return noisy
+        return optax.chain(clip_batch_mean(self.batch_clip_norm, options["normalize_by"]), noisy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,14 +164,15 @@ class CorrDPSGD:
 
     def train_config(self) -> TrainConfig:
         """The engine config: noise 0 in its base hyper (each point sets its own)."""
-        hyper = Hyper(self.learning_rate,
-                      clip_norm=self.clip_norm if self.clip_mode == "per_example" else math.inf,
-                      radius=self.radius,
-                      batch_clip_norm=self.clip_norm if self.clip_mode == "batch" else math.inf)
+        hyper = Hyper(self.learning_rate, clip_norm=self.clip_norm if self.clip_mode == "per_example" else math.inf)
+        extensions: tuple[Extension, ...] = (
+            CoordinateNoise(self.clip_norm if self.clip_mode == "batch" else math.inf), AffineFeatures())
+        if math.isfinite(self.radius):
+            extensions += (L2BallProjection(self.radius),)
         return TrainConfig(self.model, hyper, sampling=self.sampling, batch_size=self.batch_size,
                            steps=self.steps, optimizer=self.optimizer, iterates="last",
                            matmul_precision=self.matmul_precision, neighbouring="replace_one",
-                           clip_method=self.clip_method)
+                           clip_method=self.clip_method, extensions=extensions)
 
     @property
     def clip_method(self) -> str:
@@ -127,7 +190,7 @@ class Point:
     """One noise setting of a sweep: ``σ² = c·K_δ/ε²`` times ``factors`` (a pytree matching the
     params, from :func:`dpprep.corrdp.noise.param_factors`). ``epsilon=None`` (or ``c = 0``): no
     noise (the non-private reference, Partial). ``feature_scale``: optional ``(d,)`` 0/1 column
-    mask (Partial); then every point of the sweep needs one."""
+    mask (Partial; :class:`dpprep.features.AffineFeatures`); then every point of the sweep needs one."""
 
     method: str
     epsilon: float | None

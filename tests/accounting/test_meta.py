@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from dpprep.accounting import meta, table1
+from dpprep import sampling
+from dpprep.accounting import dp, meta, table1
 from dpprep.accounting import table2 as t2
 from dpprep.accounting.renyi import NoAdmissibleOrder, gaussian_group_epsilon, rdp_to_dp_linear
 from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
@@ -386,3 +387,64 @@ def test_empty_alphas_are_refused_clearly():
 
     with pytest.raises(ValueError, match="alphas must hold at least one order > 1"):
         renyi.rdp_to_dp(lambda a: a, 1e-3, alphas=np.array([]))
+
+
+# ------------------------------------------------------------------------------------------------
+# Theorem 2 through the run's plan: plan.calibrate / plan.epsilon with PreprocessedAccountant.
+
+
+def _plan(sampler, **kw):
+    from dpprep.plan import ExecutionPlan
+
+    return ExecutionPlan.create(sampler, 2000, neighbouring="replace_one", **kw)
+
+
+def test_plan_calibrates_dp_gd_on_preprocessed_data_by_theorem_2():
+    """Full-batch DP-GD: the plan's multiplier is Table 1's noise √T/ε_b at the ε_b that
+    meta.calibrate finds for the same pre-processing, and reading ε back meets the target."""
+    from dpprep.plan import ExecutionPlan
+
+    plan = _plan("full", steps=200)
+    sens = Sensitivity(2.0, 0.01)
+    accountant = meta.PreprocessedAccountant(sens, smoothness=1.25, mode="table2")
+    z = plan.calibrate(1.0, 1e-5, accountant=accountant)
+    eb = meta.calibrate(lambda e: table1.dp_gd(epsilon=e, smoothness=1.25), sens, target_epsilon=1.0, delta=1e-5,
+                        mode="table2").mechanism_epsilon
+    assert z == pytest.approx(math.sqrt(200) / eb, rel=1e-12)
+    assert plan.epsilon(z, 1e-5, accountant=accountant) == pytest.approx(1.0, rel=1e-6)
+    assert plan.epsilon(z, 1e-5, accountant=accountant) <= 1.0 + 1e-9
+    # Pre-processing costs noise: the same run without it needs less.
+    plain = plan.calibrate(1.0, 1e-5, accountant=meta.PreprocessedAccountant(Sensitivity(0.0, 0.0), smoothness=1.25))
+    assert plain < z
+    with pytest.raises(ValueError, match="replace-one"):
+        ExecutionPlan.create("full", 2000, steps=200).calibrate(1.0, 1e-5, accountant=accountant)
+
+
+def test_plan_charges_the_overflow_slack_around_the_accountant():
+    """Poisson DP-SGD: the plan takes the padded batch's overflow slack out of δ before the
+    accountant calibrates, and its ε of the calibrated run meets the target."""
+    plan = _plan("poisson", batch_size=100, steps=50)
+    assert plan.overflow_probability() > 0
+    accountant = meta.PreprocessedAccountant(Sensitivity(1.0, 0.001))
+    z = plan.calibrate(2.0, 1e-5, accountant=accountant)
+    slack = sampling.overflow_delta(2.0, plan.overflow_probability())
+    direct = meta.calibrate_subsampled_sgd(target_epsilon=2.0, delta=1e-5 - slack, n=2000, batch_size=100, steps=50,
+                                           sensitivity=Sensitivity(1.0, 0.001))
+    assert z == direct.noise_multiplier
+    assert plan.epsilon(z, 1e-5, accountant=accountant) <= 2.0 * (1 + 1e-3)
+    assert plan.epsilon(1.5 * z, 1e-5, accountant=accountant) < 2.0  # more noise, less ε
+
+
+def test_plan_accountant_refusals():
+    plan = _plan("full", steps=10)
+    accountant = meta.PreprocessedAccountant(Sensitivity(0.0, 0.0))
+    with pytest.raises(ValueError, match="fixed_events and options do not compose"):
+        plan.calibrate(1.0, 1e-5, accountant=accountant, fixed_events=(dp.gaussian_event(1.0),))
+    with pytest.raises(ValueError, match="a PlanAccountant"):
+        plan.calibrate(1.0, 1e-5, accountant=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="covers full-batch DP-GD and Poisson"):
+        _plan("shuffle", batch_size=10, epochs=1).calibrate(1.0, 1e-5, accountant=accountant)
+    with pytest.raises(ValueError, match="sensitivity must be a dpprep.preprocess.Sensitivity"):
+        meta.PreprocessedAccountant((1.0, 0.1))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode"):
+        meta.PreprocessedAccountant(Sensitivity(0.0, 0.0), mode="exactly")  # type: ignore[arg-type]

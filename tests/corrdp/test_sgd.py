@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from scipy import stats
 
 from dpprep import algorithms, models, sweeps
+from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.accounting import dp
 from dpprep.corrdp import noise, sgd
 
@@ -220,11 +222,11 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
     p0 = model.init(jax.random.key(0))
     rng = np.random.default_rng(6)
     data = (rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50))
-    hyper = algorithms.Hyper(0.1, noise_std=0.3, batch_clip_norm=0.5)
+    hyper = algorithms.Hyper(0.1, noise_std=0.3)
     runs = {}
     for method in ("none", "vmap"):
         cfg = algorithms.TrainConfig(model, hyper, sampling="without_replacement", batch_size=16, steps=6,
-                                     clip_method=method)
+                                     clip_method=method, extensions=(sgd.CoordinateNoise(0.5),))
         runs[method], _ = algorithms.train(cfg, p0, data, jax.random.key(1))
     for leaf in p0:
         np.testing.assert_allclose(np.asarray(runs["none"][leaf]), np.asarray(runs["vmap"][leaf]), rtol=1e-5, atol=1e-6)
@@ -245,3 +247,46 @@ def test_theory_preset_point_has_the_eq4_variances():
                                noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5,
                                                    delta=1e-5), rtol=1e-12)
     assert sgd.Point("nonprivate", None, 0.0).sigma(1e-5) == 0.0
+
+
+_RNG = np.random.default_rng(0)
+X = _RNG.normal(size=(64, 3)).astype(np.float32)
+Y_BIN = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.float32)
+LOGISTIC = models.logistic_regression(3)
+KEY = jax.random.PRNGKey(0)
+
+
+def _norm(tree):
+    return math.sqrt(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(tree)))
+
+
+def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("batch_clip,binding", [(0.05, True), (100.0, False)])
+def test_batch_clip_rescales_the_mean_gradient(batch_clip, binding):
+    """Noiseless full-batch GD: the first step moves params by lr·c·g/||g|| when ||g|| > c
+    (global norm over w and b) and by lr·g otherwise."""
+    lr = 0.3
+    cfg = TrainConfig(LOGISTIC, Hyper(lr), sampling="full", steps=1, extensions=(sgd.CoordinateNoise(batch_clip),))
+    params0 = {"w": jnp.asarray([[0.3], [-0.2], [0.1]]), "b": jnp.asarray([0.05])}
+    params, _ = train(cfg, params0, (X, Y_BIN), KEY)
+    g = jax.grad(LOGISTIC.loss)(params0, jnp.asarray(X), jnp.asarray(Y_BIN))
+    g_norm = _norm(g)
+    assert (g_norm > batch_clip) == binding
+    factor = batch_clip / g_norm if binding else 1.0
+    expected = jax.tree_util.tree_map(lambda p, gi: p - lr * factor * gi, params0, g)
+    _assert_trees_close(params, expected, rtol=1e-5, atol=1e-7)
+    moved = _norm(jax.tree_util.tree_map(jnp.subtract, params, params0))
+    assert moved == pytest.approx(lr * min(g_norm, batch_clip), rel=1e-5)
+
+
+def test_coordinate_noise_checks_its_options_and_scales():
+    with pytest.raises(ValueError, match="batch_clip_norm must be > 0"):
+        sgd.CoordinateNoise(0.0)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1, 1.0, 1.0, extra={"noise_scales": {"w": -1.0, "b": 1.0}}), sampling="full",
+                      steps=1, extensions=(sgd.CoordinateNoise(),))
+    with pytest.raises(ValueError, match="noise_scales"):
+        train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
