@@ -60,6 +60,33 @@ REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 
+# Experiments with no ``run_many`` grid (their units go through ``store.run`` one after another, each
+# needing the last). ``run_all --shard K/N`` cannot split them unit by unit, so each is run whole
+# by one shard (:func:`whole_owner`) and skipped by the others; before, every shard computed all of
+# them. tests/test_run_all.py checks this set against the modules' sources.
+UNSHARDED = frozenset({
+    "datasets", "hu2024_table1", "hu2024_table2", "hu2024_table3", "hu2024_fig2", "hu2024_pipeline_demo",
+    "sun2024_accounting", "sun2024_table2", "sun2024_counterexample", "wang2026_table2", "wang2026_checks",
+    "wang2026_fig2",
+})
+
+
+def whole_owner(experiment_id: str, n: int) -> int:
+    """The shard (1-based, of ``n``) that runs an :data:`UNSHARDED` experiment whole: round robin in
+    registry order (the same in every job, whatever its ``--only``)."""
+    whole = [e for e in REGISTRY if e in UNSHARDED]
+    return whole.index(experiment_id) % n + 1
+
+
+class ExperimentElsewhere(UnitsElsewhere):
+    """Shard mode: an experiment without a grid, run whole by another shard."""
+
+    def __init__(self, experiment_id: str, owner: int, shard: tuple[int, int]):
+        self.pending, self.shard = {owner: 1}, shard
+        RuntimeError.__init__(self, f"skipped: {experiment_id} has no grid to split, so shard {owner}/{shard[1]} "
+                                    "runs it whole")
+
+
 def title(experiment_id: str) -> str:
     return REGISTRY[experiment_id][1]
 
@@ -103,7 +130,9 @@ def run_experiment(
     """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``.
 
     ``shard``/``merge`` go to the :class:`UnitStore` (see ``run_all --shard/--merge``); in shard
-    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``. A
+    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``, and one
+    without a grid (:data:`UNSHARDED`) runs whole in one shard and raises ``ExperimentElsewhere``
+    (a ``UnitsElsewhere``) in the others. A
     failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised.
 
     Progress goes to stderr (:class:`Progress`: a bar on a terminal, a plain line at most every 30 s
@@ -112,6 +141,11 @@ def run_experiment(
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     module = load(experiment_id)
+    if shard is not None and experiment_id in UNSHARDED:
+        owner = whole_owner(experiment_id, shard[1])
+        if owner != shard[0]:
+            raise ExperimentElsewhere(experiment_id, owner, shard)
+        shard = None  # the owner computes every unit (its store.run units need no slicing)
     out_dir = Path(results_dir) / experiment_id
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.

@@ -12,9 +12,10 @@ digest and package versions that computed them, so an interrupted run resumes wh
 a code change recomputes what it may change; --fresh recomputes everything.
 
 Many machines: `--shard K/N` (1-based) computes the K-th of N disjoint slices of every grid (one
-job of a job array) and writes no REPORT.md; `--merge SHARD_DIR...` copies the shards' units into
---out (checksums verified) and assembles every table and REPORT.md from them without computing any
-grid unit. Shards that share one --out need `--merge` with no directories.
+job of a job array), runs each experiment that has no grid whole in one of the N shards (round
+robin; the others say which shard has it) and writes no REPORT.md; `--merge SHARD_DIR...` copies
+the shards' units into --out (checksums verified) and assembles every table and REPORT.md from them
+without computing any grid unit. Shards that share one --out need `--merge` with no directories.
 
 Output (stderr): while an experiment runs, a progress bar (units done/total, elapsed, ETA) on a
 terminal, or a plain status line at most every 30 s in a log; a grid projected to take long says so
@@ -199,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also a line per unit of work (default: a progress bar and one line per experiment)")
     many = parser.add_mutually_exclusive_group()
     many.add_argument("--shard", type=_shard_arg, default=None, metavar="K/N",
-                      help="compute only the K-th of N slices of every grid (1-based); no REPORT.md")
+                      help="compute only the K-th of N slices of every grid (1-based), and the experiments without "
+                           "a grid assigned whole to shard K; no REPORT.md")
     many.add_argument("--merge", type=Path, nargs="*", default=None, metavar="SHARD_DIR",
                       help="copy these shards' units into --out, then assemble tables and REPORT.md")
     args = parser.parse_args(argv)

@@ -254,6 +254,46 @@ def test_shards_sharing_one_out_are_assembled_by_merge_without_dirs(tmp_path, to
     assert _outputs(shared) == _outputs(tmp_path / "full")
 
 
+def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsys, monkeypatch):
+    """Issue 21: an experiment with no run_many grid was computed in full by every shard."""
+    toys["toy_c"] = _toy("toy_c", 3)
+    monkeypatch.setitem(sys.modules, "toy_experiments.toy_c", toys["toy_c"])
+    monkeypatch.setitem(experiments.REGISTRY, "toy_c", ("toy_experiments.toy_c", "Toy toy_c"))
+    monkeypatch.setattr(experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"}))  # run whole: shards 1 and 2 of 3
+    assert [experiments.whole_owner(e, 3) for e in ("toy_b", "toy_c")] == [1, 2]
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    capsys.readouterr()
+    ran_whole: dict[str, list[int]] = {"toy_b": [], "toy_c": []}
+    for k in (1, 2, 3):
+        for module in toys.values():
+            module.computed.clear()
+        assert run_all.main(["--shard", f"{k}/3", "--out", str(tmp_path / f"shard{k}")]) == 0
+        err = capsys.readouterr().err
+        for name, n_units in (("toy_b", 4), ("toy_c", 3)):
+            if toys[name].computed:
+                assert sorted(toys[name].computed) == list(range(n_units))  # every unit, in one shard
+                ran_whole[name].append(k)
+            else:
+                owner = experiments.whole_owner(name, 3)
+                assert f"{name}: shard {k}/3 done in" in err
+                assert f"skipped: {name} has no grid to split, so shard {owner}/3 runs it whole" in err, err
+        assert len(toys["toy_a"].computed) in (3, 4)  # the grid experiment is still split
+    assert ran_whole == {"toy_b": [1], "toy_c": [2]}
+    for module in toys.values():
+        module.computed.clear()
+    shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
+    assert run_all.main(["--merge", *shards, "--out", str(tmp_path / "merged")]) == 0
+    assert all(module.computed == [] for module in toys.values()), "merge computed units"
+    assert _outputs(tmp_path / "merged") == _outputs(tmp_path / "full")
+
+
+def test_unsharded_lists_exactly_the_experiments_without_a_grid():
+    for experiment_id, (module, _) in experiments.REGISTRY.items():
+        source = Path(importlib.util.find_spec(module).origin).read_text()
+        assert ("run_many" not in source) == (experiment_id in experiments.UNSHARDED), experiment_id
+    assert experiments.UNSHARDED <= set(experiments.REGISTRY)
+
+
 @pytest.mark.parametrize("shard", ["0/5", "3/2", "x", "1/0", "2"])
 def test_bad_shard_is_a_parser_error(tmp_path, toys, capsys, shard):
     with pytest.raises(SystemExit) as exit_info:
