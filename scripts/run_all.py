@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -127,18 +126,6 @@ def write_report(results_dir: Path) -> Path:
     return report
 
 
-def _unwritable(out: Path) -> str | None:
-    """Why nothing can be written into ``out`` (checked once, before hours of computing), or None."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        return f"cannot write into --out {out}: {err.strerror or err}"
-    return None
-
-
 def _shard_arg(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -187,6 +174,19 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Exception as err:
+        # A full disk stops the run with one line (no traceback): every unit written so far is
+        # whole and is reused by the rerun.
+        full = experiments.disk_full(err)
+        if full is None:
+            raise
+        print(f"run_all.py: error: {experiments.disk_full_message(full)}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=experiments.PROFILES, default=experiments.COMMITTED_PROFILE)
     parser.add_argument("--only", default=None, help="comma-separated experiment ids")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DPPREP_DATA_DIR"] = str(args.data_dir)
 
     out = args.out or experiments.default_out(args.profile)
-    problem = _unwritable(out)
+    problem = experiments.unwritable(out)
     if problem:
         print(f"run_all.py: error: {problem}", file=sys.stderr)
         return 2
@@ -263,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{head} FAILED: {err}", file=sys.stderr, flush=True)
             failures.append(experiment_id)
             continue
-        except Exception:  # one failing experiment must not lose the others' results
+        except Exception as err:  # one failing experiment must not lose the others' results
+            if experiments.disk_full(err):
+                raise  # the others would fail too: stop with one line (main)
             traceback.print_exc()
             print(f"{head} FAILED after {took()}", file=sys.stderr, flush=True)
             failures.append(experiment_id)
