@@ -323,3 +323,16 @@ def test_train_config_with_1e12_epochs_is_refused_by_make_plan():
     with pytest.raises(ValueError, match=r"is 1e\+14 steps; a run takes at most 2\*\*31 - 1"):
         make_plan(config, 1000)
     assert ExecutionPlan.create("full", 1000, steps=2**31 - 1).steps == 2**31 - 1  # the largest run is allowed
+
+
+def test_without_replacement_plan_with_default_options_is_refused_before_any_search(monkeypatch):
+    """Issue 21: the refusal came after a whole RDP calibration (2-3 s)."""
+    from dp_accounting import mechanism_calibration
+
+    monkeypatch.setattr(mechanism_calibration, "calibrate_dp_mechanism",
+                        lambda *a, **k: pytest.fail("searched before refusing"))
+    plan = ExecutionPlan.create("without_replacement", 1000, batch_size=10, epochs=1)
+    with pytest.raises(ValueError, match=r"sampling='without_replacement' is a replace-one guarantee that only "
+                                         r"dp-accounting's RDP accountant bounds; pass options=AccountingOptions\(accountant='rdp', "
+                                         r"neighbouring='replace_one'\) \(got accountant='pld', neighbouring='replace_one'\)"):
+        plan.calibrate(1.5, 1e-5)
