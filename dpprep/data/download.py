@@ -218,8 +218,10 @@ def not_found_message(relpath: str, data_dir: str | os.PathLike | None, urls: tu
     )
 
 
-def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None) -> Path:
-    """The path of a registered file, downloading it into the cache if it is missing everywhere."""
+def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None,
+            budget: FetchBudget | None = None) -> Path:
+    """The path of a registered file, downloading it into the cache if it is missing everywhere
+    (within ``budget``: a new :class:`FetchBudget` when None; share one to bound several files)."""
     spec = FILES_BY_PATH.get(relpath)
     if spec is None:
         raise ValueError(f"unknown data file {relpath!r}")
@@ -233,7 +235,8 @@ def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download
         reason = f"downloads are disabled (download=False or {ENV_NO_DOWNLOAD}=1)"
         raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason))
     missing = [s for s in archive_siblings(spec) if s is spec or find(s.relpath, data_dir) is None]
-    budget = FetchBudget()  # before the try: a malformed $DPPREP_DOWNLOAD_DEADLINE is a ValueError
+    if budget is None:  # before the try: a malformed $DPPREP_DOWNLOAD_DEADLINE is a ValueError
+        budget = FetchBudget()
     try:
         return fetch(missing, cache_dir(), budget=budget)[relpath]
     except (OSError, http.client.HTTPException, zipfile.BadZipFile, ImportError) as err:

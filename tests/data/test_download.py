@@ -357,3 +357,43 @@ def test_download_deadline_must_be_a_positive_number(monkeypatch, value):
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, value)
     with pytest.raises(ValueError, match=f"{dl.ENV_DOWNLOAD_DEADLINE}=.* is not a number of seconds > 0"):
         dl.FetchBudget()
+
+
+class _Slow(io.BytesIO):
+    """A response that takes ``delay`` seconds to deliver its bytes."""
+
+    def __init__(self, data: bytes, delay: float):
+        super().__init__(data)
+        self.delay = delay
+
+    def read(self, size=-1):
+        import time
+
+        time.sleep(self.delay)
+        self.delay = 0.0
+        return super().read(size)
+
+
+def test_one_deadline_bounds_every_file_of_a_load(monkeypatch, data_dir):
+    """Four MNIST files at 0.6 s each: each alone fits a 1.5 s deadline, the load as a whole does not."""
+    requests = []
+
+    def slow(url, timeout=None):
+        requests.append(url)
+        relpath = next(s.relpath for s in FILES_BY_PATH.values() if url in s.urls)
+        return _Slow((data_dir / relpath).read_bytes(), 0.6)
+
+    monkeypatch.setattr(dl, "urlopen", slow)
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "0")
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "1.5")
+    with pytest.raises(DataNotFoundError, match="the download deadline of 1.5 s ran out"):
+        load("mnist")
+    assert 2 <= len(requests) <= 3  # one request per file until the deadline (the third file's ends past it)
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "60")
+    assert load("mnist").x_train.shape[0] == 60_000  # the files fetched before the deadline are kept
+
+
+def test_malformed_deadline_is_an_error_even_when_nothing_is_downloaded(monkeypatch, data_dir):
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "ten minutes")
+    with pytest.raises(ValueError, match="DPPREP_DOWNLOAD_DEADLINE='ten minutes' is not a number of seconds > 0"):
+        load("insurance", data_dir=data_dir)
