@@ -56,8 +56,10 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
             handle.write(data)
         os.chmod(tmp, umask_mode())  # mkstemp creates 0600; outputs are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # a failed write (e.g. a full disk) names no file by itself
         raise
 
 

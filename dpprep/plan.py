@@ -38,6 +38,11 @@ _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid 
 _BRACKET_DOUBLINGS = 60  # DP-SGD by iteration: a bracket up to z = 2^61
 
 
+# The scan over steps counts in int32 (JAX's default integer): a longer run would overflow it
+# deep inside a compiled loop (TrainConfig(epochs=1e12) planned 4e12 steps, then crashed in JAX).
+MAX_STEPS = 2**31 - 1
+
+
 class PlanAccountant(Protocol):
     """An accounting of a plan's runs other than dp-accounting on its event (e.g. a theorem for
     training on pre-processed data). ``epsilon`` is decreasing in the multiplier; both answer for
@@ -107,6 +112,10 @@ class ExecutionPlan:
             raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
         layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
                              max_overflow_prob=max_overflow_prob)
+        if layout.steps > MAX_STEPS:
+            asked = f"steps={steps!r}" if steps is not None else f"epochs={epochs!r} (on n={n}, batch size {layout.batch_size})"
+            raise ValueError(f"{asked} is {layout.steps:.4g} steps; a run takes at most 2**31 - 1 = {MAX_STEPS} "
+                             "(its step counter is a JAX int32)")
         return cls(sampler, n, layout.batch_size, layout.steps, layout.pad, layout.normaliser,
                    layout.epochs, relation, layout.random_stop, int(kappa), float(max_overflow_prob),
                    shuffle_bound)

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import importlib
 import logging
+import os
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -58,6 +61,69 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "wang2026_fig2": ("experiments.wang2026_fig2", "Wang et al. 2026 Figure 2: synthetic m_s sweep (item 23)"),
     "audit": ("experiments.audit", "Privacy audit of every learner: empirical epsilon lower bounds vs theory"),
 }
+
+
+# Experiments with no ``run_many`` grid (their units go through ``store.run`` one after another, each
+# needing the last). ``run_all --shard K/N`` cannot split them unit by unit, so each is run whole
+# by one shard (:func:`whole_owner`) and skipped by the others; before, every shard computed all of
+# them. tests/test_run_all.py checks this set against the modules' sources.
+UNSHARDED = frozenset({
+    "datasets", "hu2024_table1", "hu2024_table2", "hu2024_table3", "hu2024_fig2", "hu2024_pipeline_demo",
+    "sun2024_accounting", "sun2024_table2", "sun2024_counterexample", "wang2026_table2", "wang2026_checks",
+    "wang2026_fig2",
+})
+
+
+def whole_owner(experiment_id: str, n: int) -> int:
+    """The shard (1-based, of ``n``) that runs an :data:`UNSHARDED` experiment whole: round robin in
+    registry order (the same in every job, whatever its ``--only``)."""
+    whole = [e for e in REGISTRY if e in UNSHARDED]
+    return whole.index(experiment_id) % n + 1
+
+
+class ExperimentElsewhere(UnitsElsewhere):
+    """Shard mode: an experiment without a grid, run whole by another shard."""
+
+    def __init__(self, experiment_id: str, owner: int, shard: tuple[int, int]):
+        self.pending, self.shard = {owner: 1}, shard
+        RuntimeError.__init__(self, f"skipped: {experiment_id} has no grid to split, so shard {owner}/{shard[1]} "
+                                    "runs it whole")
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(err: BaseException | None) -> OSError | None:
+    """The "no space left on device" (or quota) error behind ``err`` — itself or what caused it,
+    e.g. inside matplotlib's or pandas' own errors — or None."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _DISK_FULL:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def disk_full_message(err: OSError) -> str:
+    """One line for a full disk: what happened, that nothing finished is lost, how to go on."""
+    where = f" writing {err.filename}" if err.filename else ""
+    return (f"the disk is full ({err.strerror or os.strerror(err.errno)}{where}); every finished unit of work is "
+            "kept (files are replaced whole, never half-written): free some space and rerun to resume")
+
+
+def unwritable(out: Path) -> str | None:
+    """Why nothing can be written into ``out`` (checked once, before hours of computing), or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a directory"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return f"cannot write into --out {out}: {err.strerror or err}"
+    return None
 
 
 def title(experiment_id: str) -> str:
@@ -103,7 +169,9 @@ def run_experiment(
     """Runs one experiment into ``results_dir/<id>/`` and writes its ``comparisons.csv``.
 
     ``shard``/``merge`` go to the :class:`UnitStore` (see ``run_all --shard/--merge``); in shard
-    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``. A
+    mode an experiment whose grid has units left to other shards raises ``UnitsElsewhere``, and one
+    without a grid (:data:`UNSHARDED`) runs whole in one shard and raises ``ExperimentElsewhere``
+    (a ``UnitsElsewhere``) in the others. A
     failure is recorded in ``<id>/FAILED.txt`` for REPORT.md, then re-raised.
 
     Progress goes to stderr (:class:`Progress`: a bar on a terminal, a plain line at most every 30 s
@@ -112,6 +180,11 @@ def run_experiment(
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     module = load(experiment_id)
+    if shard is not None and experiment_id in UNSHARDED:
+        owner = whole_owner(experiment_id, shard[1])
+        if owner != shard[0]:
+            raise ExperimentElsewhere(experiment_id, owner, shard)
+        shard = None  # the owner computes every unit (its store.run units need no slicing)
     out_dir = Path(results_dir) / experiment_id
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
@@ -128,7 +201,12 @@ def run_experiment(
     except UnitsElsewhere:
         raise  # not a failure: this shard's part is done
     except Exception as err:
-        atomic_write_text(failure, f"profile {profile}: {type(err).__name__}: {err}\n")
+        try:
+            atomic_write_text(failure, f"profile {profile}: {type(err).__name__}: {err}\n")
+        except OSError as unrecorded:
+            # Most often the disk is full and the run failed for the same reason: raise the run's
+            # error alone (no traceback inside a traceback), noting that the marker is missing.
+            err.add_note(f"(could not record this failure in {failure}: {unrecorded.strerror or unrecorded})")
         raise
     finally:
         progress.close()
@@ -141,18 +219,28 @@ def run_experiment(
     return comparisons
 
 
-def main_for(experiment_id: str) -> None:
+def main_for(experiment_id: str, argv: list[str] | None = None) -> None:
     """``python -m experiments.<module>`` entry point."""
-    parser = argparse.ArgumentParser(description=f"Run experiment {experiment_id!r} alone.")
+    parser = argparse.ArgumentParser(prog=f"python -m {REGISTRY[experiment_id][0]}",
+                                     description=f"Run experiment {experiment_id!r} alone.")
     parser.add_argument("--profile", choices=PROFILES, default="quick")
     parser.add_argument("--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true", help="a progress line per unit of work (default: a bar)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = args.out or default_out(args.profile)
+    problem = unwritable(out)
+    if problem:
+        parser.exit(2, f"{parser.prog}: error: {problem}\n")
     print(f"profile {args.profile} -> {out}/")
-    comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
-                                 verbose=args.verbose)
+    try:
+        comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
+                                     verbose=args.verbose)
+    except Exception as err:
+        full = disk_full(err)
+        if full is None:
+            raise
+        parser.exit(1, f"{parser.prog}: error: {disk_full_message(full)}\n")
     for c in comparisons:
         print(f"{c.status:5s} {c.quantity}: paper {c.paper} | ours {c.measured} ({c.tolerance})")

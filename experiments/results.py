@@ -134,7 +134,8 @@ def read_unit(path: Path | str) -> dict:
         record = json.loads(path.read_bytes().decode("utf-8"))
         checksum = record.pop("checksum")
         ok = set(record) == {"key", "provenance", "value"} and checksum == _checksum(record)
-    except (ValueError, KeyError, TypeError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
+    # UnicodeDecodeError is a ValueError; OSError: a directory (or unreadable file) in its place
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
         raise CorruptUnit(f"unit file {path} is unreadable ({type(err).__name__}: {err})") from err
     if not ok:
         raise CorruptUnit(f"unit file {path} fails its checksum (edited or damaged)")
@@ -212,6 +213,12 @@ class UnitStore:
     def load(self, key: str) -> dict | None:
         """The value of a unit finished by this code, or None (absent, stale or damaged)."""
         path = self._path(key)
+        if path.is_dir():  # nothing this module writes: move it aside, or the unit could never be saved
+            aside = path.with_name(f"{path.name}.not-a-unit-{os.getpid()}-{time.time_ns()}")
+            path.rename(aside)
+            warnings.warn(f"unit file {path} is a directory, not a unit; moved it to {aside.name} and recomputing the unit",
+                          stacklevel=2)
+            return None
         if self.fresh or not path.exists():
             return None
         try:

@@ -12,9 +12,10 @@ digest and package versions that computed them, so an interrupted run resumes wh
 a code change recomputes what it may change; --fresh recomputes everything.
 
 Many machines: `--shard K/N` (1-based) computes the K-th of N disjoint slices of every grid (one
-job of a job array) and writes no REPORT.md; `--merge SHARD_DIR...` copies the shards' units into
---out (checksums verified) and assembles every table and REPORT.md from them without computing any
-grid unit. Shards that share one --out need `--merge` with no directories.
+job of a job array), runs each experiment that has no grid whole in one of the N shards (round
+robin; the others say which shard has it) and writes no REPORT.md; `--merge SHARD_DIR...` copies
+the shards' units into --out (checksums verified) and assembles every table and REPORT.md from them
+without computing any grid unit. Shards that share one --out need `--merge` with no directories.
 
 Output (stderr): while an experiment runs, a progress bar (units done/total, elapsed, ETA) on a
 terminal, or a plain status line at most every 30 s in a log; a grid projected to take long says so
@@ -28,7 +29,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -126,18 +126,6 @@ def write_report(results_dir: Path) -> Path:
     return report
 
 
-def _unwritable(out: Path) -> str | None:
-    """Why nothing can be written into ``out`` (checked once, before hours of computing), or None."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-check.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        return f"cannot write into --out {out}: {err.strerror or err}"
-    return None
-
-
 def _shard_arg(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -186,6 +174,19 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Exception as err:
+        # A full disk stops the run with one line (no traceback): every unit written so far is
+        # whole and is reused by the rerun.
+        full = experiments.disk_full(err)
+        if full is None:
+            raise
+        print(f"run_all.py: error: {experiments.disk_full_message(full)}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=experiments.PROFILES, default=experiments.COMMITTED_PROFILE)
     parser.add_argument("--only", default=None, help="comma-separated experiment ids")
@@ -199,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also a line per unit of work (default: a progress bar and one line per experiment)")
     many = parser.add_mutually_exclusive_group()
     many.add_argument("--shard", type=_shard_arg, default=None, metavar="K/N",
-                      help="compute only the K-th of N slices of every grid (1-based); no REPORT.md")
+                      help="compute only the K-th of N slices of every grid (1-based), and the experiments without "
+                           "a grid assigned whole to shard K; no REPORT.md")
     many.add_argument("--merge", type=Path, nargs="*", default=None, metavar="SHARD_DIR",
                       help="copy these shards' units into --out, then assemble tables and REPORT.md")
     args = parser.parse_args(argv)
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DPPREP_DATA_DIR"] = str(args.data_dir)
 
     out = args.out or experiments.default_out(args.profile)
-    problem = _unwritable(out)
+    problem = experiments.unwritable(out)
     if problem:
         print(f"run_all.py: error: {problem}", file=sys.stderr)
         return 2
@@ -261,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{head} FAILED: {err}", file=sys.stderr, flush=True)
             failures.append(experiment_id)
             continue
-        except Exception:  # one failing experiment must not lose the others' results
+        except Exception as err:  # one failing experiment must not lose the others' results
+            if experiments.disk_full(err):
+                raise  # the others would fail too: stop with one line (main)
             traceback.print_exc()
             print(f"{head} FAILED after {took()}", file=sys.stderr, flush=True)
             failures.append(experiment_id)

@@ -158,6 +158,95 @@ def test_unwritable_out_stops_at_once_with_one_line(tmp_path, toys, capsys):
     assert str(blocker / "out") in err and toys["toy_a"].computed == []
 
 
+def _disk_fills_after(monkeypatch, writes: int, *modules):
+    """Every ``atomic_write_text`` of ``modules`` after the first ``writes`` fails as on a full disk."""
+    import errno
+
+    done = []
+    for module in modules:
+        real = module.atomic_write_text
+
+        def write(path, text, real=real):
+            if len(done) >= writes:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            done.append(path)
+            real(path, text)
+
+        monkeypatch.setattr(module, "atomic_write_text", write)
+
+
+def test_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, toys, capsys, monkeypatch):
+    """Issue 21: a full disk gave a traceback inside a traceback (writing FAILED.txt); now one line."""
+    out = tmp_path / "r"
+    with monkeypatch.context() as patch:
+        # 3 units saved, then the 4th unit and FAILED.txt find the disk full
+        _disk_fills_after(patch, 3, results, experiments)
+        assert run_all.main(["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "toy_b" not in err, err
+    (line,) = [x for x in err.splitlines() if "error" in x]
+    assert line.startswith("run_all.py: error: the disk is full (No space left on device writing ") and str(out / "toy_a") in line
+    assert "free some space and rerun to resume" in line
+    assert not (out / "toy_a" / experiments.FAILURE_FILE).exists() and not (out / "REPORT.md").exists()
+    toys["toy_a"].computed.clear()
+    assert run_all.main(["--out", str(out)]) == 0  # the rerun keeps the 3 finished units
+    assert len(toys["toy_a"].computed) == 7 and "sum of squares" in (out / "REPORT.md").read_text()
+
+
+def test_full_disk_while_writing_the_report_is_one_line(tmp_path, toys, capsys, monkeypatch):
+    out = tmp_path / "r"
+    with monkeypatch.context() as patch:
+        _disk_fills_after(patch, 0, run_all)  # REPORT.md (experiments' own files still fit)
+        assert run_all.main(["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (f"run_all.py: error: the disk is full (No space left on device writing {out / 'REPORT.md'}); "
+                                    "every finished unit of work is kept (files are replaced whole, never half-written): "
+                                    "free some space and rerun to resume")
+    for module in toys.values():
+        module.computed.clear()
+    assert run_all.main(["--out", str(out)]) == 0
+    assert all(module.computed == [] for module in toys.values()) and (out / "REPORT.md").exists()
+
+
+def test_failure_that_cannot_be_recorded_keeps_its_own_error(tmp_path, toys, monkeypatch):
+    toys["toy_a"].fail = True
+    _disk_fills_after(monkeypatch, 0, experiments)  # only FAILED.txt cannot be written
+    with pytest.raises(RuntimeError, match="dataset not found") as info:
+        experiments.run_experiment("toy_a", "smoke", tmp_path, quiet=True)
+    assert info.value.__context__ is None  # not a traceback inside a traceback
+    assert any("could not record this failure in" in note and "No space left" in note for note in info.value.__notes__)
+
+
+def test_experiment_alone_refuses_an_unwritable_out_with_one_line(tmp_path, toys, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cases = [blocker, blocker / "out"]
+    if os.geteuid() != 0:  # root writes into read-only directories
+        readonly = tmp_path / "readonly"
+        readonly.mkdir(mode=0o555)
+        cases.append(readonly)
+    for out in cases:
+        with pytest.raises(SystemExit) as info:
+            experiments.main_for("toy_a", ["--out", str(out), "--profile", "smoke"])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        expected = f"--out {out} is a file, not a directory" if out == blocker else f"cannot write into --out {out}: "
+        assert err.startswith(f"python -m toy_experiments.toy_a: error: {expected}"), err
+    assert toys["toy_a"].computed == []
+
+
+def test_experiment_alone_on_a_full_disk_is_one_line(tmp_path, toys, capsys, monkeypatch):
+    _disk_fills_after(monkeypatch, 0, results, experiments)
+    with pytest.raises(SystemExit) as info:
+        experiments.main_for("toy_a", ["--out", str(tmp_path), "--profile", "smoke"])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith("python -m toy_experiments.toy_a: error: the disk is full (No space left on device writing "), err
+
+
 def test_corrupt_comparisons_of_one_experiment_is_reported_as_unreadable(tmp_path, toys):
     out = tmp_path / "r"
     assert run_all.main(["--out", str(out)]) == 0
@@ -252,6 +341,46 @@ def test_shards_sharing_one_out_are_assembled_by_merge_without_dirs(tmp_path, to
     assert not (shared / "REPORT.md").exists()
     assert run_all.main(["--merge", "--out", str(shared)]) == 0
     assert _outputs(shared) == _outputs(tmp_path / "full")
+
+
+def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsys, monkeypatch):
+    """Issue 21: an experiment with no run_many grid was computed in full by every shard."""
+    toys["toy_c"] = _toy("toy_c", 3)
+    monkeypatch.setitem(sys.modules, "toy_experiments.toy_c", toys["toy_c"])
+    monkeypatch.setitem(experiments.REGISTRY, "toy_c", ("toy_experiments.toy_c", "Toy toy_c"))
+    monkeypatch.setattr(experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"}))  # run whole: shards 1 and 2 of 3
+    assert [experiments.whole_owner(e, 3) for e in ("toy_b", "toy_c")] == [1, 2]
+    assert run_all.main(["--out", str(tmp_path / "full")]) == 0
+    capsys.readouterr()
+    ran_whole: dict[str, list[int]] = {"toy_b": [], "toy_c": []}
+    for k in (1, 2, 3):
+        for module in toys.values():
+            module.computed.clear()
+        assert run_all.main(["--shard", f"{k}/3", "--out", str(tmp_path / f"shard{k}")]) == 0
+        err = capsys.readouterr().err
+        for name, n_units in (("toy_b", 4), ("toy_c", 3)):
+            if toys[name].computed:
+                assert sorted(toys[name].computed) == list(range(n_units))  # every unit, in one shard
+                ran_whole[name].append(k)
+            else:
+                owner = experiments.whole_owner(name, 3)
+                assert f"{name}: shard {k}/3 done in" in err
+                assert f"skipped: {name} has no grid to split, so shard {owner}/3 runs it whole" in err, err
+        assert len(toys["toy_a"].computed) in (3, 4)  # the grid experiment is still split
+    assert ran_whole == {"toy_b": [1], "toy_c": [2]}
+    for module in toys.values():
+        module.computed.clear()
+    shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
+    assert run_all.main(["--merge", *shards, "--out", str(tmp_path / "merged")]) == 0
+    assert all(module.computed == [] for module in toys.values()), "merge computed units"
+    assert _outputs(tmp_path / "merged") == _outputs(tmp_path / "full")
+
+
+def test_unsharded_lists_exactly_the_experiments_without_a_grid():
+    for experiment_id, (module, _) in experiments.REGISTRY.items():
+        source = Path(importlib.util.find_spec(module).origin).read_text()
+        assert ("run_many" not in source) == (experiment_id in experiments.UNSHARDED), experiment_id
+    assert experiments.UNSHARDED <= set(experiments.REGISTRY)
 
 
 @pytest.mark.parametrize("shard", ["0/5", "3/2", "x", "1/0", "2"])

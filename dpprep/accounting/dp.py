@@ -665,6 +665,9 @@ def composed_calibrate(
         raise ValueError("make_event must be callable")
 
     if options.accountant == "pld":
+        # An event the PLD accountant cannot bound (sampling without replacement) is refused
+        # before the RDP seed below, which would otherwise run a whole calibration first (2-3 s).
+        _prepare(make_event(initial_guess), options)
         # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
         # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
         # search below checks it). Events RDP cannot handle at all start from initial_guess.

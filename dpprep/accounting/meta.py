@@ -385,35 +385,42 @@ def overall_privacy(
         if np.any(alphas < alpha_min):
             raise ValueError(f"mode='table2' needs every alpha >= 11, got min {float(alphas.min())!r}")
 
-    if mechanism.pure:
-        eps_hat = pure_dp_bound(mechanism, tau)
-        curve = lambda a: np.full(np.shape(a), eps_hat)  # noqa: E731
-        epsilon, alpha_opt = eps_hat, math.inf
-    else:
-        if mode == "table2":
-            curve = lambda a: _eq43_or_inf(mechanism, tau, np.asarray(a, dtype=float))  # noqa: E731
-        else:
-            curve = lambda a: np.asarray(theorem2(mechanism, tau, np.asarray(a, dtype=float), combine=combine))  # noqa: E731
-        conv = rdp_to_dp(curve, delta, alpha_min=alpha_min, alphas=alphas)
-        epsilon, alpha_opt = conv.epsilon, conv.alpha
-
-    grid = alphas if alphas is not None else _display_grid(alpha_min)
-    if math.isfinite(alpha_opt) and alphas is None:
-        grid = np.unique(np.append(grid, alpha_opt))
-    values = np.asarray(curve(grid), dtype=float)
-
-    if group_size is not None:
-        k = check_positive_int(group_size, "group_size")
-    else:
-        k = default_group_size(sens.linf, getattr(mechanism, "n", None))
-    group_curve = group_privacy_rdp(mechanism, k)
-    group_eps = group_alpha = None
-    if group_curve is not None:
+    try:
         if mechanism.pure:
-            group_eps, group_alpha = float(group_curve(np.array([2.0]))[0]), math.inf
+            eps_hat = pure_dp_bound(mechanism, tau)
+            curve = lambda a: np.full(np.shape(a), eps_hat)  # noqa: E731
+            epsilon, alpha_opt = eps_hat, math.inf
         else:
-            g = rdp_to_dp(group_curve, delta, alphas=alphas)
-            group_eps, group_alpha = g.epsilon, g.alpha
+            if mode == "table2":
+                curve = lambda a: _eq43_or_inf(mechanism, tau, np.asarray(a, dtype=float))  # noqa: E731
+            else:
+                curve = lambda a: np.asarray(theorem2(mechanism, tau, np.asarray(a, dtype=float), combine=combine))  # noqa: E731
+            conv = rdp_to_dp(curve, delta, alpha_min=alpha_min, alphas=alphas)
+            epsilon, alpha_opt = conv.epsilon, conv.alpha
+
+        grid = alphas if alphas is not None else _display_grid(alpha_min)
+        if math.isfinite(alpha_opt) and alphas is None:
+            grid = np.unique(np.append(grid, alpha_opt))
+        values = np.asarray(curve(grid), dtype=float)
+
+        if group_size is not None:
+            k = check_positive_int(group_size, "group_size")
+        else:
+            k = default_group_size(sens.linf, getattr(mechanism, "n", None))
+        group_curve = group_privacy_rdp(mechanism, k)
+        group_eps = group_alpha = None
+        if group_curve is not None:
+            if mechanism.pure:
+                group_eps, group_alpha = float(group_curve(np.array([2.0]))[0]), math.inf
+            else:
+                g = rdp_to_dp(group_curve, delta, alphas=alphas)
+                group_eps, group_alpha = g.epsilon, g.alpha
+    except OverflowError as err:
+        # Python floats raise (numpy's give inf) where ε² or e^ε leaves the float range; say which input.
+        raise ValueError(
+            f"the overall privacy of {mechanism} with sensitivity {sens} overflows a float ({err}): "
+            "the mechanism's epsilon (or the sensitivity) is far too large for a meaningful bound; use a smaller one"
+        ) from err
     return OverallPrivacy(
         mechanism=mechanism,
         sensitivity=sens,
@@ -494,7 +501,9 @@ def calibrate(
             if too_big(evaluate(hi)):
                 break
         else:
-            raise ValueError("overall epsilon does not reach the target for any mechanism epsilon (not monotone?)")
+            raise ValueError(
+                f"target_epsilon={target!r} is met even at mechanism epsilon={hi:.3g} (next to no noise): "
+                "no calibration is needed for so large a target; ask for a smaller target_epsilon")
 
     def excess(u: float) -> float:  # log(overall/target) at eps = e^u; inadmissible counts as far above
         result = evaluate(math.exp(u))

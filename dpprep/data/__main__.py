@@ -79,13 +79,19 @@ def _fetch(names: list[str], data_dir: Path | None) -> int:
             print(f"PRESENT  {spec.relpath}  ({found})")
         else:
             missing.append(spec)
-    # One fetch per source so that one unreachable host does not stop the others.
+    # One fetch per source so that one unreachable host does not stop the others; one time budget
+    # for the whole command, so that a host which stalled is not waited on again for its next file.
     by_source: dict[tuple, list] = {}
     for spec in missing:
         by_source.setdefault((spec.urls, spec.archive), []).append(spec)
+    try:
+        budget = dl.FetchBudget()
+    except ValueError as err:  # a malformed $DPPREP_DOWNLOAD_DEADLINE
+        print(f"error: {err}")
+        return 1
     for group in by_source.values():
         try:
-            for relpath, path in dl.fetch(group, dl.cache_dir()).items():
+            for relpath, path in dl.fetch(group, dl.cache_dir(), budget=budget).items():
                 print(f"FETCHED  {relpath}  ({path})")
         except Exception as err:  # report every source's failure, then exit non-zero
             failed += 1

@@ -6,6 +6,12 @@ downloaded from its canonical URL into the cache unless downloads are off (``dow
 ``DPPREP_NO_DOWNLOAD=1``). A download streams into a temporary file beside its destination, is
 verified, and only then renamed into place (``os.replace``), so no half-written or unverified file
 is ever left behind.
+
+Every fetch is bounded in time (:class:`FetchBudget`): a server that sends nothing for
+:data:`STALL_TIMEOUT_S` seconds (connection accepted, never answered) fails that URL, and its host
+is not tried again within the same fetch (the other mirrors and sources still are); the whole
+fetch (a :func:`resolve`, or one ``python -m dpprep.data fetch`` command) fails once
+``$DPPREP_DOWNLOAD_DEADLINE`` seconds (default :data:`DEFAULT_DEADLINE_S`) have passed.
 """
 
 from __future__ import annotations
@@ -13,12 +19,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.client
+import math
 import os
-import shutil
 import tempfile
+import time
+import urllib.error
 import zipfile
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 from urllib.request import urlopen  # module attribute so tests can serve bytes without a network
 
 from dpprep.data.registry import FILES, FILES_BY_PATH, FileSpec
@@ -27,7 +36,14 @@ from dpprep.files import umask_mode
 ENV_DATA_DIR = "DPPREP_DATA_DIR"
 ENV_CACHE_DIR = "DPPREP_CACHE_DIR"
 ENV_NO_DOWNLOAD = "DPPREP_NO_DOWNLOAD"
+ENV_DOWNLOAD_DEADLINE = "DPPREP_DOWNLOAD_DEADLINE"
 _CHUNK = 1 << 20
+# No byte for this long = a stalled server. (Before, a 60 s timeout per operation with no memory
+# of stalls made `fetch mnist` wait 8 × 60 s on a server that accepts and never answers.)
+STALL_TIMEOUT_S = 30.0
+# Total time for one fetch: ample for every registered file (~60 MB) on a slow link, finite on a
+# server that drips a byte at a time.
+DEFAULT_DEADLINE_S = 600.0
 
 
 class ChecksumError(ValueError):
@@ -73,6 +89,64 @@ def downloads_enabled(download: bool | None = None) -> bool:
             "0/false/no/off or empty leaves them on"
         )
     return value in _ENV_FALSE
+
+
+def download_deadline() -> float:
+    """Seconds one fetch may take: ``$DPPREP_DOWNLOAD_DEADLINE`` (a number > 0) or the default."""
+    raw = os.environ.get(ENV_DOWNLOAD_DEADLINE, "").strip()
+    if not raw:
+        return DEFAULT_DEADLINE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{ENV_DOWNLOAD_DEADLINE}={raw!r} is not a number of seconds > 0")
+    return value
+
+
+class FetchBudget:
+    """The time left to one fetch, and the hosts that stalled during it (not tried again).
+
+    ``deadline_s`` None reads ``$DPPREP_DOWNLOAD_DEADLINE`` (default :data:`DEFAULT_DEADLINE_S`).
+    """
+
+    def __init__(self, deadline_s: float | None = None, stall_timeout_s: float | None = None):
+        self.total_s = download_deadline() if deadline_s is None else float(deadline_s)
+        self.stall_timeout_s = STALL_TIMEOUT_S if stall_timeout_s is None else float(stall_timeout_s)
+        self.ends = time.monotonic() + self.total_s
+        self.stalled: dict[str, str] = {}  # host -> what happened there
+
+    def remaining(self) -> float:
+        return self.ends - time.monotonic()
+
+    def expired_error(self, url: str) -> TimeoutError:
+        return TimeoutError(f"{url}: the download deadline of {self.total_s:g} s ran out "
+                            f"(${ENV_DOWNLOAD_DEADLINE} sets it; a server that stalls or drips fails at it)")
+
+    def timeout(self, url: str) -> float:
+        """The socket timeout for the next operation on ``url``; TimeoutError if none is left."""
+        host = urlsplit(url).netloc
+        if host in self.stalled:
+            raise TimeoutError(f"{url}: not tried, {host} stalled earlier in this fetch ({self.stalled[host]})")
+        left = self.remaining()
+        if left <= 0:
+            raise self.expired_error(url)
+        return min(self.stall_timeout_s, left)
+
+    def note_stall(self, url: str, err: BaseException) -> TimeoutError:
+        """Records that ``url``'s host timed out and returns the error to raise in its place."""
+        if self.remaining() <= 0:
+            return self.expired_error(url)
+        host = urlsplit(url).netloc
+        self.stalled[host] = f"no answer for {self.stall_timeout_s:g} s"
+        return TimeoutError(f"{url}: the server sent nothing for {self.stall_timeout_s:g} s (it accepted the "
+                            f"connection but stalled: {err}); {host} is not tried again in this fetch")
+
+
+def _is_timeout(err: BaseException) -> bool:
+    # urlopen wraps a connect timeout in URLError; a timeout waiting for the answer comes bare.
+    return isinstance(err, TimeoutError) or (isinstance(err, urllib.error.URLError) and isinstance(err.reason, TimeoutError))
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -144,8 +218,10 @@ def not_found_message(relpath: str, data_dir: str | os.PathLike | None, urls: tu
     )
 
 
-def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None) -> Path:
-    """The path of a registered file, downloading it into the cache if it is missing everywhere."""
+def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None,
+            budget: FetchBudget | None = None) -> Path:
+    """The path of a registered file, downloading it into the cache if it is missing everywhere
+    (within ``budget``: a new :class:`FetchBudget` when None; share one to bound several files)."""
     spec = FILES_BY_PATH.get(relpath)
     if spec is None:
         raise ValueError(f"unknown data file {relpath!r}")
@@ -159,21 +235,35 @@ def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download
         reason = f"downloads are disabled (download=False or {ENV_NO_DOWNLOAD}=1)"
         raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason))
     missing = [s for s in archive_siblings(spec) if s is spec or find(s.relpath, data_dir) is None]
+    if budget is None:  # before the try: a malformed $DPPREP_DOWNLOAD_DEADLINE is a ValueError
+        budget = FetchBudget()
     try:
-        return fetch(missing, cache_dir())[relpath]
+        return fetch(missing, cache_dir(), budget=budget)[relpath]
     except (OSError, http.client.HTTPException, zipfile.BadZipFile, ImportError) as err:
         reason = f"download into the cache failed: {type(err).__name__}: {err}"
         raise DataNotFoundError(not_found_message(relpath, data_dir, spec.urls, reason)) from err
 
 
-def _download(url: str, directory: Path, name: str) -> Path:
-    """Streams ``url`` into a new temporary file in ``directory``; the caller removes or renames it."""
+def _download(url: str, directory: Path, name: str, budget: FetchBudget) -> Path:
+    """Streams ``url`` into a new temporary file in ``directory``; the caller removes or renames it.
+
+    TimeoutError when the server stalls for the budget's stall timeout or the fetch's deadline passes.
+    """
+    timeout = budget.timeout(url)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as handle, urlopen(url, timeout=60) as response:
-            shutil.copyfileobj(response, handle, _CHUNK)
-    except BaseException:
+        with os.fdopen(fd, "wb") as handle, urlopen(url, timeout=timeout) as response:
+            # read1 returns what has arrived (read(n) waits for all n bytes), so a dripping server
+            # meets the deadline check between reads.
+            read = response.read1 if isinstance(response, http.client.HTTPResponse) else response.read
+            while chunk := read(_CHUNK):
+                handle.write(chunk)
+                if budget.remaining() <= 0:
+                    raise budget.expired_error(url)
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, Exception) and _is_timeout(err):
+            raise budget.note_stall(url, err) from err
         raise
     return Path(tmp)
 
@@ -248,12 +338,16 @@ def _zip_member(archive: zipfile.ZipFile, member: str, url: str) -> bytes:
     raise zipfile.BadZipFile(f"{url} has no member named {member!r} (members: {names})")
 
 
-def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike) -> dict[str, Path]:
+def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike, *,
+          budget: FetchBudget | None = None) -> dict[str, Path]:
     """Downloads ``specs`` into ``root/<relpath>`` (verified), one download per archive URL.
 
     Mirrors are tried in order; a checksum mismatch on every mirror raises ChecksumError (no file
-    is left behind), any other failure re-raises the last mirror's error.
+    is left behind), any other failure re-raises the last mirror's error. ``budget`` bounds the
+    time (a new :class:`FetchBudget` when None); pass one budget to several calls to bound them
+    together.
     """
+    budget = FetchBudget() if budget is None else budget
     root = Path(root)
     done: dict[str, Path] = {}
     groups: dict[tuple[tuple[str, ...], str | None], list[FileSpec]] = {}
@@ -263,7 +357,7 @@ def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike)
         last_error: BaseException | None = None
         for url in urls:
             try:
-                done.update(_fetch_from(url, archive, group, root))
+                done.update(_fetch_from(url, archive, group, root, budget))
                 last_error = None
                 break
             except (OSError, http.client.HTTPException, zipfile.BadZipFile, ChecksumError) as err:
@@ -275,10 +369,10 @@ def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike)
     return done
 
 
-def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path) -> dict[str, Path]:
+def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path, budget: FetchBudget) -> dict[str, Path]:
     first = root / group[0].relpath
     first.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _download(url, first.parent, first.name)
+    tmp = _download(url, first.parent, first.name, budget)
     if archive is None:
         return {group[0].relpath: _install(tmp, group[0], root, url)}
     try:

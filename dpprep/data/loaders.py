@@ -414,5 +414,7 @@ def load(
         paths = [path]
     else:
         relpaths = DATASET_FILES[name]
-        paths = [dl.resolve(rel, data_dir, download=download) for rel in relpaths]
+        # One time budget for all of the dataset's files: the deadline bounds the whole load.
+        budget = dl.FetchBudget()
+        paths = [dl.resolve(rel, data_dir, download=download, budget=budget) for rel in relpaths]
     return _load_cached(name, tuple(_stat_key(p) for p in paths), relpaths, bool(verify))

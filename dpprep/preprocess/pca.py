@@ -74,13 +74,30 @@ def sign_normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors * signs
 
 
+_TOL_FACTOR = 16
+
+
+def gap_tolerance(x: np.ndarray, eigenvalues: np.ndarray) -> float:
+    """The smallest eigen-gap of ``x``'s covariance that is not rounding error.
+
+    Scaled by the data, not by ``λ1`` alone: centring rows that are (almost) all equal leaves
+    rounding residue of order ``eps·‖x‖``, whose covariance has tiny eigenvalues *and* tiny gaps
+    (constant rows gave ``λ1 ≈ 1e-31`` and a "sensitivity" of 1e29 under a ``λ1``-relative test).
+    Eigenvalues computed from rows of norm ``≤ s`` (and ``eigh``'s ``O(d)·eps·‖Σ‖`` backward error)
+    are uncertain to about ``d·eps·max(s², λ1)``; a gap below 16 times that is treated as a tie.
+    """
+    scale = max(float(np.max(np.einsum("ij,ij->i", x, x))), float(eigenvalues[0]))
+    return _TOL_FACTOR * x.shape[1] * float(np.finfo(np.float64).eps) * max(scale, np.finfo(np.float64).tiny)
+
+
 def pca_reduce(x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None = None) -> PCAResult:
     """Top-k PCA of the unit-ball rows of ``x`` for rank (``mode="rank"``) or dimension
     (``mode="dim"``) reduction, with Prop. 5's sensitivity.
 
     ``gap_lower_bound``: a known ``δ_min`` over the collection ℒ; it must not exceed this
     dataset's own gap (else the dataset is not in ℒ). Without it the dataset's own gap is used.
-    Raises ``ValueError`` for ``k`` outside ``[1, d−1]``, ``n < 2`` or a zero eigen-gap.
+    Raises ``ValueError`` for ``k`` outside ``[1, d−1]``, ``n < 2`` or an eigen-gap that is zero
+    or rounding error (:func:`gap_tolerance`).
     """
     arr = check_unit_ball(x, "x")
     n, d = arr.shape
@@ -100,10 +117,12 @@ def pca_reduce(x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None 
     gap_k = float(gaps[k - 1])
     gap_1 = float(gaps[:k].min()) if k >= 3 else float(gaps[0])
     own = gap_k if mode == "rank" else min(gap_k, gap_1)
-    # Relative tolerance: a gap at rounding level (e.g. two zero eigenvalues) is no gap.
-    if own <= 1e-12 * max(float(eigenvalues[0]), 1e-300):
+    tol = gap_tolerance(arr, eigenvalues)
+    if own <= tol:
         raise ValueError(
-            f"the eigen-gap is {own:.3g} (<= 0): top-{k} PCA is not unique and Prop. 5 gives no bound"
+            f"the eigen-gap is {own:.3g}, within rounding error of a tie (tolerance {tol:.3g} = "
+            f"{_TOL_FACTOR}·d·eps·max(max‖x_i‖², λ1) for d={d}): top-{k} PCA is not unique and Prop. 5 "
+            "gives no bound"
         )
     if gap_lower_bound is None:
         gap_used = own

@@ -448,3 +448,15 @@ def test_plan_accountant_refusals():
         meta.PreprocessedAccountant((1.0, 0.1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):
         meta.PreprocessedAccountant(Sensitivity(0.0, 0.0), mode="exactly")  # type: ignore[arg-type]
+
+
+def test_overflowing_overall_privacy_is_a_clear_error():
+    # A raw "OverflowError: (34, 'Numerical result out of range')" from ε² in a Python float before.
+    with pytest.raises(ValueError, match=r"overflows a float .*the mechanism's epsilon \(or the sensitivity\) is far too large"):
+        meta.overall_privacy(table1.gaussian(epsilon=1e300), Sensitivity(1.0, 0.1), delta=1e-5)
+
+
+def test_calibrating_to_a_target_met_without_noise_says_so():
+    with pytest.raises(ValueError, match=r"target_epsilon=1e\+300 is met even at mechanism epsilon=1\.\d+e\+48 \(next to no noise\)"):
+        meta.calibrate_subsampled_sgd(target_epsilon=1e300, delta=1e-5, n=10_000, batch_size=100, steps=100,
+                                      sensitivity=Sensitivity(1.0, 0.01))

@@ -264,3 +264,136 @@ def test_gzip_with_a_damaged_stream_is_a_checksum_error(tmp_path, data_dir):
         dl.verify_file(damaged, spec)
     with pytest.raises(ChecksumError, match="cannot read|checksum"):
         dl.read_verified(damaged, spec)
+
+
+@pytest.fixture
+def stalled_server():
+    """A local HTTP 'server' that accepts every connection and never sends a byte (no network)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # closed at teardown
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/"
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+def _route_to(monkeypatch, server, requests):
+    """Every registered URL goes to ``server`` (through the real urlopen), recorded in ``requests``."""
+    import urllib.request
+
+    def opener(url, timeout=None):
+        requests.append((url, timeout))
+        return urllib.request.urlopen(server, timeout=timeout)
+
+    monkeypatch.setattr(dl, "urlopen", opener)
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "0")
+
+
+def test_stalled_server_fails_load_at_the_deadline(monkeypatch, stalled_server):
+    import time
+
+    requests: list = []
+    _route_to(monkeypatch, stalled_server, requests)
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "1.5")
+    start = time.monotonic()
+    with pytest.raises(DataNotFoundError) as info:
+        load("mnist")
+    elapsed = time.monotonic() - start
+    assert elapsed < 5, elapsed  # was 2 mirrors x 60 s
+    message = str(info.value)
+    assert "mnist/" in message and "download deadline of 1.5 s ran out" in message, message
+    assert dl.ENV_DOWNLOAD_DEADLINE in message
+    assert requests and all(timeout <= 1.5 for _, timeout in requests)
+    assert not _leftovers(dl.cache_dir().parent)
+
+
+def test_stalled_host_is_not_retried_and_the_cli_fetch_is_bounded(monkeypatch, stalled_server, capsys):
+    import time
+
+    from dpprep.data.__main__ import main
+
+    requests: list = []
+    _route_to(monkeypatch, stalled_server, requests)
+    monkeypatch.setattr(dl, "STALL_TIMEOUT_S", 0.5)
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "20")
+    start = time.monotonic()
+    assert main(["fetch", "mnist"]) == 1
+    elapsed = time.monotonic() - start
+    # 4 files x 2 mirrors: each mirror's host waited on once (0.5 s), then skipped at once.
+    assert elapsed < 4, elapsed
+    assert [url for url, _ in requests] == list(FILES_BY_PATH["mnist/train-images-idx3-ubyte.gz"].urls)
+    out = capsys.readouterr().out
+    assert out.count("FAILED   mnist/") == 4 and "Traceback" not in out
+    # the first file reports the stall; the other three that its hosts were skipped
+    assert out.count("the server sent nothing for 0.5 s") == 1 and out.count("stalled earlier in this fetch") == 3, out
+
+
+def test_stall_message_names_the_url_and_the_wait(monkeypatch, stalled_server, tmp_path):
+    requests: list = []
+    _route_to(monkeypatch, stalled_server, requests)
+    spec = FILES_BY_PATH["insurance/insurance.csv"]
+    with pytest.raises(TimeoutError, match=r"the server sent nothing for 0\.3 s .*not tried again in this fetch") as info:
+        dl.fetch([spec], tmp_path / "root", budget=dl.FetchBudget(deadline_s=10, stall_timeout_s=0.3))
+    assert spec.urls[0] in str(info.value)
+    assert not _leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "inf", "nan"])
+def test_download_deadline_must_be_a_positive_number(monkeypatch, value):
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, value)
+    with pytest.raises(ValueError, match=f"{dl.ENV_DOWNLOAD_DEADLINE}=.* is not a number of seconds > 0"):
+        dl.FetchBudget()
+
+
+class _Slow(io.BytesIO):
+    """A response that takes ``delay`` seconds to deliver its bytes."""
+
+    def __init__(self, data: bytes, delay: float):
+        super().__init__(data)
+        self.delay = delay
+
+    def read(self, size=-1):
+        import time
+
+        time.sleep(self.delay)
+        self.delay = 0.0
+        return super().read(size)
+
+
+def test_one_deadline_bounds_every_file_of_a_load(monkeypatch, data_dir):
+    """Four MNIST files at 0.6 s each: each alone fits a 1.5 s deadline, the load as a whole does not."""
+    requests = []
+
+    def slow(url, timeout=None):
+        requests.append(url)
+        relpath = next(s.relpath for s in FILES_BY_PATH.values() if url in s.urls)
+        return _Slow((data_dir / relpath).read_bytes(), 0.6)
+
+    monkeypatch.setattr(dl, "urlopen", slow)
+    monkeypatch.setenv(dl.ENV_NO_DOWNLOAD, "0")
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "1.5")
+    with pytest.raises(DataNotFoundError, match="the download deadline of 1.5 s ran out"):
+        load("mnist")
+    assert 2 <= len(requests) <= 3  # one request per file until the deadline (the third file's ends past it)
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "60")
+    assert load("mnist").x_train.shape[0] == 60_000  # the files fetched before the deadline are kept
+
+
+def test_malformed_deadline_is_an_error_even_when_nothing_is_downloaded(monkeypatch, data_dir):
+    monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "ten minutes")
+    with pytest.raises(ValueError, match="DPPREP_DOWNLOAD_DEADLINE='ten minutes' is not a number of seconds > 0"):
+        load("insurance", data_dir=data_dir)

@@ -146,6 +146,40 @@ def test_damaged_unit_is_named_and_recomputed(tmp_path, damage):
         assert UnitStore(tmp_path).run("unit", lambda: {"l2": 4.0}) == {"l2": 3.0}
 
 
+@pytest.mark.parametrize("empty", [True, False])
+def test_directory_in_place_of_a_unit_is_named_and_recomputed(tmp_path, empty):
+    """Issue 21: a directory where a unit file should be raised IsADirectoryError."""
+    store = UnitStore(tmp_path)
+    store.run("unit", lambda: {"l2": 2.0})
+    (path,) = tmp_path.glob("*.json")
+    path.unlink()
+    path.mkdir()
+    if not empty:
+        (path / "something").write_text("kept")
+    with pytest.warns(UserWarning, match=re.escape(f"unit file {path} is a directory, not a unit; moved it to ")):
+        assert UnitStore(tmp_path).run("unit", lambda: {"l2": 3.0}) == {"l2": 3.0}
+    assert path.is_file()  # the recomputed unit took its place; the directory was moved aside, not deleted
+    (aside,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert aside.name.startswith(path.name + ".not-a-unit-") and empty == (not any(aside.iterdir()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert UnitStore(tmp_path).run("unit", lambda: {"l2": 4.0}) == {"l2": 3.0}
+    with pytest.raises(results.CorruptUnit, match="unreadable .*IsADirectoryError"):
+        results.read_unit(aside)
+
+
+def test_a_failed_write_names_its_file(tmp_path, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError) as info:
+        atomic_write_text(tmp_path / "table.csv", "x")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "table.csv")
+
+
 def test_outputs_honour_the_umask(tmp_path):
     import matplotlib.pyplot as plt
 

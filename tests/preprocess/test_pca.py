@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpprep.preprocess import pca as pca_mod
 from dpprep.preprocess import pca_reduce, sign_normalise
 from dpprep.preprocess.sensitivity import pca_dim_sensitivity, pca_rank_sensitivity
 
@@ -109,3 +110,35 @@ def test_bad_input():
         pca_reduce(np.where(x > 0.5, np.inf, x), 1)
     with pytest.raises(ValueError, match="unit L2 ball"):
         pca_reduce(x * 5, 1)
+
+
+@pytest.mark.parametrize("rows", [
+    np.full((100, 5), 0.1),  # constant rows: centring leaves rounding residue (gap ~1e-31, "l2" ~1e29 before)
+    np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)),
+    np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)) + 1e-12 * np.random.default_rng(0).normal(size=(100, 5)),
+])
+@pytest.mark.parametrize("mode", ["rank", "dim"])
+def test_rounding_level_gap_is_a_tie(rows, mode):
+    with pytest.raises(ValueError, match=r"eigen-gap is .* within rounding error of a tie \(tolerance .*d=5\)"):
+        pca_reduce(rows, 1, mode=mode)
+
+
+def _two_variances(n, d, var1, var2):
+    """Rows with covariance diag(var1, var2, 0, ...) exactly up to rounding (orthogonal ±1 columns)."""
+    t = np.arange(n)
+    x = np.zeros((n, d))
+    x[:, 0] = np.sqrt(var1 * (n - 1) / n) * np.where(t % 2 == 0, 1.0, -1.0)
+    x[:, 1] = np.sqrt(var2 * (n - 1) / n) * np.where(t % 4 < 2, 1.0, -1.0)
+    return x
+
+
+def test_gap_tolerance_is_relative_to_the_data_scale():
+    n, d = 400, 4
+    for scale in (1.0, 1e-4, 1e-8):  # the same data at any scale: gaps and tolerance shrink alike
+        var1 = 0.25 * scale**2
+        tol = pca_mod.gap_tolerance(_two_variances(n, d, var1, var1), np.array([var1]))
+        assert 0 < tol < 1e-12 * scale**2
+        ok = pca_reduce(_two_variances(n, d, var1, var1 - 100 * tol), 1)  # a genuine gap, 100× the tolerance
+        assert ok.gap_k == pytest.approx(100 * tol, rel=0.05)
+        with pytest.raises(ValueError, match="within rounding error of a tie"):
+            pca_reduce(_two_variances(n, d, var1, var1 - tol / 10), 1)
