@@ -14,7 +14,6 @@ from dpprep import models, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train, with_values
 from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.features import AffineFeatures
-from experiments.results import run_groups  # the grid driver through a results store
 
 RNG = np.random.default_rng(1)
 X = RNG.normal(size=(80, 4)).astype(np.float32)
@@ -299,90 +298,6 @@ def test_sweep_points_bad_input_raises_before_compiling(monkeypatch):
                             eval_data=(X6_TEST[:, :5], Y6_TEST))
     with pytest.raises(ValueError, match="chunk_size"):
         sweeps.sweep_points(SMALL, P6, data, keys, {"learning_rate": [0.1]}, chunk_size=0)
-
-
-class FakeStore:
-    """``run_many(items)``: each ``(key, compute)`` computed once, then served from memory."""
-
-    def __init__(self):
-        self.cache, self.computed, self.calls = {}, [], []
-
-    def run_many(self, items):
-        items = list(items)
-        self.calls.append([key for key, _ in items])
-        out = []
-        for key, compute in items:
-            if key not in self.cache:
-                self.computed.append(key)
-                self.cache[key] = compute()
-            out.append(self.cache[key])
-        return out
-
-
-def _groups():
-    points = {"learning_rate": np.array([0.3, 1.0]), "feature_shift": POINTS5["feature_shift"][:2]}
-    return [sweeps.Group("b8", SMALL, points),
-            sweeps.Group("b10", dataclasses.replace(SMALL, batch_size=10, steps=4), points)]
-
-
-def test_run_groups_through_a_store():
-    keys = jax.random.split(jax.random.PRNGKey(8), 2)
-    store, messages = FakeStore(), []
-    groups = _groups()
-    out = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST),
-                            progress=messages.append)
-    assert store.calls == [["b8", "b10"]] and store.computed == ["b8", "b10"]
-    assert len(messages) == 2 and "b10" in messages[1]
-    for group, record in zip(groups, out):
-        expected = sweeps.sweep_points(group.config, P6, (X6, Y6), keys, group.points,
-                                       eval_data=(X6_TEST, Y6_TEST), return_params=False)
-        assert expected.params is None
-        for name in ("loss", "accuracy"):
-            np.testing.assert_allclose(np.asarray(record["evaluation"][name]), expected.evaluation[name],
-                                       rtol=1e-6)
-    assert out[0]["evaluation"] != out[1]["evaluation"]  # the batch size mattered
-    again = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
-    assert store.computed == ["b8", "b10"] and again == out  # the filled cache computes nothing
-
-
-def test_run_groups_tells_a_progress_of_each_chunk():
-    """A progress with a ``chunk`` method (a results.Progress) hears of every group's chunks."""
-    from experiments import results
-
-    keys = jax.random.split(jax.random.PRNGKey(8), 2)
-    progress = results.Progress("t", quiet=True)
-    heard = []
-    progress.chunk = lambda done, total: heard.append((done, total))
-    run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
-                      progress=progress, chunk_size=1)
-    assert heard == [(0, 2), (1, 2), (2, 2)]
-
-
-def test_run_groups_with_a_unit_store_resumes(tmp_path):
-    """The real results store: a second run reads the records back instead of training."""
-    from experiments import results
-
-    keys = jax.random.split(jax.random.PRNGKey(8), 2)
-    groups = _groups()[:1]
-    first = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
-                              eval_data=(X6_TEST, Y6_TEST))
-    assert len(list(tmp_path.iterdir())) == 1
-    calls = []
-    again = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
-                              eval_data=(X6_TEST, Y6_TEST), progress=calls.append)
-    assert again == first and calls == []
-
-
-def test_run_groups_rejects_bad_groups():
-    keys = jax.random.split(jax.random.PRNGKey(8), 2)
-    store = FakeStore()
-    with pytest.raises(ValueError, match="groups must not be empty"):
-        run_groups([], P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
-    group = _groups()[0]
-    with pytest.raises(ValueError, match="group keys must be distinct"):
-        run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, steps=3))],
-                          P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
-    assert store.calls == []
 
 
 def test_per_seed_points_equal_individual_runs():
