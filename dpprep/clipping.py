@@ -35,6 +35,14 @@ takes the value computed on the row times ``2⁻¹⁰⁰`` (an exact power-of-tw
 rounding), rescaled by ``2¹⁰⁰``; so features up to ~1e30 give finite, accurate norms
 (:func:`_safe_norms`). ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may
 be ``inf`` (no clipping). The regulariser is not part of the clipped sum.
+
+**Never above the bound, in float32.** A norm computed in float32 can fall below the true norm by
+a few units of roundoff per summed square, and scaling the gradient rounds again, so clipping by
+the computed norm alone can leave an example's contribution at ``C·(1 + 1e-7·d)``. The clip
+factor uses the computed norm raised by :func:`rounding_pad` ``(k)`` (``k`` the squares summed plus
+the roundings after them), which bounds the worst-case float32 error of the whole computation, so
+every contribution to the clipped sum is at most ``C`` (property-tested in float64 on float32
+outputs). The reported ``norms`` are the computed ones, unpadded.
 """
 
 from __future__ import annotations
@@ -55,6 +63,18 @@ def check_method(method: str, name: str = "method") -> str:
     if method not in METHODS:
         raise ValueError(f"{name} must be one of {METHODS}, got {method!r}")
     return method
+
+
+#: float32's unit roundoff.
+_ROUNDOFF = 2.0 ** -24
+
+
+def rounding_pad(terms: int) -> float:
+    """``1 + (terms + 8)·u`` (``u = 2⁻²⁴``): a float32 norm from ``terms`` summed squares, raised
+    by this factor, is at least the true norm of the vector as then scaled and summed (the
+    worst-case error of a sequential sum of ``terms`` squares is ``terms·u`` relative, halved by
+    the square root; the ``8`` covers the root, the clip factor's division and the scaling)."""
+    return 1.0 + (terms + 8) * _ROUNDOFF
 
 
 def clip_factors(norms: Array, clip_norm: Array, mask: Array | None) -> Array:
@@ -162,7 +182,8 @@ def clipped_grad(
         grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
             params, batch, *args)
         norms = _global_norms(grads)
-        scale = clip_factors(norms, jnp.asarray(l2_clip_norm, jnp.float32), mask)
+        terms = sum(int(np.prod(np.shape(g)[1:])) for g in jax.tree_util.tree_leaves(grads))
+        scale = clip_factors(norms * rounding_pad(terms), jnp.asarray(l2_clip_norm, jnp.float32), mask)
         summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads)
         return ClippedGrad(summed, norms, aux if has_aux else None)
 
@@ -231,7 +252,9 @@ def clipped_grad_sum_fast(
     residual = model.residual(params, x, y)  # type: ignore[misc]  # (b, k); has_fast_path checked above
     r_norm = jnp.linalg.norm(residual, axis=1)
     norms = _feature_norms(x, "b" in params) * r_norm
-    weighted = residual * clip_factors(norms, clip_norm, mask)[:, None]
+    # The realised contribution x_i ⊗ (c_i r_i): d (+1) squares, k squares, two more roundings.
+    pad = rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 2)
+    weighted = residual * clip_factors(norms * pad, clip_norm, mask)[:, None]
     summed = {"w": x.T @ weighted}
     if "b" in params:
         summed["b"] = jnp.sum(weighted, axis=0)

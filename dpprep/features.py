@@ -104,7 +104,9 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
     that such a row would not be clipped. The rounding bound of the expansion is added, so the
     result is never below the true norm (it over-clips rows near the shift by at most about
     ``(d + 8)·2⁻²³`` of the terms' size); the products run at full float32 precision so that the
-    bound holds on every backend."""
+    bound holds on every backend. So is the rounding of the contribution the fast path then forms,
+    ``(scale ⊙ x_i)·c − shift·c`` (at most ``3u(‖scale ⊙ x_i‖ + ‖shift‖)`` per unit of ``c``), so that
+    clipping by this norm leaves every contribution within the bound."""
     highest = jax.lax.Precision.HIGHEST
     # Per-row scale m (from the batch alone: shared by every point of a sweep) and, with a shift,
     # per-point scale M of the shift; every term is divided by R² = max(m, M)² before summing.
@@ -130,6 +132,9 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
         cross = 2.0 * a * b * jnp.matmul(u, v, precision=highest)
         size = x_sq + 2.0 * a * b * jnp.matmul(jnp.abs(u), jnp.abs(v), precision=highest) + mu_sq
         sq = x_sq - cross + mu_sq + (x.shape[1] + 8) * 2.0**-23 * size + (1.0 / (r * r) if bias else 0.0)
+        # The contribution (scale ⊙ x_i)·c − shift·c is formed by the expansion too: its float32
+        # error, up to 3u(‖scale ⊙ x_i‖ + ‖shift‖)·|c|, is added to the norm it is clipped by.
+        return r * (jnp.sqrt(jnp.maximum(sq, 0.0)) + 4 * 2.0**-24 * (jnp.sqrt(x_sq) + jnp.sqrt(mu_sq)))
     return r * jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
@@ -145,7 +150,10 @@ def clipped_grad_sum_fast(
     residual = model.residual(glm_params_for_raw_features(params, scale, shift), x, y)  # type: ignore[misc]  # checked above
     r_norm = jnp.linalg.norm(residual, axis=1)
     norms = transformed_feature_norms(x, scale, shift, "b" in params) * r_norm
-    weighted = residual * clipping.clip_factors(norms, clip_norm, mask)[:, None]
+    # As the core's fast path (float32 roundings of the norms and the products), and one more
+    # rounding for the scale.
+    pad = clipping.rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 3)
+    weighted = residual * clipping.clip_factors(norms * pad, clip_norm, mask)[:, None]
     w_grad = x.T @ weighted
     column_sum = jnp.sum(weighted, axis=0)
     if scale is not None:
