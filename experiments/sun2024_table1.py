@@ -106,9 +106,12 @@ class _Collect:
 
     def __init__(self) -> None:
         self.items: list = []
+        self.costs: list | None = []  # each unit's size (results.group_cost), for the progress ETA
 
-    def run_many(self, items):
+    def run_many(self, items, costs=None):
         self.items.extend(items)
+        # Units differ ~100x in size (B, E, models): the ETA weights by it where every unit has one.
+        self.costs = None if costs is None or self.costs is None else self.costs + list(costs)
         return [None] * len(items)
 
 
@@ -320,7 +323,8 @@ def run(ctx: RunContext) -> list[Comparison]:
             continue
         prepared += prepare_dataset(ctx, ds, grid, collect)
     start = time.perf_counter()
-    records = ctx.store.run_many(collect.items)  # the whole grid, one unit per (dataset, eps, B, E[, variant])
+    # The whole grid, one unit per (dataset, eps, B, E[, variant]).
+    records = ctx.store.run_many(collect.items, costs=collect.costs)
     ctx.progress(f"{len(records)} units in {time.perf_counter() - start:.1f}s")
     rows = [row for (unit, group), record in zip(prepared, records) for row in rows_for(unit, group, record)]
     frame = pd.DataFrame(rows)
