@@ -562,8 +562,8 @@ class Progress:
             self._chunk = None
             if computed:
                 self._forecast_once()
-        else:
-            self._chunk = None
+        else:  # a lone step: the next lone sweep may say it is long, too
+            self._chunk, self._forecast = None, False
         self._refresh()
 
     @contextlib.contextmanager

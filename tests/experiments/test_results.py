@@ -394,6 +394,11 @@ def test_progress_estimates_a_long_sweep_from_its_second_chunk():
         clock.now += 5 if done else 50  # the first chunk also compiles
     (line,) = stream.getvalue().splitlines()
     assert line.endswith("] 8 of 10 chunks left ≈ 40 s (this unit, from its chunks after the first)"), line
+    progress.unit(cached=False, seconds=95.0)  # that lone unit is done: the next lone sweep gets its own line
+    for done in range(4):
+        progress.chunk(done, 3)
+        clock.now += 50
+    assert stream.getvalue().splitlines()[-1].endswith("] 1 of 3 chunks left ≈ 50 s (this unit, from its chunks after the first)")
 
 
 def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_lines(monkeypatch):
