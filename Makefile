@@ -28,11 +28,12 @@ test: install-dev
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv
-# so nothing installed by hand leaks in (needs the package registry).
+# so nothing installed by hand leaks in (needs the package registry). With the data extra: xlrd reads
+# credit_default's canonical download, which `make reproduce` may fetch.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet -e ".[dev]"
+	.lock-venv/bin/pip install --quiet -e ".[dev,data]"
 	.lock-venv/bin/pip freeze --exclude-editable | grep -v -e '^-e' -e '^dpprep' > $(LOCK)
 	rm -rf .lock-venv
 

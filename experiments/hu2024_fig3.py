@@ -342,16 +342,20 @@ def plot(tuned: pd.DataFrame, path) -> None:
     fig, grid = plt.subplots(len(trainers), len(cases), figsize=(5.2 * len(cases), 4.2 * len(trainers)), squeeze=False)
     for row, trainer in enumerate(trainers):
         _plot_row(grid[row], cases, tuned[tuned.trainer == trainer], "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)")
-    grid[0][0].legend(fontsize=7)
+    # One legend for every panel, below them, so that it covers no curve.
+    handles, labels = grid[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08 / len(trainers) + 0.03, 1, 1))
     save_figure(fig, path)
     plt.close(fig)
 
 
 def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str) -> None:
-    styles = {("none", "-"): ("C3", "o", "-"), ("pca", "rank"): ("C0", "s", "--"), ("pca", "dim"): ("C0", "s", "-"),
-              ("dp_pca", "rank"): ("C2", "^", "--"), ("dp_pca", "dim"): ("C2", "^", "-"), ("ptr", "rank"): ("C4", "d", ":")}
+    # Every series its own colour and marker (the rank/dim variants of one method included: a reader
+    # must tell them apart in grey print too); dashed = rank variant, solid = dim, dotted = PTR.
+    styles = {("none", "-"): ("C3", "o", "-"), ("pca", "rank"): ("C0", "s", "--"), ("pca", "dim"): ("C1", "D", "-"),
+              ("dp_pca", "rank"): ("C2", "^", "--"), ("dp_pca", "dim"): ("C5", "v", "-"), ("ptr", "rank"): ("C4", "P", ":")}
     for ax, (n, d) in zip(axes, cases):
         sub = tuned[(tuned.n == n) & (tuned.d == d)]
         for (m, v), (color, marker, ls) in styles.items():
@@ -360,7 +364,7 @@ def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str) -> None:
                 continue
             mean, sd = t["mean"].to_numpy(), t["sd"].fillna(0.0).to_numpy()
             lower = np.minimum(sd, 0.9 * np.abs(mean))  # a log axis cannot show mean − sd ≤ 0
-            ax.errorbar(t.epsilon, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=4,
+            ax.errorbar(t.epsilon, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=5,
                         label=label(m, v))
         ax.set_xscale("log")
         ax.set_yscale("log")

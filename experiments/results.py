@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dpprep import files, sweeps
+from dpprep.algorithms import make_plan
 from dpprep.models import Array, Params
 from dpprep.files import atomic_write_bytes, atomic_write_text, umask_mode  # noqa: F401 (re-exported)
 
@@ -262,16 +263,20 @@ class UnitStore:
         if self.progress is not None:
             self.progress.unit(cached=cached, seconds=seconds)
 
-    def _run_step(self, key: str, compute: Callable[[], dict], keys: Sequence[str], index: int, outer: bool) -> dict:
-        """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``)."""
+    def _run_step(self, key: str, compute: Callable[[], dict], keys: Sequence[str], index: int, outer: bool,
+                  costs: Sequence[float] | None = None) -> dict:
+        """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``;
+        ``costs``: the keys' costs, for the estimate)."""
         before = self.progress.computed if outer else 0
         start = time.perf_counter()
         value = self.run(key, compute)
         if outer:
-            # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it).
-            rest = lambda: sum(self.fresh or not self._path(k).exists() for k in keys[index + 1:])  # noqa: E731
+            # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it), in order.
+            later = range(index + 1, len(keys))
+            rest = lambda: [1.0 if costs is None else costs[j] for j in later  # noqa: E731
+                            if self.fresh or not self._path(keys[j]).exists()]
             self.progress.step(computed=self.progress.computed > before, seconds=time.perf_counter() - start,
-                               remaining=rest)
+                               remaining=rest, cost=None if costs is None else costs[index])
         return value
 
     def shard_of(self, keys: Sequence[str], n: int) -> dict[str, int]:
@@ -280,8 +285,10 @@ class UnitStore:
         ranked = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
         return {k: i % n + 1 for i, k in enumerate(ranked)}
 
-    def run_many(self, items: Sequence[tuple[str, Callable[[], dict]]]) -> list[dict]:
+    def run_many(self, items: Sequence[tuple[str, Callable[[], dict]]], *,
+                 costs: Sequence[float] | None = None) -> list[dict]:
         """``[run(key, compute) for key, compute in items]``, spread over shards in shard mode.
+        ``costs``: each item's relative cost (e.g. its size), which the progress ETA weights by.
 
         In shard mode every shard reaches the same call with the same keys; it computes (or loads)
         its own slice first, then raises :class:`UnitsElsewhere` if units of other slices are not in
@@ -292,16 +299,18 @@ class UnitStore:
         if len(set(keys)) != len(keys):
             raise ValueError("items must have distinct keys")
         with contextlib.ExitStack() as stack:
-            outer = self.progress is not None and stack.enter_context(self.progress.grid(len(items)))
+            outer = self.progress is not None and stack.enter_context(self.progress.grid(len(items), costs=costs))
             if self.shard is None and self.merge is None:
-                return [self._run_step(key, compute, keys, i, outer) for i, (key, compute) in enumerate(items)]
+                return [self._run_step(key, compute, keys, i, outer, costs) for i, (key, compute) in enumerate(items)]
             n = self.shard[1] if self.shard else self.merge
             owner = self.shard_of(keys, n)
             values: dict[str, dict] = {}
             mine = [(key, compute) for key, compute in items if self.shard is not None and owner[key] == self.shard[0]]
             mine_keys = [key for key, _ in mine]
+            cost_of = dict(zip(keys, costs)) if costs is not None else None
+            mine_costs = None if cost_of is None else [cost_of[key] for key in mine_keys]
             for i, (key, compute) in enumerate(mine):
-                values[key] = self._run_step(key, compute, mine_keys, i, outer)
+                values[key] = self._run_step(key, compute, mine_keys, i, outer, mine_costs)
             missing = []
             for key in keys:
                 if key not in values:
@@ -355,6 +364,25 @@ def _notebook_widgets() -> bool:
     return "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None
 
 
+@dataclasses.dataclass
+class _Grid:
+    """The outermost grid (or loop) now running, as its time-left estimate sees it."""
+
+    label: str  # what one step is ("unit", or a loop's label)
+    steps: int
+    costs: list[float] | None  # each step's cost as the experiment states it (its size); None: assumed equal
+    started: float  # when the running step started
+    next_cost: float  # cost of the step running now (the first still to compute)
+    left: float  # cost of the steps still to compute, the running one included
+    left_steps: int  # how many steps that is
+    seconds: float = 0.0  # time the computed steps took ...
+    cost: float = 0.0  # ... and their cost: seconds / cost is the measured rate
+    computed: int = 0  # computed (not loaded) steps so far
+
+    def mean_cost(self) -> float:
+        return 1.0 if self.costs is None else sum(self.costs) / max(len(self.costs), 1)
+
+
 class Progress:
     """Progress of one experiment: a bar with units done/total, elapsed time and ETA (tqdm) on a
     terminal or in Jupyter (with ipywidgets); elsewhere (CI logs, pipes, pytest capture, kernels
@@ -364,14 +392,22 @@ class Progress:
     grid, and each ``UnitStore.run`` outside of them (the total then grows as they come); loops
     nested in a step do not move it. The store reports every unit it computes or loads
     (:meth:`unit`), hence the computed/cached counts; sweep engines report their chunks through
-    :meth:`chunk`. After the first computed step (or chunk) of a grid whose rest is projected to take
-    longer than ``long_after`` seconds, one line says so ("N units × ~t each ≈ T").
+    :meth:`chunk`.
+
+    The ETA is the running grid's: the time its computed steps took per unit of cost, times the cost
+    of its steps still to compute (loaded units cost nothing). A step's cost is its size when the
+    experiment states one (``costs=``: e.g. seeds × points × steps × batch size for a sweep group);
+    otherwise the steps are assumed to cost the same, and the estimate says so. Before the first step
+    of a grid is done, the running step's chunks (from its second; the first also compiles) give it.
+    Every estimate line carries one ETA and its basis. Once per grid, when a first estimate exceeds
+    ``long_after`` seconds, one line says so ("N of M units left ≈ T (from ...)").
     Messages (``progress("...")``) are details, shown only when ``verbose``; :meth:`note` lines
-    always are. ``quiet`` shows nothing (the counts are kept).
+    always are. ``quiet`` shows nothing (the counts are kept). ``clock`` (seconds) is for tests.
     """
 
     def __init__(self, prefix: str, *, stream=None, quiet: bool = False, verbose: bool = True,
-                 label: str | None = None, interval: float = 30.0, long_after: float = 30.0):
+                 label: str | None = None, interval: float = 30.0, long_after: float = 30.0,
+                 clock: Callable[[], float] = time.perf_counter):
         self.prefix = prefix
         self.label = label or prefix
         self.stream = stream or sys.stderr
@@ -379,24 +415,26 @@ class Progress:
         self.verbose = verbose
         self.interval = interval
         self.long_after = long_after
+        self.clock = clock
         self.computed = 0  # units computed now
         self.cached = 0  # units loaded from earlier runs
         self.total = 0  # steps the bar expects (grows with each grid, loop or lone unit)
         self.done = 0
         self._level = 0  # nesting depth of grids and loops: only the outermost moves the bar
-        self._forecast = False  # the outermost grid's estimate is given (or not needed)
-        self._chunk: tuple[int, int, float] | None = None  # the current sweep's chunks done, total; time of the latest
-        self._chunk_forecast = False  # a sweep of the current step gave its estimate
+        self._grid: _Grid | None = None  # the outermost grid now running (None between grids)
+        self._forecast = False  # the running grid's (or lone sweep's) estimate line is printed (or not needed)
+        # The running step's sweep: chunks done, total, when the latest and the first finished.
+        self._chunk: tuple[int, int, float, float | None] | None = None
         self._mode = "off" if quiet else ("notebook" if _notebook_widgets() and self.stream is sys.stderr
                                           else "bar" if _isatty(self.stream) else "lines")
         self._bar = None
-        self._start = self._last_line = time.perf_counter()
+        self._chunk_started = self._start = self._last_line = self.clock()
 
     # -- lines -------------------------------------------------------------------------------------
     def _print(self, message: str) -> None:
         if self._mode == "off":
             return
-        line = f"[{self.prefix} {time.perf_counter() - self._start:7.1f}s] {message}"
+        line = f"[{self.prefix} {self.clock() - self._start:7.1f}s] {message}"
         if self._bar is not None:
             self._bar.write(line, file=self.stream)  # above the bar, which is redrawn below
         else:
@@ -414,11 +452,69 @@ class Progress:
     def counts(self) -> str:
         return f"{self.computed} computed, {self.cached} cached"
 
+    # -- the estimate ------------------------------------------------------------------------------
+    def _running_chunks(self, now: float) -> tuple[float, float] | None:
+        """The running step's sweep: (seconds it has left, seconds it will have taken), projected
+        from its chunks after the first (which also compiles); None before its second chunk."""
+        if self._chunk is None:
+            return None
+        done, total, latest, first = self._chunk
+        if first is None or done < 2 or done >= total:
+            return None
+        per_chunk = (latest - first) / (done - 1)
+        left = max((total - done) * per_chunk - (now - latest), 0.0)
+        started = self._grid.started if self._grid is not None else self._chunk_started
+        return left, (now - started) + left
+
+    def time_left(self) -> tuple[float, str] | None:
+        """``(seconds, basis)``: the running grid's time left and what the estimate rests on, or
+        None while there is nothing to go on (or nothing left)."""
+        now = self.clock()
+        chunks = self._running_chunks(now)
+        grid = self._grid
+        if grid is None:  # a lone step's sweep: only that step
+            return None if chunks is None else (chunks[0], "this unit, from its chunks after the first")
+        if grid.left_steps <= 0:
+            return None
+        sized = "weighted by size" if grid.costs is not None else "assuming equal cost"
+        if grid.computed:
+            rate = grid.seconds / max(grid.cost, 1e-12)
+            basis = f"from {grid.computed} computed {grid.label}{'s' if grid.computed > 1 else ''}, {sized}"
+            if chunks is not None:  # the running step from its own chunks, the rest from the rate
+                return chunks[0] + rate * max(grid.left - grid.next_cost, 0.0), basis
+            return max(rate * grid.left - (now - grid.started), 0.0), basis
+        if chunks is not None:  # the first step is still running: its chunks give the rate
+            rate = chunks[1] / max(grid.next_cost, 1e-12)
+            rest = rate * max(grid.left - grid.next_cost, 0.0)
+            return chunks[0] + rest, f"from the first {grid.label}'s chunks, {sized}"
+        return None
+
+    def _forecast_once(self) -> None:
+        """The line that says, once per grid, that what is left will take long."""
+        if self._forecast:
+            return
+        estimate = self.time_left()
+        if estimate is None:
+            return
+        self._forecast = True
+        seconds, basis = estimate
+        if seconds <= self.long_after:
+            return
+        grid = self._grid
+        if grid is None:
+            done, total = self._chunk[:2] if self._chunk else (0, 0)
+            self.note(f"{total - done} of {total} chunks left ≈ {_duration(seconds)} ({basis})")
+        else:
+            plural = "s" if grid.steps > 1 else ""
+            self.note(f"{grid.left_steps} of {grid.steps} {grid.label}{plural} left ≈ {_duration(seconds)} ({basis})")
+
     # -- the bar -----------------------------------------------------------------------------------
     def _refresh(self) -> None:
+        estimate = self.time_left()
+        eta = [] if estimate is None else [f"ETA ~{_duration(estimate[0])}"]
         postfix = ", ".join(([self.counts()] if self.computed or self.cached else [])
                             + ([] if self._chunk is None else [f"chunk {self._chunk[0]}/{self._chunk[1]}"]))
-        now = time.perf_counter()
+        now = self.clock()
         if self._mode in ("bar", "notebook"):
             if self._bar is not None and now - self._last_line < 0.2 and self.done < self.total:
                 return  # at most five redraws a second
@@ -428,57 +524,86 @@ class Progress:
                     from tqdm import tqdm
                 else:
                     from tqdm.auto import tqdm
+                # tqdm's own ETA (steps/s) is left out: steps differ in cost, and the bar shows ours.
                 self._bar = tqdm(total=self.total, desc=self.label, unit="unit", file=self.stream, leave=False,
-                                 dynamic_ncols=True, mininterval=0.5)
+                                 dynamic_ncols=True, mininterval=0.5,
+                                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
             self._bar.total = self.total
             self._bar.n = self.done
-            self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.set_postfix_str(", ".join(([postfix] if postfix else []) + eta), refresh=False)
             self._bar.refresh()
         elif self._mode == "lines":
             if now - self._last_line < self.interval:
                 return
             self._last_line = now
-            elapsed = now - self._start
-            eta = (f", ETA ~{_duration(elapsed / self.done * (self.total - self.done))}"
-                   if 0 < self.done < self.total else "")
-            self._print(f"{self.done}/{self.total} units" + (f" ({postfix})" if postfix else "") + eta)
+            self._print(f"{self.done}/{self.total} units" + (f" ({postfix})" if postfix else "")
+                        + (f", {eta[0]}" if eta and self.done < self.total else ""))
 
     def _grow(self, steps: int) -> None:
         self.total += steps
         self._refresh()
 
-    def _advance(self, computed: bool, seconds: float, remaining: int | Callable[[], int] | None) -> None:
+    def _advance(self, computed: bool, seconds: float, remaining: "int | Sequence[float] | Callable | None" = None,
+                 cost: float | None = None) -> None:
         self.done += 1
-        self._chunk, self._chunk_forecast = None, False
-        if computed and remaining is not None and not self._forecast:
-            self._forecast = True
-            self._estimate(remaining() if callable(remaining) else remaining, seconds, "unit", "first unit")
+        grid = self._grid
+        if grid is not None and self._level > 0:
+            cost = grid.next_cost if cost is None else float(cost)
+            if computed:
+                grid.computed += 1
+                grid.seconds += seconds
+                grid.cost += cost
+            rest = remaining() if callable(remaining) else remaining
+            if rest is None:  # this step is no longer left, whichever it was
+                grid.left, grid.left_steps = max(grid.left - cost, 0.0), max(grid.left_steps - 1, 0)
+            elif isinstance(rest, int):
+                grid.left, grid.left_steps = rest * grid.mean_cost(), rest
+            else:
+                rest = [float(c) for c in rest]
+                grid.left, grid.left_steps = sum(rest), len(rest)
+            if isinstance(rest, list) and rest:
+                grid.next_cost = rest[0]
+            elif grid.costs is not None and self.done < self.total and grid.steps > 0:
+                grid.next_cost = grid.mean_cost()
+            grid.started = self.clock()
+            self._chunk = None
+            if computed:
+                self._forecast_once()
+        else:  # a lone step: the next lone sweep may say it is long, too
+            self._chunk, self._forecast = None, False
         self._refresh()
 
-    def _estimate(self, count: int, seconds: float, what: str, basis: str) -> None:
-        if count > 0 and count * seconds > self.long_after:
-            self.note(f"{count} {what}{'s' if count > 1 else ''} left × ~{_duration(seconds)} each ≈ {_duration(count * seconds)} "
-                      f"(estimate from the {basis})")
-
     @contextlib.contextmanager
-    def grid(self, steps: int):
+    def grid(self, steps: int, *, costs: Sequence[float] | None = None, label: str = "unit"):
         """A grid or loop of ``steps`` steps; yields whether it is the outermost (the one that moves
-        the bar through :meth:`step`)."""
+        the bar through :meth:`step`). ``costs``: each step's relative cost (e.g. its size), which
+        the ETA weights the steps by; without them the steps are assumed to cost the same."""
         outer = self._level == 0
         if outer:
+            if costs is not None:
+                costs = [float(c) for c in costs]
+                if len(costs) != steps or not all(math.isfinite(c) and c > 0 for c in costs):
+                    raise ValueError(f"costs must be {steps} positive finite numbers, got {costs!r}")
+            first = costs[0] if costs else 1.0
+            self._grid = _Grid(label, steps, costs, self.clock(), first, sum(costs) if costs else float(steps), steps)
             self._forecast = False
+            self._chunk = None
             self._grow(steps)
         self._level += 1
         try:
             yield outer
         finally:
             self._level -= 1
+            if outer:
+                self._grid = None
 
-    def step(self, *, computed: bool, seconds: float, remaining: int | Callable[[], int] | None = None) -> None:
-        """One step of the outermost grid is done (``computed`` now or loaded, in ``seconds``);
-        ``remaining``: how many of its steps are still to compute, or a function saying so (asked
-        once, for the estimate)."""
-        self._advance(computed, seconds, remaining)
+    def step(self, *, computed: bool, seconds: float, remaining: "int | Sequence[float] | Callable | None" = None,
+             cost: float | None = None) -> None:
+        """One step of the outermost grid is done (``computed`` now or loaded, in ``seconds``).
+        ``remaining``: the steps still to compute after it, as a count or as their costs in the
+        order they will run, or a function returning either (asked once); ``cost``: this step's
+        cost (its grid's stated cost; default: the running step's)."""
+        self._advance(computed, seconds, remaining, cost)
 
     def unit(self, *, cached: bool, seconds: float = 0.0) -> None:
         """A unit of work was loaded (``cached``) or computed in ``seconds``: counted; outside a
@@ -489,32 +614,39 @@ class Progress:
             self.computed += 1
         if self._level == 0:
             self.total += 1
-            self._advance(not cached, seconds, None)
+            self._advance(not cached, seconds)
 
     def chunk(self, done: int, total: int) -> None:
         """Sweep engines' callback: ``done`` of ``total`` compiled chunks finished (0 when starting).
-        Estimates the rest from the second chunk (the first also compiles)."""
-        now = time.perf_counter()
-        # Once per step, and only before the grid it is in has its estimate (from its first unit).
-        if done == 2 < total and self._chunk is not None and not (self._forecast or self._chunk_forecast):
-            self._chunk_forecast = True
-            self._estimate(total - 2, now - self._chunk[2], "chunk", "second chunk; the first also compiles")
-        self._chunk = (done, total, now)
+        The running step's time left is projected from its chunks after the first (which also compiles)."""
+        now = self.clock()
+        if done == 0 or self._chunk is None:
+            self._chunk_started = now
+            self._chunk = (done, total, now, None)
+        elif (done, total) == self._chunk[:2]:
+            pass  # told again: the chunk still finished when first told
+        else:
+            self._chunk = (done, total, now, now if done == 1 else self._chunk[3])
+        if done == 2 < total and (self._grid is None or self._grid.computed == 0):
+            self._forecast_once()
         if total > 1:
             self._refresh()
 
-    def track(self, items: Iterable[Any], label: str) -> Iterable[Any]:
-        """Yields ``items``, one step each (a detail line per item when ``verbose``)."""
+    def track(self, items: Iterable[Any], label: str, *, costs: Sequence[float] | None = None) -> Iterable[Any]:
+        """Yields ``items``, one step each (a detail line per item when ``verbose``); ``costs``: each
+        item's relative cost, for the ETA (see :meth:`grid`)."""
         items = list(items)
-        with self.grid(len(items)) as outer:
+        with self.grid(len(items), costs=costs, label=label) as outer:
             for i, item in enumerate(items, 1):
                 self(f"{label} {i}/{len(items)}: {item}")
-                before, start = (self.computed, self.cached), time.perf_counter()
+                before, start = (self.computed, self.cached), self.clock()
                 yield item
                 if outer:
                     # computed unless the step only loaded units
                     computed = self.computed > before[0] or self.cached == before[1]
-                    self._advance(computed, time.perf_counter() - start, len(items) - i)
+                    self._advance(computed, self.clock() - start,
+                                  len(items) - i if costs is None else list(costs[i:]),
+                                  None if costs is None else costs[i - 1])
 
     def close(self) -> None:
         """Removes the bar (the caller prints its one line per experiment)."""
@@ -597,7 +729,8 @@ def run_groups(
     Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
     ``progress`` gets a line per group computed; one with a ``chunk`` method (a
     :class:`Progress`) is also told of each chunk, unless ``options`` give ``on_chunk``.
-    ``options`` go to :func:`dpprep.sweeps.sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``)."""
+    ``options`` go to :func:`dpprep.sweeps.sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``).
+    ``store``: anything with ``run_many(items, costs=...)``; the costs (:func:`group_cost`) weight the ETA."""
     if not groups:
         raise ValueError("groups must not be empty")
     if len({g.key for g in groups}) != len(groups):
@@ -612,4 +745,19 @@ def run_groups(
                               return_params=False, per_seed=group.per_seed, **options)
         return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
 
-    return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)])
+    n = int(np.shape(jax.tree_util.tree_leaves(data[0])[0])[0])
+    costs = [group_cost(g, n, int(np.shape(keys)[0])) for g in groups]
+    return store.run_many([(g.key, functools.partial(unit, i, g)) for i, g in enumerate(groups)],
+                          costs=None if None in costs else costs)
+
+
+def group_cost(group: sweeps.Group, n: int, seeds: int) -> float | None:
+    """A group's size, for progress estimates: seeds × points × steps × batch size, the examples its
+    sweep passes through (groups of a grid differ in all four; time is about proportional to it
+    once compiled). None when the group's plan cannot be made here (its sweep will say why)."""
+    try:
+        plan = make_plan(group.config, n)
+    except (ValueError, TypeError):
+        return None
+    points = max((int(np.shape(v)[0]) for v in group.points.values() if np.ndim(v) > 0), default=1)
+    return float(seeds * points * plan.steps * max(plan.batch_size, 1))

@@ -106,9 +106,12 @@ class _Collect:
 
     def __init__(self) -> None:
         self.items: list = []
+        self.costs: list | None = []  # each unit's size (results.group_cost), for the progress ETA
 
-    def run_many(self, items):
+    def run_many(self, items, costs=None):
         self.items.extend(items)
+        # Units differ ~100x in size (B, E, models): the ETA weights by it where every unit has one.
+        self.costs = None if costs is None or self.costs is None else self.costs + list(costs)
         return [None] * len(items)
 
 
@@ -309,6 +312,61 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
     return out
 
 
+NAMES = {"dpsgd": "DPSGD", "dpsgdf": "DPSGD-F", "nonprivate": "non-private SGD"}  # the paper's names
+
+
+def accuracy_figure(selection: pd.DataFrame):
+    """Table 1 as a figure (``selection.csv``, main variant): per dataset and ε, DPSGD and DPSGD-F,
+    ours (mean ± s.d. over seeds, filled) beside the paper's (open), and non-private SGD as lines.
+    Points, not bars: a bar's length would have to start at 0 %, where every difference here vanishes;
+    a point's position needs no zero, so the axis spans the values and says so."""
+    import matplotlib.figure
+
+    main = selection[selection["variant"] == "main"]
+    private = main[main["method"] != "nonprivate"]
+    order = {name: i for i, name in enumerate(DATASETS)}
+    cells = sorted({(row.dataset, row.epsilon) for row in private.itertuples()}, key=lambda c: (order.get(c[0], 99), c))
+    fig = matplotlib.figure.Figure(figsize=(max(5.0, 2.4 * len(cells)) + 2.6, 3.8))
+    ax = fig.subplots()
+    style = {"dpsgd": ("C3", "o", -0.2), "dpsgdf": ("C0", "s", 0.2)}
+    values: list[float] = []
+    for method, (colour, marker, offset) in style.items():
+        ours = private[private["method"] == method].set_index(["dataset", "epsilon"]).reindex(cells)
+        xs = np.arange(len(cells)) + offset
+        ax.errorbar(xs - 0.06, ours["mean"], yerr=ours["std"], color=colour, marker=marker, ls="none", capsize=3,
+                    label=f"{NAMES[method]} (ours, mean ± s.d.)")
+        paper = [PAPER.get(ds, {}).get((method, eps), (np.nan, np.nan)) for ds, eps in cells]
+        ax.errorbar(xs + 0.06, [m for m, _ in paper], yerr=[s for _, s in paper], color=colour, marker=marker,
+                    mfc="white", ls="none", capsize=3, label=f"{NAMES[method]} (paper)")
+        values += list(ours["mean"] - ours["std"].fillna(0)) + [m - s for m, s in paper]
+    for dataset in dict.fromkeys(ds for ds, _ in cells):
+        xs = [i for i, cell in enumerate(cells) if cell[0] == dataset]
+        span = (min(xs) - 0.4, max(xs) + 0.4)
+        ours = main[(main["dataset"] == dataset) & (main["method"] == "nonprivate")]["mean"]
+        if not ours.empty:
+            ax.hlines(float(ours.iloc[0]), *span, colors="k", linestyles="--")
+            values.append(float(ours.iloc[0]))
+        paper = PAPER.get(dataset, {}).get(("nonprivate", None))
+        if paper is not None:
+            ax.hlines(paper[0], *span, colors="grey", linestyles=":")
+            values.append(paper[0])
+    ax.plot([], [], "k--", label="non-private SGD (ours)")
+    ax.plot([], [], ls=":", color="grey", label="non-private SGD (paper)")
+    finite = [v for v in values if np.isfinite(v)]
+    low = math.floor(min(finite) - 1) if finite else 0
+    ax.set(xticks=range(len(cells)), xticklabels=[f"{LABEL.get(ds, ds)}\nε = {eps:g}" for ds, eps in cells],
+           ylabel=f"test accuracy (%; axis from {low} %)", xlim=(-0.6, len(cells) - 0.4))
+    ax.set_ylim(bottom=low)
+    ax.grid(axis="y", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    last = [i for i, text in enumerate(labels) if text.startswith("non-private")]  # the private methods first
+    keep = [i for i in range(len(labels)) if i not in last] + last
+    ax.legend([handles[i] for i in keep], [labels[i] for i in keep], fontsize=9, loc="upper left",
+              bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def run(ctx: RunContext) -> list[Comparison]:
     grid = GRIDS[ctx.profile]
     missing, prepared, collect = [], [], _Collect()
@@ -320,7 +378,8 @@ def run(ctx: RunContext) -> list[Comparison]:
             continue
         prepared += prepare_dataset(ctx, ds, grid, collect)
     start = time.perf_counter()
-    records = ctx.store.run_many(collect.items)  # the whole grid, one unit per (dataset, eps, B, E[, variant])
+    # The whole grid, one unit per (dataset, eps, B, E[, variant]).
+    records = ctx.store.run_many(collect.items, costs=collect.costs)
     ctx.progress(f"{len(records)} units in {time.perf_counter() - start:.1f}s")
     rows = [row for (unit, group), record in zip(prepared, records) for row in rows_for(unit, group, record)]
     frame = pd.DataFrame(rows)

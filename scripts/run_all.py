@@ -19,7 +19,7 @@ without computing any grid unit. Shards that share one --out need `--merge` with
 
 Output (stderr): while an experiment runs, a progress bar (units done/total, elapsed, ETA) on a
 terminal, or a plain status line at most every 30 s in a log; a grid projected to take long says so
-once ("N units left × ~t each ≈ T"); then one line per finished experiment (wall time, pass/miss/info
+once ("N of M units left ≈ T (from k computed units, weighted by size)"); then one line per finished experiment (wall time, pass/miss/info
 rows, units computed vs cached). --verbose adds the experiments' line per unit of work.
 """
 

@@ -259,14 +259,111 @@ def test_progress_off_a_terminal_prints_no_bar_and_counts_units(tmp_path):
         assert len(lines) == (3 if verbose else 0)
 
 
+class _Clock:
+    """A fake clock: the estimates are tested on times the test sets, not on how busy the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _eta_lines(text: str) -> list[str]:
+    lines = text.replace("\r", "\n").splitlines()
+    for line in lines:  # one estimate per line, never two that disagree
+        assert line.count("ETA") + line.count("≈") <= 1, line
+    return lines
+
+
+def test_progress_on_a_terminal_draws_a_tqdm_bar_with_done_total_and_our_eta(tmp_path):
+    stream, clock = _Terminal(), _Clock()
+    progress = results.Progress("exp", stream=stream, verbose=False, label="[1/2] exp", clock=clock)
+    store = UnitStore(tmp_path, progress=progress)
+    store.run_many([(str(i), lambda i=i: {"v": i}) for i in range(3)])
+    text = stream.getvalue()
+    assert "\r" in text and "[1/2] exp" in text
+    assert re.search(r"3/3 \[\d\d:\d\d, 3 computed, 0 cached\]", text), text  # done/total [elapsed, counts
+    assert "<" not in text  # not tqdm's own ETA (steps/s), which ignores how steps differ in cost
+    progress.close()
+    assert stream.getvalue().endswith("\r")  # the bar is cleared (the caller prints one line)
+    progress("a detail")  # not verbose: not shown
+    progress.note("a note")  # notes still print, as plain lines, once the bar is gone
+    assert re.search(r"\r\[exp +\d+\.\ds\] a note\n$", stream.getvalue()) and "a detail" not in stream.getvalue()
+    # Mid-grid the bar shows our estimate: 1 of 3 equal steps took 10 s.
+    stream = _Terminal()
+    progress = results.Progress("exp", stream=stream, verbose=False, clock=clock)
+    with progress.grid(3):
+        clock.now += 10
+        progress.step(computed=True, seconds=10.0)
+    assert re.search(r"1/3 \[\d\d:\d\d, ETA ~20 s\]", stream.getvalue()), stream.getvalue()
+    _eta_lines(stream.getvalue())
+
+
+def test_progress_estimate_weights_steps_by_their_stated_cost():
+    """A grid whose units differ in size: the first (small) unit's time per unit of cost, times
+    the cost left; without sizes the estimate assumes equal steps and says so."""
+    clock = _Clock()
+    progress = results.Progress("exp", stream=io.StringIO(), verbose=False, clock=clock)
+    with progress.grid(4, costs=[1, 10, 10, 1]):
+        clock.now += 2
+        progress.step(computed=True, seconds=2.0, remaining=[10, 10, 1])
+        assert progress.time_left() == (42.0, "from 1 computed unit, weighted by size")
+        clock.now += 5  # half way through the second (cost 10 at 2 s per cost: 20 s)
+        assert progress.time_left()[0] == pytest.approx(37.0)
+        clock.now += 15
+        progress.step(computed=True, seconds=20.0, remaining=[10, 1])  # the rate: 22 s / 11
+        assert progress.time_left() == (pytest.approx(22.0), "from 2 computed units, weighted by size")
+        progress.step(computed=False, seconds=0.0, remaining=[1])  # loaded, not computed: the rate stays
+        assert progress.time_left()[0] == pytest.approx(2.0)
+    assert progress.time_left() is None  # between grids: nothing to estimate
+    progress = results.Progress("exp", stream=io.StringIO(), verbose=False, clock=clock)
+    with progress.grid(4):
+        clock.now += 2
+        progress.step(computed=True, seconds=2.0, remaining=3)
+        assert progress.time_left() == (6.0, "from 1 computed unit, assuming equal cost")
+    with pytest.raises(ValueError, match="costs must be 2 positive"):
+        with progress.grid(2, costs=[1.0, 0.0]):
+            pass
+
+
+def test_progress_status_line_is_the_grid_estimate_not_the_elapsed_time_per_step():
+    """As sun2024_table1: quick lone units (calibrations) first, then a grid whose first unit's
+    sweep reports chunks. The note and the status line give the same, single estimate; the lone
+    units do not make the rest look fast (the old `elapsed / done × left` said 12 s here)."""
+    clock, stream = _Clock(), io.StringIO()
+    progress = results.Progress("exp", stream=stream, verbose=False, interval=0.0, clock=clock, long_after=30.0)
+    for _ in range(20):
+        progress.unit(cached=False, seconds=0.0)
+    assert progress.time_left() is None  # lone units: no grid, no estimate
+    with progress.grid(2, costs=[1.0, 1.0]):
+        progress.chunk(0, 10)
+        clock.now += 60  # the first chunk also compiles
+        progress.chunk(1, 10)
+        clock.now += 60
+        progress.chunk(2, 10)  # 8 chunks × 60 s left in this unit, which takes 600 s, and one more unit
+        assert progress.time_left() == (1080.0, "from the first unit's chunks, weighted by size")
+        clock.now += 30
+        progress.chunk(2, 10)
+        lines = _eta_lines(stream.getvalue())
+        notes = [line for line in lines if "≈" in line]
+        assert notes == [notes[0]] and notes[0].endswith("] 2 of 2 units left ≈ 18.0 min (from the first unit's chunks, "
+                                                          "weighted by size)"), lines
+        assert lines[-1].endswith("20/22 units (20 computed, 0 cached, chunk 2/10), ETA ~17.5 min"), lines
+        clock.now += 450
+        progress.step(computed=True, seconds=600.0, remaining=[1.0])
+        assert progress.time_left() == (600.0, "from 1 computed unit, weighted by size")
+    assert len([line for line in _eta_lines(stream.getvalue()) if "≈" in line]) == 1  # one note per grid
+
+
 def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
-    stream = io.StringIO()
-    progress = results.Progress("exp", stream=stream, verbose=False, interval=0.0)
+    stream, clock = io.StringIO(), _Clock()
+    progress = results.Progress("exp", stream=stream, verbose=False, interval=0.0, clock=clock)
     for _ in progress.track(range(4), "cell"):
-        time.sleep(0.01)
-    lines = stream.getvalue().splitlines()
+        clock.now += 1
+    lines = _eta_lines(stream.getvalue())
     assert "\r" not in stream.getvalue()
-    assert any(re.search(r"\] 2/4 units, ETA ~\d", line) for line in lines), lines
+    assert any(re.search(r"\] 2/4 units, ETA ~2\.0 s$", line) for line in lines), lines
     quiet_stream = io.StringIO()
     progress = results.Progress("exp", stream=quiet_stream, verbose=False, interval=3600.0)
     for _ in progress.track(range(4), "cell"):
@@ -274,52 +371,68 @@ def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
     assert quiet_stream.getvalue() == ""
 
 
-def test_progress_on_a_terminal_draws_a_tqdm_bar_with_done_total_and_eta(tmp_path):
-    stream = _Terminal()
-    progress = results.Progress("exp", stream=stream, verbose=False, label="[1/2] exp")
-    store = UnitStore(tmp_path, progress=progress)
-    store.run_many([(str(i), lambda i=i: {"v": i}) for i in range(3)])
-    text = stream.getvalue()
-    assert "\r" in text and "[1/2] exp" in text
-    assert re.search(r"3/3 \[\d\d:\d\d<\d\d:\d\d", text), text  # done/total [elapsed<ETA
-    assert "3 computed, 0 cached" in text
-    progress.close()
-    assert stream.getvalue().endswith("\r")  # the bar is cleared (the caller prints one line)
-    progress("a detail")  # not verbose: not shown
-    progress.note("a note")  # notes still print, as plain lines, once the bar is gone
-    assert re.search(r"\r\[exp +\d+\.\ds\] a note\n$", stream.getvalue()) and "a detail" not in stream.getvalue()
-
-
 def test_progress_estimates_a_long_grid_from_its_first_unit(tmp_path):
-    """One line before the rest of a long grid: units still to compute × the first one's time."""
-    def grid(store):
-        return store.run_many([(f"u{i}", lambda i=i: time.sleep(0.02) or {"v": i}) for i in range(5)])
+    """One line before the rest of a long grid: how many of its units are still to compute and the
+    time they will take, with the estimate's basis."""
+    def grid(store, costs=None):
+        return store.run_many([(f"u{i}", lambda i=i: time.sleep(0.02) or {"v": i}) for i in range(5)], costs=costs)
 
     stream = io.StringIO()
     grid(UnitStore(tmp_path, progress=results.Progress("exp", stream=stream, verbose=False, long_after=0.05)))
     (line,) = stream.getvalue().splitlines()
-    assert re.search(r"\] 4 units left × ~\d+\.\d s each ≈ \d+\.\d s \(estimate from the first unit\)$", line), line
+    assert re.search(r"\] 4 of 5 units left ≈ \d+\.\d s \(from 1 computed unit, assuming equal cost\)$", line), line
     # The same grid, 3 of 5 units finished earlier: only the 1 unit still missing after the first computed one counts.
     for key in ("u0", "u2", "u4"):
         UnitStore(tmp_path / "part").save(key, {"v": 0})
     stream = io.StringIO()
     grid(UnitStore(tmp_path / "part", progress=results.Progress("exp", stream=stream, verbose=False,
                                                                 long_after=0.001)))
-    assert "] 1 unit left × ~" in stream.getvalue()
+    assert "] 1 of 5 units left ≈ " in stream.getvalue()
+    # Stated costs: the first unit is the smallest, so the rest is 10x its time per unit of cost × 40.
+    stream, clock = io.StringIO(), _Clock()
+    progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.001, clock=clock)
+    store = UnitStore(tmp_path / "sized", progress=progress)
+    store.run_many([(f"u{i}", lambda i=i: {"v": i}) for i in range(5)], costs=[1, 10, 10, 10, 10])
+    assert "] 4 of 5 units left ≈ 0.0 s (from 1 computed unit, weighted by size)" in stream.getvalue()
     # A short grid says nothing.
     stream = io.StringIO()
     grid(UnitStore(tmp_path / "short", progress=results.Progress("exp", stream=stream, verbose=False)))
     assert stream.getvalue() == ""
 
 
-def test_progress_estimates_a_long_sweep_from_its_second_chunk():
+def test_progress_track_names_its_steps_and_counts_what_is_left():
+    """A loop of 12 cells (sun2024_counterexample's E2) after 72 lone units: the note counts the
+    loop's cells left (11 of 12), not the bar's steps."""
+    clock, stream = _Clock(), io.StringIO()
+    progress = results.Progress("exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0)
+    for _ in range(72):
+        progress.unit(cached=False, seconds=0.1)
+    for _ in progress.track(range(12), "E2 cell"):
+        clock.now += 10
+    (note,) = stream.getvalue().splitlines()
+    assert note.endswith("] 11 of 12 E2 cells left ≈ 1.8 min (from 1 computed E2 cell, assuming equal cost)"), note
+    # With sizes, a loop weights by them too.
     stream = io.StringIO()
-    progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.05, interval=3600.0)
+    progress = results.Progress("exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0)
+    for size in progress.track([1, 3, 3], "cell", costs=[1, 3, 3]):
+        clock.now += 10 * size
+    (note,) = stream.getvalue().splitlines()
+    assert note.endswith("] 2 of 3 cells left ≈ 60 s (from 1 computed cell, weighted by size)"), note
+
+
+def test_progress_estimates_a_long_sweep_from_its_second_chunk():
+    stream, clock = io.StringIO(), _Clock()
+    progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.05, interval=3600.0, clock=clock)
     for done in range(11):
         progress.chunk(done, 10)
-        time.sleep(0.01)
+        clock.now += 5 if done else 50  # the first chunk also compiles
     (line,) = stream.getvalue().splitlines()
-    assert "8 chunks left ×" in line and "second chunk" in line
+    assert line.endswith("] 8 of 10 chunks left ≈ 40 s (this unit, from its chunks after the first)"), line
+    progress.unit(cached=False, seconds=95.0)  # that lone unit is done: the next lone sweep gets its own line
+    for done in range(4):
+        progress.chunk(done, 3)
+        clock.now += 50
+    assert stream.getvalue().splitlines()[-1].endswith("] 1 of 3 chunks left ≈ 50 s (this unit, from its chunks after the first)")
 
 
 def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_lines(monkeypatch):

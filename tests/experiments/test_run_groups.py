@@ -28,14 +28,15 @@ SHIFTS = RNG.normal(size=(2, D6)).astype(np.float32)
 
 
 class FakeStore:
-    """``run_many(items)``: each ``(key, compute)`` computed once, then served from memory."""
+    """``run_many(items, costs=...)``: each ``(key, compute)`` computed once, then served from memory."""
 
     def __init__(self):
-        self.cache, self.computed, self.calls = {}, [], []
+        self.cache, self.computed, self.calls, self.costs = {}, [], [], []
 
-    def run_many(self, items):
+    def run_many(self, items, costs=None):
         items = list(items)
         self.calls.append([key for key, _ in items])
+        self.costs.append(costs)
         out = []
         for key, compute in items:
             if key not in self.cache:
@@ -59,6 +60,8 @@ def test_run_groups_through_a_store():
                             progress=messages.append)
     assert store.calls == [["b8", "b10"]] and store.computed == ["b8", "b10"]
     assert len(messages) == 2 and "b10" in messages[1]
+    # Each group's size for the progress ETA: seeds × points × steps × batch size.
+    assert store.costs == [[2 * 2 * 6 * 8, 2 * 2 * 4 * 10]]
     for group, record in zip(groups, out):
         expected = sweeps.sweep_points(group.config, P6, (X6, Y6), keys, group.points,
                                        eval_data=(X6_TEST, Y6_TEST), return_params=False)
