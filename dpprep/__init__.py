@@ -13,7 +13,14 @@ The core is model-agnostic and small (the papers' modules extend it):
 * :mod:`dpprep.frameworks` — flax.nnx, flax.linen, equinox and ``(init, apply)`` models;
   :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs;
   :mod:`dpprep.optimizers` — standard optax optimizers by name, one object per configuration
-  (equal configs then share a compilation).
+  (equal configs then share a compilation), and the projection and iterate-averaging wrappers;
+* :mod:`dpprep.extensions` — how a learner extends the step without the engine knowing it (own
+  traced hyperparameters, model view, clipped sum, privatizer, update wrapper);
+  :mod:`dpprep.features` — per-point feature transforms on one shared batch, an extension.
+
+Each paper is a module that extends this core: :mod:`dpprep.dpsgdf` (Sun et al.),
+:mod:`dpprep.corrdp` (Wang et al.), :mod:`dpprep.ptr`, :mod:`dpprep.preprocess` and
+:mod:`dpprep.accounting` (Hu et al.).
 """
 
 import importlib
@@ -36,7 +43,7 @@ _EXPORTS = {
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",
 }
-_SUBMODULES = ("frameworks", "models", "optimizers", "sampling", "streams")
+_SUBMODULES = ("extensions", "features", "frameworks", "models", "optimizers", "sampling", "streams")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 
