@@ -29,6 +29,18 @@ TV of :func:`dpprep.corrdp.utility.dataset_tv`; GLM objectives, θ̂, ``L`` and 
 :mod:`dpprep.corrdp.utility` (float64); networks are scored by the sweep's ``eval_data``
 (:func:`dpprep.sweeps.evaluate`).
 
+**DP guarantee:** none for panels a, e (least squares: unbounded per-example gradients, nothing
+clipped) and c, f (only the batch mean is clipped); REPORT's first row of this experiment says so
+(:func:`dp_status`). For the LR panels :func:`dp_diagnostic` accounts the Standard run with a bound
+on ``‖x‖`` over the encoded domain where one exists (Adult: √10, :func:`domain_bound`); Credit
+(StandardScaler) has none, and its rows are labelled as no guarantee.
+
+**Adam and the network panels:** Adam normalises each coordinate's step, so CorrDP's smaller noise
+on U barely moves the first-layer U rows differently from Standard (:func:`insensitive_displacement`
+measures the ratio under Adam and plain SGD, :func:`mechanism_rows` reports it), and on the Sepsis
+NN every private run collapses towards the majority class at some ε (:func:`collapse_row`). The
+plain-SGD variants c′, f′ (:data:`VARIANTS`) are run and reported beside c and f.
+
 Outputs: ``fig1.csv`` (tidy: panel, dataset, method, epsilon, seed, metric, value, C, C_mode, …),
 ``fig1_summary.csv`` (mean, s.d. with ddof = 1), ``fig1.png``; comparisons for spec §6 items
 14–22 and the §5.2 magnitude table (its CorrDP column uses the *population* TV 0.364, run as the
