@@ -156,7 +156,8 @@ PROFILES = {
     # 2-core CPU; every other panel runs seeds 0..9. The §5.1 C list runs on the Sepsis NN and the
     # Medical LR (cheap); Credit and the Medical NN run C = 1e-2 (the paper profile adds the list).
     # The plain-SGD variants of the networks run C = 1e-2, the C at which every Adam run of the
-    # Sepsis NN collapsed to the majority class at ε = 0.75–2 (about 45 s more on that CPU).
+    # Sepsis NN collapsed to the majority class at ε = 0.75–2; with the four mechanism units, an
+    # estimated 1–2 min more on that CPU (from 3–5-seed runs of the same configs; not timed at quick).
     "quick": Profile({k: 5 if k == "b" else 10 for k in ALL_PANELS}, EPSILONS,
                      {"a": (1.0,), "b": (3e-3,), "c": _SWEEP_C, "d": (1e-2,), "e": _SWEEP_C, "f": (1e-2,),
                       "c_sgd": (1e-2,), "f_sgd": (1e-2,)}),
