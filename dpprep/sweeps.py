@@ -149,6 +149,23 @@ def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, 
     return max(1, int(room // per_point))
 
 
+def _replicate(tree: Any, sharding: NamedSharding) -> Any:
+    """``jax.device_put(tree, sharding)``, except that PRNG key arrays travel as their key data.
+
+    Why: with several processes the mesh holds other processes' devices, and jax 0.10's
+    ``device_put`` onto such a sharding accepts numpy arrays and uncommitted ``ArrayImpl`` only;
+    a typed key array is refused ("must be a Device or a Sharding which represents addressable
+    devices"). Its uint32 key data goes through, and re-wrapping it is exact."""
+
+    def put(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            data = jax.device_put(jax.random.key_data(leaf), sharding)
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+        return jax.device_put(leaf, sharding)
+
+    return jax.tree_util.tree_map(put, tree)
+
+
 def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
     if devices is None:
         return None
@@ -285,8 +302,8 @@ def sweep_points(
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())
-        shared = jax.device_put(shared, replicated)
-        x_eval, y_eval = jax.device_put((x_eval, y_eval), replicated)
+        shared = _replicate(shared, replicated)
+        x_eval, y_eval = _replicate((x_eval, y_eval), replicated)
     values = [jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names]
 
     def call(take: np.ndarray) -> Any:
