@@ -36,7 +36,7 @@ _EXPORTS = {
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",
 }
-_SUBMODULES = ("frameworks", "models", "optimizers", "sampling", "streams")
+_SUBMODULES = ("frameworks", "models", "optimizers", "sampling", "selection", "streams")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 
