@@ -50,6 +50,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Any, Callable, Mapping
@@ -59,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
-from scipy import stats
+from scipy import optimize, stats
 
 from dpprep import sampling, streams, sweeps
 from dpprep.accounting import dp
@@ -418,28 +419,7 @@ class PrivateSelection:
                 + f" alone cost epsilon={floor:.4g} at delta={delta:g}; ask for more, raise score_noise or "
                   "lower the mean number of candidates")
 
-        def meets(z: float) -> bool:
-            try:
-                return self.epsilon(plan, z, delta) <= target
-            except ValueError:  # e.g. the overflow slack leaves nothing of delta: too little noise
-                return False
-
-        hi = 1.0
-        for _ in range(_BRACKET_DOUBLINGS):
-            if meets(hi):
-                break
-            hi *= 2.0
-        else:
-            raise ValueError(f"target_epsilon={target_epsilon!r} needs a noise multiplier above {hi:.3g}; ask for more")
-        lo = hi / 2.0
-        while meets(lo):
-            if lo < tol:
-                return lo
-            lo, hi = lo / 2.0, lo
-        while hi - lo > tol:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if meets(mid) else (mid, hi)
-        return hi
+        return _calibrate(self, plan, target, delta, tol)
 
     def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         """The :class:`EndToEnd` account of this selection at ``noise_multiplier``."""
@@ -458,6 +438,39 @@ class PrivateSelection:
             Part("training", train, True, f"one candidate's run of {plan.steps} steps ({plan.sampler}), "
                  "charged within the selection"),
         ), "rdp")
+
+
+@functools.lru_cache(maxsize=128)
+def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, delta: float, tol: float) -> float:
+    """:meth:`PrivateSelection.calibrate` past its checks (cached: the arguments are hashable)."""
+
+    def excess(z: float) -> float:
+        try:
+            return selection.epsilon(plan, z, delta) - target
+        except ValueError:  # the overflow slack leaves nothing of delta: too little noise, far above
+            return math.inf
+
+    hi = 1.0
+    for _ in range(_BRACKET_DOUBLINGS):
+        if excess(hi) <= 0:
+            break
+        hi *= 2.0
+    else:
+        raise ValueError(f"target_epsilon={target!r} needs a noise multiplier above {hi:.3g}; ask for more")
+    lo = hi / 2.0
+    while excess(lo) <= 0:
+        if lo < tol:
+            return lo
+        lo, hi = lo / 2.0, lo
+    if math.isfinite(excess(lo)):  # ε is continuous and decreasing in z: Brent's method on the bracket
+        root = optimize.brentq(excess, lo, hi, xtol=tol / 4)
+        up = min(hi, root + tol / 2)  # the exact root is within tol/4 of Brent's: up meets the target
+        if excess(up) <= 0:
+            return up
+    while hi - lo > tol:  # otherwise (or when the slack refused lo), plain bisection
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if excess(mid) <= 0 else (mid, hi)
+    return hi
 
 
 def _with_slack(ideal: Callable[[float], float], delta: float, overflow: float, noise_multiplier: float) -> float:
@@ -522,6 +535,16 @@ def split(data: tuple[Any, Any], validation_size: int, key: Array) -> tuple[tupl
     order = np.asarray(jax.random.permutation(streams.stream(key, SPLIT), n))
     held, kept = order[:validation_size], order[validation_size:]
     return (x[kept], y[kept]), (x[held], y[held])
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _draws(key: Array, which: Array, size: int) -> tuple[Array, Array, Array]:
+    """Candidates ``which``'s keys, grid indices (uniform on ``size`` points) and standard normal
+    score noise."""
+    keys = jax.vmap(lambda i: candidate_key(key, i))(which)
+    index = jax.vmap(lambda k: jax.random.randint(streams.stream(k, GRID_POINT), (), 0, size))(keys)
+    noise = jax.vmap(lambda k: jax.random.normal(streams.stream(k, SCORE)))(keys)
+    return keys, index, noise
 
 
 def _check_grid(config: TrainConfig, grid: Any) -> dict[str, Any]:
@@ -596,6 +619,11 @@ def select(
         raise ValueError("config.iterates='both' releases two models; a selection returns one ('last' or 'average')")
     values = _check_grid(config, grid)
     names = tuple(values)
+    check_hyper(with_values(config.hyper, values), params0, swept=names, num_features=x.shape[-1],
+                extensions=config.extensions)
+    check_clip_method(config, values.get("clip_norm", config.hyper.clip_norm))
+    if chunk_size is not None:
+        chunk_size = check_positive_int(chunk_size, "chunk_size")
     plan = selection.plan(config, x.shape[0])
     delta = check_delta(delta)
     if (noise_multiplier is None) == (target_epsilon is None):
@@ -604,13 +632,10 @@ def select(
         z = selection.calibrate(plan, target_epsilon, delta)
     else:
         z = check_positive(noise_multiplier, "noise_multiplier")  # type: ignore[arg-type]
-    accounting = selection.end_to_end(plan, z, delta)
     hyper = dataclasses.replace(config.hyper, noise_multiplier=z)
     check_hyper(with_values(hyper, values), params0, swept=names, num_features=x.shape[-1],
-                extensions=config.extensions)
-    check_clip_method(config, values.get("clip_norm", hyper.clip_norm))
-    if chunk_size is not None:
-        chunk_size = check_positive_int(chunk_size, "chunk_size")
+                extensions=config.extensions)  # now with the noise (e.g. refused without clipping)
+    accounting = selection.end_to_end(plan, z, delta)
     config = dataclasses.replace(config, hyper=hyper)
 
     train_data, validation = split((x, y), selection.validation_size, key)
@@ -620,27 +645,28 @@ def select(
     if num == 0:  # the Poisson K: nothing runs, the output is ⊥
         return SelectionResult(None, None, None, z, accounting, {**diagnostics, "grid_indices": np.zeros(0, np.int64)})
 
-    keys = jax.vmap(lambda i: candidate_key(key, i))(jnp.arange(num))
-    indices = np.asarray(jax.vmap(lambda k: jax.random.randint(streams.stream(k, GRID_POINT), (), 0, size))(keys))
-    noise = np.asarray(jax.vmap(lambda k: jax.random.normal(streams.stream(k, SCORE)))(keys), np.float64)
     chunk = chunk_size or min(MAX_CHUNK, 1 << (num - 1).bit_length())
     m = selection.validation_size
-    accuracies, best, best_params = np.zeros(num), -1, None
-    scores = np.full(num, -np.inf)
+    indices, accuracies, scores = np.zeros(num, np.int64), np.zeros(num), np.zeros(num)
+    best, best_params = -1, None
     for start in range(0, num, chunk):
         take = np.minimum(np.arange(start, start + chunk), num - 1)  # the last chunk padded with copies
         real = min(chunk, num - start)
+        # Keys, points and score noise per chunk (one shape: nothing recompiles for another K).
+        keys, idx, noise = _draws(key, jnp.asarray(take), size)
+        drawn = np.asarray(idx)
+        indices[start:start + real] = drawn[:real]
         # Each candidate is a "seed" of the sweep with its own key and point (per_seed, one point).
-        points = {name: jax.tree_util.tree_map(lambda v: v[indices[take]][:, None], value) for name, value in values.items()}
-        result = sweeps.sweep_points(config, params0, train_data, keys[take], points, eval_data=validation,
+        points = {name: jax.tree_util.tree_map(lambda v, i=drawn: v[i][:, None], value) for name, value in values.items()}
+        result = sweeps.sweep_points(config, params0, train_data, keys, points, eval_data=validation,
                                      per_seed=names, chunk_size=1)
         assert result.evaluation is not None
         acc = np.asarray(result.evaluation["accuracy"], np.float64)[:real, 0]
         accuracies[start:start + real] = acc
         # The count is exact: a float32 mean of m zeros and ones, times m, rounds back to it.
-        scores[start:start + real] = (np.rint(acc * m) + selection.score_noise * noise[start:start + real]) / m
+        scores[start:start + real] = (np.rint(acc * m) + selection.score_noise * np.asarray(noise, np.float64)[:real]) / m
         top = start + int(np.argmax(scores[start:start + real]))
-        if best < 0 or scores[top] > scores[best]:
+        if best < 0 or scores[top] > scores[best]:  # ties: the earliest candidate
             best = top
             best_params = jax.tree_util.tree_map(lambda a, i=top - start: np.asarray(a)[i, 0], result.params)
     point = {name: jax.tree_util.tree_map(lambda v: v[indices[best]], value) for name, value in values.items()}
