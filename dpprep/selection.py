@@ -669,7 +669,9 @@ def select(
         if best < 0 or scores[top] > scores[best]:  # ties: the earliest candidate
             best = top
             best_params = jax.tree_util.tree_map(lambda a, i=top - start: np.asarray(a)[i, 0], result.params)
-    point = {name: jax.tree_util.tree_map(lambda v: v[indices[best]], value) for name, value in values.items()}
+    # The chosen point as given in the grid (Python floats for scalar fields, arrays for pytree ones).
+    point = {name: jax.tree_util.tree_map(lambda v: v[indices[best]].item() if np.ndim(v) == 1 else v[indices[best]], value)
+             for name, value in values.items()}
     diagnostics.update(grid_indices=indices, noisy_scores=scores, accuracies=accuracies, best=best, chunk_size=chunk)
     return SelectionResult(best_params, point, float(scores[best]), z, accounting, diagnostics)
 
