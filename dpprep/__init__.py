@@ -14,6 +14,8 @@ The core is model-agnostic and small (the papers' modules extend it):
   :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs;
   :mod:`dpprep.optimizers` — standard optax optimizers by name, one object per configuration
   (equal configs then share a compilation).
+* :mod:`dpprep.selection` — private hyperparameter selection (a random number of candidates,
+  noisy validation scores) and the end-to-end account of a whole procedure.
 """
 
 import importlib

@@ -91,6 +91,7 @@ MAX_CHUNK = 64
 #: The four parts of an end-to-end account, in order.
 PARTS = ("pre-processing", "private statistics", "selection", "training")
 
+_MAX_COUNT = 2**23  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
 _GAMMA_BISECTIONS = 200  # halvings of (0, 1]: float64 resolution long before
 _BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
 _SLACK_PASSES = 50  # fixed-point passes of the overflow slack (as ExecutionPlan.epsilon)
@@ -625,6 +626,9 @@ def select(
     if chunk_size is not None:
         chunk_size = check_positive_int(chunk_size, "chunk_size")
     plan = selection.plan(config, x.shape[0])
+    if selection.validation_size >= _MAX_COUNT:
+        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
+                         "predictions is recovered exactly from a float32 accuracy only up to there")
     delta = check_delta(delta)
     if (noise_multiplier is None) == (target_epsilon is None):
         raise ValueError("give exactly one of noise_multiplier and target_epsilon")
