@@ -381,13 +381,14 @@ class PrivateSelection:
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
             raise ValueError(f"plan must be an ExecutionPlan (PrivateSelection.plan(config, n)), got {type(plan).__name__}")
-        if plan.sampler == "shuffle" and plan.shuffle_bound == "as_poisson":
-            warnings.warn("shuffled DP-SGD candidates are accounted as if Poisson-subsampled (an assumption, "
-                          "not a proof; see ExecutionPlan): the selection's ε inherits it", UserWarning, stacklevel=4)
-        if plan.neighbouring == "replace_one" and plan.sampler == "poisson":
+        schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
+        if plan.neighbouring == "replace_one" and schedule.sampling in ("poisson", "shuffle") and schedule.sampling_rate < 1:
             raise ValueError("private selection is accounted by dp-accounting's RDP accountant (the only one with "
                              "RepeatAndSelectDpEvent), which has no replace-one bound for Poisson sampling: use "
                              "neighbouring='add_remove', or full / without_replacement batches")
+        if plan.sampler == "shuffle" and plan.shuffle_bound == "as_poisson":
+            warnings.warn("shuffled DP-SGD candidates are accounted as if Poisson-subsampled (an assumption, "
+                          "not a proof; see ExecutionPlan): the selection's ε inherits it", UserWarning, stacklevel=4)
 
     def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
         """ε at ``delta`` of the whole procedure (shared statistics + selection) with training
@@ -405,7 +406,7 @@ class PrivateSelection:
 
     def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float, *, tol: float = dp.CALIBRATION_TOL
                   ) -> float:
-        """The smallest training multiplier ``z`` (within ``tol``, by bisection) with the whole
+        """The smallest training multiplier ``z`` (within ``tol``; Brent's method, cached) with the whole
         procedure ``(target_epsilon, delta)``-DP; ValueError naming target_epsilon when even
         ``z → ∞`` leaves it above the target (:meth:`floor`)."""
         target = check_epsilon(target_epsilon, "target_epsilon")

@@ -155,9 +155,18 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     sel = _selection(10.0, 1.0, 15.0)
     # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1.
     assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(sel.epsilon(ar, 15.0, DELTA), rel=1e-12)
-    poisson = ExecutionPlan.create("poisson", 600, batch_size=60, steps=40, neighbouring="replace_one")
-    with pytest.raises(ValueError, match="replace-one"):
-        sel.epsilon(poisson, 3.0, DELTA)
+    # Batches without replacement: dp-accounting's replace-one RDP, the count's multiplier as given.
+    wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
+    candidate = dp_event.ComposedDpEvent([
+        dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40),
+        dp_event.GaussianDpEvent(15.0)])
+    accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
+    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA)
+    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(theirs, rel=1e-12)
+    for sampler in ("poisson", "shuffle"):
+        plan = ExecutionPlan.create(sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one")
+        with pytest.raises(ValueError, match="replace-one"):
+            sel.epsilon(plan, 3.0, DELTA)
 
 
 def test_calibration_is_tight_and_refuses_unreachable_targets():
