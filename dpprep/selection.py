@@ -424,8 +424,10 @@ class PrivateSelection:
         return _calibrate(self, plan, target, delta, tol)
 
     def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
-        """The :class:`EndToEnd` account of this selection at ``noise_multiplier``."""
-        delta = check_delta(delta)
+        """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
+        return _end_to_end(self, plan, check_positive(noise_multiplier, "noise_multiplier"), check_delta(delta))
+
+    def _end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         options = _rdp(plan)
         alone = _with_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
                             self._overflow(plan), noise_multiplier)
@@ -443,14 +445,23 @@ class PrivateSelection:
 
 
 @functools.lru_cache(maxsize=128)
+def _end_to_end(selection: PrivateSelection, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
+    return selection._end_to_end(plan, noise_multiplier, delta)
+
+
+@functools.lru_cache(maxsize=128)
 def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, delta: float, tol: float) -> float:
     """:meth:`PrivateSelection.calibrate` past its checks (cached: the arguments are hashable)."""
 
+    seen: dict[float, float] = {}  # the bracket, its checks and Brent's method revisit points
+
     def excess(z: float) -> float:
-        try:
-            return selection.epsilon(plan, z, delta) - target
-        except ValueError:  # the overflow slack leaves nothing of delta: too little noise, far above
-            return math.inf
+        if z not in seen:
+            try:
+                seen[z] = selection.epsilon(plan, z, delta) - target
+            except ValueError:  # the overflow slack leaves nothing of delta: too little noise, far above
+                seen[z] = math.inf
+        return seen[z]
 
     hi = 1.0
     for _ in range(_BRACKET_DOUBLINGS):

@@ -289,7 +289,7 @@ def test_a_single_candidate_is_a_plain_run():
 def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
     sel = _selection(6.0, 1.0, 5.0, validation_size=100)
     seen = []
-    for seed in range(4):
+    for seed in range(3):  # K = 15, 5, 3
         result = selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(seed), GRID, selection=sel,
                                   target_epsilon=4.0, delta=DELTA, chunk_size=4)
         d = result.diagnostics
