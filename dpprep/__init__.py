@@ -16,7 +16,9 @@ The core is model-agnostic and small (the papers' modules extend it):
   (equal configs then share a compilation), and the projection and iterate-averaging wrappers;
 * :mod:`dpprep.extensions` — how a learner extends the step without the engine knowing it (own
   traced hyperparameters, model view, clipped sum, privatizer, update wrapper);
-  :mod:`dpprep.features` — per-point feature transforms on one shared batch, an extension.
+  :mod:`dpprep.features` — per-point feature transforms on one shared batch, an extension;
+* :mod:`dpprep.selection` — private hyperparameter selection (a random number of candidates,
+  noisy validation scores) and the end-to-end account of a whole procedure.
 
 Each paper is a module that extends this core: :mod:`dpprep.dpsgdf` (Sun et al.),
 :mod:`dpprep.corrdp` (Wang et al.), :mod:`dpprep.ptr`, :mod:`dpprep.preprocess` and
@@ -43,7 +45,7 @@ _EXPORTS = {
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",
 }
-_SUBMODULES = ("extensions", "features", "frameworks", "models", "optimizers", "sampling", "streams")
+_SUBMODULES = ("extensions", "features", "frameworks", "models", "optimizers", "sampling", "selection", "streams")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 

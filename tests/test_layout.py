@@ -23,7 +23,7 @@ def test_library_modules_do_not_import_the_experiments():
 #: The model-agnostic core: the engine, its drivers and primitives (each paper is a module that
 #: extends it: dpsgdf, corrdp, ptr/dp_pca/accounting's Theorem 2 for Hu et al.).
 CORE = ("algorithms", "clipping", "extensions", "features", "frameworks", "models", "noise", "optimizers",
-        "plan", "sampling", "step", "streams", "sweeps", "validation", "files")
+        "plan", "sampling", "selection", "step", "streams", "sweeps", "validation", "files")
 #: What the core may load of the package besides itself: the accountant wrappers it calibrates with.
 CORE_MAY_IMPORT = {"dpprep", "dpprep.accounting", "dpprep.accounting.dp"}
 

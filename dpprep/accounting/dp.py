@@ -271,6 +271,8 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
         return dp_event.SelfComposedDpEvent(_rdp_replace_one(event.event), event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
         return dp_event.ComposedDpEvent([_rdp_replace_one(e) for e in event.events])
+    if isinstance(event, dp_event.RepeatAndSelectDpEvent):  # private selection (dpprep.selection)
+        return dp_event.RepeatAndSelectDpEvent(_rdp_replace_one(event.event), event.mean, event.shape)
     if isinstance(event, dp_event.NoOpDpEvent):
         return event
     raise ValueError(
@@ -293,7 +295,7 @@ def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccounta
 def _has_without_replacement(event: dp_event.DpEvent) -> bool:
     if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
         return True
-    if isinstance(event, dp_event.SelfComposedDpEvent):
+    if isinstance(event, (dp_event.SelfComposedDpEvent, dp_event.RepeatAndSelectDpEvent)):
         return _has_without_replacement(event.event)
     if isinstance(event, dp_event.ComposedDpEvent):
         return any(_has_without_replacement(e) for e in event.events)

@@ -1,0 +1,699 @@
+"""Private hyperparameter selection: random search with a random number of candidates, charged.
+
+Choosing hyperparameters on private data is itself a mechanism (Liu & Talwar, "Private Selection
+from Private Candidates", STOC 2019). Running ``K`` candidates and releasing the best costs about
+``K`` times one candidate when ``K`` is fixed, but only a constant factor more when ``K`` is
+*random* with a suitable distribution and hidden (Liu & Talwar for the geometric; Papernot &
+Steinke, "Hyperparameter Tuning with Renyi Differential Privacy", ICLR 2022, Theorems 2 and 6,
+for the truncated negative binomial and the Poisson in RDP). dp-accounting accounts it as
+``RepeatAndSelectDpEvent(event, mean, shape)`` in its RDP accountant (only there), so every ε
+here is an RDP bound.
+
+:func:`select` runs the procedure:
+
+1. split the private data once into a training part and a validation part of
+   ``validation_size`` rows (a random permutation from the stream ``"validation_split"``);
+2. draw ``K ~`` :class:`Repetitions` (``mean``, ``shape`` η) from the stream ``"num_candidates"``:
+   truncated negative binomial for ``0 < η < ∞`` (geometric at η = 1), logarithmic at η = 0,
+   Poisson at η = ∞ (then ``K = 0`` is possible and the output is ⊥: no model);
+3. candidate ``i`` (key :func:`candidate_key`) draws a grid point uniformly (with replacement,
+   stream ``"grid_point"``), trains on the training part with fresh randomness (the key's
+   ``"batch"``/``"noise"``/``"stop"`` streams, as :func:`dpprep.algorithms.train` with that key)
+   and releases a **noisy** validation score: the count of correct predictions plus Gaussian noise
+   of std ``score_noise`` (stream ``"score"``), divided by ``validation_size``;
+4. return the candidate with the highest noisy score: its parameters, grid point and noisy score.
+
+The theorem needs each candidate's *whole* output to be private, so a candidate's event is the
+composition ``[plan.dp_event(z), Gaussian(score_noise)]`` (:meth:`PrivateSelection.candidate_event`),
+the selection's is ``RepeatAndSelectDpEvent(candidate, mean, shape)`` and private statistics
+shared by every candidate (``fixed_events``, e.g. DPSGD-F's mean, computed once) compose once,
+outside the repetition. **Only the best candidate's output is private**: ``K``, the other
+candidates, their points and scores are diagnostics (revealing ``K`` would undo the benefit of
+drawing it). The two parts of the split are treated like the plan treats ``n``: their sizes are
+public, and a neighbouring dataset changes one record of one part (the candidate's event charges
+both parts, valid whichever part it fell in; for the count, sensitivity 1 under either relation).
+
+Candidates run as :func:`dpprep.sweeps.sweep_points` over the drawn points (each candidate is a
+"seed" with its own key and its own point, ``per_seed``), in chunks padded to a power of two (or
+to ``chunk_size``), so a selection compiles once per chunk shape, like a grid.
+
+>>> from dpprep.plan import ExecutionPlan
+>>> plan = ExecutionPlan.create("full", 1000, steps=50)          # DP-GD on the training part
+>>> selection = PrivateSelection(Repetitions(mean=10, shape=1), score_noise=20.0, validation_size=200)
+>>> z = selection.calibrate(plan, 2.0, 1e-5)                     # the whole selection is (2, 1e-5)-DP
+>>> round(z, 3), round(plan.epsilon(z, 1e-5), 3)                # one candidate's training alone
+(31.161, 0.833)
+>>> selection.epsilon(plan, z, 1e-5) <= 2.0
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dp_accounting import dp_event
+from dp_accounting.dp_event import DpEvent
+from scipy import optimize, stats
+
+from dpprep import sampling, streams, sweeps
+from dpprep.accounting import dp
+from dpprep.algorithms import (
+    TrainConfig,
+    check_clip_method,
+    check_data,
+    check_hyper,
+    check_key,
+    make_plan,
+    sweepable_fields,
+    with_values,
+)
+from dpprep.extensions import field_specs
+from dpprep.models import Array, Params
+from dpprep.plan import ExecutionPlan
+from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+
+#: The named streams of a selection's key (:mod:`dpprep.streams`).
+SPLIT, NUM_CANDIDATES, CANDIDATES = "validation_split", "num_candidates", "candidates"
+#: The named streams of a candidate's key (besides the engine's "batch", "noise", "stop").
+GRID_POINT, SCORE = "grid_point", "score"
+#: Fields the selection sets itself (the training noise is calibrated for the whole procedure).
+RESERVED = ("noise_multiplier", "noise_std")
+#: Largest chunk of candidates per compiled call by default (the chunk is the next power of two
+#: of K up to this): compilations stay at most log2(MAX_CHUNK) + 1 per config over many draws.
+MAX_CHUNK = 64
+#: The four parts of an end-to-end account, in order.
+PARTS = ("pre-processing", "private statistics", "selection", "training")
+
+_MAX_COUNT = 2**23  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
+_GAMMA_BISECTIONS = 200  # halvings of (0, 1]: float64 resolution long before
+_BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
+_SLACK_PASSES = 50  # fixed-point passes of the overflow slack (as ExecutionPlan.epsilon)
+
+
+def _rdp(plan: ExecutionPlan) -> dp.AccountingOptions:
+    """RepeatAndSelect is accounted by dp-accounting's RDP accountant only: every ε of a selection
+    is RDP under the plan's relation."""
+    return dp.AccountingOptions(accountant="rdp", neighbouring=plan.neighbouring)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# The number of candidates
+
+
+def tnb_mean(gamma: float, shape: float) -> float:
+    """Mean of the truncated negative binomial ``D_{η,γ}`` (Papernot & Steinke 2022, Def. 1):
+    ``η(1−γ)/(γ(1−γ^η))``, ``1/γ`` at η = 1 (geometric), ``(1−γ)/(γ log(1/γ))`` at η = 0
+    (logarithmic); 1 at γ = 1."""
+    if gamma >= 1.0:
+        return 1.0
+    if shape == 1.0:
+        return 1.0 / gamma
+    if shape == 0.0:
+        return (1.0 - gamma) / (gamma * -math.log(gamma))
+    return shape * (1.0 - gamma) / (gamma * -math.expm1(shape * math.log(gamma)))
+
+
+def tnb_gamma(mean: float, shape: float) -> float:
+    """The ``γ`` of ``D_{η,γ}`` with mean ``mean``: the smallest float ``γ`` found by bisection
+    with ``tnb_mean(γ) ≤ mean``. So the distribution sampled has mean at most the one accounted,
+    and ``γ`` at least dp-accounting's (its bisection keeps the other end), whose bound grows with
+    ``log(1/γ)``: both sides of the approximation are on the safe side."""
+    if mean == 1.0:
+        return 1.0
+    if shape == 1.0:
+        return 1.0 / mean
+    lo, hi = 0.0, 1.0  # tnb_mean(lo) = ∞ > mean >= tnb_mean(hi), and it decreases in γ
+    for _ in range(_GAMMA_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if tnb_mean(mid, shape) > mean:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@dataclasses.dataclass(frozen=True)
+class Repetitions:
+    """The distribution of the number of candidates ``K`` that dp-accounting's
+    ``RepeatAndSelectDpEvent(event, mean, shape)`` accounts (Papernot & Steinke 2022):
+
+    * ``0 < shape < ∞``: truncated negative binomial ``D_{η,γ}``, ``P[K = k] ∝ (1−γ)^k
+      Γ(k+η)/(Γ(η) k!)`` for ``k ≥ 1`` (``shape = 1``: geometric, Liu & Talwar 2019);
+    * ``shape = 0``: logarithmic, ``P[K = k] ∝ (1−γ)^k / k``;
+    * ``shape = inf``: Poisson with mean ``mean`` (``K = 0`` possible: the selection outputs ⊥).
+
+    ``γ`` is set by ``mean`` (:func:`tnb_gamma`); ``mean = 1`` with a finite shape is ``K = 1``
+    (the limit γ → 1), a single run. ValueError naming ``mean`` or ``shape`` on bad values.
+    """
+
+    mean: float
+    shape: float = 1.0
+
+    def __post_init__(self) -> None:
+        shape = float(self.shape)
+        if math.isnan(shape) or shape < 0:
+            raise ValueError(f"shape (η) must be >= 0 (0: logarithmic, 1: geometric, inf: Poisson), got {self.shape!r}")
+        mean = float(self.mean)
+        if not math.isfinite(mean) or mean < 1:
+            raise ValueError(f"mean (the mean number of candidates) must be a finite number >= 1, got {self.mean!r}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "mean", mean)
+
+    @property
+    def poisson(self) -> bool:
+        return math.isinf(self.shape)
+
+    @property
+    def gamma(self) -> float | None:
+        """``γ`` of the truncated negative binomial (None for the Poisson)."""
+        return None if self.poisson else tnb_gamma(self.mean, self.shape)
+
+    def describe(self) -> str:
+        if self.poisson:
+            return f"Poisson(mean {self.mean:g})"
+        name = {0.0: "logarithmic", 1.0: "geometric"}.get(self.shape, f"truncated negative binomial (η = {self.shape:g})")
+        return f"{name}, mean {self.mean:g}"
+
+    def pmf(self, k: Any) -> np.ndarray:
+        """``P[K = k]``, elementwise."""
+        k = np.asarray(k)
+        if self.poisson:
+            return stats.poisson.pmf(k, self.mean)
+        gamma = tnb_gamma(self.mean, self.shape)
+        if gamma == 1.0:
+            return (k == 1).astype(float)
+        if self.shape == 0.0:
+            return stats.logser.pmf(k, 1.0 - gamma)
+        # The negative binomial on {0, 1, ...} conditioned on K >= 1: P[K >= 1] = 1 − γ^η.
+        return np.where(k >= 1, stats.nbinom.pmf(k, self.shape, gamma) / -math.expm1(self.shape * math.log(gamma)), 0.0)
+
+    def quantile(self, u: Any) -> np.ndarray:
+        """The inverse CDF at ``u ∈ (0, 1)`` (the smallest ``k`` with ``P[K ≤ k] ≥ u``), as int64."""
+        u = np.asarray(u, np.float64)
+        if np.any((u <= 0) | (u >= 1)):
+            raise ValueError("u must lie in the open interval (0, 1)")
+        gamma = 1.0 if self.poisson else tnb_gamma(self.mean, self.shape)
+        if self.poisson:
+            k = stats.poisson.ppf(u, self.mean)
+        elif gamma == 1.0:
+            k = np.ones_like(u)
+        elif self.shape == 0.0:
+            k = stats.logser.ppf(u, 1.0 - gamma)
+        elif self.shape == 1.0:
+            k = stats.geom.ppf(u, gamma)
+        else:
+            # Truncated at k >= 1 through the survival function, which keeps its precision when
+            # P[K >= 1] = 1 − γ^η is small (small η): P[K > k | K >= 1] = sf(k)/sf(0) <= 1 − u.
+            k = stats.nbinom.isf((1.0 - u) * -math.expm1(self.shape * math.log(gamma)), self.shape, gamma)
+        return np.asarray(k).astype(np.int64)
+
+    def sample(self, key: Array, shape: tuple[int, ...] = ()) -> np.ndarray:
+        """``K`` drawn from ``key`` (int64 array of ``shape``): a 53-bit uniform from the key's bits
+        (float64 on the host, whatever JAX's x64 setting), through :meth:`quantile`."""
+        bits = np.asarray(jax.random.bits(key, (*shape, 2), jnp.uint32)).astype(np.uint64)
+        whole = (bits[..., 0] >> np.uint64(5)) * np.uint64(2**26) + (bits[..., 1] >> np.uint64(6))  # 53 bits
+        return self.quantile((whole.astype(np.float64) + 0.5) / 2.0**53)
+
+    def dp_event(self, candidate: DpEvent) -> dp_event.RepeatAndSelectDpEvent:
+        """dp-accounting's event of releasing the best of ``K`` runs of ``candidate``."""
+        return dp_event.RepeatAndSelectDpEvent(candidate, self.mean, self.shape)
+
+
+# --------------------------------------------------------------------------------------------------
+# The end-to-end account
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One part of an end-to-end account: its ε alone at the account's δ (None when there is
+    nothing to charge), whether the procedure's total charges it, and how."""
+
+    name: str
+    epsilon: float | None
+    charged: bool
+    note: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EndToEnd:
+    """What a whole procedure charges: ``epsilon`` at ``delta`` for everything it released from
+    the private data (composed, not a sum of the parts), and the :data:`PARTS` with each part's ε
+    alone. :attr:`charged` names the parts the total charges; a part listed with ``charged=False``
+    was not paid for (e.g. hyperparameters tuned on the data, in a training-only account)."""
+
+    epsilon: float
+    delta: float
+    parts: tuple[Part, ...]
+    accountant: str
+
+    def __post_init__(self) -> None:
+        names = tuple(part.name for part in self.parts)
+        if names != PARTS:
+            raise ValueError(f"parts must be {PARTS} in this order, got {names}")
+
+    @property
+    def charged(self) -> tuple[str, ...]:
+        return tuple(part.name for part in self.parts if part.charged)
+
+    def part(self, name: str) -> Part:
+        for part in self.parts:
+            if part.name == name:
+                return part
+        raise ValueError(f"no part {name!r}; parts are {PARTS}")
+
+    def as_row(self) -> dict[str, Any]:
+        """Flat columns for a results row: the total, each part's ε and which parts were charged."""
+        row: dict[str, Any] = {"epsilon_end_to_end": self.epsilon, "delta": self.delta,
+                               "charged": "+".join(self.charged) or "nothing", "accountant": self.accountant}
+        for part in self.parts:
+            row[f"epsilon_{part.name.replace(' ', '_').replace('-', '_')}"] = part.epsilon
+        return row
+
+
+def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
+                  fixed_events: tuple[DpEvent, ...] = (), tuned: bool = True,
+                  options: dp.AccountingOptions | None = None) -> EndToEnd:
+    """The customary account: one run (and its ``fixed_events``) charged, by ``plan.epsilon``;
+    ``tuned``: its hyperparameters were chosen on the private data, which this account does not
+    charge (the selection part is listed as not charged, to say so)."""
+    total = plan.epsilon(noise_multiplier, delta, fixed_events=fixed_events, options=options)
+    train = plan.epsilon(noise_multiplier, delta, options=options)
+    accountant = (options or dp.AccountingOptions()).accountant
+    return EndToEnd(total, delta, (
+        Part("pre-processing", None, False, "none declared"),
+        _statistics_part(fixed_events, delta, options or dp.AccountingOptions(neighbouring=plan.neighbouring)),  # type: ignore[arg-type]
+        Part("selection", None, False, "hyperparameters chosen on the private data, not charged" if tuned
+             else "none: hyperparameters fixed in advance"),
+        Part("training", train, True, f"one run of {plan.steps} steps ({plan.sampler})"),
+    ), accountant)
+
+
+def _statistics_part(fixed_events: tuple[DpEvent, ...], delta: float, options: dp.AccountingOptions) -> Part:
+    if not fixed_events:
+        return Part("private statistics", None, False, "none")
+    eps = dp.composed_epsilon(list(fixed_events), delta, options=options)
+    return Part("private statistics", eps, True, f"{len(fixed_events)} event(s) released once, shared by every run")
+
+
+# --------------------------------------------------------------------------------------------------
+# The accounting of a selection
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateSelection:
+    """The privacy side of a selection (frozen; see the module docstring).
+
+    Attributes:
+      repetitions: the distribution of the number of candidates ``K``.
+      score_noise: std of the Gaussian noise on each candidate's count of correct validation
+        predictions (sensitivity 1).
+      validation_size: rows of the private data held out for scoring (the rest trains).
+      fixed_events: private statistics released once and shared by every candidate, composed
+        once, outside the repetition (e.g. ``(dp.gaussian_event(sigma_F),)`` for DPSGD-F's mean).
+    """
+
+    repetitions: Repetitions
+    score_noise: float
+    validation_size: int
+    fixed_events: tuple[DpEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.repetitions, Repetitions):
+            raise ValueError(f"repetitions must be a Repetitions(mean, shape), got {type(self.repetitions).__name__}")
+        object.__setattr__(self, "score_noise", check_positive(self.score_noise, "score_noise"))
+        object.__setattr__(self, "validation_size", check_positive_int(self.validation_size, "validation_size"))
+        fixed = tuple(self.fixed_events)
+        for event in fixed:
+            if not isinstance(event, DpEvent):
+                raise ValueError(f"fixed_events must contain dp_accounting DpEvents, got {type(event).__name__}")
+        object.__setattr__(self, "fixed_events", fixed)
+
+    def check_size(self, n: int) -> int:
+        """The training part's size for ``n`` rows (ValueError naming validation_size when the
+        validation part would leave no training row)."""
+        n = check_positive_int(n, "n")
+        if self.validation_size >= n:
+            raise ValueError(f"validation_size={self.validation_size} must be smaller than the data ({n} rows): "
+                             "at least one row must remain to train on")
+        return n - self.validation_size
+
+    def plan(self, config: TrainConfig, n: int) -> ExecutionPlan:
+        """The plan of every candidate's training run on the ``n − validation_size`` training rows."""
+        return make_plan(config, self.check_size(n))
+
+    def score_event(self, plan: ExecutionPlan) -> dp_event.GaussianDpEvent:
+        """The noisy count's event. A count moves by at most 1 under either relation; the
+        accountants read a Gaussian's multiplier as relative to a sum that moves by 2 units under
+        replace-one, so there the multiplier is ``2·score_noise`` (the same ``1/σ``)."""
+        return dp_event.GaussianDpEvent(self.score_noise * (2.0 if plan.neighbouring == "replace_one" else 1.0))
+
+    def candidate_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.ComposedDpEvent:
+        """One candidate's whole output: its training run composed with its noisy score."""
+        return dp_event.ComposedDpEvent([plan.dp_event(check_positive(noise_multiplier, "noise_multiplier")),
+                                         self.score_event(plan)])
+
+    def selection_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.RepeatAndSelectDpEvent:
+        return self.repetitions.dp_event(self.candidate_event(plan, noise_multiplier))
+
+    def dp_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.ComposedDpEvent:
+        """The whole procedure: the shared statistics, then the selection."""
+        return dp_event.ComposedDpEvent([*self.fixed_events, self.selection_event(plan, noise_multiplier)])
+
+    def _overflow(self, plan: ExecutionPlan) -> float:
+        """TV distance between the padded Poisson runs and ideal ones over the whole selection:
+        at most E[K]·p (a union bound over the candidates, K independent of the data)."""
+        return min(1.0, self.repetitions.mean * plan.overflow_probability())
+
+    def _ideal(self, events: list[DpEvent], plan: ExecutionPlan) -> Callable[[float], float]:
+        self._check_plan(plan)
+        options = _rdp(plan)
+        return lambda d: dp.composed_epsilon(events, d, options=options)
+
+    def _check_plan(self, plan: ExecutionPlan) -> None:
+        if not isinstance(plan, ExecutionPlan):
+            raise ValueError(f"plan must be an ExecutionPlan (PrivateSelection.plan(config, n)), got {type(plan).__name__}")
+        schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
+        if plan.neighbouring == "replace_one" and schedule.sampling in ("poisson", "shuffle") and schedule.sampling_rate < 1:
+            raise ValueError("private selection is accounted by dp-accounting's RDP accountant (the only one with "
+                             "RepeatAndSelectDpEvent), which has no replace-one bound for Poisson sampling: use "
+                             "neighbouring='add_remove', or full / without_replacement batches")
+        if plan.sampler == "shuffle" and plan.shuffle_bound == "as_poisson":
+            warnings.warn("shuffled DP-SGD candidates are accounted as if Poisson-subsampled (an assumption, "
+                          "not a proof; see ExecutionPlan): the selection's ε inherits it", UserWarning, stacklevel=4)
+
+    def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
+        """ε at ``delta`` of the whole procedure (shared statistics + selection) with training
+        multiplier ``noise_multiplier`` on ``plan`` (RDP; the padded Poisson batches' overflow
+        slack charged as in :meth:`ExecutionPlan.epsilon`, over E[K] runs)."""
+        delta = check_delta(delta)
+        return _with_slack(self._ideal(list(self.dp_event(plan, noise_multiplier).events), plan), delta,
+                           self._overflow(plan), noise_multiplier)
+
+    def floor(self, plan: ExecutionPlan, delta: float) -> float:
+        """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
+        shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
+        selection = self.repetitions.dp_event(self.score_event(plan))
+        return self._ideal([*self.fixed_events, selection], plan)(check_delta(delta))
+
+    def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float, *, tol: float = dp.CALIBRATION_TOL
+                  ) -> float:
+        """The smallest training multiplier ``z`` (within ``tol``; Brent's method, cached) with the whole
+        procedure ``(target_epsilon, delta)``-DP; ValueError naming target_epsilon when even
+        ``z → ∞`` leaves it above the target (:meth:`floor`)."""
+        target = check_epsilon(target_epsilon, "target_epsilon")
+        delta = check_delta(delta)
+        tol = check_positive(tol, "tol")
+        floor = self.floor(plan, delta)
+        if not target > floor:
+            raise ValueError(
+                f"target_epsilon={target_epsilon!r} is too small for any candidate to run: K ~ "
+                f"{self.repetitions.describe()} noisy scores (score_noise={self.score_noise:g})"
+                + (f" and {len(self.fixed_events)} shared statistic(s)" if self.fixed_events else "")
+                + f" alone cost epsilon={floor:.4g} at delta={delta:g}; ask for more, raise score_noise or "
+                  "lower the mean number of candidates")
+
+        return _calibrate(self, plan, target, delta, tol)
+
+    def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
+        """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
+        return _end_to_end(self, plan, check_positive(noise_multiplier, "noise_multiplier"), check_delta(delta))
+
+    def _end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
+        options = _rdp(plan)
+        alone = _with_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
+                            self._overflow(plan), noise_multiplier)
+        train = plan.epsilon(noise_multiplier, delta, options=options)
+        return EndToEnd(self.epsilon(plan, noise_multiplier, delta), delta, (
+            Part("pre-processing", None, False, "none declared"),
+            _statistics_part(self.fixed_events, delta, options),
+            Part("selection", alone, True,
+                 f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each a training run "
+                 f"and a noisy count of correct predictions (std {self.score_noise:g}) on {self.validation_size} "
+                 "validation rows"),
+            Part("training", train, True, f"one candidate's run of {plan.steps} steps ({plan.sampler}), "
+                 "charged within the selection"),
+        ), "rdp")
+
+
+@functools.lru_cache(maxsize=128)
+def _end_to_end(selection: PrivateSelection, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
+    return selection._end_to_end(plan, noise_multiplier, delta)
+
+
+@functools.lru_cache(maxsize=128)
+def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, delta: float, tol: float) -> float:
+    """:meth:`PrivateSelection.calibrate` past its checks (cached: the arguments are hashable)."""
+
+    seen: dict[float, float] = {}  # the bracket, its checks and Brent's method revisit points
+
+    def excess(z: float) -> float:
+        if z not in seen:
+            try:
+                seen[z] = selection.epsilon(plan, z, delta) - target
+            except ValueError:  # the overflow slack leaves nothing of delta: too little noise, far above
+                seen[z] = math.inf
+        return seen[z]
+
+    hi = 1.0
+    for _ in range(_BRACKET_DOUBLINGS):
+        if excess(hi) <= 0:
+            break
+        hi *= 2.0
+    else:
+        raise ValueError(f"target_epsilon={target!r} needs a noise multiplier above {hi:.3g}; ask for more")
+    lo = hi / 2.0
+    while excess(lo) <= 0:
+        if lo < tol:
+            return lo
+        lo, hi = lo / 2.0, lo
+    if math.isfinite(excess(lo)):  # ε is continuous and decreasing in z: Brent's method on the bracket
+        root = optimize.brentq(excess, lo, hi, xtol=tol / 4)
+        up = min(hi, root + tol / 2)  # the exact root is within tol/4 of Brent's: up meets the target
+        if excess(up) <= 0:
+            return up
+    while hi - lo > tol:  # otherwise (or when the slack refused lo), plain bisection
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if excess(mid) <= 0 else (mid, hi)
+    return hi
+
+
+def _with_slack(ideal: Callable[[float], float], delta: float, overflow: float, noise_multiplier: float) -> float:
+    """``ε`` with the padded batches' overflow slack ``(1 + e^ε)·overflow`` taken from ``delta``:
+    the fixed point of :meth:`ExecutionPlan.epsilon`, every iterate a valid guarantee."""
+    if overflow == 0.0:
+        return ideal(delta)
+    eps = ideal(delta / 2)
+    for _ in range(_SLACK_PASSES):
+        slack = sampling.overflow_delta(eps, overflow) if math.isfinite(eps) else math.inf
+        if not slack < delta / 2:
+            raise ValueError(f"at noise_multiplier={noise_multiplier!r} the selection is only epsilon={eps:.4g}-DP, "
+                             f"where the padded Poisson batches' overflow slack {slack:.3g} leaves nothing of "
+                             f"delta={delta}; use more noise or a smaller max_overflow_prob")
+        tighter = ideal(delta - slack)
+        if not tighter < eps:
+            break
+        converged, eps = eps - tighter <= 1e-10 * eps, tighter
+        if converged:
+            break
+    return eps
+
+
+# --------------------------------------------------------------------------------------------------
+# Running it
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionResult:
+    """What :func:`select` returns.
+
+    ``params``, ``point`` and ``score`` are the private output: the best candidate's parameters,
+    its grid point (``{field: value}``) and its noisy validation accuracy (all None when the
+    Poisson ``K`` was 0). ``accounting`` is the procedure's :class:`EndToEnd` at
+    ``noise_multiplier``. ``diagnostics`` (``num_candidates``, ``grid_indices``,
+    ``noisy_scores``, ``accuracies``, ``best``, ``chunk_size``) are **not** private: ``K`` and the
+    other candidates must not be released.
+    """
+
+    params: Params | None
+    point: dict[str, Any] | None
+    score: float | None
+    noise_multiplier: float
+    accounting: EndToEnd
+    diagnostics: dict[str, Any]
+
+
+def candidate_key(key: Array, index: int) -> Array:
+    """The key of candidate ``index`` of a selection run with ``key``: it trains with this key
+    (as :func:`dpprep.algorithms.train` would) and draws its point and score noise from its
+    ``"grid_point"`` and ``"score"`` streams. Independent of ``K``, so padding changes nothing."""
+    return jax.random.fold_in(streams.stream(key, CANDIDATES), index)
+
+
+def split(data: tuple[Any, Any], validation_size: int, key: Array) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
+    """``((x_train, y_train), (x_validation, y_validation))``: a random permutation of the rows
+    from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out."""
+    x, y = data
+    n = int(np.shape(x)[0])
+    if not 1 <= validation_size < n:
+        raise ValueError(f"validation_size={validation_size} must be between 1 and n − 1 = {n - 1}")
+    order = np.asarray(jax.random.permutation(streams.stream(key, SPLIT), n))
+    held, kept = order[:validation_size], order[validation_size:]
+    return (x[kept], y[kept]), (x[held], y[held])
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _draws(key: Array, which: Array, size: int) -> tuple[Array, Array, Array]:
+    """Candidates ``which``'s keys, grid indices (uniform on ``size`` points) and standard normal
+    score noise."""
+    keys = jax.vmap(lambda i: candidate_key(key, i))(which)
+    index = jax.vmap(lambda k: jax.random.randint(streams.stream(k, GRID_POINT), (), 0, size))(keys)
+    noise = jax.vmap(lambda k: jax.random.normal(streams.stream(k, SCORE)))(keys)
+    return keys, index, noise
+
+
+def _check_grid(config: TrainConfig, grid: Any) -> dict[str, Any]:
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError("grid must be a non-empty mapping {Hyper field: values} (a flat axis of points)")
+    known = sweepable_fields(config)
+    reserved = sorted(set(grid) & set(RESERVED))
+    if reserved:
+        raise ValueError(f"grid cannot vary {reserved}: the selection sets the training noise itself "
+                         "(noise_multiplier, calibrated for the whole procedure)")
+    unknown = sorted(set(grid) - set(known))
+    if unknown:
+        raise ValueError(f"grid cannot vary {unknown}; sweepable fields of this config are {list(known)}")
+    # A list is a pytree of scalars: make plain fields arrays, keep pytree fields (e.g. noise scales) as trees.
+    pytrees = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.pytree}
+    values = {name: jax.tree_util.tree_map(np.asarray, value) if name in pytrees else np.asarray(value)
+              for name, value in grid.items()}
+    lengths = {int(np.shape(leaf)[0]) if np.ndim(leaf) else -1
+               for value in values.values() for leaf in jax.tree_util.tree_leaves(value)}
+    if lengths != {next(iter(lengths))} or -1 in lengths:
+        raise ValueError(f"grid values need one shared leading axis (the grid points), got lengths {sorted(lengths)}")
+    if 0 in lengths:
+        raise ValueError("grid is empty: it needs at least one point")
+    return values
+
+
+def select(
+    config: TrainConfig,
+    params0: Params,
+    data: tuple[Any, Any],
+    key: Array,
+    grid: Mapping[str, Any],
+    *,
+    selection: PrivateSelection,
+    delta: float,
+    noise_multiplier: float | None = None,
+    target_epsilon: float | None = None,
+    chunk_size: int | None = None,
+) -> SelectionResult:
+    """Private random search over ``grid`` (see the module docstring).
+
+    Args:
+      config: the static config of every candidate; ``config.hyper`` gives the fields not in
+        ``grid`` (its noise multiplier is replaced by the selection's). Classifiers only (the
+        score is a count of correct predictions); one iterate (``iterates`` not ``"both"``).
+      params0, data: initial parameters and the private ``(x, y)``, split by :func:`split`.
+      key: the selection's PRNG key (streams :data:`SPLIT`, :data:`NUM_CANDIDATES`,
+        :data:`CANDIDATES`).
+      grid: ``{field: values}`` with a shared leading axis of ``G`` points (as
+        :func:`dpprep.sweeps.sweep_points`' ``points``); each candidate draws one uniformly.
+      selection: the :class:`PrivateSelection` (K's distribution, score noise, validation size,
+        shared statistics).
+      delta: the δ of the account.
+      noise_multiplier / target_epsilon: exactly one: the training multiplier ``z`` of every
+        candidate, or the end-to-end ε to calibrate it for (:meth:`PrivateSelection.calibrate`).
+      chunk_size: candidates per compiled call (default: the next power of two of K, at most
+        :data:`MAX_CHUNK`); the last chunk is padded, so one compilation per chunk size.
+
+    Every argument is checked, and the procedure accounted, before anything is trained
+    (ValueError naming the argument).
+    """
+    if not isinstance(selection, PrivateSelection):
+        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
+    key = check_key(key)
+    x, y = check_data(data, params0, config.model)
+    if config.hyper is None:
+        raise ValueError("config.hyper is required (the fields the grid does not vary)")
+    if config.model.task != "classification":
+        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
+                         f"(got task {config.model.task!r})")
+    if config.iterates == "both":
+        raise ValueError("config.iterates='both' releases two models; a selection returns one ('last' or 'average')")
+    values = _check_grid(config, grid)
+    names = tuple(values)
+    check_hyper(with_values(config.hyper, values), params0, swept=names, num_features=x.shape[-1],
+                extensions=config.extensions)
+    check_clip_method(config, values.get("clip_norm", config.hyper.clip_norm))
+    if chunk_size is not None:
+        chunk_size = check_positive_int(chunk_size, "chunk_size")
+    plan = selection.plan(config, x.shape[0])
+    if selection.validation_size >= _MAX_COUNT:
+        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
+                         "predictions is recovered exactly from a float32 accuracy only up to there")
+    delta = check_delta(delta)
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise ValueError("give exactly one of noise_multiplier and target_epsilon")
+    if target_epsilon is not None:
+        z = selection.calibrate(plan, target_epsilon, delta)
+    else:
+        z = check_positive(noise_multiplier, "noise_multiplier")  # type: ignore[arg-type]
+    hyper = dataclasses.replace(config.hyper, noise_multiplier=z)
+    check_hyper(with_values(hyper, values), params0, swept=names, num_features=x.shape[-1],
+                extensions=config.extensions)  # now with the noise (e.g. refused without clipping)
+    accounting = selection.end_to_end(plan, z, delta)
+    config = dataclasses.replace(config, hyper=hyper)
+
+    train_data, validation = split((x, y), selection.validation_size, key)
+    num = int(selection.repetitions.sample(streams.stream(key, NUM_CANDIDATES)))
+    size = int(jax.tree_util.tree_leaves(values)[0].shape[0])
+    diagnostics: dict[str, Any] = {"num_candidates": num}
+    if num == 0:  # the Poisson K: nothing runs, the output is ⊥
+        return SelectionResult(None, None, None, z, accounting, {**diagnostics, "grid_indices": np.zeros(0, np.int64)})
+
+    chunk = chunk_size or min(MAX_CHUNK, 1 << (num - 1).bit_length())
+    m = selection.validation_size
+    indices, accuracies, scores = np.zeros(num, np.int64), np.zeros(num), np.zeros(num)
+    best, best_params = -1, None
+    for start in range(0, num, chunk):
+        take = np.minimum(np.arange(start, start + chunk), num - 1)  # the last chunk padded with copies
+        real = min(chunk, num - start)
+        # Keys, points and score noise per chunk (one shape: nothing recompiles for another K).
+        keys, idx, noise = _draws(key, jnp.asarray(take), size)
+        drawn = np.asarray(idx)
+        indices[start:start + real] = drawn[:real]
+        # Each candidate is a "seed" of the sweep with its own key and point (per_seed, one point).
+        points = {name: jax.tree_util.tree_map(lambda v, i=drawn: v[i][:, None], value) for name, value in values.items()}
+        result = sweeps.sweep_points(config, params0, train_data, keys, points, eval_data=validation,
+                                     per_seed=names, chunk_size=1)
+        assert result.evaluation is not None
+        acc = np.asarray(result.evaluation["accuracy"], np.float64)[:real, 0]
+        accuracies[start:start + real] = acc
+        # The count is exact: a float32 mean of m zeros and ones, times m, rounds back to it.
+        scores[start:start + real] = (np.rint(acc * m) + selection.score_noise * np.asarray(noise, np.float64)[:real]) / m
+        top = start + int(np.argmax(scores[start:start + real]))
+        if best < 0 or scores[top] > scores[best]:  # ties: the earliest candidate
+            best = top
+            best_params = jax.tree_util.tree_map(lambda a, i=top - start: np.asarray(a)[i, 0], result.params)
+    # The chosen point as given in the grid (Python floats for scalar fields, arrays for pytree ones).
+    point = {name: jax.tree_util.tree_map(lambda v: v[indices[best]].item() if np.ndim(v) == 1 else v[indices[best]], value)
+             for name, value in values.items()}
+    diagnostics.update(grid_indices=indices, noisy_scores=scores, accuracies=accuracies, best=best, chunk_size=chunk)
+    return SelectionResult(best_params, point, float(scores[best]), z, accounting, diagnostics)
+
+
+__all__ = [
+    "CANDIDATES", "EndToEnd", "GRID_POINT", "MAX_CHUNK", "NUM_CANDIDATES", "PARTS", "Part", "PrivateSelection",
+    "Repetitions", "SCORE", "SPLIT", "SelectionResult", "candidate_key", "select", "split", "tnb_gamma", "tnb_mean",
+    "training_only",
+]

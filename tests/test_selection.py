@@ -1,0 +1,372 @@
+"""Private selection (dpprep.selection): its ε against Papernot & Steinke's closed forms and
+dp-accounting, the distribution of K, a one-candidate selection against a plain run, and bad input
+refused before any training."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import optimize, special, stats
+
+from dpprep import models, selection, streams, sweeps
+from dpprep.accounting import dp
+from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.plan import ExecutionPlan
+from dpprep.selection import EndToEnd, PrivateSelection, Repetitions
+
+DELTA = 1e-5
+ORDERS = np.asarray(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float)
+
+
+# ------------------------------------------------------------------------------------------------
+# Papernot & Steinke (ICLR 2022), written out from the paper (independently of dpprep.selection)
+
+
+def tnb_mean(gamma, eta):
+    """E[K] under D_{η,γ} (Definition 1)."""
+    if eta == 0:
+        return (1 / gamma - 1) / math.log(1 / gamma)
+    return eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))  # 1 − γ^η, accurate near γ = 1
+
+
+def gamma_of(mean, eta):
+    if eta == 1:
+        return 1 / mean
+    return optimize.brentq(lambda g: tnb_mean(g, eta) - mean, 1e-300, 1 - 1e-12, xtol=1e-300,
+                           rtol=4 * np.finfo(float).eps)
+
+
+def pmf(k, mean, eta):
+    """P[K = k] (Definition 1): (1−γ)^k/(γ^{−η} − 1) · Γ(k+η)/(Γ(η) k!) for η > 0,
+    (1−γ)^k/(k log(1/γ)) for η = 0; the Poisson for η = ∞."""
+    k = np.asarray(k, dtype=float)
+    if math.isinf(eta):
+        return np.exp(k * math.log(mean) - mean - special.gammaln(k + 1))
+    g = gamma_of(mean, eta)
+    if eta == 0:
+        return (1 - g) ** k / (k * math.log(1 / g))
+    return np.exp(special.gammaln(k + eta) - special.gammaln(eta) - special.gammaln(k + 1)
+                  + k * math.log1p(-g)) / (g**-eta - 1)
+
+
+def theorem2(rdp, mean, eta):
+    """Theorem 2: (λ, ε(λ) + (1+η)(1−1/λ̂)ε(λ̂) + (1+η)log(1/γ)/λ̂ + log E[K]/(λ−1))-RDP, the
+    best λ̂ of the orders; then RDP's monotonicity in the order."""
+    g = gamma_of(mean, eta)
+    c = (1 + eta) * np.min((1 - 1 / ORDERS) * rdp + math.log(1 / g) / ORDERS)
+    out = rdp + c + math.log(mean) / (ORDERS - 1)
+    return np.minimum.accumulate(out[::-1])[::-1]
+
+
+def prop12_delta(rdp, eps):
+    """δ at ε of an RDP curve (Canonne, Kamath & Steinke 2020, Prop. 12; and the KL bound)."""
+    kl = 0.5 * np.log1p(-np.exp(-rdp))
+    prop = np.where(ORDERS > 1.01, (ORDERS - 1) * (rdp - eps + np.log1p(-1 / ORDERS)) - np.log(ORDERS), np.inf)
+    return float(np.exp(np.min(np.minimum(kl, prop))))
+
+
+def theorem6(rdp, mean, delta_of):
+    """Theorem 6 (Poisson K): (λ, ε(λ) + μ·δ̂ + log μ/(λ−1))-RDP when Q is (ε̂, δ̂)-DP with
+    e^ε̂ = 1 + 1/(λ−1); ``delta_of(ε̂)`` is any valid δ̂."""
+    return np.array([rdp[i] + mean * delta_of(math.log1p(1 / (a - 1))) + math.log(mean) / (a - 1)
+                     for i, a in enumerate(ORDERS)])
+
+
+def to_epsilon(rdp, delta):
+    """(ε, δ) of an RDP curve (Canonne et al. Prop. 12)."""
+    eps = np.where(ORDERS > 1.01, rdp + np.log1p(-1 / ORDERS) - np.log(delta * ORDERS) / (ORDERS - 1), np.inf)
+    return max(0.0, float(np.min(eps)))
+
+
+def candidate_rdp(steps, z, score_noise):
+    """A candidate of ``steps`` full-batch Gaussian steps at z and one count at std σ: RDP ρλ."""
+    return ORDERS * (steps / (2 * z**2) + 1 / (2 * score_noise**2))
+
+
+def gaussian_delta(rho):
+    """The exact δ(ε) of the Gaussian mechanism with μ = sqrt(2ρ) (Balle & Wang 2018)."""
+    mu = math.sqrt(2 * rho)
+    return lambda eps: stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+
+def _selection(mean, eta, score_noise, validation_size=100, fixed_events=()):
+    return PrivateSelection(Repetitions(mean, eta), score_noise, validation_size, fixed_events)
+
+
+# ------------------------------------------------------------------------------------------------
+# ε: pinned against the closed forms and dp-accounting
+
+# (steps, z, score noise, mean K, η) -> ε at δ = 1e-5 from theorem2/theorem6 above (float64).
+PINNED = [
+    (50, 30.0, 20.0, 10.0, 1.0, 2.0747980173840688),       # geometric (Liu & Talwar's K)
+    (50, 30.0, 20.0, 10.0, 0.0, 1.7176339109227026),       # logarithmic
+    (100, 20.0, 10.0, 5.0, 0.5, 3.7266169161506246),       # truncated negative binomial
+    (200, 40.0, 25.0, 3.0, 2.0, 2.724359678847904),
+    (50, 30.0, 20.0, 10.0, math.inf, 2.263384437912892),   # Poisson (Theorem 6)
+    (100, 20.0, 10.0, 5.0, math.inf, 3.669999301940888),
+]
+
+
+@pytest.mark.parametrize("steps, z, sigma, mean, eta, pinned", PINNED)
+def test_epsilon_matches_papernot_steinke_and_dp_accounting(steps, z, sigma, mean, eta, pinned):
+    rdp = candidate_rdp(steps, z, sigma)
+    closed = to_epsilon(theorem2(rdp, mean, eta) if math.isfinite(eta)
+                        else theorem6(rdp, mean, lambda e: prop12_delta(rdp, e)), DELTA)
+    assert closed == pytest.approx(pinned, rel=1e-12)
+    plan = ExecutionPlan.create("full", 1100, steps=steps)
+    ours = _selection(mean, eta, sigma).epsilon(plan, z, DELTA)
+    # dp-accounting's γ is the end of a bisection at relative 1e-9: ε within 1e-8.
+    assert ours == pytest.approx(closed, rel=1e-8)
+    candidate = dp_event.ComposedDpEvent([dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), steps),
+                                          dp_event.GaussianDpEvent(sigma)])
+    accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE)
+    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, mean, eta)).get_epsilon(DELTA)
+    assert ours == pytest.approx(theirs, rel=1e-12)
+    if math.isinf(eta):  # the exact Gaussian δ̂ is a valid (smaller) δ̂: a tighter instance of Theorem 6
+        exact = to_epsilon(theorem6(rdp, mean, gaussian_delta(rdp[0] / ORDERS[0])), DELTA)
+        assert exact < ours
+    # More than one candidate costs, less than ⌈E[K]⌉ candidates composed (at mean 3, η = 2: 2.724 < 2.733).
+    assert to_epsilon(rdp, DELTA) < ours < to_epsilon(rdp * math.ceil(mean), DELTA)
+
+
+def test_poisson_batches_charge_the_overflow_of_every_candidate():
+    plan = ExecutionPlan.create("poisson", 1000, batch_size=100, epochs=2, max_overflow_prob=1e-8)
+    sel = _selection(8.0, 1.0, 10.0)
+    eps = sel.epsilon(plan, 2.0, DELTA)
+    # A fixed point: ε is the ideal ε at δ minus the slack (1 + e^ε)·E[K]·p.
+    slack = (1 + math.exp(eps)) * 8.0 * plan.overflow_probability()
+    ideal = dp.composed_epsilon([sel.selection_event(plan, 2.0)], DELTA - slack,
+                                options=dp.AccountingOptions(accountant="rdp"))
+    assert slack > 1e-8 and eps == pytest.approx(ideal, rel=1e-9)
+    assert eps > dp.composed_epsilon([sel.selection_event(plan, 2.0)], DELTA,
+                                     options=dp.AccountingOptions(accountant="rdp"))
+
+
+def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
+    ar = ExecutionPlan.create("full", 600, steps=40)
+    ro = ExecutionPlan.create("full", 600, steps=40, neighbouring="replace_one")
+    sel = _selection(10.0, 1.0, 15.0)
+    # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1.
+    assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(sel.epsilon(ar, 15.0, DELTA), rel=1e-12)
+    # Batches without replacement: dp-accounting's replace-one RDP, the count's multiplier as given.
+    wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
+    candidate = dp_event.ComposedDpEvent([
+        dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40),
+        dp_event.GaussianDpEvent(15.0)])
+    accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
+    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA)
+    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(theirs, rel=1e-12)
+    for sampler in ("poisson", "shuffle"):
+        plan = ExecutionPlan.create(sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one")
+        with pytest.raises(ValueError, match="replace-one"):
+            sel.epsilon(plan, 3.0, DELTA)
+
+
+def test_calibration_is_tight_and_refuses_unreachable_targets():
+    plan = ExecutionPlan.create("full", 1100, steps=50)
+    sel = _selection(10.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(8.0),))
+    z = sel.calibrate(plan, 2.5, DELTA)
+    assert sel.epsilon(plan, z, DELTA) <= 2.5 < sel.epsilon(plan, z - 2 * dp.CALIBRATION_TOL, DELTA)
+    floor = sel.floor(plan, DELTA)
+    assert floor < sel.epsilon(plan, 1e6, DELTA) < floor + 1e-3  # z → ∞ tends to the floor
+    with pytest.raises(ValueError, match="target_epsilon"):
+        sel.calibrate(plan, floor, DELTA)
+
+
+def test_end_to_end_record_names_every_part():
+    plan = ExecutionPlan.create("full", 1100, steps=50)
+    rdp = dp.AccountingOptions(accountant="rdp")
+    sel = _selection(10.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(8.0),))
+    record = sel.end_to_end(plan, 30.0, DELTA)
+    assert isinstance(record, EndToEnd) and dataclasses.is_dataclass(record)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.epsilon = 0.0  # type: ignore[misc]
+    assert record.charged == ("private statistics", "selection", "training")
+    assert record.epsilon == sel.epsilon(plan, 30.0, DELTA)
+    assert record.part("private statistics").epsilon == dp.composed_epsilon([dp.gaussian_event(8.0)], DELTA, options=rdp)
+    assert record.part("training").epsilon == plan.epsilon(30.0, DELTA, options=rdp)
+    assert record.part("pre-processing").charged is False
+    # The whole is composed, not summed: above each part, below their sum.
+    parts = [p.epsilon for p in record.parts if p.name in ("private statistics", "selection")]
+    assert max(parts) < record.epsilon < sum(parts)
+    row = record.as_row()
+    assert row["charged"] == "private statistics+selection+training" and row["epsilon_pre_processing"] is None
+    paper = selection.training_only(plan, 30.0, DELTA)
+    assert paper.charged == ("training",) and paper.epsilon == plan.epsilon(30.0, DELTA)
+    assert "not charged" in paper.part("selection").note
+
+
+# ------------------------------------------------------------------------------------------------
+# The distribution of K
+
+# (mean, η, a neighbouring η the test must tell apart)
+CASES = [(5.0, 0.0, 0.5), (5.0, 0.5, 1.0), (5.0, 1.0, 2.0), (5.0, math.inf, 10.0), (30.0, 2.0, 3.0)]
+
+
+def _chi_square(draws, mean, eta):
+    """Pearson's test of ``draws`` against ``pmf(·, mean, eta)``: cells of at least 5 expected
+    draws, the rest pooled into the two tails."""
+    n = len(draws)
+    lo = 0 if math.isinf(eta) else 1
+    ks = np.arange(lo, 2000)
+    expected = n * pmf(ks, mean, eta)
+    cells = ks[expected >= 5]
+    first, last = cells.min(), cells.max()
+    observed = [np.sum(draws <= first)] + [np.sum(draws == k) for k in range(first + 1, last)] + [np.sum(draws >= last)]
+    want = [np.sum(expected[ks <= first])] + [expected[ks == k][0] for k in range(first + 1, last)]
+    want.append(n - np.sum(want))
+    return stats.chisquare(observed, want).pvalue
+
+
+@pytest.mark.parametrize("mean, eta, other", CASES)
+def test_k_follows_the_accounted_distribution(mean, eta, other):
+    reps = Repetitions(mean, eta)
+    ks = np.arange(0, 60)
+    np.testing.assert_allclose(reps.pmf(ks), pmf(ks, mean, eta) if math.isinf(eta) else
+                               np.where(ks >= 1, pmf(np.maximum(ks, 1), mean, eta), 0.0), rtol=1e-9, atol=1e-300)
+    draws = reps.sample(jax.random.key(7), (10_000,))  # a fixed key: the test is deterministic
+    assert draws.dtype == np.int64 and draws.min() >= (0 if math.isinf(eta) else 1)
+    assert _chi_square(draws, mean, eta) > 1e-3
+    assert abs(draws.mean() - mean) < 4 * draws.std() / math.sqrt(len(draws))
+    # Power: the same test rejects these draws as coming from a 20 % larger mean or another shape
+    # (p-values at most 1e-17 on these draws).
+    assert _chi_square(draws, 1.2 * mean, eta) < 1e-9
+    assert _chi_square(draws, mean, other) < 1e-9
+
+
+def test_gamma_is_on_the_safe_side_of_dp_accountings():
+    for mean, eta in [(5.0, 0.0), (5.0, 0.5), (30.0, 2.0), (1.5, 0.01), (1000.0, 3.0)]:
+        ours = selection.tnb_gamma(mean, eta)
+        assert selection.tnb_mean(ours, eta) <= mean  # the distribution drawn has at most the accounted mean
+        assert selection.tnb_mean(ours, eta) == pytest.approx(mean, rel=1e-12)
+        assert ours >= rdp_privacy_accountant._gamma_truncated_negative_binomial(eta, mean)
+        assert ours == pytest.approx(gamma_of(mean, eta), rel=1e-12)
+
+
+def test_mean_one_is_a_single_candidate():
+    assert set(Repetitions(1.0, 1.0).sample(jax.random.key(0), (200,))) == {1}
+    assert set(Repetitions(1.0, 0.0).sample(jax.random.key(0), (200,))) == {1}
+
+
+# ------------------------------------------------------------------------------------------------
+# Running a selection
+
+RNG = np.random.default_rng(3)
+X = RNG.normal(size=(300, 3)).astype(np.float32)
+Y = (X @ np.array([1.0, -1.0, 0.5]) > 0).astype(np.int32)
+MODEL = models.logistic_regression(3)
+PARAMS0 = MODEL.init(None)
+CONFIG = TrainConfig(MODEL, Hyper(learning_rate=1.0, clip_norm=1.0), sampling="poisson", batch_size=50, steps=20)
+GRID = {"learning_rate": [0.0, 0.5, 2.0]}
+
+
+def test_a_single_candidate_is_a_plain_run():
+    sel = _selection(1.0, 1.0, 2.0, validation_size=80)
+    key = jax.random.key(11)
+    result = selection.select(CONFIG, PARAMS0, (X, Y), key, GRID, selection=sel, noise_multiplier=1.5, delta=DELTA)
+    assert result.diagnostics["num_candidates"] == 1
+    (x_train, y_train), (x_val, y_val) = selection.split((X, Y), 80, key)
+    assert len(x_train) == 220 and len(x_val) == 80
+    lr = float(result.point["learning_rate"])
+    assert lr in GRID["learning_rate"]
+    config = dataclasses.replace(CONFIG, hyper=Hyper(learning_rate=lr, noise_multiplier=1.5, clip_norm=1.0))
+    params, _ = train(config, PARAMS0, (x_train, y_train), selection.candidate_key(key, 0))
+    for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+    correct = round(float(sweeps.evaluate(MODEL, params, x_val, y_val)["accuracy"]) * 80)
+    noise = float(jax.random.normal(streams.stream(selection.candidate_key(key, 0), selection.SCORE)))
+    assert result.score == pytest.approx((correct + 2.0 * noise) / 80, rel=1e-12)
+    assert result.accounting.epsilon == sel.epsilon(sel.plan(CONFIG, 300), 1.5, DELTA)
+
+
+def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
+    sel = _selection(6.0, 1.0, 5.0, validation_size=100)
+    seen = []
+    for seed in range(3):  # K = 15, 5, 3
+        result = selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(seed), GRID, selection=sel,
+                                  target_epsilon=4.0, delta=DELTA, chunk_size=4)
+        d = result.diagnostics
+        k = d["num_candidates"]
+        seen.append(k)
+        assert d["noisy_scores"].shape == (k,) and d["best"] == int(np.argmax(d["noisy_scores"]))
+        assert result.score == d["noisy_scores"][d["best"]]
+        assert float(result.point["learning_rate"]) == GRID["learning_rate"][d["grid_indices"][d["best"]]]
+        # Score noise of std 5 on counts of 100 cannot turn the untrained model (lr 0, ~50 % right) into the winner
+        # when a trained one was drawn.
+        if np.any(d["grid_indices"] > 0):
+            assert d["grid_indices"][d["best"]] > 0
+        assert result.accounting.epsilon <= 4.0
+    assert len(set(seen)) > 1 and max(seen) > 4  # several K, and several chunks
+    static = dataclasses.replace(CONFIG, hyper=None)
+    fn = sweeps._compiled(static, sel.plan(CONFIG, 300), ("learning_rate",), True, True, (True,), False)
+    assert fn._cache_size() == 1  # every chunk of every draw: one compilation
+
+
+def test_poisson_k_may_be_zero():
+    sel = _selection(1.0, math.inf, 1.0)
+    keys = [s for s in range(40) if Repetitions(1.0, math.inf).sample(streams.stream(jax.random.key(s),
+                                                                                     selection.NUM_CANDIDATES)) == 0]
+    result = selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(keys[0]), GRID, selection=sel,
+                              noise_multiplier=2.0, delta=DELTA)
+    assert result.params is None and result.point is None and result.score is None
+    assert result.diagnostics["num_candidates"] == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input: a ValueError naming the argument, before any training
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained before refusing bad input")
+
+    monkeypatch.setattr(selection.sweeps, "sweep_points", refuse)
+
+
+@pytest.mark.parametrize("grid, match", [
+    ({}, "grid"),
+    ({"learning_rate": []}, "grid"),
+    ({"noise_multiplier": [1.0, 2.0]}, "noise_multiplier"),
+    ({"learning_rate": [0.1, 0.2], "clip_norm": [1.0]}, "grid"),
+    ({"momentum": [0.9]}, "momentum"),
+    ({"learning_rate": [-1.0]}, "learning_rate"),
+])
+def test_bad_grids_are_refused(no_training, grid, match):
+    with pytest.raises(ValueError, match=match):
+        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), grid, selection=_selection(3.0, 1.0, 2.0),
+                         noise_multiplier=1.0, delta=DELTA)
+
+
+def test_bad_selections_are_refused(no_training):
+    with pytest.raises(ValueError, match="shape"):
+        Repetitions(3.0, -0.5)
+    with pytest.raises(ValueError, match="shape"):
+        Repetitions(3.0, math.nan)
+    with pytest.raises(ValueError, match="mean"):
+        Repetitions(0.5, 1.0)
+    with pytest.raises(ValueError, match="score_noise"):
+        PrivateSelection(Repetitions(3.0), 0.0, 50)
+    with pytest.raises(ValueError, match="validation_size"):
+        PrivateSelection(Repetitions(3.0), 1.0, 0)
+    for size in (300, 301):
+        with pytest.raises(ValueError, match="validation_size"):
+            selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID,
+                             selection=_selection(3.0, 1.0, 2.0, validation_size=size), noise_multiplier=1.0, delta=DELTA)
+    with pytest.raises(ValueError, match="target_epsilon"):
+        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID, selection=_selection(10.0, 1.0, 0.5),
+                         target_epsilon=1.0, delta=DELTA)
+    with pytest.raises(ValueError, match="exactly one"):
+        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0),
+                         delta=DELTA)
+    regression = TrainConfig(models.linear_regression(3), Hyper(learning_rate=1.0, clip_norm=1.0), batch_size=50, steps=5)
+    with pytest.raises(ValueError, match="classifier"):
+        selection.select(regression, models.linear_regression(3).init(None), (X, Y.astype(np.float32)),
+                         jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, delta=DELTA)
