@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
+DEV_LOCK := requirements-dev-lock.txt
 
 .PHONY: reproduce test install install-dev lock clean
 
@@ -11,12 +12,15 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# Installs the exact versions CI ran with (requirements-lock.txt), then the package itself.
+# Installs the exact versions CI ran with (requirements-lock.txt: what the library and the
+# experiments need), then the package itself; install-dev adds the test and lint tools and the
+# framework adapters (requirements-dev-lock.txt), which `make reproduce` does not need.
 install: $(PY)
 	$(PY) -m pip install --quiet -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps -e .
 
 install-dev: install
+	$(PY) -m pip install --quiet -r $(LOCK) -r $(DEV_LOCK)
 
 reproduce: install
 	$(PY) scripts/run_all.py $(ARGS)
@@ -30,12 +34,18 @@ test: install-dev
 # Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv
 # so nothing installed by hand leaks in (needs the package registry). With the data extra: xlrd reads
 # credit_default's canonical download, which `make reproduce` may fetch.
+# The dev lock holds what the dev extra adds on top (the runtime resolved under the full set's pins).
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
 	.lock-venv/bin/pip install --quiet -e ".[dev,data]"
-	.lock-venv/bin/pip freeze --exclude-editable | grep -v -e '^-e' -e '^dpprep' > $(LOCK)
-	rm -rf .lock-venv
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v -e '^-e' -e '^dpprep' | sort > .lock-all.txt
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -c .lock-all.txt -e ".[data]"
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v -e '^-e' -e '^dpprep' | sort > $(LOCK)
+	comm -13 $(LOCK) .lock-all.txt > $(DEV_LOCK)
+	rm -rf .lock-venv .lock-all.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info
