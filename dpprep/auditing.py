@@ -12,14 +12,16 @@ Threat models (:data:`THREAT_MODELS`):
 
 * ``"white_box"``: every noisy update is observed (the trajectory θ_0..θ_T) and the canary is a
   *Dirac gradient canary*: under the audit's linear loss ``ℓ(θ; x, y) = −y·⟨θ, x⟩`` every record's
-  gradient is ``−y·x`` whatever θ is, so the canary ``x = C·e_d`` (a coordinate no other record
-  uses) adds exactly ``−C·e_d`` to each batch it is in and nothing else does (background records
-  have ``y = 0``: zero gradient, the adversary's best case, Nasr et al. 2023). The attack is the
-  likelihood-ratio test of the observed updates for the learner's sampler (Neyman–Pearson: the
-  most powerful test of this pair), so white-box bounds are close to tight.
+  gradient is ``−y·x`` whatever θ is, so the canary ``x = a·C·e_d`` (a coordinate no other record
+  uses; ``a = canary_norm`` = 4 by default) is clipped by an honest learner to exactly ``−C·e_d``
+  in each batch it is in, and nothing else moves that coordinate (background records have
+  ``y = 0``: zero gradient, the adversary's best case, Nasr et al. 2023). Clipping binds on the
+  canary, so a learner clipping to 2C, or not at all, releases a larger shift. The attack is the
+  likelihood-ratio test, for the learner's sampler, of what the *honest* learner releases
+  (Neyman–Pearson: the most powerful test of this pair), so white-box bounds are close to tight.
 * ``"final_model"``: only the last iterate is released; the canary is an *input-space* record of a
-  logistic regression (``x_c = e_d``, label 1) and the score is the final model's margin
-  ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
+  logistic regression (``x_c = a·e_d``, label 1, large enough that clipping binds early on) and the
+  score is the final model's margin ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
   guarantee hides the intermediate iterates (white-box is outside its threat model and refused).
 
 Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
@@ -46,6 +48,17 @@ bound additionally assumes that the learner's trade-off curve is Gaussian-shaped
 an approximation for subsampled learners); the Clopper–Pearson bound assumes nothing.
 
 All runs of an audit are one jitted, vmapped call over (seed, canary inclusion), in chunks.
+
+**Which bound to trust.** :attr:`AuditResult.rigorous` names the bounds that are valid for that
+learner whatever its implementation does: Clopper–Pearson always; the GDP bound too for full-batch
+learners (their pair's trade-off curve is Gaussian, bugs in noise, clipping or release count
+included). :attr:`AuditResult.violation` compares the largest rigorous bound with the theoretical ε.
+
+**Bug catalogue** (issue 19, test-only). :func:`inject` plants a named privacy bug (:data:`BUGS`)
+in dpprep's library code — the privatizer's noise, the clip factors, the Poisson sampler, the
+engine's step, DPSGD-F's private mean, CorrDP's noise factors — never in the audit's bookkeeping,
+and :func:`audit_with_bug` audits a learner under it. The audit's reference ε comes from the
+accountant (or, for CorrDP, from the paper's Eq. 4 written out here), which no bug touches.
 
 **Auditing your own learner.** Each learner implements a small protocol: ``build(cfg, key)``
 returns an :class:`AuditTarget` — ``runner(keys, inside) -> scores`` (the in/out trainings and
