@@ -78,6 +78,7 @@ from typing import Any, Callable, Iterator
 import jax
 import jax.numpy as jnp
 import numpy as np
+from dp_accounting import dp_event as dp_event_lib
 from jax_privacy import auditing as jp_auditing
 from scipy import stats
 
@@ -87,9 +88,10 @@ from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn, with
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 THREAT_MODELS = ("white_box", "final_model")
-#: The lower bounds an audit reports (:class:`Bounds`): ``"gdp"`` (``epsilon_gdp``) and
-#: ``"clopper_pearson"`` (``epsilon_cp``).
-BOUND_NAMES = ("gdp", "clopper_pearson")
+#: The lower bounds an audit reports (:class:`Bounds`): ``"gdp"`` (``epsilon_gdp``),
+#: ``"clopper_pearson"`` (``epsilon_cp``) and ``"tradeoff"`` (``delta_excess``: the claimed
+#: privacy profile tested point by point, :func:`tradeoff_excess`).
+BOUND_NAMES = ("gdp", "clopper_pearson", "tradeoff")
 #: Rigorous bounds of a full-batch Gaussian learner (see :attr:`AuditTarget.rigorous`).
 _GAUSSIAN_RIGOROUS = ("clopper_pearson", "gdp")
 
@@ -113,6 +115,9 @@ class AuditTarget:
         Gaussian noise to a fixed sum (DP-GD, CorrDP-SGD, the imputation pipeline), bugs in
         its noise, clipping or release count included. For subsampled or shuffled learners it
         holds only under the assumption that their curve is Gaussian, which it is not exactly.
+      profile: the claimed guarantee's privacy profile ``ε ↦ δ(ε)`` (vectorised), e.g.
+        :func:`privacy_profile` of the accountant's event; with it the audit also runs the
+        trade-off test (:func:`tradeoff_excess`), rigorous for any mechanism.
     """
 
     runner: Callable[[jax.Array, jax.Array], jax.Array]
@@ -120,6 +125,7 @@ class AuditTarget:
     claimed: float
     details: dict[str, float] = dataclasses.field(default_factory=dict)
     rigorous: tuple[str, ...] = ("clopper_pearson",)
+    profile: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,6 +317,8 @@ class Bounds:
     mu_gdp: float
     epsilon_cp: float
     auroc: float
+    delta_excess: float = math.nan
+    epsilon_at_excess: float = math.nan
 
 
 def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance: float) -> Bounds:
@@ -319,6 +327,57 @@ def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance:
     mu, eps_gdp = gdp_lower_bound(in_scores, out_scores, significance=significance, delta=delta)
     eps_cp = float(auditor.epsilon_clopper_pearson(significance, delta))
     return Bounds(float(eps_gdp), float(mu), eps_cp, float(auditor.attack_auroc()))
+
+
+#: ε grid of the trade-off test (the claimed δ(ε) is compared with the empirical one at each).
+TRADEOFF_EPSILONS = np.linspace(0.02, 10.0, 500)
+
+
+def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarray], np.ndarray], *,
+                    significance: float, epsilons: np.ndarray = TRADEOFF_EPSILONS) -> tuple[float, float]:
+    """``(excess, ε*)``: the trade-off test of a claimed privacy profile ``δ(ε)`` (issue 19).
+
+    (ε, δ)-DP forces every test to satisfy ``e^ε·FPR + FNR ≥ 1 − δ`` and ``e^ε·FNR + FPR ≥ 1 − δ``.
+    With Clopper–Pearson upper bounds ``FPR⁺``, ``FNR⁺`` at every threshold of "in iff score ≥ t"
+    (Bonferroni over all ``2·#thresholds``, as :func:`gdp_lower_bound`), the empirical
+    ``δ_lb(ε) = max_t max(1 − e^ε FPR⁺ − FNR⁺, 1 − e^ε FNR⁺ − FPR⁺)`` is, with probability at least
+    ``1 − significance``, below the true δ(ε) at *every* ε at once. ``excess = max_ε δ_lb(ε) −
+    δ(ε)`` > 0 therefore refutes the claimed profile for any mechanism — rigorous like Clopper–
+    Pearson, but it tests the whole curve the accountant claims instead of its one (ε, δ) point,
+    which is where a subsampled learner's bugs show. ``ε*`` is where the excess is largest."""
+    inside, outside = np.sort(np.asarray(in_scores, np.float64)), np.sort(np.asarray(out_scores, np.float64))
+    thresholds = np.unique(np.concatenate([inside, outside]))
+    fn = np.searchsorted(inside, thresholds, side="left")
+    fp = outside.size - np.searchsorted(outside, thresholds, side="left")
+    alpha = significance / (2 * thresholds.size)
+    fpr, fnr = _cp_upper(fp, outside.size, alpha), _cp_upper(fn, inside.size, alpha)
+    grow = np.exp(np.asarray(epsilons, np.float64))[:, None]
+    empirical = np.maximum(1 - grow * fpr - fnr, 1 - grow * fnr - fpr).max(axis=1)
+    claimed = np.asarray(profile(np.asarray(epsilons, np.float64)), np.float64)
+    gap = empirical - claimed
+    i = int(np.argmax(gap))
+    return float(gap[i]), float(epsilons[i])
+
+
+def privacy_profile(event: Any, *, overflow_prob: float = 0.0, discretization: float = 1e-4
+                    ) -> Callable[[np.ndarray], np.ndarray]:
+    """``ε ↦ δ(ε)`` of a dp-accounting event under add/remove neighbours (PLD, pessimistic, so
+    the claimed curve is never below the true one and the trade-off test stays valid), plus the
+    Poisson overflow slack ``(1 + e^ε)·overflow_prob`` the plan charges."""
+    from dp_accounting import privacy_accountant
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from dpprep import sampling
+
+    accountant = pld_privacy_accountant.PLDAccountant(privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                      value_discretization_interval=discretization)
+    accountant.compose(event)
+
+    def profile(epsilons: np.ndarray) -> np.ndarray:
+        return np.array([min(1.0, accountant.get_delta(float(e)) + sampling.overflow_delta(float(e), overflow_prob))
+                         for e in np.atleast_1d(epsilons)])
+
+    return profile
 
 
 def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -453,8 +512,13 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
 
     details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
+    # The trade-off test needs the accountant's whole curve: Poisson and full batch have it (the
+    # shuffled learner is held to a bound that is no dp-accounting event of the plan).
+    profile = (privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
+               if sampling in ("full", "poisson") else None)
+    rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
     return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details,
-                       rigorous=_GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",))
+                       rigorous=rigorous + (("tradeoff",) if profile is not None else ()), profile=profile)
 
 
 def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -538,7 +602,10 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return jnp.where(mu_hat[cfg.dim] == 0.0, -_EXACT_RELEASE, score)
 
     details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps)}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details)
+    profile = privacy_profile(dp_event_lib.ComposedDpEvent([plan.dp_event(z), dp.gaussian_event(s)]),
+                              overflow_prob=plan.overflow_probability())
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details,
+                       rigorous=("clopper_pearson", "tradeoff"), profile=profile)
 
 
 def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -697,13 +764,16 @@ class AuditResult:
     def rigorous_epsilon(self) -> float:
         """The largest of the bounds that are rigorous for this learner (``rigorous``)."""
         values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
-        return max(values[name] for name in self.rigorous)
+        return max(values[name] for name in self.rigorous if name in values)
 
     @property
     def violation(self) -> bool:
-        """True when a rigorous bound exceeds the theoretical ε: the implementation does not give
-        the guarantee its accounting states (wrong with probability at most the significance)."""
-        return self.rigorous_epsilon > self.theoretical
+        """True when a rigorous ε bound exceeds the theoretical ε, or the rigorous trade-off test
+        refutes the claimed privacy profile: the implementation does not give the guarantee its
+        accounting states. Each rigorous test errs with probability at most the significance, so
+        the verdict errs with at most ``len(rigorous)`` times it (a union bound)."""
+        refuted = "tradeoff" in self.rigorous and self.bounds.delta_excess > 0
+        return self.rigorous_epsilon > self.theoretical or bool(refuted)
 
     def row(self) -> dict[str, Any]:
         c = self.config
@@ -711,6 +781,8 @@ class AuditResult:
                 "delta": c.delta, "runs_per_world": c.runs, "theoretical_epsilon": self.theoretical,
                 "claimed_epsilon": self.claimed, "epsilon_lb_gdp": self.bounds.epsilon_gdp,
                 "mu_lb_gdp": self.bounds.mu_gdp, "epsilon_lb_cp": self.bounds.epsilon_cp,
+                "tradeoff_delta_excess": self.bounds.delta_excess,
+                "tradeoff_epsilon": self.bounds.epsilon_at_excess,
                 "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
                 "rigorous_bounds": "+".join(self.rigorous), "epsilon_lb_rigorous": self.rigorous_epsilon,
                 "violation": self.violation, "canary_norm": c.canary_norm,
@@ -731,9 +803,12 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     if not isinstance(setup, AuditTarget):
         raise ValueError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
     unknown = sorted(set(setup.rigorous) - set(BOUND_NAMES))
-    if unknown or not setup.rigorous:
-        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.rigorous must be a non-empty subset of {BOUND_NAMES}, "
-                         f"got {setup.rigorous!r}")
+    if unknown or not set(setup.rigorous) & {"gdp", "clopper_pearson"}:
+        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.rigorous must be a subset of {BOUND_NAMES} with "
+                         f"'gdp' or 'clopper_pearson' in it, got {setup.rigorous!r}")
+    if "tradeoff" in setup.rigorous and setup.profile is None:
+        raise ValueError(f"learner {cfg.learner!r}: a trade-off test needs AuditTarget.profile (the claimed "
+                         "privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson, dpsgdf")
 
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
@@ -754,8 +829,11 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     seconds = time.perf_counter() - start
     pilot = np.concatenate([pilot_in, pilot_out])
     thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
-    bounds = lower_bounds(discretise(eval_in, thresholds), discretise(eval_out, thresholds),
-                          delta=cfg.delta, significance=cfg.significance)
+    d_in, d_out = discretise(eval_in, thresholds), discretise(eval_out, thresholds)
+    bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=cfg.significance)
+    if setup.profile is not None:
+        excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=cfg.significance)
+        bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
     total = 2 * (cfg.runs + cfg.pilot_runs)
     return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details,
                        tuple(setup.rigorous))
@@ -911,4 +989,4 @@ def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditRes
 __all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "BUGS", "Bounds", "Bug", "LEARNERS", "Learner",
            "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "audit_with_bug", "check_bug", "check_learner", "discretise",
            "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "inject", "linear_loss_model", "lower_bounds",
-           "register", "required_runs"]
+           "privacy_profile", "register", "required_runs", "tradeoff_excess"]

@@ -126,10 +126,62 @@ def test_corrdp_reference_is_independent_of_the_factors_under_test():
 
 @pytest.mark.filterwarnings("ignore:shuffled DP-SGD")
 def test_rigorous_bounds_are_stated_per_learner():
-    gaussian = {"dp_gd", "corrdp_sgd", "impute_dp_gd"}
-    for learner in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf", "corrdp_sgd", "impute_dp_gd"):
+    # GDP: full-batch Gaussian learners only; the trade-off test: learners with an accountant curve.
+    expected = {"dp_gd": {"gdp", "clopper_pearson", "tradeoff"}, "dp_sgd_poisson": {"clopper_pearson", "tradeoff"},
+                "dp_sgd_shuffle": {"clopper_pearson"}, "dpsgdf": {"clopper_pearson", "tradeoff"},
+                "corrdp_sgd": {"gdp", "clopper_pearson"}, "impute_dp_gd": {"gdp", "clopper_pearson"}}
+    for learner, rigorous in expected.items():
         target = auditing.REGISTRY[learner].build(AuditConfig(learner, runs=RUNS), jax.random.key(0))
-        assert set(target.rigorous) == ({"gdp", "clopper_pearson"} if learner in gaussian else {"clopper_pearson"})
+        assert set(target.rigorous) == rigorous
+        assert (target.profile is not None) == ("tradeoff" in rigorous)
+
+
+def test_tradeoff_test_is_valid_for_the_true_curve_and_refutes_a_false_one():
+    # Exact μ-GDP scores against μ-GDP's own profile δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2): no
+    # excess in 30 repetitions (valid at 95 %; Bonferroni makes it conservative); against the
+    # profile of μ/2 (a claim of twice the noise) it is refuted every time.
+    from scipy import stats
+
+    def gdp_profile(mu):
+        return lambda e: stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+
+    rng = np.random.default_rng(4)
+    mu = 1.0
+    true_excess, false_excess = [], []
+    for _ in range(30):
+        inside, outside = rng.normal(mu, 1, 5000), rng.normal(0, 1, 5000)
+        thresholds = np.quantile(rng.normal(mu / 2, 1, 2000), np.linspace(0, 1, 34)[1:-1])
+        d_in, d_out = auditing.discretise(inside, thresholds), auditing.discretise(outside, thresholds)
+        true_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu), significance=0.05)[0])
+        false_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu / 2), significance=0.05)[0])
+    assert max(true_excess) <= 0 < min(false_excess)
+
+
+def test_privacy_profile_matches_the_accountant_at_its_delta():
+    from dpprep.plan import ExecutionPlan
+
+    plan = ExecutionPlan.create("poisson", 100, batch_size=20, epochs=5)
+    z = plan.calibrate(1.0, 1e-5)
+    profile = auditing.privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
+    # δ(ε) at the calibrated ε is the δ the plan was calibrated to (PLD, same event), and it falls in ε.
+    assert profile(np.array([plan.epsilon(z, 1e-5)]))[0] == pytest.approx(1e-5, rel=0.05)
+    values = profile(np.array([0.1, 0.5, 1.0, 2.0]))
+    assert np.all(np.diff(values) < 0)
+
+
+def test_a_tradeoff_claim_without_a_curve_is_refused():
+    def build(cfg, key):
+        import dataclasses
+
+        target = auditing.REGISTRY["dp_gd"].build(dataclasses.replace(cfg, learner="dp_gd"), key)
+        return auditing.AuditTarget(target.runner, target.theoretical, target.claimed, rigorous=("clopper_pearson", "tradeoff"))
+
+    auditing.register("no_curve", build)
+    try:
+        with pytest.raises(ValueError, match="needs AuditTarget.profile .* with one: dp_gd, dp_sgd_poisson, dpsgdf"):
+            auditing.audit(AuditConfig("no_curve", runs=RUNS))
+    finally:
+        auditing.REGISTRY.pop("no_curve", None)
 
 
 @pytest.mark.parametrize("learner, bug", [
@@ -150,6 +202,20 @@ def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(l
     assert result.row()["violation"] == result.violation
 
 
+@pytest.mark.parametrize("bug", [None, "clip_2c", "poisson_2q"])
+def test_poisson_bugs_are_caught_by_the_tradeoff_test(bug):
+    # Subsampled: Clopper–Pearson reaches ~0.9 of ε here and cannot catch these; the trade-off
+    # test against the accountant's whole curve does, and does not flag the honest learner.
+    result = audit_with_bug(bug, AuditConfig("dp_sgd_poisson", epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3,
+                                             epochs=5, batch_size=20))
+    assert result.rigorous == ("clopper_pearson", "tradeoff")
+    assert result.bounds.epsilon_cp <= result.theoretical  # not caught by C-P at this size ...
+    if bug is None:
+        assert not result.violation and result.bounds.delta_excess <= 0
+    else:
+        assert result.violation and result.bounds.delta_excess > 0  # ... but refuted by the trade-off test
+
+
 def test_dpsgdf_noiseless_mean_is_caught_through_the_library_mean():
     # Subsampled learner: only Clopper–Pearson is rigorous, and it catches the noiseless mean
     # (true ε = ∞) because the audit releases μ̂ through dpsgdf.mean_from_parts.
@@ -157,5 +223,5 @@ def test_dpsgdf_noiseless_mean_is_caught_through_the_library_mean():
     honest = audit_with_bug(None, AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **shape))
     broken = audit_with_bug("mean_noiseless", AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3,
                                                           **shape))
-    assert honest.rigorous == ("clopper_pearson",) and not honest.violation
+    assert honest.rigorous == ("clopper_pearson", "tradeoff") and not honest.violation
     assert broken.violation and broken.bounds.epsilon_cp > 3 * broken.theoretical

@@ -31,7 +31,7 @@ def test_audit_smoke(smoke_out):
     assert list(bugs["bug"]) == ["clip_2c"] and bugs["violation"].all()
     assert by_name["audit catalogue: clip_2c in DP-GD (white_box) caught by a rigorous bound"].status == "pass"
     table = (out / "catalogue.md").read_text()
-    assert "| bug | learner | rigorous bound(s) |" in table and "| clip_2c | DP-GD (white_box) | Clopper–Pearson + GDP |" in table
+    assert "| bug | learner | rigorous bound(s) |" in table and "| clip_2c | DP-GD (white_box) | Clopper–Pearson + GDP + trade-off |" in table
     # A resumed run reads the finished units back: same table.
     run_experiment("audit", "smoke", smoke_out, quiet=True)
     pd.testing.assert_frame_equal(frame, pd.read_csv(out / "audit.csv"))
