@@ -52,7 +52,11 @@ All runs of an audit are one jitted, vmapped call over (seed, canary inclusion),
 **Which bound to trust.** :attr:`AuditResult.rigorous` names the bounds that are valid for that
 learner whatever its implementation does: Clopper–Pearson always; the GDP bound too for full-batch
 learners (their pair's trade-off curve is Gaussian, bugs in noise, clipping or release count
-included). :attr:`AuditResult.violation` compares the largest rigorous bound with the theoretical ε.
+included); the trade-off test (:func:`tradeoff_excess`) for learners whose accountant has a
+privacy profile (DP-GD, Poisson DP-SGD, DPSGD-F): the attack's (FPR, FNR) points, with
+Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
+with power where the one-point Clopper–Pearson bound has none (subsampled learners).
+:attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
 
 **Bug catalogue** (issue 19, test-only). :func:`inject` plants a named privacy bug (:data:`BUGS`)
 in dpprep's library code — the privatizer's noise, the clip factors, the Poisson sampler, the

@@ -11,8 +11,9 @@ bound, never a certificate (see :mod:`dpprep.auditing`).
 
 The bug catalogue (issue 19): each ``(learner, bug)`` of :data:`CATALOGUE` is audited with the bug
 planted in dpprep's library code (:func:`dpprep.auditing.inject`) at the learner's audit settings;
-a bug is *caught* when a bound that is rigorous for that learner (:attr:`AuditResult.rigorous`)
-exceeds the ε its accounting states. Outputs ``catalogue.md`` (bug × learner × rigorous bound ×
+a bug is *caught* when a test that is rigorous for that learner (:attr:`AuditResult.rigorous`:
+Clopper–Pearson, GDP for full-batch learners, the trade-off test where the accountant has a curve)
+refutes the ε its accounting states. Outputs ``catalogue.md`` (bug × learner × rigorous bound ×
 claimed ε × caught? × runs × seconds) and one REPORT row per entry.
 """
 
