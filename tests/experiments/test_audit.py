@@ -21,6 +21,7 @@ def test_audit_smoke(smoke_out):
     honest = frame[frame["role"] == "honest"]
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
+    assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
     assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
