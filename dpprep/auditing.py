@@ -12,14 +12,16 @@ Threat models (:data:`THREAT_MODELS`):
 
 * ``"white_box"``: every noisy update is observed (the trajectory θ_0..θ_T) and the canary is a
   *Dirac gradient canary*: under the audit's linear loss ``ℓ(θ; x, y) = −y·⟨θ, x⟩`` every record's
-  gradient is ``−y·x`` whatever θ is, so the canary ``x = C·e_d`` (a coordinate no other record
-  uses) adds exactly ``−C·e_d`` to each batch it is in and nothing else does (background records
-  have ``y = 0``: zero gradient, the adversary's best case, Nasr et al. 2023). The attack is the
-  likelihood-ratio test of the observed updates for the learner's sampler (Neyman–Pearson: the
-  most powerful test of this pair), so white-box bounds are close to tight.
+  gradient is ``−y·x`` whatever θ is, so the canary ``x = a·C·e_d`` (a coordinate no other record
+  uses; ``a = canary_norm`` = 4 by default) is clipped by an honest learner to exactly ``−C·e_d``
+  in each batch it is in, and nothing else moves that coordinate (background records have
+  ``y = 0``: zero gradient, the adversary's best case, Nasr et al. 2023). Clipping binds on the
+  canary, so a learner clipping to 2C, or not at all, releases a larger shift. The attack is the
+  likelihood-ratio test, for the learner's sampler, of what the *honest* learner releases
+  (Neyman–Pearson: the most powerful test of this pair), so white-box bounds are close to tight.
 * ``"final_model"``: only the last iterate is released; the canary is an *input-space* record of a
-  logistic regression (``x_c = e_d``, label 1) and the score is the final model's margin
-  ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
+  logistic regression (``x_c = a·e_d``, label 1, large enough that clipping binds early on) and the
+  score is the final model's margin ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
   guarantee hides the intermediate iterates (white-box is outside its threat model and refused).
 
 Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
@@ -47,6 +49,21 @@ an approximation for subsampled learners); the Clopper–Pearson bound assumes n
 
 All runs of an audit are one jitted, vmapped call over (seed, canary inclusion), in chunks.
 
+**Which bound to trust.** :attr:`AuditResult.rigorous` names the bounds that are valid for that
+learner whatever its implementation does: Clopper–Pearson always; the GDP bound too for full-batch
+learners (their pair's trade-off curve is Gaussian, bugs in noise, clipping or release count
+included); the trade-off test (:func:`tradeoff_excess`) for learners whose accountant has a
+privacy profile (DP-GD, Poisson DP-SGD, DPSGD-F): the attack's (FPR, FNR) points, with
+Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
+with power where the one-point Clopper–Pearson bound has none (subsampled learners).
+:attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
+
+**Bug catalogue** (issue 19, test-only). :func:`inject` plants a named privacy bug (:data:`BUGS`)
+in dpprep's library code — the privatizer's noise, the clip factors, the Poisson sampler, the
+engine's step, DPSGD-F's private mean, CorrDP's noise factors — never in the audit's bookkeeping,
+and :func:`audit_with_bug` audits a learner under it. The audit's reference ε comes from the
+accountant (or, for CorrDP, from the paper's Eq. 4 written out here), which no bug touches.
+
 **Auditing your own learner.** Each learner implements a small protocol: ``build(cfg, key)``
 returns an :class:`AuditTarget` — ``runner(keys, inside) -> scores`` (the in/out trainings and
 the attack, vmapped) and the ε the learner claims. :func:`register` adds it under a name, and
@@ -56,14 +73,16 @@ the same way (:data:`REGISTRY`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from dp_accounting import dp_event as dp_event_lib
 from jax_privacy import auditing as jp_auditing
 from scipy import stats
 
@@ -73,6 +92,12 @@ from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn, with
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 THREAT_MODELS = ("white_box", "final_model")
+#: The lower bounds an audit reports (:class:`Bounds`): ``"gdp"`` (``epsilon_gdp``),
+#: ``"clopper_pearson"`` (``epsilon_cp``) and ``"tradeoff"`` (``delta_excess``: the claimed
+#: privacy profile tested point by point, :func:`tradeoff_excess`).
+BOUND_NAMES = ("gdp", "clopper_pearson", "tradeoff")
+#: Rigorous bounds of a full-batch Gaussian learner (see :attr:`AuditTarget.rigorous`).
+_GAUSSIAN_RIGOROUS = ("clopper_pearson", "gdp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,12 +113,23 @@ class AuditTarget:
         bound a lower bound must never exceed.
       claimed: the ε a user is told (usually equal; see :class:`AuditResult`).
       details: numbers to report beside the bounds (noise multiplier, steps, …).
+      rigorous: the bounds (of :data:`BOUND_NAMES`) that are valid lower bounds for this learner
+        whatever its implementation does. Clopper–Pearson always is; the Gaussian-DP bound only
+        where the pair's true trade-off curve is Gaussian-shaped — a full-batch learner adding
+        Gaussian noise to a fixed sum (DP-GD, CorrDP-SGD, the imputation pipeline), bugs in
+        its noise, clipping or release count included. For subsampled or shuffled learners it
+        holds only under the assumption that their curve is Gaussian, which it is not exactly.
+      profile: the claimed guarantee's privacy profile ``ε ↦ δ(ε)`` (vectorised), e.g.
+        :func:`privacy_profile` of the accountant's event; with it the audit also runs the
+        trade-off test (:func:`tradeoff_excess`), rigorous for any mechanism.
     """
 
     runner: Callable[[jax.Array, jax.Array], jax.Array]
     theoretical: float
     claimed: float
     details: dict[str, float] = dataclasses.field(default_factory=dict)
+    rigorous: tuple[str, ...] = ("clopper_pearson",)
+    profile: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +182,11 @@ class AuditConfig:
       tv: CorrDP's correlation weight of the audited insensitive feature.
       eps_f: DPSGD-F's share of ε for the private mean.
       missing_fraction: the share of rows whose imputed feature is missing (``impute_dp_gd``).
+      canary_norm: the canary's gradient (white-box) or feature (final-model) norm in units of
+        the clip bound, >= 1. Above 1 clipping binds on the canary, so a learner that clips too
+        little (to 2C, or not at all) releases a larger shift than an honest one and is caught;
+        at 1 such bugs leave the outputs unchanged. The attack scores what the *honest* learner
+        releases for it (``C`` times its direction), so the bound stays valid at any value.
       chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness.
     """
 
@@ -167,6 +208,7 @@ class AuditConfig:
     tv: float = 0.25
     eps_f: float = 0.2
     missing_fraction: float = 0.5
+    canary_norm: float = 4.0
     chunk: int = 4096
     seed: int = 0
 
@@ -183,6 +225,9 @@ class AuditConfig:
             raise ValueError(f"seed must be an integer in [0, 2**63), got {self.seed!r}")
         check_positive(self.noise_factor, "noise_factor")
         check_positive(self.learning_rate, "learning_rate")
+        if not (isinstance(self.canary_norm, (int, float, np.floating)) and math.isfinite(self.canary_norm)
+                and self.canary_norm >= 1.0):
+            raise ValueError(f"canary_norm must be a finite number >= 1 (units of the clip bound), got {self.canary_norm!r}")
         check_probability(self.tv, "tv")
         if not 0 < self.significance < 0.5:
             raise ValueError(f"significance must be in (0, 0.5), got {self.significance!r}")
@@ -276,6 +321,8 @@ class Bounds:
     mu_gdp: float
     epsilon_cp: float
     auroc: float
+    delta_excess: float = math.nan
+    epsilon_at_excess: float = math.nan
 
 
 def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance: float) -> Bounds:
@@ -284,6 +331,57 @@ def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance:
     mu, eps_gdp = gdp_lower_bound(in_scores, out_scores, significance=significance, delta=delta)
     eps_cp = float(auditor.epsilon_clopper_pearson(significance, delta))
     return Bounds(float(eps_gdp), float(mu), eps_cp, float(auditor.attack_auroc()))
+
+
+#: ε grid of the trade-off test (the claimed δ(ε) is compared with the empirical one at each).
+TRADEOFF_EPSILONS = np.linspace(0.02, 10.0, 500)
+
+
+def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarray], np.ndarray], *,
+                    significance: float, epsilons: np.ndarray = TRADEOFF_EPSILONS) -> tuple[float, float]:
+    """``(excess, ε*)``: the trade-off test of a claimed privacy profile ``δ(ε)`` (issue 19).
+
+    (ε, δ)-DP forces every test to satisfy ``e^ε·FPR + FNR ≥ 1 − δ`` and ``e^ε·FNR + FPR ≥ 1 − δ``.
+    With Clopper–Pearson upper bounds ``FPR⁺``, ``FNR⁺`` at every threshold of "in iff score ≥ t"
+    (Bonferroni over all ``2·#thresholds``, as :func:`gdp_lower_bound`), the empirical
+    ``δ_lb(ε) = max_t max(1 − e^ε FPR⁺ − FNR⁺, 1 − e^ε FNR⁺ − FPR⁺)`` is, with probability at least
+    ``1 − significance``, below the true δ(ε) at *every* ε at once. ``excess = max_ε δ_lb(ε) −
+    δ(ε)`` > 0 therefore refutes the claimed profile for any mechanism — rigorous like Clopper–
+    Pearson, but it tests the whole curve the accountant claims instead of its one (ε, δ) point,
+    which is where a subsampled learner's bugs show. ``ε*`` is where the excess is largest."""
+    inside, outside = np.sort(np.asarray(in_scores, np.float64)), np.sort(np.asarray(out_scores, np.float64))
+    thresholds = np.unique(np.concatenate([inside, outside]))
+    fn = np.searchsorted(inside, thresholds, side="left")
+    fp = outside.size - np.searchsorted(outside, thresholds, side="left")
+    alpha = significance / (2 * thresholds.size)
+    fpr, fnr = _cp_upper(fp, outside.size, alpha), _cp_upper(fn, inside.size, alpha)
+    grow = np.exp(np.asarray(epsilons, np.float64))[:, None]
+    empirical = np.maximum(1 - grow * fpr - fnr, 1 - grow * fnr - fpr).max(axis=1)
+    claimed = np.asarray(profile(np.asarray(epsilons, np.float64)), np.float64)
+    gap = empirical - claimed
+    i = int(np.argmax(gap))
+    return float(gap[i]), float(epsilons[i])
+
+
+def privacy_profile(event: Any, *, overflow_prob: float = 0.0, discretization: float = 1e-4
+                    ) -> Callable[[np.ndarray], np.ndarray]:
+    """``ε ↦ δ(ε)`` of a dp-accounting event under add/remove neighbours (PLD, pessimistic, so
+    the claimed curve is never below the true one and the trade-off test stays valid), plus the
+    Poisson overflow slack ``(1 + e^ε)·overflow_prob`` the plan charges."""
+    from dp_accounting import privacy_accountant
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from dpprep import sampling
+
+    accountant = pld_privacy_accountant.PLDAccountant(privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                      value_discretization_interval=discretization)
+    accountant.compose(event)
+
+    def profile(epsilons: np.ndarray) -> np.ndarray:
+        return np.array([min(1.0, accountant.get_delta(float(e)) + sampling.overflow_delta(float(e), overflow_prob))
+                         for e in np.atleast_1d(epsilons)])
+
+    return profile
 
 
 def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -352,6 +450,11 @@ def _canary(cfg: AuditConfig, norm: float) -> jnp.ndarray:
     return jnp.zeros(cfg.dim + 1, jnp.float32).at[cfg.dim].set(norm)
 
 
+#: Score given to a run whose release equals the neighbour's noiseless value exactly (finite, so
+#: the audit's non-finite check still guards real overflows).
+_EXACT_RELEASE = 1e6
+
+
 def _poisson_log_lr(a: jax.Array, signal: float, q: float) -> jax.Array:
     """Log-likelihood ratio of one step's normalised update ``a`` (N(b·signal, 1), b ~ Bern(q))
     against N(0, 1)."""
@@ -386,10 +489,12 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                    if sampling == "shuffle" else claimed)
     hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
     train_fn = make_train_fn(tc, cfg.n)
-    canary_x = _canary(cfg, clip)
+    # Gradient (white-box) or feature (final-model) norm canary_norm·C: clipping binds on it, and an
+    # honest learner releases C·e_d for it, the shift the scores below are built on.
+    canary_x = _canary(cfg, clip * cfg.canary_norm)
     params0 = model.init(None)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
-    signal = 1.0 / z  # the canary's step shift over the (claimed) noise std
+    signal = 1.0 / z  # the canary's (clipped) step shift over the (claimed) noise std
     q = plan.batch_size / plan.n
     k = -(-plan.n // plan.batch_size)
 
@@ -411,7 +516,13 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
 
     details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details)
+    # The trade-off test needs the accountant's whole curve: Poisson and full batch have it (the
+    # shuffled learner is held to a bound that is no dp-accounting event of the plan).
+    profile = (privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
+               if sampling in ("full", "poisson") else None)
+    rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details,
+                       rigorous=rigorous + (("tradeoff",) if profile is not None else ()), profile=profile)
 
 
 def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -427,12 +538,12 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     theoretical = plan.epsilon(z, cfg.delta)
     hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
     train_fn = make_train_fn(tc, cfg.n)
-    canary_x = _canary(cfg, clip)
+    canary_x = _canary(cfg, clip * cfg.canary_norm)  # clipped to C·e_d by an honest learner
     params0 = model.init(None)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
 
     def one(run_key, inside):
-        # Replace-one: the canary (gradient −C·e_d) or its mirror (+C·e_d), first in the order.
+        # Replace-one: the canary (clipped gradient −C·e_d) or its mirror (+C·e_d), first in the order.
         label = jnp.where(inside, 1.0, -1.0)
         x = jnp.concatenate([canary_x[None], x_bg])
         y = jnp.concatenate([label[None], y_bg])
@@ -445,7 +556,10 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
 
 def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DPSGD-F (Algorithm 3): the canary ``x̃ = e_d`` enters the private mean and, centred, the
-    gradients; the attack scores the released mean and every update (zero-out neighbours)."""
+    gradients; the attack scores the released mean and every update (zero-out neighbours). The
+    mean is released by :func:`dpprep.dpsgdf.mean_from_parts`, the code :func:`dpprep.dpsgdf.fit`
+    runs, so a bug there shows in the audit. The canary's centred gradient ``C_F e_d − μ̂`` has
+    norm about ``C_F = 2 > C``: clipping binds on it."""
     from dpprep import dpsgdf
 
     d = cfg.dim + 1
@@ -475,7 +589,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         row = jnp.where(inside, e_d, 0.0)
         x = jnp.concatenate([unit_bg, row[None]])
         xi = dpsgdf.mean_noise(run_key, d)
-        mu_hat = feature_norm * ((bg_sum + row) + mean_noise_sd * xi) / cfg.n
+        mu_hat = dpsgdf.mean_from_parts((bg_sum + row) / cfg.n, cfg.n, feature_norm, mean_noise_sd, xi)
         hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip,
                       extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
         _, metrics = train_fn(hyper, params0, x, y, run_key)
@@ -484,15 +598,28 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         v = v / jnp.linalg.norm(v)
         a = (_updates(metrics["params"], params0) @ v) * plan.normaliser / (cfg.learning_rate * z * clip)
         m = (mu_hat[cfg.dim] * cfg.n / feature_norm) / s  # N(b/s, 1): the mean's evidence
-        return m / s - 0.5 / s**2 + jnp.sum(_poisson_log_lr(a, 1.0 / z, q))
+        score = m / s - 0.5 / s**2 + jnp.sum(_poisson_log_lr(a, 1.0 / z, q))
+        # Exact-release check: without the canary the noiseless mean's coordinate is exactly 0 (no
+        # background record uses it). A Gaussian release hits it with probability 0, so this never
+        # moves an honest run's score, but a mean released without its noise is then separated
+        # perfectly (any fixed score keeps Clopper–Pearson valid; this one also has power there).
+        return jnp.where(mu_hat[cfg.dim] == 0.0, -_EXACT_RELEASE, score)
 
     details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps)}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details)
+    profile = privacy_profile(dp_event_lib.ComposedDpEvent([plan.dp_event(z), dp.gaussian_event(s)]),
+                              overflow_prob=plan.overflow_probability())
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details,
+                       rigorous=("clopper_pearson", "tradeoff"), profile=profile)
 
 
 def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """CorrDP-SGD (full batch, per-example clipping at L, the theory constant): replace-one canary
-    that differs from its neighbour only in the insensitive coordinate ``dim``."""
+    that differs from its neighbour only in the insensitive coordinate ``dim``.
+
+    The reference ε is derived here from the paper's Eq. 4 — ``σ_u² = K_δ L² T/(n² ε²)·max{TV,
+    m_s²/m²}`` — and the closed form of T Gaussian releases of a ``2L/n`` shift, not from
+    :func:`dpprep.corrdp.noise.corrdp_factors` or the accountant the learner uses: a bug in the
+    learner's noise factors must not move the yardstick it is measured against."""
     from dpprep.corrdp import noise as corr_noise
     from dpprep.corrdp import sgd as corr_sgd
 
@@ -507,9 +634,12 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     point = corr_sgd.Point("corrdp", cfg.epsilon, corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
                            corr_noise.param_factors(params0, factors))
     values = corr_sgd.point_values(run, params0, cfg.n, [point])
-    sigma_u = point.sigma(cfg.delta) * math.sqrt(factors[cfg.dim])  # noise std of coordinate u of the mean
-    theoretical = corr_sgd.standard_dp_epsilon(sigma_u, n=cfg.n, steps=cfg.steps, lipschitz=lipschitz,
-                                               delta=cfg.delta)
+    # Eq. 4 written out (K_δ = log(1/δ) + 1; the floor m_s²/m² with m_s = dim sensitive of m = d).
+    weight_u = max(cfg.tv, (cfg.dim / d) ** 2)
+    sigma_u = math.sqrt((math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2)
+                        * weight_u)  # noise std of coordinate u of the mean gradient
+    # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_u).
+    theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_u), cfg.delta)
     tc = dataclasses.replace(run.train_config(), track_params=True)
     hyper = with_values(tc.hyper, {
         "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
@@ -517,10 +647,10 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     train_fn = make_train_fn(tc, cfg.n)
     x_bg, _ = background(cfg, key)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
-    canary = _canary(cfg, lipschitz)
+    canary = _canary(cfg, lipschitz * cfg.canary_norm)  # clipped to L·e_u by an honest learner
 
     def one(run_key, inside):
-        # Same record up to its insensitive feature: +L·e_u (in) or −L·e_u (out), label 1.
+        # Same record up to its insensitive feature: +a·e_u (in) or −a·e_u (out), label 1, a = canary_norm·L.
         row = jnp.where(inside, 1.0, -1.0) * canary
         x = jnp.concatenate([x_bg, row[None]])
         y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
@@ -528,8 +658,9 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return jnp.sum(_updates(metrics["params"], params0)[:, cfg.dim]) / (cfg.learning_rate * sigma_u)
 
     details = {"nominal_epsilon": float(cfg.epsilon), "sigma_insensitive": float(sigma_u),
-               "factor_insensitive": float(factors[cfg.dim])}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details)
+               "factor_insensitive": float(weight_u), "factor_insensitive_library": float(factors[cfg.dim])}
+    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details,
+                       rigorous=_GAUSSIAN_RIGOROUS)
 
 
 def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -586,7 +717,7 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                "group_epsilon": float(overall.group_epsilon or math.nan),
                "linf": float(sens.linf), "l2": float(sens.l2),
                "gradient_shift": float(np.linalg.norm(delta_vec))}
-    return AuditTarget(jax.jit(jax.vmap(one)), theoretical, float(alone), details)
+    return AuditTarget(jax.jit(jax.vmap(one)), theoretical, float(alone), details, rigorous=_GAUSSIAN_RIGOROUS)
 
 
 for _name in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle"):
@@ -614,7 +745,10 @@ class AuditResult:
     must never exceed); ``claimed``: what a user would be told (differs for shuffled DP-SGD — the
     as-if-Poisson number —, CorrDP — the nominal ε — and the pipeline — DP-GD's ε ignoring
     pre-processing); ``bounds``: the lower bounds; ``runs_per_second``: evaluation + pilot runs
-    (both worlds) over the wall time of the compiled calls (compilation excluded)."""
+    (both worlds) over the wall time of the compiled calls (compilation excluded); ``rigorous``:
+    which bounds are valid for this learner whatever its implementation does
+    (:attr:`AuditTarget.rigorous`) — the others hold only under the assumption that its trade-off
+    curve is Gaussian-shaped."""
 
     config: AuditConfig
     theoretical: float
@@ -623,11 +757,27 @@ class AuditResult:
     runs_per_second: float
     seconds: float
     details: dict[str, float]
+    rigorous: tuple[str, ...] = ("clopper_pearson",)
 
     @property
     def ratio(self) -> float:
-        """GDP lower bound over the theoretical ε."""
+        """GDP lower bound over the theoretical ε (rigorous only where ``"gdp"`` is in ``rigorous``)."""
         return self.bounds.epsilon_gdp / self.theoretical
+
+    @property
+    def rigorous_epsilon(self) -> float:
+        """The largest of the bounds that are rigorous for this learner (``rigorous``)."""
+        values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
+        return max(values[name] for name in self.rigorous if name in values)
+
+    @property
+    def violation(self) -> bool:
+        """True when a rigorous ε bound exceeds the theoretical ε, or the rigorous trade-off test
+        refutes the claimed privacy profile: the implementation does not give the guarantee its
+        accounting states. Each rigorous test errs with probability at most the significance, so
+        the verdict errs with at most ``len(rigorous)`` times it (a union bound)."""
+        refuted = "tradeoff" in self.rigorous and self.bounds.delta_excess > 0
+        return self.rigorous_epsilon > self.theoretical or bool(refuted)
 
     def row(self) -> dict[str, Any]:
         c = self.config
@@ -635,7 +785,11 @@ class AuditResult:
                 "delta": c.delta, "runs_per_world": c.runs, "theoretical_epsilon": self.theoretical,
                 "claimed_epsilon": self.claimed, "epsilon_lb_gdp": self.bounds.epsilon_gdp,
                 "mu_lb_gdp": self.bounds.mu_gdp, "epsilon_lb_cp": self.bounds.epsilon_cp,
+                "tradeoff_delta_excess": self.bounds.delta_excess,
+                "tradeoff_epsilon": self.bounds.epsilon_at_excess,
                 "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
+                "rigorous_bounds": "+".join(self.rigorous), "epsilon_lb_rigorous": self.rigorous_epsilon,
+                "violation": self.violation, "canary_norm": c.canary_norm,
                 "runs_per_second": self.runs_per_second, "seconds": self.seconds,
                 "noise_factor": c.noise_factor, "seed": c.seed,
                 **{f"detail_{k}": v for k, v in self.details.items()}}
@@ -652,6 +806,13 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     setup = REGISTRY[cfg.learner].build(cfg, k_data)
     if not isinstance(setup, AuditTarget):
         raise ValueError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
+    unknown = sorted(set(setup.rigorous) - set(BOUND_NAMES))
+    if unknown or not set(setup.rigorous) & {"gdp", "clopper_pearson"}:
+        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.rigorous must be a subset of {BOUND_NAMES} with "
+                         f"'gdp' or 'clopper_pearson' in it, got {setup.rigorous!r}")
+    if "tradeoff" in setup.rigorous and setup.profile is None:
+        raise ValueError(f"learner {cfg.learner!r}: a trade-off test needs AuditTarget.profile (the claimed "
+                         "privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson, dpsgdf")
 
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
@@ -672,12 +833,164 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     seconds = time.perf_counter() - start
     pilot = np.concatenate([pilot_in, pilot_out])
     thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
-    bounds = lower_bounds(discretise(eval_in, thresholds), discretise(eval_out, thresholds),
-                          delta=cfg.delta, significance=cfg.significance)
+    d_in, d_out = discretise(eval_in, thresholds), discretise(eval_out, thresholds)
+    bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=cfg.significance)
+    if setup.profile is not None:
+        excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=cfg.significance)
+        bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
     total = 2 * (cfg.runs + cfg.pilot_runs)
-    return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details)
+    return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details,
+                       tuple(setup.rigorous))
 
 
-__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "Bounds", "LEARNERS", "Learner", "REGISTRY", "SUPPORTED",
-           "THREAT_MODELS", "audit", "check_learner", "register", "discretise", "gdp_epsilon", "gdp_lower_bound",
-           "impute_canary_datasets", "linear_loss_model", "lower_bounds", "required_runs"]
+# --------------------------------------------------------------------------------------------------
+# Bug catalogue: test-only switches that break the library code a learner runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Bug:
+    """A class of privacy bug that :func:`inject` plants in dpprep's own code (never in the
+    audit's bookkeeping: the accountant, the canary and the attack stay honest).
+
+    Attributes:
+      description: what the broken code does.
+      patches: ``(module, attribute, wrap)`` triples: while injected, ``module.attribute`` is
+        ``wrap(original)``. Library code looks these names up when the audit traces the learner,
+        so every learner built and compiled inside :func:`inject` runs the broken code.
+      learners: dpprep learners whose code path the patch reaches.
+    """
+
+    description: str
+    patches: tuple[tuple[str, str, Callable[[Callable], Callable]], ...]
+    learners: tuple[str, ...]
+
+
+def _scaled_noise(factor: float) -> Callable[[Callable], Callable]:
+    def wrap(add_noise):
+        def broken(key, grad_sum, noise_multiplier, noise_std_abs, clip_norm, scales=None):
+            return add_noise(key, grad_sum, noise_multiplier * factor, noise_std_abs * factor, clip_norm, scales)
+        return broken
+    return wrap
+
+
+def _clip_to(multiple: float) -> Callable[[Callable], Callable]:
+    def wrap(clip_factors):
+        return lambda norms, clip_norm, mask: clip_factors(norms, clip_norm * multiple, mask)
+    return wrap
+
+
+def _last_row_unclipped(clip_factors: Callable) -> Callable:
+    # An off-by-one in a clipping loop: the batch's last row keeps its full gradient (weight 1, or
+    # its mask for a padded slot). The audits append the canary last, so it is that row.
+    def broken(norms, clip_norm, mask):
+        scale = clip_factors(norms, clip_norm, mask)
+        return scale.at[-1].set(1.0 if mask is None else mask[-1])
+    return broken
+
+
+def _doubled_batch_rate(poisson_batch: Callable) -> Callable:
+    return lambda key, n, q, pad: poisson_batch(key, n, min(1.0, 2.0 * q), pad)
+
+
+def _doubled_pad_rate(poisson_pad_size: Callable) -> Callable:
+    # The pad grows with the rate, so the larger batches are not truncated (which would drop the
+    # canary, the last record, and hide the bug behind an unrelated one).
+    return lambda n, q, steps=1, **kwargs: poisson_pad_size(n, min(1.0, 2.0 * q), steps, **kwargs)
+
+
+def _twice(dp_step: Callable) -> Callable:
+    # Each accounted step runs the private update twice (a retried step, fresh noise each time).
+    def broken(params, opt_state, batch, *, grad_fn, tx, mask=None):
+        params, opt_state, _ = dp_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
+        return dp_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
+    return broken
+
+
+def _noiseless_mean(mean_from_parts: Callable) -> Callable:
+    return lambda unit_mean, n, feature_norm, noise_std_unit, xi: mean_from_parts(unit_mean, n, feature_norm, 0.0, xi)
+
+
+def _halved_factors(corrdp_factors: Callable) -> Callable:
+    def broken(m, sensitive, tv, **kwargs):
+        factors = np.array(corrdp_factors(m, sensitive, tv, **kwargs), np.float64)
+        insensitive = np.setdiff1d(np.arange(m), np.asarray(list(sensitive), int))
+        factors[insensitive] *= 0.5
+        return factors
+    return broken
+
+
+_GAUSSIAN_NOISE_LEARNERS = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf", "corrdp_sgd",
+                            "impute_dp_gd")
+
+#: The catalogue of issue 19 by name (:func:`inject`).
+BUGS: dict[str, Bug] = {
+    "noise_0.7x": Bug("the Gaussian noise is 0.7× the std the accountant assumes (dpprep.noise.add_noise)",
+                      (("dpprep.noise", "add_noise", _scaled_noise(0.7)),), _GAUSSIAN_NOISE_LEARNERS),
+    "clip_2c": Bug("per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
+                   (("dpprep.clipping", "clip_factors", _clip_to(2.0)),), _GAUSSIAN_NOISE_LEARNERS),
+    "one_unclipped": Bug("the last example of each batch is not clipped (dpprep.clipping.clip_factors)",
+                         (("dpprep.clipping", "clip_factors", _last_row_unclipped),), _GAUSSIAN_NOISE_LEARNERS),
+    "poisson_2q": Bug("the Poisson sampler includes each record at rate 2q, the accountant charges q "
+                      "(dpprep.sampling.poisson_batch, poisson_pad_size)",
+                      (("dpprep.sampling", "poisson_batch", _doubled_batch_rate),
+                       ("dpprep.sampling", "poisson_pad_size", _doubled_pad_rate)), ("dp_sgd_poisson", "dpsgdf")),
+    "double_releases": Bug("every accounted step releases two noisy updates (dpprep.algorithms' dp_step runs twice)",
+                           (("dpprep.algorithms", "dp_step", _twice),), _GAUSSIAN_NOISE_LEARNERS),
+    "mean_noiseless": Bug("DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
+                          (("dpprep.dpsgdf", "mean_from_parts", _noiseless_mean),), ("dpsgdf",)),
+    "corrdp_factors_halved": Bug("CorrDP's insensitive-feature noise variance factors are halved "
+                                 "(dpprep.corrdp.noise.corrdp_factors)",
+                                 (("dpprep.corrdp.noise", "corrdp_factors", _halved_factors),), ("corrdp_sgd",)),
+}
+
+
+def check_bug(name: str) -> Bug:
+    """The catalogue entry ``name``; ValueError naming the available ones otherwise."""
+    if not isinstance(name, str) or name not in BUGS:
+        raise ValueError(f"unknown bug {name!r}; available: {', '.join(BUGS)}")
+    return BUGS[name]
+
+
+@contextlib.contextmanager
+def inject(name: str) -> Iterator[Bug]:
+    """Test-only: plants bug ``name`` (:data:`BUGS`) in dpprep's library code for the duration of
+    the block. Learners *built and compiled* inside it run the broken code (an audit does both);
+    a function compiled before it keeps the code it was traced with. Not thread-safe: the patch is
+    a module attribute. Restores the originals on exit, also on error::
+
+        with auditing.inject("clip_2c"):
+            result = audit(AuditConfig("dp_gd", epsilon=1.0))
+        result.violation  # True: a rigorous bound above the accounted ε
+    """
+    import importlib
+
+    bug = check_bug(name)
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for module_name, attribute, wrap in bug.patches:
+            module = importlib.import_module(module_name)
+            original = getattr(module, attribute)
+            saved.append((module, attribute, original))
+            setattr(module, attribute, wrap(original))
+        yield bug
+    finally:
+        for module, attribute, original in reversed(saved):
+            setattr(module, attribute, original)
+
+
+def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditResult:
+    """:func:`audit` of ``cfg`` with catalogue bug ``bug`` injected (None: the honest learner). A
+    bug whose patches do not reach ``cfg.learner`` is refused (its audit would be an honest one)."""
+    if bug is None:
+        return audit(cfg, **kwargs)
+    entry = check_bug(bug)
+    if cfg.learner not in entry.learners:
+        raise ValueError(f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches {', '.join(entry.learners)}")
+    with inject(bug):
+        return audit(cfg, **kwargs)
+
+
+__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "BUGS", "Bounds", "Bug", "LEARNERS", "Learner",
+           "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "audit_with_bug", "check_bug", "check_learner", "discretise",
+           "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "inject", "linear_loss_model", "lower_bounds",
+           "privacy_profile", "register", "required_runs", "tradeoff_excess"]

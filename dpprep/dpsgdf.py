@@ -115,9 +115,11 @@ def mean_noise(key: jax.Array, num_features: int) -> jax.Array:
 def mean_from_parts(unit_mean: Any, n: int, feature_norm: float, noise_std_unit: float, xi: Any) -> np.ndarray:
     """``μ̂ = C_F·(x̄̃ + s·ξ/n)`` where ``x̄̃`` is the exact mean of the unit rows and ``s·C_F``
     the noise std on the sum of the normalised rows; equal to ``(Σ_i C_F x̃_i + N(0, (s C_F)² I))/n``.
-    (One formula for :func:`fit` and :func:`grid_group`, so both give the same ``μ̂``.)"""
-    return (np.float32(feature_norm) * (np.asarray(unit_mean, np.float32)
-            + np.float32(noise_std_unit / n) * np.asarray(xi, np.float32))).astype(np.float32)
+    (One formula for :func:`fit`, :func:`grid_group` and the privacy audit, so all give the same
+    ``μ̂``; traced inputs, as in the audit's vmapped runs, are computed with ``jax.numpy``.)"""
+    xp: Any = jnp if any(isinstance(v, jax.core.Tracer) for v in (unit_mean, xi)) else np
+    return (xp.float32(feature_norm) * (xp.asarray(unit_mean, xp.float32)
+            + xp.float32(noise_std_unit / n) * xp.asarray(xi, xp.float32))).astype(xp.float32)
 
 
 def private_mean(x_unit: Any, feature_norm: float, eps_f: float, delta: float, key: jax.Array, *,

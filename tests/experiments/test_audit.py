@@ -21,10 +21,18 @@ def test_audit_smoke(smoke_out):
     honest = frame[frame["role"] == "honest"]
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
+    assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
     assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
     assert (out / "audit.png").stat().st_size > 10_000
+    # The bug catalogue: a clip-to-2C DP-GD is caught by its rigorous (GDP) bound even at smoke size,
+    # and the table has the issue's columns.
+    bugs = frame[frame["role"].str.startswith("bug:")]
+    assert list(bugs["bug"]) == ["clip_2c"] and bugs["violation"].all()
+    assert by_name["audit catalogue: clip_2c in DP-GD (white_box) caught by a rigorous bound"].status == "pass"
+    table = (out / "catalogue.md").read_text()
+    assert "| bug | learner | rigorous bound(s) |" in table and "| clip_2c | DP-GD (white_box) | Clopper–Pearson + GDP + trade-off |" in table
     # A resumed run reads the finished units back: same table.
     run_experiment("audit", "smoke", smoke_out, quiet=True)
     pd.testing.assert_frame_equal(frame, pd.read_csv(out / "audit.csv"))
@@ -37,3 +45,8 @@ def test_quick_profile_covers_the_issue_targets():
         assert ("dp_gd", "white_box", eps) in honest and ("dp_sgd_poisson", "white_box", eps) in honest
     assert all(c.delta == 1e-5 for _, c in plan)
     assert any(role == "broken" for role, _ in plan)
+    # Every bug class of the catalogue is audited on some learner, at the learners' default runs.
+    from dpprep.auditing import BUGS
+
+    assert {role.split(":", 1)[1] for role, _ in plan if role.startswith("bug:")} == set(BUGS)
+    assert all(c.runs == 20_000 for role, c in plan if role.startswith("bug:"))

@@ -1,0 +1,227 @@
+"""The bug catalogue (issue 19): bugs planted in the library code a learner runs are caught by a
+rigorous bound; the honest learners are not flagged; the switches act where they say and nowhere else."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpprep import auditing, clipping, dpsgdf, noise, sampling
+from dpprep.auditing import AuditConfig, audit_with_bug
+from dpprep.corrdp import noise as corr_noise
+
+# Test-suite size: 8,000 evaluation runs per world (DP-GD: ~2 s an audit on 2 cores).
+RUNS, PILOT = 8000, 1000
+
+
+def test_unknown_bug_names_the_available_ones():
+    for call in (lambda: auditing.check_bug("noise_half"), lambda: auditing.inject("noise_half").__enter__(),
+                 lambda: audit_with_bug("noise_half", AuditConfig("dp_gd", runs=RUNS))):
+        with pytest.raises(ValueError, match="unknown bug 'noise_half'; available: noise_0.7x, clip_2c, one_unclipped"):
+            call()
+    # A bug that does not reach the learner would make an honest audit look like a bug audit.
+    with pytest.raises(ValueError, match="does not reach learner 'dp_gd'; it reaches dpsgdf"):
+        audit_with_bug("mean_noiseless", AuditConfig("dp_gd", runs=RUNS))
+
+
+def test_inject_restores_the_library_even_on_error():
+    originals = (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size)
+    for name in auditing.BUGS:
+        with pytest.raises(RuntimeError, match="inside"):
+            with auditing.inject(name):
+                raise RuntimeError("inside")
+    assert originals == (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size)
+    from dpprep import algorithms
+    from dpprep.step import dp_step
+    assert algorithms.dp_step is dp_step
+
+
+def test_each_bug_acts_in_the_library_function_it_names():
+    # Clipping: a gradient of norm 4 leaves the honest code at norm 1, at 2 with clip_2c, and at 4
+    # (last row only) with one_unclipped.
+    model = auditing.linear_loss_model(2)
+    params = model.init(None)
+    x = jnp.array([[4.0, 0.0], [0.0, 4.0]])
+    y = jnp.ones(2)
+
+    def column_norms():
+        grad, _ = clipping.clipped_grad_sum(model, params, x, y, 1.0)
+        return np.abs(np.asarray(grad["w"][:, 0]))
+
+    np.testing.assert_allclose(column_norms(), [1.0, 1.0], rtol=1e-5)
+    with auditing.inject("clip_2c"):
+        np.testing.assert_allclose(column_norms(), [2.0, 2.0], rtol=1e-5)
+    with auditing.inject("one_unclipped"):
+        np.testing.assert_allclose(column_norms(), [1.0, 4.0], rtol=1e-5)
+    # Noise: the privatizer's std on a zero sum is z·C, 0.7·z·C with noise_0.7x.
+    zeros = jnp.zeros(200_000)
+    honest = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 0.0, 1.5)))
+    with auditing.inject("noise_0.7x"):
+        broken = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 0.0, 1.5)))
+    assert honest == pytest.approx(3.0, rel=0.01) and broken == pytest.approx(0.7 * honest, rel=1e-5)
+    # Sampling: rate 2q, and a pad that holds the larger batches.
+    with auditing.inject("poisson_2q"):
+        _, _, size, _ = sampling.poisson_batch(jax.random.key(1), 100_000, 0.1, 30_000)
+        pad = sampling.poisson_pad_size(100, 0.1, 10)
+    assert int(size) == pytest.approx(20_000, abs=600)
+    assert pad == sampling.poisson_pad_size(100, 0.2, 10) > sampling.poisson_pad_size(100, 0.1, 10)
+    # DPSGD-F's mean and CorrDP's factors.
+    xi = np.ones(3, np.float32)
+    with auditing.inject("mean_noiseless"):
+        np.testing.assert_allclose(dpsgdf.mean_from_parts(np.zeros(3), 10, 2.0, 5.0, xi), 0.0)
+    np.testing.assert_allclose(dpsgdf.mean_from_parts(np.zeros(3), 10, 2.0, 5.0, xi), 1.0)
+    with auditing.inject("corrdp_factors_halved"):
+        np.testing.assert_allclose(corr_noise.corrdp_factors(3, [0], 0.5), [1.0, 0.25, 0.25])
+
+
+def test_dpsgdf_mean_from_parts_is_the_same_traced_and_on_the_host():
+    unit_mean, xi = np.array([0.1, -0.2, 0.3]), np.array([0.5, 1.0, -2.0], np.float32)
+    host = dpsgdf.mean_from_parts(unit_mean, 50, 2.0, 7.0, xi)
+    traced = jax.jit(lambda m, e: dpsgdf.mean_from_parts(m, 50, 2.0, 7.0, e))(jnp.asarray(unit_mean), jnp.asarray(xi))
+    assert isinstance(host, np.ndarray) and host.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(traced), host, rtol=1e-6)
+
+
+def _scores(cfg, keys, inside):
+    return np.asarray(auditing.REGISTRY[cfg.learner].build(cfg, jax.random.key(0)).runner(keys, inside))
+
+
+def test_the_canary_exercises_clipping():
+    # Honest learner: a canary of norm 4C is clipped to C, so its scores equal those of a canary of
+    # norm C run for run. With clipping to 2C they do not (at norm C they would: the old blind spot).
+    keys = jax.random.split(jax.random.key(7), 64)
+    inside = jnp.arange(64) < 32
+    big, unit = AuditConfig("dp_gd", runs=RUNS), AuditConfig("dp_gd", runs=RUNS, canary_norm=1.0)
+    np.testing.assert_allclose(_scores(big, keys, inside), _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
+    with auditing.inject("clip_2c"):
+        broken_big, broken_unit = _scores(big, keys, inside), _scores(unit, keys, inside)
+    np.testing.assert_allclose(broken_unit, _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
+    assert np.all(broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5)  # in-runs move by T·C/(zC) ≈ 0.85
+    with pytest.raises(ValueError, match="canary_norm must be a finite number >= 1"):
+        AuditConfig("dp_gd", canary_norm=0.5)
+
+
+def test_corrdp_reference_is_independent_of_the_factors_under_test():
+    from dpprep.corrdp import sgd as corr_sgd
+
+    cfg = AuditConfig("corrdp_sgd", runs=RUNS)
+    honest = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
+    # Eq. 4 by hand agrees with the library's own path when the library is honest ...
+    factors = corr_noise.corrdp_factors(cfg.dim + 1, range(cfg.dim), cfg.tv)
+    c = corr_noise.theory_constant(1.0, cfg.steps, cfg.n)
+    sigma_lib = math.sqrt(corr_noise.base_variance(cfg.epsilon, cfg.delta, c) * factors[cfg.dim])
+    assert honest.details["sigma_insensitive"] == pytest.approx(sigma_lib, rel=1e-9)
+    assert honest.theoretical == pytest.approx(
+        corr_sgd.standard_dp_epsilon(sigma_lib, n=cfg.n, steps=cfg.steps, lipschitz=1.0, delta=cfg.delta), rel=2e-3)
+    # ... and does not move with a bug in it.
+    with auditing.inject("corrdp_factors_halved"):
+        broken = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
+    assert broken.theoretical == honest.theoretical
+    assert broken.details["factor_insensitive_library"] == pytest.approx(0.5 * honest.details["factor_insensitive"])
+
+
+@pytest.mark.filterwarnings("ignore:shuffled DP-SGD")
+def test_rigorous_bounds_are_stated_per_learner():
+    # GDP: full-batch Gaussian learners only; the trade-off test: learners with an accountant curve.
+    expected = {"dp_gd": {"gdp", "clopper_pearson", "tradeoff"}, "dp_sgd_poisson": {"clopper_pearson", "tradeoff"},
+                "dp_sgd_shuffle": {"clopper_pearson"}, "dpsgdf": {"clopper_pearson", "tradeoff"},
+                "corrdp_sgd": {"gdp", "clopper_pearson"}, "impute_dp_gd": {"gdp", "clopper_pearson"}}
+    for learner, rigorous in expected.items():
+        target = auditing.REGISTRY[learner].build(AuditConfig(learner, runs=RUNS), jax.random.key(0))
+        assert set(target.rigorous) == rigorous
+        assert (target.profile is not None) == ("tradeoff" in rigorous)
+
+
+def test_tradeoff_test_is_valid_for_the_true_curve_and_refutes_a_false_one():
+    # Exact μ-GDP scores against μ-GDP's own profile δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2): no
+    # excess in 30 repetitions (valid at 95 %; Bonferroni makes it conservative); against the
+    # profile of μ/2 (a claim of twice the noise) it is refuted every time.
+    from scipy import stats
+
+    def gdp_profile(mu):
+        return lambda e: stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+
+    rng = np.random.default_rng(4)
+    mu = 1.0
+    true_excess, false_excess = [], []
+    for _ in range(30):
+        inside, outside = rng.normal(mu, 1, 5000), rng.normal(0, 1, 5000)
+        thresholds = np.quantile(rng.normal(mu / 2, 1, 2000), np.linspace(0, 1, 34)[1:-1])
+        d_in, d_out = auditing.discretise(inside, thresholds), auditing.discretise(outside, thresholds)
+        true_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu), significance=0.05)[0])
+        false_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu / 2), significance=0.05)[0])
+    assert max(true_excess) <= 0 < min(false_excess)
+
+
+def test_privacy_profile_matches_the_accountant_at_its_delta():
+    from dpprep.plan import ExecutionPlan
+
+    plan = ExecutionPlan.create("poisson", 100, batch_size=20, epochs=5)
+    z = plan.calibrate(1.0, 1e-5)
+    profile = auditing.privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
+    # δ(ε) at the calibrated ε is the δ the plan was calibrated to (PLD, same event), and it falls in ε.
+    assert profile(np.array([plan.epsilon(z, 1e-5)]))[0] == pytest.approx(1e-5, rel=0.05)
+    values = profile(np.array([0.1, 0.5, 1.0, 2.0]))
+    assert np.all(np.diff(values) < 0)
+
+
+def test_a_tradeoff_claim_without_a_curve_is_refused():
+    def build(cfg, key):
+        import dataclasses
+
+        target = auditing.REGISTRY["dp_gd"].build(dataclasses.replace(cfg, learner="dp_gd"), key)
+        return auditing.AuditTarget(target.runner, target.theoretical, target.claimed, rigorous=("clopper_pearson", "tradeoff"))
+
+    auditing.register("no_curve", build)
+    try:
+        with pytest.raises(ValueError, match="needs AuditTarget.profile .* with one: dp_gd, dp_sgd_poisson, dpsgdf"):
+            auditing.audit(AuditConfig("no_curve", runs=RUNS))
+    finally:
+        auditing.REGISTRY.pop("no_curve", None)
+
+
+@pytest.mark.parametrize("learner, bug", [
+    ("dp_gd", None), ("dp_gd", "noise_0.7x"), ("dp_gd", "clip_2c"),
+    ("corrdp_sgd", None), ("corrdp_sgd", "corrdp_factors_halved"),
+])
+def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(learner, bug):
+    # Full-batch Gaussian learners: the GDP bound is rigorous (AuditTarget.rigorous) and the
+    # verdict uses only rigorous bounds. Same seed for honest and broken runs.
+    result = audit_with_bug(bug, AuditConfig(learner, epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3))
+    assert "gdp" in result.rigorous
+    if bug is None:
+        assert not result.violation
+        assert result.bounds.epsilon_gdp <= result.theoretical and result.bounds.epsilon_cp <= result.theoretical
+        assert result.bounds.epsilon_gdp > 0.6 * result.theoretical  # a strong attack, so a miss would mean something
+    else:
+        assert result.violation and result.bounds.epsilon_gdp > result.theoretical
+    assert result.row()["violation"] == result.violation
+
+
+@pytest.mark.parametrize("bug", [None, "clip_2c", "poisson_2q"])
+def test_poisson_bugs_are_caught_by_the_tradeoff_test(bug):
+    # Subsampled: Clopper–Pearson reaches ~0.9 of ε here and cannot catch these; the trade-off
+    # test against the accountant's whole curve does, and does not flag the honest learner.
+    result = audit_with_bug(bug, AuditConfig("dp_sgd_poisson", epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3,
+                                             epochs=5, batch_size=20))
+    assert result.rigorous == ("clopper_pearson", "tradeoff")
+    assert result.bounds.epsilon_cp <= result.theoretical  # not caught by C-P at this size ...
+    if bug is None:
+        assert not result.violation and result.bounds.delta_excess <= 0
+    else:
+        assert result.violation and result.bounds.delta_excess > 0  # ... but refuted by the trade-off test
+
+
+def test_dpsgdf_noiseless_mean_is_caught_through_the_library_mean():
+    # Subsampled learner: only Clopper–Pearson is rigorous, and it catches the noiseless mean
+    # (true ε = ∞) because the audit releases μ̂ through dpsgdf.mean_from_parts.
+    shape = {"epochs": 2, "batch_size": 20}
+    honest = audit_with_bug(None, AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **shape))
+    broken = audit_with_bug("mean_noiseless", AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3,
+                                                          **shape))
+    assert honest.rigorous == ("clopper_pearson", "tradeoff") and not honest.violation
+    assert broken.violation and broken.bounds.epsilon_cp > 3 * broken.theoretical
