@@ -333,7 +333,7 @@ def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
     Not with ``fixed_events`` or ``options`` (a statistic of pre-processed data would need its own
     Theorem 2). ValueError otherwise, as the plan's own checks."""
     train = plan.epsilon(noise_multiplier, delta, options=options)
-    accountant = (options or dp.AccountingOptions()).accountant
+    accountant: str = (options or dp.AccountingOptions()).accountant
     pre = Part("pre-processing", None, False, "none declared")
     if preprocessing is not None:
         if fixed_events or options is not None:
