@@ -30,6 +30,7 @@ split, K and the points): the rows are one sample of the procedure, not its mean
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import math
 from typing import Any
@@ -215,8 +216,6 @@ def run(ctx: RunContext) -> list[Comparison]:
     if ds is None:
         return [Comparison.info("end-to-end Table 1 (MNIST)", "MNIST not available", note="set DPPREP_DATA_DIR")]
     tag = config_json(dataclasses.asdict(grid))
-    import hashlib
-
     digest = hashlib.sha1(tag.encode()).hexdigest()[:10]
     items = [(f"{method}/eps={eps:g}/{digest}", lambda m=method, e=eps: run_private(m, e, grid, ds))
              for eps in grid.epsilons for method in ("dpsgdf", "dpsgd")]
