@@ -63,7 +63,7 @@ from dp_accounting.dp_event import DpEvent
 from scipy import optimize, stats
 
 from dpprep import sampling, streams, sweeps
-from dpprep.accounting import dp
+from dpprep.accounting import dp, meta
 from dpprep.algorithms import (
     TrainConfig,
     check_clip_method,
@@ -279,17 +279,71 @@ class EndToEnd:
         return row
 
 
+class _GroupPrivacy:
+    """The naive group-privacy bound of a pre-processed run as a plan accountant (epsilon only):
+    the run's RDP at group size ``ceil(Δ∞) + 1`` (:func:`dpprep.accounting.meta.overall_privacy`'s
+    ``group_epsilon``; ∞ where it has none)."""
+
+    def __init__(self, base: meta.PreprocessedAccountant) -> None:
+        self.base = base
+
+    def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
+        result = meta.overall_privacy(self.base.mechanism(plan, noise_multiplier), self.base.sensitivity, delta=delta,
+                                      mode=self.base.mode, combine=self.base.combine)
+        return math.inf if result.group_epsilon is None else float(result.group_epsilon)
+
+    def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float) -> float:  # pragma: no cover
+        raise NotImplementedError("group privacy is read, not calibrated, here")
+
+
+def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float,
+                  preprocessing: meta.PreprocessedAccountant) -> tuple[float, Part, str]:
+    """The pipeline's ε (pre-processing then the run): the smaller of Hu et al.'s Theorem 2 and
+    group privacy, each through ``plan.epsilon`` (its Poisson overflow slack charged)."""
+    if not isinstance(preprocessing, meta.PreprocessedAccountant):
+        raise ValueError(f"preprocessing must be a dpprep.accounting.meta.PreprocessedAccountant, got {type(preprocessing).__name__}")
+    theorem2 = plan.epsilon(noise_multiplier, delta, accountant=preprocessing)
+    try:
+        group = plan.epsilon(noise_multiplier, delta, accountant=_GroupPrivacy(preprocessing))
+    except ValueError:  # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
+        group = math.inf
+    sens = preprocessing.sensitivity
+    k = meta.default_group_size(sens.linf, plan.n)
+    which = "Theorem 2" if theorem2 <= group else f"group privacy (k = {k})"
+    total = min(theorem2, group)
+    return total, Part("pre-processing", total, True,
+                       f"sensitivity Δ∞ = {sens.linf:g}, Δ2 = {sens.l2:g}: the pipeline (pre-processing then the run) "
+                       f"by Hu et al. 2024 Theorem 2 ε = {theorem2:.4g}, by group privacy (k = {k}) ε = {group:.4g}; "
+                       f"the smaller ({which}) charged, together with the training"), \
+        "theorem2" if theorem2 <= group else "rdp (group privacy)"
+
+
 def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
                   fixed_events: tuple[DpEvent, ...] = (), tuned: bool = True,
-                  options: dp.AccountingOptions | None = None) -> EndToEnd:
+                  options: dp.AccountingOptions | None = None,
+                  preprocessing: meta.PreprocessedAccountant | None = None) -> EndToEnd:
     """The customary account: one run (and its ``fixed_events``) charged, by ``plan.epsilon``;
     ``tuned``: its hyperparameters were chosen on the private data, which this account does not
-    charge (the selection part is listed as not charged, to say so)."""
-    total = plan.epsilon(noise_multiplier, delta, fixed_events=fixed_events, options=options)
+    charge (the selection part is listed as not charged, to say so).
+
+    ``preprocessing``: the run trains on data pre-processed with the accountant's sensitivity
+    (replace-one plans; :class:`dpprep.accounting.meta.PreprocessedAccountant`): the total is then
+    the pipeline's ε, the smaller of Hu et al.'s Theorem 2 and group privacy (at group size
+    ``ceil(Δ∞) + 1``), and the pre-processing part carries it (it cannot be split from the run's).
+    Not with ``fixed_events`` or ``options`` (a statistic of pre-processed data would need its own
+    Theorem 2). ValueError otherwise, as the plan's own checks."""
     train = plan.epsilon(noise_multiplier, delta, options=options)
-    accountant = (options or dp.AccountingOptions()).accountant
+    accountant: str = (options or dp.AccountingOptions()).accountant
+    pre = Part("pre-processing", None, False, "none declared")
+    if preprocessing is not None:
+        if fixed_events or options is not None:
+            raise ValueError("preprocessing: the pipeline is accounted by Theorem 2 or group privacy alone; "
+                             "fixed_events and options do not compose with it")
+        total, pre, accountant = _preprocessed(plan, noise_multiplier, delta, preprocessing)
+    else:
+        total = plan.epsilon(noise_multiplier, delta, fixed_events=fixed_events, options=options)
     return EndToEnd(total, delta, (
-        Part("pre-processing", None, False, "none declared"),
+        pre,
         _statistics_part(fixed_events, delta, options or dp.AccountingOptions(neighbouring=plan.neighbouring)),  # type: ignore[arg-type]
         Part("selection", None, False, "hyperparameters chosen on the private data, not charged" if tuned
              else "none: hyperparameters fixed in advance"),

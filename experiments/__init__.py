@@ -53,6 +53,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
                            "Sun et al. 2024 (DPSGD-F): sigma_F, the z table, PLD vs RDP, the cost of eps_F (C1-C4)"),
     "sun2024_table2": ("experiments.sun2024_table2", "Sun et al. 2024 Table 2: diameter and distances to the mean (C5, C6)"),
     "sun2024_table1": ("experiments.sun2024_table1", "Sun et al. 2024 Table 1: DPSGD vs DPSGD-F vs non-private SGD (C11-C16)"),
+    "sun2024_selection": ("experiments.sun2024_selection",
+                          "Sun et al. 2024 Table 1 with the tuning paid: DPSGD-F vs DPSGD at end-to-end epsilon (issue 22)"),
     "sun2024_counterexample": ("experiments.sun2024_counterexample", "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)"),
     "wang2026_table2": ("experiments.wang2026_table2",
                         "Wang et al. 2026 Table 2 / App. E: the paper's TV factors beside our estimators (items 9-13)"),

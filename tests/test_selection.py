@@ -370,3 +370,36 @@ def test_bad_selections_are_refused(no_training):
     with pytest.raises(ValueError, match="classifier"):
         selection.select(regression, models.linear_regression(3).init(None), (X, Y.astype(np.float32)),
                          jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, delta=DELTA)
+
+
+def test_training_only_charges_a_declared_preprocessing():
+    """A pre-processing sensitivity is charged: the total is the smaller of Hu et al.'s Theorem 2
+    (plan.epsilon with meta.PreprocessedAccountant) and group privacy (meta.overall_privacy's
+    group_epsilon at k = ceil(Δ∞) + 1), it grows with the sensitivity, and it is refused where it
+    cannot compose."""
+    from dpprep.accounting import meta
+    from dpprep.preprocess.sensitivity import Sensitivity
+
+    plan = ExecutionPlan.create("full", 2000, steps=200, neighbouring="replace_one")
+    z = 20.0
+    totals = []
+    for sens in (Sensitivity(2.0, 0.01), Sensitivity(50.0, 0.5)):
+        accountant = meta.PreprocessedAccountant(sens)
+        record = selection.training_only(plan, z, DELTA, preprocessing=accountant)
+        theorem2 = plan.epsilon(z, DELTA, accountant=accountant)
+        group = meta.overall_privacy(accountant.mechanism(plan, z), sens, delta=DELTA).group_epsilon
+        assert record.epsilon == pytest.approx(min(theorem2, group), rel=1e-9)
+        assert record.charged == ("pre-processing", "training")
+        assert record.part("pre-processing").epsilon == record.epsilon
+        assert record.part("training").epsilon == plan.epsilon(z, DELTA) < record.epsilon
+        assert record.as_row()["epsilon_pre_processing"] == record.epsilon
+        totals.append(record.epsilon)
+    assert totals[0] < totals[1]
+    # Large Δ∞ with a tiny Δ2: Theorem 2 wins by far over group privacy (k = 51).
+    assert "the smaller (Theorem 2)" in record.part("pre-processing").note and record.accountant == "theorem2"
+    with pytest.raises(ValueError, match="fixed_events and options do not compose"):
+        selection.training_only(plan, z, DELTA, preprocessing=accountant, fixed_events=(dp.gaussian_event(5.0),))
+    with pytest.raises(ValueError, match="PreprocessedAccountant"):
+        selection.training_only(plan, z, DELTA, preprocessing=Sensitivity(1.0, 0.1))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="replace-one"):
+        selection.training_only(ExecutionPlan.create("full", 2000, steps=200), z, DELTA, preprocessing=accountant)

@@ -54,3 +54,43 @@ def test_table1_smoke_resumes_without_redoing_units(smoke_out, data_dir):
     assert lost.exists()
     assert all(u.stat().st_mtime_ns == t for u, t in stamps.items() if u != lost)
     assert [c.measured for c in first] == [c.measured for c in second]
+
+
+@pytest.mark.data
+def test_selection_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out, data_dir):
+    """sun2024_selection (issue 22 item 3) from the session's smoke run: each private method's
+    search is accounted end to end at its target (DPSGD-F's mean charged once, as a statistic),
+    the same run reported training-only claims less, and a rerun recomputes nothing."""
+    import pandas as pd
+
+    from experiments import run_experiment
+    from experiments.sun2024_selection import DELTA, GRIDS
+
+    out = smoke_out / "sun2024_selection"
+    runs = pd.read_csv(out / "runs.csv")
+    grid = GRIDS["smoke"]
+    private = runs[runs.method != "nonprivate"]
+    assert sorted(private.method) == sorted(["dpsgdf", "dpsgd"] * len(grid.epsilons))
+    for r in private.itertuples():
+        assert r.epsilon_end_to_end <= r.epsilon_target * (1 + 1e-6) and r.epsilon_end_to_end > 0.95 * r.epsilon_target
+        assert r.delta == DELTA and r.accountant == "rdp"
+        assert r.epsilon_training_only_same_run < r.epsilon_end_to_end
+        assert r.epsilon_selection > r.epsilon_training
+        assert 10.0 < r.test_accuracy <= 100.0  # better than chance on 10 classes
+        assert r.C_F in grid.feature_norms and r.lr in grid.learning_rates
+        if r.method == "dpsgdf":
+            assert r.charged == "private statistics+selection+training" and r.eps_F in grid.eps_fs
+            assert r.epsilon_private_statistics > 0
+        else:
+            assert r.charged == "selection+training" and pd.isna(r.eps_F)
+    nonprivate = runs[runs.method == "nonprivate"].iloc[0]
+    assert nonprivate.charged == "nothing" and nonprivate.lr in grid.np_learning_rates
+    assert (out / "accuracy_vs_epsilon.png").stat().st_size > 10_000
+    comparisons = pd.read_csv(out / "comparisons.csv")
+    rows = comparisons[comparisons.quantity.str.contains("tuning paid")]
+    assert len(rows) == len(private) and rows.note.str.contains("end-to-end eps=").all()
+    units = sorted((out / ".units" / "smoke").glob("*.json"))
+    stamps = {u: u.stat().st_mtime_ns for u in units}
+    again = run_experiment("sun2024_selection", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    assert all(u.stat().st_mtime_ns == t for u, t in stamps.items())  # nothing recomputed
+    assert [c.measured for c in again] == list(pd.read_csv(out / "comparisons.csv").measured.astype(str))
