@@ -63,7 +63,7 @@ from dp_accounting.dp_event import DpEvent
 from scipy import optimize, stats
 
 from dpprep import sampling, streams, sweeps
-from dpprep.accounting import dp, meta
+from dpprep.accounting import dp
 from dpprep.algorithms import (
     TrainConfig,
     check_clip_method,
@@ -279,49 +279,21 @@ class EndToEnd:
         return row
 
 
-class _GroupPrivacy:
-    """The naive group-privacy bound of a pre-processed run as a plan accountant (epsilon only):
-    the run's RDP at group size ``ceil(Δ∞) + 1`` (:func:`dpprep.accounting.meta.overall_privacy`'s
-    ``group_epsilon``; ∞ where it has none)."""
-
-    def __init__(self, base: meta.PreprocessedAccountant) -> None:
-        self.base = base
-
-    def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
-        result = meta.overall_privacy(self.base.mechanism(plan, noise_multiplier), self.base.sensitivity, delta=delta,
-                                      mode=self.base.mode, combine=self.base.combine)
-        return math.inf if result.group_epsilon is None else float(result.group_epsilon)
-
-    def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float) -> float:  # pragma: no cover
-        raise NotImplementedError("group privacy is read, not calibrated, here")
-
-
-def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float,
-                  preprocessing: meta.PreprocessedAccountant) -> tuple[float, Part, str]:
-    """The pipeline's ε (pre-processing then the run): the smaller of Hu et al.'s Theorem 2 and
-    group privacy, each through ``plan.epsilon`` (its Poisson overflow slack charged)."""
-    if not isinstance(preprocessing, meta.PreprocessedAccountant):
-        raise ValueError(f"preprocessing must be a dpprep.accounting.meta.PreprocessedAccountant, got {type(preprocessing).__name__}")
-    theorem2 = plan.epsilon(noise_multiplier, delta, accountant=preprocessing)
-    try:
-        group = plan.epsilon(noise_multiplier, delta, accountant=_GroupPrivacy(preprocessing))
-    except ValueError:  # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
-        group = math.inf
-    sens = preprocessing.sensitivity
-    k = meta.default_group_size(sens.linf, plan.n)
-    which = "Theorem 2" if theorem2 <= group else f"group privacy (k = {k})"
-    total = min(theorem2, group)
-    return total, Part("pre-processing", total, True,
-                       f"sensitivity Δ∞ = {sens.linf:g}, Δ2 = {sens.l2:g}: the pipeline (pre-processing then the run) "
-                       f"by Hu et al. 2024 Theorem 2 ε = {theorem2:.4g}, by group privacy (k = {k}) ε = {group:.4g}; "
-                       f"the smaller ({which}) charged, together with the training"), \
-        "theorem2" if theorem2 <= group else "rdp (group privacy)"
+def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float, preprocessing: Any) -> tuple[float, Part, str]:
+    """The pipeline's ε (pre-processing then the run), as the pre-processing accountant charges it
+    (e.g. :meth:`dpprep.accounting.meta.PreprocessedAccountant.pipeline`: the smaller of a theorem
+    for pre-processed data and group privacy, each through ``plan.epsilon``)."""
+    if not callable(getattr(preprocessing, "pipeline", None)):
+        raise ValueError("preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) "
+                         f"(e.g. dpprep.accounting.meta.PreprocessedAccountant), got {type(preprocessing).__name__}")
+    charge = preprocessing.pipeline(plan, noise_multiplier, delta)
+    return charge.epsilon, Part("pre-processing", charge.epsilon, True, charge.note), charge.accountant
 
 
 def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
                   fixed_events: tuple[DpEvent, ...] = (), tuned: bool = True,
                   options: dp.AccountingOptions | None = None,
-                  preprocessing: meta.PreprocessedAccountant | None = None) -> EndToEnd:
+                  preprocessing: Any = None) -> EndToEnd:
     """The customary account: one run (and its ``fixed_events``) charged, by ``plan.epsilon``;
     ``tuned``: its hyperparameters were chosen on the private data, which this account does not
     charge (the selection part is listed as not charged, to say so).
