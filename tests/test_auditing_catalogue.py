@@ -252,7 +252,7 @@ def test_false_alarm_rate_of_the_verdict_on_exact_gaussian_scores():
     # audits are drawn here without training, at three ε, through the audit's own statistics
     # (pilot thresholds, every bound at 0.05 / 3) against the true ε and the true μ-GDP profile.
     # The verdict's false-alarm rate is at most 5 %: at exactly 5 % the chance of <= 5 alarms in
-    # 300 is 0.2 %, at the 15 % of an unsplit union ~1e-14, so this fails for a broken split. A
+    # 300 is 0.2 %, at the 15 % of an unsplit union 2e-15, so this fails for a broken split. A
     # false alarm can happen (seed 19 gives 1 in 60 at μ = 2: GDP and trade-off on the same
     # sample) — the statistics promise a rate, not zero.
     from scipy import stats
