@@ -285,3 +285,14 @@ def test_one_unclipped_reaches_the_poisson_canary():
     result = audit_with_bug("one_unclipped", AuditConfig("dp_sgd_poisson", epsilon=1.0, runs=RUNS, pilot_runs=PILOT,
                                                          seed=3, epochs=5, batch_size=20))
     assert result.violation and result.bounds.delta_excess > 0
+
+
+def test_shuffled_learner_is_tested_against_its_proven_profile():
+    # The shuffled learner is held to the no-amplification bound (``epochs`` Gaussian releases): its
+    # claimed curve is that event's PLD profile, so δ(theoretical ε) is the audit's δ — not the
+    # as-if-Poisson curve, at which δ(theoretical ε) would be far below it.
+    cfg = AuditConfig("dp_sgd_shuffle", epsilon=1.0, runs=RUNS, epochs=5, batch_size=20)
+    target = auditing.REGISTRY["dp_sgd_shuffle"].build(cfg, jax.random.key(0))
+    assert "tradeoff" in target.rigorous and target.claimed < target.theoretical
+    assert target.profile(np.array([target.theoretical]))[0] == pytest.approx(1e-5, rel=0.05)
+    assert target.profile(np.array([target.claimed]))[0] > 1e-3  # the as-if-Poisson ε is not what is tested
