@@ -14,7 +14,10 @@ planted in dpprep's library code (:func:`dpprep.auditing.inject`) at the learner
 a bug is *caught* when a test that is rigorous for that learner (:attr:`AuditResult.rigorous`:
 Clopper–Pearson, GDP for full-batch learners, the trade-off test where the accountant has a curve)
 refutes the ε its accounting states. Outputs ``catalogue.md`` (bug × learner × rigorous bound ×
-claimed ε × caught? × runs × seconds) and one REPORT row per entry.
+claimed ε × caught? × runs × seconds × why not) and one REPORT row per entry; a missed row's note
+gives the computed reason (:data:`NOT_CATCHABLE`). Every honest audit is repeated at
+``Profile.honest_seeds`` (quick: 2 seeds, 60 audits) for the false-alarm row: each verdict runs its
+k rigorous tests at 5 %/k, so none of them should flag an honest learner.
 """
 
 from __future__ import annotations
