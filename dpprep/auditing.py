@@ -53,10 +53,14 @@ All runs of an audit are one jitted, vmapped call over (seed, canary inclusion),
 learner whatever its implementation does: Clopper–Pearson always; the GDP bound too for full-batch
 learners (their pair's trade-off curve is Gaussian, bugs in noise, clipping or release count
 included); the trade-off test (:func:`tradeoff_excess`) for learners whose accountant has a
-privacy profile (DP-GD, Poisson DP-SGD, DPSGD-F): the attack's (FPR, FNR) points, with
+privacy profile (DP-GD, Poisson DP-SGD, DPSGD-F, and shuffled DP-SGD through its proven
+no-amplification bound, ``epochs`` Gaussian releases): the attack's (FPR, FNR) points, with
 Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
 with power where the one-point Clopper–Pearson bound has none (subsampled learners).
 :attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
+It is the union of k ≤ 3 tests, so each bound is computed at ``significance / k`` (Bonferroni,
+:func:`test_significance`): an honest learner is flagged with probability at most
+``significance`` (5 % by default), not k times it.
 
 **Bug catalogue** (issue 19, test-only). :func:`inject` plants a named privacy bug (:data:`BUGS`)
 in dpprep's library code — the privatizer's noise, the clip factors, the Poisson sampler, the
@@ -176,7 +180,8 @@ class AuditConfig:
         one more coordinate).
       steps: DP-GD / CorrDP / pipeline steps; ``epochs``, ``batch_size``: minibatch learners.
       levels: thresholds of the score test (Bonferroni over ``levels``).
-      significance: probability that the lower bound is wrong (one minus confidence).
+      significance: probability that the audit's verdict (:attr:`AuditResult.violation`) flags an
+        honest learner: each of its k rigorous bounds is computed at ``significance / k``.
       noise_factor: the learner's real noise over what its accountant assumes (1: honest; < 1: a
         deliberately broken learner, for tests that the audit catches it).
       tv: CorrDP's correlation weight of the audited insensitive feature.
@@ -237,13 +242,16 @@ class AuditConfig:
             raise ValueError(f"eps_f must be in (0, epsilon={self.epsilon}), got {self.eps_f!r}")
         if self.learner in ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf") and self.batch_size >= self.n:
             raise ValueError(f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}")
-        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance,
+        # Each bound runs at significance / k for the k rigorous tests of the verdict (at most
+        # len(BOUND_NAMES); the learner, hence k, is known only when it is built): the worst case.
+        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance / len(BOUND_NAMES),
                                levels=self.levels)
         if self.runs < needed:
             raise ValueError(
                 f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson bound "
                 f"cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta} with fewer than "
-                f"{needed} runs per world (significance {self.significance}, {self.levels} thresholds)")
+                f"{needed} runs per world (significance {self.significance} split over up to "
+                f"{len(BOUND_NAMES)} rigorous tests, {self.levels} thresholds)")
 
     @property
     def epsilon_to_certify(self) -> float:
@@ -302,6 +310,14 @@ def gdp_lower_bound(in_scores: Any, out_scores: Any, *, significance: float, del
     mu = float(np.max(stats.norm.isf(fpr[ok]) - stats.norm.ppf(fnr[ok])))
     mu = max(mu, 0.0)
     return mu, gdp_epsilon(mu, delta)
+
+
+def test_significance(significance: float, rigorous: tuple[str, ...]) -> float:
+    """Significance of each bound of an audit whose verdict (:attr:`AuditResult.violation`) is the
+    union of the ``rigorous`` tests: Bonferroni, ``significance / len(rigorous)``, so the union of
+    the tests errs on an honest learner with probability at most ``significance``. Every bound,
+    rigorous or not, is computed at this level, so all reported bounds share one confidence."""
+    return significance / max(1, len(rigorous))
 
 
 def required_runs(epsilon: float, delta: float, *, significance: float = 0.05, levels: int = 32) -> int:
@@ -516,13 +532,14 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
 
     details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
-    # The trade-off test needs the accountant's whole curve: Poisson and full batch have it (the
-    # shuffled learner is held to a bound that is no dp-accounting event of the plan).
-    profile = (privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
-               if sampling in ("full", "poisson") else None)
+    # The trade-off test needs the accountant's whole curve. Shuffle: the proven no-amplification
+    # bound (``epochs`` Gaussian releases of sensitivity C) is a dp-accounting event, so the curve
+    # the shuffled learner is held to is its PLD profile (the as-if-Poisson claim is not tested).
+    proven = dataclasses.replace(plan, shuffle_bound="no_amplification") if sampling == "shuffle" else plan
+    profile = privacy_profile(proven.dp_event(z), overflow_prob=plan.overflow_probability())
     rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
     return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details,
-                       rigorous=rigorous + (("tradeoff",) if profile is not None else ()), profile=profile)
+                       rigorous=rigorous + ("tradeoff",), profile=profile)
 
 
 def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -774,8 +791,9 @@ class AuditResult:
     def violation(self) -> bool:
         """True when a rigorous ε bound exceeds the theoretical ε, or the rigorous trade-off test
         refutes the claimed privacy profile: the implementation does not give the guarantee its
-        accounting states. Each rigorous test errs with probability at most the significance, so
-        the verdict errs with at most ``len(rigorous)`` times it (a union bound)."""
+        accounting states. The verdict is the union of ``len(rigorous)`` tests, so each was run at
+        ``config.significance / len(rigorous)`` (Bonferroni, :func:`test_significance`): an honest
+        learner is flagged with probability at most ``config.significance``."""
         refuted = "tradeoff" in self.rigorous and self.bounds.delta_excess > 0
         return self.rigorous_epsilon > self.theoretical or bool(refuted)
 
@@ -789,7 +807,8 @@ class AuditResult:
                 "tradeoff_epsilon": self.bounds.epsilon_at_excess,
                 "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
                 "rigorous_bounds": "+".join(self.rigorous), "epsilon_lb_rigorous": self.rigorous_epsilon,
-                "violation": self.violation, "canary_norm": c.canary_norm,
+                "violation": self.violation, "significance": c.significance,
+                "significance_per_test": test_significance(c.significance, self.rigorous), "canary_norm": c.canary_norm,
                 "runs_per_second": self.runs_per_second, "seconds": self.seconds,
                 "noise_factor": c.noise_factor, "seed": c.seed,
                 **{f"detail_{k}": v for k, v in self.details.items()}}
@@ -812,7 +831,7 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
                          f"'gdp' or 'clopper_pearson' in it, got {setup.rigorous!r}")
     if "tradeoff" in setup.rigorous and setup.profile is None:
         raise ValueError(f"learner {cfg.learner!r}: a trade-off test needs AuditTarget.profile (the claimed "
-                         "privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson, dpsgdf")
+                         "privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf")
 
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
@@ -834,9 +853,11 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     pilot = np.concatenate([pilot_in, pilot_out])
     thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
     d_in, d_out = discretise(eval_in, thresholds), discretise(eval_out, thresholds)
-    bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=cfg.significance)
+    # The verdict is the union of the rigorous tests: each runs at significance / k (Bonferroni).
+    per_test = test_significance(cfg.significance, tuple(setup.rigorous))
+    bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=per_test)
     if setup.profile is not None:
-        excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=cfg.significance)
+        excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=per_test)
         bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
     total = 2 * (cfg.runs + cfg.pilot_runs)
     return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details,
@@ -880,11 +901,20 @@ def _clip_to(multiple: float) -> Callable[[Callable], Callable]:
 
 
 def _last_row_unclipped(clip_factors: Callable) -> Callable:
-    # An off-by-one in a clipping loop: the batch's last row keeps its full gradient (weight 1, or
-    # its mask for a padded slot). The audits append the canary last, so it is that row.
+    # An off-by-one in a clipping loop over the batch's *real* rows (``for i in range(size - 1)``):
+    # the last row the mask keeps retains its full gradient. Padding slots (mask 0) are skipped,
+    # as a loop over the realised batch would: Poisson batches are padded at the end, so the
+    # last slot is padding, not the canary. The audits append the canary as the last record, and
+    # the Poisson sampler lists selected indices in order, so whenever the canary is sampled it is
+    # this row (full batch: always; shuffled: only when shuffled last, 1 in B per epoch — the bug's
+    # real reach there).
     def broken(norms, clip_norm, mask):
         scale = clip_factors(norms, clip_norm, mask)
-        return scale.at[-1].set(1.0 if mask is None else mask[-1])
+        if mask is None:
+            return scale.at[-1].set(1.0)
+        kept = mask > 0
+        last = kept.shape[-1] - 1 - jnp.argmax(kept[::-1])  # last real row (0 if none: mask 0 keeps it out)
+        return scale.at[last].set(mask[last])
     return broken
 
 
@@ -928,7 +958,7 @@ BUGS: dict[str, Bug] = {
                       (("dpprep.noise", "add_noise", _scaled_noise(0.7)),), _GAUSSIAN_NOISE_LEARNERS),
     "clip_2c": Bug("per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
                    (("dpprep.clipping", "clip_factors", _clip_to(2.0)),), _GAUSSIAN_NOISE_LEARNERS),
-    "one_unclipped": Bug("the last example of each batch is not clipped (dpprep.clipping.clip_factors)",
+    "one_unclipped": Bug("the last real example (per the mask) of each batch is not clipped (dpprep.clipping.clip_factors)",
                          (("dpprep.clipping", "clip_factors", _last_row_unclipped),), _GAUSSIAN_NOISE_LEARNERS),
     "poisson_2q": Bug("the Poisson sampler includes each record at rate 2q, the accountant charges q "
                       "(dpprep.sampling.poisson_batch, poisson_pad_size)",

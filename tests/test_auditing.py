@@ -100,7 +100,10 @@ def test_bad_audit_configs_raise(kwargs, match):
 
 
 def test_required_runs_error_names_the_number():
-    needed = auditing.required_runs(4.0, 1e-5)
+    # Each bound runs at significance / k for up to k = 3 rigorous tests (Bonferroni), so a perfect
+    # attack needs the runs of significance 0.05 / 3, more than at 0.05.
+    needed = auditing.required_runs(4.0, 1e-5, significance=0.05 / len(auditing.BOUND_NAMES))
+    assert needed > auditing.required_runs(4.0, 1e-5)
     with pytest.raises(ValueError, match=f"fewer than {needed} runs per world"):
         AuditConfig("dp_gd", epsilon=4.0, runs=needed - 1)
     AuditConfig("dp_gd", epsilon=4.0, runs=needed)

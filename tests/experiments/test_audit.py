@@ -50,3 +50,11 @@ def test_quick_profile_covers_the_issue_targets():
 
     assert {role.split(":", 1)[1] for role, _ in plan if role.startswith("bug:")} == set(BUGS)
     assert all(c.runs == 20_000 for role, c in plan if role.startswith("bug:"))
+
+
+def test_quick_profile_has_fifty_honest_audits_for_the_false_alarm_count():
+    # Issue 19: >= 50 honest audits across learners and ε, none flagged (the REPORT row counts them).
+    plan = configs(PROFILES["quick"])
+    honest = [c for role, c in plan if role == "honest"]
+    assert len(honest) >= 50 and len({c.learner for c in honest}) == len(SHAPES)
+    assert len({(c.learner, c.epsilon) for c in honest}) >= 15 and {c.seed for c in honest} == {0, 1}
