@@ -49,6 +49,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "hu2024_fig2": ("experiments.hu2024_fig2", "Hu et al. 2024 Figure 2: SRDP vs group privacy"),
     "hu2024_pipeline_demo": ("experiments.hu2024_pipeline_demo", "Worked example: overall privacy of a pre-processed Adult pipeline"),
     "hu2024_fig3": ("experiments.hu2024_fig3", "Hu et al. 2024 Figure 3: non-private PCA vs DP-PCA vs none vs PTR on low-rank data"),
+    "hu2024_fig3_selection": ("experiments.hu2024_fig3_selection",
+                              "Hu et al. 2024 Figure 3 (c) with the step size selected privately, tuning paid (issue 22)"),
     "sun2024_accounting": ("experiments.sun2024_accounting",
                            "Sun et al. 2024 (DPSGD-F): sigma_F, the z table, PLD vs RDP, the cost of eps_F (C1-C4)"),
     "sun2024_table2": ("experiments.sun2024_table2", "Sun et al. 2024 Table 2: diameter and distances to the mean (C5, C6)"),
