@@ -57,6 +57,36 @@ class PlanAccountant(Protocol):
         ...
 
 
+def epsilon_with_overflow_slack(ideal: Callable[[float], float], delta: float, overflow: float, what: str) -> float:
+    """ε at ``delta`` of a run whose padded Poisson batches overflow with probability ``overflow``:
+    the ideal run is ``(ε, ideal⁻¹(ε))``-DP and the implemented one pays the slack
+    ``(1 + e^ε)·overflow`` (:func:`dpprep.sampling.overflow_delta`), so the answer is the fixed point
+    ``ε = ideal(delta − slack(ε))``. Starting above it at ``ideal(delta/2)``, every iterate is a
+    valid ``(ε, delta)`` guarantee; iterating to a relative change of 1e-10 (one or two passes at
+    the default ``max_overflow_prob``). ``what`` names the run in the error when no ε leaves any δ."""
+    if overflow == 0.0:
+        return ideal(delta)
+    eps = ideal(delta / 2)
+    for _ in range(_SLACK_PASSES):
+        if eps == 0.0:  # huge noise: the ideal run is (0, δ)-DP, slack (1 + e^0)·p
+            slack = 2.0 * overflow
+        else:
+            slack = sampling.overflow_delta(eps, overflow) if math.isfinite(eps) else math.inf
+        if not slack < delta / 2:
+            raise ValueError(
+                f"{what} is only epsilon={eps:.4g}-DP, where the padded Poisson batch's overflow slack "
+                f"(1 + e^epsilon)*p = {slack:.3g} (p = {overflow:.3g}) leaves nothing of delta={delta}: "
+                f"no guarantee of the run as implemented follows; use more noise or a smaller "
+                f"max_overflow_prob")
+        tighter = ideal(delta - slack)
+        if not tighter < eps:
+            break
+        converged, eps = eps - tighter <= 1e-10 * eps, tighter
+        if converged:
+            break
+    return eps
+
+
 @dataclasses.dataclass(frozen=True)
 class ExecutionPlan:
     """Static description of a run's data access (hashable; build it with :meth:`create`).
@@ -199,29 +229,8 @@ class ExecutionPlan:
                 return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
             events = [*fixed_events, self.dp_event(noise_multiplier)]
             ideal = lambda d: dp.composed_epsilon(events, d, options=options)  # noqa: E731
-        p = self.overflow_probability()
-        if p == 0.0:
-            return ideal(delta)
-        eps = ideal(delta / 2)
-        for _ in range(_SLACK_PASSES):
-            if eps == 0.0:  # huge noise: the ideal run is (0, δ)-DP, slack (1 + e^0)·p
-                slack = 2.0 * p
-            else:
-                slack = sampling.overflow_delta(eps, p) if math.isfinite(eps) else math.inf
-            if not slack < delta / 2:
-                raise ValueError(
-                    f"at noise_multiplier={noise_multiplier!r} the ideal run is only "
-                    f"epsilon={eps:.4g}-DP, where the padded Poisson batch's overflow slack "
-                    f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) leaves nothing of delta={delta}: "
-                    f"no guarantee of the run as implemented follows; use more noise or a smaller "
-                    f"max_overflow_prob")
-            tighter = ideal(delta - slack)
-            if not tighter < eps:
-                break
-            converged, eps = eps - tighter <= 1e-10 * eps, tighter
-            if converged:
-                break
-        return eps
+        return epsilon_with_overflow_slack(ideal, delta, self.overflow_probability(),
+                                           f"at noise_multiplier={noise_multiplier!r} the ideal run")
 
     def calibrate(self, target_epsilon: float, delta: float, *,
                   fixed_events: tuple[DpEvent, ...] = (),

@@ -62,7 +62,7 @@ from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 from scipy import optimize, stats
 
-from dpprep import sampling, streams, sweeps
+from dpprep import streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import (
     TrainConfig,
@@ -76,7 +76,7 @@ from dpprep.algorithms import (
 )
 from dpprep.extensions import field_specs
 from dpprep.models import Array, Params
-from dpprep.plan import ExecutionPlan
+from dpprep.plan import ExecutionPlan, epsilon_with_overflow_slack
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 #: The named streams of a selection's key (:mod:`dpprep.streams`).
@@ -94,7 +94,6 @@ PARTS = ("pre-processing", "private statistics", "selection", "training")
 _MAX_COUNT = 2**23  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
 _GAMMA_BISECTIONS = 200  # halvings of (0, 1]: float64 resolution long before
 _BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
-_SLACK_PASSES = 50  # fixed-point passes of the overflow slack (as ExecutionPlan.epsilon)
 
 
 def _rdp(plan: ExecutionPlan) -> dp.AccountingOptions:
@@ -421,8 +420,8 @@ class PrivateSelection:
         multiplier ``noise_multiplier`` on ``plan`` (RDP; the padded Poisson batches' overflow
         slack charged as in :meth:`ExecutionPlan.epsilon`, over E[K] runs)."""
         delta = check_delta(delta)
-        return _with_slack(self._ideal(list(self.dp_event(plan, noise_multiplier).events), plan), delta,
-                           self._overflow(plan), noise_multiplier)
+        return epsilon_with_overflow_slack(self._ideal(list(self.dp_event(plan, noise_multiplier).events), plan), delta,
+                                           self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
 
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
@@ -455,8 +454,8 @@ class PrivateSelection:
 
     def _end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         options = _rdp(plan)
-        alone = _with_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
-                            self._overflow(plan), noise_multiplier)
+        alone = epsilon_with_overflow_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
+                                            self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
         train = plan.epsilon(noise_multiplier, delta, options=options)
         return EndToEnd(self.epsilon(plan, noise_multiplier, delta), delta, (
             Part("pre-processing", None, False, "none declared"),
@@ -510,27 +509,6 @@ def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, 
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if excess(mid) <= 0 else (mid, hi)
     return hi
-
-
-def _with_slack(ideal: Callable[[float], float], delta: float, overflow: float, noise_multiplier: float) -> float:
-    """``ε`` with the padded batches' overflow slack ``(1 + e^ε)·overflow`` taken from ``delta``:
-    the fixed point of :meth:`ExecutionPlan.epsilon`, every iterate a valid guarantee."""
-    if overflow == 0.0:
-        return ideal(delta)
-    eps = ideal(delta / 2)
-    for _ in range(_SLACK_PASSES):
-        slack = sampling.overflow_delta(eps, overflow) if math.isfinite(eps) else math.inf
-        if not slack < delta / 2:
-            raise ValueError(f"at noise_multiplier={noise_multiplier!r} the selection is only epsilon={eps:.4g}-DP, "
-                             f"where the padded Poisson batches' overflow slack {slack:.3g} leaves nothing of "
-                             f"delta={delta}; use more noise or a smaller max_overflow_prob")
-        tighter = ideal(delta - slack)
-        if not tighter < eps:
-            break
-        converged, eps = eps - tighter <= 1e-10 * eps, tighter
-        if converged:
-            break
-    return eps
 
 
 # --------------------------------------------------------------------------------------------------
