@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from experiments.results import Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame, write_csv
+from experiments.results import (Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame,
+                                 experiment_digest, write_csv)
 
 PROFILES = ("smoke", "quick", "paper")
 # Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so
@@ -151,6 +152,14 @@ class _ConvergenceNoise(logging.Filter):
         return "failed to converge" not in record.getMessage()
 
 
+def unit_source(experiment_id: str) -> str | None:
+    """The code digest ``experiment_id``'s units are keyed on: :func:`experiment_digest` of its
+    module (the package and the experiment's own modules), or None (the whole tree's digest) for a
+    module outside ``experiments/`` (e.g. one a test registers)."""
+    module = REGISTRY[experiment_id][0]
+    return experiment_digest(module) if module.startswith("experiments.") else None
+
+
 def load(experiment_id: str) -> ModuleType:
     if experiment_id not in REGISTRY:
         raise ValueError(f"unknown experiment {experiment_id!r}; known: {', '.join(REGISTRY)}")
@@ -194,7 +203,8 @@ def run_experiment(
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
     if progress is None:
         progress = Progress(experiment_id, quiet=quiet, verbose=verbose)
-    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge, progress=progress)
+    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge, progress=progress,
+                      source=unit_source(experiment_id))
     ctx = RunContext(profile, out_dir, store, progress, data_dir)
     failure = out_dir / FAILURE_FILE
     noise = None if progress.verbose else _ConvergenceNoise()

@@ -66,14 +66,70 @@ def source_digest() -> str:
     return tree_digest(Path(__file__).resolve().parents[1])
 
 
-def code_identity() -> dict[str, Any]:
-    """What decides a computation besides its config: our source and the installed stack."""
-    return {"source": source_digest(), "versions": package_versions()}
+# The runner (experiments/__init__.py: which profile, where to write) is not part of any
+# experiment's computation; every experiment imports it, so keying on it would tie them all again.
+_RUNNER = "experiments/__init__.py"
 
 
-def provenance() -> dict[str, Any]:
+def _imported_experiment_files(root: Path, relpath: str) -> set[str]:
+    """The ``experiments/*.py`` files that ``relpath`` imports directly (absolute or relative)."""
+    import ast
+
+    tree = ast.parse((root / relpath).read_text(), filename=relpath)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "experiments" if node.level else (node.module or "")
+            if node.level and node.module:
+                base = f"experiments.{node.module}"
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)  # ``from experiments import results``
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] == "experiments" and len(parts) >= 2 and (root / "experiments" / f"{parts[1]}.py").is_file():
+            found.add(f"experiments/{parts[1]}.py")
+    return found
+
+
+def experiment_sources(module: str, root: Path | str | None = None) -> tuple[str, ...]:
+    """The sources whose edits may change the units of the experiment module ``module`` (dotted,
+    e.g. ``"experiments.audit"``): the package ``dpprep/``, that module and every ``experiments``
+    module it imports, transitively (the runner
+    ``experiments/__init__.py`` excepted). Editing one experiment thus leaves the others' cached
+    units valid, while an edit to the package or to a shared helper (``results.py``) invalidates
+    every experiment that uses it."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    start = module.replace(".", "/") + ".py"
+    if not (module.startswith("experiments.") and (root / start).is_file()):
+        raise ValueError(f"no experiment module {start} under {root}")
+    seen, todo = {start}, [start]
+    while todo:
+        for dep in _imported_experiment_files(root, todo.pop()) - seen - {_RUNNER}:
+            seen.add(dep)
+            todo.append(dep)
+    return ("dpprep", *sorted(seen))
+
+
+@functools.lru_cache(maxsize=None)
+def experiment_digest(module: str) -> str:
+    """:func:`tree_digest` of :func:`experiment_sources` (once per process): what ``run_all`` keys
+    the units of the experiment module ``module`` on."""
+    root = Path(__file__).resolve().parents[1]
+    return tree_digest(root, experiment_sources(module, root))
+
+
+def code_identity(source: str | None = None) -> dict[str, Any]:
+    """What decides a computation besides its config: our source (``source``, a digest; default
+    the whole tree's :func:`source_digest`) and the installed stack."""
+    return {"source": source_digest() if source is None else source, "versions": package_versions()}
+
+
+def provenance(source: str | None = None) -> dict[str, Any]:
     """:func:`code_identity` plus the time (UTC), for a record computed now."""
-    return code_identity() | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return code_identity(source) | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def provenance_json(record: dict[str, Any] | None = None) -> str:
@@ -173,7 +229,9 @@ class UnitStore:
     Records are JSON files under ``directory`` (one per unit, written atomically), so a killed run
     resumes where it stopped. A record holds its key, value, provenance (source digest, package
     versions, time computed) and a checksum; it is reused only by the same code (same source digest
-    and versions), so an edit to ``dpprep/`` or ``experiments/`` or an upgrade recomputes it. A
+    and versions), so an edit to the code or an upgrade recomputes it. ``source`` is the digest the
+    units are keyed on: ``run_all`` passes :func:`experiment_digest` (the package and the
+    experiment's own modules), the default is the whole tree's :func:`source_digest`. A
     damaged or edited file is named in a warning and recomputed. ``fresh=True`` ignores what exists.
 
     Grids go through :meth:`run_many`, which is what ``run_all --shard K/N`` spreads over machines:
@@ -192,6 +250,7 @@ class UnitStore:
         shard: tuple[int, int] | None = None,
         merge: int | None = None,
         progress: "Progress | None" = None,
+        source: str | None = None,
     ):
         if shard is not None:
             k, n = shard
@@ -206,6 +265,7 @@ class UnitStore:
         self.shard = shard
         self.merge = merge
         self.progress = progress
+        self.source = source  # the code digest units are keyed on (None: the whole tree's)
         self._provenance: dict[str, dict] = {}
 
     def _path(self, key: str) -> Path:
@@ -227,7 +287,7 @@ class UnitStore:
         except CorruptUnit as err:
             warnings.warn(f"{err}; recomputing it", stacklevel=2)
             return None
-        if record["key"] != key or not _same_code(record["provenance"]):
+        if record["key"] != key or not _same_code(record["provenance"], self.source):
             return None
         self._provenance[key] = record["provenance"]
         return record["value"]
@@ -236,7 +296,7 @@ class UnitStore:
         """Records ``value`` as computed now by this code; returns it as a reload would (JSON types)."""
         # Key order is kept (tables built from values keep their column order); the checksum is
         # over the canonical (sorted) form, so it does not depend on it.
-        payload = json.loads(json.dumps({"key": key, "provenance": provenance(), "value": value},
+        payload = json.loads(json.dumps({"key": key, "provenance": provenance(self.source), "value": value},
                                         separators=(",", ":"), default=float))
         atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}))
         self._provenance[key] = payload["provenance"]
@@ -336,8 +396,8 @@ class UnitStore:
         return [values[key] for key in keys]
 
 
-def _same_code(record_provenance: dict) -> bool:
-    identity = code_identity()
+def _same_code(record_provenance: dict, source: str | None = None) -> bool:
+    identity = code_identity(source)
     return all(record_provenance.get(field) == value for field, value in identity.items())
 
 

@@ -9,7 +9,8 @@
 results/ holds the committed quick profile; other profiles go to results-<profile>/ unless --out
 says otherwise. Finished units of work are cached under <out>/<id>/.units/<profile>/ with the source
 digest and package versions that computed them, so an interrupted run resumes where it stopped and
-a code change recomputes what it may change; --fresh recomputes everything.
+a code change recomputes what it may change (the digest of dpprep/ and the experiment's own modules:
+editing one experiment leaves the others' units valid); --fresh recomputes everything.
 
 Many machines: `--shard K/N` (1-based) computes the K-th of N disjoint slices of every grid (one
 job of a job array), runs each experiment that has no grid whole in one of the N shards (round
@@ -150,7 +151,7 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
     absent = sorted(set(range(1, n + 1)) - {m["shard"][0] for m in manifests})
     if absent:
         print(f"--merge: no manifest from shard(s) {absent} of {n}; their units may be missing", file=sys.stderr)
-    identity, copied, stale = code_identity(), 0, 0
+    copied, stale = 0, 0
     for directory in dirs:
         for src in sorted(directory.glob(f"*/.units/{profile}/*.json")):
             dest = out / src.relative_to(directory)
@@ -159,6 +160,8 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
             except CorruptUnit as err:
                 print(f"--merge: skipped {err}", file=sys.stderr)
                 continue
+            experiment_id = src.relative_to(directory).parts[0]  # units are keyed per experiment
+            identity = code_identity(experiments.unit_source(experiment_id) if experiment_id in experiments.REGISTRY else None)
             stale += any(record["provenance"].get(k) != v for k, v in identity.items())
             if dest.resolve() != src.resolve():
                 atomic_write_bytes(dest, src.read_bytes())

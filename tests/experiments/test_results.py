@@ -476,3 +476,61 @@ def test_progress_in_a_jupyter_kernel_prints_plain_lines():
     assert all(o.get("output_type") == "stream" for o in outputs), outputs
     text = "".join(o["text"] for o in outputs)
     assert "\r" not in text and "x 2/2: 1" in text and "3 computed, 0 cached" in text
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
+    _tree(tmp_path, {
+        "dpprep/core.py": "X = 1\n",
+        "experiments/__init__.py": "RUNNER = 1\n",
+        "experiments/results.py": "import json\n",
+        "experiments/shared.py": "from . import results\n",          # relative, transitive
+        "experiments/a.py": "from experiments import RunContext, shared\n",
+        "experiments/b.py": "def f():\n    import experiments.results as r\n    return r\n",  # inside a function
+        "experiments/other.py": "Y = 2\n",
+    })
+    assert results.experiment_sources("experiments.a", tmp_path) == (
+        "dpprep", "experiments/a.py", "experiments/results.py", "experiments/shared.py")
+    assert results.experiment_sources("experiments.b", tmp_path) == ("dpprep", "experiments/b.py", "experiments/results.py")
+    with pytest.raises(ValueError, match="no experiment module"):
+        results.experiment_sources("experiments.missing", tmp_path)
+
+    def digest(module):
+        return results.tree_digest(tmp_path, results.experiment_sources(module, tmp_path))
+
+    before = {m: digest(m) for m in ("experiments.a", "experiments.b")}
+    _tree(tmp_path, {"experiments/other.py": "Y = 3\n", "experiments/__init__.py": "RUNNER = 2\n"})
+    assert {m: digest(m) for m in before} == before  # another experiment or the runner: units stay valid
+    _tree(tmp_path, {"experiments/shared.py": "from . import results  # edited\n"})
+    after = {m: digest(m) for m in before}
+    assert after["experiments.a"] != before["experiments.a"] and after["experiments.b"] == before["experiments.b"]
+    _tree(tmp_path, {"dpprep/core.py": "X = 2\n"})
+    assert all(digest(m) != after[m] for m in before)  # the package: every experiment
+
+
+def test_units_are_keyed_on_the_store_source(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"n": len(calls)}
+
+    assert UnitStore(tmp_path, source="one").run("u", compute) == {"n": 1}
+    assert UnitStore(tmp_path, source="one").run("u", compute) == {"n": 1}  # same code: reused
+    assert UnitStore(tmp_path, source="two").run("u", compute) == {"n": 2}  # other code: recomputed
+    store = UnitStore(tmp_path, source="two")
+    assert store.run("u", compute) == {"n": 2} and store.provenance("u")["source"] == "two"
+
+
+def test_run_all_keys_each_experiment_on_its_own_sources(tmp_path):
+    import experiments
+
+    module = experiments.REGISTRY["hu2024_pipeline_demo"][0]
+    assert results.experiment_sources(module) == (
+        "dpprep", "experiments/hu2024_pipeline_demo.py", "experiments/hu2024_table3.py", "experiments/results.py")
+    assert experiments.unit_source("hu2024_pipeline_demo") == results.experiment_digest(module) != results.source_digest()
