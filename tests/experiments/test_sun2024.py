@@ -94,3 +94,29 @@ def test_selection_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out, data_
     again = run_experiment("sun2024_selection", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert all(u.stat().st_mtime_ns == t for u, t in stamps.items())  # nothing recomputed
     assert [c.measured for c in again] == list(pd.read_csv(out / "comparisons.csv").measured.astype(str))
+
+
+@pytest.mark.data
+def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(smoke_out, data_dir, tmp_path, monkeypatch):
+    """With ``draws`` > 1 every cell repeats the whole selection with fresh randomness (the rows
+    give mean ± s.d.); draw 0 is bitwise the single-draw protocol's run."""
+    import dataclasses
+
+    import pandas as pd
+
+    from experiments import run_experiment, sun2024_selection
+
+    single = pd.read_csv(smoke_out / "sun2024_selection" / "runs.csv")
+    monkeypatch.setitem(sun2024_selection.GRIDS, "smoke", dataclasses.replace(sun2024_selection.GRIDS["smoke"], draws=2))
+    comparisons = run_experiment("sun2024_selection", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    runs = pd.read_csv(tmp_path / "sun2024_selection" / "runs.csv")
+    private = runs[runs.method != "nonprivate"]
+    for method, cell in private.groupby("method"):
+        assert sorted(cell["draw"]) == [0, 1]
+        assert cell.z.nunique() == 1  # one calibration per cell
+        first = single[(single.method == method)].iloc[0]
+        zero = cell[cell["draw"] == 0].iloc[0]
+        assert zero.test_accuracy == first.test_accuracy and zero.noisy_validation_score == first.noisy_validation_score
+        assert cell.noisy_validation_score.nunique() == 2  # the second draw is another run
+    paid = [c for c in comparisons if "tuning paid" in c.quantity]
+    assert len(paid) == 2 and all(" ± " in c.measured and "(2 draws)" in c.measured for c in paid)
