@@ -37,8 +37,9 @@ COMMITTED_PROFILE = "quick"  # the profile whose outputs are committed in result
 
 
 def default_out(profile: str) -> Path:
-    """results/ for the committed profile, results-<profile>/ (git-ignored) for the others, so a
-    smoke or paper run never silently replaces the committed numbers."""
+    """results/ for the committed profile, results-<profile>/ for the others (git-ignored, except
+    results-paper/'s outputs without their units), so a smoke or paper run never silently replaces
+    the committed quick numbers."""
     return Path("results" if profile == COMMITTED_PROFILE else f"results-{profile}")
 
 # Experiment id -> (module under experiments/, one-line title). Order is the order of REPORT.md.
