@@ -76,8 +76,8 @@ and so is the privately selected C in 33 of the 60 selections; paying for the se
 the certified ε by 2.1–4.4 (nominal 0.2 → 1: Adult Standard end-to-end 0.226 / 0.405 / 0.752 vs
 training-only 0.051 / 0.140 / 0.298; the published C = 3e-3 alone is 0.028 / 0.077 / 0.164), about
 0.18 (Adult) and 0.30 (Credit) of it the K noisy scores alone. Gaps paid vs data-tuned: Adult
-Standard 5.39 ± 2.71 / 0.77 ± 0.40 / 1.20 ± 2.17 vs 3.89 ± 1.53 / 0.98 ± 0.40 / 0.34 ± 0.14, CorrDP
-2.82 ± 2.37 / 1.91 ± 1.90 / 0.26 ± 0.19 vs 3.96 ± 1.70 / 0.90 ± 0.37 / 0.25 ± 0.13; Credit (clipped)
+Standard 5.39 ± 2.71 / 0.77 ± 0.40 / 1.20 ± 2.16 vs 3.89 ± 1.53 / 0.98 ± 0.40 / 0.34 ± 0.14, CorrDP
+2.82 ± 2.37 / 1.91 ± 1.90 / 0.26 ± 0.19 vs 3.96 ± 1.69 / 0.90 ± 0.37 / 0.25 ± 0.13; Credit (clipped)
 Standard 4.77 ± 9.32 / 0.26 ± 0.31 / 0.49 ± 0.99 vs 0.22 ± 0.29 / 0.04 ± 0.15 / −0.02 ± 0.08,
 CorrDP 0.07 ± 0.38 / 1.48 ± 2.96 / 0.07 ± 0.11 vs 0.19 ± 0.31 / 0.03 ± 0.16 / −0.02 ± 0.08. The
 spread of the paid rows is the selections that took a larger C on a noisy score (Credit Standard at
