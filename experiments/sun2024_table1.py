@@ -372,7 +372,7 @@ def staged_selection(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     mine = _filled(frame).merge(chosen, on=CELL + CONFIG)
     for col in ("epsilon", "eps_F", "C_F"):
         mine[col] = mine[col].replace(-1, np.nan)
-    return select(mine, f"staged (simulated from the full run), top {k}")
+    return select(mine, f"staged, estimated from a full run: top {k} of seed 0, then every seed")
 
 
 def _best_eps_f(frame: pd.DataFrame, dataset: str, eps: float) -> tuple[float, pd.Series]:
