@@ -19,6 +19,9 @@ batch and one matrix product serve every point of a seed.
   :func:`dpprep.algorithms.run_model`, e.g. on transformed test features).
 * The point axis is cut into chunks that fit ``memory_budget`` (or ``chunk_size``); every chunk
   has the same shape, so one compilation serves them all.
+* ``max_steps`` and ``first_chunk_only`` are for checking that a large grid runs before paying
+  for it (``run_all.py --validate``): the real plan, chunk size and compiled shapes, fewer steps
+  and one chunk; the values they return are meaningless.
 * ``devices`` shards each chunk's points over several devices (a 1-D ``jax.sharding`` mesh with
   Auto axes); the result equals the one-device result.
 * :func:`sweep` is the Cartesian grid ``keys × axis_1 × axis_2 × …`` as a thin layer over it;
@@ -181,6 +184,14 @@ def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
     return jax.make_mesh((len(devices),), ("points",), axis_types=(AxisType.Auto,), devices=devices)
 
 
+def _limit_steps(plan: ExecutionPlan, max_steps: int | None) -> ExecutionPlan:
+    """``plan`` cut to at most ``max_steps`` steps (None: unchanged); its batch size, padding and
+    sampler stay, so the compiled call has the same array shapes (a shorter loop)."""
+    if max_steps is None:
+        return plan
+    return dataclasses.replace(plan, steps=min(plan.steps, check_positive_int(max_steps, "max_steps")))
+
+
 def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int, ...], data_name: str):
     """``(x_eval, y_eval)`` checked against the model and the training examples' shape, or ``(None, None)``."""
     if eval_data is None:
@@ -192,18 +203,25 @@ def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int
 
 
 def _over_chunks(call: Callable[[np.ndarray], Any], total: int, chunk_size: int, *, axis: int,
-                 on_chunk: Callable[[int, int], None] | None) -> Any:
+                 on_chunk: Callable[[int, int], None] | None, first_chunk_only: bool = False) -> Any:
     """``call(take)`` on fixed-size chunks of the indices ``0..total−1`` (the last chunk padded
     with copies of its last index, dropped from the result: one shape, one compilation), results
-    concatenated along ``axis``; ``on_chunk(done, chunks)`` before the first call and after each."""
+    concatenated along ``axis``; ``on_chunk(done, chunks)`` before the first call and after each.
+    ``first_chunk_only``: ``call`` runs once; every later chunk repeats the first one's output
+    (every chunk has the same shape, so the first one stands for the compilation and memory of all;
+    the result keeps its full shape so the caller's code after the sweep runs too)."""
     results = []
     chunks = -(-total // chunk_size)
     if on_chunk is not None:
         on_chunk(0, chunks)
+    first = None
     for start in range(0, total, chunk_size):
         take = np.minimum(np.arange(start, start + chunk_size), total - 1)
         keep = (slice(None),) * axis + (slice(0, min(chunk_size, total - start)),)
-        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[keep], call(take)))
+        out = first if first is not None else call(take)
+        if first_chunk_only:
+            first = out
+        results.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[keep], out))
         if on_chunk is not None:
             on_chunk(len(results), chunks)
     return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts, axis=axis), *results)
@@ -224,6 +242,8 @@ def sweep_points(
     per_seed: Sequence[str] = (),
     params0_per_seed: bool = False,
     on_chunk: Callable[[int, int], None] | None = None,
+    max_steps: int | None = None,
+    first_chunk_only: bool = False,
 ) -> SweepResult:
     """Train ``keys × points`` as compiled, vmapped calls (one per chunk of points).
 
@@ -244,6 +264,9 @@ def sweep_points(
         from ``params0[s]`` (e.g. a network initialised from each seed's key).
       on_chunk: called as ``on_chunk(done, chunks)`` before the first compiled call (``done=0``)
         and after each (e.g. :meth:`experiments.results.Progress.chunk`, for a progress bar).
+      max_steps: train at most this many steps (same batch size, padding and chunk size), and
+      first_chunk_only: compute the first chunk only (later chunks repeat its output): a check that
+        the full sweep compiles and fits, for ``run_all.py --validate``; the results are meaningless.
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
@@ -288,8 +311,10 @@ def sweep_points(
     plan = make_plan(config, x.shape[0])
     static = dataclasses.replace(config, hyper=None)
     total = _point_count(first_seed)
+    # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
+    full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
-        chunk_size = points_per_chunk(config, plan, params0, x.shape[1:], keys.shape[0],
+        chunk_size = points_per_chunk(config, full_plan, params0, x.shape[1:], keys.shape[0],
                                       memory_budget=memory_budget,
                                       eval_rows=0 if x_eval is None else x_eval.shape[0])
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), total)
@@ -317,7 +342,8 @@ def sweep_points(
             out = multihost_utils.process_allgather(out, tiled=True)
         return out
 
-    params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk)
+    params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk,
+                                               first_chunk_only=first_chunk_only)
     warn_on_overflow(metrics, config)
     warn_if_not_finite(params if return_params else evaluation, "trained parameters" if return_params
                        else "evaluation of the trained models")
@@ -382,6 +408,8 @@ def sweep_datasets(
     chunk_size: int | None = None,
     memory_budget: float = MEMORY_BUDGET,
     on_chunk: Callable[[int, int], None] | None = None,
+    max_steps: int | None = None,
+    first_chunk_only: bool = False,
 ) -> dict[str, np.ndarray]:
     """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g. data
     projected by a per-seed private PCA), key ``keys[u]`` and Hyper values ``unit_points`` (leading
@@ -392,7 +420,8 @@ def sweep_datasets(
     the call on ``eval_data`` (shared ``(x, y)`` with ``f`` features) or, without it, on its own
     training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers); the
     evaluation is non-private (it reads the data), like every metric of :func:`sweep_points`.
-    ``on_chunk(done, chunks)`` is told of each compiled call, as in :func:`sweep_points`.
+    ``on_chunk(done, chunks)`` is told of each compiled call, and ``max_steps`` /
+    ``first_chunk_only`` check the sweep cheaply, as in :func:`sweep_points`.
     """
     xs = np.asarray(xs)
     if xs.ndim != 3 or xs.shape[0] == 0:
@@ -430,6 +459,7 @@ def sweep_datasets(
             6 * plan.pad + 10 * sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0)) + 8 * plan.steps)
         chunk_size = max(1, int(memory_budget // per_unit))
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), num_units)
+    plan = _limit_steps(plan, max_steps)  # after the chunk size, which the full plan decides
     fn = _compiled_datasets(static, plan, tuple(unit_points), tuple(points), eval_data is not None)
     base = with_values(config.hyper, {name: None for name in (*unit_points, *points)})
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
@@ -439,7 +469,7 @@ def sweep_datasets(
         return fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
                   tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
 
-    return _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk)
+    return _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only)
 
 
 @functools.lru_cache(maxsize=16)

@@ -56,7 +56,7 @@ from dpprep.accounting.theorem7 import proposition8_failure_probability, proposi
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
 from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity
-from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
+from experiments.results import Comparison, SweepUnit, config_json, provenance_json, save_figure, write_csv
 from dpprep.solvers import logistic_ball_optimum
 from dpprep.sweeps import sweep_datasets, sweep_points
 from experiments import RunContext, main_for
@@ -188,11 +188,13 @@ def sgd_calibrations(cfg: Fig3Config, n: int, sens_rank: Sensitivity, sens_dim: 
 
 
 def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_data, releases, train_keys, eps_list,
-                  lrs, n: int, d: int, progress) -> tuple[dict, int]:
+                  lrs, n: int, d: int, progress, **limits) -> tuple[dict, int]:
     """Every (method × ε × seed × step size) of one trainer but PTR (``cfg_d``/``cfg_k``: its d- and
     k-dim configs; ``field``: the swept noise field; ``noise[(method, variant)]``: values per ε) in
     three compiled functions. Returns the original-data losses ``{(method, variant): (E, S, P)}``
-    and the number of compiled calls executed."""
+    and the number of compiled calls executed. ``limits`` (``max_steps``, ``first_chunk_only``:
+    ``run_all --validate``) go to every sweep; with ``first_chunk_only`` the DP-PCA datasets'
+    loop builds and runs its first chunk only (the others repeat it)."""
     E, P, S = len(eps_list), len(lrs), train_keys.shape[0]
     progress(f"n={n}, d={d}: d-dim sweeps (none, pca-rank)")
     loss = {}  # (method, variant) -> (E, S, P) original-data losses
@@ -202,10 +204,10 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     p0 = cfg_d.model.init(train_keys[0])
     # d-dim, shared data: none on S; pca-rank and ptr on A_kA_kᵀS (same compiled function, chunks of E·P points).
     res = sweep_points(cfg_d, p0, (x, y), train_keys, {field: grid(METHODS[0]), "learning_rate": lr_grid},
-                       eval_data=(x, y), chunk_size=E * P, return_params=False)
+                       eval_data=(x, y), chunk_size=E * P, return_params=False, **limits)
     loss[METHODS[0]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
     res = sweep_points(cfg_d, p0, (rank_data, y), train_keys, {field: grid(METHODS[1]), "learning_rate": lr_grid},
-                       eval_data=(x, y), chunk_size=E * P, return_params=False)
+                       eval_data=(x, y), chunk_size=E * P, return_params=False, **limits)
     calls += 1
     loss[METHODS[1]] = np.asarray(res.evaluation["loss"]).reshape(S, E, P).transpose(1, 0, 2)
 
@@ -215,8 +217,13 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     x32 = np.asarray(x, np.float32)
     per_call = max(1, min(len(units), DATASET_BYTES // (4 * n * d)))
     b_rank = np.empty((E, S, P))
+    first = None
     for start in range(0, len(units), per_call):
         chunk = units[start: start + per_call]
+        if first is not None:  # first_chunk_only: the first chunk's losses stand for the others'
+            for i, s in chunk:
+                b_rank[i, s] = first
+            continue
         chunk = chunk + [chunk[-1]] * (per_call - len(chunk))
         xs = np.empty((per_call, n, d), np.float32)  # filled in place: the chunk's only copy
         for u, (i, s) in enumerate(chunk):
@@ -224,9 +231,11 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
             np.matmul(x32 @ comps, comps.T, out=xs[u])
         r = sweep_datasets(cfg_d, p0, xs, y, jnp.stack([train_keys[s] for _, s in chunk]),
                            {field: [noise[METHODS[3]].loc[eps_list[i]] for i, _ in chunk]}, {"learning_rate": lrs},
-                           eval_data=(x, y), chunk_size=per_call)
+                           eval_data=(x, y), chunk_size=per_call, **limits)
         for (i, s), row in zip(chunk, r["loss"]):
             b_rank[i, s] = row
+        if limits.get("first_chunk_only"):
+            first = np.asarray(r["loss"])[0]
     loss[METHODS[3]] = b_rank
     calls += -(-len(units) // per_call)
 
@@ -237,20 +246,28 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     unit_keys = jnp.stack([train_keys[s] for _, s in units] * 2)
     vals = [noise[METHODS[2]].loc[eps_list[i]] for i, _ in units] + [noise[METHODS[4]].loc[eps_list[i]] for i, _ in units]
     r = sweep_datasets(cfg_k, cfg_k.model.init(train_keys[0]), xs, y, unit_keys, {field: vals}, {"learning_rate": lrs},
-                       chunk_size=len(vals))
+                       chunk_size=len(vals), **limits)
     calls += 1
     kd = np.asarray(r["loss"]).reshape(2, E, S, P)
     loss[METHODS[2]], loss[METHODS[4]] = kd[0], kd[1]
     return loss, calls
 
 
-def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> dict:
-    """Every run of one (n, d): returns the tidy rows (as lists) plus case-level facts."""
+def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None, *, max_steps: int | None = None,
+             first_chunk_only: bool = False) -> dict:
+    """Every run of one (n, d): returns the tidy rows (as lists) plus case-level facts.
+
+    ``max_steps``/``first_chunk_only`` (``run_all --validate``, :class:`experiments.results.SweepUnit`)
+    check the case cheaply at its real shapes: every training loop (θ*, the sweeps, PTR) runs at
+    most ``max_steps`` steps, each sweep its first chunk, and one DP-PCA release (the first ε's,
+    the first seed's) stands for all (same shapes); the numbers are then meaningless."""
+    limits = {"max_steps": max_steps, "first_chunk_only": first_chunk_only}
+    cut = lambda steps: steps if max_steps is None else min(steps, max_steps)  # noqa: E731
     progress(f"n={n}, d={d}: data, θ*, PCA, calibrations")
     data = low_rank_logistic(n, d, cfg.k, radius=cfg.data_radius, tail_mass=cfg.tail_mass,
                              label_scale=cfg.label_scale, seed=cfg.data_seed)
     x, y = data.x, data.y
-    theta_star, loss_star, mapping = logistic_ball_optimum(x, y, cfg.radius, cfg.optimum_steps)
+    theta_star, loss_star, mapping = logistic_ball_optimum(x, y, cfg.radius, cut(cfg.optimum_steps))
     rank = pca_reduce(x, cfg.k, mode="rank")
     # dimension reduction by the same eigenvectors (one eigendecomposition): Prop. 5's dim sensitivity
     dim_data, dim_sens = x @ rank.components, pca_dim_sensitivity(n, rank.gap_k, rank.gap_1)
@@ -265,10 +282,15 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     # DP-PCA release per (ε, seed) at (ε/2, δ/2) with the seed's auxiliary key (the key PTR's test
     # takes: ptr.algorithm1 splits each seed's key the same way; a different method).
     moment = x.T @ x / n
-    releases = [[dp_pca.dp_pca(x, cfg.k, e / 2, cfg.delta / 2, aux_keys[s], mode="dim", second_moment=moment)
-                 for s in range(S)] for e in eps_list]
+    release = lambda e, s: dp_pca.dp_pca(x, cfg.k, e / 2, cfg.delta / 2, aux_keys[s], mode="dim",  # noqa: E731
+                                         second_moment=moment)
+    if first_chunk_only:
+        one = release(eps_list[0], 0)
+        releases = [[one] * S for _ in eps_list]
+    else:
+        releases = [[release(e, s) for s in range(S)] for e in eps_list]
     loss, calls = train_methods(_dp_gd(cfg, d), _dp_gd(cfg, cfg.k), "noise_std", noise, x, y, rank.data, dim_data,
-                                releases, train_keys, eps_list, lrs, n, d, progress)
+                                releases, train_keys, eps_list, lrs, n, d, progress, **limits)
     progress(f"n={n}, d={d}: PTR (Algorithm 1)")
     # (d): Algorithm 1 for every (ε, seed, step size) at each ε's PTR level, sharing the rank reduction's
     # eigendecomposition; its DP-GD on A_kA_kᵀS (when some test passed) is one chunk of E·P points of
@@ -276,7 +298,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
     ptr_cal = cal[cal.method == "ptr"].set_index("epsilon")
     run = ptr.algorithm1_sweep(x, y, k=cfg.k, beta=cfg.beta_fraction * rank.gap_k,
                                epsilons=[ptr_cal.loc[e, "ptr_epsilon"] for e in eps_list], delta=cfg.delta, keys=keys,
-                               steps=cfg.steps, learning_rates=lrs, radius=cfg.radius, smoothness=cfg.smoothness,
+                               steps=cut(cfg.steps), learning_rates=lrs, radius=cfg.radius, smoothness=cfg.smoothness,
                                pca=rank, eval_data=(x, y), chunk_size=E * P, return_params=False)
     calls += int(run.trained)  # one chunk of E·P points, when some seed passed
     passed, bottom_loss = run.passed, math.log(2.0)  # the loss of θ = 0
@@ -292,7 +314,8 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None) -> 
         sgd_noise = {(m, v): sgd_cal[(sgd_cal.method == m) & (sgd_cal.variant == v)].set_index("epsilon")["noise_std"]
                      for m, v in METHODS[:5]}
         sgd_loss, sgd_calls = train_methods(_dp_sgd(cfg, d, n), _dp_sgd(cfg, cfg.k, n), "noise_multiplier", sgd_noise, x, y,
-                                            rank.data, dim_data, releases, train_keys, eps_list, lrs, n, d, progress)
+                                            rank.data, dim_data, releases, train_keys, eps_list, lrs, n, d, progress,
+                                            **limits)
         runs.append(("dp_sgd", sgd_cal, sgd_loss, METHODS[:5]))
         calls, functions = calls + sgd_calls, functions + 3
 
@@ -474,7 +497,9 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
 
 def run(ctx: RunContext) -> list[Comparison]:
     cfg = PROFILES[ctx.profile]
-    items = [(f"fig3-{n}-{d}-{config_json(cfg)}", lambda n=n, d=d: run_case(cfg, n, d, ctx.progress)) for n, d in cfg.cases]
+    # SweepUnit: run_all --validate runs each case at its shapes with few steps (run_case's limits).
+    items = [(f"fig3-{n}-{d}-{config_json(cfg)}",
+              SweepUnit(lambda n=n, d=d, **limits: run_case(cfg, n, d, ctx.progress, **limits))) for n, d in cfg.cases]
     ctx.progress(f"{len(items)} (n, d) cases × {len(METHODS)} methods × {len(cfg.epsilons)} ε × {cfg.seeds} seeds × "
                  f"{len(cfg.learning_rates)} step sizes")
     cases = ctx.store.run_many(items)

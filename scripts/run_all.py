@@ -5,6 +5,8 @@
     python scripts/run_all.py --profile paper       # full grids (GPU recommended) into results-paper/
     python scripts/run_all.py --only datasets --out /tmp/r
     python scripts/run_all.py --list
+    python scripts/run_all.py --profile paper --plan      # units, FLOPs, memory, PROJECTED times; computes no unit
+    python scripts/run_all.py --profile paper --validate  # every sweep shape at 2 steps, first chunk; saves nothing
 
 results/ holds the committed quick profile; other profiles go to results-<profile>/ unless --out
 says otherwise. Finished units of work are cached under <out>/<id>/.units/<profile>/ with the source
@@ -176,6 +178,34 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
     return n
 
 
+def _validate(selected: list[str], args: argparse.Namespace) -> int:
+    """``--validate``: one line per experiment on stdout; exit status 1 (traceback on stderr, the
+    experiment named) when any fails: a shape, a memory budget or a code path a real run would hit."""
+    from experiments import planning
+
+    failed = []
+    for experiment_id in selected:
+        go, why = planning.should_validate(experiment_id, args.profile)
+        if not go:
+            print(f"not validated {experiment_id}: {why}", flush=True)
+            continue
+        try:
+            report = planning.validate_experiment(experiment_id, args.profile, args.data_dir, args.validate_steps,
+                                                  log=lambda line: print(line, file=sys.stderr, flush=True))
+        except Exception as err:
+            if experiments.disk_full(err):
+                raise
+            traceback.print_exc()
+            print(f"VALIDATE FAILED {experiment_id} (profile {args.profile}): {type(err).__name__}: {err}"[:500], flush=True)
+            failed.append(experiment_id)
+            continue
+        print(planning.summary_line(report), flush=True)
+    if failed:
+        print(f"VALIDATE FAILED: {', '.join(failed)}", flush=True)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -207,6 +237,16 @@ def _main(argv: list[str] | None) -> int:
                            "a grid assigned whole to shard K; no REPORT.md")
     many.add_argument("--merge", type=Path, nargs="*", default=None, metavar="SHARD_DIR",
                       help="copy these shards' units into --out, then assemble tables and REPORT.md")
+    check = parser.add_mutually_exclusive_group()
+    check.add_argument("--plan", action="store_true",
+                       help="print each experiment's units, FLOPs, peak memory and PROJECTED CPU/GPU wall time; "
+                            "computes no unit")
+    check.add_argument("--validate", action="store_true",
+                       help="run every distinct compiled sweep shape at --validate-steps steps, first chunk only "
+                            "(cheap experiments run whole); saves nothing; exit 1 naming a failing experiment")
+    parser.add_argument("--gpu-flops", type=float, default=5e13,
+                        help="the GPU FLOP rate --plan projects to (default 5e13 FLOP/s, a stated assumption)")
+    parser.add_argument("--validate-steps", type=int, default=2, help="training steps per sweep in --validate (default 2)")
     args = parser.parse_args(argv)
 
     if args.list:
@@ -234,6 +274,18 @@ def _main(argv: list[str] | None) -> int:
         # An explicit flag wins over $DPPREP_DATA_DIR: a file missing from it must not be read
         # from the environment's directory instead (the loaders search data_dir, then the env).
         os.environ["DPPREP_DATA_DIR"] = str(args.data_dir)
+
+    if (args.plan or args.validate) and (args.shard or args.merge is not None or args.fresh):
+        parser.error("--plan/--validate compute and save no unit: they exclude --shard, --merge and --fresh")
+    if args.validate_steps < 1:
+        parser.error("--validate-steps must be >= 1")
+    if args.plan:
+        from experiments import planning
+
+        print(planning.plan_report(selected, args.profile, args.gpu_flops), flush=True)
+        return 0
+    if args.validate:
+        return _validate(selected, args)
 
     out = args.out or experiments.default_out(args.profile)
     problem = experiments.unwritable(out)
