@@ -8,6 +8,9 @@ each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many`
 A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
 for a row from unit ``key`` (computed now or by an earlier run), ``provenance_json()`` for a row
 computed now without a unit.
+A grid unit whose work is sweeps should be an ``experiments.results.SweepUnit`` (``run_groups``'
+units are), so ``run_all --validate`` can run it at its real shapes with few steps
+(``experiments/planning.py``; ``--plan`` reads the experiment's profile through a cost model there).
 Progress needs nothing from an experiment: the store's units drive the bar; ``ctx.progress(msg)``
 lines are details (shown with ``--verbose``), ``ctx.progress.track(items, label)`` makes a loop's
 items steps of the bar.

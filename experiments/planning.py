@@ -185,6 +185,21 @@ def wang2026_fig2(profile: str) -> Cost:
     return Cost(len(M_S), None, None, "no cost model (FLOPs): one synthetic panel per m_s")
 
 
+def _same_as_quick(module: str, table: str, why: str, units: Callable[[Any], int] | None = None) -> Callable[[str], Cost]:
+    """A model-less experiment whose paper grid equals its quick one (read from the module): the
+    committed quick run's time applies to the paper profile, which the row says."""
+    def model(profile: str) -> Cost:
+        import importlib
+
+        grids = getattr(importlib.import_module(module), table)
+        grid = grids.get(profile, grids["quick"])
+        same = profile == "paper" and grids.get("paper", grids["quick"]) == grids["quick"]
+        note = "; paper grid = quick grid, so the quick run's time applies" if same else ""
+        return Cost(None if units is None else units(grid), None, None, f"no cost model: {why}{note}")
+
+    return model
+
+
 def _no_model(why: str) -> Callable[[str], Cost]:
     def cost(profile: str) -> Cost:
         return Cost(None, None, None, f"no cost model: {why}")
@@ -203,10 +218,14 @@ COST_MODELS: dict[str, Callable[[str], Cost]] = {
     "hu2024_fig3": hu2024_fig3,
     "hu2024_fig3_selection": hu2024_fig3_selection,
     "hu2024_table3": _no_model("imputation-sensitivity units (serial store.run) not modelled yet"),
-    "hu2024_pipeline_demo": _no_model("serial pipeline units not modelled yet"),
-    "sun2024_selection": _no_model("private selection over Table 1 groups not modelled yet"),
+    "hu2024_pipeline_demo": _same_as_quick("experiments.hu2024_pipeline_demo", "PROFILES",
+                                           "serial pipeline units not modelled yet"),
+    "sun2024_selection": _same_as_quick("experiments.sun2024_selection", "GRIDS",
+                                        "private random search (a random number of candidates) not modelled yet",
+                                        lambda g: 2 * len(g.epsilons) + 1),
     "sun2024_counterexample": _no_model("counter-example runs (serial store.run) not modelled yet"),
-    "wang2026_table2": _no_model("TV-factor estimators (serial store.run) not modelled yet"),
+    "wang2026_table2": _same_as_quick("experiments.wang2026_table2", "GRIDS",
+                                      "TV-factor estimators (serial store.run) not modelled yet"),
     "wang2026_checks": _no_model("training checks not modelled yet"),
     "wang2026_fig1": wang2026_fig1,
     "wang2026_fig2": wang2026_fig2,
