@@ -68,7 +68,8 @@ def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
     assert sun[4].endswith("(projection)") and sun[5].endswith("(projection)") and "(est.)" in sun[3]
     assert "accounting only" in by_id["hu2024_table1"][-1]
     for cells in by_id.values():  # a time is either a labelled projection, accounting seconds or absent
-        assert all(t == "—" or t.endswith("(projection)") or t.startswith("seconds") for t in cells[4:6])
+        assert all(t == "—" or t.endswith(("(projection)", "(projection, floor)")) or t.startswith("seconds") for t in cells[4:6])
+    assert by_id["audit"][4].startswith("≥ ") and by_id["audit"][4].endswith("(projection, floor)")
 
 
 def test_plan_cli_computes_and_saves_no_unit(tmp_path, monkeypatch, capsys):
