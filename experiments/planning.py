@@ -12,7 +12,7 @@ edited by others. An experiment that is registered but unknown here gets a "no c
 
 Time: FLOPs are turned into seconds by a rate MEASURED now on this machine — a softmax-regression
 sweep through :func:`dpprep.sweeps.sweep_points` (the engine every GLM grid uses), counted with the
-same 6·d·k FLOPs per example-step — and by the stated GPU rate (``--gpu-flops``). Both are
+same 4dk + 2d + 8k FLOPs per example-step — and by the stated GPU rate (``--gpu-flops``). Both are
 PROJECTIONS (every row says so); the CPU one assumes the experiment's kernels run at the measured
 GLM-sweep rate, which favours work the engine does not batch (eigendecompositions, Python loops).
 
@@ -41,7 +41,6 @@ import numpy as np
 import experiments
 from experiments.results import Progress, SweepUnit, UnitStore
 
-GLM_FLOPS_PER_EXAMPLE_STEP = 6  # × d × k: forward (2dk), backward (2dk), per-example norm and clip (≈2dk)
 GIB = 2**30
 # Sizes (n_train, d, classes) of the datasets the cost models need; read from the files would cost
 # a load per plan, and cifar100_features is user-supplied (640-d WRN features, dpprep.data).
@@ -65,9 +64,12 @@ class Cost:
 
 
 def glm_flops(d: int, k: int, example_steps: float) -> float:
-    """FLOPs of training a GLM of ``d`` features and ``k`` outputs over ``example_steps`` examples
-    (summed over steps, models and seeds): ``6·d·k`` each."""
-    return GLM_FLOPS_PER_EXAMPLE_STEP * d * k * float(example_steps)
+    """FLOPs of training a GLM of ``d`` features and ``k`` outputs with per-example clipping over
+    ``example_steps`` examples (summed over steps, models and seeds): ``4dk + 2d + 8k`` each (logits
+    and gradient sum 4dk, the clipping norm and scale; the count of
+    :func:`experiments.sun2024_table1.example_step_flops`, so the measured rate and that module's
+    grid count are in the same unit)."""
+    return (4 * d * k + 2 * d + 8 * k) * float(example_steps)
 
 
 def _accounting(units: int | None, what: str) -> Cost:
@@ -75,34 +77,32 @@ def _accounting(units: int | None, what: str) -> Cost:
 
 
 def sun2024_table1(profile: str) -> Cost:
-    """Every (dataset, ε, B, E) unit of :data:`experiments.sun2024_table1.GRIDS`: models × seeds ×
-    E·n examples × 6·d·k (a unit with E epochs passes E·n examples per model and seed, whatever B)."""
-    from experiments.sun2024_table1 import GRIDS
+    """The module's own count (:func:`experiments.sun2024_table1.grid_flops`: Σ units seeds × models
+    × the plan's steps × batch × its per-example FLOPs, ≈ 4·d·k + clipping), its units
+    (``build_units`` on each dataset's shape, no data loaded) and, for the full search, what its
+    staged option would cost (stage 1 + an upper bound on stage 2)."""
+    from experiments.sun2024_table1 import DATASET_SHAPES as SHAPES, GRIDS, build_units, grid_flops
 
     g = GRIDS[profile]
-    private = len(g.feature_norms) * len(g.learning_rates) * (len(g.eps_fs) + 1)  # C_F × η × ({none} ∪ ε_F)
-    nonprivate = len(g.np_feature_norms) * len(g.np_learning_rates)
-    units, flops, data_bytes = 0, 0.0, 0.0
+    units = 0
     for name in g.datasets:
-        n, d, k = DATA_SHAPES[name]
-        n = min(n, g.subset or n)
-        units += len(g.epsilons) * len(g.private_groups) + len(g.np_groups) + (2 if g.sensitivity_seeds else 0)
-        examples = (len(g.epsilons) * private * g.seeds * sum(e for _, e in g.private_groups) * n
-                    + nonprivate * g.seeds * sum(e for _, e in g.np_groups) * n)
-        if g.sensitivity_seeds:
-            e0 = g.private_groups[0][1]
-            examples += (len(g.feature_norms) * len(g.learning_rates) + len(g.sens_learning_rates_raw)) * g.sensitivity_seeds * e0 * n
-        flops += glm_flops(d, k, examples)
-        data_bytes = max(data_bytes, 4 * 3 * n * d)  # unit-normalised, raw and test features
+        n = min(SHAPES[name][0], g.subset or SHAPES[name][0])
+        units += len(build_units({"name": name, "unit": np.zeros((n, 0), np.float32)}, g))
+    flops = grid_flops(profile)["total"]
+    data_bytes = max(4 * 3 * min(n, g.subset or n) * d for n, d, _ in (SHAPES[name] for name in g.datasets))
+    staged = ""
+    if g.search == "full":
+        alt = grid_flops(profile, "staged")
+        staged = f"; staged search (top {g.top_k}): {alt['total']:.3g} FLOP (stage 2 an upper bound)"
     return Cost(units, flops, g.memory_budget + data_bytes,
-                f"analytic: Σ units models×seeds×E·n×6dk ({private} private, {nonprivate} non-private models/unit); "
-                f"peak = memory_budget {g.memory_budget / GIB:.0f} GiB + data (est.)")
+                f"sun2024_table1.grid_flops ({g.search} search): Σ units seeds × models × steps·B × (4dk + clipping)"
+                f"{staged}; peak = memory_budget {g.memory_budget / GIB:.0f} GiB + data (est.)")
 
 
 def _fig3_flops(cfg: Any, n: int, d: int) -> float:
     """One (n, d) case of Hu et al.'s Figure 3: per trainer, the d-dim runs of none, pca-rank,
     dp_pca-rank and PTR and the 1-dim runs of pca-dim and dp_pca-dim, each ε × seeds × step sizes,
-    at 6·d FLOPs per example-step (k = 1); plus θ* (optimum_steps full-batch steps), the covariance
+    at 6d + 8 FLOPs per example-step (k = 1); plus θ* (optimum_steps full-batch steps), the covariance
     (2·n·d²) and one d×d eigendecomposition (≈ 9·d³) per (ε, seed) for DP-PCA."""
     runs = len(cfg.epsilons) * cfg.seeds * len(cfg.learning_rates)
     flops = 0.0
@@ -120,7 +120,7 @@ def hu2024_fig3(profile: str) -> Cost:
     flops = sum(_fig3_flops(cfg, n, d) for n, d in cfg.cases)
     peak = max(DATASET_BYTES + 4 * (3 * n * d + 2 * d * d) for n, d in cfg.cases)
     return Cost(len(cfg.cases), flops, peak, floor=True, basis=
-                f"analytic: {len(cfg.cases)} (n, d) cases × trainers {list(cfg.trainers)}: 6 runs/(ε, seed, η) × examples × 6d, "
+                f"analytic: {len(cfg.cases)} (n, d) cases × trainers {list(cfg.trainers)}: 6 runs/(ε, seed, η) × examples × (6d + 8), "
                 "θ*, covariance 2nd², DP-PCA eig 9d³ per (ε, seed); peak = DP-PCA dataset chunk + data + d×d (est.)")
 
 
@@ -134,7 +134,7 @@ def hu2024_fig3_selection(profile: str) -> Cost:
         flops += glm_flops(d, 1, runs * cfg.steps * n) + glm_flops(d, 1, cfg.optimum_steps * n)
     peak = max(4 * 2 * n * d for n, d in cfg.cases) + 2 * GIB
     return Cost(len(cfg.cases), flops, peak, floor=True,
-                basis="analytic: per case ε × seeds × η DP-GD runs × steps·n × 6d + θ* (calibrations and selection "
+                basis="analytic: per case ε × seeds × η DP-GD runs × steps·n × (6d + 8) + θ* (calibrations and selection "
                       "not counted); peak = data + sweep budget (est.)")
 
 
@@ -168,7 +168,7 @@ def audit(profile: str) -> Cost:
         per_run = (cfg.steps * (cfg.batch_size or cfg.n) if cfg.steps else 0) + (cfg.epochs or 0) * cfg.n
         flops += glm_flops(cfg.dim + 1, 1, 2 * (cfg.runs + cfg.pilot_runs) * per_run)
     return Cost(len(plan), flops, None, floor=True,
-                basis="analytic approx: Σ audits 2 worlds × (runs + pilot) × examples/run × 6(dim+1) (tiny models: "
+                basis="analytic approx: Σ audits 2 worlds × (runs + pilot) × examples/run × (6(dim+1) + 8) (tiny models: "
                       "per-run overheads, not counted, dominate); peak not estimated (runs go in vmapped chunks)")
 
 
@@ -226,8 +226,8 @@ COST_MODELS: dict[str, Callable[[str], Cost]] = {
     "hu2024_pipeline_demo": _same_as_quick("experiments.hu2024_pipeline_demo", "PROFILES",
                                            "serial pipeline units not modelled yet"),
     "sun2024_selection": _same_as_quick("experiments.sun2024_selection", "GRIDS",
-                                        "private random search (a random number of candidates) not modelled yet",
-                                        lambda g: 2 * len(g.epsilons) + 1),
+                                        "private random search (a random number of candidates per draw) not modelled yet",
+                                        lambda g: 2 * len(g.epsilons) * getattr(g, "draws", 1) + 1),
     "sun2024_counterexample": _no_model("counter-example runs (serial store.run) not modelled yet"),
     "wang2026_table2": _same_as_quick("experiments.wang2026_table2", "GRIDS",
                                       "TV-factor estimators (serial store.run) not modelled yet"),
@@ -319,7 +319,7 @@ def plan_report(selected: Sequence[str], profile: str, gpu_flops: float,
         f"PLAN of profile {profile!r}: no unit computed. Times are PROJECTIONS (FLOPs ÷ rate), not measurements.",
         f"CPU rate: {rate:.3g} FLOP/s, MEASURED now on this machine ({how}).",
         f"GPU rate: {gpu_flops:.3g} FLOP/s, a STATED assumption (--gpu-flops); no GPU was run.",
-        "FLOPs: analytic counts (GLM: 6·d·k per example-step); peak memory: estimated from the grid's memory "
+        "FLOPs: analytic counts (GLM: 4dk + 2d + 8k per example-step); peak memory: estimated from the grid's memory "
         "budget and data sizes.",
         "Work that is not one large GLM sweep (eigendecompositions, many small runs, Python loops) runs below the "
         "measured rate: its CPU projection is a floor.",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import math
 import sys
 import types
 from pathlib import Path
@@ -39,19 +40,30 @@ def _run_all():
 
 
 def test_sun2024_table1_paper_flops_pinned_by_hand():
-    # 240 private models/unit (4 C_F × 10 η × (5 ε_F + DPSGD)), 40 non-private (4 × 10); 10 seeds;
-    # 2 ε; the 35 (B, E) groups pass Σ E = 7 × (20+40+80+160+320) = 4340 epochs; 6·d·k per example.
-    epochs = 7 * (20 + 40 + 80 + 160 + 320)
+    # 240 private models/unit (4 C_F × 10 η × (5 ε_F + DPSGD)) at 2 ε, 40 non-private (4 × 10); 10
+    # seeds; in each of the 35 (B, E) groups a private model (Poisson) takes ⌈E·n/B⌉ steps of B
+    # expected examples, a non-private one (shuffled epochs) E·⌈n/B⌉ steps of B; per example
+    # 4dk + 5k FLOPs (logits, residual, gradient sum), + 2d + 3k for clipping when private.
+    groups = [(b, e) for b in (256, 512, 1024, 2048, 4096, 8192, 16384) for e in (20, 40, 80, 160, 320)]
     by_hand = 0.0
     for n, d, k in ((60_000, 784, 10), (60_000, 784, 10), (50_000, 640, 100)):
-        by_hand += (2 * 240 + 40) * 10 * epochs * n * 6 * d * k
+        private_rows = sum(math.ceil(e * n / b) * b for b, e in groups)
+        nonprivate_rows = sum(e * math.ceil(n / b) * b for b, e in groups)
+        by_hand += 10 * (2 * 240 * private_rows * (4 * d * k + 5 * k + 2 * d + 3 * k)
+                         + 40 * nonprivate_rows * (4 * d * k + 5 * k))
     c = planning.cost("sun2024_table1", "paper")
     assert c.flops == pytest.approx(by_hand, rel=1e-12)
+    assert c.flops == pytest.approx(3.82e17, rel=1e-3)
     assert c.units == 3 * (2 * 35 + 35)
     assert c.peak_bytes > 16 * 2**30  # the grid's 16 GiB memory budget plus the data
+    assert "staged search" in c.basis
     # the quick profile follows the module's GRIDS, not a copy of them
     quick = planning.cost("sun2024_table1", "quick")
     assert quick.units < c.units and quick.flops < c.flops
+
+
+def test_glm_flops():
+    assert planning.glm_flops(784, 10, 1000) == (4 * 784 * 10 + 2 * 784 + 8 * 10) * 1000 == 33_008_000
 
 
 def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
