@@ -826,15 +826,16 @@ def run_groups(
 
     n = int(np.shape(jax.tree_util.tree_leaves(data[0])[0])[0])
     costs = [group_cost(g, n, int(np.shape(keys)[0])) for g in groups]
-    return store.run_many([(g.key, SweepUnit(functools.partial(unit, i, g), _sweep_shape(g, n, data, keys, options)))
+    return store.run_many([(g.key, SweepUnit(functools.partial(unit, i, g), _sweep_shape(g, n, (data, eval_data), keys, options)))
                            for i, g in enumerate(groups)],
                           costs=None if None in costs else costs)
 
 
-def _sweep_shape(group: sweeps.Group, n: int, data: tuple[Any, Any], keys: Array, options: dict[str, Any]) -> Any:
+def _sweep_shape(group: sweeps.Group, n: int, data: Any, keys: Array, options: dict[str, Any]) -> Any:
     """What decides ``group``'s compiled program once validation cuts its steps: its static config
     but the step count (steps, epochs), its plan but steps, the swept names and point count, the
-    data and key shapes and the sweep options; None when it cannot be told here (run it)."""
+    shapes of ``data`` (training and evaluation) and keys, and the sweep options; None when it
+    cannot be told here (run it)."""
     try:
         plan = make_plan(group.config, n)
         config = tuple((f.name, getattr(group.config, f.name)) for f in dataclasses.fields(group.config)
