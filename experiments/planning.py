@@ -289,8 +289,42 @@ def _bytes(value: float | None) -> str:
     return "—" if value is None else f"{value / GIB:.3g} GiB (est.)"
 
 
-def plan_rows(selected: Sequence[str], profile: str, cpu_rate: float, gpu_flops: float) -> list[dict[str, str]]:
-    """One row per experiment: units, FLOPs, peak memory, CPU and GPU projections and basis."""
+def measured_units(directory: Path, experiment_id: str, profile: str) -> tuple[int, int, float]:
+    """What this machine already measured: ``(units, timed, seconds)`` over the unit files of
+    ``experiment_id`` at ``profile`` under ``directory`` (a results directory): how many there are,
+    how many recorded their computing time and the sum of those times. Damaged files are skipped.
+    The units may be from other code than today's (their time is still this machine's cost)."""
+    from experiments.results import CorruptUnit, read_unit
+
+    units, timed, seconds = 0, 0, 0.0
+    for path in sorted((Path(directory) / experiment_id / ".units" / profile).glob("*.json")):
+        try:
+            record = read_unit(path)
+        except CorruptUnit:
+            continue
+        units += 1
+        if "seconds" in record["provenance"]:
+            timed += 1
+            seconds += float(record["provenance"]["seconds"])
+    return units, timed, seconds
+
+
+def measured_note(experiment_id: str, profiles: Sequence[tuple[str, Path]]) -> str:
+    """``"paper: 24 units timed, 231 s; quick: …"`` for each ``(profile, directory)`` with timed
+    units (MEASURED: the sum of their recorded computing times on this machine), or ``"—"``."""
+    parts = []
+    for profile, directory in profiles:
+        units, timed, seconds = measured_units(directory, experiment_id, profile)
+        if timed:
+            untimed = f" (+{units - timed} untimed)" if units > timed else ""
+            parts.append(f"{profile}: {timed} units timed{untimed}, {_duration(seconds)}")
+    return "; ".join(parts) if parts else "—"
+
+
+def plan_rows(selected: Sequence[str], profile: str, cpu_rate: float, gpu_flops: float,
+              measured_in: Sequence[tuple[str, Path]] = ()) -> list[dict[str, str]]:
+    """One row per experiment: units, FLOPs, peak memory, CPU and GPU projections and basis, and
+    what ``measured_in`` (``(profile, results directory)`` pairs) holds of it already computed."""
     rows = []
     for experiment_id in selected:
         c = cost(experiment_id, profile)
@@ -305,16 +339,19 @@ def plan_rows(selected: Sequence[str], profile: str, cpu_rate: float, gpu_flops:
             gpu = f"{at_least}{_duration(c.flops / gpu_flops)}{label}"
         rows.append({"experiment": experiment_id, "units": "—" if c.units is None else str(c.units),
                      "FLOPs": "—" if c.flops is None else ("~0" if c.flops == 0 else f"{c.flops:.3g}"),
-                     "peak memory": _bytes(c.peak_bytes), "CPU time": cpu, "GPU time": gpu, "basis": c.basis})
+                     "peak memory": _bytes(c.peak_bytes), "CPU time": cpu, "GPU time": gpu, "basis": c.basis,
+                     "measured here": measured_note(experiment_id, measured_in)})
     return rows
 
 
 def plan_report(selected: Sequence[str], profile: str, gpu_flops: float,
-                cpu_rate: tuple[float, str] | None = None) -> str:
+                cpu_rate: tuple[float, str] | None = None, measured_in: Sequence[tuple[str, Path]] = ()) -> str:
     """The ``--plan`` text for ``selected`` at ``profile``: a header saying what is measured and
-    what projected, then a markdown table. ``cpu_rate`` (rate, how): given by tests; else measured."""
+    what projected, then a markdown table. ``cpu_rate`` (rate, how): given by tests; else measured.
+    ``measured_in``: ``(profile, results directory)`` pairs whose unit files' recorded computing
+    times fill the "measured here" column (e.g. the paper profile's own partial run and the quick one)."""
     rate, how = cpu_rate if cpu_rate is not None else measured_sweep_rate()
-    columns = ["experiment", "units", "FLOPs", "peak memory", "CPU time", "GPU time", "basis"]
+    columns = ["experiment", "units", "FLOPs", "peak memory", "CPU time", "GPU time", "basis", "measured here"]
     lines = [
         f"PLAN of profile {profile!r}: no unit computed. Times are PROJECTIONS (FLOPs ÷ rate), not measurements.",
         f"CPU rate: {rate:.3g} FLOP/s, MEASURED now on this machine ({how}).",
@@ -323,6 +360,9 @@ def plan_report(selected: Sequence[str], profile: str, gpu_flops: float,
         "budget and data sizes.",
         "Work that is not one large GLM sweep (eigendecompositions, many small runs, Python loops) runs below the "
         "measured rate: its CPU projection is a floor.",
+        "Measured here: the computing times recorded in the unit files already on disk ("
+        + (", ".join(f"{p} in {d}" for p, d in measured_in) or "none searched")
+        + "), summed; MEASURED on this machine, possibly by other code than today's.",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -355,7 +395,7 @@ class ValidateStore(UnitStore):
         self.units = 0
         self.records: list[dict[str, Any]] = []
 
-    def save(self, key: str, value: dict) -> dict:  # never writes
+    def save(self, key: str, value: dict, seconds: float | None = None) -> dict:  # never writes
         self._provenance[key] = {"validated": True}
         return value
 

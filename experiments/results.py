@@ -127,16 +127,23 @@ def code_identity(source: str | None = None) -> dict[str, Any]:
     return {"source": source_digest() if source is None else source, "versions": package_versions()}
 
 
-def provenance(source: str | None = None) -> dict[str, Any]:
-    """:func:`code_identity` plus the time (UTC), for a record computed now."""
-    return code_identity(source) | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+def provenance(source: str | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """:func:`code_identity` plus the time (UTC), for a record computed now, and how long its
+    computation took (``seconds``, when known: what ``run_all --plan`` reads as measured cost)."""
+    record = code_identity(source) | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return record if seconds is None else record | {"seconds": round(float(seconds), 3)}
+
+
+# When and how long: recorded in the unit file, left out of the rows (a regenerated table stays
+# byte-identical when nothing changed).
+_WHEN = ("computed", "seconds")
 
 
 def provenance_json(record: dict[str, Any] | None = None) -> str:
     """The code that produced a row, as compact JSON for a ``versions`` column: ``record``'s (e.g.
     a cached unit's, from :meth:`UnitStore.provenance`), else this code's. The time a unit was
     computed stays in its unit file, so regenerated tables are byte-identical when nothing changed."""
-    identity = code_identity() if record is None else {k: v for k, v in record.items() if k != "computed"}
+    identity = code_identity() if record is None else {k: v for k, v in record.items() if k not in _WHEN}
     return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
@@ -292,11 +299,12 @@ class UnitStore:
         self._provenance[key] = record["provenance"]
         return record["value"]
 
-    def save(self, key: str, value: dict) -> dict:
-        """Records ``value`` as computed now by this code; returns it as a reload would (JSON types)."""
+    def save(self, key: str, value: dict, seconds: float | None = None) -> dict:
+        """Records ``value`` as computed now by this code (in ``seconds``, when given); returns it as
+        a reload would (JSON types)."""
         # Key order is kept (tables built from values keep their column order); the checksum is
         # over the canonical (sorted) form, so it does not depend on it.
-        payload = json.loads(json.dumps({"key": key, "provenance": provenance(self.source), "value": value},
+        payload = json.loads(json.dumps({"key": key, "provenance": provenance(self.source, seconds), "value": value},
                                         separators=(",", ":"), default=float))
         atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}))
         self._provenance[key] = payload["provenance"]
@@ -314,9 +322,11 @@ class UnitStore:
             self._report(True, 0.0)
             return cached
         start = time.perf_counter()
+        computed = compute()
+        seconds = time.perf_counter() - start
         # The JSON round trip makes a first run and a resumed one return identical values.
-        value = self.save(key, compute())
-        self._report(False, time.perf_counter() - start)
+        value = self.save(key, computed, seconds)
+        self._report(False, seconds)
         return value
 
     def _report(self, cached: bool, seconds: float) -> None:

@@ -282,7 +282,10 @@ def _main(argv: list[str] | None) -> int:
     if args.plan:
         from experiments import planning
 
-        print(planning.plan_report(selected, args.profile, args.gpu_flops), flush=True)
+        searched = [(args.profile, args.out or experiments.default_out(args.profile))]
+        if args.profile != experiments.COMMITTED_PROFILE:
+            searched.append((experiments.COMMITTED_PROFILE, experiments.default_out(experiments.COMMITTED_PROFILE)))
+        print(planning.plan_report(selected, args.profile, args.gpu_flops, measured_in=searched), flush=True)
         return 0
     if args.validate:
         return _validate(selected, args)

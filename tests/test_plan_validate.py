@@ -9,6 +9,7 @@ import dataclasses
 import importlib.util
 import math
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -74,11 +75,11 @@ def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| experiment")]
     assert [r.split("|")[1].strip() for r in rows] == selected
     by_id = {r.split("|")[1].strip(): [cell.strip() for cell in r.split("|")[1:-1]] for r in rows}
-    assert "no cost model" in by_id["brand_new"][-1]
+    assert "no cost model" in by_id["brand_new"][-2] and by_id["brand_new"][-1] == "—"
     sun = by_id["sun2024_table1"]
     assert sun[2] == f"{planning.cost('sun2024_table1', 'paper').flops:.3g}"
     assert sun[4].endswith("(projection)") and sun[5].endswith("(projection)") and "(est.)" in sun[3]
-    assert "accounting only" in by_id["hu2024_table1"][-1]
+    assert "accounting only" in by_id["hu2024_table1"][-2]
     for cells in by_id.values():  # a time is either a labelled projection, accounting seconds or absent
         assert all(t == "—" or t.endswith(("(projection)", "(projection, floor)")) or t.startswith("seconds") for t in cells[4:6])
     assert by_id["audit"][4].startswith("≥ ") and by_id["audit"][4].endswith("(projection, floor)")
@@ -234,3 +235,20 @@ def test_validate_says_why_not(monkeypatch):
     assert planning.should_validate("hu2024_table1", "paper") == (True, "")  # cheap: run whole
     go, why = planning.should_validate("sun2024_counterexample", "paper")
     assert not go and "no cost model" in why
+
+
+def test_measured_units_sum_the_recorded_computing_times(tmp_path):
+    from experiments.results import UnitStore
+
+    store = UnitStore(tmp_path / "exp" / ".units" / "paper")
+    store.run("slow", lambda: (time.sleep(0.05), {"v": 1})[1])
+    store.save("old", {"v": 2})  # a unit from before times were recorded
+    (tmp_path / "exp" / ".units" / "paper" / "broken.json").write_text("{not json")
+    units, timed, seconds = planning.measured_units(tmp_path, "exp", "paper")
+    assert (units, timed) == (2, 1) and 0.05 <= seconds < 5
+    assert planning.measured_units(tmp_path, "exp", "quick") == (0, 0, 0.0)
+    note = planning.measured_note("exp", [("paper", tmp_path), ("quick", tmp_path)])
+    assert note.startswith("paper: 1 units timed (+1 untimed), ") and "quick" not in note
+    text = planning.plan_report(["datasets"], "paper", gpu_flops=1e13, cpu_rate=(1e11, "stated"),
+                                measured_in=[("paper", tmp_path)])
+    assert "| measured here |" in text and f"paper in {tmp_path}" in text

@@ -110,7 +110,7 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tm
     assert again.provenance("unit") == computed
     # Rows name the code that computed them (the time stays in the unit file).
     assert json.loads(results.provenance_json(again.provenance("unit"))) == {
-        k: v for k, v in computed.items() if k != "computed"}
+        k: v for k, v in computed.items() if k not in ("computed", "seconds")}
     # After an edit to the package (another source digest) the unit is stale: recomputed.
     monkeypatch.setattr(results, "source_digest", lambda: "edited")
     edited = UnitStore(tmp_path)
@@ -534,3 +534,12 @@ def test_run_all_keys_each_experiment_on_its_own_sources(tmp_path):
     assert results.experiment_sources(module) == (
         "dpprep", "experiments/hu2024_pipeline_demo.py", "experiments/hu2024_table3.py", "experiments/results.py")
     assert experiments.unit_source("hu2024_pipeline_demo") == results.experiment_digest(module) != results.source_digest()
+
+
+def test_a_unit_records_its_computing_time_and_rows_leave_it_out(tmp_path):
+    store = UnitStore(tmp_path)
+    store.run("u", lambda: (time.sleep(0.02), {"v": 1})[1])
+    recorded = store.provenance("u")
+    assert 0.02 <= recorded["seconds"] < 5
+    assert UnitStore(tmp_path).run("u", lambda: {"v": 2}) == {"v": 1}  # the time does not make it stale
+    assert "seconds" not in json.loads(results.provenance_json(recorded))
