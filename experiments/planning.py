@@ -367,7 +367,7 @@ def plan_report(selected: Sequence[str], profile: str, gpu_flops: float,
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
     ]
-    for row in plan_rows(selected, profile, rate, gpu_flops):
+    for row in plan_rows(selected, profile, rate, gpu_flops, measured_in):
         lines.append("| " + " | ".join(row[c].replace("|", "\\|") for c in columns) + " |")
     return "\n".join(lines)
 

@@ -249,6 +249,8 @@ def test_measured_units_sum_the_recorded_computing_times(tmp_path):
     assert planning.measured_units(tmp_path, "exp", "quick") == (0, 0, 0.0)
     note = planning.measured_note("exp", [("paper", tmp_path), ("quick", tmp_path)])
     assert note.startswith("paper: 1 units timed (+1 untimed), ") and "quick" not in note
-    text = planning.plan_report(["datasets"], "paper", gpu_flops=1e13, cpu_rate=(1e11, "stated"),
+    text = planning.plan_report(["datasets", "exp"], "paper", gpu_flops=1e13, cpu_rate=(1e11, "stated"),
                                 measured_in=[("paper", tmp_path)])
     assert "| measured here |" in text and f"paper in {tmp_path}" in text
+    rows = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert rows["exp"] == note and rows["datasets"] == "—"
