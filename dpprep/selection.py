@@ -53,7 +53,7 @@ import dataclasses
 import functools
 import math
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -452,6 +452,35 @@ class PrivateSelection:
         """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
         return _end_to_end(self, plan, check_positive(noise_multiplier, "noise_multiplier"), check_delta(delta))
 
+    def end_to_end_of_grid(self, plan: ExecutionPlan, noise_multipliers: Any, delta: float) -> EndToEnd:
+        """The :class:`EndToEnd` account of a search whose grid points carry their **own** training
+        multipliers (:func:`search_many`; e.g. a constant that sets σ): every candidate is charged
+        at the grid's least noisy point, ``min(noise_multipliers)``.
+
+        Valid because the point is drawn independently of the data: a candidate's output (point,
+        model, score) is a mixture over the points with data-independent weights, and Rényi
+        divergence is jointly quasi-convex (van Erven & Harremoës, IEEE Trans. Inf. Theory 2014),
+        so at every order its RDP is at most the worst point's, the smallest multiplier's; the
+        repetition and selection then apply to that candidate event.
+
+        >>> from dpprep.plan import ExecutionPlan
+        >>> plan = ExecutionPlan.create("full", 1000, steps=50)
+        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0, validation_size=200)
+        >>> grid = selection.end_to_end_of_grid(plan, [40.0, 25.0, 60.0], 1e-5)
+        >>> grid.epsilon == selection.end_to_end(plan, 25.0, 1e-5).epsilon
+        True
+        """
+        levels = np.asarray(noise_multipliers, np.float64).ravel()
+        if levels.size == 0 or not np.all(np.isfinite(levels)) or not np.all(levels > 0):
+            raise ValueError(f"noise_multipliers must be a non-empty sequence of finite multipliers > 0, got {noise_multipliers!r}")
+        z = float(levels.min())
+        account = self.end_to_end(plan, z, delta)
+        *rest, train = account.parts
+        note = (f"{train.note}; each candidate draws one of {levels.size} noise levels (z from {z:.4g} to "
+                f"{levels.max():.4g}) and is charged at the least noisy, z = {z:.4g} (Rényi divergence is jointly "
+                "quasi-convex)")
+        return dataclasses.replace(account, parts=(*rest, dataclasses.replace(train, note=note)))
+
     def _end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         options = _rdp(plan)
         alone = epsilon_with_overflow_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
@@ -564,12 +593,14 @@ def _draws(key: Array, which: Array, size: int) -> tuple[Array, Array, Array]:
     return keys, index, noise
 
 
-def _check_grid(config: TrainConfig, grid: Any) -> dict[str, Any]:
+def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -> dict[str, Any]:
+    """``grid`` checked (a flat axis of points over sweepable fields) and made arrays. The training
+    noise fields (:data:`RESERVED`) only with ``noise_levels`` (:func:`search_many`)."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError("grid must be a non-empty mapping {Hyper field: values} (a flat axis of points)")
     known = sweepable_fields(config)
     reserved = sorted(set(grid) & set(RESERVED))
-    if reserved:
+    if reserved and not noise_levels:
         raise ValueError(f"grid cannot vary {reserved}: the selection sets the training noise itself "
                          "(noise_multiplier, calibrated for the whole procedure)")
     unknown = sorted(set(grid) - set(known))
@@ -659,45 +690,165 @@ def select(
     config = dataclasses.replace(config, hyper=hyper)
 
     train_data, validation = split((x, y), selection.validation_size, key)
-    num = int(selection.repetitions.sample(streams.stream(key, NUM_CANDIDATES)))
-    size = int(jax.tree_util.tree_leaves(values)[0].shape[0])
-    diagnostics: dict[str, Any] = {"num_candidates": num}
+    num = _num_candidates(selection, key)
     if num == 0:  # the Poisson K: nothing runs, the output is ⊥
-        return SelectionResult(None, None, None, z, accounting, {**diagnostics, "grid_indices": np.zeros(0, np.int64)})
-
+        return SelectionResult(None, None, None, z, accounting, {"num_candidates": 0, "grid_indices": np.zeros(0, np.int64)})
     chunk = chunk_size or min(MAX_CHUNK, 1 << (num - 1).bit_length())
-    m = selection.validation_size
-    indices, accuracies, scores = np.zeros(num, np.int64), np.zeros(num), np.zeros(num)
-    best, best_params = -1, None
-    for start in range(0, num, chunk):
-        take = np.minimum(np.arange(start, start + chunk), num - 1)  # the last chunk padded with copies
-        real = min(chunk, num - start)
-        # Keys, points and score noise per chunk (one shape: nothing recompiles for another K).
-        keys, idx, noise = _draws(key, jnp.asarray(take), size)
-        drawn = np.asarray(idx)
-        indices[start:start + real] = drawn[:real]
-        # Each candidate is a "seed" of the sweep with its own key and point (per_seed, one point).
-        points = {name: jax.tree_util.tree_map(lambda v, i=drawn: v[i][:, None], value) for name, value in values.items()}
-        result = sweeps.sweep_points(config, params0, train_data, keys, points, eval_data=validation,
-                                     per_seed=names, chunk_size=1)
-        assert result.evaluation is not None
-        acc = np.asarray(result.evaluation["accuracy"], np.float64)[:real, 0]
-        accuracies[start:start + real] = acc
-        # The count is exact: a float32 mean of m zeros and ones, times m, rounds back to it.
-        scores[start:start + real] = (np.rint(acc * m) + selection.score_noise * np.asarray(noise, np.float64)[:real]) / m
-        top = start + int(np.argmax(scores[start:start + real]))
-        if best < 0 or scores[top] > scores[best]:  # ties: the earliest candidate
-            best = top
-            best_params = jax.tree_util.tree_map(lambda a, i=top - start: np.asarray(a)[i, 0], result.params)
+    (found,) = _run_searches(config, params0, train_data, validation, [(key, values)], selection, chunk)
+    assert found.index is not None
     # The chosen point as given in the grid (Python floats for scalar fields, arrays for pytree ones).
-    point = {name: jax.tree_util.tree_map(lambda v: v[indices[best]].item() if np.ndim(v) == 1 else v[indices[best]], value)
+    point = {name: jax.tree_util.tree_map(lambda v: v[found.index].item() if np.ndim(v) == 1 else v[found.index], value)
              for name, value in values.items()}
-    diagnostics.update(grid_indices=indices, noisy_scores=scores, accuracies=accuracies, best=best, chunk_size=chunk)
-    return SelectionResult(best_params, point, float(scores[best]), z, accounting, diagnostics)
+    return SelectionResult(found.params, point, found.score, z, accounting, {**found.diagnostics, "chunk_size": chunk})
+
+
+@dataclasses.dataclass(frozen=True)
+class Search:
+    """One private random search of :func:`search_many`: its PRNG ``key`` (streams
+    :data:`NUM_CANDIDATES`, :data:`CANDIDATES`) and its ``grid`` ``{field: values}`` of ``G``
+    points (as :func:`select`'s), which may set the training noise per point."""
+
+    key: Array
+    grid: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """What one :class:`Search` of :func:`search_many` returns. ``params``, ``index`` (the chosen
+    point's position in the grid) and ``score`` (its noisy validation accuracy) are the private
+    output (None when the Poisson ``K`` was 0); ``diagnostics`` (``num_candidates``,
+    ``grid_indices``, ``noisy_scores``, ``accuracies``, ``best``) are **not** private."""
+
+    params: Params | None
+    index: int | None
+    score: float | None
+    diagnostics: dict[str, Any]
+
+
+def _num_candidates(selection: PrivateSelection, key: Array) -> int:
+    return int(selection.repetitions.sample(streams.stream(key, NUM_CANDIDATES)))
+
+
+def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], validation: tuple[Any, Any],
+                  searches: list[tuple[Array, dict[str, Any]]], selection: PrivateSelection, chunk: int) -> list[SearchResult]:
+    """Every search's candidates (drawn from its key's streams), trained ``chunk`` at a time as one
+    compiled call (each candidate a "seed" of :func:`dpprep.sweeps.sweep_points` with its own key
+    and point; the last call padded with copies of the last candidate) and scored on ``validation``."""
+    names = tuple(searches[0][1])
+    m = int(np.shape(validation[0])[0])
+    drawn: list[tuple[int, np.ndarray, np.ndarray, Any]] = []  # K, grid indices, score noise, keys
+    for key, values in searches:
+        num = _num_candidates(selection, key)
+        if num == 0:
+            drawn.append((0, np.zeros(0, np.int64), np.zeros(0), None))
+            continue
+        # One _draws shape per power of two (the padding repeats the last candidate, then is dropped).
+        which = np.minimum(np.arange(1 << (num - 1).bit_length()), num - 1)
+        keys, idx, noise = _draws(key, jnp.asarray(which), int(jax.tree_util.tree_leaves(values)[0].shape[0]))
+        drawn.append((num, np.asarray(idx, np.int64)[:num], np.asarray(noise, np.float64)[:num], keys[:num]))
+    owners = [(s, j) for s, (num, *_) in enumerate(drawn) for j in range(num)]
+    accuracies = [np.zeros(num) for num, *_ in drawn]
+    scores = [np.zeros(num) for num, *_ in drawn]
+    best: list[int] = [-1] * len(searches)
+    best_params: list[Params | None] = [None] * len(searches)
+    for start in range(0, len(owners), chunk):
+        take = [owners[min(i, len(owners) - 1)] for i in range(start, start + chunk)]
+        real = min(chunk, len(owners) - start)
+        keys = jnp.stack([drawn[s][3][j] for s, j in take])
+        # Each candidate's point of its own search's grid (per_seed: one point per candidate).
+        points = {name: jax.tree_util.tree_map(lambda *leaves: np.stack(leaves)[:, None],
+                                               *[jax.tree_util.tree_map(lambda v, i=drawn[s][1][j]: np.asarray(v)[i],
+                                                                        searches[s][1][name]) for s, j in take])
+                  for name in names}
+        result = sweeps.sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
+                                     chunk_size=1)
+        assert result.evaluation is not None
+        acc = np.asarray(result.evaluation["accuracy"], np.float64)[:, 0]
+        for c, (s, j) in enumerate(take[:real]):
+            accuracies[s][j] = acc[c]
+            # The count is exact: a float32 mean of m zeros and ones, times m, rounds back to it.
+            scores[s][j] = (np.rint(acc[c] * m) + selection.score_noise * drawn[s][2][j]) / m
+            if best[s] < 0 or scores[s][j] > scores[s][best[s]]:  # ties: the earliest candidate
+                best[s] = j
+                best_params[s] = jax.tree_util.tree_map(lambda a, c=c: np.asarray(a)[c, 0], result.params)
+    out = []
+    for s, (num, idx, _, _) in enumerate(drawn):
+        diagnostics: dict[str, Any] = {"num_candidates": num, "grid_indices": idx}
+        if num == 0:
+            out.append(SearchResult(None, None, None, diagnostics))
+            continue
+        diagnostics.update(noisy_scores=scores[s], accuracies=accuracies[s], best=best[s])
+        out.append(SearchResult(best_params[s], int(idx[best[s]]), float(scores[s][best[s]]), diagnostics))
+    return out
+
+
+def search_many(
+    config: TrainConfig,
+    params0: Params,
+    train: tuple[Any, Any],
+    validation: tuple[Any, Any],
+    searches: Sequence[Search],
+    *,
+    selection: PrivateSelection,
+    chunk_size: int = 8,
+) -> list[SearchResult]:
+    """Several private random searches on one split, their candidates packed together into
+    compiled calls of ``chunk_size`` (the last padded): one compilation however many searches and
+    candidates. Each search runs :func:`select`'s procedure (steps 2–4 of the module docstring)
+    with ``selection``'s ``K`` and score noise, but its grid may **set the training noise per
+    point** (``noise_multiplier``, ``noise_std`` or an extension's noise field): e.g. a constant
+    that sets σ, as in Wang, Zhang & Cummings (2026). Account such a search with
+    :meth:`PrivateSelection.end_to_end_of_grid` (each candidate charged at the grid's least noisy
+    point), a fixed-noise one with :meth:`PrivateSelection.end_to_end`. Each search is private on
+    its own; releasing several outputs composes, which the caller charges.
+
+    Args:
+      config: the static config of every candidate (``config.hyper`` gives the fields no grid
+        varies). Classifiers only; one iterate.
+      params0: initial parameters.
+      train, validation: the split (:func:`split`); ``validation`` has ``selection.validation_size`` rows.
+      searches: the :class:`Search` es (every grid varies the same fields).
+      selection: ``K``'s distribution, the score noise and the validation size.
+      chunk_size: candidates per compiled call.
+
+    Every argument is checked before anything is trained (ValueError naming the argument).
+    """
+    if not isinstance(selection, PrivateSelection):
+        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
+    searches = list(searches)
+    if not searches or not all(isinstance(s, Search) for s in searches):
+        raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
+    if config.hyper is None:
+        raise ValueError("config.hyper is required (the fields the grids do not vary)")
+    if config.model.task != "classification":
+        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
+                         f"(got task {config.model.task!r})")
+    if config.iterates == "both":
+        raise ValueError("config.iterates='both' releases two models; a search returns one ('last' or 'average')")
+    x, _ = check_data(train, params0, config.model)
+    xv, _ = check_data(validation, params0, config.model)
+    if xv.shape[0] != selection.validation_size:
+        raise ValueError(f"validation has {xv.shape[0]} rows, selection.validation_size={selection.validation_size}")
+    if selection.validation_size >= _MAX_COUNT:
+        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
+                         "predictions is recovered exactly from a float32 accuracy only up to there")
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    checked: list[tuple[Array, dict[str, Any]]] = []
+    for i, search in enumerate(searches):
+        values = _check_grid(config, search.grid, noise_levels=True)
+        if i and tuple(values) != tuple(checked[0][1]):
+            raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
+                             f"searches[0] {list(checked[0][1])}")
+        names = tuple(values)
+        check_hyper(with_values(config.hyper, values), params0, swept=names, num_features=x.shape[-1],
+                    extensions=config.extensions)
+        check_clip_method(config, values.get("clip_norm", config.hyper.clip_norm))
+        checked.append((check_key(search.key), values))
+    return _run_searches(config, params0, train, validation, checked, selection, chunk_size)
 
 
 __all__ = [
     "CANDIDATES", "EndToEnd", "GRID_POINT", "MAX_CHUNK", "NUM_CANDIDATES", "PARTS", "Part", "PrivateSelection",
-    "Repetitions", "SCORE", "SPLIT", "SelectionResult", "candidate_key", "select", "split", "tnb_gamma", "tnb_mean",
-    "training_only",
+    "Repetitions", "SCORE", "SPLIT", "Search", "SearchResult", "SelectionResult", "candidate_key", "search_many",
+    "select", "split", "tnb_gamma", "tnb_mean", "training_only",
 ]

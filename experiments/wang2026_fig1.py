@@ -32,7 +32,7 @@ TV of :func:`dpprep.corrdp.utility.dataset_tv`; GLM objectives, θ̂, ``L`` and 
 **DP guarantee:** none for panels a, e (least squares: unbounded per-example gradients, nothing
 clipped) and c, f (only the batch mean is clipped); REPORT's first row of this experiment says so
 (:func:`dp_status`). For the LR panels :func:`dp_diagnostic` accounts the Standard run with a bound
-on ``‖x‖`` over the encoded domain where one exists (Adult: √10, :func:`domain_bound`); Credit
+on ``‖x‖`` over the encoded domain where one exists (Adult: √10, :func:`dpprep.corrdp.data.domain_bound`); Credit
 (StandardScaler) has none, and its rows are labelled as no guarantee.
 
 **Adam and the network panels:** Adam normalises each coordinate's step, so CorrDP's smaller noise
@@ -60,7 +60,7 @@ import pandas as pd
 
 from dpprep import models, optimizers
 from dpprep.corrdp import noise, sgd, utility
-from dpprep.corrdp.data import CorrDPData, load_corrdp
+from dpprep.corrdp.data import CorrDPData, domain_bound, load_corrdp
 from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for
 
@@ -227,37 +227,6 @@ def lipschitz_bound(panel: Panel, x: np.ndarray, y: np.ndarray) -> float:
     return utility.gradient_bound(panel.model, x, y, theta_hat)
 
 
-#: Datasets whose encoding bounds every row a priori (``dpprep.data``: each raw feature is a one-hot
-#: block, norm 1, or a MinMax column in [0, 1]; plus the intercept 1).
-ONE_HOT_MINMAX = ("adult",)
-#: Why the others have no such bound.
-NO_DOMAIN_BOUND = {
-    "synthetic": "Gaussian features: unbounded",
-    "sepsis": "no GLM panel",
-    "credit": "StandardScaler is fitted to the data and bounds no record a priori",
-    "medical": "StandardScaler is fitted to the data and bounds no record a priori",
-}
-
-
-def domain_bound(panel: Panel, data: CorrDPData) -> tuple[float | None, str]:
-    """``(L, why)``: a bound on ``‖x‖`` over the encoded *domain* (any record a neighbour could hold,
-    not only the rows at hand), or ``(None, why not)``. Only such a bound makes the Standard run's
-    diagnostic ε a DP guarantee; ``max‖x‖`` of the data bounds the rows present, not a replacement."""
-    if panel.dataset not in ONE_HOT_MINMAX:
-        return None, NO_DOMAIN_BOUND[panel.dataset]
-    x = np.asarray(data.x, np.float64)
-    groups = {**data.sensitive_groups, **data.insensitive_groups}
-    covered = sorted(i for cols in groups.values() for i in cols)
-    if covered != sorted(i for i in range(x.shape[1]) if i != data.intercept):
-        raise ValueError(f"{data.name}: the raw-feature groups do not partition the non-intercept columns")
-    for name, cols in groups.items():  # the encoding's promise, checked on the rows at hand
-        if np.max(np.sum(x[:, list(cols)] ** 2, axis=1)) > 1.0 + 1e-9:
-            raise ValueError(f"{data.name}: feature {name!r} encodes to a block of norm > 1")
-    k = len(groups) + (data.intercept is not None)
-    return math.sqrt(k), (f"√{k}: {len(groups)} raw features, each a one-hot block or a MinMax column in [0, 1] "
-                          f"(norm ≤ 1){', + the intercept' if data.intercept is not None else ''}")
-
-
 def engine_config(panel: Panel, model: models.Model, steps: int) -> sgd.CorrDPSGD:
     optimizer = optimizers.optimizer("adam") if panel.optimizer == "adam" else None
     return sgd.CorrDPSGD(model, steps, panel.learning_rate, panel.delta, sampling=panel.sampling,
@@ -309,7 +278,7 @@ def run_unit(panel: Panel, data: CorrDPData, c: float, c_mode: str, seeds: int, 
     seconds = time.perf_counter() - start
     lipschitz = lipschitz_bound(panel, x, y)
     c_theory = noise.theory_constant(lipschitz, panel.steps, x.shape[0])
-    domain_lipschitz, domain_basis = domain_bound(panel, data)
+    domain_lipschitz, domain_basis = domain_bound(data)
     rows: list[dict] = []
 
     def add(method, eps, seed, metric, value):
@@ -750,7 +719,7 @@ def dp_diagnostic(records: list[dict], epsilons: Sequence[float]) -> pd.DataFram
     """Optional diagnostic (spec §5.1): the (ε, δ)-DP that dp-accounting certifies for the Standard
     run of the LR panels (full-batch Gaussian steps, replace-one: sensitivity 2L/n of the mean,
     PLD), where ``‖∇ℓ‖ ≤ ‖x‖ ≤ L``. ``dp_epsilon`` uses a bound ``L`` over the encoded domain
-    (:func:`domain_bound`; Adult's √10) and is a guarantee; where no domain bound exists (Credit under
+    (:func:`dpprep.corrdp.data.domain_bound`; Adult's √10) and is a guarantee; where no domain bound exists (Credit under
     StandardScaler) it is NaN. ``epsilon_at_data_max`` uses the data's ``max‖x‖`` instead: a DP
     statement only for neighbours whose replacement row is no longer than that, i.e. none in general.
     The other panels have no per-example bound at all (least squares; networks clip only the batch

@@ -10,11 +10,11 @@ geometric with mean ``mean_candidates`` (:class:`~dpprep.selection.Repetitions`)
 (:func:`~dpprep.selection.candidate_key`) draws a C of the grid uniformly (its ``"grid_point"``
 stream), trains full-batch CorrDP-SGD / Standard on the training part with fresh noise and
 releases a noisy count of correct validation predictions (Gaussian, std ``score_noise``, its
-``"score"`` stream); the best noisy score wins. :func:`dpprep.selection.select` calibrates one
-noise multiplier for the whole search, but here every grid point *is* a noise level (C sets σ), so
-the loop is written here (:func:`select_many`): every candidate of every selection of one seed is
-vmapped through the engine (:func:`dpprep.sweeps.sweep_points`, each candidate a "seed" with its
-own key and point) in calls of :data:`CHUNK` candidates, the last padded: one compilation per panel.
+``"score"`` stream); the best noisy score wins. Every grid point *is* a noise level (C sets σ),
+so the searches run through :func:`dpprep.selection.search_many` (a grid may set the noise per
+point) and are charged by :meth:`dpprep.selection.PrivateSelection.end_to_end_of_grid`: every
+candidate of every selection of one seed is vmapped through the engine, :data:`CHUNK` candidates
+per compiled call, the last padded: one compilation per panel.
 
 **What is certified.** The paper's ε is not a DP guarantee; the honest figure is the standard
 (ε, δ)-DP, replace-one, that dp-accounting certifies for these full-batch Gaussian steps when every
@@ -28,10 +28,10 @@ for Standard). Semi (no noise on U) and Partial (non-private on U) release some 
 without noise: no finite standard-DP ε, so they are not selected here (a row says so).
 
 * **Adult** (panel b): every raw feature encodes to a one-hot block or a MinMax column in [0, 1]
-  (norm ≤ 1) plus the intercept, over the whole *domain* (``wang2026_fig1.domain_bound``), so
-  ``L_f² ≤ Σ_blocks max_{i∈block} 1/f_i`` (Standard: √10; CorrDP with race 0.23, gender 0.90,
+  (norm ≤ 1) plus the intercept, over the whole *domain* (:func:`dpprep.corrdp.data.domain_bound`), so
+  ``L_f² ≤ Σ_blocks max_{i∈block} 1/f_i`` (:func:`dpprep.corrdp.noise.whitened_gradient_bound`) (Standard: √10; CorrDP with race 0.23, gender 0.90,
   workclass 1.0, fnlwgt 0.22: √17.0 = 4.12). The paper's mechanism, unchanged, has a guarantee.
-* **Credit** (panel d): StandardScaler bounds no record a priori (``NO_DOMAIN_BOUND``); a record
+* **Credit** (panel d): StandardScaler bounds no record a priori (``dpprep.corrdp.data.NO_DOMAIN_BOUND``); a record
   with a huge ``‖x‖`` moves the unclipped mean arbitrarily, so the paper's mechanism has **no**
   guarantee and no end-to-end ε may be claimed for it. Decision: run Credit with **per-example
   gradient clipping at L = √m** (m = 34 columns with the intercept: the root-mean-square row norm
@@ -105,19 +105,16 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpprep import streams, sweeps
 from dpprep.corrdp import noise, sgd, utility
-from dpprep.corrdp.data import CorrDPData
+from dpprep.corrdp.data import CorrDPData, domain_bound
 from dpprep.plan import ExecutionPlan
 from dpprep.selection import (
-    GRID_POINT,
-    NUM_CANDIDATES,
-    SCORE,
     EndToEnd,
     Part,
     PrivateSelection,
     Repetitions,
-    candidate_key,
+    Search,
+    search_many,
     split,
     training_only,
 )
@@ -129,7 +126,6 @@ from experiments.wang2026_fig1 import (
     Panel,
     _features,
     build_model,
-    domain_bound,
     method_param_factors,
     panel_data,
 )
@@ -202,26 +198,6 @@ def credit_clip_norm(data: CorrDPData) -> float:
     return math.sqrt(data.m)
 
 
-def sensitivity_bound(panel: Panel, data: CorrDPData, factors: np.ndarray, clip_norm: float | None) -> tuple[float, str]:
-    """``(L_f, why)``: a bound on ``‖D^{-1/2}∇ℓ‖`` over every record of the domain (``D = diag(f)``).
-    Clipped at ``L``: ``L/√min f``. Unclipped: needs :func:`domain_bound` (blocks of norm ≤ 1):
-    ``√Σ_blocks max 1/f``; ValueError where the panel has none (its mechanism has no guarantee)."""
-    factors = np.asarray(factors, np.float64).ravel()
-    if np.any(factors <= 0):
-        raise ValueError("a zero noise factor releases a coordinate without noise: no standard-DP guarantee")
-    if clip_norm is not None:
-        return clip_norm / math.sqrt(factors.min()), (f"per-example clip L = {clip_norm:.4g}" +
-                                                      (f", / √min f = √{factors.min():g}" if factors.min() < 1 else ""))
-    bound, why = domain_bound(panel, data)
-    if bound is None:
-        raise ValueError(f"panel {panel.key!r} has no a-priori gradient bound ({why}); clip it")
-    blocks = [*data.sensitive_groups.values(), *data.insensitive_groups.values()]
-    total = sum(float(np.max(1.0 / factors[list(cols)])) for cols in blocks)
-    if data.intercept is not None:
-        total += 1.0 / float(factors[data.intercept])
-    return math.sqrt(total), f"domain: {why}; whitened by the factors: √{total:.4g}"
-
-
 def c_grid(x: np.ndarray, lipschitz: float, steps: int, values: Sequence[float | None]) -> tuple[float, ...]:
     """The C grid, ascending (None = C_theory = L²T/n² with ``L`` the mechanism's bound)."""
     if not values:
@@ -240,14 +216,14 @@ def make_setup(panel_key: str, profile: Profile, data_dir=None) -> Setup:
     steps = max(1, round(panel.steps * profile.step_fraction))
     model = build_model(panel, x.shape[1], x.shape[0])
     params0 = model.init(jax.random.key(0))
-    has_bound = domain_bound(panel, data)[0] is not None
+    has_bound = domain_bound(data)[0] is not None
     clip = None if has_bound else credit_clip_norm(data)
     cfg = sgd.CorrDPSGD(model, steps, panel.learning_rate, panel.delta,
                         clip_mode=None if clip is None else "per_example", clip_norm=math.inf if clip is None else clip)
     factors, bound, basis = {}, {}, {}
     for method in METHODS:
         factors[method] = method_param_factors(panel, data, params0, method)
-        bound[method], basis[method] = sensitivity_bound(panel, data, np.asarray(factors[method]["w"]), clip)
+        bound[method], basis[method] = noise.whitened_gradient_bound(data, np.asarray(factors[method]["w"]), clip)
     grid = c_grid(x, bound["standard"], steps, profile.c_values.get(panel_key, ()))
     return Setup(panel, x, y, cfg, params0, factors, bound, basis, clip, grid, steps)
 
@@ -287,18 +263,20 @@ def selection_of(setup: Setup, profile: Profile) -> PrivateSelection:
 
 
 def paid_account(setup: Setup, profile: Profile, method: str, epsilon: float) -> EndToEnd:
-    """The selection's end-to-end account at nominal ``epsilon``: each candidate's event at the grid's
-    least noisy C (the smallest), composed with its noisy count, repeated and selected (RDP)."""
+    """The selection's end-to-end account at nominal ``epsilon``: every C of the grid is its own
+    noise level, so each candidate is charged at the least noisy one (the smallest C;
+    :meth:`dpprep.selection.PrivateSelection.end_to_end_of_grid`), composed with its noisy count,
+    repeated and selected (RDP)."""
     selection = selection_of(setup, profile)
     n_train = selection.check_size(setup.x.shape[0])
-    z = multiplier(setup, method, epsilon, setup.grid[0], n_train)
-    account = selection.end_to_end(run_plan(setup, n_train), z, setup.delta)
+    levels = [multiplier(setup, method, epsilon, c, n_train) for c in setup.grid]
+    account = selection.end_to_end_of_grid(run_plan(setup, n_train), levels, setup.delta)
     pre, stats, sel, train = account.parts
     return dataclasses.replace(account, parts=(
         Part(pre.name, None, False, PREPROCESSING_NOTE), stats,
         Part(sel.name, sel.epsilon, True, f"C drawn uniformly from {list(setup.grid)}; " + sel.note),
-        Part(train.name, train.epsilon, True, f"one candidate at the least noisy C = {setup.grid[0]:.3g} (z = {z:.4g}, "
-             f"L_f = {setup.bound[method]:.4g}: {setup.basis[method]}), charged within the selection")))
+        Part(train.name, train.epsilon, True, f"{train.note}; the least noisy C = {setup.grid[0]:.3g}, "
+             f"L_f = {setup.bound[method]:.4g}: {setup.basis[method]}")))
 
 
 def training_account(setup: Setup, method: str, epsilon: float, c: float) -> EndToEnd:
@@ -329,62 +307,31 @@ def selection_key(seed_key, method: str, epsilon: float):
     return jax.random.fold_in(jax.random.fold_in(seed_key, METHODS.index(method)), int(round(epsilon * 1000)))
 
 
-def draw(request: Request, repetitions: Repetitions, grid_size: int) -> tuple[list, np.ndarray, np.ndarray]:
-    """``K`` candidates of a selection: their keys, grid indices (uniform) and standard normal score
-    noise, from the streams :func:`dpprep.selection.select` uses."""
-    num = int(repetitions.sample(streams.stream(request.key, NUM_CANDIDATES)))
-    keys = [candidate_key(request.key, i) for i in range(num)]
-    index = np.array([int(jax.random.randint(streams.stream(k, GRID_POINT), (), 0, grid_size)) for k in keys], np.int64)
-    normal = np.array([float(jax.random.normal(streams.stream(k, SCORE))) for k in keys], np.float64)
-    return keys, index, normal
-
-
 #: Candidates per compiled call: every call has this shape (the last padded with copies), so a run
 #: compiles once per panel however many candidates the draws give.
 CHUNK = 8
 
 
-def train_candidates(setup: Setup, train: tuple[np.ndarray, np.ndarray], keys: Sequence, points: Sequence[sgd.Point],
-                     chunk: int = CHUNK) -> np.ndarray:
-    """Each candidate (its own key and point) trained on ``train``, vmapped ``chunk`` at a time (the
-    last chunk padded with copies of the last candidate). Returns the weights ``(len(keys), d)``."""
-    num = len(keys)
-    out = []
-    for start in range(0, num, chunk):
-        take = [min(i, num - 1) for i in range(start, start + chunk)]
-        values = sgd.point_values(setup.cfg, setup.params0, int(train[0].shape[0]), [points[i] for i in take])
-        values = {name: jax.tree_util.tree_map(lambda v: np.asarray(v)[:, None], value) for name, value in values.items()}
-        result = sweeps.sweep_points(setup.cfg.train_config(), setup.params0, train, jnp.stack([keys[i] for i in take]),
-                                     values, per_seed=tuple(values), chunk_size=1)
-        out.append(np.asarray(result.params["w"], np.float64)[:min(chunk, num - start), 0, :, 0])
-    return np.concatenate(out)
-
-
 def select_many(setup: Setup, train: tuple[np.ndarray, np.ndarray], validation: tuple[np.ndarray, np.ndarray],
-                requests: Sequence[Request], repetitions: Repetitions, score_noise: float) -> list[dict]:
-    """Every request's private random search over ``setup.grid``, all candidates through :func:`train_candidates`.
-    Returns per request: the chosen C and weights (the private output), and diagnostics (K, the
-    drawn indices, noisy scores; not private)."""
-    draws = [draw(r, repetitions, len(setup.grid)) for r in requests]
-    keys, points, owner = [], [], []
-    for i, (r, (ks, index, _)) in enumerate(zip(requests, draws)):
-        for k, j in zip(ks, index):
-            keys.append(k)
-            points.append(sgd.Point(r.method, r.epsilon, setup.grid[j], setup.factors[r.method]))
-            owner.append(i)
-    w = train_candidates(setup, train, keys, points) if keys else np.zeros((0, setup.x.shape[1]))
-    xv, yv = validation
-    counts = np.sum((np.asarray(xv, np.float64) @ w.T > 0) == (np.asarray(yv)[:, None] > 0.5), axis=0)
-    out, start = [], 0
-    for r, (ks, index, normal) in zip(requests, draws):
-        num = len(ks)
-        noisy = (counts[start:start + num] + score_noise * normal) / len(yv)
-        best = int(np.argmax(noisy)) if num else -1
-        out.append({"method": r.method, "epsilon": r.epsilon, "num_candidates": num, "grid_indices": index.tolist(),
-                    "noisy_scores": noisy.tolist(), "validation_accuracy": (counts[start:start + num] / len(yv)).tolist(),
-                    "best": best, "C": setup.grid[index[best]] if num else math.nan,
-                    "w": w[start + best].tolist() if num else None})
-        start += num
+                requests: Sequence[Request], selection: PrivateSelection, chunk: int = CHUNK) -> list[dict]:
+    """Every request's private random search over ``setup.grid`` (each C its own noise level), all
+    candidates packed through :func:`dpprep.selection.search_many`. Returns per request: the chosen
+    C and weights (the private output), and diagnostics (K, the drawn indices, noisy scores; not private)."""
+    n_train = int(train[0].shape[0])
+    searches = [Search(r.key, sgd.point_values(setup.cfg, setup.params0, n_train,
+                                               [sgd.Point(r.method, r.epsilon, c, setup.factors[r.method]) for c in setup.grid]))
+                for r in requests]
+    found = search_many(setup.cfg.train_config(), setup.params0, train, validation, searches, selection=selection,
+                        chunk_size=chunk)
+    out = []
+    for r, res in zip(requests, found):
+        d = res.diagnostics
+        num = d["num_candidates"]
+        out.append({"method": r.method, "epsilon": r.epsilon, "num_candidates": num, "grid_indices": d["grid_indices"].tolist(),
+                    "noisy_scores": d["noisy_scores"].tolist() if num else [],
+                    "validation_accuracy": d["accuracies"].tolist() if num else [],
+                    "best": d["best"] if num else -1, "C": setup.grid[res.index] if res.index is not None else math.nan,
+                    "w": np.asarray(res.params["w"], np.float64)[:, 0].tolist() if res.params is not None else None})
     return out
 
 
@@ -395,7 +342,7 @@ def selection_unit(setup: Setup, profile: Profile, seed: int) -> dict:
     train, validation = split((setup.x, setup.y), selection.validation_size, seed_key)
     requests = [Request(m, e, selection_key(seed_key, m, e)) for m in METHODS for e in profile.epsilons]
     results = select_many(setup, (np.asarray(train[0]), np.asarray(train[1])), (np.asarray(validation[0]), np.asarray(validation[1])),
-                          requests, selection.repetitions, selection.score_noise)
+                          requests, selection)
     for res in results:
         w = res.pop("w")
         res["accuracy"] = math.nan if w is None else float(utility.accuracy_pp(setup.x, setup.y, np.asarray(w)))

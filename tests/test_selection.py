@@ -403,3 +403,76 @@ def test_training_only_charges_a_declared_preprocessing():
         selection.training_only(plan, z, DELTA, preprocessing=Sensitivity(1.0, 0.1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="replace-one"):
         selection.training_only(ExecutionPlan.create("full", 2000, steps=200), z, DELTA, preprocessing=accountant)
+
+
+# ------------------------------------------------------------------------------------------------
+# Several searches at once; grids whose points set the noise
+
+
+def test_one_search_is_select_bitwise():
+    """search_many with one Search on select's split is select: same candidates, scores and model."""
+    sel = _selection(6.0, 1.0, 5.0, validation_size=100)
+    key = jax.random.key(1)
+    chosen = selection.select(CONFIG, PARAMS0, (X, Y), key, GRID, selection=sel, noise_multiplier=1.5, delta=DELTA,
+                              chunk_size=4)
+    train_part, validation = selection.split((X, Y), 100, key)
+    config = dataclasses.replace(CONFIG, hyper=Hyper(learning_rate=1.0, clip_norm=1.0, noise_multiplier=1.5))
+    (found,) = selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
+                                     chunk_size=4)
+    assert found.diagnostics["num_candidates"] == chosen.diagnostics["num_candidates"] > 4
+    np.testing.assert_array_equal(found.diagnostics["noisy_scores"], chosen.diagnostics["noisy_scores"])
+    assert found.score == chosen.score and GRID["learning_rate"][found.index] == chosen.point["learning_rate"]
+    for a, b in zip(jax.tree_util.tree_leaves(found.params), jax.tree_util.tree_leaves(chosen.params)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
+    """Three searches packed two candidates per call give what each gives alone; a grid may set the
+    noise per point, and the chosen model is the plain run at its drawn multiplier."""
+    sel = _selection(3.0, 1.0, 2.0, validation_size=100)
+    train_part, validation = selection.split((X, Y), 100, jax.random.key(5))
+    grid = {"noise_multiplier": [0.5, 4.0, 20.0], "learning_rate": [1.0, 1.0, 0.5]}
+    searches = [selection.Search(jax.random.key(20 + i), grid) for i in range(3)]
+    packed = selection.search_many(CONFIG, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2)
+    assert sum(r.diagnostics["num_candidates"] for r in packed) > 3
+    for search, got in zip(searches, packed):
+        (alone,) = selection.search_many(CONFIG, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8)
+        np.testing.assert_array_equal(got.diagnostics["noisy_scores"], alone.diagnostics["noisy_scores"])
+        assert got.index == alone.index
+        best = got.diagnostics["best"]
+        hyper = Hyper(learning_rate=grid["learning_rate"][got.index], clip_norm=1.0,
+                      noise_multiplier=grid["noise_multiplier"][got.index])
+        params, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, train_part, selection.candidate_key(search.key, best))
+        for a, b in zip(jax.tree_util.tree_leaves(got.params), jax.tree_util.tree_leaves(params)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+
+
+def test_a_grid_of_noise_levels_is_charged_at_the_least_noisy():
+    sel = _selection(4.0, 1.0, 20.0, validation_size=100)
+    plan = sel.plan(CONFIG, 300)
+    account = sel.end_to_end_of_grid(plan, [3.0, 1.2, 8.0], DELTA)
+    assert account.epsilon == sel.epsilon(plan, 1.2, DELTA)
+    assert account.epsilon > sel.end_to_end_of_grid(plan, [3.0, 8.0], DELTA).epsilon
+    assert "least noisy, z = 1.2" in account.part("training").note
+    for bad in ([], [1.0, 0.0], [1.0, math.nan]):
+        with pytest.raises(ValueError, match="noise_multipliers"):
+            sel.end_to_end_of_grid(plan, bad, DELTA)
+
+
+def test_bad_searches_are_refused(no_training):
+    sel = _selection(3.0, 1.0, 2.0, validation_size=100)
+    train_part, validation = selection.split((X, Y), 100, jax.random.key(0))
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="searches"):
+        selection.search_many(CONFIG, PARAMS0, train_part, validation, [], selection=sel)
+    with pytest.raises(ValueError, match="same fields"):
+        selection.search_many(CONFIG, PARAMS0, train_part, validation,
+                              [selection.Search(key, GRID), selection.Search(key, {"clip_norm": [1.0]})], selection=sel)
+    with pytest.raises(ValueError, match="validation_size"):
+        selection.search_many(CONFIG, PARAMS0, train_part, (X[:50], Y[:50]), [selection.Search(key, GRID)], selection=sel)
+    with pytest.raises(ValueError, match="chunk_size"):
+        selection.search_many(CONFIG, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
+                              chunk_size=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        selection.search_many(CONFIG, PARAMS0, train_part, validation, [selection.Search(key, {"learning_rate": [-1.0]})],
+                              selection=sel)

@@ -34,6 +34,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -136,6 +137,48 @@ class CorrDPData:
                 raise ValueError(f"factors[{group!r}] must lie in [0, 1] (a TV factor), got {value!r}")
             out[list(columns)] = value
         return out
+
+
+#: Datasets whose encoding bounds every row a priori: each raw feature is a one-hot block (norm 1)
+#: or a MinMax column in [0, 1], plus the intercept 1.
+ONE_HOT_MINMAX = ("adult",)
+#: Why the others have no such bound.
+NO_DOMAIN_BOUND = {
+    "synthetic": "Gaussian features: unbounded",
+    "sepsis": "no GLM panel",
+    "credit": "StandardScaler is fitted to the data and bounds no record a priori",
+    "medical": "StandardScaler is fitted to the data and bounds no record a priori",
+}
+
+
+def domain_bound(data: CorrDPData) -> tuple[float | None, str]:
+    """``(L, why)``: a bound on ``‖x‖`` over the encoded *domain* (any record a neighbour could
+    hold, not only the rows at hand), or ``(None, why not)``. Only such a bound makes an ε that
+    dp-accounting gives for these runs a DP guarantee; the data's ``max‖x‖`` bounds the rows
+    present, not a replacement row. One-hot / MinMax encodings (Adult) give ``√k`` for ``k`` raw
+    features (+ the intercept); the encoding's promise is checked on the rows at hand.
+
+    >>> import numpy as np
+    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]), "classification",
+    ...                  ("a=x", "a=y", "b", "intercept"), (0, 1), (2,), {"b": (2,)}, 3, {"b": 0.5}, "toy",
+    ...                  sensitive_groups={"a": (0, 1)})
+    >>> bound, why = domain_bound(toy)
+    >>> round(bound, 4), why.split(":")[0]
+    (1.7321, '√3')
+    """
+    if data.name not in ONE_HOT_MINMAX:
+        return None, NO_DOMAIN_BOUND.get(data.name, f"no a-priori bound is known for the encoding of {data.name!r}")
+    x = np.asarray(data.x, np.float64)
+    groups = {**data.sensitive_groups, **data.insensitive_groups}
+    covered = sorted(i for cols in groups.values() for i in cols)
+    if covered != sorted(i for i in range(x.shape[1]) if i != data.intercept):
+        raise ValueError(f"{data.name}: the raw-feature groups do not partition the non-intercept columns")
+    for name, cols in groups.items():  # the encoding's promise, checked on the rows at hand
+        if np.max(np.sum(x[:, list(cols)] ** 2, axis=1)) > 1.0 + 1e-9:
+            raise ValueError(f"{data.name}: feature {name!r} encodes to a block of norm > 1")
+    k = len(groups) + (data.intercept is not None)
+    return math.sqrt(k), (f"√{k}: {len(groups)} raw features, each a one-hot block or a MinMax column in [0, 1] "
+                          f"(norm ≤ 1){', + the intercept' if data.intercept is not None else ''}")
 
 
 def _check_choice(name: str, variant: str) -> None:

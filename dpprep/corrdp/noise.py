@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import jax
 import numpy as np
 
+from dpprep.corrdp.data import CorrDPData, domain_bound
 from dpprep.models import Params
 from dpprep.validation import check_delta, check_epsilon, check_finite_array, check_positive, check_positive_int
 
@@ -249,3 +250,45 @@ def noise_trace(factors: Params, params: Params) -> float:
     """``Σ`` over every parameter coordinate of its variance factor (``Σσ_i² / σ²``)."""
     return float(sum(np.sum(np.broadcast_to(np.asarray(f, np.float64), np.shape(p)))
                      for f, p in zip(jax.tree_util.tree_leaves(factors), jax.tree_util.tree_leaves(params))))
+
+
+def whitened_gradient_bound(data: CorrDPData, factors: Any, clip_norm: float | None = None) -> tuple[float, str]:
+    """``(L_f, why)``: a bound on ``‖D^{-1/2}∇ℓ‖`` over every record of the domain, ``D = diag(f)``
+    the per-column variance ``factors`` of a GLM's weights (:meth:`CorrDPData.column_factors`).
+
+    Noise ``N(0, σ² D)`` on the mean gradient releases what ``D^{-1/2}·mean + N(0, σ² I)`` does,
+    whose replace-one sensitivity is ``2·L_f/n``: the run is then a Gaussian mechanism with
+    multiplier ``σ·n/L_f`` that dp-accounting can certify (standard DP; the paper's ε is nominal).
+    With per-example clipping at ``clip_norm`` = L: ``L_f = L/√min f`` (the Euclidean clip bounds
+    the whitened norm only through the smallest factor). Unclipped: a loss with ``|∂ℓ/∂(θᵀx)| ≤ 1``
+    (logistic) on a data set with a :func:`dpprep.corrdp.data.domain_bound` (blocks of norm ≤ 1)
+    gives ``L_f² = Σ_blocks max_{i∈block} 1/f_i`` (+ ``1/f`` of the intercept). ValueError where a
+    factor is 0 (a coordinate released without noise: no finite ε) or nothing bounds the gradient.
+
+    >>> import numpy as np
+    >>> from dpprep.corrdp.data import CorrDPData
+    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]), "classification",
+    ...                  ("a=x", "a=y", "b", "intercept"), (0, 1), (2,), {"b": (2,)}, 3, {"b": 0.25}, "toy",
+    ...                  sensitive_groups={"a": (0, 1)})
+    >>> round(whitened_gradient_bound(toy, toy.column_factors({"b": 0.25}))[0], 4)  # √(1 + 4 + 1)
+    2.4495
+    >>> round(whitened_gradient_bound(toy, toy.column_factors({"b": 0.25}), clip_norm=1.0)[0], 4)  # 1/√0.25
+    2.0
+    """
+    f = np.asarray(factors, np.float64).ravel()
+    if f.shape[0] != data.m:
+        raise ValueError(f"factors has {f.shape[0]} entries, the data {data.m} columns")
+    if not np.all(np.isfinite(f)) or np.any(f <= 0):
+        raise ValueError("a zero (or non-finite) noise factor releases a coordinate without noise: no standard-DP guarantee")
+    if clip_norm is not None:
+        clip = check_positive(clip_norm, "clip_norm")
+        return clip / math.sqrt(f.min()), (f"per-example clip L = {clip:.4g}" +
+                                           (f", / √min f = √{f.min():g}" if f.min() < 1 else ""))
+    bound, why = domain_bound(data)
+    if bound is None:
+        raise ValueError(f"data set {data.name!r} has no a-priori gradient bound ({why}); clip per example (clip_norm)")
+    blocks = [*data.sensitive_groups.values(), *data.insensitive_groups.values()]
+    total = sum(float(np.max(1.0 / f[list(cols)])) for cols in blocks)
+    if data.intercept is not None:
+        total += 1.0 / float(f[data.intercept])
+    return math.sqrt(total), f"domain: {why}; whitened by the factors: √{total:.4g}"

@@ -58,11 +58,12 @@ def test_adult_domain_bound_and_its_epsilon(data_dir):
     import math
 
     from dpprep.corrdp import noise, sgd
-    from experiments.wang2026_fig1 import PANELS, domain_bound, panel_data
+    from dpprep.corrdp.data import domain_bound
+    from experiments.wang2026_fig1 import PANELS, panel_data
 
     panel = PANELS["b"]
     data = panel_data(panel, data_dir)
-    bound, why = domain_bound(panel, data)
+    bound, why = domain_bound(data)
     assert bound == pytest.approx(math.sqrt(10)) and why.startswith("√10")
     data_max = float(np.linalg.norm(np.asarray(data.x, np.float64), axis=1).max())
     assert data_max <= bound
@@ -71,7 +72,7 @@ def test_adult_domain_bound_and_its_epsilon(data_dir):
            for L in (bound, data_max)}
     assert round(eps[bound], 3) == 0.164 and round(eps[data_max], 3) == 0.153
     credit = PANELS["d"]
-    assert domain_bound(credit, panel_data(credit, data_dir))[0] is None
+    assert domain_bound(panel_data(credit, data_dir))[0] is None
 
 
 @pytest.mark.data

@@ -13,8 +13,8 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
 from dpprep import sweeps
-from dpprep.corrdp import sgd
-from dpprep.selection import Repetitions, candidate_key, split
+from dpprep.corrdp import noise, sgd
+from dpprep.selection import PrivateSelection, Repetitions, candidate_key, split
 from experiments import REGISTRY, RunContext, run_experiment
 from experiments import wang2026_selection as ws
 
@@ -118,9 +118,9 @@ def test_sensitivity_bounds(smoke_setups):
     assert credit.bound["corrdp"] == pytest.approx(math.sqrt(34) / math.sqrt(0.103))
     data = ws.panel_data(credit.panel)
     with pytest.raises(ValueError, match="no a-priori gradient bound"):
-        ws.sensitivity_bound(credit.panel, data, np.ones(data.m), None)
+        noise.whitened_gradient_bound(data, np.ones(data.m))
     with pytest.raises(ValueError, match="without noise"):
-        ws.sensitivity_bound(adult.panel, ws.panel_data(adult.panel), np.zeros(32), None)
+        noise.whitened_gradient_bound(ws.panel_data(adult.panel), np.zeros(32))
 
 
 def test_one_candidate_is_a_plain_run(smoke_setups):
@@ -134,20 +134,22 @@ def test_one_candidate_is_a_plain_run(smoke_setups):
     train = (np.asarray(train[0]), np.asarray(train[1]))
     validation = (np.asarray(validation[0]), np.asarray(validation[1]))
     requests = [ws.Request(m, e, ws.selection_key(key, m, e)) for m in ws.METHODS for e in (0.3, 2.0)]
-    out = ws.select_many(setup, train, validation, requests, Repetitions(1.0), score_noise=5.0)
+    one = PrivateSelection(Repetitions(1.0), 5.0, 2000)
+    out = ws.select_many(setup, train, validation, requests, one)
     for r, res in zip(requests, out):
         assert res["num_candidates"] == 1 and res["best"] == 0
         point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
         plain = sgd.sweep(setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, 0)]), [point])
         np.testing.assert_allclose(res["w"], np.asarray(plain.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7)
-    # Three candidates in two calls of two (the last padded), each equal to its own run.
-    keys = [candidate_key(requests[0].key, i) for i in range(3)]
-    points = [sgd.Point("corrdp", 0.5, c, setup.factors["corrdp"]) for c in (setup.grid[0], setup.grid[-1], setup.grid[0])]
-    w = ws.train_candidates(setup, train, keys, points, chunk=2)
-    for k, p, wi in zip(keys, points, w):
-        alone = sgd.sweep(setup.cfg, setup.params0, train, jax.numpy.stack([k]), [p])
-        np.testing.assert_allclose(wi, np.asarray(alone.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7)
-    assert not np.allclose(w[0], w[2])  # same point, other key: fresh noise
+    # Bigger draws packed two candidates per call (the last call padded): each chosen model is its own run.
+    many = PrivateSelection(Repetitions(3.0), 5.0, 2000)
+    packed = ws.select_many(setup, train, validation, requests[:3], many, chunk=2)
+    assert sum(res["num_candidates"] for res in packed) > 3
+    for r, res in zip(requests[:3], packed):
+        point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
+        alone = sgd.sweep(setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, res["best"])]), [point])
+        np.testing.assert_allclose(res["w"], np.asarray(alone.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7)
+        assert setup.grid[res["grid_indices"][res["best"]]] == res["C"]
 
 
 def _refuse_training(monkeypatch):
