@@ -234,7 +234,10 @@ def test_validate_smoke_sun2024_table1_and_hu2024_fig3(data_dir):
 def test_validate_says_why_not(monkeypatch):
     assert planning.should_validate("hu2024_table1", "paper") == (True, "")  # cheap: run whole
     go, why = planning.should_validate("sun2024_counterexample", "paper")
-    assert not go and "no cost model" in why
+    assert not go and "projection is a floor" in why  # a serial experiment whose count is a lower bound
+    monkeypatch.setitem(planning.COST_MODELS, "sun2024_counterexample", lambda p: planning.Cost(None, None, None, "x"))
+    go, why = planning.should_validate("sun2024_counterexample", "paper")
+    assert not go and "running it would run it whole" in why  # no FLOP count at all
 
 
 def test_measured_units_sum_the_recorded_computing_times(tmp_path):
