@@ -24,8 +24,8 @@ directory: every grid unit that is a :class:`experiments.results.SweepUnit` (eve
 :func:`experiments.results.run_groups` unit) runs at ``max_steps`` steps, first chunk only, once per
 distinct compiled shape (:attr:`SweepUnit.shape`); nothing is saved. The validation mode is passed
 explicitly: the store holds it and hands it to each unit as arguments (no global state).
-Experiments whose cost model says they are cheap (:attr:`Cost.cheap`) run whole (timed, not saved),
-as do those without a sweep grid projected under :data:`CHEAP_SECONDS` by a count that is not a floor;
+Experiments that :func:`runs_whole` calls short (cheap, or projected under :data:`CHEAP_SECONDS` by
+a count that is not a floor) run whole instead when they have no sweep units (timed, not saved);
 the others say "not validated" and why.
 """
 
@@ -489,6 +489,7 @@ def wang2026_selection(profile: str) -> Cost:
     non-private run) and one selection unit per seed: 2·|ε| selections of K candidates each (K
     random, truncated geometric: its mean), trained in vmapped chunks of CHUNK (the last padded) on
     the training part and scored on the validation part. Credit runs with per-example clipping."""
+    from dpprep.corrdp.data import ONE_HOT_MINMAX
     from experiments import wang2026_fig1 as fig1
     from experiments.sun2024_table1 import example_step_flops
     from experiments.wang2026_selection import CHUNK, METHODS, PANEL_KEYS, PROFILES
@@ -499,7 +500,7 @@ def wang2026_selection(profile: str) -> Cost:
         panel = fig1.PANELS[key]
         n, d = _corrdp_dims(panel)
         steps = max(1, round(panel.steps * p.step_fraction))
-        clipped = panel.dataset not in fig1.ONE_HOT_MINMAX  # make_setup clips where the encoding bounds no record
+        clipped = panel.dataset not in ONE_HOT_MINMAX  # make_setup clips where the encoding bounds no record
         grid = len(set(p.c_values[key]))  # None (C_theory) counts as one more point
         selections = len(METHODS) * len(p.epsilons)
         candidates = CHUNK * math.ceil(selections * p.mean_candidates / CHUNK)
@@ -728,9 +729,11 @@ class ValidateStore(UnitStore):
 
 
 def validate_experiment(experiment_id: str, profile: str, data_dir: Path | None = None,
-                        max_steps: int = 2, log: Callable[[str], Any] | None = None) -> dict[str, Any]:
+                        max_steps: int = 2, log: Callable[[str], Any] | None = None,
+                        cpu_rate: float | Callable[[], float] | None = None) -> dict[str, Any]:
     """Runs ``experiment_id`` at ``profile`` with a :class:`ValidateStore` in a throw-away directory
-    (or whole, when its cost model says it is cheap). Returns ``{"validated": bool, "why"/"seconds",
+    (or whole, when :func:`runs_whole` says it is short: cheap, or projected under
+    :data:`CHEAP_SECONDS` at ``cpu_rate`` by a count that is not a floor). Returns ``{"validated": bool, "why"/"seconds",
     "units", "shapes", ...}``; raises what the experiment raises (a broken shape, memory, code path)."""
     c = cost(experiment_id, profile)
     module = experiments.load(experiment_id)
@@ -745,9 +748,9 @@ def validate_experiment(experiment_id: str, profile: str, data_dir: Path | None 
         try:
             module.run(ctx)
         except NotValidated as why:
-            if not c.cheap:
+            if not runs_whole(c, cpu_rate):
                 return {"experiment": experiment_id, "validated": False, "why": str(why)}
-            # cheap: run it whole with a plain store in the same throw-away directory
+            # short: run it whole with a plain store in the same throw-away directory
             plain = UnitStore(Path(tmp) / ".whole", fresh=True, progress=progress)
             module.run(dataclasses.replace(ctx, store=plain))
         finally:
@@ -755,25 +758,40 @@ def validate_experiment(experiment_id: str, profile: str, data_dir: Path | None 
             logging.getLogger("absl").removeFilter(noise)
     seconds = time.perf_counter() - start
     mode = (f"{store.units} grid units, {len(store.records)} distinct compiled shapes run at {max_steps} steps, "
-            "first chunk each" if store.units else "run whole (no sweep grid; not saved)")
+            "first chunk each" if store.units else "run whole (not saved)")
     return {"experiment": experiment_id, "validated": True, "mode": mode, "units": store.units,
             "shapes": len(store.records), "seconds": seconds,
             "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def should_validate(experiment_id: str, profile: str, cpu_rate: float | None = None) -> tuple[bool, str]:
+def runs_whole(c: Cost, cpu_rate: float | Callable[[], float] | None) -> bool:
+    """Whether ``--validate`` may run a profile of cost ``c`` whole: cheap (seconds whatever its
+    FLOPs), or a count that is not a floor projected under :data:`CHEAP_SECONDS` at ``cpu_rate``
+    (FLOP/s, or a function measuring it, called only when needed)."""
+    if c.cheap:
+        return True
+    if c.flops is None or c.floor or cpu_rate is None:
+        return False
+    rate = cpu_rate() if callable(cpu_rate) else cpu_rate
+    return c.flops / rate <= CHEAP_SECONDS
+
+
+def should_validate(experiment_id: str, profile: str,
+                    cpu_rate: float | Callable[[], float] | None = None) -> tuple[bool, str]:
     """Whether ``--validate`` tries ``experiment_id``: sweep grids are always tried (cut short);
-    an experiment without a sweep grid only when its cost model says it is cheap, or projects it
-    under :data:`CHEAP_SECONDS` with a count that is not a floor."""
+    an experiment without a sweep grid only when :func:`runs_whole`; the reason when not."""
     c = cost(experiment_id, profile)
-    if experiment_id in experiments.UNSHARDED and not c.cheap:
-        if c.flops is None:
-            return False, f"no sweep grid and {c.basis}: running it would run it whole"
-        if c.floor:  # its projection is a lower bound: a small one says nothing about its time
-            return False, f"no sweep grid and its {c.flops:.3g} FLOP projection is a floor (uncounted work dominates): not run whole"
-        if cpu_rate is None or c.flops / cpu_rate > CHEAP_SECONDS:
-            return False, f"no sweep grid and {c.flops:.3g} FLOP (projected over {CHEAP_SECONDS:.0f} s here): not run whole"
-    return True, ""
+    if experiment_id not in experiments.UNSHARDED or runs_whole(c, cpu_rate):
+        return True, ""
+    if c.flops is None:
+        return False, f"no sweep grid and {c.basis}: running it would run it whole"
+    if c.floor:  # its projection is a lower bound: a small one says nothing about its time
+        return False, f"no sweep grid and its {c.flops:.3g} FLOP projection is a floor (uncounted work dominates): not run whole"
+    if cpu_rate is None:
+        return False, f"no sweep grid and {c.flops:.3g} FLOP, and no CPU rate to project it with: not run whole"
+    rate = cpu_rate() if callable(cpu_rate) else cpu_rate
+    return False, (f"no sweep grid and {c.flops:.3g} FLOP (projected {c.flops / rate:.0f} s here, over "
+                   f"{CHEAP_SECONDS:.0f} s): not run whole")
 
 
 def summary_line(report: dict[str, Any]) -> str:
@@ -784,4 +802,4 @@ def summary_line(report: dict[str, Any]) -> str:
 
 
 __all__ = ["Cost", "COST_MODELS", "NotValidated", "ValidateStore", "cost", "glm_flops", "measured_sweep_rate",
-           "plan_report", "plan_rows", "should_validate", "summary_line", "validate_experiment"]
+           "plan_report", "plan_rows", "runs_whole", "should_validate", "summary_line", "validate_experiment"]

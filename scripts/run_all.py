@@ -184,14 +184,22 @@ def _validate(selected: list[str], args: argparse.Namespace) -> int:
     from experiments import planning
 
     failed = []
+    rate: list[float] = []  # measured once, when an experiment without a sweep grid needs a projection
+
+    def cpu_rate() -> float:
+        if not rate:
+            rate.append(planning.measured_sweep_rate()[0])
+        return rate[0]
+
     for experiment_id in selected:
-        go, why = planning.should_validate(experiment_id, args.profile)
+        go, why = planning.should_validate(experiment_id, args.profile, cpu_rate)
         if not go:
             print(f"not validated {experiment_id}: {why}", flush=True)
             continue
         try:
             report = planning.validate_experiment(experiment_id, args.profile, args.data_dir, args.validate_steps,
-                                                  log=lambda line: print(line, file=sys.stderr, flush=True))
+                                                  log=lambda line: print(line, file=sys.stderr, flush=True),
+                                                  cpu_rate=cpu_rate)
         except Exception as err:
             if experiments.disk_full(err):
                 raise

@@ -235,3 +235,31 @@ def test_corrdp_figure_units_equal_their_grids(profile, data_dir):
     pns = fig2.panels()
     items, _ = fig1.panel_items(ctx, pns, fig2.profile_for(profile), "fig2", {pn.key for pn in pns})
     assert planning.cost("wang2026_fig2", profile).units == len(items)
+
+
+def test_validate_measures_the_rate_only_when_a_projection_needs_it():
+    """A callable rate is measured only for an experiment without a sweep grid whose count is no
+    floor; the projection in the refusal is at that rate; without any rate nothing is run whole."""
+    calls = []
+
+    def rate() -> float:
+        calls.append(1)
+        return 1e9
+
+    assert planning.should_validate("sun2024_table1", "paper", rate) == (True, "")  # a sweep grid: no projection
+    assert planning.should_validate("hu2024_table1", "paper", rate) == (True, "")  # cheap: run whole
+    assert not calls
+    go, why = planning.should_validate("sun2024_table2", "paper", rate)
+    flops = planning.cost("sun2024_table2", "paper").flops
+    assert not go and calls and f"projected {flops / 1e9:.0f} s here" in why
+    go, why = planning.should_validate("wang2026_fig2", "paper")
+    assert not go and "no CPU rate" in why
+
+
+def test_a_short_grid_without_sweeps_is_validated_whole():
+    """wang2026_fig2's units are not sweeps, but its count (not a floor) projects well under
+    CHEAP_SECONDS: --validate runs it whole (saving nothing) instead of saying 'not validated'."""
+    report = planning.validate_experiment("wang2026_fig2", "smoke", cpu_rate=1e11)
+    assert report["validated"] and report["mode"].startswith("run whole"), report
+    report = planning.validate_experiment("wang2026_fig2", "smoke", cpu_rate=1.0)  # 1 FLOP/s: far too long
+    assert not report["validated"] and "not sweeps" in report["why"]
