@@ -33,6 +33,10 @@ drawing it). The two parts of the split are treated like the plan treats ``n``: 
 public, and a neighbouring dataset changes one record of one part (the candidate's event charges
 both parts, valid whichever part it fell in; for the count, sensitivity 1 under either relation).
 
+:func:`search_many` runs steps 2–4 for several searches on one split, their candidates packed
+into shared compiled calls; its grids may also set the training noise per point (account such a
+search with :meth:`PrivateSelection.end_to_end_of_grid`).
+
 Candidates run as :func:`dpprep.sweeps.sweep_points` over the drawn points (each candidate is a
 "seed" with its own key and its own point, ``per_seed``), in chunks padded to a power of two (or
 to ``chunk_size``), so a selection compiles once per chunk shape, like a grid.
@@ -65,6 +69,7 @@ from scipy import optimize, stats
 from dpprep import streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import (
+    Hyper,
     TrainConfig,
     check_clip_method,
     check_data,
@@ -619,6 +624,37 @@ def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -
     return values
 
 
+def _check_search_config(config: TrainConfig, selection: PrivateSelection) -> Hyper:
+    """What every private search needs of its config and selection (:func:`select`,
+    :func:`search_many`): a PrivateSelection, ``config.hyper`` (returned), a classifier, one
+    released iterate, and a validation set whose count of correct predictions float32 gives back
+    exactly."""
+    if not isinstance(selection, PrivateSelection):
+        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
+    if config.hyper is None:
+        raise ValueError("config.hyper is required (the fields the grid does not vary)")
+    if config.model.task != "classification":
+        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
+                         f"(got task {config.model.task!r})")
+    if config.iterates == "both":
+        raise ValueError("config.iterates='both' releases two models; a search returns one ('last' or 'average')")
+    if selection.validation_size >= _MAX_COUNT:
+        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
+                         "predictions is recovered exactly from a float32 accuracy only up to there")
+    return config.hyper
+
+
+def _checked_grid(config: TrainConfig, hyper: Hyper, grid: Any, params0: Params, num_features: int, *,
+                  noise_levels: bool = False) -> dict[str, Any]:
+    """:func:`_check_grid`, then every point's hyperparameters (``hyper`` with the point's values)
+    checked against the model and the clipping method."""
+    values = _check_grid(config, grid, noise_levels=noise_levels)
+    check_hyper(with_values(hyper, values), params0, swept=tuple(values), num_features=num_features,
+                extensions=config.extensions)
+    check_clip_method(config, values.get("clip_norm", hyper.clip_norm))
+    return values
+
+
 def select(
     config: TrainConfig,
     params0: Params,
@@ -654,28 +690,14 @@ def select(
     Every argument is checked, and the procedure accounted, before anything is trained
     (ValueError naming the argument).
     """
-    if not isinstance(selection, PrivateSelection):
-        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
+    fixed = _check_search_config(config, selection)
     key = check_key(key)
     x, y = check_data(data, params0, config.model)
-    if config.hyper is None:
-        raise ValueError("config.hyper is required (the fields the grid does not vary)")
-    if config.model.task != "classification":
-        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
-                         f"(got task {config.model.task!r})")
-    if config.iterates == "both":
-        raise ValueError("config.iterates='both' releases two models; a selection returns one ('last' or 'average')")
-    values = _check_grid(config, grid)
+    values = _checked_grid(config, fixed, grid, params0, x.shape[-1])
     names = tuple(values)
-    check_hyper(with_values(config.hyper, values), params0, swept=names, num_features=x.shape[-1],
-                extensions=config.extensions)
-    check_clip_method(config, values.get("clip_norm", config.hyper.clip_norm))
     if chunk_size is not None:
         chunk_size = check_positive_int(chunk_size, "chunk_size")
     plan = selection.plan(config, x.shape[0])
-    if selection.validation_size >= _MAX_COUNT:
-        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
-                         "predictions is recovered exactly from a float32 accuracy only up to there")
     delta = check_delta(delta)
     if (noise_multiplier is None) == (target_epsilon is None):
         raise ValueError("give exactly one of noise_multiplier and target_epsilon")
@@ -683,7 +705,7 @@ def select(
         z = selection.calibrate(plan, target_epsilon, delta)
     else:
         z = check_positive(noise_multiplier, "noise_multiplier")  # type: ignore[arg-type]
-    hyper = dataclasses.replace(config.hyper, noise_multiplier=z)
+    hyper = dataclasses.replace(fixed, noise_multiplier=z)
     check_hyper(with_values(hyper, values), params0, swept=names, num_features=x.shape[-1],
                 extensions=config.extensions)  # now with the noise (e.g. refused without clipping)
     accounting = selection.end_to_end(plan, z, delta)
@@ -813,36 +835,21 @@ def search_many(
 
     Every argument is checked before anything is trained (ValueError naming the argument).
     """
-    if not isinstance(selection, PrivateSelection):
-        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
+    fixed = _check_search_config(config, selection)
     searches = list(searches)
     if not searches or not all(isinstance(s, Search) for s in searches):
         raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
-    if config.hyper is None:
-        raise ValueError("config.hyper is required (the fields the grids do not vary)")
-    if config.model.task != "classification":
-        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
-                         f"(got task {config.model.task!r})")
-    if config.iterates == "both":
-        raise ValueError("config.iterates='both' releases two models; a search returns one ('last' or 'average')")
     x, _ = check_data(train, params0, config.model)
     xv, _ = check_data(validation, params0, config.model)
     if xv.shape[0] != selection.validation_size:
         raise ValueError(f"validation has {xv.shape[0]} rows, selection.validation_size={selection.validation_size}")
-    if selection.validation_size >= _MAX_COUNT:
-        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
-                         "predictions is recovered exactly from a float32 accuracy only up to there")
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     checked: list[tuple[Array, dict[str, Any]]] = []
     for i, search in enumerate(searches):
-        values = _check_grid(config, search.grid, noise_levels=True)
+        values = _checked_grid(config, fixed, search.grid, params0, x.shape[-1], noise_levels=True)
         if i and tuple(values) != tuple(checked[0][1]):
             raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
                              f"searches[0] {list(checked[0][1])}")
-        names = tuple(values)
-        check_hyper(with_values(config.hyper, values), params0, swept=names, num_features=x.shape[-1],
-                    extensions=config.extensions)
-        check_clip_method(config, values.get("clip_norm", config.hyper.clip_norm))
         checked.append((check_key(search.key), values))
     return _run_searches(config, params0, train, validation, checked, selection, chunk_size)
 

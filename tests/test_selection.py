@@ -372,6 +372,37 @@ def test_bad_selections_are_refused(no_training):
                          jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, delta=DELTA)
 
 
+
+def _both_entry_points(config, sel, params0=PARAMS0, data=(X, Y)):
+    """select and search_many on the same config and selection (one shared check refuses both)."""
+    train_part, validation = selection.split(data, 100, jax.random.key(0))
+    yield lambda: selection.select(config, params0, data, jax.random.key(0), GRID, selection=sel,
+                                   noise_multiplier=1.0, delta=DELTA)
+    yield lambda: selection.search_many(config, params0, train_part, validation,
+                                        [selection.Search(jax.random.key(0), GRID)], selection=sel)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"hyper": None}, "config.hyper is required"),
+    ({"iterates": "both"}, "iterates='both'"),
+    ({"selection": "not a selection"}, "must be a PrivateSelection"),
+    ({"selection": PrivateSelection(Repetitions(3.0), 1.0, 2**23)}, "below 2\\^23"),
+])
+def test_select_and_search_many_refuse_the_same_configs(no_training, change, match):
+    sel = change.get("selection", _selection(3.0, 1.0, 2.0))
+    config = dataclasses.replace(CONFIG, **{k: v for k, v in change.items() if k != "selection"})
+    for run in _both_entry_points(config, sel):
+        with pytest.raises(ValueError, match=match):
+            run()
+
+
+def test_select_and_search_many_refuse_a_regression_model(no_training):
+    regression = models.linear_regression(3)
+    config = TrainConfig(regression, Hyper(learning_rate=1.0, clip_norm=1.0), batch_size=50, steps=5)
+    for run in _both_entry_points(config, _selection(3.0, 1.0, 2.0), regression.init(None), (X, Y.astype(np.float32))):
+        with pytest.raises(ValueError, match="classifier"):
+            run()
+
 def test_training_only_charges_a_declared_preprocessing():
     """A pre-processing sensitivity is charged: the total is the smaller of Hu et al.'s Theorem 2
     (plan.epsilon with meta.PreprocessedAccountant) and group privacy (meta.overall_privacy's
