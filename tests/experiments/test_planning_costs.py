@@ -263,3 +263,30 @@ def test_a_short_grid_without_sweeps_is_validated_whole():
     assert report["validated"] and report["mode"].startswith("run whole"), report
     report = planning.validate_experiment("wang2026_fig2", "smoke", cpu_rate=1.0)  # 1 FLOP/s: far too long
     assert not report["validated"] and "not sweeps" in report["why"]
+
+
+def test_hu2024_fig3_smoke_by_hand():
+    # One case (n, d) = (300, 20); ε ∈ {0.5, 8} × 2 seeds × 2 step sizes = 8 runs per method, DP-GD
+    # only, 20 steps over all 300 rows; 4 d-dim methods and 2 one-dim ones (k = 1).
+    n, d, runs, steps = 300, 20, 2 * 2 * 2, 20
+    d_dim = 4 * runs * _glm(d, steps, n, clipped=True)
+    k_dim = 2 * runs * _glm(1, steps, n, clipped=True)
+    optimum = _glm(d, 500, n, clipped=True)
+    releases = 2 * 2 * (4 / 3) * d**3  # d ≤ 200: dense eigh's tridiagonal reduction per (ε, seed)
+    c = planning.cost("hu2024_fig3", "smoke")
+    assert (c.units, c.floor) == (1, True)
+    assert c.flops == pytest.approx(d_dim + k_dim + optimum + 2 * n * d * d + releases, rel=1e-12)
+
+
+def test_hu2024_fig3_release_floor_follows_dp_pca_solver():
+    """The release floor models dpprep.dp_pca's solver: dense up to its threshold, then eigsh's
+    first Lanczos basis (40 products of 2d² at k = 1), far below the 9d³ of a full eigh."""
+    import inspect
+
+    from dpprep import dp_pca
+
+    assert planning.FIG3_DENSE_MAX_D == dp_pca._DENSE_MAX_D
+    assert f"max(2 * k + 1, {planning.FIG3_LANCZOS_VECTORS})" in inspect.getsource(dp_pca._top_k)
+    assert planning._fig3_release_flops(8000, 1) == 40 * 2 * 8000**2
+    assert planning._fig3_release_flops(200, 1) == pytest.approx(4 / 3 * 200**3)
+    assert planning._fig3_release_flops(8000, 1) < 9 * 8000**3 / 500
