@@ -125,16 +125,19 @@ def sun2024_table1(profile: str) -> Cost:
                 f"{staged}; peak = memory_budget {g.memory_budget / GIB:.0f} GiB + data (est.)")
 
 
-# dpprep.dp_pca's top-k solver: dense eigh up to this d, Lanczos (eigsh, this many vectors) above.
-FIG3_DENSE_MAX_D, FIG3_LANCZOS_VECTORS = 200, 40
+# dpprep.dp_pca's top-k solver: dense eigh up to its _DENSE_MAX_D, Lanczos (eigsh) with this many
+# basis vectors (at least) above.
+FIG3_LANCZOS_VECTORS = 40
 
 
 def _fig3_release_flops(d: int, k: int) -> float:
-    """A floor on one Analyze-Gauss DP-PCA release's top-k eigenvectors: for d ≤ 200 the dense
-    eigh's tridiagonal reduction (4/3·d³); above, eigsh's first Lanczos basis (ncv = max(2k + 1, 40)
-    matrix-vector products of 2d² each), not its restarts. (A full 9d³ eigendecomposition is not a
+    """A floor on one Analyze-Gauss DP-PCA release's top-k eigenvectors: for d up to dp_pca's
+    dense threshold (200) the dense eigh's tridiagonal reduction (4/3·d³); above, eigsh's first
+    Lanczos basis (ncv = max(2k + 1, 40) matrix-vector products of 2d² each), not its restarts. (A full 9d³ eigendecomposition is not a
     floor: at d = 8,000 it overstated the measured run.)"""
-    if d <= FIG3_DENSE_MAX_D:
+    from dpprep.dp_pca import _DENSE_MAX_D  # the solver's own threshold, not a copy
+
+    if d <= _DENSE_MAX_D:
         return 4.0 / 3.0 * d**3
     return min(d - 1, max(2 * k + 1, FIG3_LANCZOS_VECTORS)) * 2.0 * d * d
 

@@ -285,7 +285,6 @@ def test_hu2024_fig3_release_floor_follows_dp_pca_solver():
 
     from dpprep import dp_pca
 
-    assert planning.FIG3_DENSE_MAX_D == dp_pca._DENSE_MAX_D
     assert f"max(2 * k + 1, {planning.FIG3_LANCZOS_VECTORS})" in inspect.getsource(dp_pca._top_k)
     assert planning._fig3_release_flops(8000, 1) == 40 * 2 * 8000**2
     assert planning._fig3_release_flops(200, 1) == pytest.approx(4 / 3 * 200**3)
