@@ -41,8 +41,8 @@ the model, their own clipped sum or privatizer, a wrapper around the update. E.g
 :class:`dpprep.features.AffineFeatures` (train on per-point transformed features sharing one
 batch) and :class:`dpprep.optimizers.L2BallProjection` (projected updates); the papers' modules
 add theirs (e.g. :class:`dpprep.corrdp.sgd.CoordinateNoise`).
-Non-private training is the same code with ``noise_multiplier=0`` and ``clip_norm=inf``.
-Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
+Non-private training is the same code under :meth:`dpprep.plan.DPPlan.non_private`, requested
+explicitly (its results say "no DP guarantee"). Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
 ``"noise"``, ``"stop"``), so runs with the same key and sampler share their batches.
 
 **Only the returned parameters are the private output.** ``metrics`` are diagnostics computed
@@ -53,10 +53,15 @@ intermediate iterates (hidden in the amplification-by-iteration and averaged-ite
 ``stopping_time`` is the random stop those analyses average over. None of them may be released as
 part of the DP output.
 
-Static choices (shapes, steps, sampling, optimizer) live in the frozen :class:`TrainConfig`; the
-floats that can be swept live in :class:`Hyper`, a pytree whose leaves are traced, so
-:mod:`dpprep.sweeps` can ``vmap`` over seeds and any set of points (learning rates, noise levels,
-clip norms, noise scales, feature transforms) in one compiled call.
+**The plan owns the guarantee.** Everything a run's privacy rests on — the sampler, ``n``, the
+batch size, the steps, the clip bound ``C``, the noise multiplier ``z``, the normaliser, δ — is
+stated once, in the :class:`~dpprep.plan.DPPlan` of :class:`TrainConfig` ``plan``; :func:`train`
+runs exactly that plan on data of exactly ``plan.n`` rows and reports the ε it spent
+(``metrics["epsilon"]``). Static choices (model, optimizer, iterates, extensions) live in the frozen
+:class:`TrainConfig`; the values that can be swept (learning rate, extensions' fields) live in
+:class:`Hyper`, a pytree whose leaves are traced, so :mod:`dpprep.sweeps` can ``vmap`` over seeds
+and any set of points (learning rates, noise levels and clip bounds — each point accounted by the
+plan —, noise scales, feature transforms) in one compiled call.
 
 **Optimizer convention.** ``config.optimizer`` gives the update *direction* at unit learning
 rate (default ``optax.sgd(1.0)``); the applied update is ``hyper.learning_rate × updates``. Build
@@ -66,10 +71,9 @@ so that equal configs share a compilation): for optax's SGD, momentum, Adam and 
 rate is a final multiplicative factor, so this is exactly the optimizer at ``learning_rate`` while
 keeping the rate traceable.
 
-**Privacy.** :func:`make_plan` gives the run's :class:`~dpprep.plan.ExecutionPlan`, the one
-object both the scan and the accountant read: ``make_plan(config, n).calibrate(ε, δ)`` and
-``.epsilon(z, δ)`` account exactly the steps :func:`train` takes (Poisson overflow slack
-included).
+**Privacy.** ``config.plan`` is read by both the scan and the accountant: its ε accounts exactly
+the steps :func:`train` takes (Poisson overflow slack included); :func:`fit` is the one-call entry
+(ask for ``(ε, δ)``, get the trained model and the ε spent).
 """
 
 from __future__ import annotations
@@ -90,12 +94,13 @@ from dpprep import extensions as ext_lib
 from dpprep import noise as noise_lib
 from dpprep.extensions import Extension
 from dpprep.models import Array, Model, Params, check_targets
-from dpprep.plan import ExecutionPlan
-from dpprep.step import dp_step
-from dpprep.validation import check_finite_array, check_same_length
+from dpprep.plan import DPPlan, ExecutionPlan
+from dpprep.step import apply_step
+from dpprep.validation import check_finite_array, check_key, check_same_length
 
-# Hyper's scalar float fields: the core's traced hyperparameters (extensions add theirs in ``extra``).
-SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "noise_std", "clip_norm")
+# The engine's traced scalar fields: the learning rate (Hyper's) and the noise multiplier and clip
+# bound (the plan's; a sweep may vary them point by point, each point accounted).
+SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "clip_norm")
 ITERATES = ("last", "average", "both")
 PRECISIONS = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32")
 
@@ -103,61 +108,57 @@ PRECISIONS = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Hyper:
-    """Hyperparameters that may be traced (and so vmapped over by sweeps).
+    """The values of a run that may be traced (and so vmapped over by sweeps) besides the plan's.
 
     Attributes:
       learning_rate: step size (multiplies the optimizer's unit-rate update).
-      noise_multiplier: ``z``: noise std on the clipped-gradient sum is ``z·C·scale`` (needs a
-        finite ``clip_norm``; see :mod:`dpprep.noise`).
-      clip_norm: per-example clip bound ``C`` (``inf``: no clipping).
-      noise_std: absolute noise std on the gradient sum (for unclipped runs); not with ``z > 0``.
       extra: ``{field: value}`` for the traced fields of ``config.extensions``
         (:mod:`dpprep.extensions`; e.g. ``{"feature_shift": mu}`` with
         :class:`dpprep.features.AffineFeatures`); None: their defaults.
+
+    The clip bound and the noise are the plan's (:class:`~dpprep.plan.DPPlan`), stated there once.
     """
 
     learning_rate: Any
-    noise_multiplier: Any = 0.0
-    clip_norm: Any = math.inf
-    # Keyword-only, so positional calls keep the order above.
-    noise_std: Any = dataclasses.field(default=0.0, kw_only=True)
     extra: Any = dataclasses.field(default=None, kw_only=True)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    """What the engine traces for one run: :class:`Hyper`'s values and the plan's ``z`` and ``C``
+    (a sweep point may set any of them; the drivers build it, checked against the plan)."""
+
+    learning_rate: Any
+    noise_multiplier: Any
+    clip_norm: Any
+    extra: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Static description of a run (hashable; one compilation per config and data shape).
+    """Static description of a run (hashable; one compilation per config, plan layout and data shape).
 
     Attributes:
       model: the :class:`~dpprep.models.Model`. Compilations are cached on the config (with the
-        plan and the swept names), and its model and optimizer compare by identity. Equal
-        configs share a compilation when built from :mod:`dpprep.models`' factories (cached:
-        the same arguments give the same model) and :func:`dpprep.optimizers.optimizer` (the same
-        name and options give the same optimizer); a model or optax transformation built by
-        hand (e.g. :mod:`dpprep.frameworks`, ``optax.adam(1.0)``) is reused only as the same object.
-      hyper: the traced hyperparameters.
-      sampling: a registered sampler (:data:`dpprep.sampling.SAMPLERS`; module docstring).
-      batch_size: expected (poisson) or fixed (shuffle, without/with replacement) batch size.
-      steps: number of steps; for "fixed_order", the fixed ``T <= n`` (DP-FGD), or None for the
-        random stopping time of DP-SGD by iteration (both analysed for plain SGD with contractive
-        steps only: convex, smooth loss, ``η ≤ 2/β``; see the module docstring).
-      epochs: alternative to ``steps``: ``⌈E·n/B⌉`` steps (poisson, replacement,
-        without_replacement), ``E·⌈n/B⌉`` (shuffle, integer E), ``E`` (full).
+        plan's layout and the swept names): models from :mod:`dpprep.models`' factories and
+        optimizers from :func:`dpprep.optimizers.optimizer` compare by what they are (name and
+        arguments), so equal configs share a compilation; a model or optax transformation built
+        by hand (e.g. :mod:`dpprep.frameworks`, ``optax.adam(1.0)``) is reused only as the same object.
+      hyper: the traced values (learning rate, extensions' fields).
+      plan: the :class:`~dpprep.plan.DPPlan` of the run: sampler, ``n``, batch size, steps, clip
+        bound, noise, δ and ε, stated there once (:meth:`~dpprep.plan.DPPlan.create`, or
+        :meth:`~dpprep.plan.DPPlan.non_private` for a run that claims no guarantee).
       optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``), e.g.
         ``dpprep.optimizers.optimizer("adam")``.
       iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
         ``{"last": …, "average": …}`` from the same run).
-      clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad_sum`;
-        "none": the plain gradient of the batch loss, for runs with ``clip_norm = inf`` only).
+      clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad`;
+        "none": the plain gradient of the batch loss, for unclipped non-private plans only).
       track_loss: record the (masked) batch loss per step (one extra forward pass).
       track_clip_fraction: record the share of the batch's real examples whose gradient norm
         exceeded ``C``. Like every metric it is not private (module docstring).
       track_params: record every iterate ``θ_t`` (memory ``T × |θ|``; for tests and analysis).
-      kappa: ``κ`` of the stopping time ``T ~ Unif{1..n−κ+1}`` (fixed_order with steps=None).
-      max_overflow_prob: bound on the probability that any Poisson draw of the run exceeds the
-        padded batch (:func:`dpprep.sampling.poisson_pad_size`).
-      neighbouring: relation of the run's guarantee (None: the sampler's own, see
-        :class:`dpprep.plan.ExecutionPlan`).
       matmul_precision: JAX matmul precision inside the run (None: JAX's default, which on GPUs
         is TF32 for float32; "float32"/"highest" for final numbers).
       extensions: :class:`~dpprep.extensions.Extension` objects extending the step (module
@@ -166,19 +167,13 @@ class TrainConfig:
 
     model: Model
     hyper: Hyper | None = None
-    sampling: str = "poisson"
-    batch_size: int | None = None
-    steps: int | None = None
-    epochs: float | None = None
+    plan: DPPlan | None = None
     optimizer: optax.GradientTransformation | None = None
     iterates: str = "last"
     clip_method: str = "auto"
     track_loss: bool = False
     track_clip_fraction: bool = False
     track_params: bool = False
-    kappa: int = 1
-    max_overflow_prob: float = 1e-10
-    neighbouring: str | None = None
     matmul_precision: str | None = None
     extensions: tuple[Extension, ...] = ()
 
@@ -188,30 +183,72 @@ def sweepable_fields(config: TrainConfig) -> tuple[str, ...]:
     return SCALAR_FIELDS + tuple(ext_lib.field_specs(config.extensions, SCALAR_FIELDS))
 
 
-def with_values(hyper: Hyper, values: Any) -> Hyper:
-    """``hyper`` with ``values`` (``{field: value}``) set: core fields directly, extension fields
+def with_values(traced: Traced, values: Any) -> Traced:
+    """``traced`` with ``values`` (``{field: value}``) set: core fields directly, extension fields
     in ``extra`` (any name that is not a core field)."""
     core = {name: value for name, value in values.items() if name in SCALAR_FIELDS}
     extra = {name: value for name, value in values.items() if name not in SCALAR_FIELDS}
     if extra:
-        core["extra"] = {**(hyper.extra or {}), **extra}
-    return dataclasses.replace(hyper, **core)
+        core["extra"] = {**(traced.extra or {}), **extra}
+    return dataclasses.replace(traced, **core)
 
 
-def make_plan(config: TrainConfig, n: int) -> ExecutionPlan:
-    """The :class:`~dpprep.plan.ExecutionPlan` of ``config`` on ``n`` examples: what
-    :func:`train` runs and what the accountant charges (``plan.epsilon`` / ``plan.calibrate``)."""
+def traced(config: TrainConfig) -> Traced:
+    """The engine's values of ``config``'s run: its hyper's, and its plan's ``z`` and ``C``."""
+    plan, hyper = checked_plan(config), config.hyper
+    if hyper is None:
+        raise ValueError("config.hyper is required (Hyper(learning_rate))")
+    if not isinstance(hyper, Hyper):
+        raise TypeError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
+    return Traced(hyper.learning_rate, plan.noise_multiplier, plan.l2_clip_norm, hyper.extra)
+
+
+def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
+    """``config.plan`` after the checks of the config against it (before anything is compiled):
+    a :class:`~dpprep.plan.DPPlan` is given, the data has ``plan.n`` rows (when ``n`` is given),
+    the clipping method fits the plan, and DP-SGD by iteration runs only what its proof covers."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    plan = config.plan
+    if plan is None:
+        raise ValueError("config.plan is required: the DPPlan that states the run's sampler, steps, clip bound and "
+                         "noise (DPPlan.create(..., target_epsilon=..., delta=...)), or DPPlan.non_private(...) "
+                         "for a run that claims no DP guarantee")
+    if not isinstance(plan, DPPlan):
+        raise TypeError(f"config.plan must be a DPPlan, got {type(plan).__name__}")
     clipping.check_method(config.clip_method, "clip_method")
     if config.iterates not in ITERATES:
         raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
     if config.matmul_precision not in PRECISIONS:
         raise ValueError(f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}")
     if not isinstance(config.extensions, tuple):
-        raise ValueError(f"extensions must be a tuple of Extension objects, got {type(config.extensions).__name__}")
+        raise TypeError(f"extensions must be a tuple of Extension objects, got {type(config.extensions).__name__}")
     ext_lib.field_specs(config.extensions, SCALAR_FIELDS)
-    return ExecutionPlan.create(
-        config.sampling, n, batch_size=config.batch_size, steps=config.steps, epochs=config.epochs,
-        kappa=config.kappa, max_overflow_prob=config.max_overflow_prob, neighbouring=config.neighbouring)
+    if n is not None and n != plan.n:
+        raise ValueError(f"the data has {n} rows but the plan was made for n={plan.n}: its sampler, normaliser and "
+                         f"epsilon are those of n={plan.n} (make the plan with the data's size)")
+    if config.clip_method == "none" and math.isfinite(plan.l2_clip_norm):
+        raise ValueError("clip_method='none' computes no per-example gradients: it is for unclipped non-private "
+                         f"plans, this plan clips to {plan.l2_clip_norm!r}")
+    if plan.execution.random_stop:
+        _check_iteration_run(config, plan)
+    return plan
+
+
+def _check_iteration_run(config: TrainConfig, plan: DPPlan) -> None:
+    """Amplification by iteration (Feldman et al. 2018) covers plain projected SGD with contractive
+    steps: no optimizer state, the last iterate only, ``η ≤ 2/β`` (checked per learning rate by
+    :func:`check_hyper`), no privatizer of an extension's own."""
+    if config.optimizer is not None and config.optimizer != optimizers.optimizer("sgd"):
+        raise ValueError("DP-SGD by iteration is accounted by amplification by iteration, whose proof covers plain "
+                         "SGD only: leave config.optimizer None (momentum, Adam or any stateful optimizer voids it)")
+    if config.iterates != "last":
+        raise ValueError("DP-SGD by iteration hides the intermediate iterates: it releases the last one only "
+                         f"(iterates='last'), got {config.iterates!r}")
+    for ext in config.extensions:
+        if type(ext).privatizer is not Extension.privatizer or type(ext).clipped_grad is not Extension.clipped_grad:
+            raise ValueError(f"DP-SGD by iteration: extension {type(ext).__name__} replaces the clipped sum or the "
+                             "privatizer, which amplification by iteration does not cover")
 
 
 def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransformation:
@@ -226,54 +263,56 @@ def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransfo
     return optax.GradientTransformation(optax.init_empty_state, update_fn)
 
 
-def update_transform(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, noise_key: Array
+def update_transform(config: TrainConfig, plan: ExecutionPlan, values: Traced, noise_key: Array
                      ) -> optax.GradientTransformation:
     """The optax chain a run applies to each step's clipped gradient sum: the privatizer (the
     Gaussian noise and the plan's normaliser, or an extension's), the model's regulariser, the
     unit-rate optimizer and the learning rate; then the extensions' wrappers and, for
     ``iterates != "last"``, :func:`dpprep.optimizers.average_iterates` around it all."""
     exts = config.extensions
-    options = dict(key=noise_key, l2_clip_norm=jnp.asarray(hyper.clip_norm, jnp.float32),
-                   noise_multiplier=hyper.noise_multiplier, stddev=hyper.noise_std, normalize_by=plan.normaliser)
+    options = dict(key=noise_key, l2_clip_norm=jnp.asarray(values.clip_norm, jnp.float32),
+                   noise_multiplier=values.noise_multiplier, normalize_by=plan.normaliser)
     privatizer = ext_lib.the_one(exts, "privatizer",
-                                    lambda ext: ext.privatizer(ext_lib.values_for(ext, hyper.extra), **options))
-    links = [privatizer if privatizer is not None else noise_lib.gaussian_privatizer(**options)]
+                                 lambda ext: ext.privatizer(ext_lib.values_for(ext, values.extra), **options))
+    links = [privatizer if privatizer is not None else noise_lib.privatizer(
+        noise_key, options["l2_clip_norm"], values.noise_multiplier, None, plan.normaliser)]
     if config.model.regularizer is not None:
         links.append(add_gradient_of(config.model.regularizer))
     links += [config.optimizer if config.optimizer is not None else optax.sgd(1.0),
-              optax.scale(jnp.asarray(hyper.learning_rate, jnp.float32))]
+              optax.scale(jnp.asarray(values.learning_rate, jnp.float32))]
     tx = optax.chain(*links)
     for ext in exts:
-        tx = ext.wrap(tx, ext_lib.values_for(ext, hyper.extra))
+        tx = ext.wrap(tx, ext_lib.values_for(ext, values.extra))
     return tx if config.iterates == "last" else optimizers.average_iterates(tx)
 
 
-def run_model(config: TrainConfig, hyper: Hyper) -> Model:
+def run_model(config: TrainConfig, values: Traced) -> Model:
     """The model as the run sees it: ``config.model`` through its extensions' views (e.g. on
     transformed features); what the loss metric and the sweeps' evaluation use."""
     model = config.model
     for ext in config.extensions:
-        model = ext.model(model, ext_lib.values_for(ext, hyper.extra))
+        model = ext.model(model, ext_lib.values_for(ext, values.extra))
     return model
 
 
-def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params, x: Array, y: Array,
+def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Array, y: Array,
          key: Array) -> tuple[Params, dict[str, Array]]:
     """The pure training function (``config``/``plan`` static; everything else traceable)."""
     if config.matmul_precision is not None:
         with jax.default_matmul_precision(config.matmul_precision):
-            return _run(dataclasses.replace(config, matmul_precision=None), plan, hyper, params0, x, y, key)
+            return _run(dataclasses.replace(config, matmul_precision=None), plan, values, params0, x, y, key)
     sampler = plan.impl
-    model = run_model(config, hyper)
+    model = run_model(config, values)
     k_batch, k_noise = streams.stream(key, streams.BATCH), streams.stream(key, streams.NOISE)
-    clip = jnp.asarray(hyper.clip_norm, jnp.float32)
+    clip = jnp.asarray(values.clip_norm, jnp.float32)
     grad_fn = ext_lib.the_one(
         config.extensions, "clipped_grad",
-        lambda ext: ext.clipped_grad(config.model, ext_lib.values_for(ext, hyper.extra), l2_clip_norm=clip,
+        lambda ext: ext.clipped_grad(config.model, ext_lib.values_for(ext, values.extra), l2_clip_norm=clip,
                                      method=config.clip_method))
     if grad_fn is None:
-        grad_fn = clipping.model_clipped_grad(model, l2_clip_norm=clip, method=config.clip_method)
-    tx = update_transform(config, plan, hyper, k_noise)
+        grad_fn = clipping.clipped_grad(model, l2_clip_norm=clip, method=config.clip_method)
+    k_model = streams.stream(key, streams.MODEL)
+    tx = update_transform(config, plan, values, k_noise)
     prepared = sampler.prepare(k_batch, plan)
     stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
             if plan.random_stop else jnp.int32(plan.steps))
@@ -282,8 +321,11 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
         params, opt_state = carry
         idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
         xb, yb = (x, y) if idx is None else (x[idx], y[idx])
-        new_params, new_opt_state, clipped = dp_step(params, opt_state, (xb, yb), grad_fn=grad_fn, tx=tx,
-                                                     mask=mask)
+        step_grad_fn = grad_fn
+        if config.model.stochastic:  # this step's key, split per example by the clipping
+            step_grad_fn = functools.partial(grad_fn, key=jax.random.fold_in(k_model, t))
+        new_params, new_opt_state, clipped = apply_step(params, opt_state, (xb, yb), grad_fn=step_grad_fn, tx=tx,
+                                                        mask=mask)
         # After the random stop the run keeps its parameters (and the iterate sum its count).
         active = t < stop
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)  # noqa: E731
@@ -314,13 +356,20 @@ def _run(config: TrainConfig, plan: ExecutionPlan, hyper: Hyper, params0: Params
 _run_jit = jax.jit(_run, static_argnums=(0, 1))
 
 
-def make_train_fn(config: TrainConfig, n: int) -> Callable[..., tuple[Params, dict[str, Array]]]:
-    """The pure function ``(hyper, params0, x, y, key) -> (params, metrics)`` of a run on ``n``
-    examples, for callers that ``jit``/``vmap`` it themselves (e.g. over data as well). It does
-    not validate its inputs: use :func:`check_data`, :func:`check_hyper` and :func:`check_key`
-    first."""
-    plan = make_plan(config, n)
-    return functools.partial(_run, dataclasses.replace(config, hyper=None), plan)
+def static_config(config: TrainConfig) -> TrainConfig:
+    """The compilation key of ``config``: everything but the traced values and the plan (whose
+    layout, an :class:`~dpprep.plan.ExecutionPlan`, is passed on its own; ``z`` and ``C`` are traced,
+    so runs of one layout at any noise share a compilation)."""
+    return dataclasses.replace(config, hyper=None, plan=None)
+
+
+def make_train_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Array]]]:
+    """The pure function ``(values, params0, x, y, key) -> (params, metrics)`` of ``config``'s run
+    (``values``: :func:`traced` ``(config)``, possibly with a sweep's values set), for callers that
+    ``jit``/``vmap`` it themselves (e.g. over data as well). It does not validate its inputs: use
+    :func:`check_data`, :func:`check_hyper` and :func:`dpprep.validation.check_key` first."""
+    plan = checked_plan(config)
+    return functools.partial(_run, static_config(config), plan.execution)
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
@@ -333,24 +382,30 @@ def _numeric(value: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), num_features: int | None = None,
-                extensions: tuple[Extension, ...] = ()) -> None:
-    """Host-side checks of hyperparameter values; raises ValueError naming the field.
+def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collection[str] = (),
+                num_features: int | None = None, extensions: tuple[Extension, ...] = ()) -> dict[str, Any]:
+    """Host-side checks of a run's (or a grid's) traced values against ``plan``; raises ValueError
+    naming the field. Returns what the plan must account: ``{"noise_multiplier": z per point}``
+    (the plan's multiplier times the extensions' noise factor, per point when anything swept
+    changes it; empty for a non-private plan).
 
     Fields named in ``swept`` hold grid values along a leading axis shared by all of them (a
     flat axis of points; a pytree field: every leaf carries it), every value of which is
     checked; every other scalar field must be a scalar (it would otherwise broadcast silently).
-    ``extensions``: the config's, which check their own fields in ``hyper.extra``;
+    A private plan needs every noise multiplier and clip bound finite and > 0 and every
+    extension's noise covered (:meth:`~dpprep.extensions.Extension.noise_factor` > 0); a
+    non-private plan takes no multiplier. DP-SGD by iteration also needs ``η ≤ 2/β``.
+    ``extensions``: the config's, which check their own fields in ``values.extra``;
     ``num_features``: the data's ``d``, for fields shaped by it.
     """
-    if not isinstance(hyper, Hyper):
-        raise ValueError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
+    if not isinstance(values, Traced):
+        raise TypeError(f"values must be a Traced, got {type(values).__name__}")
     specs = _extension_fields(extensions)
     known = (*SCALAR_FIELDS, *specs)
     unknown = sorted(set(swept) - set(known))
     if unknown:
         raise ValueError(f"cannot sweep {unknown}; sweepable fields are {list(known)}")
-    extra = hyper.extra or {}
+    extra = values.extra or {}
     if not isinstance(extra, dict):
         raise ValueError(f"hyper.extra must be a dict {{field: value}}, got {type(extra).__name__}")
     unknown = sorted(set(extra) - set(specs))
@@ -359,7 +414,7 @@ def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), nu
                          f"(declared: {sorted(specs)}); add the extension to TrainConfig.extensions")
     lengths = set()
     for name in SCALAR_FIELDS:
-        shape = np.shape(getattr(hyper, name))
+        shape = np.shape(getattr(values, name))
         if name in swept:
             if len(shape) != 1 or shape[0] == 0:
                 raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {shape}")
@@ -367,44 +422,48 @@ def check_hyper(hyper: Hyper, params: Params, *, swept: Collection[str] = (), nu
         elif shape != ():
             raise ValueError(f"{name} must be a scalar, got shape {shape}; "
                              "to vary it, make it an axis of the sweep")
-    values = {name: _numeric(getattr(hyper, name), name) for name in SCALAR_FIELDS}
-    lr = values["learning_rate"]
+    arrays = {name: _numeric(getattr(values, name), name) for name in SCALAR_FIELDS}
+    lr = arrays["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
-        raise ValueError(f"learning_rate must be finite and >= 0, got {hyper.learning_rate!r}")
-    if np.any(values["clip_norm"] <= 0):
-        raise ValueError(f"clip_norm must be > 0 (inf allowed), got {hyper.clip_norm!r}")
-    noise_lib.check_noise(values["noise_multiplier"], values["noise_std"], values["clip_norm"])
+        raise ValueError(f"learning_rate must be finite and >= 0, got {values.learning_rate!r}")
+    if plan.private:
+        noise_lib.check_noise(arrays["noise_multiplier"], arrays["clip_norm"])
+    else:
+        if np.any(arrays["noise_multiplier"] != 0):
+            raise ValueError("a non-private plan takes no noise_multiplier (it claims no guarantee); make a private "
+                             "plan with DPPlan.create(..., noise_multiplier=z) to add the Gaussian mechanism")
+        if np.any(~(arrays["clip_norm"] > 0)):
+            raise ValueError(f"clip_norm must be > 0 (inf: no clipping), got {values.clip_norm!r}")
+    if plan.smoothness is not None and plan.smoothness > 0 and np.any(lr > 2.0 / plan.smoothness):
+        raise ValueError(f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g} (β = "
+                         f"smoothness={plan.smoothness!r}: amplification by iteration needs contractive steps), got "
+                         f"{values.learning_rate!r}")
     for ext in extensions:
         own = ext_lib.values_for(ext, extra)
         lengths |= ext.check(own, params, swept=[name for name in swept if name in own], num_features=num_features)
     if len(lengths) > 1:
         raise ValueError(f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}")
+    if not plan.private:
+        return {}
+    size = lengths.pop() if lengths else 1
+    factors = np.ones(size)
+    events: list[tuple[Any, ...]] = [() for _ in range(size)]
+    for ext in extensions:
+        own = ext_lib.values_for(ext, extra)
+        points = ext_lib.per_point(ext, own, [name for name in swept if name in own])
+        factors = factors * np.array([ext.noise_factor(point) for point in points])
+        events = [tuple(e) + tuple(ext.fixed_events(point)) for e, point in
+                  zip(events, points if len(points) == size else points * size)]
+    if np.any(~(factors > 0)):
+        raise ValueError("an extension takes the noise away on some coordinate (its noise factor is 0): the run "
+                         "would release them without noise, which no epsilon covers; use scales > 0, or a "
+                         "non-private plan (DPPlan.non_private) for a mechanism that claims no guarantee")
+    z = np.broadcast_to(arrays["noise_multiplier"], (size,)) * factors
+    return {"noise_multiplier": z, "fixed_events": events}
 
 
 def _extension_fields(exts: tuple[Extension, ...]) -> dict[str, Any]:
     return {name: spec for name, (_, spec) in ext_lib.field_specs(exts, SCALAR_FIELDS).items()}
-
-
-def check_clip_method(config: TrainConfig, clip_norm: Any) -> None:
-    """``clip_method="none"`` skips per-example clipping, so every clip norm must be ``inf``."""
-    if config.clip_method == "none" and np.any(np.isfinite(np.asarray(clip_norm, np.float64))):
-        raise ValueError("clip_method='none' computes no per-example gradients: clip_norm must be inf, "
-                         f"got {clip_norm!r}")
-
-
-def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Array:
-    """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
-    or with ``stacked`` a 1-D stack of them (``jax.random.split``); raises ValueError naming it."""
-    dtype = getattr(key, "dtype", None)
-    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
-        ok = np.ndim(key) == int(stacked)
-    else:
-        ok = dtype == np.uint32 and np.ndim(key) == 1 + int(stacked)
-    if not ok:
-        what = "a stack of PRNG keys (jax.random.split)" if stacked else "a PRNG key"
-        raise ValueError(f"{name} must be {what}, e.g. from jax.random.key(seed), got "
-                         f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}")
-    return jnp.asarray(key)
 
 
 def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[Array, Array]:
@@ -431,23 +490,27 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
         if first is not None and (x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
             has = f"{x.shape[1]} features" if x.ndim == 2 else f"examples of shape {x.shape[1:]}"
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
+    targets = check_targets(model, params0, x, y)
     if model is not None:
         check_params(model, params0)
-        check_model_fits(model, params0, x)
-    return jnp.asarray(x, jnp.float32), jnp.asarray(check_targets(model, params0, x, y))
+        check_model_fits(model, params0, x, targets.dtype)
+    return jnp.asarray(x, jnp.float32), jnp.asarray(targets)
 
 
-def check_model_fits(model: Model, params0: Params, x: Any) -> None:
+def check_model_fits(model: Model, params0: Params, x: Any, label_dtype: Any = None) -> None:
     """Host-side check (abstract evaluation, nothing computed) that ``model.apply`` takes x's
-    examples and ``model.per_example_loss`` returns one scalar per example; ValueError naming
-    the problem."""
+    examples and ``model.per_example_loss`` returns one scalar per example, on labels of the
+    dtype the run will feed it (``label_dtype``; default: int32 for class targets, else
+    float32); ValueError naming the problem."""
     example = jax.ShapeDtypeStruct((2, *np.shape(x)[1:]), jnp.float32)
     try:
         out = jax.eval_shape(model.apply, params0, example)
     except Exception as err:  # any tracing error of user code: say where it came from
         raise ValueError(f"model {model.name!r} cannot be applied to examples of shape {np.shape(x)[1:]} "
                          f"with these params: {type(err).__name__}: {err}") from err
-    labels = jax.ShapeDtypeStruct((2,), jnp.int32 if model.target == "class" else jnp.float32)
+    if label_dtype is None:
+        label_dtype = jnp.int32 if model.target == "class" else jnp.float32
+    labels = jax.ShapeDtypeStruct((2,), label_dtype)
     try:
         losses = jax.eval_shape(model.per_example_loss, params0, example, labels)
     except Exception as err:
@@ -456,8 +519,6 @@ def check_model_fits(model: Model, params0: Params, x: Any) -> None:
     if getattr(losses, "shape", None) != (2,):
         raise ValueError(f"model {model.name!r}: per_example_loss must return one scalar per example "
                          f"(shape (b,)), got shape {getattr(losses, 'shape', None)} for a batch of 2")
-
-
 def check_params(model: Model, params0: Params) -> None:
     """Host-side check that ``params0`` has the tree structure and leaf shapes ``model.init``
     gives (traced abstractly, nothing is computed); raises ValueError naming the mismatch."""
@@ -473,15 +534,15 @@ def check_params(model: Model, params0: Params) -> None:
                              f"model {model.name!r} expects {e.shape}")
 
 
-def warn_on_overflow(metrics: dict[str, Array], config: TrainConfig) -> None:
+def warn_on_overflow(metrics: dict[str, Array], plan: DPPlan) -> None:
     """Warn when a Poisson draw exceeded the padded batch (see :mod:`dpprep.sampling`)."""
     count = int(np.sum(np.asarray(metrics["overflow"])))
     if count:
         warnings.warn(
             f"{count} Poisson draw(s) exceeded the padded batch and were truncated; the run is within "
-            f"the documented TV bound (max_overflow_prob={config.max_overflow_prob}) of ideal Poisson "
-            "sampling, whose δ slack (1 + e^ε)·max_overflow_prob make_plan(...).epsilon and .calibrate "
-            "already charge: add nothing more to delta (if you accounted the run another way, add "
+            f"the documented TV bound (max_overflow_prob={plan.execution.max_overflow_prob}) of ideal Poisson "
+            "sampling, whose δ slack (1 + e^ε)·max_overflow_prob the plan's epsilon already charges: add "
+            "nothing more to delta (if you accounted the run another way, add "
             "sampling.overflow_delta(epsilon, max_overflow_prob) to its delta)",
             RuntimeWarning, stacklevel=3)
 
@@ -496,29 +557,87 @@ def warn_if_not_finite(tree: Any, what: str) -> None:
                       "(learning rate, noise or feature scale too large?)", RuntimeWarning, stacklevel=3)
 
 
+def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
+              ) -> tuple[DPPlan, Traced, Array, Array]:
+    """Every host-side check of one run, before anything is compiled: the config against its plan,
+    the data (``plan.n`` rows) and the values; returns the plan, the values and the data as arrays.
+    An extension that lowers the noise below the plan's (a noise factor < 1) is refused: the
+    plan's epsilon would not cover the run."""
+    plan = checked_plan(config)
+    x, y = check_data(data, params0, config.model)
+    checked_plan(config, x.shape[0])
+    values = traced(config)
+    charged = check_hyper(values, params0, plan=plan, num_features=x.shape[-1], extensions=config.extensions)
+    if plan.private and float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
+        factor = float(np.min(charged["noise_multiplier"])) / plan.noise_multiplier
+        raise ValueError(f"an extension scales the noise by {factor:.4g} < 1 on some coordinate: the run adds less "
+                         f"noise than the plan charges (z = {plan.noise_multiplier:.6g}); keep the factors >= 1 or "
+                         f"make the plan with z/{factor:.4g}")
+    return plan, values, x, y
+
+
 def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
-          ) -> tuple[Params, dict[str, Array]]:
-    """Run one training run; returns ``(params, metrics)``.
+          ) -> tuple[Params, dict[str, Any]]:
+    """Run ``config.plan``'s run once; returns ``(params, metrics)``.
 
     Only ``params`` is the differentially private output (with ``iterates="both"`` a dict of
-    the last and the averaged iterate). ``metrics`` are non-private diagnostics computed from
-    the data and the secret sampling without noise: they must not be released as part of the DP
-    output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson draw
-    larger than the pad), optionally ``clip_fraction`` (share of real examples with norm > C;
-    ``track_clip_fraction``), ``loss`` (batch objective before the step; ``track_loss``) and
+    the last and the averaged iterate), at ``metrics["epsilon"]``, ``metrics["delta"]`` (the
+    plan's: ``inf``/None for a non-private plan) and ``metrics["guarantee"]`` (one line:
+    :meth:`~dpprep.plan.DPPlan.describe`). The other ``metrics`` are non-private diagnostics computed
+    from the data and the secret sampling without noise: they must not be released as part of
+    the DP output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson
+    draw larger than the pad), optionally ``clip_fraction`` (share of real examples with norm >
+    C; ``track_clip_fraction``), ``loss`` (batch objective before the step; ``track_loss``) and
     ``params`` (iterates; ``track_params``), and the scalar ``stopping_time`` (the number of
-    steps that updated the parameters). Its privacy is that of :func:`make_plan` ``(config, n)``.
-    Bad inputs raise ``ValueError`` before anything is compiled.
+    steps that updated the parameters). Bad inputs raise ``TypeError``/``ValueError`` before
+    anything is compiled.
     """
     key = check_key(key)
-    x, y = check_data(data, params0, config.model)
-    if config.hyper is None:
-        raise ValueError("config.hyper is required")
-    check_hyper(config.hyper, params0, num_features=x.shape[-1], extensions=config.extensions)
-    check_clip_method(config, config.hyper.clip_norm)
-    plan = make_plan(config, x.shape[0])
-    static = dataclasses.replace(config, hyper=None)
-    params, metrics = _run_jit(static, plan, config.hyper, params0, x, y, key)
-    warn_on_overflow(metrics, config)
+    plan, values, x, y = check_run(config, params0, data)
+    params, metrics = _run_jit(static_config(config), plan.execution, values, params0, x, y, key)
+    warn_on_overflow(metrics, plan)
     warn_if_not_finite(params, "trained parameters")
+    metrics = {**metrics, "epsilon": plan.epsilon, "delta": plan.delta, "guarantee": plan.describe()}
     return params, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """What :func:`fit` returns: the private ``params``, the ``epsilon`` spent at ``delta``, the
+    ``plan`` that was run (its :meth:`~dpprep.plan.DPPlan.describe` says everything it rests on)
+    and the non-private diagnostics ``metrics`` (see :func:`train`)."""
+
+    params: Params
+    epsilon: float
+    delta: float | None
+    plan: DPPlan
+    metrics: dict[str, Any]
+
+
+def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, target_epsilon: float,
+        delta: float, l2_clip_norm: float, learning_rate: float, sampling: str = "poisson",
+        batch_size: int | None = None, epochs: float | None = None, steps: int | None = None,
+        optimizer: optax.GradientTransformation | None = None, **options: Any) -> FitResult:
+    """Ask for ``(ε, δ)``, get a trained model and the ε it spent, in one call: makes the
+    :class:`~dpprep.plan.DPPlan` (sampler, ``n`` from the data, batch size, steps or epochs, clip
+    bound, noise calibrated to ``(target_epsilon, delta)``) and runs it with :func:`train`.
+    ``options`` go to :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
+
+    >>> import jax, numpy as np
+    >>> from dpprep import models
+    >>> x = np.random.default_rng(0).normal(size=(1000, 3)).astype(np.float32)
+    >>> y = (x[:, 0] > 0).astype(np.float32)
+    >>> model = models.logistic_regression(3)
+    >>> out = fit(model, model.init(None), (x, y), jax.random.key(0), target_epsilon=1.0, delta=1e-5,
+    ...           l2_clip_norm=1.0, learning_rate=0.5, batch_size=100, epochs=5)
+    >>> out.epsilon <= 1.0, out.plan.steps
+    (True, 50)
+    """
+    n = int(np.shape(data[0])[0]) if isinstance(data, (tuple, list)) and len(data) == 2 else None
+    if n is None:
+        raise ValueError("data must be a pair (x, y)")
+    plan = DPPlan.create(sampling, n, batch_size=batch_size, epochs=epochs, steps=steps, l2_clip_norm=l2_clip_norm,
+                         target_epsilon=target_epsilon, delta=delta)
+    config = TrainConfig(model, Hyper(learning_rate), plan, optimizer=optimizer, **options)
+    params, metrics = train(config, params0, data, key)
+    return FitResult(params, plan.epsilon, plan.delta, plan, metrics)

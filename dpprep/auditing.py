@@ -62,11 +62,10 @@ It is the union of k ≤ 3 tests, so each bound is computed at ``significance / 
 :func:`test_significance`): an honest learner is flagged with probability at most
 ``significance`` (5 % by default), not k times it.
 
-**Bug catalogue** (issue 19, test-only). :func:`inject` plants a named privacy bug (:data:`BUGS`)
-in dpprep's library code — the privatizer's noise, the clip factors, the Poisson sampler, the
-engine's step, DPSGD-F's private mean, CorrDP's noise factors — never in the audit's bookkeeping,
-and :func:`audit_with_bug` audits a learner under it. The audit's reference ε comes from the
-accountant (or, for CorrDP, from the paper's Eq. 4 written out here), which no bug touches.
+**Bug catalogue.** The catalogue of planted privacy bugs the audit is tested against lives outside
+the library (``experiments.bug_catalogue``), so nothing in dpprep can switch a bug on. The audit's
+reference ε comes from the accountant (or, for CorrDP, from the paper's Eq. 4 written out here),
+which no bug touches.
 
 **Auditing your own learner.** Each learner implements a small protocol: ``build(cfg, key)``
 returns an :class:`AuditTarget` — ``runner(keys, inside) -> scores`` (the in/out trainings and
@@ -77,11 +76,10 @@ the same way (:data:`REGISTRY`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -92,7 +90,8 @@ from scipy import stats
 
 from dpprep import models
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, make_train_fn, with_values
+from dpprep.algorithms import Hyper, Traced, TrainConfig, make_train_fn
+from dpprep.plan import DPPlan
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
 THREAT_MODELS = ("white_box", "final_model")
@@ -134,6 +133,17 @@ class AuditTarget:
     details: dict[str, float] = dataclasses.field(default_factory=dict)
     rigorous: tuple[str, ...] = ("clopper_pearson",)
     profile: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.runner):
+            raise TypeError(f"runner must be a callable runner(keys, inside) -> scores, got {type(self.runner).__name__}")
+        for name in ("theoretical", "claimed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise TypeError(f"{name} must be a number (an epsilon), got {type(value).__name__}")
+            if math.isnan(value) or value <= 0:
+                raise ValueError(f"{name} must be an epsilon > 0 (inf allowed: no guarantee), got {value!r}: a NaN "
+                                 "yardstick would make every bound compare False and every audit pass")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,7 +419,7 @@ def discretise(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 # The audit's models and data
 
 
-@models.cached_factory
+@models.spec_factory
 def linear_loss_model(num_features: int) -> models.Model:
     """The white-box audit's GLM: ``ℓ(θ; x, y) = −y·⟨w, x⟩`` (no intercept), whose per-example
     gradient ``−y·x`` does not depend on θ: convex, 0-smooth, ‖x‖-Lipschitz."""
@@ -496,15 +506,14 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         y_bg = np.zeros_like(y_bg)  # zero gradients: the canary is the only signal (module docstring)
     clip = 1.0
     kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
-    tc = TrainConfig(model, sampling=sampling, track_params=white, **kwargs)
-    plan = make_plan(tc, cfg.n)
-    z = plan.calibrate(cfg.epsilon, cfg.delta)
-    claimed = plan.epsilon(z, cfg.delta)
+    dp_plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs)
+    plan, z, claimed = dp_plan.execution, dp_plan.noise_multiplier, dp_plan.epsilon
     # Shuffle: the plan reports the customary as-if-Poisson number; hold it to the proven bound.
     theoretical = (dataclasses.replace(plan, shuffle_bound="no_amplification").epsilon(z, cfg.delta)
                    if sampling == "shuffle" else claimed)
-    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
-    train_fn = make_train_fn(tc, cfg.n)
+    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=white)
+    hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
+    train_fn = make_train_fn(tc)
     # Gradient (white-box) or feature (final-model) norm canary_norm·C: clipping binds on it, and an
     # honest learner releases C·e_d for it, the shift the scores below are built on.
     canary_x = _canary(cfg, clip * cfg.canary_norm)
@@ -549,12 +558,13 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_bg, _ = background(cfg, key)
     y_bg = np.zeros(cfg.n - 1, np.float32)
     clip = 1.0
-    tc = TrainConfig(model, sampling="fixed_order", steps=None)
-    plan = make_plan(tc, cfg.n)
-    z = plan.calibrate(cfg.epsilon, cfg.delta)
-    theoretical = plan.epsilon(z, cfg.delta)
-    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip)
-    train_fn = make_train_fn(tc, cfg.n)
+    # The linear loss is 0-smooth: amplification by iteration holds at every learning rate.
+    dp_plan = DPPlan.create("fixed_order", cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta,
+                            smoothness=0.0)
+    z, theoretical = dp_plan.noise_multiplier, dp_plan.epsilon
+    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)
+    hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
+    train_fn = make_train_fn(tc)
     canary_x = _canary(cfg, clip * cfg.canary_norm)  # clipped to C·e_d by an honest learner
     params0 = model.init(None)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
@@ -587,13 +597,14 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     run = dpsgdf.DpsgdfConfig(method="dpsgdf", epsilon=cfg.epsilon, delta=cfg.delta, eps_F=cfg.eps_f,
                               feature_norm=feature_norm, batch_size=cfg.batch_size, epochs=cfg.epochs,
                               learning_rate=cfg.learning_rate, clip_norm=clip, iterates="last")
+    dp_plan = dpsgdf.plan(run, cfg.n)  # z calibrated for [mean, DP-SGD] at (ε, δ)
     calibration = dpsgdf.calibrate(run, cfg.n)
-    z, s = calibration.noise_multiplier, calibration.mean_multiplier
-    tc = dataclasses.replace(dpsgdf.train_config(run, d, 1, noise_multiplier=z * cfg.noise_factor, model=model),
-                             track_params=True)
-    plan = make_plan(tc, cfg.n)
-    theoretical = plan.epsilon(z, cfg.delta, fixed_events=(dp.gaussian_event(s),))
-    train_fn = make_train_fn(tc, cfg.n)
+    z, s = dp_plan.noise_multiplier, calibration.mean_multiplier
+    assert s is not None
+    tc = dataclasses.replace(dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True)
+    plan = dp_plan.execution
+    theoretical = dp_plan.epsilon
+    train_fn = make_train_fn(tc)
     params0 = model.init(None)
     e_d = _canary(cfg, 1.0)
     bg_sum = jnp.asarray(unit_bg.sum(axis=0))
@@ -607,8 +618,8 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         x = jnp.concatenate([unit_bg, row[None]])
         xi = dpsgdf.mean_noise(run_key, d)
         mu_hat = dpsgdf.mean_from_parts((bg_sum + row) / cfg.n, cfg.n, feature_norm, mean_noise_sd, xi)
-        hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=clip,
-                      extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
+        hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip,
+                       extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
         _, metrics = train_fn(hyper, params0, x, y, run_key)
         # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
         v = feature_norm * e_d - mu_hat
@@ -657,11 +668,11 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                         * weight_u)  # noise std of coordinate u of the mean gradient
     # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_u).
     theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_u), cfg.delta)
-    tc = dataclasses.replace(run.train_config(), track_params=True)
-    hyper = with_values(tc.hyper, {
+    tc = dataclasses.replace(run.train_config(cfg.n), track_params=True)
+    hyper = Traced(cfg.learning_rate, 0.0, lipschitz, extra={
         "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
         "noise_scales": jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]), values["noise_scales"])})
-    train_fn = make_train_fn(tc, cfg.n)
+    train_fn = make_train_fn(tc)
     x_bg, _ = background(cfg, key)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
     canary = _canary(cfg, lipschitz * cfg.canary_norm)  # clipped to L·e_u by an honest learner
@@ -713,9 +724,11 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     alone = gdp_epsilon(2.0 * cfg.epsilon, cfg.delta)  # DP-GD's own RDP 2αε² is 2ε-GDP
     model = _model("linear", 2)
     z = math.sqrt(cfg.steps) / cfg.epsilon  # noise std L√T/ε on the gradient sum (L = C = 1)
-    tc = TrainConfig(model, sampling="full", steps=cfg.steps, track_params=True)
-    hyper = Hyper(cfg.learning_rate, noise_multiplier=z * cfg.noise_factor, clip_norm=1.0)
-    train_fn = make_train_fn(tc, cfg.n)
+    dp_plan = DPPlan.create("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, noise_multiplier=z, delta=cfg.delta,
+                            neighbouring="replace_one")
+    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
+    hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, 1.0)
+    train_fn = make_train_fn(tc)
     params0 = model.init(None)
     # The gradient sums differ by Δ (in − out) on every step; project the updates on it.
     g_in, g_out = -(y[:, None] * x_in).sum(0), -(y[:, None] * x_out).sum(0)
@@ -843,7 +856,13 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
 
     chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
     # Compiled ahead of the timed runs (without running a chunk twice); every chunk has this shape.
-    compiled = setup.runner.lower(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool)).compile()
+    runner = setup.runner if hasattr(setup.runner, "lower") else jax.jit(setup.runner)
+    try:
+        compiled = runner.lower(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool)).compile()
+    except Exception as err:  # a user's runner: say what the protocol needs
+        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.runner(keys, inside) must be jittable and vmapped over "
+                         f"runs (keys: ({chunk},) PRNG keys, inside: ({chunk},) bool) returning ({chunk},) scores; "
+                         f"tracing it failed: {type(err).__name__}: {err}") from err
     start = time.perf_counter()
     pilot_in, pilot_out = scores(k_pilot, cfg.pilot_runs)
     if progress:
@@ -864,163 +883,7 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
                        tuple(setup.rigorous))
 
 
-# --------------------------------------------------------------------------------------------------
-# Bug catalogue: test-only switches that break the library code a learner runs
-
-
-@dataclasses.dataclass(frozen=True)
-class Bug:
-    """A class of privacy bug that :func:`inject` plants in dpprep's own code (never in the
-    audit's bookkeeping: the accountant, the canary and the attack stay honest).
-
-    Attributes:
-      description: what the broken code does.
-      patches: ``(module, attribute, wrap)`` triples: while injected, ``module.attribute`` is
-        ``wrap(original)``. Library code looks these names up when the audit traces the learner,
-        so every learner built and compiled inside :func:`inject` runs the broken code.
-      learners: dpprep learners whose code path the patch reaches.
-    """
-
-    description: str
-    patches: tuple[tuple[str, str, Callable[[Callable], Callable]], ...]
-    learners: tuple[str, ...]
-
-
-def _scaled_noise(factor: float) -> Callable[[Callable], Callable]:
-    def wrap(add_noise):
-        def broken(key, grad_sum, noise_multiplier, noise_std_abs, clip_norm, scales=None):
-            return add_noise(key, grad_sum, noise_multiplier * factor, noise_std_abs * factor, clip_norm, scales)
-        return broken
-    return wrap
-
-
-def _clip_to(multiple: float) -> Callable[[Callable], Callable]:
-    def wrap(clip_factors):
-        return lambda norms, clip_norm, mask: clip_factors(norms, clip_norm * multiple, mask)
-    return wrap
-
-
-def _last_row_unclipped(clip_factors: Callable) -> Callable:
-    # An off-by-one in a clipping loop over the batch's *real* rows (``for i in range(size - 1)``):
-    # the last row the mask keeps retains its full gradient. Padding slots (mask 0) are skipped,
-    # as a loop over the realised batch would: Poisson batches are padded at the end, so the
-    # last slot is padding, not the canary. The audits append the canary as the last record, and
-    # the Poisson sampler lists selected indices in order, so whenever the canary is sampled it is
-    # this row (full batch: always; shuffled: only when shuffled last, 1 in B per epoch — the bug's
-    # real reach there).
-    def broken(norms, clip_norm, mask):
-        scale = clip_factors(norms, clip_norm, mask)
-        if mask is None:
-            return scale.at[-1].set(1.0)
-        kept = mask > 0
-        last = kept.shape[-1] - 1 - jnp.argmax(kept[::-1])  # last real row (0 if none: mask 0 keeps it out)
-        return scale.at[last].set(mask[last])
-    return broken
-
-
-def _doubled_batch_rate(poisson_batch: Callable) -> Callable:
-    return lambda key, n, q, pad: poisson_batch(key, n, min(1.0, 2.0 * q), pad)
-
-
-def _doubled_pad_rate(poisson_pad_size: Callable) -> Callable:
-    # The pad grows with the rate, so the larger batches are not truncated (which would drop the
-    # canary, the last record, and hide the bug behind an unrelated one).
-    return lambda n, q, steps=1, **kwargs: poisson_pad_size(n, min(1.0, 2.0 * q), steps, **kwargs)
-
-
-def _twice(dp_step: Callable) -> Callable:
-    # Each accounted step runs the private update twice (a retried step, fresh noise each time).
-    def broken(params, opt_state, batch, *, grad_fn, tx, mask=None):
-        params, opt_state, _ = dp_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
-        return dp_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
-    return broken
-
-
-def _noiseless_mean(mean_from_parts: Callable) -> Callable:
-    return lambda unit_mean, n, feature_norm, noise_std_unit, xi: mean_from_parts(unit_mean, n, feature_norm, 0.0, xi)
-
-
-def _halved_factors(corrdp_factors: Callable) -> Callable:
-    def broken(m, sensitive, tv, **kwargs):
-        factors = np.array(corrdp_factors(m, sensitive, tv, **kwargs), np.float64)
-        insensitive = np.setdiff1d(np.arange(m), np.asarray(list(sensitive), int))
-        factors[insensitive] *= 0.5
-        return factors
-    return broken
-
-
-_GAUSSIAN_NOISE_LEARNERS = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf", "corrdp_sgd",
-                            "impute_dp_gd")
-
-#: The catalogue of issue 19 by name (:func:`inject`).
-BUGS: dict[str, Bug] = {
-    "noise_0.7x": Bug("the Gaussian noise is 0.7× the std the accountant assumes (dpprep.noise.add_noise)",
-                      (("dpprep.noise", "add_noise", _scaled_noise(0.7)),), _GAUSSIAN_NOISE_LEARNERS),
-    "clip_2c": Bug("per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
-                   (("dpprep.clipping", "clip_factors", _clip_to(2.0)),), _GAUSSIAN_NOISE_LEARNERS),
-    "one_unclipped": Bug("the last real example (per the mask) of each batch is not clipped (dpprep.clipping.clip_factors)",
-                         (("dpprep.clipping", "clip_factors", _last_row_unclipped),), _GAUSSIAN_NOISE_LEARNERS),
-    "poisson_2q": Bug("the Poisson sampler includes each record at rate 2q, the accountant charges q "
-                      "(dpprep.sampling.poisson_batch, poisson_pad_size)",
-                      (("dpprep.sampling", "poisson_batch", _doubled_batch_rate),
-                       ("dpprep.sampling", "poisson_pad_size", _doubled_pad_rate)), ("dp_sgd_poisson", "dpsgdf")),
-    "double_releases": Bug("every accounted step releases two noisy updates (dpprep.algorithms' dp_step runs twice)",
-                           (("dpprep.algorithms", "dp_step", _twice),), _GAUSSIAN_NOISE_LEARNERS),
-    "mean_noiseless": Bug("DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
-                          (("dpprep.dpsgdf", "mean_from_parts", _noiseless_mean),), ("dpsgdf",)),
-    "corrdp_factors_halved": Bug("CorrDP's insensitive-feature noise variance factors are halved "
-                                 "(dpprep.corrdp.noise.corrdp_factors)",
-                                 (("dpprep.corrdp.noise", "corrdp_factors", _halved_factors),), ("corrdp_sgd",)),
-}
-
-
-def check_bug(name: str) -> Bug:
-    """The catalogue entry ``name``; ValueError naming the available ones otherwise."""
-    if not isinstance(name, str) or name not in BUGS:
-        raise ValueError(f"unknown bug {name!r}; available: {', '.join(BUGS)}")
-    return BUGS[name]
-
-
-@contextlib.contextmanager
-def inject(name: str) -> Iterator[Bug]:
-    """Test-only: plants bug ``name`` (:data:`BUGS`) in dpprep's library code for the duration of
-    the block. Learners *built and compiled* inside it run the broken code (an audit does both);
-    a function compiled before it keeps the code it was traced with. Not thread-safe: the patch is
-    a module attribute. Restores the originals on exit, also on error::
-
-        with auditing.inject("clip_2c"):
-            result = audit(AuditConfig("dp_gd", epsilon=1.0))
-        result.violation  # True: a rigorous bound above the accounted ε
-    """
-    import importlib
-
-    bug = check_bug(name)
-    saved: list[tuple[Any, str, Any]] = []
-    try:
-        for module_name, attribute, wrap in bug.patches:
-            module = importlib.import_module(module_name)
-            original = getattr(module, attribute)
-            saved.append((module, attribute, original))
-            setattr(module, attribute, wrap(original))
-        yield bug
-    finally:
-        for module, attribute, original in reversed(saved):
-            setattr(module, attribute, original)
-
-
-def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditResult:
-    """:func:`audit` of ``cfg`` with catalogue bug ``bug`` injected (None: the honest learner). A
-    bug whose patches do not reach ``cfg.learner`` is refused (its audit would be an honest one)."""
-    if bug is None:
-        return audit(cfg, **kwargs)
-    entry = check_bug(bug)
-    if cfg.learner not in entry.learners:
-        raise ValueError(f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches {', '.join(entry.learners)}")
-    with inject(bug):
-        return audit(cfg, **kwargs)
-
-
-__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "BUGS", "Bounds", "Bug", "LEARNERS", "Learner",
-           "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "audit_with_bug", "check_bug", "check_learner", "discretise",
-           "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "inject", "linear_loss_model", "lower_bounds",
+__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "Bounds", "LEARNERS", "Learner",
+           "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "check_learner", "discretise",
+           "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "linear_loss_model", "lower_bounds",
            "privacy_profile", "register", "required_runs", "tradeoff_excess"]

@@ -112,21 +112,47 @@ def batch_size_of(batch: Any, name: str = "batch") -> int:
             raise ValueError(f"{name}{jax.tree_util.keystr(path)} is a scalar; every leaf of a batch "
                              "needs a leading example axis")
         sizes.setdefault(shape[0], jax.tree_util.keystr(path))
+    if 0 in sizes:
+        raise ValueError(f"{name} is empty: {name}{sizes[0]} has no examples on its leading axis")
     if len(sizes) > 1:
         described = ", ".join(f"{name}{where or ''} has {size}" for size, where in sizes.items())
         raise ValueError(f"the leaves of {name} disagree on the example axis: {described}")
     return next(iter(sizes))
 
 
+def _checked_mask(mask: Any, size: int) -> Array | None:
+    """The 0/1 weights of a batch's examples. Concrete masks must hold only 0 and 1 (ValueError: a
+    weight of 5 would let one example contribute 5·C); a traced mask is clamped to [0, 1], so that
+    no weight can raise an example's contribution above ``C`` (a 0/1 mask is unchanged)."""
+    if mask is None:
+        return None
+    if np.shape(mask) != (size,):
+        raise ValueError(f"mask must have shape ({size},), one 0/1 weight per example, got {np.shape(mask)}")
+    if not isinstance(mask, jax.core.Tracer):
+        values = np.asarray(mask, np.float64)
+        if not np.all((values == 0) | (values == 1)):
+            bad = values[(values != 0) & (values != 1)]
+            raise ValueError(f"mask must hold 0 (padding) or 1 (a real example) only, got e.g. {bad[0]!r}")
+    return jnp.clip(jnp.asarray(mask, jnp.float32), 0.0, 1.0)
+
+
+def _check_clip_norm(l2_clip_norm: Any) -> None:
+    if l2_clip_norm is None:
+        raise ValueError("l2_clip_norm is required (a float > 0, or inf for no clipping)")
+    if not isinstance(l2_clip_norm, jax.core.Tracer) and not np.all(np.asarray(l2_clip_norm, np.float64) > 0):
+        raise ValueError(f"l2_clip_norm must be > 0 (inf: no clipping), got {l2_clip_norm!r}")
+
+
 def clipped_grad(
-    loss_fn: Callable[..., Any],
+    loss_fn: Callable[..., Any] | Model,
     *,
     l2_clip_norm: Any,
     has_aux: bool = False,
     keep_batch_dim: bool = True,
     prng_argnum: int | None = None,
+    method: str = "auto",
 ) -> Callable[..., ClippedGrad]:
-    """Per-example clipped gradients of any loss over any batch pytree.
+    """Per-example clipped gradients of any loss over any batch pytree — the one clipping entry.
 
     Returns ``grad_fn(params, batch, *args, mask=None) -> ClippedGrad``: for each example ``i``
     (a slice along the leading axis of every leaf of ``batch``) the gradient ``g_i`` of
@@ -136,9 +162,14 @@ def clipped_grad(
     per-example clipping of DP-SGD (Abadi et al. 2016); its sum has L2 sensitivity ``C`` under
     add/remove of one example, whatever the loss.
 
+    ``loss_fn`` may also be a :class:`~dpprep.models.Model` (batches ``(x, y)``): its loss, with
+    the GLM fast path as a specialisation when the model has one (``method="auto"``; ``"fast"``,
+    ``"vmap"`` force a path, tested equal; ``"none"``: the plain gradient of the summed loss, for
+    unclipped non-private runs only, norms NaN).
+
     Args:
       loss_fn: ``(params, batch, *args) -> scalar`` (with ``has_aux``: ``(scalar, aux)``), called
-        on one example at a time.
+        on one example at a time; or a Model.
       l2_clip_norm: the bound ``C`` (> 0; ``inf``: no clipping; may be a traced value, so sweeps
         can vmap over it).
       has_aux: ``loss_fn`` returns ``(loss, aux)``; the per-example ``aux`` is returned stacked.
@@ -146,16 +177,23 @@ def clipped_grad(
         works unchanged); False passes the bare example.
       prng_argnum: index into ``args`` of a PRNG key, split into one key per example (e.g. for
         dropout); every other argument (e.g. model state) is passed unbatched to every example.
+      method: for a Model only (above).
 
-    Raises ``ValueError`` (at trace time, before compilation) when the batch's leaves disagree on
-    the example axis or when ``loss_fn`` does not return a scalar per example.
+    Raises ``ValueError`` (at trace time, before compilation) when the batch is empty or its
+    leaves disagree on the example axis, when ``loss_fn`` does not return a scalar per example
+    (or, with ``has_aux``, a pair), or when a mask is not 0/1.
     """
+    check_method(method)
+    if isinstance(loss_fn, Model):
+        if has_aux or prng_argnum is not None or not keep_batch_dim:
+            raise ValueError("has_aux, prng_argnum and keep_batch_dim are for loss functions; a Model's loss "
+                             "has none of them")
+        return _model_clipped_grad(loss_fn, l2_clip_norm, method)
+    if method != "auto":
+        raise ValueError("method is for a Model; a loss function is clipped on the general (vmap) path")
     if not callable(loss_fn):
-        raise ValueError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
-    if l2_clip_norm is None:
-        raise ValueError("l2_clip_norm is required (a float > 0, or inf for no clipping)")
-    if not isinstance(l2_clip_norm, jax.core.Tracer) and not np.all(np.asarray(l2_clip_norm, np.float64) > 0):
-        raise ValueError(f"l2_clip_norm must be > 0 (inf allowed), got {l2_clip_norm!r}")
+        raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
+    _check_clip_norm(l2_clip_norm)
 
     def example_loss(params, example, *args):
         if keep_batch_dim:
@@ -168,12 +206,21 @@ def clipped_grad(
         if prng_argnum is not None and not 0 <= prng_argnum < len(args):
             raise ValueError(f"prng_argnum={prng_argnum} but only {len(args)} extra argument(s) were given")
         first = jax.tree_util.tree_map(lambda a: a[0], batch)
-        value = jax.eval_shape(lambda p, e, *a: example_loss(p, e, *a)[0], params, first, *args)
-        if getattr(value, "shape", None) != ():
+        try:
+            value = jax.eval_shape(lambda p, e, *a: example_loss(p, e, *a), params, first, *args)
+        except (TypeError, ValueError) as err:
+            if has_aux:
+                raise ValueError(f"has_aux=True: loss_fn must return a pair (loss, aux), and calling it failed: "
+                                 f"{type(err).__name__}: {err}") from err
+            raise
+        if has_aux and not (isinstance(value, tuple) and len(value) == 2):
+            raise ValueError("has_aux=True: loss_fn must return a pair (loss, aux), got "
+                             f"{type(value).__name__} of shape {getattr(value, 'shape', None)}")
+        loss_value = value[0]
+        if getattr(loss_value, "shape", None) != ():
             raise ValueError("loss_fn must return a scalar per example (the loss of one example); got "
-                             f"shape {getattr(value, 'shape', None)} — reduce it (e.g. .sum() or [0])")
-        if mask is not None and np.shape(mask) != (size,):
-            raise ValueError(f"mask must have shape ({size},), got {np.shape(mask)}")
+                             f"shape {getattr(loss_value, 'shape', None)} — reduce it (e.g. .sum() or [0])")
+        weights = _checked_mask(mask, size)
         axes: list[int | None] = [None] * len(args)
         if prng_argnum is not None:
             args = list(args)  # type: ignore[assignment]  # a mutable copy of the positional args
@@ -183,7 +230,7 @@ def clipped_grad(
             params, batch, *args)
         norms = _global_norms(grads)
         terms = sum(int(np.prod(np.shape(g)[1:])) for g in jax.tree_util.tree_leaves(grads))
-        scale = clip_factors(norms * rounding_pad(terms), jnp.asarray(l2_clip_norm, jnp.float32), mask)
+        scale = clip_factors(norms * rounding_pad(terms), jnp.asarray(l2_clip_norm, jnp.float32), weights)
         summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads)
         return ClippedGrad(summed, norms, aux if has_aux else None)
 
@@ -229,7 +276,7 @@ def _global_norms(tree: Params) -> Array:
     return _safe_norms(lambda c: sum(jnp.sum(jnp.square(c * g), axis=1) for g in leaves))  # type: ignore[arg-type, return-value]  # leaves is non-empty: an Array
 
 
-def clipped_grad_sum_vmap(
+def _clipped_sum_vmap(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
 ) -> tuple[Params, Array]:
     """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
@@ -243,7 +290,7 @@ def _feature_norms(x: Array, bias: bool) -> Array:
     return _safe_norms(lambda c: jnp.sum(jnp.square(c * x), axis=1) + (c * c if bias else 0.0))
 
 
-def clipped_grad_sum_fast(
+def _clipped_sum_fast(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
 ) -> tuple[Params, Array]:
     """GLM path: norms as products of norms, the clipped sum as one matrix product."""
@@ -261,58 +308,46 @@ def clipped_grad_sum_fast(
     return summed, norms
 
 
-def grad_sum_unclipped(
-    model: Model, params: Params, x: Array, y: Array, mask: Array | None = None,
+def _grad_sum_unclipped(
+    model: Model, params: Params, x: Array, y: Array, mask: Array | None = None, key: Array | None = None,
 ) -> tuple[Params, Array]:
     """``method="none"``: the plain gradient of the (masked) loss sum, without per-example
     gradients (for unclipped runs of any model, e.g. CorrDP-SGD's networks). Norms are NaN: they
     are not computed."""
 
     def total(p):
-        losses = model.per_example_loss(p, x, y)
+        losses = model.per_example_loss(p, x, y, key=key) if model.stochastic and key is not None else \
+            model.per_example_loss(p, x, y)
         return jnp.sum(losses if mask is None else losses * mask)
 
     return jax.grad(total)(params), jnp.full((x.shape[0],), jnp.nan, jnp.float32)
 
 
-def clipped_grad_sum(
-    model: Model,
-    params: Params,
-    x: Array,
-    y: Array,
-    clip_norm: Array,
-    mask: Array | None = None,
-    *,
-    method: str = "auto",
-) -> tuple[Params, Array]:
-    """Sum of clipped per-example gradients and the per-example norms (before clipping).
-
-    Args:
-      model, params: the model and its parameters.
-      x, y: a batch (possibly padded); ``mask`` (0/1 floats, shape ``(b,)``) marks real examples.
-      clip_norm: the bound C (> 0, may be ``inf``).
-      method: "auto" (fast path when the model has one), "fast", "vmap" or "none" (no
-        per-example clipping at all: ``clip_norm`` is ignored and must be ``inf``, which the
-        learners check on the host; norms are NaN).
-    """
-    check_method(method)
+def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str) -> Callable[..., ClippedGrad]:
+    """:func:`clipped_grad` of a Model on ``(x, y)`` batches: the GLM fast path when the model has
+    one (``method="auto"``), otherwise the general path; ``"none"``: unclipped."""
     if method == "none":
-        return grad_sum_unclipped(model, params, x, y, mask)
+        if not isinstance(l2_clip_norm, jax.core.Tracer) and np.any(np.isfinite(np.asarray(l2_clip_norm, np.float64))):
+            raise ValueError(f"method='none' clips nothing: l2_clip_norm must be inf, got {l2_clip_norm!r}")
+    else:
+        _check_clip_norm(l2_clip_norm)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
-    fn = clipped_grad_sum_fast if use_fast else clipped_grad_sum_vmap
-    return fn(model, params, x, y, jnp.asarray(clip_norm, jnp.float32), mask)
+    if method == "fast" and not model.has_fast_path:
+        raise ValueError(f"model {model.name!r} has no fast clipping path; use method='vmap'")
 
-
-def model_clipped_grad(model: Model, *, l2_clip_norm: Any, method: str = "auto") -> Callable[..., ClippedGrad]:
-    """:func:`clipped_grad` for a :class:`~dpprep.models.Model` on ``(x, y)`` batches: the GLM
-    fast path when the model has one (``method="auto"``), otherwise the general path; same
-    call signature ``grad_fn(params, (x, y), mask=None) -> ClippedGrad``, so
-    :func:`dpprep.step.dp_step` takes either."""
-    check_method(method)
-
-    def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None) -> ClippedGrad:
+    def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None, key: Array | None = None
+                ) -> ClippedGrad:
         x, y = batch
-        grad, norms = clipped_grad_sum(model, params, x, y, l2_clip_norm, mask, method=method)
+        weights = _checked_mask(mask, batch_size_of(batch))
+        if method == "none":
+            grad, norms = _grad_sum_unclipped(model, params, x, y, weights, key)
+        elif model.stochastic and key is not None:  # each example its own key (e.g. its dropout mask)
+            loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # noqa: E731
+            out = clipped_grad(loss, l2_clip_norm=l2_clip_norm, prng_argnum=0)(params, (x, y), key, mask=weights)
+            grad, norms = out.grad, out.norms
+        else:
+            fn = _clipped_sum_fast if use_fast else _clipped_sum_vmap
+            grad, norms = fn(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights)
         return ClippedGrad(grad, norms)
 
     return grad_fn

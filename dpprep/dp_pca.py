@@ -26,10 +26,10 @@ import numpy as np
 import scipy.sparse.linalg
 
 from dpprep.accounting.dp import analytic_gaussian_sigma
-from dpprep.algorithms import check_key
+
 from dpprep.preprocess.pca import sign_normalise
 from dpprep.preprocess.unit_ball import check_unit_ball
-from dpprep.validation import check_delta, check_epsilon, check_positive_int
+from dpprep.validation import check_delta, check_epsilon, check_key, check_positive_int
 
 __all__ = ["DPPCAResult", "analyze_gauss_sensitivity", "analyze_gauss_noise", "analyze_gauss_release", "dp_pca"]
 

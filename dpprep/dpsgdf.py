@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -41,10 +41,12 @@ import numpy as np
 
 from dpprep import models, streams
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, check_key, make_plan, train, with_values
+from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures, glm_params_for_raw_features
+from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.sweeps import Group, evaluate
-from dpprep.validation import check_delta, check_finite_array, check_positive, check_positive_int
+from dpprep.validation import check_delta, check_finite_array, check_key, check_positive, check_positive_int
 
 METHODS = ("dpsgdf", "dpsgd", "nonprivate")
 MEAN_STREAM = "private_mean"
@@ -195,20 +197,70 @@ class DpsgdfConfig:
         return self.sampling or ("poisson" if self.private else "shuffle")
 
 
-def train_config(cfg: DpsgdfConfig, num_features: int, num_classes: int, *, noise_multiplier: float = 0.0,
-                 model: models.Model | None = None) -> TrainConfig:
-    """The engine config of ``cfg``, with the :class:`~dpprep.features.AffineFeatures` extension
-    (its hyper does not set the feature transform)."""
-    model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
-    hyper = (Hyper(cfg.learning_rate, noise_multiplier=noise_multiplier, clip_norm=cfg.clip_norm)
-             if cfg.private else Hyper(cfg.learning_rate))
+@dataclasses.dataclass(frozen=True)
+class PrivateMean(Extension):
+    """Engine extension that declares the private feature mean a grid point's shift was computed
+    from: field ``mean_multiplier`` (the multiplier of the mean's Gaussian event, :func:`mean_event`;
+    NaN or None: no private mean). It changes nothing in the run; a sweep's account of the point
+    composes the mean's event with the training (:meth:`~dpprep.extensions.Extension.fixed_events`),
+    so each point's ε is DPSGD-F's whole ε."""
+
+    fields: ClassVar[Mapping[str, Field]] = {"mean_multiplier": Field(privacy=True)}
+
+    def noise_factor(self, values: Mapping[str, Any]) -> float:
+        del values
+        return 1.0
+
+    def fixed_events(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        mult = values["mean_multiplier"]
+        if mult is None or math.isnan(float(mult)):
+            return ()
+        return (dp.gaussian_event(float(mult)),)
+
+
+def _epochs(cfg: DpsgdfConfig) -> float:
     if cfg.sampler == "shuffle" and cfg.epochs != int(cfg.epochs):
         raise ValueError(f"epochs must be a whole number for shuffled epochs (method={cfg.method!r}), "
                          f"got {cfg.epochs!r}")
-    epochs = cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
-    return TrainConfig(model, hyper, sampling=cfg.sampler, batch_size=cfg.batch_size, epochs=epochs,
-                       iterates=cfg.iterates, neighbouring=cfg.neighbouring if cfg.private else None,
-                       matmul_precision=cfg.matmul_precision, extensions=(AffineFeatures(),))
+    return cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
+
+
+def layout(cfg: DpsgdfConfig, n: int) -> ExecutionPlan:
+    """The run's data access on ``n`` records (sampler, steps, batch, padding), without the
+    calibration :func:`plan` does: for cost models and shapes."""
+    return ExecutionPlan.create(cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size,
+                                epochs=_epochs(cfg), neighbouring=cfg.neighbouring if cfg.private else None)
+
+
+def plan(cfg: DpsgdfConfig, n: int, *, noise_multiplier: float | None = None, unit: str | None = None) -> DPPlan:
+    """The run's :class:`~dpprep.plan.DPPlan` on ``n`` records: step 3's DP-SGD with ``z``
+    calibrated so that ``[mean, DP-SGD]`` (DP-SGD alone for the baseline) is exactly ``(ε, δ)``-DP
+    (Poisson overflow slack included), or at the given ``noise_multiplier``; the non-private
+    baseline's plan claims nothing. A calibration that fails raises ValueError naming ``unit``."""
+    epochs = _epochs(cfg)
+    if not cfg.private:
+        return DPPlan.non_private(cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size, epochs=epochs)
+    fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighbouring),) if cfg.method == "dpsgdf" else ()  # type: ignore[arg-type]
+    target = None if noise_multiplier is not None else cfg.epsilon
+    try:
+        return DPPlan.create(cfg.sampler, n, batch_size=cfg.batch_size, epochs=epochs, l2_clip_norm=cfg.clip_norm,
+                             delta=cfg.delta, target_epsilon=target, noise_multiplier=noise_multiplier,
+                             fixed_events=fixed, neighbouring=cfg.neighbouring)
+    except ValueError as err:
+        where = f" for grid unit {unit}" if unit else ""
+        raise ValueError(f"noise calibration did not converge{where} (epsilon={cfg.epsilon}, eps_F={cfg.eps_F}, "
+                         f"batch_size={cfg.batch_size}, epochs={cfg.epochs}, n={n}): {err}") from err
+
+
+def train_config(cfg: DpsgdfConfig, run_plan: DPPlan, num_features: int, num_classes: int, *,
+                 model: models.Model | None = None, grid: bool = False) -> TrainConfig:
+    """The engine config of ``cfg`` on ``run_plan`` (:func:`plan`), with the
+    :class:`~dpprep.features.AffineFeatures` extension (its hyper does not set the feature
+    transform) and, for a grid's points (``grid``), :class:`PrivateMean`."""
+    model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
+    extensions: tuple[Extension, ...] = (AffineFeatures(), PrivateMean()) if grid else (AffineFeatures(),)
+    return TrainConfig(model, Hyper(cfg.learning_rate), run_plan, iterates=cfg.iterates,
+                       matmul_precision=cfg.matmul_precision, extensions=extensions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,24 +277,15 @@ class Calibration:
 
 def calibrate(cfg: DpsgdfConfig, n: int, *, with_alone: bool = False, unit: str | None = None) -> Calibration:
     """Step 3: ``z`` with ``[mean, DP-SGD]`` (or DP-SGD alone for the baseline) exactly
-    ``(ε, δ)``-DP for the run ``train`` makes (its plan, Poisson overflow slack included).
+    ``(ε, δ)``-DP for the run ``train`` makes (:func:`plan`, Poisson overflow slack included).
     A calibration that fails raises ValueError naming ``unit``."""
     if not cfg.private:
         raise ValueError("calibrate needs a private method (dpsgdf or dpsgd)")
-    plan = make_plan(train_config(cfg, 1, 2), n)
-    fixed, sigma_f, mult = (), None, None
-    if cfg.method == "dpsgdf":
-        sigma_f = mean_sigma(cfg.eps_F, cfg.delta)
-        mult = mean_sensitivity_factor(cfg.neighbouring) * sigma_f
-        fixed = (dp.gaussian_event(mult),)
-    try:
-        z = plan.calibrate(cfg.epsilon, cfg.delta, fixed_events=fixed)
-    except ValueError as err:
-        where = f" for grid unit {unit}" if unit else ""
-        raise ValueError(f"noise calibration did not converge{where} (epsilon={cfg.epsilon}, eps_F={cfg.eps_F}, "
-                         f"batch_size={cfg.batch_size}, epochs={cfg.epochs}, n={n}): {err}") from err
-    alone = plan.epsilon(z, cfg.delta) if with_alone else None
-    return Calibration(sigma_f, mult, float(z), plan.steps, alone)
+    run_plan = plan(cfg, n, unit=unit)
+    sigma_f = mean_sigma(cfg.eps_F, cfg.delta) if cfg.method == "dpsgdf" else None  # type: ignore[arg-type]
+    mult = mean_sensitivity_factor(cfg.neighbouring) * sigma_f if sigma_f is not None else None
+    alone = run_plan.execution.epsilon(run_plan.noise_multiplier, cfg.delta) if with_alone else None
+    return Calibration(sigma_f, mult, float(run_plan.noise_multiplier), run_plan.steps, alone)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,10 +342,11 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
                                  mean_noise(key, d))
     else:
         mu_hat = np.zeros(d, np.float32)
+    run_plan = plan(cfg, n)
     calibration = calibrate(cfg, n) if cfg.private else None
-    tc = train_config(cfg, d, k, noise_multiplier=calibration.noise_multiplier if calibration else 0.0)
+    tc = train_config(cfg, run_plan, d, k)
     shift = mu_hat if cfg.method == "dpsgdf" else None
-    tc = dataclasses.replace(tc, hyper=with_values(tc.hyper, {"feature_scale": scale, "feature_shift": shift}))
+    tc = dataclasses.replace(tc, hyper=Hyper(cfg.learning_rate, extra={"feature_scale": scale, "feature_shift": shift}))
     params, metrics = train(tc, tc.model.init(None), (unit, y), key)
     if cfg.iterates == "both":
         corrected = {name: bias_correct(p, mu_hat) for name, p in params.items()}
@@ -412,12 +456,14 @@ def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: f
         lrs.append(m.learning_rate)
         mults.append(mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)
                      if m.method == "dpsgdf" else None)
-    tc = train_config(first, d, num_classes, noise_multiplier=1.0 if private else 0.0)
+    run_plan = plan(first, n, noise_multiplier=float(zs[0]) if private else None, unit=key)
+    tc = train_config(first, run_plan, d, num_classes, grid=private)
     points: dict[str, Any] = {"learning_rate": np.asarray(lrs, np.float32),
                               "feature_scale": np.asarray(scales, np.float32)}
     per_seed: tuple[str, ...] = ()
     if private:
         points["noise_multiplier"] = np.asarray(zs, np.float32)
+        points["mean_multiplier"] = np.asarray([np.nan if m is None else m for m in mults], np.float64)
         if any(mu is not None for mu in mults):
             xi = np.asarray(jax.vmap(lambda k: mean_noise(k, d))(seed_keys))
             shift = np.zeros((xi.shape[0], len(model_list), d), np.float32)

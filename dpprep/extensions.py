@@ -19,9 +19,16 @@ by :mod:`dpprep.sweeps`) is: clipped per-example gradient sum → Gaussian priva
 
 At most one extension of a config may provide :meth:`~Extension.clipped_grad` and one
 :meth:`~Extension.privatizer`; :meth:`~Extension.model` and :meth:`~Extension.wrap` compose in the
-order the extensions are given. An extension that changes what is released (a privatizer, a
-clipped sum) carries the responsibility for the accounting of the runs that use it; the
-:class:`~dpprep.plan.ExecutionPlan` accounts the core Gaussian mechanism only.
+order the extensions are given.
+
+**Privacy.** The :class:`~dpprep.plan.DPPlan` accounts the core Gaussian mechanism: every
+example's clipped contribution at most ``C``, noise std ``z·C`` on every coordinate. An extension
+whose fields change the noise declares them (``Field(privacy=True)``) and says, through
+:meth:`Extension.noise_factor`, the smallest factor it applies to the plan's noise std on any
+coordinate: the run is then accounted at ``z·factor`` (a sweep reports each point's ε so; a single
+run and a private selection refuse a factor below 1, which their plan does not charge), and a
+factor of 0 — noise taken away somewhere — is refused in every private plan. An extension with
+privacy fields that does not override :meth:`~Extension.noise_factor` is refused in private plans.
 """
 
 from __future__ import annotations
@@ -42,10 +49,13 @@ class Field:
       default: its value when ``Hyper.extra`` does not set it (None: not used).
       pytree: the value is a pytree (e.g. shaped like the params) rather than one array; swept
         values then carry the grid axis on every leaf.
+      privacy: the value changes the noise (or anything else the guarantee rests on); its
+        extension's :meth:`Extension.noise_factor` says how the plan's account covers it.
     """
 
     default: Any = None
     pytree: bool = False
+    privacy: bool = False
 
 
 class Extension:
@@ -62,6 +72,24 @@ class Extension:
         del values, params, swept, num_features
         return set()
 
+    def noise_factor(self, values: Mapping[str, Any]) -> float:
+        """The smallest factor this extension applies to the plan's noise std on any coordinate,
+        for one point's concrete ``values`` (host-side; 1: the noise is the plan's). The run is
+        accounted at ``z·factor``; 0 means some coordinate is released without noise. The default
+        is 1 for an extension without privacy fields and a refusal otherwise (override it)."""
+        del values
+        if any(spec.privacy for spec in self.fields.values()):
+            raise ValueError(f"{type(self).__name__} declares privacy fields but not how a plan's account covers "
+                             "them (noise_factor): it cannot run in a private plan")
+        return 1.0
+
+    def fixed_events(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """dp-accounting events of private statistics this extension's values of one point were
+        computed from (released once, before training; e.g. a private feature mean used as a
+        shift): a point's account composes them with the run (default: none)."""
+        del values
+        return ()
+
     def model(self, model: Model, values: Mapping[str, Any]) -> Model:
         """The model as this run sees it (default: unchanged)."""
         del values
@@ -75,9 +103,9 @@ class Extension:
         return None
 
     def privatizer(self, values: Mapping[str, Any], **options: Any) -> optax.GradientTransformation | None:
-        """A privatizer replacing :func:`dpprep.noise.gaussian_privatizer` ``(**options)`` (None: the
-        core's). ``options`` are the core privatizer's: ``key``, ``l2_clip_norm``,
-        ``noise_multiplier``, ``stddev`` and ``normalize_by``."""
+        """A privatizer replacing the core's (None: the core's). ``options`` are the core
+        privatizer's: ``key``, ``l2_clip_norm``, ``noise_multiplier`` and ``normalize_by``; its noise
+        must be what :meth:`noise_factor` says (:func:`dpprep.noise.privatizer` with scales)."""
         del values, options
         return None
 
@@ -93,13 +121,31 @@ def field_specs(extensions: Sequence[Extension], reserved: Collection[str] = ())
     out: dict[str, tuple[Extension, Field]] = {}
     for ext in extensions:
         if not isinstance(ext, Extension):
-            raise ValueError(f"extensions must be dpprep.extensions.Extension objects, got {type(ext).__name__}")
+            raise TypeError(f"extensions must be dpprep.extensions.Extension objects, got {type(ext).__name__}")
+        params = getattr(type(ext), "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"extension {type(ext).__name__} must be a frozen dataclass "
+                            "(@dataclasses.dataclass(frozen=True)): its options are part of the compilation key")
         for name, spec in ext.fields.items():
             if name in out or name in reserved:
                 raise ValueError(f"field {name!r} is declared twice (by {type(ext).__name__} and "
                                  f"{type(out[name][0]).__name__ if name in out else 'the core Hyper'})")
             out[name] = (ext, spec)
     return out
+
+
+def per_point(extension: Extension, values: Mapping[str, Any], swept: Collection[str]) -> list[Mapping[str, Any]]:
+    """The extension's values of each point (one mapping when nothing of it is swept): fields in
+    ``swept`` carry the grid axis (every leaf of a pytree field)."""
+    import jax
+    import numpy as np
+
+    if not swept:
+        return [values]
+    count = {int(np.shape(leaf)[0]) for name in swept for leaf in jax.tree_util.tree_leaves(values[name])}
+    size = count.pop() if len(count) == 1 else 0
+    return [{name: (jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[i], value) if name in swept else value)
+             for name, value in values.items()} for i in range(size)]
 
 
 def values_for(extension: Extension, extra: Mapping[str, Any] | None) -> dict[str, Any]:

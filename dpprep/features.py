@@ -73,23 +73,24 @@ def glm_params_for_raw_features(params: Params, scale: Array | None, shift: Arra
 
 
 def apply_transformed(model: Model, params: Params, x: Array, scale: Array | None = None,
-                      shift: Array | None = None) -> Array:
-    """``model.apply(params, scale ⊙ x − shift)``, without forming the transformed ``x`` for GLMs."""
+                      shift: Array | None = None, **kw: Any) -> Array:
+    """``model.apply(params, scale ⊙ x − shift)``, without forming the transformed ``x`` for GLMs
+    (``kw``: a stochastic model's ``key``)."""
     if scale is None and shift is None:
-        return model.apply(params, x)
+        return model.apply(params, x, **kw)
     if model.has_fast_path:
         return model.apply(glm_params_for_raw_features(params, scale, shift), x)
-    return model.apply(params, affine_features(x, scale, shift))
+    return model.apply(params, affine_features(x, scale, shift), **kw)
 
 
 def per_example_loss_transformed(model: Model, params: Params, x: Array, y: Array,
-                                 scale: Array | None = None, shift: Array | None = None) -> Array:
+                                 scale: Array | None = None, shift: Array | None = None, **kw: Any) -> Array:
     """``model.per_example_loss`` on ``scale ⊙ x − shift`` (GLMs: on raw ``x``, see above)."""
     if scale is None and shift is None:
-        return model.per_example_loss(params, x, y)
+        return model.per_example_loss(params, x, y, **kw)
     if model.has_fast_path:
         return model.per_example_loss(glm_params_for_raw_features(params, scale, shift), x, y)
-    return model.per_example_loss(params, affine_features(x, scale, shift), y)
+    return model.per_example_loss(params, affine_features(x, scale, shift), y, **kw)
 
 
 def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
@@ -138,7 +139,7 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
     return r * jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
-def clipped_grad_sum_fast(
+def _clipped_sum_fast(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None,
     scale: Array | None, shift: Array | None,
 ) -> tuple[Params, Array]:
@@ -203,9 +204,10 @@ class AffineFeatures(Extension):
         if scale is None and shift is None:
             return model
         return dataclasses.replace(
-            model, apply=lambda params, x: apply_transformed(model, params, x, scale, shift),
-            per_example_loss=lambda params, x, y: per_example_loss_transformed(model, params, x, y, scale, shift),
-            residual=None)
+            model, apply=lambda params, x, **kw: apply_transformed(model, params, x, scale, shift, **kw),
+            per_example_loss=lambda params, x, y, **kw: per_example_loss_transformed(model, params, x, y, scale, shift,
+                                                                                     **kw),
+            residual=None, spec=None)
 
     def clipped_grad(self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str):
         scale, shift = values["feature_scale"], values["feature_shift"]
@@ -214,11 +216,13 @@ class AffineFeatures(Extension):
         fast = method == "fast" or (method == "auto" and model.has_fast_path)
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
 
-        def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None) -> clipping.ClippedGrad:
+        def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None,
+                    key: Array | None = None) -> clipping.ClippedGrad:
             x, y = batch
             if fast:
-                return clipping.ClippedGrad(*clipped_grad_sum_fast(model, params, x, y, clip, mask, scale, shift))
-            inner = clipping.model_clipped_grad(model, l2_clip_norm=clip, method="vmap")
-            return inner(params, (affine_features(x, scale, shift), y), mask=mask)
+                weights = clipping._checked_mask(mask, x.shape[0])
+                return clipping.ClippedGrad(*_clipped_sum_fast(model, params, x, y, clip, weights, scale, shift))
+            inner = clipping.clipped_grad(model, l2_clip_norm=clip, method="vmap")
+            return inner(params, (affine_features(x, scale, shift), y), mask=mask, key=key)
 
         return grad_fn

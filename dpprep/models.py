@@ -9,10 +9,15 @@ per-example gradient of a GLM is ``x_i ⊗ r_i`` (and ``r_i`` for the bias) wher
 ``r_i = ∂loss_i/∂logits_i`` is the *residual*, so its norm is ``sqrt(||x_i||² + 1)·||r_i||``.
 
 The factories (:func:`linear_regression`, :func:`logistic_regression`, :func:`softmax_regression`,
-:func:`mlp`) are :func:`cached_factory`: the same arguments give the same :class:`Model` object.
-A model's functions compare by identity, and the engine's compilations are cached on the
-:class:`~dpprep.algorithms.TrainConfig` that holds it, so two configs built the same way share
-one compilation without the caller keeping the model around.
+:func:`mlp`) are :func:`spec_factory`: a model they build carries its ``spec`` (the factory and
+its arguments) and compares by it, so two configs built the same way are equal and share one
+compilation, whatever objects they hold. A model without a spec (built by hand or by
+:mod:`dpprep.frameworks`) compares by its functions.
+
+A **stochastic** model (``stochastic=True``, e.g. with dropout) takes a PRNG key:
+``apply(params, x, key=None)`` and ``per_example_loss(params, x, y, key=None)``; the learners give
+each example of a batch its own key (from the run key's ``"model"`` stream) and evaluate with
+``key=None``, which must be the deterministic (inference) mode.
 """
 
 from __future__ import annotations
@@ -34,42 +39,29 @@ TARGETS = ("real", "binary", "class")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def cached_factory(factory: _F) -> _F:
-    """Make ``factory`` return one object per distinct set of arguments.
-
-    Arguments are bound to ``factory``'s signature with defaults applied, so ``f(3)``,
-    ``f(num_features=3)`` and ``f(3, fit_intercept=True)`` (the default) share one object.
-    Invalid arguments still raise on every call (errors are not cached); unhashable arguments
-    bypass the cache (each call then builds a new object). ``factory.cache_info()`` and
-    ``factory.cache_clear()`` expose the underlying :func:`functools.lru_cache`.
-
-    Used for :class:`Model` factories: the engine's compilation cache is keyed on the
-    :class:`~dpprep.algorithms.TrainConfig`, whose model compares by identity, so equal
-    arguments must give the identical model for two equal configs to share a compilation.
-    """
+def spec_factory(factory: _F) -> _F:
+    """Make ``factory``'s models carry their ``spec``: the factory's qualified name and its
+    arguments bound to its signature with defaults applied, so ``f(3)``, ``f(num_features=3)`` and
+    ``f(3, fit_intercept=True)`` (the default) give models that compare equal (and share a
+    compilation). Unhashable arguments give a model without a spec (it compares by identity)."""
     signature = inspect.signature(factory)
-
-    @functools.cache
-    def build(args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Any:
-        return factory(*args, **dict(kwargs))
 
     @functools.wraps(factory)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        model = factory(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        key = (bound.args, tuple(sorted(bound.kwargs.items())))
+        spec = (f"{factory.__module__}.{factory.__qualname__}", bound.args, tuple(sorted(bound.kwargs.items())))
         try:
-            hash(key)
+            hash(spec)
         except TypeError:
-            return factory(*bound.args, **bound.kwargs)
-        return build(*key)
+            return model
+        return dataclasses.replace(model, spec=spec)
 
-    wrapper.cache_info = build.cache_info  # type: ignore[attr-defined]
-    wrapper.cache_clear = build.cache_clear  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Model:
     """A differentiable model with per-example losses.
 
@@ -87,6 +79,11 @@ class Model:
       target: what ``y`` holds, checked by :func:`check_targets`: "real" (finite floats),
         "binary" (labels in {0, 1}), "class" (integer labels in ``[0, K)``, ``K`` the output
         dimension of ``apply``) or None (unchecked beyond finiteness).
+      stochastic: ``apply`` and ``per_example_loss`` take a ``key`` keyword (e.g. dropout); with
+        ``key=None`` they run deterministically (module docstring).
+      spec: what the model is (its factory and arguments), by which it compares; None: it
+        compares by its functions (identity). :func:`dataclasses.replace` of a model with a spec
+        must drop it (``spec=None``) when it changes a function.
     """
 
     name: str
@@ -97,10 +94,24 @@ class Model:
     regularizer: Callable[[Params], Array] | None = None
     task: str = "classification"
     target: str | None = None
+    stochastic: bool = False
+    spec: Any = None
 
     def __post_init__(self) -> None:
         if self.target is not None and self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
+
+    def _identity(self) -> tuple[Any, ...]:
+        if self.spec is not None:
+            return ("spec", self.spec)
+        return ("functions", self.name, self.init, self.apply, self.per_example_loss, self.residual, self.regularizer,
+                self.task, self.target, self.stochastic)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Model) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     @property
     def has_fast_path(self) -> bool:
@@ -145,7 +156,7 @@ def _logits(params: Params, x: Array) -> Array:
     return out + params["b"] if "b" in params else out
 
 
-@cached_factory
+@spec_factory
 def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: bool = True) -> Model:
     """Squared loss ``(y − θᵀx − b)²`` with optional ridge ``ridge·||w||²``; targets ``y`` float."""
     check_positive_int(num_features, "num_features")
@@ -165,7 +176,7 @@ def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: b
                  per_example_loss, residual, regularizer, task="regression", target="real")
 
 
-@cached_factory
+@spec_factory
 def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Model:
     """Binary logistic regression (labels in {0, 1}); ``apply`` returns the logit."""
     check_positive_int(num_features, "num_features")
@@ -183,7 +194,7 @@ def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Mod
                  per_example_loss, residual, target="binary")
 
 
-@cached_factory
+@spec_factory
 def softmax_regression(num_features: int, num_classes: int, *, fit_intercept: bool = True) -> Model:
     """Multiclass softmax regression (integer labels); ``apply`` returns logits ``(b, k)``."""
     check_positive_int(num_features, "num_features")
@@ -204,7 +215,7 @@ _ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 }
 
 
-@cached_factory
+@spec_factory
 def mlp(
     num_features: int,
     hidden: int,

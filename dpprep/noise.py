@@ -5,14 +5,14 @@ by a fixed normaliser ``N`` (the expected batch size ``q·n`` for Poisson sampli
 fixed-size batches, ``n`` for full batch, 1 for one record per step). Coordinate ``j`` of
 parameter leaf ``ℓ`` gets noise of standard deviation
 
-    std_ℓ,j = (noise_multiplier · clip_norm + noise_std) · scale_ℓ,j   on the sum (·/N on the mean).
+    std_ℓ,j = noise_multiplier · clip_norm · scale_ℓ,j   on the sum (·/N on the mean).
 
-``noise_multiplier`` (z) is relative to the clip norm, the unit the accountants use; it needs a
-finite ``clip_norm``, and z > 0 with ``clip_norm = inf`` is refused (it has no unit: a sweep over
-the clip norm must not change what z means). ``noise_std`` is an absolute std, for unclipped runs
-(e.g. CorrDP-SGD, :mod:`dpprep.corrdp`). ``scales`` is a pytree matching the parameters whose
-leaves are scalars or arrays broadcastable to the leaf; ``None`` means isotropic (every scale 1),
-the usual DP-SGD ``N(0, z²C²I)``.
+``noise_multiplier`` (z) is relative to the clip norm, the unit the accountants use: a private run
+has a finite ``clip_norm`` and ``z > 0`` (both come from its :class:`dpprep.plan.DPPlan`).
+``scales`` is a pytree matching the parameters whose leaves are scalars or arrays broadcastable to
+the leaf; ``None`` means isotropic (every scale 1), the usual DP-SGD ``N(0, z²C²I)``. An
+extension running a mechanism with a *nominal* ε only (no guarantee, e.g. CorrDP-SGD's paper
+mode, :mod:`dpprep.corrdp`) may add an absolute std on top, in a non-private plan.
 
 :func:`gaussian_privatizer` is this noise as an optax ``GradientTransformation`` (its state holds
 the noise key and the step count), so a private update composes with any optimizer in
@@ -70,31 +70,32 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
     return scales
 
 
-def check_noise(noise_multiplier: Any, noise_std: Any, clip_norm: Any) -> None:
-    """Host-side check of the noise level (grid values allowed): z and the absolute std finite and
-    >= 0, not both > 0 at one point, and z > 0 only with a finite clip norm."""
+def check_noise(noise_multiplier: Any, clip_norm: Any) -> None:
+    """Host-side check of a private run's noise (grid values allowed): every multiplier finite and
+    > 0, every clip bound finite and > 0 (a run without noise, or whose noise has no unit, has no
+    DP guarantee: it is requested explicitly, with a non-private plan)."""
     z = np.asarray(noise_multiplier, np.float64)
-    s = np.asarray(noise_std, np.float64)
     c = np.asarray(clip_norm, np.float64)
-    for name, v in (("noise_multiplier", z), ("noise_std", s)):
-        if np.any(~np.isfinite(v)) or np.any(v < 0):
-            raise ValueError(f"{name} must be finite and >= 0, got {v.tolist()!r}")
-    if np.any(np.broadcast_to(z > 0, np.broadcast_shapes(z.shape, s.shape)) & (s > 0)):
-        raise ValueError("give noise_multiplier (relative to clip_norm) or noise_std (absolute), not both")
-    if np.any(np.broadcast_to(z > 0, np.broadcast_shapes(z.shape, c.shape)) & ~np.isfinite(c)):
-        raise ValueError("noise_multiplier > 0 needs a finite clip_norm (it is the noise std in units of "
-                         "the clip norm); for an unclipped run give the absolute noise_std instead")
+    if z.size == 0 or not np.all(np.isfinite(z) & (z > 0)):
+        raise ValueError(f"noise_multiplier must be finite and > 0, got {z.tolist()!r} (a run without noise has no "
+                         "DP guarantee: make it explicit with DPPlan.non_private(...))")
+    if c.size == 0 or not np.all(np.isfinite(c) & (c > 0)):
+        raise ValueError(f"clip_norm must be finite and > 0 in a private run (the noise std is z·C), got {c.tolist()!r}")
 
 
-def noise_std(noise_multiplier: Array, noise_std_abs: Array, clip_norm: Array, scales: Scales,
-              params: Params) -> Params:
-    """Per-leaf standard deviation of the noise on the gradient *sum* (see module docstring)."""
+def noise_std(noise_multiplier: Array, clip_norm: Array, scales: Scales, params: Params,
+              stddev: Array = 0.0) -> Params:
+    """Per-leaf standard deviation of the noise on the gradient *sum*: ``(z·C + stddev)·scale``
+    (see the module docstring; ``stddev`` is an extension's absolute std, nominal runs only)."""
     z = jnp.asarray(noise_multiplier, jnp.float32)
-    # z·C with z = 0 and C = inf must be 0, not NaN (z > 0 with C = inf is refused on the host).
+    # z·C with z = 0 and C = inf must be 0, not NaN (a private run has z > 0 and a finite C).
     relative = jnp.where(z > 0, z * jnp.asarray(clip_norm, jnp.float32), 0.0)
-    base = relative + jnp.asarray(noise_std_abs, jnp.float32)
+    base = relative + jnp.asarray(stddev, jnp.float32)
     if scales is None:
         scales = isotropic_scales(params)
+    elif jax.tree_util.tree_structure(scales) != jax.tree_util.tree_structure(params):  # type: ignore[operator]
+        raise ValueError(f"scales must have the tree structure of the params: {jax.tree_util.tree_structure(scales)} "
+                         f"vs {jax.tree_util.tree_structure(params)}")
     return jax.tree_util.tree_map(lambda p, s: base * jnp.asarray(s, jnp.float32), params, scales)
 
 
@@ -107,10 +108,10 @@ def gaussian_noise(key: Array, params: Params, std: Params) -> Params:
     return jax.tree_util.tree_unflatten(treedef, noise)
 
 
-def add_noise(key: Array, grad_sum: Params, noise_multiplier: Array, noise_std_abs: Array,
-              clip_norm: Array, scales: Scales = None) -> Params:
-    """``grad_sum + N(0, ((z·C + noise_std)·scale)²)`` per coordinate."""
-    std = noise_std(noise_multiplier, noise_std_abs, clip_norm, scales, grad_sum)
+def add_noise(key: Array, grad_sum: Params, noise_multiplier: Array, clip_norm: Array, scales: Scales = None,
+              stddev: Array = 0.0) -> Params:
+    """``grad_sum + N(0, ((z·C + stddev)·scale)²)`` per coordinate."""
+    std = noise_std(noise_multiplier, clip_norm, scales, grad_sum, stddev)
     noise = gaussian_noise(key, grad_sum, std)
     return jax.tree_util.tree_map(jnp.add, grad_sum, noise)
 
@@ -123,6 +124,41 @@ class PrivatizerState(NamedTuple):
     count: Array  # type: ignore[assignment]  # optax's state field name; shadows tuple.count
 
 
+def check_key_arg(key: Any, name: str = "key") -> Array:
+    """``key`` as a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``); TypeError otherwise."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        ok = np.ndim(key) == 0
+    else:
+        ok = dtype == np.uint32 and np.shape(key) == (2,)
+    if not ok:
+        raise TypeError(f"{name} must be a PRNG key, e.g. jax.random.key(seed), got {type(key).__name__}"
+                        + (f" of shape {np.shape(key)} and dtype {dtype}" if dtype is not None else ""))
+    return key
+
+
+def privatizer(key: Array, l2_clip_norm: Any, noise_multiplier: Any, scales: Scales, normalize_by: Any,
+               stddev: Any = 0.0) -> optax.GradientTransformation:
+    """The engine's privatizer, unchecked (its values may be traced): ``(sum + noise) /
+    normalize_by`` with noise std ``(z·C + stddev)·scale`` drawn from ``fold_in(key, t)`` at the
+    ``t``-th update. Public code uses :func:`gaussian_privatizer` or a plan's
+    (:meth:`dpprep.plan.DPPlan.optimizer`), which check them."""
+
+    def init_fn(params: Params) -> PrivatizerState:
+        del params
+        return PrivatizerState(key, jnp.zeros((), jnp.int32))
+
+    def update_fn(updates: Params, state: PrivatizerState, params: Params | None = None
+                  ) -> tuple[Params, PrivatizerState]:
+        del params
+        noisy = add_noise(jax.random.fold_in(state.key, state.count), updates, noise_multiplier, l2_clip_norm,
+                          scales, stddev)
+        out = jax.tree_util.tree_map(lambda g: g / normalize_by, noisy)
+        return out, PrivatizerState(state.key, state.count + 1)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
 def _concrete(value: Any) -> np.ndarray | None:
     """``value`` as float64 numpy, or None when it is traced (checked on the host only)."""
     if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value)):
@@ -133,55 +169,43 @@ def _concrete(value: Any) -> np.ndarray | None:
 def gaussian_privatizer(
     *,
     key: Array,
-    l2_clip_norm: Any = None,
-    noise_multiplier: Any = 0.0,
-    stddev: Any = 0.0,
+    l2_clip_norm: float,
+    noise_multiplier: float,
     scales: Scales = None,
-    normalize_by: Any = 1.0,
+    normalize_by: float = 1.0,
 ) -> optax.GradientTransformation:
     """The Gaussian mechanism on a clipped gradient sum, as an optax transformation.
 
-    ``update(grad_sum, state)`` returns ``(grad_sum + N(0, ((z·C + stddev)·scale)²)) /
-    normalize_by`` per coordinate (module docstring), with the noise of step ``t`` drawn from
-    ``fold_in(key, t)``. Feed it the output of :func:`dpprep.clipping.clipped_grad` (the *sum*
-    of per-example gradients clipped to ``C``): that sum has L2 sensitivity ``C``, so the noise
-    is the Gaussian mechanism at multiplier ``z`` that the accountants charge (Abadi et al. 2016;
-    :meth:`dpprep.plan.ExecutionPlan.dp_event`). Chain an optimizer after it.
+    ``update(grad_sum, state)`` returns ``(grad_sum + N(0, (z·C·scale)²)) / normalize_by`` per
+    coordinate, with the noise of step ``t`` drawn from ``fold_in(key, t)``. Feed it the output of
+    :func:`dpprep.clipping.clipped_grad` (the *sum* of per-example gradients clipped to ``C``):
+    that sum has L2 sensitivity ``C``, so the noise is the Gaussian mechanism at multiplier ``z``
+    that the accountants charge (Abadi et al. 2016). Chain an optimizer after it. A
+    :class:`dpprep.plan.DPPlan` hands out this privatizer with its own ``C``, ``z`` and normaliser
+    already chained before an optimizer (:meth:`~dpprep.plan.DPPlan.optimizer`): prefer that.
 
     Args:
       key: the noise key (e.g. ``dpprep.streams.stream(run_key, "noise")``).
-      l2_clip_norm: ``C``, the clipping bound of the gradients it privatizes; required with
-        ``noise_multiplier > 0`` (the multiplier is in units of ``C``).
-      noise_multiplier: ``z``, the noise std relative to ``C``.
-      stddev: an absolute noise std (for unclipped runs); not together with ``z > 0``.
-      scales: None (isotropic) or a pytree like the params of per-leaf / per-coordinate factors.
+      l2_clip_norm: ``C``, the clipping bound of the gradients it privatizes (finite, > 0).
+      noise_multiplier: ``z`` (> 0), the noise std relative to ``C``.
+      scales: None (isotropic) or a pytree like the params of per-leaf / per-coordinate factors
+        (> 0; the account is that of the smallest factor times ``z``).
       normalize_by: the fixed normaliser (e.g. the expected batch size).
 
-    Raises ``ValueError`` on the host (before any compilation) for a multiplier without a finite
-    clipping bound, negative or non-finite noise, or a non-positive normaliser. Traced values
-    (sweeps) are checked by the drivers.
+    Raises ``TypeError`` for a key that is not a PRNG key, ``ValueError`` on the host (before any
+    compilation) for a clip bound or multiplier that is not finite and > 0, scales that are not,
+    or a non-positive normaliser: a privatizer adds noise, or it is not one.
     """
-    clip = float("inf") if l2_clip_norm is None else l2_clip_norm
-    z, s, c, n = (_concrete(v) for v in (noise_multiplier, stddev, clip, normalize_by))
-    if z is not None and s is not None and c is not None:
-        if l2_clip_norm is None and np.any(z > 0):
-            raise ValueError("gaussian_privatizer with noise_multiplier > 0 needs l2_clip_norm, the clipping "
-                             "bound of the gradients it privatizes (the noise std is z·C); chain it after "
-                             "dpprep.clipped_grad with the same bound, or give an absolute stddev")
-        check_noise(z, s, c)
+    check_key_arg(key)
+    z, c, n = (_concrete(v) for v in (noise_multiplier, l2_clip_norm, normalize_by))
+    if z is not None and c is not None:
+        check_noise(z, c)
     if n is not None and not (np.all(np.isfinite(n)) and np.all(n > 0)):
         raise ValueError(f"normalize_by must be finite and > 0, got {normalize_by!r}")
-
-    def init_fn(params: Params) -> PrivatizerState:
-        del params
-        return PrivatizerState(key, jnp.zeros((), jnp.int32))
-
-    def update_fn(updates: Params, state: PrivatizerState, params: Params | None = None
-                  ) -> tuple[Params, PrivatizerState]:
-        del params
-        noisy = add_noise(jax.random.fold_in(state.key, state.count), updates, noise_multiplier, stddev,
-                          clip, scales)  # type: ignore[arg-type]  # a float std broadcasts
-        out = jax.tree_util.tree_map(lambda g: g / normalize_by, noisy)
-        return out, PrivatizerState(state.key, state.count + 1)
-
-    return optax.GradientTransformation(init_fn, update_fn)
+    if scales is not None and _concrete(scales) is not None:
+        for leaf in jax.tree_util.tree_leaves(scales):
+            arr = np.asarray(leaf, np.float64)
+            if not np.all(np.isfinite(arr) & (arr > 0)):
+                raise ValueError(f"scales must be finite and > 0 (a zero scale adds no noise there), got a leaf with "
+                                 f"values in [{arr.min():g}, {arr.max():g}]")
+    return privatizer(key, l2_clip_norm, noise_multiplier, scales, normalize_by)

@@ -4,11 +4,12 @@ The engine applies ``hyper.learning_rate × updates`` of a *unit-rate* optax tra
 (:class:`~dpprep.algorithms.TrainConfig` ``optimizer``). An optax ``GradientTransformation`` is a
 pair of functions and compares by identity, and the engine caches its compilations on the config,
 so ``optax.adam(1.0)`` built twice gives two configs that do not compare equal and compile twice.
-:func:`optimizer` names a standard optax optimizer and returns the same object for the same name
-and options, so configs built the same way compare equal and share one compilation:
+:func:`optimizer` names a standard optax optimizer: a :class:`NamedOptimizer`, which compares by
+its name and options (defaults spelled out), so configs built the same way compare equal and share
+one compilation:
 
 >>> from dpprep import optimizers
->>> optimizers.optimizer("adam") is optimizers.optimizer("adam", b1=0.9)
+>>> optimizers.optimizer("adam") == optimizers.optimizer("adam", b1=0.9)
 True
 
 It also holds two optax-style wrappers the convex-optimisation analyses of DP-GD assume:
@@ -47,8 +48,25 @@ from dpprep.extensions import Extension
 from dpprep.validation import check_positive
 
 
-def optimizer(name: str, **options: Any) -> optax.GradientTransformation:
-    """The unit-rate optax optimizer ``optax.<name>(learning_rate=1.0, **options)``, cached.
+@dataclasses.dataclass(frozen=True)
+class NamedOptimizer:
+    """The unit-rate optax optimizer ``optax.<name>(learning_rate=1.0, **options)`` (an optax
+    transformation: ``init`` and ``update``), compared by ``name`` and ``options``."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
+
+    @property
+    def init(self) -> Any:
+        return _build(self.name, self.options).init
+
+    @property
+    def update(self) -> Any:
+        return _build(self.name, self.options).update
+
+
+def optimizer(name: str, **options: Any) -> NamedOptimizer:
+    """The unit-rate optax optimizer ``optax.<name>(learning_rate=1.0, **options)`` by name.
 
     Args:
       name: an optax optimizer alias that takes a ``learning_rate`` (``"sgd"``, ``"adam"``,
@@ -57,8 +75,8 @@ def optimizer(name: str, **options: Any) -> optax.GradientTransformation:
         Options equal to optax's defaults give the same object as leaving them out.
 
     Returns:
-      the same ``GradientTransformation`` object for equal ``name`` and options (the learning rate
-      is ``hyper.learning_rate`` of the run, applied by the engine).
+      a :class:`NamedOptimizer`, equal for equal ``name`` and options (the learning rate is
+      ``hyper.learning_rate`` of the run, applied by the engine).
 
     Raises:
       ValueError: an unknown name, a ``learning_rate`` option, an option the optimizer does not
@@ -85,9 +103,9 @@ def optimizer(name: str, **options: Any) -> optax.GradientTransformation:
     try:
         hash(key)
     except TypeError as err:
-        raise ValueError(f"optimizer options must be hashable to be cached ({err}); build the "
+        raise ValueError(f"optimizer options must be hashable to be compared ({err}); build the "
                          f"optimizer once and reuse that object instead") from err
-    return _build(name, key)
+    return NamedOptimizer(name, key)
 
 
 @functools.cache

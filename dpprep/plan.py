@@ -21,15 +21,19 @@ data); the Poisson overflow slack is charged the same way in every case.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
+import jax
+import jax.numpy as jnp
+import optax
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 from scipy import optimize
 
-from dpprep import sampling
+from dpprep import clipping, noise, sampling, streams
 from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
@@ -321,3 +325,354 @@ class ExecutionPlan:
                 return hi
             lo, hi = lo / 2, lo
         return float(optimize.brentq(excess, lo, hi, xtol=1e-10))
+
+
+# --------------------------------------------------------------------------------------------------
+# The owner of a guarantee
+
+
+def _number(value: object, name: str) -> float:
+    """``value`` as a float; TypeError for a non-number (a string, None, an array)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if hasattr(value, "shape") and getattr(value, "shape") != ():
+        raise TypeError(f"{name} must be a scalar, got an array of shape {getattr(value, 'shape')}")
+    return float(value)  # type: ignore[arg-type]  # checked above
+
+
+def check_clip_norm(value: object, name: str = "l2_clip_norm") -> float:
+    """A clip bound of a private run: a finite number > 0 (TypeError for a non-number)."""
+    c = _number(value, name)
+    if not (math.isfinite(c) and c > 0):
+        raise ValueError(f"{name} must be a finite number > 0 (the bound each example's gradient is clipped "
+                         f"to), got {value!r}")
+    return c
+
+
+def check_noise_multiplier(value: object, name: str = "noise_multiplier") -> float:
+    """A noise multiplier of a private run: a finite number > 0 (TypeError for a non-number)."""
+    z = _number(value, name)
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"{name} must be a finite number > 0 (a run without noise has no DP guarantee: "
+                         f"make it explicit with DPPlan.non_private(...)), got {value!r}")
+    return z
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlanGradFn:
+    """A clipped-gradient function bound to a :class:`DPPlan` (from :meth:`DPPlan.clipped_grad`):
+    it clips to the plan's ``C`` and takes batches of the plan's shape (``plan.pad`` examples on
+    every leaf), so that a batch laid out another way (e.g. transposed) is refused, not clipped
+    along the wrong axis."""
+
+    plan: DPPlan
+    fn: Callable[..., clipping.ClippedGrad]
+
+    def __call__(self, params: Any, batch: Any, *args: Any, mask: Any = None) -> clipping.ClippedGrad:
+        size = clipping.batch_size_of(batch)
+        if size != self.plan.pad:
+            raise ValueError(f"the batch has {size} examples on its leading axis, the plan's batches have "
+                             f"{self.plan.pad} (plan.batch(key, t) draws them; every leaf's first axis is the "
+                             "example axis)")
+        return self.fn(params, batch, *args, mask=mask)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PrivateTransformation:
+    """An optax ``GradientTransformation`` whose first link is a plan's privatizer (from
+    :meth:`DPPlan.optimizer`): the noise and the normaliser of the plan, then the optimizer.
+    :func:`dpprep.step.dp_step` takes only these, so no privatizer can be missing, misplaced
+    (after Adam's moments) or told another clip bound. Its state's first element counts the noisy
+    releases: past the plan's steps every update is NaN (the plan charges no more), and
+    :meth:`DPPlan.spent` reads the ε of the steps taken."""
+
+    plan: DPPlan
+    init: Callable[..., Any]
+    update: Callable[..., Any]
+
+
+def _privatizer_state(opt_state: Any) -> noise.PrivatizerState:
+    first = opt_state[0] if isinstance(opt_state, tuple) and opt_state else None
+    if not isinstance(first, noise.PrivatizerState):
+        raise ValueError("opt_state is not the state of a plan's optimizer (plan.optimizer(...).init(params))")
+    return first
+
+
+@dataclasses.dataclass(frozen=True)
+class DPPlan:
+    """Every number a run's guarantee rests on, stated once (build it with :meth:`create`, or
+    :meth:`non_private` for a run that claims nothing).
+
+    A private plan fixes the run's data access (:attr:`execution`: sampler, ``n``, batch size,
+    steps, normaliser, neighbouring relation), the clip bound ``C``, the noise multiplier ``z``
+    (given, or calibrated at construction for a target ``(ε, δ)``), the accounting (private
+    statistics released before training, another accountant of the same run) and ``δ``; its
+    :attr:`epsilon` is computed once, at construction, for exactly that run. It hands out
+    everything that must agree with it — the clipped-gradient function (:meth:`clipped_grad`),
+    the privatizer chained before an optimizer (:meth:`optimizer`), the batch selection
+    (:meth:`batch`), the ``dp_event`` — and :func:`dpprep.algorithms.train`, the sweeps and
+    private selection take it in :class:`~dpprep.algorithms.TrainConfig`, so ``C`` and the noise
+    are stated nowhere else (in the spirit of jax_privacy's ``DPExecutionPlan`` and Opacus'
+    ``make_private_with_epsilon``):
+
+    >>> plan = DPPlan.create("poisson", 60_000, batch_size=256, epochs=2, l2_clip_norm=1.0,
+    ...                      target_epsilon=2.0, delta=1e-5)
+    >>> plan.steps, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0
+    (469, 0.683, True)
+    >>> DPPlan.non_private("shuffle", 1000, batch_size=100, epochs=1).describe()
+    'no DP guarantee (non-private run requested): shuffle, n=1000, batch 100, 10 steps, no clipping'
+
+    Attributes:
+      execution: the run's :class:`ExecutionPlan` (what the engine scans and the accountant charges).
+      l2_clip_norm: ``C`` (``inf``: no clipping, non-private plans only).
+      noise_multiplier: ``z``, noise std ``z·C`` on each step's clipped sum (0: non-private).
+      delta: ``δ`` of the guarantee (None: non-private).
+      epsilon: the ε the planned run spends at ``delta`` (``inf``: non-private).
+      target_epsilon: the ε asked for when ``z`` was calibrated (None when ``z`` was given).
+      fixed_events: private statistics released once before training, composed into the account.
+      accountant: another accounting of the same run (:class:`PlanAccountant`, e.g. Hu et al.'s
+        Theorem 2 for pre-processed data, or a private selection over the whole procedure).
+      options: dp-accounting's options (:class:`dpprep.accounting.dp.AccountingOptions`).
+      smoothness: ``β`` of the loss, for DP-SGD by iteration (its proof needs ``η ≤ 2/β``).
+    """
+
+    execution: ExecutionPlan
+    l2_clip_norm: float
+    noise_multiplier: float
+    delta: float | None
+    epsilon: float
+    target_epsilon: float | None = None
+    fixed_events: tuple[DpEvent, ...] = ()
+    accountant: PlanAccountant | None = None
+    options: dp.AccountingOptions | None = None
+    smoothness: float | None = None
+
+    @classmethod
+    def create(cls, sampling: str, n: int, *, l2_clip_norm: float, delta: float,
+               noise_multiplier: float | None = None, target_epsilon: float | None = None,
+               batch_size: int | None = None, steps: int | None = None, epochs: float | None = None,
+               fixed_events: tuple[DpEvent, ...] = (), accountant: PlanAccountant | None = None,
+               options: dp.AccountingOptions | None = None, neighbouring: str | None = None,
+               kappa: int = 1, max_overflow_prob: float = 1e-10, shuffle_bound: str = "as_poisson",
+               smoothness: float | None = None) -> DPPlan:
+        """A private plan: give exactly one of ``noise_multiplier`` and ``target_epsilon`` (then
+        ``z`` is the smallest multiplier with the run ``(target_epsilon, delta)``-DP, calibrated
+        here, once). Everything is checked before anything is computed (TypeError for a value of
+        the wrong type, ValueError naming a bad one). ``smoothness``: required for DP-SGD by
+        iteration (``sampling="fixed_order"`` without ``steps``), whose amplification-by-iteration
+        proof covers plain SGD with ``η ≤ 2/β`` only (the drivers then refuse anything else)."""
+        execution = ExecutionPlan.create(sampling, n, batch_size=batch_size, steps=steps, epochs=epochs,
+                                         kappa=kappa, max_overflow_prob=max_overflow_prob,
+                                         neighbouring=neighbouring, shuffle_bound=shuffle_bound)
+        clip = check_clip_norm(l2_clip_norm)
+        delta = check_delta(_number(delta, "delta"))
+        if (noise_multiplier is None) == (target_epsilon is None):
+            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
+        fixed_events = tuple(fixed_events)
+        for event in fixed_events:
+            if not isinstance(event, DpEvent):
+                raise TypeError(f"fixed_events must hold dp_accounting DpEvents, got {type(event).__name__}")
+        if accountant is not None:
+            if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
+                raise TypeError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
+                                f"(a PlanAccountant), got {type(accountant).__name__}")
+            lipschitz = getattr(accountant, "lipschitz", None)
+            if lipschitz is not None and float(lipschitz) != clip:
+                raise ValueError(
+                    f"the accountant assumes per-example gradients bounded by lipschitz={lipschitz!r} and noise std "
+                    f"z·{lipschitz!r}, but this plan clips to l2_clip_norm={clip!r} and adds z·{clip!r}: the "
+                    "guarantee holds only when they are the same number; state it once (lipschitz = l2_clip_norm)")
+        if execution.random_stop:
+            if smoothness is None:
+                raise ValueError(
+                    "DP-SGD by iteration (fixed_order without steps) is accounted by amplification by iteration, "
+                    "whose proof needs a β-smooth convex loss and learning rate ≤ 2/β: give smoothness=β")
+            smoothness = check_positive(_number(smoothness, "smoothness"), "smoothness", allow_zero=True)
+        elif smoothness is not None:
+            raise ValueError("smoothness is only used by DP-SGD by iteration (fixed_order without steps)")
+        draft = cls(execution, clip, 0.0, delta, math.inf, None, fixed_events, accountant, options, smoothness)
+        if target_epsilon is not None:
+            target = check_epsilon(_number(target_epsilon, "target_epsilon"), "target_epsilon")
+            z = draft._calibrate(target)
+        else:
+            target, z = None, check_noise_multiplier(noise_multiplier)
+        return dataclasses.replace(draft, noise_multiplier=z, epsilon=draft.epsilon_at(z), target_epsilon=target)
+
+    @classmethod
+    def non_private(cls, sampling: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
+                    epochs: float | None = None, l2_clip_norm: float = math.inf, kappa: int = 1,
+                    max_overflow_prob: float = 1e-10, neighbouring: str | None = None) -> DPPlan:
+        """A run that claims **no** DP guarantee: no noise from the plan (``z = 0``); clipping only
+        if ``l2_clip_norm`` is given. Its :attr:`epsilon` is ``inf`` and every driver says "no DP
+        guarantee". Extensions may still add noise of their own (e.g. a nominal-ε mechanism)."""
+        execution = ExecutionPlan.create(sampling, n, batch_size=batch_size, steps=steps, epochs=epochs,
+                                         kappa=kappa, max_overflow_prob=max_overflow_prob,
+                                         neighbouring=neighbouring)
+        clip = _number(l2_clip_norm, "l2_clip_norm")
+        if not clip > 0:
+            raise ValueError(f"l2_clip_norm must be > 0 (inf: no clipping), got {l2_clip_norm!r}")
+        return cls(execution, clip, 0.0, None, math.inf)
+
+    # -- what the plan states ----------------------------------------------------------------------
+
+    @property
+    def private(self) -> bool:
+        """Whether the plan claims a DP guarantee (``z > 0``)."""
+        return self.noise_multiplier > 0
+
+    @property
+    def n(self) -> int:
+        return self.execution.n
+
+    @property
+    def sampler(self) -> str:
+        return self.execution.sampler
+
+    @property
+    def batch_size(self) -> int:
+        return self.execution.batch_size
+
+    @property
+    def steps(self) -> int:
+        return self.execution.steps
+
+    @property
+    def pad(self) -> int:
+        return self.execution.pad
+
+    @property
+    def normaliser(self) -> float:
+        return self.execution.normaliser
+
+    @property
+    def neighbouring(self) -> str:
+        return self.execution.neighbouring
+
+    def describe(self) -> str:
+        """One line: the guarantee (or "no DP guarantee") and the numbers it rests on."""
+        ex = self.execution
+        layout = f"{ex.sampler}, n={ex.n}, batch {ex.batch_size}, {ex.steps} steps"
+        clip = f"C={self.l2_clip_norm:g}" if math.isfinite(self.l2_clip_norm) else "no clipping"
+        if not self.private:
+            return f"no DP guarantee (non-private run requested): {layout}, {clip}"
+        how = [f"z={self.noise_multiplier:.6g}"]
+        if self.fixed_events:
+            how.append(f"{len(self.fixed_events)} private statistic(s)")
+        if self.accountant is not None:
+            how.append(f"accounted by {type(self.accountant).__name__}")
+        return (f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighbouring}): {layout}, {clip}, " + ", ".join(how))
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    # -- accounting ---------------------------------------------------------------------------------
+
+    def _whole_procedure(self) -> bool:
+        """An accountant of a whole procedure (e.g. a private selection) charges the overflow
+        slack itself; any other is an account of the ideal run, around which the plan charges it."""
+        return bool(getattr(self.accountant, "accounts_whole_procedure", False))
+
+    def _calibrate(self, target_epsilon: float) -> float:
+        assert self.delta is not None
+        if self.accountant is not None and self._whole_procedure():
+            return float(self.accountant.calibrate(self.execution, target_epsilon, self.delta))
+        return self.execution.calibrate(target_epsilon, self.delta, fixed_events=self.fixed_events,
+                                        options=self.options, accountant=self.accountant)
+
+    def epsilon_at(self, noise_multiplier: float, steps: int | None = None,
+                   fixed_events: tuple[DpEvent, ...] = ()) -> float:
+        """ε at :attr:`delta` of this plan's run at multiplier ``noise_multiplier`` (and, when
+        given, after ``steps`` ≤ :attr:`steps` steps, or composed with more ``fixed_events``, e.g.
+        a sweep point's private statistics); ``inf`` for a non-private plan. Cached."""
+        if self.delta is None:
+            return math.inf
+        return _epsilon_at(self, check_noise_multiplier(noise_multiplier), self.steps if steps is None else steps,
+                           tuple(fixed_events))
+
+    def dp_event(self) -> DpEvent:
+        """dp-accounting's event of the planned run (private statistics first, then the steps)."""
+        if not self.private:
+            raise ValueError("a non-private plan has no dp_event: it claims no guarantee")
+        run = self.execution.dp_event(self.noise_multiplier)
+        return dp_event.ComposedDpEvent([*self.fixed_events, run]) if self.fixed_events else run
+
+    def with_steps(self, steps: int) -> DPPlan:
+        """The same plan cut to ``steps`` (≤ :attr:`steps`) steps, its ε recomputed."""
+        steps = check_positive_int(steps, "steps")
+        if steps > self.steps:
+            raise ValueError(f"steps={steps} is more than the {self.steps} this plan charges")
+        if steps == self.steps:
+            return self
+        execution = dataclasses.replace(self.execution, steps=steps)
+        return dataclasses.replace(self, execution=execution, epsilon=self.epsilon_at(self.noise_multiplier, steps)
+                                   if self.private else math.inf)
+
+    # -- what the plan hands out ------------------------------------------------------------------
+
+    def clipped_grad(self, loss_fn: Any, *, has_aux: bool = False, keep_batch_dim: bool = True,
+                     prng_argnum: int | None = None) -> PlanGradFn:
+        """:func:`dpprep.clipping.clipped_grad` of ``loss_fn`` (a loss ``(params, batch, *args)``
+        or a :class:`~dpprep.models.Model`, whose GLM fast path is then used) at this plan's
+        ``C``, for batches of this plan's shape."""
+        fn = clipping.clipped_grad(loss_fn, l2_clip_norm=self.l2_clip_norm, has_aux=has_aux,
+                                   keep_batch_dim=keep_batch_dim, prng_argnum=prng_argnum)
+        return PlanGradFn(self, fn)
+
+    def privatizer(self, key: Any) -> optax.GradientTransformation:
+        """The plan's privatizer on a clipped sum: noise std ``z·C`` (none for a non-private plan),
+        divided by the plan's normaliser, from the ``"noise"`` stream of the run key ``key`` (the
+        stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN."""
+        noise_key = streams.stream(noise.check_key_arg(key), streams.NOISE)
+        inner = noise.privatizer(noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normaliser)
+        steps = self.steps
+
+        def update_fn(updates, state, params=None):
+            out, new_state = inner.update(updates, state, params)
+            within = state.count < steps
+            out = jax.tree_util.tree_map(lambda u: jnp.where(within, u, jnp.nan), out)
+            return out, new_state
+
+        return optax.GradientTransformation(inner.init, update_fn)
+
+    def optimizer(self, tx: optax.GradientTransformation | None = None, *, key: Any) -> PrivateTransformation:
+        """``optax.chain(privatizer(key), tx)``: the plan's privatizer first, then ``tx`` (default
+        ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` for :func:`dpprep.step.dp_step`."""
+        tx = optax.sgd(1.0) if tx is None else tx
+        if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
+            raise TypeError(f"tx must be an optax GradientTransformation, got {type(tx).__name__}")
+        if isinstance(tx, PrivateTransformation):
+            raise ValueError("tx already holds a privatizer (it is a plan's optimizer): the noise would be added twice")
+        chained = optax.chain(self.privatizer(key), tx)
+        return PrivateTransformation(self, chained.init, chained.update)
+
+    def batch(self, key: Any, t: Any) -> tuple[Any, Any]:
+        """Step ``t``'s batch of the run with key ``key``: ``(indices (pad,), mask (pad,))``, drawn
+        from its ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them."""
+        ex = self.execution
+        k_batch = streams.stream(noise.check_key_arg(key), streams.BATCH)
+        idx, mask, _, _ = ex.impl.select(k_batch, ex, jnp.asarray(t, jnp.int32), ex.impl.prepare(k_batch, ex))
+        if idx is None:
+            idx = jnp.arange(ex.n, dtype=jnp.int32)
+        return idx, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
+
+    def spent(self, opt_state: Any) -> float:
+        """ε of the releases a plan optimizer's state has made so far (0 before the first)."""
+        count = int(_privatizer_state(opt_state).count)
+        if count == 0:
+            return 0.0
+        if not self.private:
+            return math.inf
+        return self.epsilon_at(self.noise_multiplier, min(count, self.steps))
+
+
+@functools.lru_cache(maxsize=4096)
+def _epsilon_at(plan: DPPlan, z: float, steps: int, more: tuple[DpEvent, ...]) -> float:
+    assert plan.delta is not None
+    execution = plan.execution if steps == plan.steps else dataclasses.replace(plan.execution, steps=steps)
+    if plan.accountant is not None and more:
+        raise ValueError("a point's private statistics do not compose with the plan's accountant here: give them "
+                         "to the accountant (e.g. the selection's fixed_events)")
+    if plan.accountant is not None and plan._whole_procedure():
+        return float(plan.accountant.epsilon(execution, z, plan.delta))
+    return execution.epsilon(z, plan.delta, fixed_events=(*plan.fixed_events, *more), options=plan.options,
+                             accountant=plan.accountant)

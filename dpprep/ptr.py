@@ -38,12 +38,13 @@ from scipy.optimize import brentq
 
 from dpprep import models
 from dpprep.accounting.theorem7 import Theorem7, theorem7
-from dpprep.algorithms import Hyper, TrainConfig, check_key
+from dpprep.algorithms import Hyper, TrainConfig
+from dpprep.plan import DPPlan
 from dpprep.optimizers import L2BallProjection
 from dpprep.preprocess.pca import PCAResult, centred_covariance, pca_reduce
 from dpprep.preprocess.unit_ball import check_unit_ball
 from dpprep.sweeps import sweep_points
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+from dpprep.validation import check_delta, check_epsilon, check_key, check_positive, check_positive_int
 
 __all__ = [
     "BOTTOM",
@@ -221,15 +222,20 @@ def _logistic(num_features: int) -> models.Model:
     return models.logistic_regression(num_features, fit_intercept=False)
 
 
-def train_config(num_features: int, steps: int, learning_rate: float, noise_std: float, radius: float = 1.0) -> TrainConfig:
-    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0),
-    a replace-one guarantee (Hu et al.'s setting); configs of one width share one model object (and
-    so the engine's compilations)."""
-    return TrainConfig(
-        model=_logistic(check_positive_int(num_features, "num_features")),
-        hyper=Hyper(learning_rate=learning_rate, noise_std=noise_std),
-        sampling="full", steps=steps, iterates="average", neighbouring="replace_one",
-        extensions=(L2BallProjection(radius),))
+def train_config(num_features: int, n: int, steps: int, learning_rate: float, noise_std: float, delta: float, *,
+                 radius: float = 1.0, lipschitz: float = 1.0) -> TrainConfig:
+    """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0) on
+    ``n`` rows, a replace-one guarantee (Hu et al.'s setting). The per-example gradients are
+    clipped to ``L`` (``lipschitz``), so that the bound the guarantee rests on holds by
+    construction (on data in the unit ball the logistic loss's gradients are within it and the
+    clipping never binds), and the noise std on the sum ``noise_std`` is the plan's ``z·L``."""
+    lipschitz = check_positive(lipschitz, "lipschitz")
+    plan = DPPlan.create("full", n, steps=steps, l2_clip_norm=lipschitz,
+                         noise_multiplier=check_positive(noise_std, "noise_std") / lipschitz, delta=delta,
+                         neighbouring="replace_one")
+    return TrainConfig(model=_logistic(check_positive_int(num_features, "num_features")),
+                       hyper=Hyper(learning_rate=learning_rate), plan=plan, iterates="average",
+                       extensions=(L2BallProjection(radius),))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -332,8 +338,8 @@ def algorithm1_sweep(x, y, *, k: int, beta: float, epsilons, delta: float, keys,
     trained = bool(passed.any())
     params, evaluation = None, {}
     if trained:
-        config = train_config(d, steps, float(lrs[0]), float(noise[0]), radius)
-        points = {"noise_std": np.repeat(noise, lrs.size), "learning_rate": np.tile(lrs, len(eps_list))}
+        config = train_config(d, n, steps, float(lrs[0]), float(noise[0]), delta, radius=radius, lipschitz=lipschitz)
+        points = {"noise_multiplier": np.repeat(noise / lipschitz, lrs.size), "learning_rate": np.tile(lrs, len(eps_list))}
         res = sweep_points(config, config.model.init(k_train[0]), (pca.data, y), k_train, points, eval_data=eval_data,
                            chunk_size=chunk_size, return_params=return_params)
         if return_params:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
@@ -69,27 +70,28 @@ from scipy import optimize, stats
 from dpprep import streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import (
-    Hyper,
     TrainConfig,
-    check_clip_method,
+    Traced,
     check_data,
     check_hyper,
-    check_key,
-    make_plan,
+    checked_plan,
     sweepable_fields,
+    traced,
     with_values,
 )
 from dpprep.extensions import field_specs
 from dpprep.models import Array, Params
-from dpprep.plan import ExecutionPlan, epsilon_with_overflow_slack
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+from dpprep.plan import DPPlan, ExecutionPlan, epsilon_with_overflow_slack
+from dpprep.validation import check_delta, check_epsilon, check_key, check_positive, check_positive_int
 
 #: The named streams of a selection's key (:mod:`dpprep.streams`).
 SPLIT, NUM_CANDIDATES, CANDIDATES = "validation_split", "num_candidates", "candidates"
 #: The named streams of a candidate's key (besides the engine's "batch", "noise", "stop").
 GRID_POINT, SCORE = "grid_point", "score"
-#: Fields the selection sets itself (the training noise is calibrated for the whole procedure).
-RESERVED = ("noise_multiplier", "noise_std")
+#: Fields the selection sets itself (the training noise is calibrated for the whole procedure):
+#: a grid of :func:`select` varies neither these nor an extension's privacy fields below the
+#: plan's noise (:meth:`dpprep.extensions.Extension.noise_factor` < 1 at some point).
+RESERVED = ("noise_multiplier",)
 #: Largest chunk of candidates per compiled call by default (the chunk is the next power of two
 #: of K up to this): compilations stay at most log2(MAX_CHUNK) + 1 per config over many draws.
 MAX_CHUNK = 64
@@ -274,6 +276,16 @@ class EndToEnd:
                 return part
         raise ValueError(f"no part {name!r}; parts are {PARTS}")
 
+    def describe(self) -> str:
+        """The breakdown, one line per part (each part's ε alone, one accountant), then the total."""
+        lines = [f"end-to-end ({self.accountant}): epsilon = {self.epsilon:.4g} at delta = {self.delta:g}, charging "
+                 f"{' + '.join(self.charged) or 'nothing'}"]
+        for part in self.parts:
+            value = "—" if part.epsilon is None else f"{part.epsilon:.4g}"
+            mark = "charged" if part.charged else "not charged"
+            lines.append(f"  {part.name:<19} epsilon alone {value:>8} ({mark}): {part.note}")
+        return "\n".join(lines)
+
     def as_row(self) -> dict[str, Any]:
         """Flat columns for a results row: the total, each part's ε and which parts were charged."""
         row: dict[str, Any] = {"epsilon_end_to_end": self.epsilon, "delta": self.delta,
@@ -356,6 +368,10 @@ class PrivateSelection:
     validation_size: int
     fixed_events: tuple[DpEvent, ...] = ()
 
+    #: A :class:`dpprep.plan.DPPlan` with this accountant accounts the whole procedure (the
+    #: overflow slack of every candidate included), not one run.
+    accounts_whole_procedure = True
+
     def __post_init__(self) -> None:
         if not isinstance(self.repetitions, Repetitions):
             raise ValueError(f"repetitions must be a Repetitions(mean, shape), got {type(self.repetitions).__name__}")
@@ -376,9 +392,16 @@ class PrivateSelection:
                              "at least one row must remain to train on")
         return n - self.validation_size
 
-    def plan(self, config: TrainConfig, n: int) -> ExecutionPlan:
-        """The plan of every candidate's training run on the ``n − validation_size`` training rows."""
-        return make_plan(config, self.check_size(n))
+    def plan(self, sampling: str, n: int, **options: Any) -> DPPlan:
+        """The :class:`~dpprep.plan.DPPlan` of a selection on ``n`` rows of private data: every
+        candidate's run on the ``n − validation_size`` training rows, accounted (and, with
+        ``target_epsilon``, calibrated) for the whole procedure by this selection. ``options`` are
+        :meth:`DPPlan.create`'s (``l2_clip_norm``, ``delta``, ``target_epsilon`` or
+        ``noise_multiplier``, ``batch_size``, ``steps`` or ``epochs``, …); the procedure's
+        private statistics are this selection's ``fixed_events``."""
+        if "accountant" in options or "fixed_events" in options:
+            raise ValueError("the selection is the plan's accountant, and its fixed_events are the selection's")
+        return DPPlan.create(sampling, self.check_size(n), accountant=self, **options)
 
     def score_event(self, plan: ExecutionPlan) -> dp_event.GaussianDpEvent:
         """The noisy count's event. A count moves by at most 1 under either relation; the
@@ -490,6 +513,7 @@ class PrivateSelection:
         options = _rdp(plan)
         alone = epsilon_with_overflow_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
                                             self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
+        scores = self._ideal([self.repetitions.dp_event(self.score_event(plan))], plan)(delta)
         train = plan.epsilon(noise_multiplier, delta, options=options)
         return EndToEnd(self.epsilon(plan, noise_multiplier, delta), delta, (
             Part("pre-processing", None, False, "none declared"),
@@ -497,7 +521,7 @@ class PrivateSelection:
             Part("selection", alone, True,
                  f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each a training run "
                  f"and a noisy count of correct predictions (std {self.score_noise:g}) on {self.validation_size} "
-                 "validation rows"),
+                 f"validation rows; the noisy counts alone cost epsilon = {scores:.4g}"),
             Part("training", train, True, f"one candidate's run of {plan.steps} steps ({plan.sampler}), "
                  "charged within the selection"),
         ), "rdp")
@@ -581,6 +605,8 @@ def split(data: tuple[Any, Any], validation_size: int, key: Array) -> tuple[tupl
     from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out."""
     x, y = data
     n = int(np.shape(x)[0])
+    if isinstance(validation_size, bool) or not isinstance(validation_size, (int, np.integer)):
+        raise TypeError(f"validation_size must be an integer number of rows, got {validation_size!r}")
     if not 1 <= validation_size < n:
         raise ValueError(f"validation_size={validation_size} must be between 1 and n − 1 = {n - 1}")
     order = np.asarray(jax.random.permutation(streams.stream(key, SPLIT), n))
@@ -599,15 +625,16 @@ def _draws(key: Array, which: Array, size: int) -> tuple[Array, Array, Array]:
 
 
 def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -> dict[str, Any]:
-    """``grid`` checked (a flat axis of points over sweepable fields) and made arrays. The training
+    """A grid ``{field: values}`` with one shared, non-empty leading axis of points, checked
+    against the config's sweepable fields and made arrays (pytree fields stay trees). The training
     noise fields (:data:`RESERVED`) only with ``noise_levels`` (:func:`search_many`)."""
     if not isinstance(grid, Mapping) or not grid:
-        raise ValueError("grid must be a non-empty mapping {Hyper field: values} (a flat axis of points)")
+        raise ValueError("grid must be a non-empty mapping {field: values} (a flat axis of points)")
     known = sweepable_fields(config)
     reserved = sorted(set(grid) & set(RESERVED))
     if reserved and not noise_levels:
         raise ValueError(f"grid cannot vary {reserved}: the selection sets the training noise itself "
-                         "(noise_multiplier, calibrated for the whole procedure)")
+                         "(the plan's noise_multiplier, calibrated for the whole procedure)")
     unknown = sorted(set(grid) - set(known))
     if unknown:
         raise ValueError(f"grid cannot vary {unknown}; sweepable fields of this config are {list(known)}")
@@ -624,35 +651,54 @@ def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -
     return values
 
 
-def _check_search_config(config: TrainConfig, selection: PrivateSelection) -> Hyper:
-    """What every private search needs of its config and selection (:func:`select`,
-    :func:`search_many`): a PrivateSelection, ``config.hyper`` (returned), a classifier, one
-    released iterate, and a validation set whose count of correct predictions float32 gives back
-    exactly."""
-    if not isinstance(selection, PrivateSelection):
-        raise ValueError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
-    if config.hyper is None:
-        raise ValueError("config.hyper is required (the fields the grid does not vary)")
+def _check_search_config(config: TrainConfig) -> tuple[DPPlan, Traced]:
+    """What every private search needs of its config (:func:`select`, :func:`search_many`): a
+    plan, ``config.hyper``, a classifier and one released iterate. Returns the plan and the values."""
+    plan = checked_plan(config)
+    values = traced(config)
     if config.model.task != "classification":
         raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
                          f"(got task {config.model.task!r})")
     if config.iterates == "both":
         raise ValueError("config.iterates='both' releases two models; a search returns one ('last' or 'average')")
+    return plan, values
+
+
+def _check_selection(selection: Any) -> PrivateSelection:
+    if not isinstance(selection, PrivateSelection):
+        raise TypeError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
     if selection.validation_size >= _MAX_COUNT:
         raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
                          "predictions is recovered exactly from a float32 accuracy only up to there")
-    return config.hyper
+    return selection
 
 
-def _checked_grid(config: TrainConfig, hyper: Hyper, grid: Any, params0: Params, num_features: int, *,
-                  noise_levels: bool = False) -> dict[str, Any]:
-    """:func:`_check_grid`, then every point's hyperparameters (``hyper`` with the point's values)
-    checked against the model and the clipping method."""
+def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any, params0: Params, num_features: int,
+                  *, noise_levels: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`_check_grid`, then every point's values (``values0`` with the point's) checked
+    against the plan, the model and the extensions; returns the grid and what each point charges."""
     values = _check_grid(config, grid, noise_levels=noise_levels)
-    check_hyper(with_values(hyper, values), params0, swept=tuple(values), num_features=num_features,
-                extensions=config.extensions)
-    check_clip_method(config, values.get("clip_norm", hyper.clip_norm))
-    return values
+    charged = check_hyper(with_values(values0, values), params0, plan=plan, swept=tuple(values),
+                          num_features=num_features, extensions=config.extensions)
+    return values, charged
+
+
+def _warn_if_scores_dominate(account: EndToEnd) -> None:
+    """The noisy validation scores alone are part of the selection's cost; say so when they take
+    more than half of the whole budget (the training then gets less than it could)."""
+    selection = account.part("selection")
+    scores = _scores_epsilon(selection.note)
+    if scores is not None and scores > 0.5 * account.epsilon:
+        warnings.warn(f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's "
+                      f"{account.epsilon:.4g} (more than half): raise score_noise or lower the mean number of "
+                      f"candidates to leave the training more\n{account.describe()}", UserWarning, stacklevel=3)
+
+
+def _scores_epsilon(note: str) -> float | None:
+    marker = "the noisy counts alone cost epsilon = "
+    if marker not in note:
+        return None
+    return float(note.split(marker, 1)[1].split()[0])
 
 
 def select(
@@ -662,54 +708,56 @@ def select(
     key: Array,
     grid: Mapping[str, Any],
     *,
-    selection: PrivateSelection,
-    delta: float,
-    noise_multiplier: float | None = None,
-    target_epsilon: float | None = None,
     chunk_size: int | None = None,
+    verbose: bool = False,
 ) -> SelectionResult:
     """Private random search over ``grid`` (see the module docstring).
 
     Args:
-      config: the static config of every candidate; ``config.hyper`` gives the fields not in
-        ``grid`` (its noise multiplier is replaced by the selection's). Classifiers only (the
-        score is a count of correct predictions); one iterate (``iterates`` not ``"both"``).
+      config: the static config of every candidate; ``config.plan`` is the selection's plan
+        (:meth:`PrivateSelection.plan`: the candidates' run on the training part, its noise
+        calibrated for — and its ε accounting — the whole procedure) and ``config.hyper`` gives
+        the fields not in ``grid``. Classifiers only (the score is a count of correct
+        predictions); one iterate (``iterates`` not ``"both"``).
       params0, data: initial parameters and the private ``(x, y)``, split by :func:`split`.
       key: the selection's PRNG key (streams :data:`SPLIT`, :data:`NUM_CANDIDATES`,
         :data:`CANDIDATES`).
       grid: ``{field: values}`` with a shared leading axis of ``G`` points (as
-        :func:`dpprep.sweeps.sweep_points`' ``points``); each candidate draws one uniformly.
-      selection: the :class:`PrivateSelection` (K's distribution, score noise, validation size,
-        shared statistics).
-      delta: the δ of the account.
-      noise_multiplier / target_epsilon: exactly one: the training multiplier ``z`` of every
-        candidate, or the end-to-end ε to calibrate it for (:meth:`PrivateSelection.calibrate`).
+        :func:`dpprep.sweeps.sweep_points`' ``points``); each candidate draws one uniformly. It
+        varies neither the noise multiplier nor any extension's noise below the plan's.
       chunk_size: candidates per compiled call (default: the next power of two of K, at most
         :data:`MAX_CHUNK`); the last chunk is padded, so one compilation per chunk size.
+      verbose: print the account's breakdown (:meth:`EndToEnd.describe`) to stderr.
 
     Every argument is checked, and the procedure accounted, before anything is trained
-    (ValueError naming the argument).
+    (TypeError/ValueError naming the argument). When the noisy scores alone take more than half
+    the budget a warning says so, with the breakdown.
     """
-    fixed = _check_search_config(config, selection)
+    plan, values0 = _check_search_config(config)
+    selection = plan.accountant
+    if not isinstance(selection, PrivateSelection):
+        raise ValueError("config.plan must be a selection's plan: PrivateSelection.plan(sampling, n, ...), whose "
+                         "noise is calibrated for (and whose epsilon accounts) the whole procedure; got "
+                         f"{plan.describe()}")
+    _check_selection(selection)
     key = check_key(key)
     x, y = check_data(data, params0, config.model)
-    values = _checked_grid(config, fixed, grid, params0, x.shape[-1])
-    names = tuple(values)
+    if x.shape[0] - selection.validation_size != plan.n:
+        raise ValueError(f"the data has {x.shape[0]} rows: {x.shape[0] - selection.validation_size} train after the "
+                         f"{selection.validation_size} validation rows, but the plan was made for n={plan.n} "
+                         "(make it with selection.plan(sampling, len(data), ...))")
+    values, charged = _checked_grid(config, plan, values0, grid, params0, x.shape[-1])
+    if float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
+        raise ValueError("a grid point (or hyper.extra) lowers an extension's noise below the plan's (noise factor < 1): "
+                         "the selection's epsilon, calibrated for the plan's noise, would not cover that candidate")
     if chunk_size is not None:
         chunk_size = check_positive_int(chunk_size, "chunk_size")
-    plan = selection.plan(config, x.shape[0])
-    delta = check_delta(delta)
-    if (noise_multiplier is None) == (target_epsilon is None):
-        raise ValueError("give exactly one of noise_multiplier and target_epsilon")
-    if target_epsilon is not None:
-        z = selection.calibrate(plan, target_epsilon, delta)
-    else:
-        z = check_positive(noise_multiplier, "noise_multiplier")  # type: ignore[arg-type]
-    hyper = dataclasses.replace(fixed, noise_multiplier=z)
-    check_hyper(with_values(hyper, values), params0, swept=names, num_features=x.shape[-1],
-                extensions=config.extensions)  # now with the noise (e.g. refused without clipping)
-    accounting = selection.end_to_end(plan, z, delta)
-    config = dataclasses.replace(config, hyper=hyper)
+    z = plan.noise_multiplier
+    assert plan.delta is not None
+    accounting = selection.end_to_end(plan.execution, z, plan.delta)
+    _warn_if_scores_dominate(accounting)
+    if verbose:
+        print(accounting.describe(), file=sys.stderr)
 
     train_data, validation = split((x, y), selection.validation_size, key)
     num = _num_candidates(selection, key)
@@ -738,13 +786,15 @@ class Search:
 class SearchResult:
     """What one :class:`Search` of :func:`search_many` returns. ``params``, ``index`` (the chosen
     point's position in the grid) and ``score`` (its noisy validation accuracy) are the private
-    output (None when the Poisson ``K`` was 0); ``diagnostics`` (``num_candidates``,
-    ``grid_indices``, ``noisy_scores``, ``accuracies``, ``best``) are **not** private."""
+    output (None when the Poisson ``K`` was 0), at ``accounting`` (None under a non-private
+    plan); ``diagnostics`` (``num_candidates``, ``grid_indices``, ``noisy_scores``,
+    ``accuracies``, ``best``) are **not** private."""
 
     params: Params | None
     index: int | None
     score: float | None
     diagnostics: dict[str, Any]
+    accounting: EndToEnd | None = None
 
 
 def _num_candidates(selection: PrivateSelection, key: Array) -> int:
@@ -782,8 +832,8 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
                                                *[jax.tree_util.tree_map(lambda v, i=drawn[s][1][j]: np.asarray(v)[i],
                                                                         searches[s][1][name]) for s, j in take])
                   for name in names}
-        result = sweeps.sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
-                                     chunk_size=1)
+        result = sweeps._sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
+                                      chunk_size=1, account=False)
         assert result.evaluation is not None
         acc = np.asarray(result.evaluation["accuracy"], np.float64)[:, 0]
         for c, (s, j) in enumerate(take[:real]):
@@ -818,15 +868,18 @@ def search_many(
     compiled calls of ``chunk_size`` (the last padded): one compilation however many searches and
     candidates. Each search runs :func:`select`'s procedure (steps 2–4 of the module docstring)
     with ``selection``'s ``K`` and score noise, but its grid may **set the training noise per
-    point** (``noise_multiplier``, ``noise_std`` or an extension's noise field): e.g. a constant
-    that sets σ, as in Wang, Zhang & Cummings (2026). Account such a search with
-    :meth:`PrivateSelection.end_to_end_of_grid` (each candidate charged at the grid's least noisy
-    point), a fixed-noise one with :meth:`PrivateSelection.end_to_end`. Each search is private on
-    its own; releasing several outputs composes, which the caller charges.
+    point** (``noise_multiplier`` or an extension's noise field). Under a private plan every point
+    is checked against it (noise > 0, every extension's noise covered) and each search is accounted
+    by :meth:`PrivateSelection.end_to_end_of_grid` (every candidate charged at the grid's least
+    noisy point): its :attr:`SearchResult.accounting`. Under a non-private plan nothing is
+    claimed (``accounting`` None: e.g. a nominal-ε mechanism whose guarantee, if any, its caller
+    derives). Each search is private on its own; releasing several outputs composes, which the
+    caller charges.
 
     Args:
-      config: the static config of every candidate (``config.hyper`` gives the fields no grid
-        varies). Classifiers only; one iterate.
+      config: the static config of every candidate (``config.plan``: the candidates' run on the
+        training part; ``config.hyper`` gives the fields no grid varies). Classifiers only; one
+        iterate.
       params0: initial parameters.
       train, validation: the split (:func:`split`); ``validation`` has ``selection.validation_size`` rows.
       searches: the :class:`Search` es (every grid varies the same fields).
@@ -835,23 +888,35 @@ def search_many(
 
     Every argument is checked before anything is trained (ValueError naming the argument).
     """
-    fixed = _check_search_config(config, selection)
+    plan, values0 = _check_search_config(config)
+    selection = _check_selection(selection)
+    if plan.accountant is not None and plan.accountant != selection:
+        raise ValueError("config.plan is accounted by another accountant; search_many accounts each search itself "
+                         "(PrivateSelection.end_to_end_of_grid)")
     searches = list(searches)
     if not searches or not all(isinstance(s, Search) for s in searches):
         raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
     x, _ = check_data(train, params0, config.model)
+    checked_plan(config, x.shape[0])
     xv, _ = check_data(validation, params0, config.model)
     if xv.shape[0] != selection.validation_size:
         raise ValueError(f"validation has {xv.shape[0]} rows, selection.validation_size={selection.validation_size}")
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     checked: list[tuple[Array, dict[str, Any]]] = []
+    accounts: list[EndToEnd | None] = []
     for i, search in enumerate(searches):
-        values = _checked_grid(config, fixed, search.grid, params0, x.shape[-1], noise_levels=True)
+        values, charged = _checked_grid(config, plan, values0, search.grid, params0, x.shape[-1], noise_levels=True)
         if i and tuple(values) != tuple(checked[0][1]):
             raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
                              f"searches[0] {list(checked[0][1])}")
         checked.append((check_key(search.key), values))
-    return _run_searches(config, params0, train, validation, checked, selection, chunk_size)
+        if plan.private:
+            assert plan.delta is not None
+            accounts.append(selection.end_to_end_of_grid(plan.execution, charged["noise_multiplier"], plan.delta))
+        else:
+            accounts.append(None)
+    found = _run_searches(config, params0, train, validation, checked, selection, chunk_size)
+    return [dataclasses.replace(result, accounting=account) for result, account in zip(found, accounts)]
 
 
 __all__ = [

@@ -13,8 +13,9 @@ import zlib
 
 import jax
 
-#: The streams the engine uses; any other name is allowed (e.g. "private_mean").
-BATCH, NOISE, STOP = "batch", "noise", "stop"
+#: The streams the engine uses; any other name is allowed (e.g. "private_mean"). ``MODEL`` keys a
+#: stochastic model's layers (e.g. dropout), split per step and per example.
+BATCH, NOISE, STOP, MODEL = "batch", "noise", "stop", "model"
 
 
 def stream(key: jax.Array, name: str) -> jax.Array:

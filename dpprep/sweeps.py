@@ -45,36 +45,41 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from dpprep import models
 from dpprep.algorithms import (
     TrainConfig,
+    Traced,
     _run,
-    check_clip_method,
     check_data,
     check_hyper,
-    check_key,
-    make_plan,
+    checked_plan,
     run_model,
+    static_config,
     sweepable_fields,
+    traced,
     warn_if_not_finite,
     warn_on_overflow,
     with_values,
 )
 from dpprep.extensions import field_specs
 from dpprep.models import Array, Params
-from dpprep.plan import ExecutionPlan
-from dpprep.validation import check_finite_array, check_positive_int
+from dpprep.plan import DPPlan, ExecutionPlan
+from dpprep.validation import check_finite_array, check_key, check_positive_int
 
 #: Default memory a chunk of points may use (bytes); see :func:`points_per_chunk`.
 MEMORY_BUDGET = 2 * 2**30
 
 
 class SweepResult(NamedTuple):
-    """Leading axes ``(seeds, points)`` on every leaf. ``params`` is the private output;
-    ``metrics`` are the non-private diagnostics of :func:`dpprep.algorithms.train`;
-    ``evaluation`` (with ``eval_data``) holds ``loss`` and, for classifiers, ``accuracy`` (under
-    ``"last"``/``"average"`` keys when the config asks for both iterates)."""
+    """Leading axes ``(seeds, points)`` on every leaf. ``params`` is the private output, each
+    point's at ``epsilon[p]`` (``(points,)``: the plan's account of that point's noise; ``inf``
+    for a non-private plan) and ``delta`` (the plan's); ``metrics`` are the non-private
+    diagnostics of :func:`dpprep.algorithms.train`; ``evaluation`` (with ``eval_data``) holds
+    ``loss`` and, for classifiers, ``accuracy`` (under ``"last"``/``"average"`` keys when the
+    config asks for both iterates)."""
 
     params: Params
     metrics: dict[str, Array]
     evaluation: dict[str, Any] | None
+    epsilon: np.ndarray | None = None
+    delta: float | None = None
 
 
 def evaluate(model: models.Model, params: Params, x: Array, y: Array) -> dict[str, Array]:
@@ -102,6 +107,17 @@ def _as_values(config: TrainConfig, points: Mapping[str, Any]) -> dict[str, Any]
 def _point_count(points: Mapping[str, Any]) -> int:
     leaves = [leaf for value in points.values() for leaf in jax.tree_util.tree_leaves(value)]
     return int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 0
+
+
+def point_epsilons(plan: DPPlan, charged: dict[str, Any], total: int) -> np.ndarray:
+    """Each point's ε: the plan's account at the point's (noise-factor adjusted) multiplier, once
+    per distinct value; ``inf`` everywhere for a non-private plan."""
+    if not plan.private:
+        return np.full(total, np.inf)
+    z = np.broadcast_to(np.asarray(charged["noise_multiplier"], np.float64), (total,)).tolist()
+    events = charged["fixed_events"]
+    events = events if len(events) == total else events * total
+    return np.array([plan.epsilon_at(value, fixed_events=e) for value, e in zip(z, events)])
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,6 +148,7 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
 
 def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int | tuple[int, ...],
                      num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
+    memory_budget = _check_budget(memory_budget)
     """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1): a
     float32 estimate of the per-point working set (logits/residuals of the padded batch, a
     handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
@@ -150,6 +167,19 @@ def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, 
     shared = 4 * (2 * plan.pad * num_features + plan.epochs * plan.n)
     room = memory_budget / num_seeds - shared
     return max(1, int(room // per_point))
+
+
+def _check_budget(memory_budget: Any) -> float:
+    if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, float, np.number)):
+        raise TypeError(f"memory_budget must be a number of bytes, got {type(memory_budget).__name__}")
+    if not (np.isfinite(memory_budget) and memory_budget > 0):
+        raise ValueError(f"memory_budget must be a finite number of bytes > 0, got {memory_budget!r}")
+    return float(memory_budget)
+
+
+def _check_on_chunk(on_chunk: Any) -> None:
+    if on_chunk is not None and not callable(on_chunk):
+        raise TypeError(f"on_chunk must be a callable on_chunk(done, chunks) or None, got {type(on_chunk).__name__}")
 
 
 def _replicate(tree: Any, sharding: NamedSharding) -> Any:
@@ -271,7 +301,37 @@ def sweep_points(
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
     """
+    return _sweep_points(config, params0, data, keys, points, eval_data=eval_data, chunk_size=chunk_size,
+                         memory_budget=memory_budget, devices=devices, return_params=return_params, per_seed=per_seed,
+                         params0_per_seed=params0_per_seed, on_chunk=on_chunk, max_steps=max_steps,
+                         first_chunk_only=first_chunk_only)
+
+
+def _sweep_points(
+    config: TrainConfig,
+    params0: Params,
+    data: tuple[Any, Any],
+    keys: Array,
+    points: Mapping[str, Any],
+    *,
+    eval_data: tuple[Any, Any] | None = None,
+    chunk_size: int | None = None,
+    memory_budget: float = MEMORY_BUDGET,
+    devices: int | Sequence[Any] | None = None,
+    return_params: bool = True,
+    per_seed: Sequence[str] = (),
+    params0_per_seed: bool = False,
+    on_chunk: Callable[[int, int], None] | None = None,
+    max_steps: int | None = None,
+    first_chunk_only: bool = False,
+    account: bool = True,
+) -> SweepResult:
+    """:func:`sweep_points`; ``account=False`` (private selection, which accounts its candidates
+    itself): no per-point ε, and per-seed fields may carry the noise (each candidate its own point)."""
     keys = check_key(keys, "keys", stacked=True)
+    _check_on_chunk(on_chunk)
+    memory_budget = _check_budget(memory_budget)
+    dp_plan = checked_plan(config)
     stacked_params0 = params0
     if params0_per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(params0)}
@@ -282,8 +342,7 @@ def sweep_points(
         for leaf in jax.tree_util.tree_leaves(stacked_params0):
             check_finite_array(leaf, "params0")
     x, y = check_data(data, params0, config.model)
-    if config.hyper is None:
-        raise ValueError("config.hyper is required")
+    checked_plan(config, x.shape[0])
     if not isinstance(points, Mapping) or not points:
         raise ValueError("points must be a non-empty mapping {Hyper field: values}")
     points = _as_values(config, points)
@@ -292,6 +351,11 @@ def sweep_points(
     unknown = sorted(set(per_seed) - set(names))
     if unknown:
         raise ValueError(f"per_seed names {unknown} are not swept in points")
+    privacy = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.privacy}
+    noisy = sorted((set(per_seed) & (privacy | {"noise_multiplier", "clip_norm"})))
+    if noisy and dp_plan.private and account:
+        raise ValueError(f"per_seed fields {noisy} carry privacy: a point's noise must be one value for every seed "
+                         "(so that the point has one epsilon)")
     seeded = tuple(name in per_seed for name in names)
     for name in per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(points[name])}
@@ -300,17 +364,17 @@ def sweep_points(
                              f"got leading shapes {sorted(lead)}")
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
-    check_hyper(with_values(config.hyper, first_seed), params0, swept=names, num_features=x.shape[-1],
-                extensions=config.extensions)
-    check_clip_method(config, first_seed.get("clip_norm", config.hyper.clip_norm))
+    charged = check_hyper(with_values(traced(config), first_seed), params0, plan=dp_plan, swept=names,
+                          num_features=x.shape[-1], extensions=config.extensions)
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
                 raise ValueError(f"{name} values must be finite")
     x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, x.shape[1:], "data")
-    plan = make_plan(config, x.shape[0])
-    static = dataclasses.replace(config, hyper=None)
+    plan = dp_plan.execution
+    static = static_config(config)
     total = _point_count(first_seed)
+    epsilons = point_epsilons(dp_plan, charged, total) if account else None
     # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
     full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
@@ -323,7 +387,7 @@ def sweep_points(
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
     fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
                    params0_per_seed)
-    base = with_values(config.hyper, {name: None for name in names})
+    base = with_values(traced(config), {name: None for name in names})
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())
@@ -344,15 +408,15 @@ def sweep_points(
 
     params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk,
                                                first_chunk_only=first_chunk_only)
-    warn_on_overflow(metrics, config)
+    warn_on_overflow(metrics, dp_plan)
     warn_if_not_finite(params if return_params else evaluation, "trained parameters" if return_params
                        else "evaluation of the trained models")
-    return SweepResult(params, metrics, evaluation)
+    return SweepResult(params, metrics, evaluation, epsilons, dp_plan.delta)
 
 
 def sweep(
     config: TrainConfig, params0: Params, data: tuple[Any, Any], keys: Array, **axes: Any
-) -> tuple[Params, dict[str, Array]]:
+) -> SweepResult:
     """Train the Cartesian grid ``keys × axes`` (a thin layer over :func:`sweep_points`).
 
     Args:
@@ -363,7 +427,8 @@ def sweep(
         in the order given; array and pytree fields take a leading axis of grid values).
 
     Returns:
-      ``(params, metrics)`` with leading axes ``(len(keys), len(axis_1), …)``.
+      a :class:`SweepResult` with leading axes ``(len(keys), len(axis_1), …)`` on ``params`` and
+      ``metrics`` and ``(len(axis_1), …)`` on ``epsilon`` (each grid point's ε).
     """
     axes = _as_values(config, axes)
     lengths = []
@@ -379,7 +444,8 @@ def sweep(
               for i, (name, values) in enumerate(axes.items())}
     result = sweep_points(config, params0, data, keys, points)
     unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])  # noqa: E731
-    return jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
+    params, metrics = jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
+    return SweepResult(params, metrics, None, np.asarray(result.epsilon).reshape(tuple(lengths)), result.delta)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,8 +484,9 @@ def sweep_datasets(
 
     ``xs``: ``(U, n, f)``; ``y``: ``(n,)`` shared labels. Each trained model is evaluated inside
     the call on ``eval_data`` (shared ``(x, y)`` with ``f`` features) or, without it, on its own
-    training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers); the
-    evaluation is non-private (it reads the data), like every metric of :func:`sweep_points`.
+    training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers; the
+    evaluation is non-private: it reads the data, like every metric of :func:`sweep_points`) and
+    ``"epsilon"`` ``(U, P)``, each run's ε by the plan.
     ``on_chunk(done, chunks)`` is told of each compiled call, and ``max_steps`` /
     ``first_chunk_only`` check the sweep cheaply, as in :func:`sweep_points`.
     """
@@ -428,13 +495,15 @@ def sweep_datasets(
         raise ValueError(f"xs must have shape (units, n, features), got {xs.shape}")
     num_units = xs.shape[0]
     keys = check_key(keys, "keys", stacked=True)
+    _check_on_chunk(on_chunk)
+    memory_budget = _check_budget(memory_budget)
+    dp_plan = checked_plan(config)
     if keys.shape[0] != num_units:
         raise ValueError(f"keys must hold one key per unit ({num_units}), got {keys.shape[0]}")
     x0, y = check_data((xs[0], y), params0, config.model)
+    checked_plan(config, x0.shape[0])
     if not np.all(np.isfinite(xs)):
         raise ValueError("xs contains non-finite values")
-    if config.hyper is None:
-        raise ValueError("config.hyper is required")
     for name, mapping in (("unit_points", unit_points), ("points", points)):
         if not isinstance(mapping, Mapping) or not mapping:
             raise ValueError(f"{name} must be a non-empty mapping {{Hyper field: values}}")
@@ -444,15 +513,17 @@ def sweep_datasets(
     unit_points = {k: np.asarray(v) for k, v in unit_points.items()}
     points = {k: np.asarray(v) for k, v in points.items()}
     first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
-    check_hyper(with_values(config.hyper, {**unit_points, **first(points)}), params0,
-                swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions)
-    check_hyper(with_values(config.hyper, {**first(unit_points), **points}), params0,
-                swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions)
+    base_values = traced(config)
+    by_unit = check_hyper(with_values(base_values, {**unit_points, **first(points)}), params0, plan=dp_plan,
+                          swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions)
+    by_point = check_hyper(with_values(base_values, {**first(unit_points), **points}), params0, plan=dp_plan,
+                           swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions)
+    epsilon = _grid_epsilons(dp_plan, by_unit, by_point, num_units, _point_count(points))
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
     x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2:], "xs")
-    plan = make_plan(config, xs.shape[1])
-    static = dataclasses.replace(config, hyper=None)
+    plan = dp_plan.execution
+    static = static_config(config)
     num_points = _point_count(points)
     if chunk_size is None:
         per_unit = 4 * (2 * xs.shape[1] * xs.shape[2]) + num_points * 4 * (
@@ -461,7 +532,7 @@ def sweep_datasets(
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), num_units)
     plan = _limit_steps(plan, max_steps)  # after the chunk size, which the full plan decides
     fn = _compiled_datasets(static, plan, tuple(unit_points), tuple(points), eval_data is not None)
-    base = with_values(config.hyper, {name: None for name in (*unit_points, *points)})
+    base = with_values(base_values, {name: None for name in (*unit_points, *points)})
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
 
@@ -469,7 +540,22 @@ def sweep_datasets(
         return fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
                   tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
 
-    return _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only)
+    out = _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only)
+    return {**out, "epsilon": epsilon}
+
+
+def _grid_epsilons(plan: DPPlan, by_unit: dict[str, Any], by_point: dict[str, Any], units: int, points: int
+                   ) -> np.ndarray:
+    """``(units, points)`` ε of a :func:`sweep_datasets` grid: the multiplier of unit ``u`` and point
+    ``p`` is a product of the plan's, the unit's and the point's factors, so it is ``z_u·z_p/z_00``."""
+    if not plan.private:
+        return np.full((units, points), np.inf)
+    if any(e for e in (*by_unit["fixed_events"], *by_point["fixed_events"])):
+        raise ValueError("sweep_datasets does not account points' private statistics; account them per run")
+    z_u = np.broadcast_to(np.asarray(by_unit["noise_multiplier"], np.float64), (units,))
+    z_p = np.broadcast_to(np.asarray(by_point["noise_multiplier"], np.float64), (points,))
+    z = np.outer(z_u, z_p) / z_u[0]
+    return np.vectorize(plan.epsilon_at, otypes=[float])(z)
 
 
 @functools.lru_cache(maxsize=16)

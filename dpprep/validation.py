@@ -81,3 +81,21 @@ def check_same_length(a: Any, b: Any, name_a: str, name_b: str) -> None:
             f"{name_a} and {name_b} must have the same number of rows, got "
             f"{np.shape(a)[0]} and {np.shape(b)[0]}"
         )
+
+
+def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Any:
+    """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
+    or with ``stacked`` a 1-D stack of them (``jax.random.split``); TypeError naming it otherwise."""
+    import jax  # here: the rest of this module runs without JAX
+    import jax.numpy as jnp
+
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        ok = np.ndim(key) == int(stacked)
+    else:
+        ok = dtype == np.uint32 and np.ndim(key) == 1 + int(stacked) and np.shape(key)[-1] == 2
+    if not ok:
+        what = "a stack of PRNG keys (jax.random.split)" if stacked else "a PRNG key"
+        raise TypeError(f"{name} must be {what}, e.g. from jax.random.key(seed), got "
+                        f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}")
+    return jnp.asarray(key)

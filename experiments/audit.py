@@ -10,7 +10,7 @@ assumes) is caught. Outputs ``audit.csv``, ``audit.png`` and REPORT rows. An aud
 bound, never a certificate (see :mod:`dpprep.auditing`).
 
 The bug catalogue (issue 19): each ``(learner, bug)`` of :data:`CATALOGUE` is audited with the bug
-planted in dpprep's library code (:func:`dpprep.auditing.inject`) at the learner's audit settings;
+planted in dpprep's library code (:func:`experiments.bug_catalogue.inject`) at the learner's audit settings;
 a bug is *caught* when a test that is rigorous for that learner (:attr:`AuditResult.rigorous`:
 Clopper–Pearson, GDP for full-batch learners, the trade-off test where the accountant has a curve)
 refutes the ε its accounting states. Outputs ``catalogue.md`` (bug × learner × rigorous bound ×
@@ -34,7 +34,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpprep.auditing import BUGS, AuditConfig, audit_with_bug  # noqa: E402
+from dpprep.auditing import AuditConfig  # noqa: E402
+from experiments.bug_catalogue import BUGS, audit_with_bug  # noqa: E402
 from experiments.results import Comparison, provenance_json, save_figure, write_csv  # noqa: E402
 from experiments import RunContext, main_for  # noqa: E402
 

@@ -48,7 +48,8 @@ import numpy as np
 import pandas as pd
 
 from dpprep import dp_pca, models, ptr
-from dpprep.algorithms import Hyper, TrainConfig, make_plan
+from dpprep.algorithms import Hyper, TrainConfig
+from dpprep.plan import DPPlan
 from dpprep.optimizers import L2BallProjection
 from dpprep.accounting import table1
 from dpprep.accounting.meta import PreprocessedAccountant, calibrate
@@ -114,8 +115,10 @@ PROFILES = {
 DATASET_BYTES = 512 * 2**20
 
 
-def _dp_gd(cfg: Fig3Config, num_features: int) -> ptr.TrainConfig:
-    return ptr.train_config(num_features, cfg.steps, cfg.learning_rates[0], 1.0, cfg.radius)
+def _dp_gd(cfg: Fig3Config, num_features: int, n: int) -> ptr.TrainConfig:
+    """Projected, averaged, full-batch DP-GD (clipped at L = 1, so the multiplier is the noise std);
+    the multiplier is swept (its plan's z = 1 is a placeholder each point replaces)."""
+    return ptr.train_config(num_features, n, cfg.steps, cfg.learning_rates[0], 1.0, cfg.delta, radius=cfg.radius)
 
 
 def calibrations(cfg: Fig3Config, n: int, gap_k: float, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
@@ -123,7 +126,7 @@ def calibrations(cfg: Fig3Config, n: int, gap_k: float, sens_rank: Sensitivity, 
     DP-PCA entry noise. DP-GD's noise is calibrated by its plan with Theorem 2
     (:class:`~dpprep.accounting.meta.PreprocessedAccountant`, L = 1: the multiplier is the noise std)."""
     rows = []
-    plan = make_plan(_dp_gd(cfg, 1), n)
+    plan = _dp_gd(cfg, 1, n).plan.execution
 
     def noise_std(sensitivity: Sensitivity, eps: float, delta: float, mode: str = "exact") -> tuple[float, float]:
         accountant = PreprocessedAccountant(sensitivity, smoothness=cfg.smoothness, mode=mode)  # type: ignore[arg-type]
@@ -154,17 +157,18 @@ def _dp_sgd(cfg: Fig3Config, num_features: int, n: int) -> TrainConfig:
     """Poisson-subsampled, clipped (C = 1 = L: no clipping bites in the unit ball), projected and
     averaged DP-SGD; ``noise_multiplier`` z swept (std zC on the sum, divided by B)."""
     batch, steps = cfg.sgd_schedule(n)
+    plan = DPPlan.create("poisson", n, batch_size=batch, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=cfg.delta, neighbouring="replace_one")
     return TrainConfig(model=models.logistic_regression(num_features, fit_intercept=False),
-                       hyper=Hyper(learning_rate=cfg.learning_rates[0], noise_multiplier=1.0, clip_norm=1.0),
-                       sampling="poisson", batch_size=batch, steps=steps, iterates="average",
-                       neighbouring="replace_one", extensions=(L2BallProjection(cfg.radius),))
+                       hyper=Hyper(learning_rate=cfg.learning_rates[0]), plan=plan, iterates="average",
+                       extensions=(L2BallProjection(cfg.radius),))
 
 
 def sgd_calibrations(cfg: Fig3Config, n: int, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
     """Per overall ε: DP-SGD's noise multiplier per method by Theorem 2 with the rigorous subsampled
     replace-one RDP/SRDP (``sgd_samp``), calibrated by the run's plan (which charges the padded
     Poisson batch's overflow slack); (a) in Table-2 mode like DP-GD's (a), (b) at (ε/2, δ/2)."""
-    plan = make_plan(_dp_sgd(cfg, 1, n), n)
+    plan = _dp_sgd(cfg, 1, n).plan.execution
 
     def multiplier(sensitivity: Sensitivity, eps: float, delta: float, mode: str = "exact") -> tuple[float, float]:
         accountant = PreprocessedAccountant(sensitivity, smoothness=cfg.smoothness, mode=mode)  # type: ignore[arg-type]
@@ -289,7 +293,7 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None, *, 
         releases = [[one] * S for _ in eps_list]
     else:
         releases = [[release(e, s) for s in range(S)] for e in eps_list]
-    loss, calls = train_methods(_dp_gd(cfg, d), _dp_gd(cfg, cfg.k), "noise_std", noise, x, y, rank.data, dim_data,
+    loss, calls = train_methods(_dp_gd(cfg, d, n), _dp_gd(cfg, cfg.k, n), "noise_multiplier", noise, x, y, rank.data, dim_data,
                                 releases, train_keys, eps_list, lrs, n, d, progress, **limits)
     progress(f"n={n}, d={d}: PTR (Algorithm 1)")
     # (d): Algorithm 1 for every (ε, seed, step size) at each ε's PTR level, sharing the rank reduction's

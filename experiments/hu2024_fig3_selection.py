@@ -54,7 +54,8 @@ import numpy as np
 import pandas as pd
 
 from dpprep import models
-from dpprep.algorithms import Hyper, TrainConfig, make_plan
+from dpprep.algorithms import Hyper, TrainConfig
+from dpprep.plan import DPPlan
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.optimizers import L2BallProjection
 from dpprep.selection import PrivateSelection, Repetitions, select
@@ -87,12 +88,16 @@ PROFILES = {
 PROFILES["paper"] = PROFILES["quick"]
 
 
-def train_config(cfg: Fig3Config, num_features: int) -> TrainConfig:
-    """Fig 3's DP-GD (full batch, projected onto the ball, averaged, replace-one) with its noise as a
-    multiplier of a clip norm C = 1 = L that never bites (what ``select`` calibrates)."""
+def plan_options(cfg: Fig3Config) -> dict:
+    """Fig 3's DP-GD plan (full batch, replace-one) with its noise as a multiplier of a clip norm
+    C = 1 = L that never bites."""
+    return {"steps": cfg.steps, "l2_clip_norm": 1.0, "delta": DELTA, "neighbouring": "replace_one"}
+
+
+def train_config(cfg: Fig3Config, num_features: int, plan: DPPlan) -> TrainConfig:
+    """Fig 3's DP-GD (projected onto the ball, averaged) on ``plan``."""
     return TrainConfig(model=models.logistic_regression(num_features, fit_intercept=False),
-                       hyper=Hyper(learning_rate=cfg.learning_rates[0], noise_multiplier=1.0, clip_norm=1.0),
-                       sampling="full", steps=cfg.steps, iterates="average", neighbouring="replace_one",
+                       hyper=Hyper(learning_rate=cfg.learning_rates[0]), plan=plan, iterates="average",
                        extensions=(L2BallProjection(cfg.radius),))
 
 
@@ -107,10 +112,11 @@ def run_case(scfg: SelectionConfig, n: int, d: int) -> dict:
                              label_scale=cfg.label_scale, seed=cfg.data_seed)
     x, y = np.asarray(data.x, np.float32), np.asarray(data.y)
     _, loss_star, _ = logistic_ball_optimum(data.x, data.y, cfg.radius, cfg.optimum_steps)
-    config = train_config(cfg, d)
+    # The non-private tuning's runs: z per point (the plan's z = 1 is a placeholder each point replaces).
+    config = train_config(cfg, d, DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(cfg)))
     params0 = config.model.init(jax.random.PRNGKey(0))
     lrs = np.asarray(cfg.learning_rates)
-    plan = make_plan(config, n)
+    plan = config.plan.execution
     selection = selection_of(scfg)
     keys = jax.random.split(jax.random.PRNGKey(SEED + cfg.noise_seed), cfg.seeds)
     rows = []
@@ -131,8 +137,8 @@ def run_case(scfg: SelectionConfig, n: int, d: int) -> dict:
     for e in cfg.epsilons:
         for s in range(cfg.seeds):
             key = jax.random.fold_in(keys[s], 1000 + int(round(e * 1000)))
-            out = select(config, params0, (x, y), key, {"learning_rate": lrs}, selection=selection, delta=DELTA,
-                         target_epsilon=e)
+            paid = train_config(cfg, d, selection.plan("full", n, target_epsilon=e, **plan_options(cfg)))
+            out = select(paid, params0, (x, y), key, {"learning_rate": lrs})
             account = out.accounting
             risk = math.nan if out.params is None else \
                 float(evaluate(config.model, out.params, jnp.asarray(x), jnp.asarray(y))["loss"]) - loss_star

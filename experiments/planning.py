@@ -321,7 +321,6 @@ def sun2024_selection(profile: str) -> Cost:
     """Per (ε, method, draw) a private random search and one non-private reference. The number of
     candidates K is random (truncated geometric): its mean ``mean_candidates`` is used."""
     from dpprep import dpsgdf
-    from dpprep.algorithms import make_plan
     from experiments.sun2024_selection import DELTA, GRIDS
     from experiments.sun2024_table1 import example_step_flops
 
@@ -333,12 +332,12 @@ def sun2024_selection(profile: str) -> Cost:
         cfg = dpsgdf.DpsgdfConfig(method=method, epsilon=g.epsilons[0], delta=DELTA,
                                   eps_F=g.eps_fs[0] if method == "dpsgdf" else None, feature_norm=g.feature_norms[0],
                                   batch_size=g.batch_size, epochs=g.epochs, iterates="last")
-        plan = make_plan(dpsgdf.train_config(cfg, 1, 2), n_train)
+        plan = dpsgdf.layout(cfg, n_train)
         candidate = plan.steps * plan.batch_size * example_step_flops(d, k) + 2.0 * g.validation_size * d * k
         flops += len(g.epsilons) * g.draws * g.mean_candidates * candidate
     cfg = dpsgdf.DpsgdfConfig(method="nonprivate", epsilon=None, eps_F=None, feature_norm=g.np_feature_norm,
                               batch_size=g.np_batch_size, epochs=g.np_epochs, iterates="last")
-    plan = make_plan(dpsgdf.train_config(cfg, 1, 2), n_train)
+    plan = dpsgdf.layout(cfg, n_train)
     flops += len(g.np_learning_rates) * (plan.steps * plan.batch_size * example_step_flops(d, k, clipped=False)
                                          + 2.0 * g.validation_size * d * k)
     return Cost(2 * len(g.epsilons) * g.draws + 1, flops, None, floor=True, basis=
@@ -576,13 +575,15 @@ def measured_sweep_rate(d: int = 784, k: int = 10, n: int = 4096, batch: int = 1
 
     from dpprep import models, sweeps
     from dpprep.algorithms import Hyper, TrainConfig
+    from dpprep.plan import DPPlan
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(n, d)).astype(np.float32)
     y = rng.integers(0, k, size=n)
     model = models.softmax_regression(d, k)
-    config = TrainConfig(model, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=batch, steps=steps)
+    plan = DPPlan.create("poisson", n, batch_size=batch, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+    config = TrainConfig(model, Hyper(0.1), plan)
     keys = jax.random.split(jax.random.key(0), seeds)
     run = lambda: sweeps.sweep_points(config, model.init(None), (x, y), keys,  # noqa: E731
                                       {"learning_rate": np.linspace(0.01, 1.0, points)}, return_params=True)

@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from dpprep import files, sweeps
-from dpprep.algorithms import make_plan
 from dpprep.models import Array, Params
 from dpprep.files import atomic_write_bytes, atomic_write_text, umask_mode  # noqa: F401 (re-exported)
 
@@ -847,15 +846,15 @@ def _sweep_shape(group: sweeps.Group, n: int, data: Any, keys: Array, options: d
     shapes of ``data`` (training and evaluation) and keys, and the sweep options; None when it
     cannot be told here (run it)."""
     try:
-        plan = make_plan(group.config, n)
+        plan = group.config.plan.execution
         config = tuple((f.name, getattr(group.config, f.name)) for f in dataclasses.fields(group.config)
-                       if f.name not in ("hyper", "steps", "epochs"))
+                       if f.name not in ("hyper", "plan"))
         shape = (config, tuple((f.name, getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name != "steps"),
                  tuple(group.points), max((int(np.shape(v)[0]) for v in group.points.values() if np.ndim(v) > 0), default=1),
                  group.per_seed, tuple(np.shape(leaf) for leaf in jax.tree_util.tree_leaves(data)), np.shape(keys),
                  tuple(sorted((k, repr(v)) for k, v in options.items() if k != "on_chunk")))
         hash(shape)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError):
         return None
     return shape
 
@@ -865,8 +864,8 @@ def group_cost(group: sweeps.Group, n: int, seeds: int) -> float | None:
     sweep passes through (groups of a grid differ in all four; time is about proportional to it
     once compiled). None when the group's plan cannot be made here (its sweep will say why)."""
     try:
-        plan = make_plan(group.config, n)
-    except (ValueError, TypeError):
+        plan = group.config.plan.execution
+    except (ValueError, TypeError, AttributeError):
         return None
     points = max((int(np.shape(v)[0]) for v in group.points.values() if np.ndim(v) > 0), default=1)
     return float(seeds * points * plan.steps * max(plan.batch_size, 1))

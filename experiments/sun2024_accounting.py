@@ -22,7 +22,7 @@ import pandas as pd
 
 from dpprep import dpsgdf
 from dpprep.accounting import dp
-from dpprep.algorithms import TrainConfig, make_plan
+from dpprep.plan import ExecutionPlan
 from dpprep.models import softmax_regression
 from experiments.results import Comparison, write_csv
 from experiments import RunContext, main_for
@@ -60,7 +60,7 @@ def z_row(n: int, b: int, e: int, eps: float) -> dict:
     for f in (0.02, 0.05):
         out[f"z_pld_F{f}"] = dp.calibrate_noise(eps, DELTA, schedule, fixed_events=(dpsgdf.mean_event(f, DELTA),))
     out["z_rdp"] = dp.calibrate_noise(eps, DELTA, schedule, options=dp.AccountingOptions(accountant="rdp"))
-    plan = make_plan(TrainConfig(softmax_regression(2, 2), sampling="poisson", batch_size=b, epochs=e), n)
+    plan = ExecutionPlan.create("poisson", n, batch_size=b, epochs=e)
     out["z_pld_as_run"] = plan.calibrate(eps, DELTA)
     out["z_pld_F0.05_as_run"] = plan.calibrate(eps, DELTA, fixed_events=(dpsgdf.mean_event(0.05, DELTA),))
     out["seconds"] = time.perf_counter() - start

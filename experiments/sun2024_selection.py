@@ -113,7 +113,6 @@ def run_private(method: str, eps: float, grid: Grid, ds: dict, draw: int = 0) ->
     cfg = dpsgdf.DpsgdfConfig(method=method, epsilon=eps, delta=DELTA, eps_F=grid.eps_fs[0] if method == "dpsgdf" else None,
                               feature_norm=grid.feature_norms[0], batch_size=grid.batch_size, epochs=grid.epochs,
                               iterates="last")
-    config = dpsgdf.train_config(cfg, d, k, noise_multiplier=1.0)
     (x_train, _), _ = split((ds["unit"], ds["y"]), grid.validation_size, key)  # the split select makes
     n_train = x_train.shape[0]
     fixed: tuple = ()
@@ -132,10 +131,11 @@ def run_private(method: str, eps: float, grid: Grid, ds: dict, draw: int = 0) ->
         points = [(c, lr, None) for c, lr in itertools.product(grid.feature_norms, grid.learning_rates)]
         search = {"feature_scale": [c for c, _, _ in points], "learning_rate": [lr for _, lr, _ in points]}
     selection = PrivateSelection(Repetitions(grid.mean_candidates, 1.0), grid.score_noise, grid.validation_size, fixed)
-    result = select(config, config.model.init(None), (ds["unit"], ds["y"]), key, search, selection=selection,
-                    target_epsilon=eps, delta=DELTA, chunk_size=1)
-    plan = selection.plan(config, ds["unit"].shape[0])
-    paper_style = training_only(plan, result.noise_multiplier, DELTA, fixed_events=fixed)
+    plan = selection.plan(cfg.sampler, ds["unit"].shape[0], batch_size=cfg.batch_size, epochs=cfg.epochs,
+                          l2_clip_norm=cfg.clip_norm, delta=DELTA, target_epsilon=eps, neighbouring=cfg.neighbouring)
+    config = dpsgdf.train_config(cfg, plan, d, k)
+    result = select(config, config.model.init(None), (ds["unit"], ds["y"]), key, search, chunk_size=1)
+    paper_style = training_only(plan.execution, result.noise_multiplier, DELTA, fixed_events=fixed)
     out: dict[str, Any] = {"method": method, "epsilon_target": eps, "draw": draw, "z": result.noise_multiplier,
                            **result.accounting.as_row(),
                            "epsilon_training_only_same_run": paper_style.epsilon,
@@ -159,7 +159,7 @@ def run_nonprivate(grid: Grid, ds: dict) -> dict:
     for lr in grid.np_learning_rates:
         cfg = dpsgdf.DpsgdfConfig(method="nonprivate", epsilon=None, eps_F=None, feature_norm=grid.np_feature_norm,
                                   batch_size=grid.np_batch_size, epochs=grid.np_epochs, learning_rate=lr, iterates="last")
-        config = dpsgdf.train_config(cfg, d, k)
+        config = dpsgdf.train_config(cfg, dpsgdf.plan(cfg, xs.shape[0]), d, k)
         scale = np.float32(grid.np_feature_norm)
         params, _ = train(config, config.model.init(None), (scale * xs, ys), key)
         val = float(evaluate(config.model, params, jnp.asarray(scale * xv), jnp.asarray(yv))["accuracy"])

@@ -56,7 +56,6 @@ import numpy as np
 import pandas as pd
 
 from dpprep import data, dpsgdf, sweeps
-from dpprep.algorithms import make_plan
 from dpprep.data import DataNotFoundError
 from experiments import results
 from experiments.results import Comparison, config_json, provenance_json, write_csv
@@ -517,7 +516,7 @@ def _unit_rows(unit: Unit, n: int, rows: str) -> float:
     size (``rows="expected"``; for shuffled batches the batch size) or × the padded batch the
     compiled step actually computes on (``rows="padded"``: Poisson batches are padded to a fixed
     shape that overflows with negligible probability, 1.5× B at B = 256, 1.05× at 16384)."""
-    plan = make_plan(dpsgdf.train_config(unit.models[0].config(unit.batch_size, unit.epochs), 1, 2), n)
+    plan = dpsgdf.layout(unit.models[0].config(unit.batch_size, unit.epochs), n)
     return float(plan.steps * (plan.pad if rows == "padded" else plan.batch_size))
 
 

@@ -321,7 +321,7 @@ def select_many(setup: Setup, train: tuple[np.ndarray, np.ndarray], validation: 
     searches = [Search(r.key, sgd.point_values(setup.cfg, setup.params0, n_train,
                                                [sgd.Point(r.method, r.epsilon, c, setup.factors[r.method]) for c in setup.grid]))
                 for r in requests]
-    found = search_many(setup.cfg.train_config(), setup.params0, train, validation, searches, selection=selection,
+    found = search_many(setup.cfg.train_config(n_train), setup.params0, train, validation, searches, selection=selection,
                         chunk_size=chunk)
     out = []
     for r, res in zip(requests, found):

@@ -45,7 +45,8 @@ import optax
 from dpprep import sampling, streams, sweeps
 from dpprep import noise as noise_lib
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan
+from dpprep.algorithms import Hyper, TrainConfig
+from dpprep.plan import DPPlan
 from dpprep.corrdp import noise
 from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures
@@ -80,14 +81,21 @@ def clip_batch_mean(max_norm: float, normalize_by: float) -> optax.GradientTrans
 class CoordinateNoise(Extension):
     """Engine extension: CorrDP's privatizer, Gaussian noise with a scale per coordinate.
 
-    Field (traced, sweepable): ``noise_scales`` — None (isotropic) or a pytree like the params of
-    per-leaf / per-coordinate factors: coordinate ``i`` gets std ``scale_i`` times the core's
-    (:func:`dpprep.noise.gaussian_privatizer` ``scales``). ``batch_clip_norm``: the paper's
+    Fields (traced, sweepable; both carry privacy): ``noise_scales`` — None (isotropic) or a
+    pytree like the params of per-leaf / per-coordinate factors: coordinate ``i`` gets std
+    ``scale_i`` times the core's; ``noise_std`` — an absolute std added to the core's ``z·C``
+    (0 by default), for the paper's nominal-ε runs. ``batch_clip_norm``: the paper's
     ``clip_grad_norm_`` of the batch mean before the noise (:func:`clip_batch_mean`; ``inf``: none).
+
+    In a private plan (:class:`dpprep.plan.DPPlan`) the run is accounted at ``z·min(scale)``
+    (:meth:`noise_factor`: the least noisy coordinate; a zero scale is refused) and an absolute
+    ``noise_std`` is refused (it has no unit: the guarantee is in units of the clip bound). The
+    paper's runs, whose ε is nominal, run in a non-private plan.
     """
 
     batch_clip_norm: float = math.inf
-    fields: ClassVar[Mapping[str, Field]] = {"noise_scales": Field(pytree=True)}
+    fields: ClassVar[Mapping[str, Field]] = {"noise_scales": Field(pytree=True, privacy=True),
+                                             "noise_std": Field(default=0.0, privacy=True)}
 
     def __post_init__(self) -> None:
         if not self.batch_clip_norm > 0:
@@ -96,19 +104,40 @@ class CoordinateNoise(Extension):
     def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
               num_features: int | None) -> set[int]:
         del num_features
+        lengths = set()
+        std = np.asarray(values["noise_std"], np.float64)
+        if "noise_std" in swept:
+            if std.ndim != 1 or std.shape[0] == 0:
+                raise ValueError(f"noise_std values must be a non-empty 1-D sequence, got shape {std.shape}")
+            lengths.add(std.shape[0])
+        elif std.shape != ():
+            raise ValueError(f"noise_std must be a scalar, got shape {std.shape}; to vary it, make it an axis of the sweep")
+        if not np.all(np.isfinite(std) & (std >= 0)):
+            raise ValueError(f"noise_std must be finite and >= 0, got {std.tolist()!r}")
         scales = values["noise_scales"]
         if "noise_scales" not in swept:
             noise_lib.check_scales(params, scales)
-            return set()
-        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
-        if len(lengths) != 1 or 0 in lengths:
+            return lengths
+        leading = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
+        if len(leading) != 1 or 0 in leading:
             raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
-        for i in range(next(iter(lengths))):  # each grid value must match the params on its own
+        for i in range(next(iter(leading))):  # each grid value must match the params on its own
             noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
-        return lengths
+        return lengths | leading
+
+    def noise_factor(self, values: Mapping[str, Any]) -> float:
+        if np.any(np.asarray(values["noise_std"], np.float64) != 0):
+            raise ValueError("noise_std (an absolute std) has no unit in a private plan, whose guarantee is in units of "
+                             "the clip bound: give the noise as the plan's noise_multiplier (and noise_scales), or run "
+                             "the nominal mechanism in a non-private plan (DPPlan.non_private)")
+        scales = values["noise_scales"]
+        if scales is None:
+            return 1.0
+        return float(min(np.min(np.asarray(leaf, np.float64)) for leaf in jax.tree_util.tree_leaves(scales)))
 
     def privatizer(self, values: Mapping[str, Any], **options: Any) -> optax.GradientTransformation:
-        noisy = noise_lib.gaussian_privatizer(**options, scales=values["noise_scales"])
+        noisy = noise_lib.privatizer(options["key"], options["l2_clip_norm"], options["noise_multiplier"],
+                                     values["noise_scales"], options["normalize_by"], stddev=values["noise_std"])
         if math.isinf(self.batch_clip_norm):
             return noisy
         return optax.chain(clip_batch_mean(self.batch_clip_norm, options["normalize_by"]), noisy)
@@ -162,17 +191,23 @@ class CorrDPSGD:
         if not self.radius > 0:
             raise ValueError(f"radius must be > 0 (inf: no projection), got {self.radius!r}")
 
-    def train_config(self) -> TrainConfig:
-        """The engine config: noise 0 in its base hyper (each point sets its own)."""
-        hyper = Hyper(self.learning_rate, clip_norm=self.clip_norm if self.clip_mode == "per_example" else math.inf)
+    def plan(self, n: int) -> DPPlan:
+        """The run's plan on ``n`` records: **non-private** (the paper's ε is nominal, no
+        accountant; every driver says "no DP guarantee"), clipped per example at ``clip_norm``
+        with ``clip_mode="per_example"``; the noise is :class:`CoordinateNoise`'s, set per point."""
+        clip = self.clip_norm if self.clip_mode == "per_example" else math.inf
+        return DPPlan.non_private(self.sampling, check_positive_int(n, "n"), batch_size=self.batch_size,
+                                  steps=self.steps, l2_clip_norm=clip, neighbouring="replace_one")
+
+    def train_config(self, n: int) -> TrainConfig:
+        """The engine config on ``n`` records (:meth:`plan`; each point sets its own noise)."""
         extensions: tuple[Extension, ...] = (
             CoordinateNoise(self.clip_norm if self.clip_mode == "batch" else math.inf), AffineFeatures())
         if math.isfinite(self.radius):
             extensions += (L2BallProjection(self.radius),)
-        return TrainConfig(self.model, hyper, sampling=self.sampling, batch_size=self.batch_size,
-                           steps=self.steps, optimizer=self.optimizer, iterates="last",
-                           matmul_precision=self.matmul_precision, neighbouring="replace_one",
-                           clip_method=self.clip_method, extensions=extensions)
+        return TrainConfig(self.model, Hyper(self.learning_rate), self.plan(n), optimizer=self.optimizer,
+                           iterates="last", matmul_precision=self.matmul_precision, clip_method=self.clip_method,
+                           extensions=extensions)
 
     @property
     def clip_method(self) -> str:
@@ -182,7 +217,7 @@ class CorrDPSGD:
 
     def normaliser(self, n: int) -> float:
         """What the engine divides the noisy gradient sum by on ``n`` records."""
-        return make_plan(self.train_config(), check_positive_int(n, "n")).normaliser
+        return self.plan(n).normaliser
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +232,16 @@ class Point:
     c: float
     factors: Params | None = None
     feature_scale: Any = None
+
+    def __post_init__(self) -> None:
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon)
+        if not (isinstance(self.c, (int, float)) and math.isfinite(self.c) and self.c >= 0):
+            raise ValueError(f"c must be a finite number >= 0, got {self.c!r}")
+        if (self.epsilon is None) != (self.c == 0):
+            raise ValueError(f"Point({self.method!r}, epsilon={self.epsilon!r}, c={self.c!r}): a point is either noisy "
+                             "(an epsilon and c > 0: sigma² = c·K_δ/ε²) or the non-private reference (epsilon=None, "
+                             "c=0); an epsilon with c = 0 would be trained without noise and labelled with it")
 
     def sigma(self, delta: float) -> float:
         """Std ``σ`` of a sensitive coordinate of the averaged gradient (0 without noise)."""
@@ -214,10 +259,8 @@ def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point
     ones = jax.tree_util.tree_map(lambda p: np.ones((), np.float32), params0)
     scales = []
     for point in points:
-        if point.epsilon is not None:
-            check_epsilon(point.epsilon)
-        if point.c < 0 or not math.isfinite(point.c):
-            raise ValueError(f"c must be finite and >= 0, got {point.c!r}")
+        if not isinstance(point, Point):
+            raise TypeError(f"points must be Point objects, got {type(point).__name__}")
         factors = ones if point.factors is None else noise.check_param_factors(params0, point.factors)
         scales.append(jax.tree_util.tree_map(
             lambda f, p: np.broadcast_to(np.sqrt(np.asarray(f, np.float32)), np.shape(p)), factors, params0))
@@ -241,8 +284,9 @@ def sweep(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], keys: Array, p
     seed axis (e.g. :func:`init_per_seed`). (On :func:`quadratic_sketch` rows the normaliser is the
     row count, which is what the noise on the mean needs.)"""
     one = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0) if params0_per_seed else params0
-    values = point_values(cfg, one, int(np.shape(data[0])[0]), points)
-    return sweeps.sweep_points(cfg.train_config(), params0, data, keys, values, eval_data=eval_data,
+    n = int(np.shape(data[0])[0])
+    values = point_values(cfg, one, n, points)
+    return sweeps.sweep_points(cfg.train_config(n), params0, data, keys, values, eval_data=eval_data,
                                chunk_size=chunk_size, return_params=return_params,
                                params0_per_seed=params0_per_seed)
 
