@@ -9,7 +9,9 @@ What lives here, and what it builds on:
   passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
   multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
-  in memory and on disk (keyed on the accounting code's digest and the dp-accounting version).
+  in memory and on disk (keyed on the accounting code's digest and the dp-accounting version; a
+  value read from disk is checksummed and re-verified with the accountant before it is used, so a
+  tampered or corrupt entry costs time, never privacy).
   The PLD's work is bounded, per step (:data:`MAX_PLD_POINTS`) and for the composed run
   (:data:`MAX_COMPOSED_PLD_POINTS`): beyond it the grid is coarsened or RDP answers, with a
   warning saying why, or a ValueError says what to do; a target no multiplier reaches is refused
@@ -47,6 +49,7 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import logging
 import math
 import os
 import warnings
@@ -649,14 +652,20 @@ def composed_calibrate(
     options: AccountingOptions = AccountingOptions(),
     initial_guess: float = 1.0,
     tol: float = CALIBRATION_TOL,
+    accounted_with: list[AccountingOptions] | None = None,
 ) -> float:
     """Smallest multiplier ``z`` (within ``tol``) with ε(``make_event(z)``) <= ``target_epsilon``.
 
     ``make_event`` maps the free multiplier to the whole composed event (fixed parts included);
     ε must decrease in ``z``. The returned value always satisfies the target (dp-accounting's
-    ``calibrate_dp_mechanism`` guarantees a non-positive gap). For the PLD accountant an RDP
-    calibration (fast; RDP ε >= PLD ε, so usually just above the answer) seeds the bracket.
-    Not cached; see :func:`calibrate_noise` for the cached DP-SGD case.
+    ``calibrate_dp_mechanism`` guarantees a non-positive gap), and ``z - tol`` (up to rounding)
+    does not: dp-accounting's search ends on a bracket narrower than ``tol`` whose other end
+    misses the target, so ε(``z - 2·tol``) > ``target_epsilon`` wherever ε strictly decreases in
+    ``z``. Both are on the accounting the search ran on: ``options``, or the fallback its work
+    budget chose (RDP, or a coarser PLD grid; a warning says which); when ``accounted_with`` is
+    a list, those options are appended to it. For the PLD accountant an RDP calibration (fast;
+    RDP ε >= PLD ε, so usually just above the answer) seeds the bracket. Not cached; see
+    :func:`calibrate_noise` for the cached DP-SGD case.
     """
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
@@ -665,7 +674,23 @@ def composed_calibrate(
     tol = check_positive(tol, "tol")
     if not callable(make_event):
         raise ValueError("make_event must be callable")
+    z, search = _calibrate(make_event, target_epsilon, delta, options, initial_guess, tol)
+    if accounted_with is not None:
+        accounted_with.append(search)
+    return z
 
+
+def _calibrate(
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    options: AccountingOptions,
+    initial_guess: float,
+    tol: float,
+) -> tuple[float, AccountingOptions]:
+    """:func:`composed_calibrate` on checked arguments: the multiplier and the options the search
+    evaluated ε with (an accountant of those options composing ``_prepare(make_event(z), search)``,
+    which is what :func:`_epsilon_of` computes where they fit its budget)."""
     if options.accountant == "pld":
         # An event the PLD accountant cannot bound (sampling without replacement) is refused
         # before the RDP seed below, which would otherwise run a whole calibration first (2-3 s).
@@ -675,11 +700,10 @@ def composed_calibrate(
         # search below checks it). Events RDP cannot handle at all start from initial_guess.
         for relation, scale in ((options.neighbouring, 1.0), ("add_remove", 2.0)):
             try:
-                initial_guess = scale * composed_calibrate(
+                initial_guess = scale * _calibrate(
                     make_event, target_epsilon, delta,
-                    options=AccountingOptions(accountant="rdp", neighbouring=relation),
-                    initial_guess=initial_guess, tol=1e-3,
-                )
+                    AccountingOptions(accountant="rdp", neighbouring=relation), initial_guess, 1e-3,
+                )[0]
                 break
             except _OutOfReach as err:
                 # RDP's ε is above the PLD's at every z, over a wider range of z than the PLD
@@ -710,9 +734,8 @@ def composed_calibrate(
             warnings.warn(
                 f"calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
                 f"(z={initial_guess:.4g}) {cause}, too slow for a search; pass "
-                f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=2)
-            return composed_calibrate(make_event, target_epsilon, delta, options=rdp,
-                                      initial_guess=initial_guess, tol=tol)
+                f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=3)
+            return _calibrate(make_event, target_epsilon, delta, rdp, initial_guess, tol)
 
     reasons: list[str] = []
 
@@ -727,7 +750,7 @@ def composed_calibrate(
     # One grid for the whole search (monotone in z): the one the smallest multiplier needs.
     search, why = _budgeted(make_event(lo), options, MAX_CALIBRATION_PLD_POINTS)
     if why or reasons:
-        warnings.warn(f"calibration: {why or reasons[-1]}", stacklevel=2)
+        warnings.warn(f"calibration: {why or reasons[-1]}", stacklevel=3)
     if search != options:  # re-bracket on that grid, so that both ends are on it
         lo, hi = _bracket(
             lambda z: _epsilon_of(make_event(z), delta, search, MAX_CALIBRATION_PLD_POINTS)[0],
@@ -740,7 +763,7 @@ def composed_calibrate(
         mechanism_calibration.ExplicitBracketInterval(lo, hi),
         tol=tol,
     )
-    return float(z)
+    return float(z), search
 
 
 def _flatten(events: Iterable[dp_event.DpEvent]) -> tuple[dp_event.DpEvent, ...]:
@@ -773,6 +796,19 @@ def calibrate_noise(
     dp-accounting version, the digest of our accounting code (:func:`calibration_code_digest`,
     so an edit to it is never answered from the old code's entries) and
     :data:`CALIBRATION_METHOD_VERSION`; ``DPPREP_CALIBRATION_CACHE=0`` turns that off).
+
+    The disk cache is not trusted: a tampered or corrupt entry can cost time, never privacy.
+    Every entry carries a sha256 checksum of its key and value, and, since whoever edits an entry
+    can recompute that too, a multiplier read back is verified before it is returned: on the
+    accounting the calibration searched on (recorded in the entry; only ``options`` or a fallback
+    the search itself may choose is accepted), ε at the multiplier must meet the target and ε at
+    the multiplier less ``2 * CALIBRATION_TOL`` must not, which is what a calibration guarantees
+    (see :func:`composed_calibrate`). So a multiplier too small for the target is never served,
+    nor one more than ``2 * CALIBRATION_TOL`` above the smallest on that accounting (a fallback
+    is accepted only where ``options`` are over the search's work budget). The check costs two ε
+    evaluations, about a sixth of a calibration's time (~10 PLD and ~10 RDP evaluations). An
+    entry failing any of this is ignored with a warning naming its file, recomputed and
+    rewritten; an entry of the older format without a checksum is recomputed silently.
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
     9.662
@@ -808,28 +844,48 @@ def _calibrate_noise_cached(
     options: AccountingOptions,
 ) -> float:
     key = _calibration_key(target_epsilon, delta, schedule, fixed, options)
-    directory = _calibration_cache_dir()
-    if directory is not None:
-        cached = _read_calibration(directory / f"{key['digest']}.json", key)
-        if cached is not None:
-            return cached
 
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    z = composed_calibrate(make_event, target_epsilon, delta, options=options)
-    if directory is not None:
-        _write_calibration(directory, key, z)
+    directory = _calibration_cache_dir()
+    path = None if directory is None else directory / f"{key['digest']}.json"
+    if path is not None:
+        cached = _read_calibration(path, key, options)
+        if cached is not None and _verify_calibration(path, cached, make_event, target_epsilon, delta, options):
+            return cached.noise_multiplier
+
+    accounted_with: list[AccountingOptions] = []
+    z = composed_calibrate(make_event, target_epsilon, delta, options=options, accounted_with=accounted_with)
+    if path is not None:
+        entry = None
+        why: str | None = "the calibration did not say which accounting it searched on"
+        if accounted_with:
+            entry = _CalibrationEntry(z, _accounting_from_fields(_accounting_fields(accounted_with[-1]), options))
+            why = _uncacheable(entry, make_event, options)
+        if entry is not None and why is None:
+            _write_calibration(path, key, entry)
+        else:  # not cached; an entry left in its place would only be rejected again
+            _LOG.debug("calibration %r not cached on disk: %s", z, why)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
     return z
 
 
 # On-disk calibration cache: one JSON file per exact argument set, so that a grid of hundreds of
-# calibrations is paid once across processes.
+# calibrations is paid once across processes. An entry is
+# ``{"key": ..., "noise_multiplier": z, "accounted_with": ..., "checksum": ...}``: the arguments
+# and what computed the value (:func:`_calibration_key`), the multiplier, the accounting the search
+# evaluated ε with (``{"accountant": "rdp"}`` or ``{"accountant": "pld", "pld_discretization": d}``;
+# the neighbouring relation is the requested one) and the sha256 of the canonical JSON of the rest.
 
-#: Bump when calibration may return a different multiplier for the same arguments. (An edit to
-#: the code is caught by :func:`calibration_code_digest` in the key anyway; this stays for
-#: changes outside it, e.g. a different use of dp-accounting's options.)
-CALIBRATION_METHOD_VERSION = 1
+#: Bump when calibration may return a different multiplier for the same arguments, or when the
+#: entry format changes (2: entries carry a checksum and the accounting the search ran on). An
+#: edit to the code is caught by :func:`calibration_code_digest` in the key anyway; this stays for
+#: changes outside it, e.g. a different use of dp-accounting's options.
+CALIBRATION_METHOD_VERSION = 2
 #: The code that computes a calibrated multiplier, relative to the repository root: this package
 #: (``dp.py`` runs the calibration; its siblings are hashed too, so that a helper moved between
 #: them still counts) and the argument checks that normalise its inputs. ``dpprep/plan.py`` and
@@ -838,6 +894,16 @@ CALIBRATION_METHOD_VERSION = 1
 CALIBRATION_SOURCES: tuple[str, ...] = ("dpprep/accounting", "dpprep/validation.py")
 #: ``0``/``off``/``false``/``no`` turns the on-disk cache off.
 ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CalibrationEntry:
+    """A cached multiplier and the options its calibration evaluated ε with."""
+
+    noise_multiplier: float
+    accounted_with: AccountingOptions
 
 
 def _calibration_cache_dir() -> Path | None:
@@ -875,33 +941,200 @@ def _calibration_key(target_epsilon, delta, schedule, fixed, options) -> dict:
     return {**fields, "digest": digest}
 
 
-def _read_calibration(path: Path, key: dict) -> float | None:
+def _entry_checksum(entry: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces, floats as their exact repr, no NaN)
+    of every field of ``entry`` but ``checksum``: its key and its value."""
+    body = {name: value for name, value in entry.items() if name != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _accounting_fields(search: AccountingOptions) -> dict:
+    """The entry's record of the accounting a search ran on (RDP ignores the PLD grid)."""
+    if search.accountant == "rdp":
+        return {"accountant": "rdp"}
+    return {"accountant": "pld", "pld_discretization": search.pld_discretization}
+
+
+def _accounting_from_fields(fields: object, options: AccountingOptions) -> AccountingOptions:
+    """Inverse of :func:`_accounting_fields` for a calibration asked for ``options``: the
+    neighbouring relation is always the requested one. ValueError for anything else."""
+    if isinstance(fields, dict) and fields == {"accountant": "rdp"}:
+        return dataclasses.replace(options, accountant="rdp")
+    if (isinstance(fields, dict) and set(fields) == {"accountant", "pld_discretization"}
+            and fields["accountant"] == "pld" and isinstance(fields["pld_discretization"], float)):
+        return dataclasses.replace(options, accountant="pld", pld_discretization=fields["pld_discretization"])
+    raise ValueError(f"accounted_with={fields!r} is not an accounting a calibration records")
+
+
+def _read_calibration(path: Path, key: dict, options: AccountingOptions) -> _CalibrationEntry | None:
+    """The entry at ``path`` if it is well-formed, for ``key`` and its checksum matches (not yet
+    verified: see :func:`_verify_calibration`); None (with a warning, but silently for a missing
+    file or the older format without a checksum) otherwise."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         return None
     except OSError as err:
-        warnings.warn(f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=3)
+        warnings.warn(f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=4)
         return None
     try:
         entry = json.loads(text)
+        if not isinstance(entry, dict):
+            raise ValueError("not a JSON object")
+        if "checksum" not in entry:
+            _LOG.debug("calibration cache entry %s has no checksum (an older format); recomputing", path)
+            return None
+        if entry["checksum"] != _entry_checksum(entry):
+            raise ValueError("checksum mismatch: the entry was edited or damaged")
+        if entry["key"] != key:
+            raise ValueError("key does not match")
         z = entry["noise_multiplier"]
-        if entry["key"] != key or not isinstance(z, float) or not (math.isfinite(z) and z > 0):
-            raise ValueError("key or value does not match")
+        if not isinstance(z, float) or not (math.isfinite(z) and z > 0):
+            raise ValueError(f"noise_multiplier={z!r} is not a positive float")
+        accounted_with = _accounting_from_fields(entry["accounted_with"], options)
     except (ValueError, KeyError, TypeError) as err:
-        warnings.warn(f"ignoring corrupt calibration cache entry {path} ({err}); recomputing",
-                      stacklevel=3)
+        warnings.warn(f"ignoring corrupt calibration cache entry {path} ({err}); recomputing", stacklevel=4)
         return None
-    return z
+    return _CalibrationEntry(z, accounted_with)
 
 
-def _write_calibration(directory: Path, key: dict, z: float) -> None:
-    """Atomic write with the permissions the umask gives a new file."""
+def _lower_check_point(z: float) -> float | None:
+    """Where a calibrated ``z`` must miss the target: ``z - 2 * CALIBRATION_TOL`` (None if <= 0)."""
+    low = z - 2.0 * CALIBRATION_TOL
+    return low if low > 0 else None
+
+
+def _unaccepted_accounting(search: AccountingOptions, options: AccountingOptions) -> str | None:
+    """Why a calibration asked for ``options`` never searches on ``search``; None if it may:
+    ``options`` themselves, and for a PLD request the fallbacks of :func:`composed_calibrate`
+    (RDP, or a PLD grid coarser than asked up to :data:`MAX_COARSE_DISCRETIZATION`). Each is an
+    upper bound on ε under the requested neighbouring relation, so a multiplier meeting the target
+    on it is private whichever an entry names."""
+    if search == options:
+        return None
+    if options.accountant != "pld":
+        return f"a calibration with {options} never falls back to {search}"
+    if search.accountant == "pld" and not (
+        options.pld_discretization < search.pld_discretization <= MAX_COARSE_DISCRETIZATION
+    ):
+        return f"pld_discretization={search.pld_discretization!r} is not a grid the work budget may choose"
+    return None
+
+
+def _unneeded_fallback(
+    entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent], options: AccountingOptions
+) -> str | None:
+    """Why ``entry``'s fallback accounting is not needed at its multiplier (so that an entry
+    cannot swap the requested accounting for a looser one where the search would not): a
+    calibration falls back only where ``options`` are over its work budget. None if the entry is
+    on ``options``, or they are over that budget at the lower check point. Cheap (no PLD of the run
+    is built)."""
+    search, z = entry.accounted_with, entry.noise_multiplier
+    if search == options:
+        return None
+    point = _lower_check_point(z) or z
     try:
-        atomic_write_text(directory / f"{key['digest']}.json",
-                          json.dumps({"key": key, "noise_multiplier": z}, sort_keys=True))
+        if _budgeted(make_event(point), options, MAX_CALIBRATION_PLD_POINTS)[0] != options:
+            return None
+    except (ValueError, UnsupportedEventError):  # options cannot account it there at all
+        return None
+    return (f"a calibration falls back to {search} only where {options} are over its work budget, and at "
+            f"z={point!r} they are not")
+
+
+def _over_budget(entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent]) -> str | None:
+    """Why evaluating ε on ``entry``'s accounting at its check points would exceed the budget of
+    an ε evaluation (:data:`MAX_COMPOSED_PLD_POINTS`); None if it would not. Cheap."""
+    search, z = entry.accounted_with, entry.noise_multiplier
+    low = _lower_check_point(z)
+    try:
+        for point in (z,) if low is None else (z, low):
+            if _budgeted(make_event(point), search, MAX_COMPOSED_PLD_POINTS)[0] != search:
+                return f"evaluating epsilon on {search} at z={point!r} is over the work budget"
+    except (ValueError, UnsupportedEventError) as err:
+        return str(err)
+    return None
+
+
+def _uncacheable(
+    entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent], options: AccountingOptions
+) -> str | None:
+    """Why an honestly computed ``entry`` is not written to disk (None: it is). Its accounting
+    must pass the checks :func:`_verify_calibration` applies to it when reading it back, so that
+    every entry written passes them; a fallback chosen further below the answer than the lower
+    check point (rare) is recomputed in each process rather than cached."""
+    return (_unaccepted_accounting(entry.accounted_with, options) or _over_budget(entry, make_event)
+            or _unneeded_fallback(entry, make_event, options))
+
+
+def _verify_calibration(
+    path: Path,
+    entry: _CalibrationEntry,
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    options: AccountingOptions,
+) -> bool:
+    """Whether ``entry`` (read from ``path``) holds what calibrating ``make_event`` to
+    ``(target_epsilon, delta)`` under ``options`` returns. On the entry's accounting (one a
+    calibration may search on, :func:`_unaccepted_accounting`, and within an ε evaluation's work
+    budget at the check points), evaluated exactly as the search evaluates it:
+
+    * ε(z) <= ``target_epsilon``: never too little noise;
+    * ε(z - 2·:data:`CALIBRATION_TOL`) > ``target_epsilon``: not wastefully much, which
+      :func:`composed_calibrate` guarantees (skipped if that point is <= 0);
+    * a fallback accounting only where the search would fall back (:func:`_unneeded_fallback`).
+
+    Else a warning naming the file and both ε values, and False."""
+    search, z = entry.accounted_with, entry.noise_multiplier
+    why = _unaccepted_accounting(search, options)
+    if why is not None:
+        warnings.warn(f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): {why}; recomputing",
+                      stacklevel=4)
+        return False
+    low = _lower_check_point(z)
+    try:
+        # Within budget this is exactly the search's evaluation (same accountant, event, float); over it, the
+        # budget's looser accounting, which only serves the warning (the entry is rejected).
+        eps, over = _epsilon_of(make_event(z), delta, search, MAX_COMPOSED_PLD_POINTS)
+        eps_low, over_low = (math.inf, None) if low is None else _epsilon_of(
+            make_event(low), delta, search, MAX_COMPOSED_PLD_POINTS)
+    except (ValueError, UnsupportedEventError) as err:
+        warnings.warn(f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): cannot account it on "
+                      f"{search} ({err}); recomputing", stacklevel=4)
+        return False
+    problem: str | None
+    note = f" (epsilons on the work budget's looser accounting: {over or over_low})" if over or over_low else ""
+    if eps > target_epsilon:
+        problem = ("not shown to meet the target" if note else "too little noise for the target") + note
+    elif eps_low <= target_epsilon:
+        problem = "more noise than the target needs" + note
+    elif note:
+        problem = "its accounting is over the work budget at its multiplier" + note
+    else:
+        problem = _unneeded_fallback(entry, make_event, options)
+    if problem is None:
+        return True
+    warnings.warn(
+        f"ignoring calibration cache entry {path}: {problem}: epsilon={eps!r} at noise_multiplier={z!r} and "
+        f"epsilon={eps_low!r} at z - 2*CALIBRATION_TOL={low!r}, on {search}, where a calibration to "
+        f"target_epsilon={target_epsilon!r} meets the target at z and misses it at z - 2*CALIBRATION_TOL; "
+        f"recomputing", stacklevel=4)
+    return False
+
+
+def _write_calibration(path: Path, key: dict, entry: _CalibrationEntry) -> None:
+    """Atomic write with the permissions the umask gives a new file."""
+    body = {
+        "key": key,
+        "noise_multiplier": entry.noise_multiplier,
+        "accounted_with": _accounting_fields(entry.accounted_with),
+    }
+    try:
+        atomic_write_text(path, json.dumps({**body, "checksum": _entry_checksum(body)}, sort_keys=True))
     except OSError as err:  # a cache that cannot be written only costs time
-        warnings.warn(f"cannot write calibration cache in {directory}: {err}", stacklevel=3)
+        warnings.warn(f"cannot write calibration cache in {path.parent}: {err}", stacklevel=4)
 
 
 calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]

@@ -600,10 +600,11 @@ def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
 
 
 def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
+    # (Tampered entries, checksums and verification: test_calibration_cache.py.)
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     (path,) = disk_cache.glob("*.json")
-    for garbage in ("{not json", '{"key": {}, "noise_multiplier": 1.0}', ""):
+    for garbage in ("{not json", "[]", '{"checksum": "0", "key": {}, "noise_multiplier": 1.0}', ""):
         path.write_text(garbage)
         dp.calibrate_noise.cache_clear()
         with pytest.warns(UserWarning, match=path.name):

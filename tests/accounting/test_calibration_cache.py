@@ -1,0 +1,317 @@
+"""The on-disk calibration cache cannot lie: a tampered or corrupt entry costs time, never privacy.
+
+Entries are forged here as whoever can write the cache could forge them: a multiplier changed and
+the checksum recomputed (sha256 of the canonical JSON of the rest of the entry, written out below
+independently of the library), which only re-verification with the accountant can catch, or
+changed without recomputing it, which the checksum catches. Every test runs in a temporary
+``DPPREP_CACHE_DIR`` and clears the in-memory cache before each call that must go to the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from dpprep.accounting import dp
+from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+from dpprep.plan import ExecutionPlan
+
+RDP = AccountingOptions(accountant="rdp")
+REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
+RDP_REPLACE_ONE = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+
+
+def poisson(steps: int, q: float) -> DpSgdSchedule:
+    return DpSgdSchedule(steps=steps, sampling="poisson", sampling_rate=q)
+
+
+def full(steps: int) -> DpSgdSchedule:
+    return DpSgdSchedule(steps=steps, sampling="full")
+
+
+@pytest.fixture
+def disk_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "1")
+    dp.calibrate_noise.cache_clear()
+    yield tmp_path / "calibrations"
+    dp.calibrate_noise.cache_clear()
+
+
+def _entry_path(directory: Path) -> Path:
+    (path,) = directory.glob("*.json")
+    return path
+
+
+def _checksum(entry: dict) -> str:
+    """What anyone can recompute: sha256 over the canonical JSON of every field but the checksum."""
+    body = {name: value for name, value in entry.items() if name != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _forge(path: Path, *, recompute_checksum: bool = True, **fields) -> None:
+    entry = json.loads(path.read_text())
+    entry.update(fields)
+    if recompute_checksum:
+        entry["checksum"] = _checksum(entry)
+    path.write_text(json.dumps(entry, sort_keys=True))
+
+
+def _count_calibrations(monkeypatch) -> list:
+    calls: list = []
+    real = dp.composed_calibrate
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dp, "composed_calibrate", counting)
+    return calls
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("recalibrated although the disk cache holds a verified answer")
+
+
+def _cache_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "calibration cache" in str(w.message)]
+
+
+def _reported_epsilons(message: str) -> tuple[float, float]:
+    at_z, at_low = re.findall(r"epsilon=(\S+) at ", message)
+    return float(at_z), float(at_low)
+
+
+# ------------------------------------------------------------------------------------------------
+# Entry format
+
+
+def test_entry_carries_a_checksum_of_its_key_and_value(disk_cache):
+    z = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    entry = json.loads(_entry_path(disk_cache).read_text())
+    assert set(entry) == {"key", "noise_multiplier", "accounted_with", "checksum"}
+    assert entry["noise_multiplier"] == z and entry["accounted_with"] == {"accountant": "rdp"}
+    assert entry["checksum"] == _checksum(entry)
+    assert entry["key"]["method_version"] == dp.CALIBRATION_METHOD_VERSION >= 2
+
+
+# ------------------------------------------------------------------------------------------------
+# A forged multiplier whose checksum was recomputed: only verification can catch it
+
+PROBE_TARGET, PROBE_DELTA = 1.2345, 1e-5
+
+
+@pytest.mark.parametrize("factor, problem", [
+    (0.1, "not shown to meet the target"),  # a tenth of the noise: the privacy side
+    (10.0, "more noise than the target needs"),  # private but wasteful
+])
+def test_forged_multiplier_is_caught_by_verification(disk_cache, monkeypatch, factor, problem):
+    plan = ExecutionPlan.create("poisson", 60_000, batch_size=1024, epochs=40)
+    z = plan.calibrate(PROBE_TARGET, PROBE_DELTA)
+    path = _entry_path(disk_cache)
+    _forge(path, noise_multiplier=z * factor)  # key untouched, checksum recomputed
+    dp.calibrate_noise.cache_clear()
+    calls = _count_calibrations(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        honest = plan.calibrate(PROBE_TARGET, PROBE_DELTA)
+    assert honest == pytest.approx(z, rel=1e-12)
+    assert calls == [1]  # recomputed
+    (message,) = _cache_warnings(caught)
+    assert path.name in message and "checksum" not in message
+    eps, eps_low = _reported_epsilons(message)
+    if factor < 1:  # the forged multiplier misses the target (its PLD is too large to evaluate exactly)
+        assert problem in message and "work budget" in message and eps > PROBE_TARGET
+    else:
+        assert problem in message and eps_low <= PROBE_TARGET
+    entry = json.loads(path.read_text())  # rewritten with the honest value
+    assert entry["noise_multiplier"] == honest and entry["checksum"] == _checksum(entry)
+    dp.calibrate_noise.cache_clear()  # and now a verified hit
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    assert plan.calibrate(PROBE_TARGET, PROBE_DELTA) == honest
+
+
+@pytest.mark.parametrize("factor", [0.999, 1.001])
+def test_forged_multiplier_near_the_answer_is_caught(disk_cache, monkeypatch, factor):
+    # Off by 0.1 %, far more than the calibration tolerance: caught with both epsilons evaluated exactly.
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    path = _entry_path(disk_cache)
+    _forge(path, noise_multiplier=z * factor)
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
+        assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    (message,) = _cache_warnings(caught)
+    eps, eps_low = _reported_epsilons(message)
+    if factor < 1:
+        assert "too little noise" in message and eps > 2.0
+        assert eps == dp.epsilon(z * factor, 1e-5, sched, options=RDP)
+    else:
+        assert "more noise than the target needs" in message and eps <= 2.0 and eps_low <= 2.0
+    assert json.loads(path.read_text())["noise_multiplier"] == z
+
+
+@pytest.mark.parametrize("claim", ["rdp", "coarse pld grid"])
+def test_forged_fallback_accounting_is_caught(disk_cache, monkeypatch, claim):
+    # An entry may name the accounting its search fell back to (RDP, a coarser PLD grid), each a valid
+    # upper bound on ε; a forger naming one where the search does not fall back, with the multiplier
+    # calibrated on it, passes both ε checks on it but asks for more noise than needed.
+    sched = poisson(100, 0.05)
+    looser = RDP if claim == "rdp" else AccountingOptions(pld_discretization=dp.MAX_COARSE_DISCRETIZATION)
+    z_looser = dp.calibrate_noise(0.5, 1e-5, sched, options=looser)
+    for path in disk_cache.glob("*.json"):
+        path.unlink()
+    z = dp.calibrate_noise(0.5, 1e-5, sched)
+    assert z_looser > z + 10 * dp.CALIBRATION_TOL
+    path = _entry_path(disk_cache)
+    fields = ({"accountant": "rdp"} if claim == "rdp"
+              else {"accountant": "pld", "pld_discretization": dp.MAX_COARSE_DISCRETIZATION})
+    _forge(path, noise_multiplier=z_looser, accounted_with=fields)
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
+        assert dp.calibrate_noise(0.5, 1e-5, sched) == z
+    (message,) = _cache_warnings(caught)
+    assert "falls back" in message and "over its work budget" in message
+    assert json.loads(path.read_text())["accounted_with"] == {"accountant": "pld", "pld_discretization": 1e-4}
+
+
+@pytest.mark.parametrize("options, fields, match", [
+    (RDP, {"accountant": "pld", "pld_discretization": 1e-4}, "never falls back"),
+    (AccountingOptions(), {"accountant": "pld", "pld_discretization": 1e-6}, "not a grid the work budget"),
+    (AccountingOptions(), {"accountant": "pld", "pld_discretization": 0.05}, "not a grid the work budget"),
+    (AccountingOptions(), {"accountant": "gdp"}, "not an accounting"),
+    (AccountingOptions(), {"accountant": "rdp", "neighbouring": "add_remove"}, "not an accounting"),
+])
+def test_forged_accounting_is_refused(disk_cache, options, fields, match):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(0.5, 1e-5, sched, options=options)
+    path = _entry_path(disk_cache)
+    _forge(path, accounted_with=fields)
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
+        assert dp.calibrate_noise(0.5, 1e-5, sched, options=options) == z
+    assert any(match in message for message in _cache_warnings(caught))
+
+
+def test_forged_tiny_multiplier_costs_no_huge_pld(disk_cache):
+    # z = 1e-3 would need a PLD of ~1e9 points per step: refused on the work budget, answered at once.
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(0.5, 1e-5, sched)
+    path = _entry_path(disk_cache)
+    _forge(path, noise_multiplier=1e-3)
+    dp.calibrate_noise.cache_clear()
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
+        assert dp.calibrate_noise(0.5, 1e-5, sched) == z
+    assert time.monotonic() - t0 < 30
+    (message,) = _cache_warnings(caught)
+    assert "not shown to meet the target" in message and "work budget" in message
+    assert _reported_epsilons(message)[0] > 0.5
+
+
+# ------------------------------------------------------------------------------------------------
+# Checksum and format
+
+
+@pytest.mark.parametrize("edit", [
+    {"noise_multiplier": "x10"},
+    {"noise_multiplier": "x0.1"},
+    {"accounted_with": {"accountant": "rdp"}},
+    {"checksum": "0" * 64},
+])
+def test_checksum_mismatch_is_detected(disk_cache, monkeypatch, edit):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(0.5, 1e-5, sched)
+    path = _entry_path(disk_cache)
+    edit = {name: (z * float(value[1:]) if name == "noise_multiplier" else value) for name, value in edit.items()}
+    _forge(path, recompute_checksum=False, **edit)
+    dp.calibrate_noise.cache_clear()
+    calls = _count_calibrations(monkeypatch)
+    with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
+        assert dp.calibrate_noise(0.5, 1e-5, sched) == z
+    (message,) = _cache_warnings(caught)
+    assert "checksum mismatch" in message
+    assert calls == [1]
+    entry = json.loads(path.read_text())
+    assert entry["noise_multiplier"] == z and entry["checksum"] == _checksum(entry)
+
+
+def test_old_format_without_checksum_is_recomputed_quietly(disk_cache, monkeypatch, caplog):
+    # The format before checksums ({"key", "noise_multiplier"}) is a miss: recomputed and rewritten,
+    # with one debug note and no warning (even with a value that would fail verification).
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    path = _entry_path(disk_cache)
+    entry = json.loads(path.read_text())
+    path.write_text(json.dumps({"key": entry["key"], "noise_multiplier": z / 10}, sort_keys=True))
+    dp.calibrate_noise.cache_clear()
+    calls = _count_calibrations(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger=dp.__name__):
+        warnings.simplefilter("always")
+        assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    assert _cache_warnings(caught) == [] and calls == [1]
+    assert [r.levelno for r in caplog.records if "no checksum" in r.getMessage()] == [logging.DEBUG]
+    assert json.loads(path.read_text()) == entry  # rewritten in the current format
+
+
+# ------------------------------------------------------------------------------------------------
+# Honest entries are accepted without recomputation
+
+
+HONEST = {
+    "poisson pld": (0.5, 1e-5, poisson(100, 0.05), (), AccountingOptions()),
+    "poisson rdp": (2.0, 1e-5, poisson(100, 0.05), (), RDP),
+    "poisson pld replace_one": (1.0, 1e-5, poisson(50, 0.05), (), REPLACE_ONE),
+    "full pld": (1.0, 1e-5, full(20), (), AccountingOptions()),
+    "full pld replace_one": (1.0, 1e-5, full(20), (), REPLACE_ONE),
+    "full rdp": (1.0, 1e-5, full(20), (), RDP),
+    "full rdp replace_one": (1.0, 1e-5, full(20), (), RDP_REPLACE_ONE),
+    "fixed events pld": (1.0, 1e-5, poisson(100, 0.05), (dp.gaussian_event(10.0),), AccountingOptions()),
+    "fixed events rdp replace_one": (1.0, 1e-5, full(10), (dp.gaussian_event(30.0),), RDP_REPLACE_ONE),
+    "without replacement": (1.0, 1e-5, DpSgdSchedule(50, "without_replacement", 256 / 10_000, dataset_size=10_000),
+                            (), RDP_REPLACE_ONE),
+    "long run pld": (1.0, 1e-5, poisson(2360, 1024 / 60_000), (), AccountingOptions()),
+    "rdp fallback": (20.0, 1e-5, poisson(88, 2048 / 60_000), (), AccountingOptions()),
+}
+
+
+@pytest.mark.parametrize("setting", HONEST, ids=list(HONEST))
+def test_honest_entry_is_a_verified_hit(disk_cache, monkeypatch, setting):
+    target, delta, sched, fixed, options = HONEST[setting]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's own warning
+        z = dp.calibrate_noise(target, delta, sched, fixed_events=fixed, options=options)
+    path = _entry_path(disk_cache)
+    entry = json.loads(path.read_text())
+    if setting == "rdp fallback":
+        assert entry["accounted_with"] == {"accountant": "rdp"}
+    dp.calibrate_noise.cache_clear()
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dp.calibrate_noise(target, delta, sched, fixed_events=fixed, options=options) == z
+    assert _cache_warnings(caught) == []
+    assert json.loads(path.read_text()) == entry  # not rewritten
+
+
+def test_coarse_grid_fallback_entry_is_a_verified_hit(disk_cache, monkeypatch):
+    # Replace-one Poisson has no RDP bound: a large target is calibrated on a coarser PLD grid, which the
+    # entry records and verification uses.
+    sched, options = poisson(4, 0.1), REPLACE_ONE
+    with pytest.warns(UserWarning, match="coarsened"):
+        z = dp.calibrate_noise(8.0, 1e-5, sched, options=options)
+    accounted_with = json.loads(_entry_path(disk_cache).read_text())["accounted_with"]
+    assert accounted_with["accountant"] == "pld" and accounted_with["pld_discretization"] > dp.PLD_DISCRETIZATION
+    dp.calibrate_noise.cache_clear()
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dp.calibrate_noise(8.0, 1e-5, sched, options=options) == z
+    assert _cache_warnings(caught) == []
