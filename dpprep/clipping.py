@@ -342,7 +342,7 @@ def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str) -> Callabl
         if method == "none":
             grad, norms = _grad_sum_unclipped(model, params, x, y, weights, key)
         elif model.stochastic and key is not None:  # each example its own key (e.g. its dropout mask)
-            loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # noqa: E731
+            loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
             out = clipped_grad(loss, l2_clip_norm=l2_clip_norm, prng_argnum=0)(params, (x, y), key, mask=weights)
             grad, norms = out.grad, out.norms
         else:

@@ -9,8 +9,10 @@ columns masked out), in one compiled call:
 >>> import jax, jax.numpy as jnp, numpy as np
 >>> from dpprep import models, sweeps
 >>> from dpprep.algorithms import Hyper, TrainConfig
+>>> from dpprep.plan import DPPlan
 >>> model = models.logistic_regression(2)
->>> config = TrainConfig(model, Hyper(0.5), sampling="full", steps=5, extensions=(AffineFeatures(),))
+>>> plan = DPPlan.create("full", 3, steps=5, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5)
+>>> config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
 >>> x, y = np.array([[1.0, 2.0], [3.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0, 1.0])
 >>> out = sweeps.sweep_points(config, model.init(None), (x, y), jax.random.split(jax.random.key(0), 2),
 ...                           {"feature_shift": np.array([[0.0, 0.0], [1.0, 1.0]])})

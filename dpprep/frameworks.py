@@ -132,7 +132,7 @@ def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
         if key is None:
             model.eval()
         else:
-            nnx.reseed(model, **{name: key for name in _rng_streams(nnx, model)})
+            nnx.reseed(model, **{name: key for name in _rng_streams(nnx, model)})  # type: ignore[arg-type]
         return model(x)
 
     def init(key: Array) -> Params:

@@ -84,7 +84,7 @@ def check_noise(noise_multiplier: Any, clip_norm: Any) -> None:
 
 
 def noise_std(noise_multiplier: Array, clip_norm: Array, scales: Scales, params: Params,
-              stddev: Array = 0.0) -> Params:
+              stddev: Any = 0.0) -> Params:
     """Per-leaf standard deviation of the noise on the gradient *sum*: ``(z·C + stddev)·scale``
     (see the module docstring; ``stddev`` is an extension's absolute std, nominal runs only)."""
     z = jnp.asarray(noise_multiplier, jnp.float32)
@@ -109,7 +109,7 @@ def gaussian_noise(key: Array, params: Params, std: Params) -> Params:
 
 
 def add_noise(key: Array, grad_sum: Params, noise_multiplier: Array, clip_norm: Array, scales: Scales = None,
-              stddev: Array = 0.0) -> Params:
+              stddev: Any = 0.0) -> Params:
     """``grad_sum + N(0, ((z·C + stddev)·scale)²)`` per coordinate."""
     std = noise_std(noise_multiplier, clip_norm, scales, grad_sum, stddev)
     noise = gaussian_noise(key, grad_sum, std)
@@ -202,7 +202,7 @@ def gaussian_privatizer(
         check_noise(z, c)
     if n is not None and not (np.all(np.isfinite(n)) and np.all(n > 0)):
         raise ValueError(f"normalize_by must be finite and > 0, got {normalize_by!r}")
-    if scales is not None and _concrete(scales) is not None:
+    if scales is not None and not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(scales)):
         for leaf in jax.tree_util.tree_leaves(scales):
             arr = np.asarray(leaf, np.float64)
             if not np.all(np.isfinite(arr) & (arr > 0)):

@@ -337,7 +337,7 @@ def _number(value: object, name: str) -> float:
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if hasattr(value, "shape") and getattr(value, "shape") != ():
         raise TypeError(f"{name} must be a scalar, got an array of shape {getattr(value, 'shape')}")
-    return float(value)  # type: ignore[arg-type]  # checked above
+    return float(value)  # checked above: a number or something with __float__
 
 
 def check_clip_norm(value: object, name: str = "l2_clip_norm") -> float:

@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from dpprep.accounting.dp import ENV_CALIBRATION_CACHE
 from experiments.results import (Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame,
                                  experiment_digest, write_csv)
 
@@ -198,6 +199,9 @@ def run_experiment(
     dp-accounting's convergence warnings, ``quiet`` shows nothing. ``progress`` replaces that default (e.g. to read its unit counts)."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    # Grids calibrate hundreds of settings: keep them on disk across processes (verified on every
+    # hit, so a stale or edited entry costs time, never privacy). Off when the caller says so.
+    os.environ.setdefault(ENV_CALIBRATION_CACHE, "1")
     module = load(experiment_id)
     if shard is not None and experiment_id in UNSHARDED:
         owner = whole_owner(experiment_id, shard[1])

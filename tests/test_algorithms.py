@@ -15,9 +15,11 @@ import pytest
 
 from dpprep import algorithms, models, sampling, streams
 from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures
 from dpprep.optimizers import L2BallProjection
+from dpprep.plan import DPPlan
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(64, 3)).astype(np.float32)
@@ -26,6 +28,13 @@ Y_BIN = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.float32)
 LINEAR = models.linear_regression(3)
 LOGISTIC = models.logistic_regression(3)
 KEY = jax.random.PRNGKey(0)
+N = 64
+
+
+def _private(sampling_name, *, l2_clip_norm, noise_multiplier, n=N, **layout):
+    """The private plan of a run that used to give ``Hyper(lr, noise_multiplier, clip_norm)``."""
+    return DPPlan.create(sampling_name, n, l2_clip_norm=l2_clip_norm, noise_multiplier=noise_multiplier,
+                         delta=1e-5, **layout)
 
 
 def _norm(tree):
@@ -33,7 +42,7 @@ def _norm(tree):
 
 
 def test_nonprivate_gd_converges_to_least_squares_solution():
-    cfg = TrainConfig(LINEAR, Hyper(0.2), sampling="full", steps=500)
+    cfg = TrainConfig(LINEAR, Hyper(0.2), DPPlan.non_private("full", N, steps=500))
     params, _ = train(cfg, LINEAR.init(KEY), (X, Y_REG), KEY)
     design = np.hstack([X, np.ones((64, 1))]).astype(np.float64)
     solution = np.linalg.lstsq(design, Y_REG.astype(np.float64), rcond=None)[0]
@@ -43,7 +52,7 @@ def test_nonprivate_gd_converges_to_least_squares_solution():
 
 def test_ridge_gd_converges_to_closed_form():
     model = models.linear_regression(3, ridge=0.3, fit_intercept=False)
-    cfg = TrainConfig(model, Hyper(0.1), sampling="full", steps=500)
+    cfg = TrainConfig(model, Hyper(0.1), DPPlan.non_private("full", N, steps=500))
     params, _ = train(cfg, model.init(KEY), (X, Y_REG), KEY)
     # Objective mean((y − Xw)²) + 0.3||w||²  =>  (XᵀX/n + 0.3 I) w = Xᵀy/n.
     x64, y64 = X.astype(np.float64), Y_REG.astype(np.float64)
@@ -54,7 +63,7 @@ def test_ridge_gd_converges_to_closed_form():
 def test_engine_matches_a_plain_optax_loop():
     """Non-private full-batch training == the textbook optax loop, for SGD and Adam."""
     for opt_unit, opt in ((None, optax.sgd(0.3)), (optax.adam(1.0), optax.adam(0.3))):
-        cfg = TrainConfig(LOGISTIC, Hyper(0.3), sampling="full", steps=20, optimizer=opt_unit)
+        cfg = TrainConfig(LOGISTIC, Hyper(0.3), DPPlan.non_private("full", N, steps=20), optimizer=opt_unit)
         params, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
 
         @jax.jit
@@ -73,9 +82,8 @@ def test_engine_matches_a_plain_optax_loop():
 
 def test_dp_gd_projection_stays_in_ball_and_average_is_mean_of_iterates():
     radius = 0.25
-    cfg = TrainConfig(LOGISTIC, Hyper(2.0, noise_multiplier=3.0, clip_norm=1.0),
-                      sampling="full", steps=30, iterates="average", track_params=True,
-                      extensions=(L2BallProjection(radius),))
+    cfg = TrainConfig(LOGISTIC, Hyper(2.0), _private("full", steps=30, l2_clip_norm=1.0, noise_multiplier=3.0),
+                      iterates="average", track_params=True, extensions=(L2BallProjection(radius),))
     params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     iterates = metrics["params"]
     norms = [_norm(jax.tree_util.tree_map(lambda a: a[t], iterates)) for t in range(30)]
@@ -92,8 +100,8 @@ def test_dp_sgd_by_iteration_touches_records_in_order_and_stops_at_T():
     x = np.eye(n, dtype=np.float32)
     y = np.ones(n, np.float32)
     model = models.linear_regression(n, fit_intercept=False)
-    cfg = TrainConfig(model, Hyper(0.1), sampling="fixed_order", kappa=kappa, track_params=True)
-    assert algorithms.make_plan(cfg, n).steps == n - kappa + 1
+    cfg = TrainConfig(model, Hyper(0.1), DPPlan.non_private("fixed_order", n, kappa=kappa), track_params=True)
+    assert cfg.plan.steps == n - kappa + 1
     seen = set()
     for seed in range(8):
         params, metrics = train(cfg, model.init(KEY), (x, y), jax.random.PRNGKey(seed))
@@ -112,7 +120,7 @@ def test_dp_sgd_by_iteration_touches_records_in_order_and_stops_at_T():
 
 
 def test_fixed_order_with_given_steps_is_dp_fgd():
-    cfg = TrainConfig(LOGISTIC, Hyper(0.1), sampling="fixed_order", steps=10)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1), DPPlan.non_private("fixed_order", N, steps=10))
     _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     assert int(metrics["stopping_time"]) == 10
     np.testing.assert_array_equal(metrics["batch_size"], 1)
@@ -120,9 +128,10 @@ def test_fixed_order_with_given_steps_is_dp_fgd():
 
 def test_poisson_step_is_normalised_by_the_expected_batch_size():
     """One noiseless, unclipped Poisson step moves the params by lr·Σ_batch g_i / (q·n)."""
-    cfg = TrainConfig(LINEAR, Hyper(0.5), sampling="poisson", batch_size=16, steps=1)
+    cfg = TrainConfig(LINEAR, Hyper(0.5), DPPlan.non_private("poisson", N, batch_size=16, steps=1))
     params, metrics = train(cfg, LINEAR.init(KEY), (X, Y_REG), KEY)
     pad = sampling.poisson_pad_size(64, 16 / 64, 1)
+    assert cfg.plan.pad == pad
     k_sample = streams.stream(KEY, streams.BATCH)
     idx, mask, size, _ = sampling.poisson_batch(jax.random.fold_in(k_sample, 0), 64, 16 / 64, pad)
     chosen = np.asarray(idx)[np.asarray(mask) > 0]
@@ -133,8 +142,8 @@ def test_poisson_step_is_normalised_by_the_expected_batch_size():
 
 
 def test_same_key_is_bit_identical_and_metrics_are_sane():
-    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.1, clip_norm=0.5), sampling="poisson",
-                      batch_size=8, steps=40, track_loss=True, track_clip_fraction=True)
+    plan = _private("poisson", batch_size=8, steps=40, l2_clip_norm=0.5, noise_multiplier=1.1)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.5), plan, track_loss=True, track_clip_fraction=True)
     a, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
     b, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(7))
     c, _ = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), jax.random.PRNGKey(8))
@@ -150,7 +159,7 @@ def test_clip_fraction_is_opt_in_and_exact():
     """At θ = 0 a logistic example's gradient norm is 0.5·sqrt(||x||² + 1) (residual ±1/2)."""
     norms = 0.5 * np.sqrt(np.sum(X.astype(np.float64) ** 2, axis=1) + 1)
     clip = float(np.quantile(norms, 0.3))
-    cfg = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=clip), sampling="full", steps=1)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1), _private("full", steps=1, l2_clip_norm=clip, noise_multiplier=1.0))
     _, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     assert "clip_fraction" not in metrics and "loss" not in metrics  # not private: only on request
     cfg = dataclasses.replace(cfg, track_clip_fraction=True)
@@ -160,8 +169,11 @@ def test_clip_fraction_is_opt_in_and_exact():
 
 def test_poisson_batch_size_one():
     """Hu et al.'s regime: expected batch size 1, q = 1/n, normalised by 1."""
-    cfg = TrainConfig(LOGISTIC, Hyper(0.3, noise_multiplier=0.2, clip_norm=1.0), sampling="poisson",
-                      batch_size=1, steps=400)
+    # At z = 0.2 the run is only ε ≈ 188-DP, where the default pad's overflow slack (1 + e^ε)·p would
+    # exceed δ: the plan is stated with a pad that (almost) never truncates (the draws are the same).
+    plan = _private("poisson", batch_size=1, steps=400, l2_clip_norm=1.0, noise_multiplier=0.2,
+                    max_overflow_prob=1e-200)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.3), plan)
     params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     sizes = np.asarray(metrics["batch_size"])
     assert abs(sizes.mean() - 1.0) < 0.15 and sizes.max() >= 2 and (sizes == 0).any()
@@ -169,9 +181,15 @@ def test_poisson_batch_size_one():
 
 
 def test_shuffled_epochs_and_replacement_sampling_learn():
-    for sampling_name in ("shuffle", "replacement"):
-        cfg = TrainConfig(LOGISTIC, Hyper(1.0, noise_multiplier=0.5, clip_norm=1.0),
-                          sampling=sampling_name, batch_size=10, epochs=5)
+    layout = dict(batch_size=10, epochs=5)
+    # Sampling with replacement has no accountant, so no private plan states it: its run adds the same
+    # noise (std z·C = 0.5·1) as a nominal std (CoordinateNoise's) in a non-private plan clipping to 1.
+    with pytest.raises(ValueError, match="no dp-accounting event"):
+        _private("replacement", l2_clip_norm=1.0, noise_multiplier=0.5, **layout)
+    runs = [(_private("shuffle", l2_clip_norm=1.0, noise_multiplier=0.5, **layout), None, ()),
+            (DPPlan.non_private("replacement", N, l2_clip_norm=1.0, **layout), {"noise_std": 0.5}, (CoordinateNoise(),))]
+    for plan, extra, exts in runs:
+        cfg = TrainConfig(LOGISTIC, Hyper(1.0, extra=extra), plan, extensions=exts)
         params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
         assert float(models.accuracy(LOGISTIC, params, X, Y_BIN)) > 0.9
     assert metrics["batch_size"].shape == (32,)  # ⌈5·64/10⌉ steps with replacement
@@ -180,8 +198,10 @@ def test_shuffled_epochs_and_replacement_sampling_learn():
 def test_mlp_uses_vmap_path_and_learns():
     model = models.mlp(3, 8, 2)
     y = (X[:, 0] * X[:, 1] > 0).astype(np.int32)  # XOR-like: not linearly separable
-    cfg = TrainConfig(model, Hyper(0.5, noise_multiplier=0.3, clip_norm=1.0), sampling="poisson",
-                      batch_size=32, steps=150, optimizer=optax.adam(1.0))
+    # ε ≈ 532 at z = 0.3: stated with a pad that never truncates (as in test_poisson_batch_size_one).
+    plan = _private("poisson", batch_size=32, steps=150, l2_clip_norm=1.0, noise_multiplier=0.3,
+                    max_overflow_prob=1e-200)
+    cfg = TrainConfig(model, Hyper(0.5), plan, optimizer=optax.adam(1.0))
     params, _ = train(cfg, model.init(KEY), (X, y), KEY)
     assert float(models.accuracy(model, params, X, y)) > 0.85
 
@@ -190,8 +210,8 @@ def test_overflow_is_reported():
     """max_overflow_prob=1 pads at the level where a run overflows about once in expectation:
     every overflowing run warns and flags exactly the draws larger than the pad (and among 20
     keys some overflow: the chance that none does is below e^-20)."""
-    cfg = TrainConfig(LOGISTIC, Hyper(0.1), sampling="poisson", batch_size=32, steps=50,
-                      max_overflow_prob=1.0)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1), DPPlan.non_private("poisson", N, batch_size=32, steps=50,
+                                                              max_overflow_prob=1.0))
     pad = sampling.poisson_pad_size(64, 0.5, 50, max_overflow_prob=1.0)
     overflowed = 0
     for seed in range(20):
@@ -215,42 +235,58 @@ def no_compile(monkeypatch):
     monkeypatch.setattr(algorithms, "_run_jit", fail)
 
 
-BASE = TrainConfig(LOGISTIC, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                   batch_size=8, steps=5)
+def _base_plan(sampling_name="poisson", **change):
+    options = dict(batch_size=8, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0)
+    options.update(change)
+    return _private(sampling_name, **options)
 
 
-@pytest.mark.parametrize("change,data,match", [
-    ({}, (np.where(np.arange(64)[:, None] == 3, np.nan, X), Y_BIN), "x contains"),
-    ({}, (X, np.where(np.arange(64) == 3, np.inf, Y_BIN)), "y contains"),
-    ({}, (X[:10], Y_BIN), "same number of rows"),
-    ({}, (X[:, :2], Y_BIN), "features"),
-    ({}, (X[:, 0], Y_BIN), "x must have a leading example axis"),
-    ({"batch_size": 65}, (X, Y_BIN), "batch_size must be <= n"),
-    ({"batch_size": 0}, (X, Y_BIN), "batch_size"),
-    ({"hyper": Hyper(0.1, 1.0, -1.0)}, (X, Y_BIN), "clip_norm"),
-    ({"hyper": Hyper(0.1, -1.0, 1.0)}, (X, Y_BIN), "noise_multiplier"),
-    ({"hyper": Hyper(-0.1, 1.0, 1.0)}, (X, Y_BIN), "learning_rate"),
-    ({"hyper": Hyper(0.1, 1.0, 1.0, extra={"feature_scale": 2.0})}, (X, Y_BIN),
+BASE = TrainConfig(LOGISTIC, Hyper(0.1), _base_plan())
+
+
+@pytest.mark.parametrize("change,data,error,match", [
+    ({}, (np.where(np.arange(64)[:, None] == 3, np.nan, X), Y_BIN), ValueError, "x contains"),
+    ({}, (X, np.where(np.arange(64) == 3, np.inf, Y_BIN)), ValueError, "y contains"),
+    ({}, (X[:10], Y_BIN), ValueError, "same number of rows"),
+    ({}, (X[:, :2], Y_BIN), ValueError, "features"),
+    ({}, (X[:, 0], Y_BIN), ValueError, "x must have a leading example axis"),
+    ({}, (X[:10], Y_BIN[:10]), ValueError, "the data has 10 rows but the plan was made for n=64"),
+    ({"hyper": Hyper(-0.1)}, (X, Y_BIN), ValueError, "learning_rate"),
+    ({"hyper": Hyper(0.1, extra={"feature_scale": 2.0})}, (X, Y_BIN), ValueError,
      r"hyper.extra sets \['feature_scale'\], which no extension of the config declares"),
-    ({"extensions": (AffineFeatures(), AffineFeatures())}, (X, Y_BIN), "field 'feature_scale' is declared twice"),
-    ({"extensions": [AffineFeatures()]}, (X, Y_BIN), "extensions must be a tuple"),
-    ({"extensions": ("features",)}, (X, Y_BIN), "extensions must be dpprep.extensions.Extension objects"),
-    ({"hyper": Hyper(np.array([0.1, 0.2]))}, (X, Y_BIN), "sweep"),
-    ({"sampling": "bootstrap"}, (X, Y_BIN), "sampling"),
-    ({"steps": None}, (X, Y_BIN), "steps or epochs"),
-    ({"epochs": 2}, (X, Y_BIN), "not both"),
-    ({"sampling": "fixed_order", "steps": 65, "batch_size": None}, (X, Y_BIN), "steps must be <= n"),
-    ({"max_overflow_prob": 0.0}, (X, Y_BIN), "max_overflow_prob"),
-    ({"clip_method": "loop"}, (X, Y_BIN), "clip_method"),
-    ({"sampling": "full", "steps": None, "epochs": 2.5}, (X, Y_BIN), "epochs must be an integer"),
-    ({}, (X, np.where(np.arange(64) == 3, 2.0, Y_BIN)), r"y must hold binary labels in \{0, 1\}"),
-    ({}, (X, np.where(np.arange(64) == 3, -1, Y_BIN.astype(int))), "y must hold binary"),
-    ({"model": LINEAR}, (X, np.where(np.arange(64) == 3, np.nan, Y_REG)), "y contains"),
+    ({"extensions": (AffineFeatures(), AffineFeatures())}, (X, Y_BIN), ValueError,
+     "field 'feature_scale' is declared twice"),
+    ({"extensions": [AffineFeatures()]}, (X, Y_BIN), TypeError, "extensions must be a tuple"),
+    ({"extensions": ("features",)}, (X, Y_BIN), TypeError, "extensions must be dpprep.extensions.Extension objects"),
+    ({"hyper": Hyper(np.array([0.1, 0.2]))}, (X, Y_BIN), ValueError, "sweep"),
+    ({"clip_method": "loop"}, (X, Y_BIN), ValueError, "clip_method"),
+    ({}, (X, np.where(np.arange(64) == 3, 2.0, Y_BIN)), ValueError, r"y must hold binary labels in \{0, 1\}"),
+    ({}, (X, np.where(np.arange(64) == 3, -1, Y_BIN.astype(int))), ValueError, "y must hold binary"),
+    ({"model": LINEAR}, (X, np.where(np.arange(64) == 3, np.nan, Y_REG)), ValueError, "y contains"),
 ])
-def test_bad_input_raises_before_compiling(no_compile, change, data, match):
+def test_bad_input_raises_before_compiling(no_compile, change, data, error, match):
     cfg = dataclasses.replace(BASE, **change)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         train(cfg, cfg.model.init(KEY), data, KEY)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    ({"batch_size": 65}, ValueError, "batch_size must be <= n"),
+    ({"batch_size": 0}, ValueError, "batch_size"),
+    ({"l2_clip_norm": -1.0}, ValueError, "l2_clip_norm"),
+    ({"noise_multiplier": -1.0}, ValueError, "noise_multiplier"),
+    ({"noise_multiplier": "1"}, TypeError, "noise_multiplier must be a number"),  # used to surface from JAX
+    ({"sampling_name": "bootstrap"}, ValueError, "sampling"),
+    ({"steps": None}, ValueError, "steps or epochs"),
+    ({"epochs": 2}, ValueError, "not both"),
+    ({"sampling_name": "fixed_order", "steps": 65, "batch_size": None}, ValueError, "steps must be <= n"),
+    ({"max_overflow_prob": 0.0}, ValueError, "max_overflow_prob"),
+    ({"sampling_name": "full", "steps": None, "epochs": 2.5}, ValueError, "epochs must be an integer"),
+])
+def test_bad_plan_raises_before_compiling(no_compile, change, error, match):
+    """What the run's layout, noise and clip bound must be is the plan's to check, when it is made."""
+    with pytest.raises(error, match=match):
+        train(dataclasses.replace(BASE, plan=_base_plan(**change)), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
 
 
 SOFTMAX = models.softmax_regression(3, 4)
@@ -272,7 +308,7 @@ def test_labels_are_checked_against_the_model(no_compile, model, labels, match):
 
 @pytest.mark.parametrize("key", [0, np.zeros(2), np.zeros(2, np.uint32)[None], jax.random.split(KEY, 2)])
 def test_key_is_checked(no_compile, key):
-    with pytest.raises(ValueError, match="key must be a PRNG key"):
+    with pytest.raises(TypeError, match="key must be a PRNG key"):
         train(BASE, LOGISTIC.init(KEY), (X, Y_BIN), key)
 
 
@@ -295,7 +331,6 @@ SHIFT = np.array([0.5, -1.0, 0.25], np.float32)
 
 @pytest.mark.parametrize("hyper,match", [
     (Hyper("0.5"), "learning_rate must be numeric"),  # used to surface as a JAX TypeError
-    (Hyper(0.1, noise_multiplier="1"), "noise_multiplier must be numeric"),
     (Hyper(0.1, extra={"feature_shift": np.ones(4)}), "feature_shift must be a vector of the 3 features"),
     (Hyper(0.1, extra={"feature_shift": 1.0}), "feature_shift must be a vector"),
     (Hyper(0.1, extra={"feature_scale": np.ones((3, 3))}), "feature_scale must be a scalar or a vector"),
@@ -348,8 +383,9 @@ def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
 def test_training_with_a_feature_transform_equals_training_on_transformed_data(model, labels, scale):
     """Same key: same noise, so the runs agree to float rounding (params and the tracked loss),
     with the transform applied (it differs from the untransformed run)."""
-    cfg = TrainConfig(model, None, sampling="full", steps=4, track_loss=True, extensions=(AffineFeatures(),))
-    hyper = dict(learning_rate=0.3, noise_multiplier=0.8, clip_norm=0.5)
+    plan = _private("full", steps=4, l2_clip_norm=0.5, noise_multiplier=0.8)
+    cfg = TrainConfig(model, None, plan, track_loss=True, extensions=(AffineFeatures(),))
+    hyper = dict(learning_rate=0.3)
     params0 = model.init(KEY)
     a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, extra={"feature_scale": scale, "feature_shift": SHIFT})),
                   params0, (X, labels), KEY)
@@ -368,7 +404,8 @@ def test_huge_features_train_to_finite_parameters(magnitude):
     x = (X * magnitude).astype(np.float32)
     out = {}
     for method in ("fast", "vmap"):
-        cfg = TrainConfig(LOGISTIC, Hyper(0.5, clip_norm=1.0), sampling="full", steps=5, clip_method=method)
+        cfg = TrainConfig(LOGISTIC, Hyper(0.5), DPPlan.non_private("full", N, steps=5, l2_clip_norm=1.0),
+                          clip_method=method)
         out[method], _ = train(cfg, LOGISTIC.init(KEY), (x, Y_BIN), KEY)
         for leaf in jax.tree_util.tree_leaves(out[method]):
             assert np.all(np.isfinite(leaf)), method
@@ -377,8 +414,8 @@ def test_huge_features_train_to_finite_parameters(magnitude):
 
 
 def test_iterates_both_equals_separate_last_and_average_runs():
-    cfg = TrainConfig(LOGISTIC, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="full",
-                      steps=6, extensions=(L2BallProjection(0.5),))
+    cfg = TrainConfig(LOGISTIC, Hyper(0.5), _private("full", steps=6, l2_clip_norm=1.0, noise_multiplier=1.0),
+                      extensions=(L2BallProjection(0.5),))
     both, metrics = train(dataclasses.replace(cfg, iterates="both"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
     assert set(both) == {"last", "average"}
     last, _ = train(dataclasses.replace(cfg, iterates="last"), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
@@ -393,9 +430,10 @@ def test_matmul_precision_reaches_the_step():
     """matmul_precision="float32" puts HIGHEST precision on the step's dot_generals; None
     leaves the default."""
     def jaxpr(precision):
-        cfg = TrainConfig(SOFTMAX, None, sampling="poisson", batch_size=8, steps=2, matmul_precision=precision)
-        fn = algorithms.make_train_fn(cfg, 64)
-        return str(jax.make_jaxpr(fn)(Hyper(0.1, 1.0, 1.0), SOFTMAX.init(KEY), jnp.asarray(X),
+        plan = _private("poisson", batch_size=8, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0)
+        cfg = TrainConfig(SOFTMAX, Hyper(0.1), plan, matmul_precision=precision)
+        fn = algorithms.make_train_fn(cfg)
+        return str(jax.make_jaxpr(fn)(algorithms.traced(cfg), SOFTMAX.init(KEY), jnp.asarray(X),
                                       jnp.asarray(Y_CLASS, jnp.int32), KEY))
 
     highest, default = jaxpr("float32"), jaxpr(None)
@@ -408,15 +446,16 @@ def test_matmul_precision_reaches_the_step():
 def test_non_numeric_or_out_of_float32_data_is_refused_and_a_diverged_run_warns():
     mixed = np.array([[1.0, "a"], [2.0, None]], dtype=object)
     with pytest.raises(ValueError, match="x must be numeric, got dtype object"):
-        train(TrainConfig(LOGISTIC, Hyper(0.1), sampling="full", steps=1), LOGISTIC.init(KEY),
+        train(TrainConfig(LOGISTIC, Hyper(0.1), DPPlan.non_private("full", 2, steps=1)), LOGISTIC.init(KEY),
               (mixed, np.zeros(2, np.float32)), KEY)
     huge = np.array(X, np.float64)
     huge[0, 0] = 1e300
     with pytest.raises(ValueError, match="beyond float32's range"):
-        train(TrainConfig(LOGISTIC, Hyper(0.1), sampling="full", steps=1), LOGISTIC.init(KEY), (huge, Y_BIN), KEY)
+        train(TrainConfig(LOGISTIC, Hyper(0.1), DPPlan.non_private("full", N, steps=1)), LOGISTIC.init(KEY),
+              (huge, Y_BIN), KEY)
     with pytest.warns(RuntimeWarning, match="non-finite value"):
-        train(TrainConfig(LOGISTIC, Hyper(1e38, 1e38, 1.0), sampling="full", steps=3), LOGISTIC.init(KEY),
-              (X, Y_BIN), KEY)
+        train(TrainConfig(LOGISTIC, Hyper(1e38), _private("full", steps=3, l2_clip_norm=1.0, noise_multiplier=1e38)),
+              LOGISTIC.init(KEY), (X, Y_BIN), KEY)
 
 
 def test_l2_ball_projection_refuses_a_bad_radius():
@@ -444,7 +483,7 @@ def test_a_user_extension_gets_its_traced_field_in_train_and_sweeps():
     name by sweep_points, and the default applies when it is not set."""
     from dpprep import sweeps
 
-    cfg = TrainConfig(LINEAR, Hyper(0.0), sampling="full", steps=3, extensions=(_Tilt(),))
+    cfg = TrainConfig(LINEAR, Hyper(0.0), DPPlan.non_private("full", N, steps=3), extensions=(_Tilt(),))
     params0 = LINEAR.init(KEY)
     assert "tilt" in algorithms.sweepable_fields(cfg)
     plain, _ = train(cfg, params0, (X, Y_REG), KEY)

@@ -179,24 +179,29 @@ def test_every_learner_audits_below_its_theory(learner, threat):
 
 
 def _users_dp_gd(cfg, key):
-    """A learner written with the core primitives in the user's own loop (not `train`): DP-GD on a
-    sum query whose canary adds C·e_0; white-box score = the sum of the released updates."""
+    """A learner written with a plan's pieces in the user's own loop (not `train`): DP-GD on a sum
+    query whose canary adds C·e_0; white-box score = the sum of the released updates (in units of
+    the noisy gradient sum). The plan is calibrated to the audit's ε; a learner with
+    ``noise_factor`` < 1 runs the pieces of a plan with that much less noise while claiming the
+    calibrated plan's ε (the lie the audit must catch)."""
     import jax
     import jax.numpy as jnp
     import optax
 
-    from dpprep import clipped_grad, dp_step, gaussian_privatizer
-    from dpprep.plan import ExecutionPlan
+    from dpprep import dp_step
+    from dpprep.plan import DPPlan
 
-    plan = ExecutionPlan.create("full", cfg.n, steps=cfg.steps)
-    z = plan.calibrate(cfg.epsilon, cfg.delta)
+    plan = DPPlan.create("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, target_epsilon=cfg.epsilon,
+                         delta=cfg.delta)
+    run = plan if cfg.noise_factor == 1.0 else DPPlan.create(
+        "full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
+        delta=cfg.delta)
     loss = lambda params, batch: -jnp.sum(params * batch[0])  # noqa: E731  (gradient −x: θ-free)
-    grad_fn = clipped_grad(loss, l2_clip_norm=1.0)
+    grad_fn = run.clipped_grad(loss)
 
     def one(run_key, inside):
         x = jnp.zeros((cfg.n, cfg.dim)).at[0, 0].set(jnp.where(inside, 1.0, 0.0))
-        tx = optax.chain(gaussian_privatizer(key=run_key, l2_clip_norm=1.0,
-                                             noise_multiplier=z * cfg.noise_factor), optax.sgd(1.0))
+        tx = run.optimizer(optax.sgd(1.0), key=run_key)
 
         def step(carry, _):
             params, state = carry
@@ -204,10 +209,10 @@ def _users_dp_gd(cfg, key):
             return (new, state), new[0] - params[0]
 
         _, updates = jax.lax.scan(step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps)
-        return jnp.sum(updates)
+        return jnp.sum(updates) * run.normaliser  # the plan divides each noisy sum by n (full batch)
 
-    claimed = plan.epsilon(z, cfg.delta)
-    return auditing.AuditTarget(jax.jit(jax.vmap(one)), claimed, claimed, {"noise_multiplier": z})
+    claimed = plan.epsilon
+    return auditing.AuditTarget(jax.jit(jax.vmap(one)), claimed, claimed, {"noise_multiplier": plan.noise_multiplier})
 
 
 @pytest.mark.slow

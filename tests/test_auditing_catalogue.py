@@ -11,15 +11,17 @@ import numpy as np
 import pytest
 
 from dpprep import auditing, clipping, dpsgdf, noise, sampling
-from dpprep.auditing import AuditConfig, audit_with_bug
+from dpprep.auditing import AuditConfig
 from dpprep.corrdp import noise as corr_noise
+from experiments import bug_catalogue
+from experiments.bug_catalogue import audit_with_bug, inject
 
 # Test-suite size: 8,000 evaluation runs per world (DP-GD: ~2 s an audit on 2 cores).
 RUNS, PILOT = 8000, 1000
 
 
 def test_unknown_bug_names_the_available_ones():
-    for call in (lambda: auditing.check_bug("noise_half"), lambda: auditing.inject("noise_half").__enter__(),
+    for call in (lambda: bug_catalogue.check_bug("noise_half"), lambda: inject("noise_half").__enter__(),
                  lambda: audit_with_bug("noise_half", AuditConfig("dp_gd", runs=RUNS))):
         with pytest.raises(ValueError, match="unknown bug 'noise_half'; available: noise_0.7x, clip_2c, one_unclipped"):
             call()
@@ -29,15 +31,23 @@ def test_unknown_bug_names_the_available_ones():
 
 
 def test_inject_restores_the_library_even_on_error():
-    originals = (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size)
-    for name in auditing.BUGS:
+    from dpprep import algorithms, step
+
+    def patched():  # every attribute the catalogue patches
+        return (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size,
+                algorithms.apply_step, dpsgdf.mean_from_parts, corr_noise.corrdp_factors)
+
+    originals = patched()
+    assert {(module, attribute) for bug in bug_catalogue.BUGS.values() for module, attribute, _ in bug.patches} == {
+        ("dpprep.noise", "add_noise"), ("dpprep.clipping", "clip_factors"), ("dpprep.sampling", "poisson_batch"),
+        ("dpprep.sampling", "poisson_pad_size"), ("dpprep.algorithms", "apply_step"),
+        ("dpprep.dpsgdf", "mean_from_parts"), ("dpprep.corrdp.noise", "corrdp_factors")}
+    for name in bug_catalogue.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
-            with auditing.inject(name):
+            with inject(name):
                 raise RuntimeError("inside")
-    assert originals == (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size)
-    from dpprep import algorithms
-    from dpprep.step import dp_step
-    assert algorithms.dp_step is dp_step
+    assert originals == patched()
+    assert algorithms.apply_step is step.apply_step
 
 
 def test_each_bug_acts_in_the_library_function_it_names():
@@ -49,13 +59,13 @@ def test_each_bug_acts_in_the_library_function_it_names():
     y = jnp.ones(2)
 
     def column_norms():
-        grad, _ = clipping.clipped_grad_sum(model, params, x, y, 1.0)
+        grad = clipping.clipped_grad(model, l2_clip_norm=1.0)(params, (x, y)).grad
         return np.abs(np.asarray(grad["w"][:, 0]))
 
     np.testing.assert_allclose(column_norms(), [1.0, 1.0], rtol=1e-5)
-    with auditing.inject("clip_2c"):
+    with inject("clip_2c"):
         np.testing.assert_allclose(column_norms(), [2.0, 2.0], rtol=1e-5)
-    with auditing.inject("one_unclipped"):
+    with inject("one_unclipped"):
         np.testing.assert_allclose(column_norms(), [1.0, 4.0], rtol=1e-5)
         # A padded (Poisson) batch: the last *real* row per the mask is unclipped, not the padding
         # slot after it (which stays at weight 0), and an all-padding batch stays all zero.
@@ -63,25 +73,83 @@ def test_each_bug_acts_in_the_library_function_it_names():
         np.testing.assert_allclose(clipping.clip_factors(norms, 1.0, jnp.array([1.0, 1.0, 0.0, 0.0])),
                                    [0.25, 1.0, 0.0, 0.0])
         np.testing.assert_allclose(clipping.clip_factors(norms, 1.0, jnp.zeros(4)), [0.0, 0.0, 0.0, 0.0])
-    # Noise: the privatizer's std on a zero sum is z·C, 0.7·z·C with noise_0.7x.
+    # Noise: the privatizer's std on a zero sum is z·C, 0.7·z·C with noise_0.7x (and an
+    # extension's absolute std is scaled the same way).
     zeros = jnp.zeros(200_000)
-    honest = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 0.0, 1.5)))
-    with auditing.inject("noise_0.7x"):
-        broken = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 0.0, 1.5)))
+    honest = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 1.5)))
+    honest_abs = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 0.0, 1.0, None, 3.0)))
+    with inject("noise_0.7x"):
+        broken = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 1.5)))
+        broken_abs = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 0.0, 1.0, None, 3.0)))
     assert honest == pytest.approx(3.0, rel=0.01) and broken == pytest.approx(0.7 * honest, rel=1e-5)
+    assert honest_abs == pytest.approx(3.0, rel=0.01) and broken_abs == pytest.approx(0.7 * honest_abs, rel=1e-5)
     # Sampling: rate 2q, and a pad that holds the larger batches.
-    with auditing.inject("poisson_2q"):
+    with inject("poisson_2q"):
         _, _, size, _ = sampling.poisson_batch(jax.random.key(1), 100_000, 0.1, 30_000)
         pad = sampling.poisson_pad_size(100, 0.1, 10)
     assert int(size) == pytest.approx(20_000, abs=600)
     assert pad == sampling.poisson_pad_size(100, 0.2, 10) > sampling.poisson_pad_size(100, 0.1, 10)
     # DPSGD-F's mean and CorrDP's factors.
     xi = np.ones(3, np.float32)
-    with auditing.inject("mean_noiseless"):
+    with inject("mean_noiseless"):
         np.testing.assert_allclose(dpsgdf.mean_from_parts(np.zeros(3), 10, 2.0, 5.0, xi), 0.0)
     np.testing.assert_allclose(dpsgdf.mean_from_parts(np.zeros(3), 10, 2.0, 5.0, xi), 1.0)
-    with auditing.inject("corrdp_factors_halved"):
+    with inject("corrdp_factors_halved"):
         np.testing.assert_allclose(corr_noise.corrdp_factors(3, [0], 0.5), [1.0, 0.25, 0.25])
+
+
+def test_a_catalogue_bug_does_not_leak_into_later_compilations():
+    # inject clears JAX's and dpprep's compilation caches on entry and exit: the run inside the
+    # block is traced afresh with the bug (not served from the honest compilation made before it),
+    # and the same config and key after the block is honest again, bit for bit (not served from
+    # the broken compilation). Checked for train and for the sweeps' own cached compilations.
+    from dpprep import models
+    from dpprep.algorithms import Hyper, TrainConfig, train
+    from dpprep.plan import DPPlan
+    from dpprep.sweeps import sweep_points
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    model = models.logistic_regression(3)
+    params0 = model.init(None)
+    plan = DPPlan.create("poisson", 50, batch_size=10, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    config = TrainConfig(model, Hyper(0.5), plan)
+    key, keys, points = jax.random.key(3), jax.random.split(jax.random.key(4), 2), {"learning_rate": [0.5, 1.0]}
+
+    def runs():
+        params, metrics = train(config, params0, (x, y), key)
+        swept = sweep_points(config, params0, (x, y), keys, points)
+        assert metrics["epsilon"] == plan.epsilon  # the bug never touches the account
+        return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((params, swept.params))]
+
+    honest = runs()
+    with inject("noise_0.7x"):
+        injected = runs()
+    after = runs()
+    for h, i, a in zip(honest, injected, after, strict=True):
+        np.testing.assert_allclose(a, h, rtol=0, atol=1e-7)
+        assert np.max(np.abs(i - h)) > 1e-3  # the bug acted inside the block (0.3 of the noise is missing)
+
+
+def test_audit_target_refuses_a_nan_yardstick_and_audit_explains_an_untraceable_runner():
+    def runner(keys, inside):  # plain Python and numpy: runs on arrays, cannot be traced by jax.jit
+        return np.where(np.asarray(inside), 1.0, 0.0)
+
+    # A NaN ε would make every "bound > theoretical" comparison False, so every audit would pass.
+    for theoretical, claimed in ((math.nan, 1.0), (1.0, math.nan)):
+        with pytest.raises(ValueError, match="NaN yardstick would make every bound compare False"):
+            auditing.AuditTarget(runner, theoretical, claimed)
+    with pytest.raises(TypeError, match=r"runner must be a callable runner\(keys, inside\) -> scores"):
+        auditing.AuditTarget(None, 1.0, 1.0)
+
+    auditing.register("untraceable", lambda cfg, key: auditing.AuditTarget(runner, 1.0, 1.0))
+    try:
+        with pytest.raises(ValueError, match=r"learner 'untraceable': AuditTarget.runner\(keys, inside\) must be "
+                                             r"jittable and vmapped over runs .* tracing it failed"):
+            auditing.audit(AuditConfig("untraceable", runs=RUNS, pilot_runs=PILOT))
+    finally:
+        auditing.REGISTRY.pop("untraceable", None)
 
 
 def test_dpsgdf_mean_from_parts_is_the_same_traced_and_on_the_host():
@@ -103,7 +171,7 @@ def test_the_canary_exercises_clipping():
     inside = jnp.arange(64) < 32
     big, unit = AuditConfig("dp_gd", runs=RUNS), AuditConfig("dp_gd", runs=RUNS, canary_norm=1.0)
     np.testing.assert_allclose(_scores(big, keys, inside), _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
-    with auditing.inject("clip_2c"):
+    with inject("clip_2c"):
         broken_big, broken_unit = _scores(big, keys, inside), _scores(unit, keys, inside)
     np.testing.assert_allclose(broken_unit, _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
     assert np.all(broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5)  # in-runs move by T·C/(zC) ≈ 0.85
@@ -124,7 +192,7 @@ def test_corrdp_reference_is_independent_of_the_factors_under_test():
     assert honest.theoretical == pytest.approx(
         corr_sgd.standard_dp_epsilon(sigma_lib, n=cfg.n, steps=cfg.steps, lipschitz=1.0, delta=cfg.delta), rel=2e-3)
     # ... and does not move with a bug in it.
-    with auditing.inject("corrdp_factors_halved"):
+    with inject("corrdp_factors_halved"):
         broken = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
     assert broken.theoretical == honest.theoretical
     assert broken.details["factor_insensitive_library"] == pytest.approx(0.5 * honest.details["factor_insensitive"])

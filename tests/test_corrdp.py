@@ -13,6 +13,7 @@ from scipy import stats
 
 from dpprep import algorithms, corrdp, models
 from dpprep.corrdp.sgd import CoordinateNoise
+from dpprep.plan import DPPlan
 
 
 def test_sum_noise_std_maps_the_mean_std_to_the_sum():
@@ -53,9 +54,11 @@ def test_corrdp_sgd_step_has_std_sigma_sqrt_f_on_the_mean():
     factors = np.tile([0.0, 1.0, 4.0], d // 3)
     model = models.linear_regression(d, fit_intercept=False)
     params0 = model.init(None)
-    hyper = algorithms.Hyper(1.0, noise_std=corrdp.sum_noise_std(sigma, n),
-                             extra={"noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w")})
-    cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1, extensions=(CoordinateNoise(),))
+    # The paper's nominal-ε mechanism: a non-private plan (no clipping, no plan noise), the noise
+    # is CoordinateNoise's absolute std on the sum.
+    hyper = algorithms.Hyper(1.0, extra={"noise_std": corrdp.sum_noise_std(sigma, n),
+                                         "noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w")})
+    cfg = algorithms.TrainConfig(model, hyper, DPPlan.non_private("full", n, steps=1), extensions=(CoordinateNoise(),))
     params, _ = algorithms.train(cfg, params0, (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
                                  jax.random.PRNGKey(0))
     moved = -np.asarray(params["w"], np.float64)[:, 0]  # lr 1: θ1 = −(0 + noise/N)

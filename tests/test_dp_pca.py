@@ -113,5 +113,5 @@ def test_bad_input():
         dpp.analyze_gauss_noise(1.0, 1.0, 100)
     with pytest.raises(ValueError, match="calibration"):
         dpp.analyze_gauss_noise(1.0, 1e-5, 100, calibration="pld")
-    with pytest.raises(ValueError, match="key"):
+    with pytest.raises(TypeError, match="key"):  # dpprep.validation.check_key: a TypeError
         dpp.dp_pca(x, 1, 1.0, 1e-5, 0)

@@ -39,16 +39,16 @@ def test_the_core_imports_no_paper_module():
 
 
 def test_the_engine_names_no_paper():
-    """Hyper carries only the core's traced hyperparameters (the papers' live in their extensions'
-    fields), and no core module's code (docstrings aside, which cite the papers) names a paper's
-    module or its quantities."""
+    """Hyper carries only the learning rate and the extensions' fields (the papers' live there), the
+    engine traces only those and the plan's noise and clip bound, and no core module's code
+    (docstrings aside, which cite the papers) names a paper's module or its quantities."""
     import ast
     import dataclasses
 
-    from dpprep.algorithms import Hyper
+    from dpprep.algorithms import Hyper, Traced
 
-    assert [f.name for f in dataclasses.fields(Hyper)] == ["learning_rate", "noise_multiplier", "clip_norm",
-                                                           "noise_std", "extra"]
+    assert [f.name for f in dataclasses.fields(Hyper)] == ["learning_rate", "extra"]
+    assert [f.name for f in dataclasses.fields(Traced)] == ["learning_rate", "noise_multiplier", "clip_norm", "extra"]
     paper_words = ("dpsgdf", "corrdp", "ptr", "batch_clip", "noise_scales", "private_mean", "theorem")
     for name in CORE:
         tree = ast.parse((REPO / "dpprep" / f"{name}.py").read_text())

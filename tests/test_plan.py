@@ -17,9 +17,9 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from dpprep import algorithms, models, sampling
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
+from dpprep.algorithms import Hyper, TrainConfig, Traced, train
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
-from dpprep.plan import ExecutionPlan
+from dpprep.plan import DPPlan, ExecutionPlan
 
 RDP = AccountingOptions(accountant="rdp")
 
@@ -29,7 +29,13 @@ X = RNG.normal(size=(N, D)).astype(np.float32)
 Y = (X[:, 0] > 0).astype(np.float32)
 MODEL = models.logistic_regression(D)
 KEY = jax.random.PRNGKey(0)
-HYPER = Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0)
+HYPER = Hyper(0.1)
+
+
+def _config(sampling_name: str, **kwargs) -> TrainConfig:
+    """A private run (C = 1, z = 1) of ``sampling_name`` laid out by ``kwargs`` on the N rows."""
+    plan = DPPlan.create(sampling_name, N, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5, **kwargs)
+    return TrainConfig(MODEL, HYPER, plan)
 
 
 def _executed_steps(config: TrainConfig) -> tuple[int, dict]:
@@ -44,7 +50,8 @@ def _scanned_steps(config: TrainConfig, n: int, d: int) -> int:
     """The engine's scan length, read from the traced train function's output shape (abstract
     evaluation: nothing is compiled or computed)."""
     model = config.model
-    out = jax.eval_shape(algorithms.make_train_fn(config, n), Hyper(0.1, 1.0, 1.0), model.init(None),
+    assert config.plan.n == n
+    out = jax.eval_shape(algorithms.make_train_fn(config), Traced(0.1, 1.0, 1.0), model.init(None),
                          jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((n,), jnp.float32),
                          jax.random.PRNGKey(0))
     return out[1]["batch_size"].shape[0]
@@ -66,9 +73,9 @@ def _check_event(plan, sampling_name, batch_size, z=1.3):
     ("shuffle", {"batch_size": 7, "epochs": 3}, 27),      # B does not divide n: 3·⌈60/7⌉ = 3·9
 ])
 def test_steps_executed_equal_steps_accounted(sampling_name, kwargs, expected_steps):
-    config = TrainConfig(MODEL, HYPER, sampling=sampling_name, **kwargs)
+    config = _config(sampling_name, **kwargs)
     executed, metrics = _executed_steps(config)
-    plan = make_plan(config, N)
+    plan = config.plan.execution
     assert executed == plan.steps == _check_event(plan, sampling_name, kwargs.get("batch_size")) == expected_steps
     if sampling_name == "shuffle":
         # Every record is used exactly once per epoch, the short last batch included.
@@ -85,8 +92,8 @@ def test_steps_executed_equal_steps_accounted(sampling_name, kwargs, expected_st
     ("shuffle", {"batch_size": 7, "steps": 11}, 11),      # steps: a partial last epoch
 ])
 def test_scan_length_equals_steps_accounted(sampling_name, kwargs, expected_steps):
-    config = TrainConfig(MODEL, HYPER, sampling=sampling_name, **kwargs)
-    plan = make_plan(config, N)
+    config = _config(sampling_name, **kwargs)
+    plan = config.plan.execution
     assert _scanned_steps(config, N, D) == plan.steps == _check_event(plan, sampling_name, kwargs.get("batch_size")) \
         == expected_steps
 
@@ -94,8 +101,8 @@ def test_scan_length_equals_steps_accounted(sampling_name, kwargs, expected_step
 def test_issue_case_shuffle_60000_1024_40_epochs_is_2360_steps():
     """The issue's case, without training at that size: 40 epochs of ⌈60000/1024⌉ = 59 batches
     are scanned and charged."""
-    config = TrainConfig(MODEL, None, sampling="shuffle", batch_size=1024, epochs=40)
-    plan = make_plan(config, 60_000)
+    config = TrainConfig(MODEL, None, DPPlan.non_private("shuffle", 60_000, batch_size=1024, epochs=40))
+    plan = config.plan.execution
     assert _check_event(plan, "shuffle", 1024) == plan.steps == 2360
     assert _scanned_steps(config, 60_000, D) == 2360
 
@@ -108,13 +115,13 @@ def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
     z, delta = 2.0, 1e-5
     eps = []
     for steps in (3, 10):
-        config = TrainConfig(MODEL, HYPER, sampling="fixed_order", steps=steps)
+        config = _config("fixed_order", steps=steps)
         if steps == 10:
             executed, metrics = _executed_steps(config)
             np.testing.assert_array_equal(metrics["batch_size"], 1)
         else:
             executed = _scanned_steps(config, N, D)
-        plan = make_plan(config, N)
+        plan = config.plan.execution
         assert executed == plan.steps == steps
         assert plan.neighbouring == "replace_one"
         event = plan.dp_event(z)
@@ -132,8 +139,13 @@ def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
     ({"sampling": "replacement", "batch_size": 8, "steps": 5}, "no accountant for sampling with replacement"),
 ])
 def test_samplers_without_an_event_are_refused_with_the_reason(kwargs, reason):
-    config = TrainConfig(MODEL, HYPER, **kwargs)
-    plan = make_plan(config, N)
+    kwargs = dict(kwargs)
+    sampling_name = kwargs.pop("sampling")
+    with pytest.raises(ValueError, match="no dp-accounting event") as info:  # no private plan of it
+        DPPlan.create(sampling_name, N, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5, **kwargs)
+    assert reason in str(info.value)
+    config = TrainConfig(MODEL, HYPER, DPPlan.non_private(sampling_name, N, **kwargs))
+    plan = config.plan.execution
     assert _scanned_steps(config, N, D) == plan.steps  # the run is laid out; it just cannot be accounted
     for call in (lambda: plan.dp_event(1.0), lambda: plan.epsilon(1.0, 1e-5),
                  lambda: plan.calibrate(1.0, 1e-5), plan.schedule):
@@ -318,10 +330,11 @@ def test_runs_beyond_int32_steps_are_refused_before_jax(sampler, kwargs, asked):
         ExecutionPlan.create(sampler, 1000, **kwargs)
 
 
-def test_train_config_with_1e12_epochs_is_refused_by_make_plan():
-    config = TrainConfig(models.logistic_regression(3), batch_size=10, epochs=1e12)
+def test_plan_with_1e12_epochs_is_refused():
     with pytest.raises(ValueError, match=r"is 1e\+14 steps; a run takes at most 2\*\*31 - 1"):
-        make_plan(config, 1000)
+        DPPlan.non_private("poisson", 1000, batch_size=10, epochs=1e12)
+    with pytest.raises(ValueError, match=r"is 1e\+14 steps; a run takes at most 2\*\*31 - 1"):
+        DPPlan.create("poisson", 1000, batch_size=10, epochs=1e12, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
     assert ExecutionPlan.create("full", 1000, steps=2**31 - 1).steps == 2**31 - 1  # the largest run is allowed
 
 

@@ -20,6 +20,7 @@ import pytest
 import experiments
 from dpprep import models, sweeps
 from dpprep.algorithms import Hyper, TrainConfig
+from dpprep.plan import DPPlan
 from experiments import planning, results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,10 +113,15 @@ def test_measured_sweep_rate_is_a_plausible_rate():
 # sweeps: the explicit validation parameters
 
 
+def _plan(sampling: str = "full", **layout) -> DPPlan:
+    """A private plan (C = 1, z = 1) on the 64 rows of X, laid out by ``layout`` (steps or epochs)."""
+    if sampling != "full":
+        layout.setdefault("batch_size", 16)
+    return DPPlan.create(sampling, X.shape[0], l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5, **layout)
+
+
 def _config(steps: int, sampling: str = "full", **kw) -> TrainConfig:
-    batch = {"batch_size": 16} if sampling != "full" else {}
-    return TrainConfig(MODEL, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling=sampling, steps=steps,
-                       **batch, **kw)
+    return TrainConfig(MODEL, Hyper(0.5), _plan(sampling, steps=steps), **kw)
 
 
 def test_sweep_points_max_steps_and_first_chunk_only():
@@ -155,11 +161,11 @@ def _fake_module(calls: list[str]) -> types.ModuleType:
     epochs only), one of another (batch size)."""
 
     def run(ctx):
-        base = _config(1, sampling="poisson")
-        base = dataclasses.replace(base, steps=None, epochs=4.0)
-        groups = [sweeps.Group("e4", base, {"learning_rate": np.linspace(0.1, 1.0, 5)}),
-                  sweeps.Group("e8", dataclasses.replace(base, epochs=8.0), {"learning_rate": np.linspace(0.1, 1.0, 5)}),
-                  sweeps.Group("b32", dataclasses.replace(base, batch_size=32), {"learning_rate": np.linspace(0.1, 1.0, 5)})]
+        base = dataclasses.replace(_config(1, sampling="poisson"), plan=_plan("poisson", epochs=4.0))
+        lrs = {"learning_rate": np.linspace(0.1, 1.0, 5)}
+        groups = [sweeps.Group("e4", base, lrs),
+                  sweeps.Group("e8", dataclasses.replace(base, plan=_plan("poisson", epochs=8.0)), lrs),
+                  sweeps.Group("b32", dataclasses.replace(base, plan=_plan("poisson", batch_size=32, epochs=4.0)), lrs)]
         calls.append(ctx.profile)
         keys = jax.random.split(jax.random.key(3), 2)
         out = results.run_groups(groups, MODEL.init(None), (X, Y), keys, ctx.store, eval_data=(X, Y), chunk_size=2)

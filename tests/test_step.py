@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpprep import clipping, models, sampling, streams
+from dpprep import models, sampling
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.clipping import ClippedGrad, clipped_grad
 from dpprep.noise import PrivatizerState, gaussian_privatizer
+from dpprep.plan import DPPlan
 from dpprep.step import dp_step
 
 
@@ -101,7 +102,7 @@ def test_clipped_grad_equals_the_glm_fast_path(name):
     params = jax.tree_util.tree_map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), model.init(None))
     loss = lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0]  # noqa: E731
     general = clipped_grad(loss, l2_clip_norm=0.7)(params, (x, y))
-    fast = clipping.model_clipped_grad(model, l2_clip_norm=0.7, method="fast")(params, (x, y))
+    fast = clipped_grad(model, l2_clip_norm=0.7, method="fast")(params, (x, y))
     # Saturated sigmoids: the residual σ(z) − y and autodiff's softplus gradient differ by float32
     # rounding of σ (~1e-7 absolute), times ||x_i|| ≈ 10: an absolute tolerance, not a relative one.
     np.testing.assert_allclose(general.norms, fast.norms, rtol=1e-5, atol=1e-5)
@@ -137,6 +138,11 @@ def test_clipped_grad_refuses_bad_input_before_compiling():
         clipped_grad(_linear_loss, l2_clip_norm=0.0)
     with pytest.raises(ValueError, match="mask must have shape"):
         clipped_grad(_linear_loss, l2_clip_norm=1.0)(params, _batch(), mask=jnp.ones(3))
+    # A weight of 2 would let one example contribute 2·C: concrete masks are 0/1.
+    with pytest.raises(ValueError, match="mask must hold 0"):
+        clipped_grad(_linear_loss, l2_clip_norm=1.0)(params, _batch(), mask=jnp.asarray([1, 1, 2, 1, 1, 1, 1.0]))
+    with pytest.raises(ValueError, match="is empty"):
+        clipped_grad(_linear_loss, l2_clip_norm=1.0)(params, {"x": jnp.ones((0, 4)), "y": jnp.ones(0)})
 
 
 def test_privatizer_adds_noise_of_std_z_c_over_n_and_counts_steps():
@@ -155,48 +161,67 @@ def test_privatizer_adds_noise_of_std_z_c_over_n_and_counts_steps():
 
 
 def test_privatizer_per_coordinate_scales_and_chain():
-    scales = {"a": jnp.float32(0.0), "b": jnp.float32(1.0)}
+    scales = {"a": jnp.float32(0.25), "b": jnp.float32(1.0)}
     tx = optax.chain(gaussian_privatizer(key=jax.random.key(2), l2_clip_norm=1.0, noise_multiplier=1.0,
                                          scales=scales), optax.sgd(1.0))
-    params = {"a": jnp.zeros(100), "b": jnp.zeros(100)}
-    updates, _ = tx.update({"a": jnp.ones(100), "b": jnp.ones(100)}, tx.init(params), params)
-    np.testing.assert_array_equal(updates["a"], -1.0)  # scale 0: no noise
-    assert np.std(np.asarray(updates["b"])) > 0.5
+    params = {"a": jnp.zeros(20_000), "b": jnp.zeros(20_000)}
+    updates, _ = tx.update({"a": jnp.ones(20_000), "b": jnp.ones(20_000)}, tx.init(params), params)
+    for leaf, scale in (("a", 0.25), ("b", 1.0)):
+        noise = np.asarray(updates[leaf]) + 1.0  # sgd(1) of the sum 1 + noise
+        assert abs(noise.mean()) < 5 * scale / math.sqrt(20_000)
+        assert abs(noise.std() / scale - 1) < 0.03  # std z·C·scale
+    # A zero scale would release that leaf without noise: refused.
+    with pytest.raises(ValueError, match="scales must be finite and > 0"):
+        gaussian_privatizer(key=jax.random.key(2), l2_clip_norm=1.0, noise_multiplier=1.0,
+                            scales={"a": jnp.float32(0.0), "b": jnp.float32(1.0)})
 
 
-def test_privatizer_refuses_a_multiplier_without_a_clipping_bound():
-    with pytest.raises(ValueError, match="needs l2_clip_norm"):
-        gaussian_privatizer(key=jax.random.key(0), noise_multiplier=1.0)
-    with pytest.raises(ValueError, match="finite clip_norm"):
-        gaussian_privatizer(key=jax.random.key(0), noise_multiplier=1.0, l2_clip_norm=math.inf)
-    with pytest.raises(ValueError, match="not both"):
-        gaussian_privatizer(key=jax.random.key(0), noise_multiplier=1.0, l2_clip_norm=1.0, stddev=0.1)
+def test_privatizer_refuses_noise_without_a_clipping_bound():
+    """A privatizer adds z·C with a finite C and z > 0, or it is not one: no bound, no noise, no
+    absolute std (a nominal mechanism is an extension's, in a non-private plan)."""
+    key = jax.random.key(0)
+    with pytest.raises(TypeError, match="l2_clip_norm"):
+        gaussian_privatizer(key=key, noise_multiplier=1.0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="clip_norm must be finite and > 0"):
+        gaussian_privatizer(key=key, noise_multiplier=1.0, l2_clip_norm=math.inf)
+    with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
+        gaussian_privatizer(key=key, noise_multiplier=0.0, l2_clip_norm=1.0)
+    with pytest.raises(TypeError, match="stddev"):
+        gaussian_privatizer(key=key, noise_multiplier=1.0, l2_clip_norm=1.0, stddev=0.1)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="normalize_by"):
-        gaussian_privatizer(key=jax.random.key(0), l2_clip_norm=1.0, normalize_by=0.0)
-    gaussian_privatizer(key=jax.random.key(0), stddev=0.5)  # an absolute std needs no bound
+        gaussian_privatizer(key=key, l2_clip_norm=1.0, noise_multiplier=1.0, normalize_by=0.0)
+    with pytest.raises(TypeError, match="key must be a PRNG key"):
+        gaussian_privatizer(key=0, l2_clip_norm=1.0, noise_multiplier=1.0)
 
 
-def test_a_users_own_loop_of_dp_step_reproduces_train():
-    """`train` is a thin driver: DP-GD written by hand with the public primitives gives its params."""
+@pytest.mark.parametrize("sampling_name,batch_size", [("full", None), ("poisson", 10)])
+def test_a_users_own_loop_of_dp_step_reproduces_train(sampling_name, batch_size):
+    """`train` is a thin driver: DP-SGD written by hand with the plan's pieces (its clipped
+    gradient, its optimizer keyed by the run key, its batches) gives train's params."""
     model = models.mlp(4, 6, 3)
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(40, 4)), jnp.float32)
     y = jnp.asarray(rng.integers(0, 3, 40), jnp.int32)
     params0 = model.init(jax.random.key(5))
     key, steps, clip, z, lr = jax.random.key(9), 6, 0.8, 1.3, 0.4
-    want, _ = train(TrainConfig(model, Hyper(lr, z, clip), sampling="full", steps=steps), params0, (x, y), key)
+    plan = DPPlan.create(sampling_name, 40, batch_size=batch_size, steps=steps, l2_clip_norm=clip, noise_multiplier=z,
+                         delta=1e-5)
+    want, _ = train(TrainConfig(model, Hyper(lr), plan), params0, (x, y), key)
 
     loss = lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0]  # noqa: E731
-    grad_fn = clipped_grad(loss, l2_clip_norm=clip)
-    tx = optax.chain(gaussian_privatizer(key=streams.stream(key, streams.NOISE), l2_clip_norm=clip,
-                                         noise_multiplier=z, normalize_by=40.0), optax.sgd(lr))
-    step = jax.jit(lambda p, s: dp_step(p, s, (x, y), grad_fn=grad_fn, tx=tx))
+    grad_fn = plan.clipped_grad(loss)
+    tx = plan.optimizer(optax.sgd(lr), key=key)
+    step = jax.jit(lambda p, s, b, m: dp_step(p, s, b, grad_fn=grad_fn, tx=tx, mask=m))
     params, state = params0, tx.init(params0)
-    for _ in range(steps):
-        params, state, out = step(params, state)
-    assert isinstance(out, ClippedGrad) and out.norms.shape == (40,)
+    for t in range(steps):
+        idx, mask = plan.batch(key, t)
+        params, state, out = step(params, state, (x[idx], y[idx]), mask)
+    assert isinstance(out, ClippedGrad) and out.norms.shape == (plan.pad,)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert plan.spent(state) == plan.epsilon  # every step the plan charges was taken, and no more may be
+    with pytest.raises(ValueError, match="all of them were taken"):
+        dp_step(params, state, (x[idx], y[idx]), grad_fn=grad_fn, tx=tx, mask=mask)
 
 
 def test_a_users_poisson_loop_with_the_registered_sampler():

@@ -4,6 +4,7 @@ the same key and sampler share batches whatever their noise or feature transform
 from __future__ import annotations
 
 import dataclasses
+import math
 import zlib
 
 import jax
@@ -14,7 +15,9 @@ import pytest
 from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.features import AffineFeatures
 from dpprep import models, noise, sampling, streams
+from dpprep.accounting.dp import AccountingOptions
 from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.plan import DPPlan
 
 KEY = jax.random.PRNGKey(3)
 RNG = np.random.default_rng(4)
@@ -52,23 +55,28 @@ def test_stream_name_must_be_a_non_empty_string(name):
 def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     """Different noise levels, noise units and feature transforms (DPSGD-F: a norm and a
     private mean) draw the same Poisson batches from the same key; another key does not."""
-    base = TrainConfig(LOGISTIC, None, sampling="poisson", batch_size=10, steps=12, extensions=(AffineFeatures(),))
+    layout = dict(batch_size=10, steps=12)
+    base = TrainConfig(LOGISTIC, None, extensions=(AffineFeatures(), CoordinateNoise()))
     # One pytree structure for all (identity transform where none), so one compilation.
     plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32)}
+    private = lambda z, clip: DPPlan.create("poisson", N, l2_clip_norm=clip, noise_multiplier=z, delta=1e-5,  # noqa: E731
+                                            **layout)
     variants = [
-        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0, extra=plain),
-        Hyper(0.1, noise_multiplier=4.0, clip_norm=0.3, extra=plain),
-        Hyper(0.5, noise_std=2.0, extra=plain),
-        Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0,
-              extra={"feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
+        (Hyper(0.5, extra=plain), private(1.0, 1.0)),
+        (Hyper(0.1, extra=plain), private(4.0, 0.3)),
+        # An absolute noise std (a nominal mechanism's, CoordinateNoise's) in a non-private plan.
+        (Hyper(0.5, extra={**plain, "noise_std": 2.0}), DPPlan.non_private("poisson", N, **layout)),
+        (Hyper(0.5, extra={"feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
+         private(1.0, 1.0)),
     ]
-    runs = [train(dataclasses.replace(base, hyper=h), LOGISTIC.init(None), (X, Y), KEY) for h in variants]
+    runs = [train(dataclasses.replace(base, hyper=h, plan=p), LOGISTIC.init(None), (X, Y), KEY) for h, p in variants]
     sizes = [np.asarray(m["batch_size"]) for _, m in runs]
     assert sizes[0].std() > 0  # the sizes vary, so equal sequences identify the batches
     for other in sizes[1:]:
         np.testing.assert_array_equal(sizes[0], other)
     assert not np.allclose(runs[0][0]["w"], runs[3][0]["w"])  # the transform took effect
-    _, other_key = train(dataclasses.replace(base, hyper=variants[0]), LOGISTIC.init(None), (X, Y),
+    hyper, plan = variants[0]
+    _, other_key = train(dataclasses.replace(base, hyper=hyper, plan=plan), LOGISTIC.init(None), (X, Y),
                          jax.random.PRNGKey(99))
     assert not np.array_equal(sizes[0], np.asarray(other_key["batch_size"]))
 
@@ -76,18 +84,20 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
 ONE_HOT_MODEL = models.linear_regression(30, fit_intercept=False)  # one object: one compilation per config
 
 
-def _one_hot_hyper(feature_scale=1.0, **kw):
+def _one_hot_hyper(feature_scale=1.0, noise_std=0.0):
     """One pytree structure for every one-hot run (so one compilation per sampler); the noise
-    only reaches a zero-scaled leaf, so w moves exactly on the batch's records."""
-    return Hyper(0.01, extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}}, **kw)
+    only reaches a zero-scaled leaf, so w moves exactly on the batch's records. A zero scale has
+    no place in a private plan (its noise would not cover w), so these runs' plans are
+    non-private and a noise level is CoordinateNoise's nominal std."""
+    return Hyper(0.01, extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}, "noise_std": noise_std})
 
 
-def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper):
+def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper, l2_clip_norm=math.inf):
     """Indices each step touched: record i is e_i (no intercept, y = 1, no noise on w), so step
     t changes exactly the weights of the records in its batch."""
     n, model = 30, ONE_HOT_MODEL
-    cfg = TrainConfig(model, hyper, sampling=sampling_name, batch_size=batch_size, steps=steps,
-                      track_params=True, extensions=(AffineFeatures(), CoordinateNoise()))
+    plan = DPPlan.non_private(sampling_name, n, batch_size=batch_size, steps=steps, l2_clip_norm=l2_clip_norm)
+    cfg = TrainConfig(model, hyper, plan, track_params=True, extensions=(AffineFeatures(), CoordinateNoise()))
     _, metrics = train(cfg, model.init(None), (np.eye(n, dtype=np.float32), np.ones(n, np.float32)),
                        jax.random.PRNGKey(seed))
     w = np.concatenate([np.zeros((1, n)), np.asarray(metrics["params"]["w"])[:, :, 0]])
@@ -96,11 +106,11 @@ def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper):
 
 @pytest.mark.parametrize("sampling_name", ["shuffle", "without_replacement"])
 def test_fixed_size_samplers_share_batches_across_noise_and_transforms(sampling_name):
-    """Same key, same batches, whatever the noise level or feature scale (the realised sizes
-    are constant here, so the batches are read off one-hot data); another key differs."""
+    """Same key, same batches, whatever the noise level, clip bound or feature scale (the realised
+    sizes are constant here, so the batches are read off one-hot data); another key differs."""
     hyper = _one_hot_hyper
-    variants = [hyper(), hyper(feature_scale=0.5), hyper(noise_multiplier=3.0, clip_norm=1.0)]
-    touched = [_one_hot_batches(sampling_name, 5, 7, 2, h)[0] for h in variants]
+    variants = [(hyper(), math.inf), (hyper(feature_scale=0.5), math.inf), (hyper(noise_std=3.0), 1.0)]
+    touched = [_one_hot_batches(sampling_name, 5, 7, 2, h, clip)[0] for h, clip in variants]
     for other in touched[1:]:
         for a, b in zip(touched[0], other):
             np.testing.assert_array_equal(a, b)
@@ -130,8 +140,10 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
     the two streams were the same)."""
     n, b, steps, d, seed, z = 16, 4, 3, 1000, 5, 1.0
     model = models.linear_regression(d, fit_intercept=False)
-    cfg = TrainConfig(model, Hyper(1.0, z, 1.0), sampling="without_replacement", batch_size=b, steps=steps,
-                      track_params=True)
+    # dp-accounting bounds sampling without replacement (a replace-one guarantee) by RDP only.
+    plan = DPPlan.create("without_replacement", n, batch_size=b, steps=steps, l2_clip_norm=1.0, noise_multiplier=z,
+                         delta=1e-5, options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    cfg = TrainConfig(model, Hyper(1.0), plan, track_params=True)
     _, metrics = train(cfg, model.init(None), (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
                        jax.random.PRNGKey(seed))
     iterates = np.concatenate([np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]])
@@ -140,7 +152,7 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
     k_batch = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
     k_noise = streams.stream(jax.random.PRNGKey(seed), streams.NOISE)
     params = {"w": jnp.zeros((d, 1))}
-    std = noise.noise_std(z, 0.0, 1.0, None, params)
+    std = noise.noise_std(z, 1.0, None, params)
     for t in range(steps):
         assert 0.9 < np.std(added[t]) < 1.1
         from_batch = np.asarray(noise.gaussian_noise(jax.random.fold_in(k_batch, t), params, std)["w"])[:, 0]

@@ -11,17 +11,28 @@ import numpy as np
 import pytest
 
 from dpprep import models, sweeps
-from dpprep.algorithms import Hyper, TrainConfig, train, with_values
+from dpprep.algorithms import Hyper, TrainConfig, static_config, traced, train, with_values
 from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.features import AffineFeatures
+from dpprep.plan import DPPlan
 
 RNG = np.random.default_rng(1)
 X = RNG.normal(size=(80, 4)).astype(np.float32)
 Y = RNG.integers(0, 3, size=80)
 MODEL = models.softmax_regression(4, 3)
 PARAMS0 = MODEL.init(None)
-CONFIG = TrainConfig(MODEL, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                     batch_size=16, steps=25, track_loss=True, extensions=(AffineFeatures(), CoordinateNoise()))
+DELTA = 1e-5
+
+
+def _plan(noise_multiplier=1.0, clip_norm=1.0):
+    """CONFIG's private plan (Poisson, B = 16, 25 steps on the 80 rows) at ``z`` and ``C``. The
+    batch is padded to all 80 rows (``max_overflow_prob=1e-16``): at z = 0.5 the run is only
+    ε ≈ 27-DP, where the default pad's overflow slack (1 + e^ε)·p would leave nothing of δ."""
+    return DPPlan.create("poisson", 80, batch_size=16, steps=25, l2_clip_norm=clip_norm,
+                         noise_multiplier=noise_multiplier, delta=DELTA, max_overflow_prob=1e-16)
+
+
+CONFIG = TrainConfig(MODEL, Hyper(0.5), _plan(), track_loss=True, extensions=(AffineFeatures(), CoordinateNoise()))
 
 
 def _assert_close(a, b):
@@ -32,32 +43,75 @@ def _assert_close(a, b):
 def test_sweep_equals_individual_runs():
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     lrs, zs = [0.1, 1.0, 3.0], [0.5, 2.0]
-    params, metrics = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, learning_rate=lrs, noise_multiplier=zs)
+    result = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, learning_rate=lrs, noise_multiplier=zs)
+    assert isinstance(result, sweeps.SweepResult)
+    params, metrics = result.params, result.metrics
     assert params["w"].shape == (2, 3, 2, 4, 3) and metrics["loss"].shape == (2, 3, 2, 25)
+    # Each grid point's ε (the grid's shape: learning rates × multipliers), the plan's at its z.
+    assert result.epsilon.shape == (3, 2) and result.delta == DELTA
+    for k, z in enumerate(zs):
+        np.testing.assert_array_equal(result.epsilon[:, k], CONFIG.plan.epsilon_at(z))
+    assert result.epsilon[0, 0] > result.epsilon[0, 1]  # less noise, more ε
     for i in range(2):
         for j, lr in enumerate(lrs):
             for k, z in enumerate(zs):
-                cfg = dataclasses.replace(CONFIG, hyper=Hyper(lr, noise_multiplier=z, clip_norm=1.0))
+                cfg = dataclasses.replace(CONFIG, hyper=Hyper(lr), plan=_plan(noise_multiplier=z))
                 single, single_metrics = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
                 np.testing.assert_allclose(single_metrics["loss"], metrics["loss"][i, j, k], rtol=1e-6, atol=1e-6)
                 np.testing.assert_array_equal(single_metrics["batch_size"], metrics["batch_size"][i, j, k])
+                assert single_metrics["epsilon"] == pytest.approx(result.epsilon[j, k], rel=1e-12)
 
 
 def test_sweep_over_clip_norm_and_noise_scales():
+    """A private plan: clip bounds × per-coordinate noise scales (each scale >= 1, so every point
+    adds at least the plan's noise and a single train call of it is allowed)."""
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
     clips = [0.1, 10.0]
-    scales = {"w": np.stack([np.ones((4, 1)), np.array([[0.0], [0.0], [1.0], [2.0]])]),
-              "b": np.array([1.0, 0.0])}
-    params, _ = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
+    scales = {"w": np.stack([np.ones((4, 1)), np.array([[1.0], [1.0], [1.5], [2.0]])]),
+              "b": np.array([1.0, 1.5])}
+    result = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
+    params = result.params
     assert params["w"].shape == (2, 2, 2, 4, 3)
+    # The least noisy coordinate gets z·C·1 at every point: each point is charged the plan's ε.
+    assert result.epsilon.shape == (2, 2)
+    np.testing.assert_array_equal(result.epsilon, CONFIG.plan.epsilon)
     for i in range(2):
         for j, clip in enumerate(clips):
             for k in range(2):
                 scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
-                cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, 1.0, clip, extra={"noise_scales": scale_k}))
+                cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, extra={"noise_scales": scale_k}),
+                                          plan=_plan(clip_norm=clip))
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
+
+
+def test_non_private_sweep_over_clip_norm_and_noise_scales():
+    """A non-private plan (it claims nothing, so zero scales are allowed): clip bounds × noise
+    scales of a nominal mechanism's absolute noise std (CoordinateNoise's noise_std), each point
+    equal to its own train call and charged no ε."""
+    keys = jax.random.split(jax.random.PRNGKey(1), 2)
+    clips = [0.1, 10.0]
+    scales = {"w": np.stack([np.ones((4, 1)), np.array([[0.0], [0.0], [1.0], [2.0]])]),
+              "b": np.array([1.0, 0.0])}
+    def plan(clip):
+        return DPPlan.non_private("poisson", 80, batch_size=16, steps=25, l2_clip_norm=clip)
+
+    config = dataclasses.replace(CONFIG, hyper=Hyper(0.5, extra={"noise_std": 1.0}), plan=plan(1.0))
+    result = sweeps.sweep(config, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
+    params = result.params
+    assert params["w"].shape == (2, 2, 2, 4, 3)
+    assert result.epsilon.shape == (2, 2) and np.all(np.isinf(result.epsilon)) and result.delta is None
+    for i in range(2):
+        for j, clip in enumerate(clips):
+            for k in range(2):
+                scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
+                cfg = dataclasses.replace(config, hyper=Hyper(0.5, extra={"noise_std": 1.0, "noise_scales": scale_k}),
+                                          plan=plan(clip))
+                single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
+                _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
+    # The zero scales matter: the second scale's zero-noise coordinates differ from the first's.
+    assert not np.allclose(params["w"][:, :, 0], params["w"][:, :, 1])
 
 
 def test_bad_sweeps_raise():
@@ -70,7 +124,7 @@ def test_bad_sweeps_raise():
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=[0.0, 1.0])
     with pytest.raises(ValueError, match="1-D"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, learning_rate=0.1)
-    with pytest.raises(ValueError, match="keys"):
+    with pytest.raises(TypeError, match="keys"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), jnp.zeros(3), learning_rate=[0.1])
     with pytest.raises(ValueError, match="noise_scales"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.full((2, 4, 1), -1.0), "b": np.ones(2)})
@@ -89,12 +143,12 @@ def test_fields_not_swept_must_be_scalars():
     """A stacked value of a field that is not an axis is rejected: 3 learning rates would otherwise
     broadcast silently against the 3 classes' columns of w and b."""
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    cfg = dataclasses.replace(CONFIG, hyper=Hyper(np.array([0.1, 0.5, 1.0]), 1.0, 1.0))
+    cfg = dataclasses.replace(CONFIG, hyper=Hyper(np.array([0.1, 0.5, 1.0])))
     with pytest.raises(ValueError, match="learning_rate must be a scalar"):
         sweeps.sweep(cfg, PARAMS0, (X, Y), keys, noise_multiplier=[0.5, 2.0])
-    cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, 1.0, np.array([1.0, 2.0])))
-    with pytest.raises(ValueError, match="clip_norm must be a scalar"):
-        sweeps.sweep(cfg, PARAMS0, (X, Y), keys, learning_rate=[0.1, 0.5])
+    # The clip bound is the plan's: a stacked one is refused when the plan is made.
+    with pytest.raises(TypeError, match="l2_clip_norm must be a scalar"):
+        _plan(clip_norm=np.array([1.0, 2.0]))
 
 
 def test_sweep_checks_labels_and_keys():
@@ -102,7 +156,7 @@ def test_sweep_checks_labels_and_keys():
     with pytest.raises(ValueError, match=r"y must hold class labels in \[0, 3\)"):
         sweeps.sweep(CONFIG, PARAMS0, (X, np.where(np.arange(80) == 7, 3, Y)), keys, learning_rate=[0.1])
     for bad in (np.zeros((2, 2)), np.arange(2), jax.random.PRNGKey(0), 0):
-        with pytest.raises(ValueError, match="keys must be a stack of PRNG keys"):
+        with pytest.raises(TypeError, match="keys must be a stack of PRNG keys"):
             sweeps.sweep(CONFIG, PARAMS0, (X, Y), bad, learning_rate=[0.1])
 
 
@@ -116,8 +170,10 @@ X6_TEST = RNG.normal(size=(12, D6)).astype(np.float32)
 Y6_TEST = RNG.integers(0, 3, size=12)
 GLM6 = models.softmax_regression(D6, 3)
 P6 = GLM6.init(None)
-SMALL = TrainConfig(GLM6, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="shuffle",
-                    batch_size=8, steps=6, track_loss=True, extensions=(AffineFeatures(),))
+SMALL_PLAN = DPPlan.create("shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0, noise_multiplier=1.0, delta=DELTA)
+SMALL = TrainConfig(GLM6, Hyper(0.5), SMALL_PLAN, track_loss=True, extensions=(AffineFeatures(),))
+# The same run claiming no guarantee (no noise from the plan; clipped to the same C = 1).
+SMALL_NP = dataclasses.replace(SMALL, plan=DPPlan.non_private("shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0))
 
 
 def _seen(model, scale, shift):
@@ -130,34 +186,72 @@ POINTS5 = {
 }
 
 
+# A private plan refuses the zero-noise point (index 3): its four noisy points run in the private
+# plan, and all five (learning rate and shift; no noise) in the non-private one, where point 3 is
+# the run the zero-noise point was.
+PRIVATE4 = {name: v[[0, 1, 2, 4]] for name, v in POINTS5.items()}
+NONPRIVATE5 = {name: v for name, v in POINTS5.items() if name != "noise_multiplier"}
+
+
 def _point(points, j):
     return {name: np.asarray(v)[j] for name, v in points.items()}
 
 
-def test_sweep_points_equals_per_point_train():
-    """A flat axis of paired values (learning rate, z and a per-point shift) in chunks of 2 (the
-    last one padded) equals one train call per seed and point with the same key, and the
-    evaluation inside the call equals evaluate() of the returned params."""
+def _single(config, point):
+    """``config`` for one point's own train call: its learning rate and extension fields in the
+    Hyper, its noise multiplier and clip bound in a plan like ``config.plan`` (same layout)."""
+    plan = config.plan
+    z, clip = point.get("noise_multiplier", plan.noise_multiplier), point.get("clip_norm", plan.l2_clip_norm)
+    layout = dict(batch_size=plan.batch_size, steps=plan.steps, max_overflow_prob=plan.execution.max_overflow_prob)
+    run_plan = (DPPlan.create(plan.sampler, plan.n, l2_clip_norm=float(clip), noise_multiplier=float(z),
+                              delta=plan.delta, **layout) if plan.private
+                else DPPlan.non_private(plan.sampler, plan.n, l2_clip_norm=float(clip), **layout))
+    extra = {k: v for k, v in point.items() if k not in ("learning_rate", "noise_multiplier", "clip_norm")}
+    hyper = Hyper(point.get("learning_rate", config.hyper.learning_rate), extra=extra or None)
+    return dataclasses.replace(config, hyper=hyper, plan=run_plan)
+
+
+@pytest.mark.parametrize("config, points, chunk_size, chunks", [
+    (SMALL, PRIVATE4, 3, [(0, 2), (1, 2), (2, 2)]),
+    (SMALL_NP, NONPRIVATE5, 2, [(0, 3), (1, 3), (2, 3), (3, 3)]),
+], ids=["private", "non_private"])
+def test_sweep_points_equals_per_point_train(config, points, chunk_size, chunks):
+    """A flat axis of paired values (learning rate, z and a per-point shift) in chunks (the last
+    one padded) equals one train call per seed and point with the same key, and the evaluation
+    inside the call equals evaluate() of the returned params. Each point is charged the ε of its
+    own run (the plan's account at its z; none in a non-private plan)."""
     keys = jax.random.split(jax.random.PRNGKey(5), 2)
-    result = sweeps.sweep_points(SMALL, P6, (X6, Y6), keys, POINTS5, eval_data=(X6_TEST, Y6_TEST), chunk_size=2)
-    assert result.params["w"].shape == (2, 5, D6, 3) and result.evaluation["loss"].shape == (2, 5)
+    total = len(points["learning_rate"])
+    result = sweeps.sweep_points(config, P6, (X6, Y6), keys, points, eval_data=(X6_TEST, Y6_TEST),
+                                 chunk_size=chunk_size)
+    assert result.params["w"].shape == (2, total, D6, 3) and result.evaluation["loss"].shape == (2, total)
+    assert result.epsilon.shape == (total,) and result.delta == config.plan.delta
+    if config.plan.private:
+        expected_eps = [config.plan.epsilon_at(float(z)) for z in points["noise_multiplier"]]
+        np.testing.assert_array_equal(result.epsilon, expected_eps)
+        assert len(set(expected_eps)) == total  # distinct multipliers, distinct ε
+    else:
+        assert np.all(np.isinf(result.epsilon)) and result.delta is None
     for i in range(2):
-        for j in range(5):
-            cfg = dataclasses.replace(SMALL, hyper=with_values(SMALL.hyper, _point(POINTS5, j)))
+        for j in range(total):
+            cfg = _single(config, _point(points, j))
             single, single_metrics = train(cfg, P6, (X6, Y6), keys[i])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j], result.params))
             np.testing.assert_allclose(single_metrics["loss"], result.metrics["loss"][i, j], rtol=1e-6, atol=1e-6)
             np.testing.assert_array_equal(single_metrics["batch_size"], result.metrics["batch_size"][i, j])
-            expected = sweeps.evaluate(_seen(GLM6, None, POINTS5["feature_shift"][j]), single, X6_TEST, Y6_TEST)
+            assert single_metrics["epsilon"] == result.epsilon[j]
+            expected = sweeps.evaluate(_seen(GLM6, None, points["feature_shift"][j]), single, X6_TEST, Y6_TEST)
             np.testing.assert_allclose(result.evaluation["loss"][i, j], expected["loss"], rtol=1e-5)
             np.testing.assert_allclose(result.evaluation["accuracy"][i, j], expected["accuracy"])
     # Lists are point values too (same shapes, so the same compilation); on_chunk hears of each
     # compiled call (0 before the first), for a progress bar, and changes nothing.
-    chunks = []
-    listed = sweeps.sweep_points(SMALL, P6, (X6, Y6), keys, {k: v.tolist() for k, v in POINTS5.items()},
-                                 eval_data=(X6_TEST, Y6_TEST), chunk_size=2, on_chunk=lambda *a: chunks.append(a))
+    heard = []
+    listed = sweeps.sweep_points(config, P6, (X6, Y6), keys, {k: v.tolist() for k, v in points.items()},
+                                 eval_data=(X6_TEST, Y6_TEST), chunk_size=chunk_size,
+                                 on_chunk=lambda *a: heard.append(a))
     _assert_close(listed.params, result.params)
-    assert chunks == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    np.testing.assert_array_equal(listed.epsilon, result.epsilon)
+    assert heard == chunks
 
 
 def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
@@ -178,11 +272,11 @@ def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
     for label, chunking in (("two", {"chunk_size": 2}), ("one", {"chunk_size": 5}),
                             ("budget", {"memory_budget": 1.0})):
         before = len(traces)
-        results[label] = sweeps.sweep_points(SMALL, P6, (X6, Y6), keys, POINTS5, **options, **chunking)
+        results[label] = sweeps.sweep_points(SMALL_NP, P6, (X6, Y6), keys, NONPRIVATE5, **options, **chunking)
         assert len(traces) - before <= 1, label
     assert len(traces) - before == 1  # chunks of 1: a new shape, traced once for 5 calls
-    assert sweeps.points_per_chunk(SMALL, sweeps.make_plan(SMALL, N40), P6, D6, 2, memory_budget=1.0) == 1
-    assert sweeps.points_per_chunk(SMALL, sweeps.make_plan(SMALL, N40), P6, D6, 2) >= 5
+    assert sweeps.points_per_chunk(SMALL, SMALL.plan.execution, P6, D6, 2, memory_budget=1.0) == 1
+    assert sweeps.points_per_chunk(SMALL, SMALL.plan.execution, P6, D6, 2) >= 5
     for label in ("two", "budget"):
         assert results[label].params["w"].shape == (2, 5, D6, 3)
         _assert_close(results[label].params, results["one"].params)
@@ -240,13 +334,13 @@ def test_glm_sweep_gathers_the_batch_once_per_seed(clip_method):
     batch per point, does form one (the inspection has power)."""
     S, P, pad, m = 2, 5, 8, X6_TEST.shape[0]
     cfg = dataclasses.replace(SMALL, hyper=None, clip_method=clip_method)
-    plan = sweeps.make_plan(cfg, N40)
+    plan = cfg.plan.execution
     assert plan.pad == pad
     names = ("feature_scale", "feature_shift")
-    fn = sweeps._compiled(cfg, plan, names, True, True)
+    fn = sweeps._compiled(static_config(cfg), plan, names, True, True)
     values = [jnp.asarray(np.linspace(0.5, 2.0, P * D6).reshape(P, D6), jnp.float32),
               jnp.asarray(POINTS5["feature_shift"])]
-    base = with_values(SMALL.hyper, {"feature_scale": None, "feature_shift": None})
+    base = with_values(traced(SMALL), {"feature_scale": None, "feature_shift": None})
     jaxpr = jax.make_jaxpr(fn)(base, P6, jnp.asarray(X6), jnp.asarray(Y6, jnp.int32),
                                jax.random.split(jax.random.PRNGKey(0), S), values,
                                jnp.asarray(X6_TEST), jnp.asarray(Y6_TEST, jnp.int32))
@@ -267,7 +361,7 @@ def test_sweep_points_bad_input_raises_before_compiling(monkeypatch):
     monkeypatch.setattr(sweeps, "_compiled", fail)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     data = (X6, Y6)
-    bad_lr = dataclasses.replace(SMALL, hyper=Hyper("0.5", noise_multiplier=1.0, clip_norm=1.0))
+    bad_lr = dataclasses.replace(SMALL, hyper=Hyper("0.5"))
     with pytest.raises(ValueError, match="learning_rate must be numeric"):
         sweeps.sweep_points(bad_lr, P6, data, keys, {"noise_multiplier": [1.0, 2.0]})
     with pytest.raises(ValueError, match="learning_rate must be numeric"):
@@ -311,7 +405,7 @@ def test_per_seed_points_equal_individual_runs():
     assert result.params["w"].shape == (2, 3, 4, 3)
     for s in range(2):
         for p in range(3):
-            hyper = Hyper(points["learning_rate"][p], noise_multiplier=1.0, clip_norm=1.0,
+            hyper = Hyper(points["learning_rate"][p],
                           extra={"feature_scale": points["feature_scale"][p], "feature_shift": shifts[s, p]})
             single, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, (X, Y), keys[s])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[s, p], result.params))
@@ -323,14 +417,15 @@ def test_per_seed_points_equal_individual_runs():
 
 
 def test_configs_built_the_same_way_share_one_compilation():
-    """The compilation cache is keyed on the config, whose model and optimizer compare by identity:
-    the cached model factories and :func:`dpprep.optimizers.optimizer` make two configs built
-    the same way equal, so the second sweep compiles nothing."""
+    """The compilation cache is keyed on the config (its plan's layout aside): the model factories
+    (models compare by spec) and :func:`dpprep.optimizers.optimizer` make two configs built the
+    same way equal, so the second sweep compiles nothing."""
     from dpprep import optimizers
 
     def config():
-        return TrainConfig(models.softmax_regression(4, 3), Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0),
-                           sampling="poisson", batch_size=16, steps=3, optimizer=optimizers.optimizer("adam"))
+        plan = DPPlan.create("poisson", 80, batch_size=16, steps=3, l2_clip_norm=1.0, noise_multiplier=1.0,
+                             delta=DELTA)
+        return TrainConfig(models.softmax_regression(4, 3), Hyper(0.1), plan, optimizer=optimizers.optimizer("adam"))
 
     first, second = config(), config()
     assert first == second and hash(first) == hash(second)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dpprep.accounting import dp
+from dpprep.accounting import calibration_cache, dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.plan import ExecutionPlan
 
@@ -99,7 +99,7 @@ def test_entry_carries_a_checksum_of_its_key_and_value(disk_cache):
     assert set(entry) == {"key", "noise_multiplier", "accounted_with", "checksum"}
     assert entry["noise_multiplier"] == z and entry["accounted_with"] == {"accountant": "rdp"}
     assert entry["checksum"] == _checksum(entry)
-    assert entry["key"]["method_version"] == dp.CALIBRATION_METHOD_VERSION >= 2
+    assert entry["key"]["method_version"] == calibration_cache.CALIBRATION_METHOD_VERSION >= 2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_old_format_without_checksum_is_recomputed_quietly(disk_cache, monkeypat
     path.write_text(json.dumps({"key": entry["key"], "noise_multiplier": z / 10}, sort_keys=True))
     dp.calibrate_noise.cache_clear()
     calls = _count_calibrations(monkeypatch)
-    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger=dp.__name__):
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger=calibration_cache.__name__):
         warnings.simplefilter("always")
         assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
     assert _cache_warnings(caught) == [] and calls == [1]

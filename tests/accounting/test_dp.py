@@ -29,7 +29,7 @@ import pytest
 from scipy.stats import norm
 
 import dp_accounting as dpa
-from dpprep.accounting import dp
+from dpprep.accounting import calibration_cache, dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
@@ -618,9 +618,9 @@ def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     (entry,) = disk_cache.glob("*.json")
-    assert json.loads(entry.read_text())["key"]["code"] == dp.calibration_code_digest()
+    assert json.loads(entry.read_text())["key"]["code"] == calibration_cache.calibration_code_digest()
     dp.calibrate_noise.cache_clear()
-    monkeypatch.setattr(dp, "calibration_code_digest", lambda: "edited-accounting-code")
+    monkeypatch.setattr(calibration_cache, "calibration_code_digest", lambda: "edited-accounting-code")
     calls = []
     real = dp.composed_calibrate
     monkeypatch.setattr(dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k))
@@ -638,14 +638,14 @@ def test_calibration_code_digest_follows_the_sources(tmp_path):
     shutil.copytree(root / "dpprep" / "accounting", tmp_path / "dpprep" / "accounting",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
-    assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) == dp.calibration_code_digest()
+    assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
     for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
         path = tmp_path / edited
         original = path.read_text()
         path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n# edit\n")
-        assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) != dp.calibration_code_digest()
+        assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) != calibration_cache.calibration_code_digest()
         path.write_text(original)
-    assert tree_digest(tmp_path, dp.CALIBRATION_SOURCES) == dp.calibration_code_digest()
+    assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False", "no"])

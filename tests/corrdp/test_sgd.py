@@ -17,6 +17,7 @@ from dpprep import algorithms, models, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.accounting import dp
 from dpprep.corrdp import noise, sgd
+from dpprep.plan import DPPlan
 
 
 def _zero_data(n, d):
@@ -148,7 +149,9 @@ def test_per_seed_initialisation_matches_separate_runs():
     data = (rng.normal(size=(40, 3)).astype(np.float32), rng.integers(0, 2, 40))
     keys = jax.random.split(jax.random.key(2), 2)
     inits = sgd.init_per_seed(model, keys)
-    cfg = algorithms.TrainConfig(model, algorithms.Hyper(0.1, noise_std=0.5), sampling="full", steps=5)
+    # An absolute noise std is CoordinateNoise's (a nominal mechanism: a non-private plan).
+    cfg = algorithms.TrainConfig(model, algorithms.Hyper(0.1, extra={"noise_std": 0.5}),
+                                 DPPlan.non_private("full", 40, steps=5), extensions=(sgd.CoordinateNoise(),))
     out = sweeps.sweep_points(cfg, inits, data, keys, {"noise_std": [0.0, 0.5]}, params0_per_seed=True)
     for s in range(2):
         p0 = jax.tree_util.tree_map(lambda a: a[s], inits)
@@ -162,7 +165,7 @@ def test_per_seed_initialisation_matches_separate_runs():
 def dataclasses_replace(cfg, noise_std):
     import dataclasses
 
-    return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, noise_std=noise_std))
+    return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, extra={**cfg.hyper.extra, "noise_std": noise_std}))
 
 
 def test_standard_dp_diagnostic_matches_the_analytic_gaussian():
@@ -222,19 +225,26 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
     p0 = model.init(jax.random.key(0))
     rng = np.random.default_rng(6)
     data = (rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50))
-    hyper = algorithms.Hyper(0.1, noise_std=0.3)
+    hyper = algorithms.Hyper(0.1, extra={"noise_std": 0.3})
+    plan = DPPlan.non_private("without_replacement", 50, batch_size=16, steps=6)  # clip_norm = inf
     runs = {}
     for method in ("none", "vmap"):
-        cfg = algorithms.TrainConfig(model, hyper, sampling="without_replacement", batch_size=16, steps=6,
-                                     clip_method=method, extensions=(sgd.CoordinateNoise(0.5),))
+        cfg = algorithms.TrainConfig(model, hyper, plan, clip_method=method, extensions=(sgd.CoordinateNoise(0.5),))
         runs[method], _ = algorithms.train(cfg, p0, data, jax.random.key(1))
     for leaf in p0:
         np.testing.assert_allclose(np.asarray(runs["none"][leaf]), np.asarray(runs["vmap"][leaf]), rtol=1e-5, atol=1e-6)
-    bad = algorithms.TrainConfig(model, algorithms.Hyper(0.1, clip_norm=1.0), sampling="full", steps=1, clip_method="none")
+    bad = algorithms.TrainConfig(model, algorithms.Hyper(0.1), DPPlan.non_private("full", 50, steps=1, l2_clip_norm=1.0),
+                                 clip_method="none")
     with pytest.raises(ValueError, match="clip_method='none'"):
         algorithms.train(bad, p0, data, jax.random.key(1))
     with pytest.raises(ValueError, match="clip_method='none'"):
         sweeps.sweep_points(bad, p0, data, jax.random.split(jax.random.key(0), 1), {"clip_norm": [math.inf, 2.0]})
+    # An unclipped plan whose sweep asks for a finite clip bound at some point: no per-example
+    # gradients to clip, so refused too (not trained unclipped under a clip_norm=2.0 label).
+    unclipped = algorithms.TrainConfig(model, algorithms.Hyper(0.1), DPPlan.non_private("full", 50, steps=1),
+                                       clip_method="none")
+    with pytest.raises(ValueError, match="clip_method='none'"):
+        sweeps.sweep_points(unclipped, p0, data, jax.random.split(jax.random.key(0), 1), {"clip_norm": [math.inf, 2.0]})
 
 
 def test_theory_preset_point_has_the_eq4_variances():
@@ -270,7 +280,8 @@ def test_batch_clip_rescales_the_mean_gradient(batch_clip, binding):
     """Noiseless full-batch GD: the first step moves params by lr·c·g/||g|| when ||g|| > c
     (global norm over w and b) and by lr·g otherwise."""
     lr = 0.3
-    cfg = TrainConfig(LOGISTIC, Hyper(lr), sampling="full", steps=1, extensions=(sgd.CoordinateNoise(batch_clip),))
+    cfg = TrainConfig(LOGISTIC, Hyper(lr), DPPlan.non_private("full", len(X), steps=1),
+                      extensions=(sgd.CoordinateNoise(batch_clip),))
     params0 = {"w": jnp.asarray([[0.3], [-0.2], [0.1]]), "b": jnp.asarray([0.05])}
     params, _ = train(cfg, params0, (X, Y_BIN), KEY)
     g = jax.grad(LOGISTIC.loss)(params0, jnp.asarray(X), jnp.asarray(Y_BIN))
@@ -286,7 +297,8 @@ def test_batch_clip_rescales_the_mean_gradient(batch_clip, binding):
 def test_coordinate_noise_checks_its_options_and_scales():
     with pytest.raises(ValueError, match="batch_clip_norm must be > 0"):
         sgd.CoordinateNoise(0.0)
-    cfg = TrainConfig(LOGISTIC, Hyper(0.1, 1.0, 1.0, extra={"noise_scales": {"w": -1.0, "b": 1.0}}), sampling="full",
-                      steps=1, extensions=(sgd.CoordinateNoise(),))
+    plan = DPPlan.create("full", len(X), steps=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    cfg = TrainConfig(LOGISTIC, Hyper(0.1, extra={"noise_scales": {"w": -1.0, "b": 1.0}}), plan,
+                      extensions=(sgd.CoordinateNoise(),))
     with pytest.raises(ValueError, match="noise_scales"):
         train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
