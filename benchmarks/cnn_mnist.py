@@ -6,7 +6,7 @@ max-pool 2×2 stride 1, conv 32@4×4 stride 2, max-pool 2×2 stride 1, dense 32,
 parameters) wrapped by :func:`dpprep.frameworks.from_flax_nnx`, trained by
 :func:`dpprep.algorithms.train` on image-shaped inputs with per-example clipping (the general
 :func:`dpprep.clipping.clipped_grad` path), Poisson sampling at expected batch size ``B`` and the
-noise multiplier :meth:`dpprep.plan.ExecutionPlan.calibrate` gives for the whole run.
+noise multiplier the run's :class:`dpprep.plan.DPPlan` calibrates for the whole run.
 
 Prints the calibrated z, test accuracy after every ``--eval-every`` epochs, and wall times
 (compile included in the first chunk, reported separately). The literature reaches ≈ 95–98 % for
@@ -27,7 +27,8 @@ import numpy as np
 from flax import nnx
 
 from dpprep import data, frameworks, sweeps
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
+from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.plan import DPPlan, ExecutionPlan
 
 
 class TanhCNN(nnx.Module):
@@ -66,22 +67,22 @@ def main() -> None:
     params = model.init(None)
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
     n = x_train.shape[0]
-    whole = TrainConfig(model, sampling="poisson", batch_size=args.batch_size, epochs=args.epochs)
-    plan = make_plan(whole, n)
     start = time.perf_counter()
-    z = plan.calibrate(args.epsilon, args.delta)
+    plan = DPPlan.create("poisson", n, batch_size=args.batch_size, epochs=args.epochs, l2_clip_norm=args.clip_norm,
+                         target_epsilon=args.epsilon, delta=args.delta)
+    z = plan.noise_multiplier
     print(f"MNIST CNN ({size:,} params), Poisson DP-SGD: n={n}, B={args.batch_size}, {args.epochs} epochs "
           f"= {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate}, "
           f"z={z:.4f} for (ε={args.epsilon}, δ={args.delta}) [calibrated in {time.perf_counter() - start:.1f} s]")
-    # The run is cut into chunks of eval_every epochs (one compilation serves them all): every
-    # step is a Poisson draw at the same rate, so the chunks compose to the plan above when their
-    # steps add up to its steps and their overflow probabilities to at most its bound.
+    # The run is cut into chunks of eval_every epochs (one compilation serves them all): each chunk
+    # is the plan cut to its share of the steps (DPPlan.with_steps: the same Poisson rate, z, C and
+    # padded batch), so the chunks compose to the plan above: their steps add up to its steps, and
+    # its pad bounds the overflow probability of all of them together.
     chunks = args.epochs // args.eval_every
-    config = TrainConfig(model, Hyper(args.learning_rate, z, args.clip_norm), sampling="poisson",
-                         batch_size=args.batch_size, epochs=args.eval_every,
-                         max_overflow_prob=whole.max_overflow_prob / max(chunks, 1))
-    if args.epochs % args.eval_every or chunks * make_plan(config, n).steps != plan.steps:
+    chunk_steps = ExecutionPlan.create("poisson", n, batch_size=args.batch_size, epochs=args.eval_every).steps
+    if args.epochs % args.eval_every or chunks * chunk_steps != plan.steps:
         raise SystemExit("--epochs must be a multiple of --eval-every whose chunks take the plan's steps")
+    config = TrainConfig(model, Hyper(args.learning_rate), plan.with_steps(chunk_steps))
     key = jax.random.key(args.seed)
     total = 0.0
     for i in range(chunks):

@@ -6,7 +6,9 @@ The group is spec §7.3's: 4 C_F × 10 η × 6 (DPSGD, and DPSGD-F at ε_F ∈ {
 15 steps. The batched engine is :func:`dpprep.sweeps.sweep_points` on
 :func:`dpprep.dpsgdf.grid_group` (one gathered batch and one matrix product per step for all 240
 models, chunked to the default memory budget); the baseline calls :func:`dpprep.algorithms.train`
-once per model with the same key and the same transform (``C_F``, ``μ̂``). Compile time is excluded
+once per model with the same key and the same transform (``C_F``, ``μ̂``), on the model's own
+:class:`dpprep.plan.DPPlan` (:func:`dpprep.dpsgdf.plan` at the point's noise multiplier: the
+group's layout, so every per-model run shares one compilation). Compile time is excluded
 from both (one warm-up call each); both give the same parameters (checked).
 
 Also measured in the same run: this machine's float32 matrix-product rate (the best of three
@@ -36,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import dpsgdf, sweeps
-from dpprep.algorithms import Hyper, make_plan, make_train_fn, train
+from dpprep.algorithms import Hyper, make_train_fn, traced, train
 
 N, D, K = 60_000, 784, 10
 B, E, EPS = 4096, 1, 1.0
@@ -96,7 +98,7 @@ def main() -> None:
           f"{len(models)} models, B={B}, E={E}")
     start = time.perf_counter()
     group = dpsgdf.grid_group("bench", models, B, E, N, unit.astype(np.float64).mean(0), keys)
-    plan = make_plan(group.config, N)
+    plan = group.config.plan
     print(f"calibration of {len({(m.method, m.eps_F) for m in models})} noise multipliers: "
           f"{time.perf_counter() - start:.1f} s; {plan.steps} steps, padded batch {plan.pad}")
     params0 = group.config.model.init(None)
@@ -115,9 +117,11 @@ def main() -> None:
     configs = []
     for p, m in enumerate(alone):
         shift = group.points["feature_shift"][0, p] if m.method == "dpsgdf" else None
-        hyper = Hyper(m.learning_rate, noise_multiplier=float(group.points["noise_multiplier"][p]), clip_norm=1.0,
-                      extra={"feature_scale": m.feature_norm, "feature_shift": shift})
-        configs.append(dataclasses.replace(group.config, hyper=hyper))
+        hyper = Hyper(m.learning_rate, extra={"feature_scale": m.feature_norm, "feature_shift": shift})
+        # The point's own plan: its noise multiplier (as the sweep runs it) and, for DPSGD-F, its
+        # private mean's event; the same layout as the group's, so one compilation serves them all.
+        own = dpsgdf.plan(m.config(B, E), N, noise_multiplier=float(group.points["noise_multiplier"][p]))
+        configs.append(dataclasses.replace(group.config, hyper=hyper, plan=own))
     jax.block_until_ready(train(configs[0], params0, (unit, y), keys[0]))  # compile
     start = time.perf_counter()
     outs = [train(c, params0, (unit, y), keys[0])[0] for c in configs]
@@ -126,12 +130,12 @@ def main() -> None:
 
     # The same per-model runs without train's host-side input checks (the jitted single-run
     # function): how much of the per-model cost is checking and moving the data each call.
-    single = jax.jit(make_train_fn(group.config, N))
+    single = jax.jit(make_train_fn(group.config))
     xj, yj = jnp.asarray(unit), jnp.asarray(y, jnp.int32)
-    jax.block_until_ready(single(configs[0].hyper, params0, xj, yj, keys[0]))
-    sample = configs[:: max(1, len(configs) // 60)]
+    jax.block_until_ready(single(traced(configs[0]), params0, xj, yj, keys[0]))
+    sample = [traced(c) for c in configs[:: max(1, len(configs) // 60)]]
     start = time.perf_counter()
-    jax.block_until_ready([single(c.hyper, params0, xj, yj, keys[0]) for c in sample])
+    jax.block_until_ready([single(values, params0, xj, yj, keys[0]) for values in sample])
     t_jit = (time.perf_counter() - start) * len(models) / len(sample)
 
     # Agreement. At large C_F·η the softmax saturates and which examples are clipped flips on
@@ -164,7 +168,8 @@ def main() -> None:
     projected = grid["total"] / (fraction * H100_FP32_PEAK)
     speedup = t_alone / t_batched
     print(f"batched: {t_batched:.2f} s for {len(models)} models ({achieved / 1e9:.1f} GFLOP/s by the §7.2 count)")
-    print(f"per-model: {t_alone:.2f} s through train" + ("" if len(alone) == len(models) else f" (first {len(alone)} timed, scaled)")
+    scaled = "" if len(alone) == len(models) else f" (first {len(alone)} timed, scaled)"
+    print(f"per-model: {t_alone:.2f} s through train{scaled}"
           + f"; {t_jit:.2f} s through the jitted single-run function without input checks "
           f"(speedup {t_jit / t_batched:.1f})")
     print(f"machine float32 matmul rate: {peak / 1e9:.1f} GFLOP/s")

@@ -31,7 +31,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dpprep import models  # noqa: E402
-from dpprep.algorithms import Hyper, TrainConfig, check_data, make_plan  # noqa: E402
+from dpprep.algorithms import Hyper, TrainConfig, check_data  # noqa: E402
+from dpprep.plan import DPPlan  # noqa: E402
 from dpprep.sweeps import sweep_points  # noqa: E402
 
 N, N_TEST, D, K = 20_000, 2_000, 784, 10
@@ -49,9 +50,8 @@ def main() -> None:
     params0 = model.init(None)
     x, y = check_data((rng.random((N, D), dtype=np.float32), rng.integers(0, K, size=N)), params0)
     eval_data = (rng.random((N_TEST, D), dtype=np.float32), rng.integers(0, K, size=N_TEST))
-    config = TrainConfig(model, Hyper(1.0, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=512, epochs=1)
-    plan = make_plan(config, N)
+    plan = DPPlan.create("poisson", N, batch_size=512, epochs=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    config = TrainConfig(model, Hyper(1.0), plan)
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
     points = {"learning_rate": LRS}
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} devices "

@@ -6,8 +6,8 @@ batch sizes 256, 1024 and 4096, measured side by side (interleaved repeats, best
 * non-private: the textbook step, ``jax.grad`` of the mean loss on a shuffled fixed-size batch
   plus plain SGD;
 * DP-SGD fast / vmap: :mod:`dpprep.algorithms` with Poisson sampling at expected batch size B
-  (a fresh O(n) Poisson draw per step, the batch padded to ``pad`` rows of
-  :func:`dpprep.algorithms.make_plan`, mask), per-example clipping (C = 1) by the given path
+  (a fresh O(n) Poisson draw per step, the batch padded to ``pad`` rows of the run's
+  :class:`dpprep.plan.DPPlan`, mask), per-example clipping (C = 1) by the given path
   (the fast path's overflow-safe row norms included), Gaussian noise (z = 1).
 
 Each timing is a jitted ``lax.scan`` of ``STEPS`` steps (compile excluded, ``block_until_ready``)
@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import models
-from dpprep.algorithms import Hyper, TrainConfig, check_data, make_plan, make_train_fn
+from dpprep.algorithms import Hyper, TrainConfig, check_data, make_train_fn, traced
+from dpprep.plan import DPPlan
 
 N, D, K = 60_000, 784, 10
 BATCHES = (256, 1024, 4096)
@@ -51,11 +52,17 @@ def nonprivate_fn(model, batch_size, steps):
     return run
 
 
+def dp_plan(batch_size, steps):
+    """Poisson DP-SGD at expected batch size B for ``steps`` steps, C = 1, z = 1 (δ = 1e-5)."""
+    return DPPlan.create("poisson", N, batch_size=batch_size, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+
+
 def dp_fn(model, batch_size, steps, method):
-    config = TrainConfig(model, Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=batch_size, steps=steps, clip_method=method)
-    fn = jax.jit(make_train_fn(config, N))
-    return lambda params, x, y, key: fn(config.hyper, params, x, y, key)[0]
+    config = TrainConfig(model, Hyper(0.1), dp_plan(batch_size, steps), clip_method=method)
+    fn = jax.jit(make_train_fn(config))
+    values = traced(config)
+    return lambda params, x, y, key: fn(values, params, x, y, key)[0]
 
 
 def timed(fn, *args) -> float:
@@ -88,7 +95,7 @@ def main() -> None:
             for name, fn in fns.items():
                 best[name] = min(best[name], timed(fn, params, x, y, jax.random.PRNGKey(r + 1)) / STEPS)
         fast_ratio, vmap_ratio = best["fast"] / best["np"], best["vmap"] / best["np"]
-        pad = make_plan(TrainConfig(model, sampling="poisson", batch_size=b, steps=STEPS), N).pad
+        pad = dp_plan(b, STEPS).pad
         print(f"{b:>6} {pad:>6} {1e3 * best['np']:>14.3f} {1e3 * best['fast']:>11.3f} "
               f"{1e3 * best['vmap']:>11.3f} {fast_ratio:>8.2f} {vmap_ratio:>8.2f}", flush=True)
         if b == 4096:

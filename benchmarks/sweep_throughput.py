@@ -53,7 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import models
-from dpprep.algorithms import Hyper, TrainConfig, check_data, make_plan, make_train_fn
+from dpprep.algorithms import Hyper, TrainConfig, check_data, make_train_fn, traced, with_values
+from dpprep.plan import DPPlan
 from dpprep.sweeps import sweep_points
 
 N, D, K = 60_000, 784, 10
@@ -81,9 +82,9 @@ def main() -> None:
     model = models.softmax_regression(D, K)
     params0 = model.init(None)
     x, y = check_data((rng.random((N, D), dtype=np.float32), rng.integers(0, K, size=N)), params0)
-    config = TrainConfig(model, Hyper(1.0, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=1024, epochs=2)
-    plan = make_plan(config, N)
+    plan = DPPlan.create("poisson", N, batch_size=1024, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+    config = TrainConfig(model, Hyper(1.0), plan)
     steps, pad, points = plan.steps, plan.pad, len(LRS)
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
     runs = SEEDS * points
@@ -152,8 +153,8 @@ def main() -> None:
     rate_square = 2 * SQUARE**3 / t_square
     rate_sweep = flops / t_sweep
 
-    loop_fn = jax.jit(make_train_fn(config, N))
-    hypers = [Hyper(lr, noise_multiplier=1.0, clip_norm=1.0) for lr in jnp.asarray(LRS)]
+    loop_fn = jax.jit(make_train_fn(config))
+    hypers = [with_values(traced(config), {"learning_rate": lr}) for lr in jnp.asarray(LRS)]
     jax.block_until_ready(loop_fn(hypers[0], params0, x, y, keys[0]))  # compile
     start = time.perf_counter()
     results = [loop_fn(h, params0, x, y, k) for k in keys for h in hypers]

@@ -2,14 +2,18 @@
 
 The core is model-agnostic and small (the papers' modules extend it):
 
+* :class:`DPPlan` — the one owner of a run's guarantee: sampler, ``n``, batch size, steps, clip
+  bound ``C``, noise (given, or calibrated once for a target ``(ε, δ)``), δ and the ε spent; it
+  hands out the clipped-gradient function, the privatizer before an optimizer, the batches and
+  the ``dp_event`` (:meth:`DPPlan.non_private` for a run that claims nothing);
 * :func:`clipped_grad` — the sum of per-example gradients clipped to ``C``, for any loss over any
-  batch pytree (``has_aux``, a per-example PRNG key, state passed through);
+  batch pytree (``has_aux``, a per-example PRNG key, state passed through), or a model (with the
+  GLM fast path);
 * :func:`gaussian_privatizer` — the Gaussian noise on that sum as an optax transformation;
-* :func:`dp_step` — one private update composing them (call it from your own loop);
-* :class:`ExecutionPlan` — a run's sampler, steps and batch layout, its ``dp_event`` and the
-  calibration ``plan.calibrate(ε, δ)``;
+* :func:`dp_step` — one private update composing a plan's pieces (call it from your own loop);
+* :func:`fit` — ask for ``(ε, δ)``, get a trained model and the ε spent, in one call;
 * :func:`train` / :func:`sweep_points` / :func:`sweep` — drivers over the step: a jitted scan,
-  and seeds × hyperparameter points as one compiled, vmapped call;
+  and seeds × hyperparameter points as one compiled, vmapped call, each run's ε reported;
 * :mod:`dpprep.frameworks` — flax.nnx, flax.linen, equinox and ``(init, apply)`` models;
   :mod:`dpprep.models` — dpprep's own GLMs (with the fast clipping path) and MLPs;
   :mod:`dpprep.optimizers` — standard optax optimizers by name, one object per configuration
@@ -34,13 +38,14 @@ __version__ = "0.1.0"
 # pull in JAX's engine and the accountant.
 _EXPORTS = {
     "ClippedGrad": "dpprep.clipping",
+    "DPPlan": "dpprep.plan",
     "ExecutionPlan": "dpprep.plan",
     "Hyper": "dpprep.algorithms",
     "TrainConfig": "dpprep.algorithms",
     "clipped_grad": "dpprep.clipping",
     "dp_step": "dpprep.step",
+    "fit": "dpprep.algorithms",
     "gaussian_privatizer": "dpprep.noise",
-    "make_plan": "dpprep.algorithms",
     "sweep": "dpprep.sweeps",
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",

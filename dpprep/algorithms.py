@@ -490,9 +490,10 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
         if first is not None and (x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
             has = f"{x.shape[1]} features" if x.ndim == 2 else f"examples of shape {x.shape[1:]}"
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
-    targets = check_targets(model, params0, x, y)
     if model is not None:
         check_params(model, params0)
+    targets = check_targets(model, params0, x, y)
+    if model is not None:
         check_model_fits(model, params0, x, targets.dtype)
     return jnp.asarray(x, jnp.float32), jnp.asarray(targets)
 

@@ -57,6 +57,7 @@ import dataclasses
 import functools
 import math
 import sys
+import textwrap
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
@@ -283,7 +284,8 @@ class EndToEnd:
         for part in self.parts:
             value = "—" if part.epsilon is None else f"{part.epsilon:.4g}"
             mark = "charged" if part.charged else "not charged"
-            lines.append(f"  {part.name:<19} epsilon alone {value:>8} ({mark}): {part.note}")
+            lines.append(f"  {part.name:<19} epsilon alone {value:>8} ({mark})")
+            lines += textwrap.wrap(part.note, 96, initial_indent="      ", subsequent_indent="      ")
         return "\n".join(lines)
 
     def as_row(self) -> dict[str, Any]:

@@ -187,7 +187,8 @@ def test_shuffled_epochs_and_replacement_sampling_learn():
     with pytest.raises(ValueError, match="no dp-accounting event"):
         _private("replacement", l2_clip_norm=1.0, noise_multiplier=0.5, **layout)
     runs = [(_private("shuffle", l2_clip_norm=1.0, noise_multiplier=0.5, **layout), None, ()),
-            (DPPlan.non_private("replacement", N, l2_clip_norm=1.0, **layout), {"noise_std": 0.5}, (CoordinateNoise(),))]
+            (DPPlan.non_private("replacement", N, l2_clip_norm=1.0, **layout), {"noise_std": 0.5},
+             (CoordinateNoise(),))]
     for plan, extra, exts in runs:
         cfg = TrainConfig(LOGISTIC, Hyper(1.0, extra=extra), plan, extensions=exts)
         params, metrics = train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
@@ -387,8 +388,8 @@ def test_training_with_a_feature_transform_equals_training_on_transformed_data(m
     cfg = TrainConfig(model, None, plan, track_loss=True, extensions=(AffineFeatures(),))
     hyper = dict(learning_rate=0.3)
     params0 = model.init(KEY)
-    a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, extra={"feature_scale": scale, "feature_shift": SHIFT})),
-                  params0, (X, labels), KEY)
+    transform = {"feature_scale": scale, "feature_shift": SHIFT}
+    a, ma = train(dataclasses.replace(cfg, hyper=Hyper(**hyper, extra=transform)), params0, (X, labels), KEY)
     xt = (X.astype(np.float64) * scale - SHIFT).astype(np.float32)
     b, mb = train(dataclasses.replace(cfg, hyper=Hyper(**hyper)), params0, (xt, labels), KEY)
     _assert_trees_close(a, b, rtol=1e-4, atol=1e-5)

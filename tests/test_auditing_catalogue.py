@@ -1,5 +1,6 @@
-"""The bug catalogue (issue 19): bugs planted in the library code a learner runs are caught by a
-rigorous bound; the honest learners are not flagged; the switches act where they say and nowhere else."""
+"""The bug catalogue (issue 19, :mod:`experiments.bug_catalogue`): bugs planted in the library code a
+learner runs are caught by a rigorous bound; the honest learners are not flagged; the switches act where
+they say and nowhere else (nor after their block)."""
 
 from __future__ import annotations
 
@@ -248,11 +249,13 @@ def test_a_tradeoff_claim_without_a_curve_is_refused():
         import dataclasses
 
         target = auditing.REGISTRY["dp_gd"].build(dataclasses.replace(cfg, learner="dp_gd"), key)
-        return auditing.AuditTarget(target.runner, target.theoretical, target.claimed, rigorous=("clopper_pearson", "tradeoff"))
+        return auditing.AuditTarget(target.runner, target.theoretical, target.claimed,
+                                    rigorous=("clopper_pearson", "tradeoff"))
 
     auditing.register("no_curve", build)
     try:
-        with pytest.raises(ValueError, match="needs AuditTarget.profile .* with one: dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf"):
+        with pytest.raises(ValueError, match="needs AuditTarget.profile .* with one: "
+                                             "dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf"):
             auditing.audit(AuditConfig("no_curve", runs=RUNS))
     finally:
         auditing.REGISTRY.pop("no_curve", None)
@@ -306,8 +309,10 @@ def test_the_verdict_splits_its_significance_over_its_rigorous_tests(monkeypatch
     # honest learner is flagged with probability <= 0.05, not up to k·0.05.
     seen: list[float] = []
     lower_bounds, tradeoff = auditing.lower_bounds, auditing.tradeoff_excess
-    monkeypatch.setattr(auditing, "lower_bounds", lambda *a, **kw: seen.append(kw["significance"]) or lower_bounds(*a, **kw))
-    monkeypatch.setattr(auditing, "tradeoff_excess", lambda *a, **kw: seen.append(kw["significance"]) or tradeoff(*a, **kw))
+    monkeypatch.setattr(auditing, "lower_bounds",
+                        lambda *a, **kw: seen.append(kw["significance"]) or lower_bounds(*a, **kw))
+    monkeypatch.setattr(auditing, "tradeoff_excess",
+                        lambda *a, **kw: seen.append(kw["significance"]) or tradeoff(*a, **kw))
     result = auditing.audit(AuditConfig("dp_gd", runs=1000, pilot_runs=200))
     assert result.rigorous == ("clopper_pearson", "gdp", "tradeoff") and seen == [0.05 / 3, 0.05 / 3]
     assert result.row()["significance_per_test"] == 0.05 / 3 and result.row()["significance"] == 0.05

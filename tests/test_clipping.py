@@ -60,6 +60,12 @@ def _loop_reference(model, params, x, y, clip_norm, mask=None):
     return total
 
 
+def _clipped_sum(model, params, x, y, clip_norm, mask=None, method="auto"):
+    """The clipped gradient sum of a model's batch and the per-example norms before clipping."""
+    out = clipping.clipped_grad(model, l2_clip_norm=clip_norm, method=method)(params, (x, y), mask=mask)
+    return out.grad, out.norms
+
+
 def _assert_trees_close(a, b, rtol, atol=0.0):
     for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
@@ -68,7 +74,7 @@ def _assert_trees_close(a, b, rtol, atol=0.0):
 def _contributions(model, params, x, y, clip_norm, method):
     """Each example's actual float32 contribution to the library's clipped sum: the sum with a
     one-hot mask selecting that example alone (leading axis: examples)."""
-    return jax.vmap(lambda m: clipping.clipped_grad_sum(model, params, x, y, clip_norm, m, method=method)[0])(
+    return jax.vmap(lambda m: _clipped_sum(model, params, x, y, clip_norm, m, method=method)[0])(
         jnp.eye(x.shape[0]))
 
 
@@ -86,8 +92,8 @@ def _bound(clip_norm: float) -> float:
 
 def _compare(model, params, x, y, clip_norm):
     """(fast sum, vmap sum, fast norms, vmap norms, per-example contribution norms of both paths)."""
-    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="fast")
-    slow, slow_norms = clipping.clipped_grad_sum(model, params, x, y, clip_norm, method="vmap")
+    fast, fast_norms = _clipped_sum(model, params, x, y, clip_norm, method="fast")
+    slow, slow_norms = _clipped_sum(model, params, x, y, clip_norm, method="vmap")
     contributions = [_contributions(model, params, x, y, clip_norm, method) for method in ("fast", "vmap")]
     return fast, slow, fast_norms, slow_norms, contributions
 
@@ -135,8 +141,21 @@ def test_both_paths_match_python_loop_with_mask(name):
     mask = jnp.asarray([1, 0, 1, 1, 0, 1, 1, 1, 0], jnp.float32)
     expected = _loop_reference(model, params, x, y, 0.7, np.asarray(mask))
     for method in ("fast", "vmap"):
-        got, _ = clipping.clipped_grad_sum(model, params, x, y, 0.7, mask, method=method)
+        got, _ = _clipped_sum(model, params, x, y, 0.7, mask, method=method)
         _assert_trees_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_masks_are_0_or_1():
+    """A weight of 2 would let an example contribute 2·C: a concrete mask must be 0/1 (either
+    path), and a traced one is clamped to [0, 1]."""
+    model, params, x, y = _problem("logistic", 7, 3.0, 1.0)
+    heavy = jnp.asarray([1, 0, 2, 1, 0, 1, 1, 1, 0], jnp.float32)
+    for method in ("fast", "vmap"):
+        with pytest.raises(ValueError, match="mask must hold 0"):
+            _clipped_sum(model, params, x, y, 0.7, heavy, method=method)
+        traced, _ = jax.jit(lambda m, method=method: _clipped_sum(model, params, x, y, 0.7, m, method=method))(heavy)
+        ones, _ = _clipped_sum(model, params, x, y, 0.7, jnp.minimum(heavy, 1.0), method=method)
+        _assert_trees_close(traced, ones, rtol=1e-6, atol=1e-7)
 
 
 def test_mlp_vmap_path_matches_loop_and_auto_picks_it():
@@ -146,16 +165,16 @@ def test_mlp_vmap_path_matches_loop_and_auto_picks_it():
     y = jnp.asarray(rng.integers(0, K, size=B))
     params = model.init(jax.random.PRNGKey(1))
     expected = _loop_reference(model, params, x, y, 0.05)
-    got, norms = clipping.clipped_grad_sum(model, params, x, y, 0.05)
+    got, norms = _clipped_sum(model, params, x, y, 0.05)
     _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
     assert norms.shape == (B,)
     with pytest.raises(ValueError, match="fast clipping path"):
-        clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
+        clipping.clipped_grad(model, l2_clip_norm=1.0, method="fast")
 
 
 def test_infinite_clip_norm_is_the_plain_gradient_sum():
     model, params, x, y = _problem("softmax", 11, 5.0, 1.0)
-    got, _ = clipping.clipped_grad_sum(model, params, x, y, jnp.inf)
+    got, _ = _clipped_sum(model, params, x, y, jnp.inf)
     plain = jax.grad(lambda p: jnp.sum(model.per_example_loss(p, x, y)))(params)
     _assert_trees_close(got, plain, rtol=1e-5, atol=1e-6)
 
@@ -164,7 +183,7 @@ def test_zero_gradients_do_not_produce_nans():
     model = MODELS["linear"]
     params = model.init(None)
     x = jnp.zeros((3, D))
-    got, norms = clipping.clipped_grad_sum(model, params, x, jnp.zeros(3), 1.0)
+    got, norms = _clipped_sum(model, params, x, jnp.zeros(3), 1.0)
     assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(got))
     np.testing.assert_array_equal(norms, 0.0)
 
@@ -172,7 +191,7 @@ def test_zero_gradients_do_not_produce_nans():
 def test_bad_method():
     model, params, x, y = _problem("linear", 0, 1.0, 1.0)
     with pytest.raises(ValueError, match="method"):
-        clipping.clipped_grad_sum(model, params, x, y, 1.0, method="loop")
+        clipping.clipped_grad(model, l2_clip_norm=1.0, method="loop")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -185,7 +204,7 @@ def _transformed_sum(model, params, x, y, clip, mask=None, *, method="auto", fea
     values = {"feature_scale": feature_scale, "feature_shift": feature_shift}
     grad_fn = features.AffineFeatures().clipped_grad(model, values, l2_clip_norm=clip, method=method)
     if grad_fn is None:
-        return clipping.clipped_grad_sum(model, params, x, y, clip, mask, method=method)
+        return _clipped_sum(model, params, x, y, clip, mask, method=method)
     out = grad_fn(params, (x, y), mask=mask)
     return out.grad, out.norms
 
@@ -221,7 +240,7 @@ def test_fast_path_transform_equals_materialised_vmap_and_loop(name, transform):
     fast, fast_norms = _transformed_sum(model, params, x, y, clip, mask, method="fast",
                                         feature_scale=scale, feature_shift=shift)
     xt = _materialised(x, scale, shift)
-    slow, slow_norms = clipping.clipped_grad_sum(model, params, xt, y, clip, mask, method="vmap")
+    slow, slow_norms = _clipped_sum(model, params, xt, y, clip, mask, method="vmap")
     via_kwargs, kw_norms = _transformed_sum(model, params, x, y, clip, mask, method="vmap",
                                             feature_scale=scale, feature_shift=shift)
     loop = _loop_reference(model, params, xt, y, clip, np.asarray(mask))
@@ -231,7 +250,7 @@ def test_fast_path_transform_equals_materialised_vmap_and_loop(name, transform):
     for other in (slow, via_kwargs, loop):
         _assert_trees_close(fast, other, rtol=1e-5, atol=1e-5)
     # Power: the untransformed features give a different sum.
-    plain, _ = clipping.clipped_grad_sum(model, params, x, y, clip, mask, method="fast")
+    plain, _ = _clipped_sum(model, params, x, y, clip, mask, method="fast")
     assert not np.allclose(plain["w"], fast["w"], rtol=1e-3)
 
 
@@ -245,7 +264,7 @@ def test_mlp_vmap_path_applies_the_transform():
     got, norms = _transformed_sum(model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift)
     expected = _loop_reference(model, params, _materialised(x, scale, shift), y, 0.05)
     _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
-    plain, _ = clipping.clipped_grad_sum(model, params, x, y, 0.05)
+    plain, _ = _clipped_sum(model, params, x, y, 0.05)
     assert not np.allclose(plain["w1"], got["w1"], rtol=1e-3)
 
 
@@ -316,8 +335,8 @@ def test_huge_features_give_finite_norms_and_sums(name, magnitude):
     x = x * magnitude
     # Weights so small that a few logits are O(1) and the rest saturate.
     params = jax.tree_util.tree_map(lambda p: p / magnitude, params)
-    fast, fast_norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
-    slow, slow_norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="vmap")
+    fast, fast_norms = _clipped_sum(model, params, x, y, 1.0, method="fast")
+    slow, slow_norms = _clipped_sum(model, params, x, y, 1.0, method="vmap")
     assert bool(jnp.all(jnp.isfinite(fast_norms))) and bool(jnp.all(jnp.isfinite(slow_norms)))
     assert float(jnp.max(fast_norms)) > 1e-3 * magnitude  # the norms really are huge
     np.testing.assert_allclose(fast_norms, slow_norms, rtol=1e-5)
@@ -332,7 +351,7 @@ def test_huge_features_with_a_saturated_residual_are_finite():
     x = jnp.full((4, D), 1e19, jnp.float32) * jnp.asarray([[1.0], [-1.0], [2.0], [0.5]])
     y = jnp.asarray([1.0, 0.0, 1.0, 0.0])  # logits ±∞-ish: rows 0, 1, 2 fit exactly, row 3 does not
     params = {"w": jnp.full((D, 1), 1.0, jnp.float32), "b": jnp.zeros(1)}
-    got, norms = clipping.clipped_grad_sum(model, params, x, y, 1.0, method="fast")
+    got, norms = _clipped_sum(model, params, x, y, 1.0, method="fast")
     assert bool(jnp.all(jnp.isfinite(norms)))
     np.testing.assert_array_equal(norms[:3], 0.0)
     np.testing.assert_allclose(norms[3], 0.5e19 * math.sqrt(D) * 1.0, rtol=1e-5)  # residual 1

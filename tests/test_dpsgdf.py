@@ -12,7 +12,8 @@ import pytest
 
 from dpprep import clipping, dpsgdf, features, models, sweeps
 from dpprep.accounting import dp
-from dpprep.algorithms import make_plan, with_values
+from dpprep.algorithms import static_config, traced, with_values
+from dpprep.plan import DPPlan
 
 RNG = np.random.default_rng(0)
 N, D, K = 120, 6, 3
@@ -82,11 +83,12 @@ def test_gradient_norm_closed_form_c8():
     np.testing.assert_allclose(closed, auto, rtol=1e-5)
     # The engine's fast path never forms x' (rank-1 corrections) and adds the expansion's
     # rounding bound, so its norms are upper bounds within a hair of the exact ones.
-    _, fast = features.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
+    _, fast = features._clipped_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
     assert np.all(np.asarray(fast) >= auto * (1 - 1e-6))
     np.testing.assert_allclose(np.asarray(fast), auto, rtol=1e-3)
-    fs, _ = features.clipped_grad_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
-    vs, _ = clipping.clipped_grad_sum_vmap(model, params, features.affine_features(unit, 10.0, mu), jnp.asarray(Y), 1.0, None)
+    fs, _ = features._clipped_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
+    vs = clipping.clipped_grad(model, l2_clip_norm=1.0, method="vmap")(
+        params, (features.affine_features(unit, 10.0, mu), jnp.asarray(Y)), mask=None).grad
     for a, b in zip(jax.tree_util.tree_leaves(fs), jax.tree_util.tree_leaves(vs)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
@@ -96,10 +98,14 @@ def test_calibration_is_composed_and_exact():
     cal = dpsgdf.calibrate(cfg, N, with_alone=True)
     base = dpsgdf.calibrate(dataclasses.replace(cfg, method="dpsgd", eps_F=None), N)
     assert cal.noise_multiplier > base.noise_multiplier  # the mean step costs some budget
-    plan = make_plan(dpsgdf.train_config(cfg, D, K), N)
+    plan = dpsgdf.layout(cfg, N)  # the run's data access, uncalibrated
     eps = plan.epsilon(cal.noise_multiplier, 1e-5, fixed_events=(dp.gaussian_event(cal.sigma_F),))
     assert eps == pytest.approx(1.0, abs=2e-3) and eps <= 1.0 + 1e-6
     assert cal.epsilon_dpsgd_alone < 1.0
+    # the run's DPPlan is that calibration: the same z, and the composed ε as its spent ε
+    run_plan = dpsgdf.plan(cfg, N)
+    assert run_plan.execution == plan and run_plan.noise_multiplier == cal.noise_multiplier
+    assert run_plan.epsilon == pytest.approx(eps, rel=1e-12)
 
 
 def test_method_switch_shares_batches_and_bias_corrects():
@@ -200,11 +206,11 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
     P = len(ms)
     group = dpsgdf.grid_group("g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K)
     config, names = group.config, tuple(group.points)
-    plan = make_plan(config, N)
-    static = dataclasses.replace(config, hyper=None)
+    plan = config.plan.execution
+    static = static_config(config)
     seeded = tuple(name in group.per_seed for name in names)
     fn = sweeps._compiled(static, plan, names, True, False, seeded)
-    base = with_values(config.hyper, {name: None for name in names})
+    base = with_values(traced(config), {name: None for name in names})
     values = tuple(jnp.asarray(group.points[name], jnp.float32) for name in names)
     jaxpr = jax.make_jaxpr(fn)(base, config.model.init(None), jnp.asarray(unit), jnp.asarray(Y), keys, values,
                                jnp.asarray(unit), jnp.asarray(Y))
@@ -224,21 +230,26 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
 
 
 def test_fit_checks_its_inputs_before_calibrating(monkeypatch):
-    """Every bad input of fit is refused by name before the (seconds-long) calibration."""
-    monkeypatch.setattr(dpsgdf, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking inputs"))
+    """Every bad input of fit is refused by name before the (seconds-long) calibration (which the
+    run's private plan does when it is created)."""
+    def refuse(*args, **kwargs):
+        pytest.fail("calibrated before checking inputs")
+
+    monkeypatch.setattr(dpsgdf, "calibrate", refuse)
+    monkeypatch.setattr(DPPlan, "create", refuse)
     cfg, key = small(), jax.random.key(0)
     x, y = np.asarray(X), np.asarray(Y)
     bad = [
-        ((np.zeros((0, D)), y[:0], key), {}, "at least one example"),
-        ((x, np.where(np.arange(len(y)) == 0, np.nan, y), key), {}, "non-finite"),
-        ((x, y, 3), {}, "PRNG key"),
-        ((x, y + 0.5, key), {}, "integer class labels"),
-        ((x, y, key), {"eval_data": (x[:, :-1], y)}, "x_test has"),
-        ((x, y, key), {"eval_data": (x, y[:-1])}, "y_test has"),
-        ((x, y, key), {"eval_data": (x, np.full_like(y, K))}, r"y_test must hold class labels in \[0,"),
+        ((np.zeros((0, D)), y[:0], key), {}, ValueError, "at least one example"),
+        ((x, np.where(np.arange(len(y)) == 0, np.nan, y), key), {}, ValueError, "non-finite"),
+        ((x, y, 3), {}, TypeError, "PRNG key"),  # dpprep.validation.check_key: a TypeError
+        ((x, y + 0.5, key), {}, ValueError, "integer class labels"),
+        ((x, y, key), {"eval_data": (x[:, :-1], y)}, ValueError, "x_test has"),
+        ((x, y, key), {"eval_data": (x, y[:-1])}, ValueError, "y_test has"),
+        ((x, y, key), {"eval_data": (x, np.full_like(y, K))}, ValueError, r"y_test must hold class labels in \[0,"),
     ]
-    for args, kwargs, match in bad:
-        with pytest.raises(ValueError, match=match):
+    for args, kwargs, error, match in bad:
+        with pytest.raises(error, match=match):
             dpsgdf.fit(cfg, *args, **kwargs)
     with pytest.raises(ValueError, match="whole number for shuffled epochs"):
         dpsgdf.fit(small("nonprivate", epochs=2.7), x, y, key)

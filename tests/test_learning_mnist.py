@@ -15,7 +15,8 @@ import pytest
 
 from dpprep import models, sampling
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, make_plan, train
+from dpprep.algorithms import Hyper, TrainConfig, train
+from dpprep.plan import DPPlan
 
 EPSILON, DELTA = 2.0, 1e-5
 BATCH, EPOCHS, LR, CLIP = 2048, 3, 8.0, 1.0
@@ -29,22 +30,26 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     ds = load("mnist", data_dir, download=False)
     n = ds.x_train.shape[0]
     model = models.softmax_regression(784, 10)
-    config = TrainConfig(model, Hyper(LR), sampling="poisson", batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
-    plan = make_plan(config, n)
+    # The plan calibrates z for (2, 1e-5) at construction.
+    dp_plan = DPPlan.create("poisson", n, batch_size=BATCH, epochs=EPOCHS, l2_clip_norm=CLIP, target_epsilon=EPSILON,
+                            delta=DELTA)
+    config = TrainConfig(model, Hyper(LR), dp_plan, track_clip_fraction=True)
+    plan = config.plan.execution
     schedule = plan.schedule()
     assert plan.steps == schedule.steps == 88 and schedule.sampling_rate == BATCH / n
     # The implementation is within TV max_overflow_prob of ideal Poisson sampling (dpprep.sampling):
     # the plan spends that slack out of δ so the run is (2, 1e-5)-DP as implemented.
     z = plan.calibrate(EPSILON, DELTA)
+    assert z == dp_plan.noise_multiplier
     assert 0.5 < z < 3.0
     slack = sampling.overflow_delta(EPSILON, plan.overflow_probability())
     assert z >= dp.calibrate_noise(EPSILON, DELTA, schedule)  # the slack only adds noise
     assert dp.epsilon(z, DELTA - slack, schedule) <= EPSILON
     assert plan.epsilon(z, DELTA) <= EPSILON  # the plan's own accounting round-trips
+    assert dp_plan.epsilon == plan.epsilon(z, DELTA) and dp_plan.l2_clip_norm == CLIP
 
-    config = TrainConfig(model, Hyper(LR, noise_multiplier=z, clip_norm=CLIP), sampling="poisson",
-                         batch_size=BATCH, epochs=EPOCHS, track_clip_fraction=True)
     params, metrics = train(config, model.init(None), (ds.x_train, ds.y_train), jax.random.PRNGKey(0))
+    assert metrics["epsilon"] == dp_plan.epsilon <= EPSILON and metrics["delta"] == DELTA
     assert not metrics["overflow"].any()
     # Clipping is active (a real DP-SGD run): at θ = 0 every per-example norm is ~||x||·0.95 > C.
     assert float(metrics["clip_fraction"][0]) == 1.0 and float(metrics["clip_fraction"].mean()) > 0.2

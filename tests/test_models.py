@@ -187,30 +187,39 @@ def test_unchecked_targets_and_bad_target_kind():
         models.Model("custom", lambda k: {}, lambda p, x: x, lambda p, x, y: y, target="ordinal")
 
 
-def test_factories_return_one_model_per_argument_set():
-    """Equal arguments (however spelled, defaults included) give the identical Model, so configs
-    built the same way compare equal; different arguments give different models."""
-    assert models.linear_regression(3) is models.linear_regression(num_features=3, ridge=0.0, fit_intercept=True)
-    assert models.linear_regression(3, ridge=0.5) is not models.linear_regression(3)
-    assert models.logistic_regression(4, fit_intercept=False) is models.logistic_regression(4, fit_intercept=False)
-    assert models.softmax_regression(4, 3) is models.softmax_regression(4, num_classes=3)
-    assert models.mlp(3, 5, 2) is models.mlp(3, 5, 2, activation="softplus", loss="softmax")
-    assert models.mlp(3, 5, 2) is not models.mlp(3, 6, 2)
+def test_factories_return_equal_models_per_argument_set():
+    """Equal arguments (however spelled, defaults included) give models that compare (and hash)
+    equal by their spec, so configs built the same way compare equal and share a compilation;
+    different arguments give different models."""
+    same = [
+        (models.linear_regression(3), models.linear_regression(num_features=3, ridge=0.0, fit_intercept=True)),
+        (models.logistic_regression(4, fit_intercept=False), models.logistic_regression(4, fit_intercept=False)),
+        (models.softmax_regression(4, 3), models.softmax_regression(4, num_classes=3)),
+        (models.mlp(3, 5, 2), models.mlp(3, 5, 2, activation="softplus", loss="softmax")),
+    ]
+    for a, b in same:
+        assert a == b and hash(a) == hash(b)
+    assert models.linear_regression(3, ridge=0.5) != models.linear_regression(3)
+    assert models.mlp(3, 5, 2) != models.mlp(3, 6, 2)
+    assert models.logistic_regression(3) != models.linear_regression(3)
     with pytest.raises(ValueError, match="activation"):  # errors are raised, not cached
         models.mlp(3, 5, 2, activation="nope")
     with pytest.raises(ValueError, match="activation"):
         models.mlp(3, 5, 2, activation="nope")
 
 
-def test_cached_factory_bypasses_unhashable_arguments():
+def test_spec_factory_gives_unhashable_arguments_no_spec():
+    """A model built from unhashable arguments carries no spec: it compares by its functions, so
+    two builds differ (and each equals only itself)."""
     calls = []
 
-    @models.cached_factory
+    @models.spec_factory
     def make(size, extra=None):
         calls.append(size)
-        return object()
+        return models.Model("made", lambda k: {}, lambda p, x: x, lambda p, x, y: y)
 
-    assert make(2) is make(size=2, extra=None)
-    assert make([1]) is not make([1])  # a list is unhashable: built each time
-    assert calls == [2, [1], [1]]
-    assert make.cache_info().currsize == 1
+    a, b = make(2), make(size=2, extra=None)
+    assert a == b and hash(a) == hash(b) and a.spec is not None  # other functions, one spec
+    c, d = make([1]), make([1])  # a list is unhashable: no spec
+    assert c.spec is None and c != d and c == c
+    assert calls == [2, 2, [1], [1]]

@@ -48,6 +48,7 @@ CHILD = textwrap.dedent(
 
     from dpprep import models, sweeps
     from dpprep.algorithms import Hyper, TrainConfig
+    from dpprep.plan import DPPlan
 
     N, D, K, P = 240, 6, 3, 5
     rng = np.random.default_rng(0)
@@ -56,8 +57,9 @@ CHILD = textwrap.dedent(
     x_test = rng.normal(size=(60, D)).astype(np.float32)
     y_test = rng.integers(0, K, size=60)
     model = models.softmax_regression(D, K)
-    config = TrainConfig(model, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=24, steps=25)
+    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+    config = TrainConfig(model, Hyper(0.5), plan)
     points = {"learning_rate": np.linspace(0.1, 0.6, P), "clip_norm": np.linspace(0.5, 2.0, P)}
     keys = jax.random.split(jax.random.key(0), 2)
 

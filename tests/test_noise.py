@@ -3,7 +3,6 @@ checks), per-coordinate scales are respected, and the scales are validated."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax
@@ -14,6 +13,7 @@ from scipy import stats
 
 from dpprep import algorithms, corrdp, models, noise, sampling, streams, sweeps
 from dpprep.corrdp.sgd import CoordinateNoise
+from dpprep.plan import DPPlan
 
 D, K, N = 400, 10, 8
 _MODEL = models.softmax_regression(D, K)  # one object, so runs of one hyper structure share a compilation
@@ -29,10 +29,17 @@ def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_s
     key = jax.random.PRNGKey(seed)
 
     def run(on):
-        # Per-coordinate scales are CorrDP's privatizer, an engine extension; without them the core's.
-        extra, exts = (None, ()) if scales is None else ({"noise_scales": scales}, (CoordinateNoise(),))
-        hyper = algorithms.Hyper(1.0, noise_multiplier * on, clip_norm, noise_std=noise_std * on, extra=extra)
-        cfg = algorithms.TrainConfig(model, hyper, sampling="full", steps=1, extensions=exts)
+        # Per-coordinate scales and an absolute std are CorrDP's privatizer, an engine extension (a
+        # nominal mechanism: its runs are non-private plans); without them the core's.
+        nominal = scales is not None or noise_std != 0
+        extra = {"noise_scales": scales, "noise_std": noise_std * on} if nominal else None
+        if on and noise_multiplier > 0:
+            plan = DPPlan.create("full", N, steps=1, l2_clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+                                 delta=1e-5)
+        else:
+            plan = DPPlan.non_private("full", N, steps=1, l2_clip_norm=clip_norm)
+        cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0, extra=extra), plan,
+                                     extensions=(CoordinateNoise(),) if nominal else ())
         return algorithms.train(cfg, model.init(key), (x, y), key)[0]
 
     noisy, clean = run(1.0), run(0.0)
@@ -62,7 +69,7 @@ def test_unclipped_runs_take_an_absolute_std_and_per_leaf_scales():
 def test_per_coordinate_scales():
     params = {"w": jnp.zeros((3, 20000)), "b": jnp.zeros((20000,))}
     scales = corrdp.feature_scales(params, [0.0, 1.0, 2.5], "w")
-    std = noise.noise_std(1.5, 0.0, 0.4, scales, params)
+    std = noise.noise_std(1.5, 0.4, scales, params)
     out = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     w = np.asarray(out["w"], np.float64)
     np.testing.assert_array_equal(w[0], 0.0)
@@ -74,7 +81,7 @@ def test_per_coordinate_scales():
 
 def test_noise_is_independent_across_leaves_and_keys():
     params = {"a": jnp.zeros(5000), "b": jnp.zeros(5000)}
-    std = noise.noise_std(1.0, 0.0, 1.0, None, params)
+    std = noise.noise_std(1.0, 1.0, None, params)
     one = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     two = noise.gaussian_noise(jax.random.PRNGKey(1), params, std)
     assert abs(np.corrcoef(one["a"], one["b"])[0, 1]) < 0.06
@@ -105,8 +112,9 @@ def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, see
     0), so θ_t − θ_{t−1} = −noise_t / N. Returns (noise (steps, d), metrics)."""
     model = models.linear_regression(d, fit_intercept=False)
     x, y = np.zeros((n, d), np.float32), np.zeros(n, np.float32)
-    cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0, noise_multiplier, clip_norm),
-                                 sampling=sampling, batch_size=batch_size, steps=steps, track_params=True)
+    plan = DPPlan.create(sampling, n, batch_size=batch_size, steps=steps, l2_clip_norm=clip_norm,
+                         noise_multiplier=noise_multiplier, delta=1e-5)
+    cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0), plan, track_params=True)
     _, metrics = algorithms.train(cfg, model.init(None), (x, y), jax.random.PRNGKey(seed))
     iterates = np.concatenate([np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]])
     normaliser = n if sampling == "full" else batch_size
@@ -136,13 +144,14 @@ def test_noise_and_batch_sampling_use_different_streams():
     for t in range(steps):
         step_key = jax.random.fold_in(k_sample, t)
         assert int(sampling.poisson_batch(step_key, n, b / n, pad)[2]) == int(metrics["batch_size"][t])
-        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 0.0, 1.0, None, params))
+        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 1.0, None, params))
         r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
         assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"
 
 
 # ------------------------------------------------------------------------------------------------
-# Noise units: z is relative to a finite clip norm; noise_std is absolute.
+# Noise units: z is relative to a finite clip norm (a private plan's); noise_std is absolute (a
+# nominal mechanism's, CoordinateNoise's, in a non-private plan).
 
 _X, _Y = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32), np.arange(16) % 2
 _LOGISTIC = models.logistic_regression(3)
@@ -157,42 +166,67 @@ def no_compile(monkeypatch):
     monkeypatch.setattr(sweeps, "_compiled", fail)
 
 
-def _config(hyper):
-    return algorithms.TrainConfig(_LOGISTIC, hyper, sampling="poisson", batch_size=4, steps=3)
+def _plan(**change):
+    options = dict(batch_size=4, steps=3, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    options.update(change)
+    return DPPlan.create("poisson", 16, **options)
 
 
-@pytest.mark.parametrize("hyper,match", [
-    (algorithms.Hyper(0.1, noise_multiplier=1.0), "finite clip_norm"),           # clip inf by default
-    (algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=math.inf), "finite clip_norm"),
-    (algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0, noise_std=0.5), "not both"),
-    (algorithms.Hyper(0.1, noise_std=-0.5), "noise_std must be finite and >= 0"),
-    (algorithms.Hyper(0.1, noise_std=math.inf), "noise_std must be finite"),
+def _plain_plan(l2_clip_norm=math.inf):
+    return DPPlan.non_private("poisson", 16, batch_size=4, steps=3, l2_clip_norm=l2_clip_norm)
+
+
+def _config(plan, noise_std=None):
+    extra = None if noise_std is None else {"noise_std": noise_std}
+    return algorithms.TrainConfig(_LOGISTIC, algorithms.Hyper(0.1, extra=extra), plan, extensions=(CoordinateNoise(),))
+
+
+def test_a_multiplier_needs_a_finite_clip_norm():
+    with pytest.raises(TypeError, match="l2_clip_norm"):  # no default bound any more
+        DPPlan.create("poisson", 16, batch_size=4, steps=3, noise_multiplier=1.0, delta=1e-5)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="l2_clip_norm must be a finite number > 0"):
+        _plan(l2_clip_norm=math.inf)
+
+
+@pytest.mark.parametrize("make_plan,noise_std,match", [
+    (_plan, 0.5, "noise_std .* has no unit in a private plan"),  # z > 0 and an absolute std
+    (_plain_plan, -0.5, "noise_std must be finite and >= 0"),
+    (_plain_plan, math.inf, "noise_std must be finite"),
 ])
-def test_noise_units_are_checked_before_compiling_in_train(no_compile, hyper, match):
+def test_noise_units_are_checked_before_compiling_in_train(no_compile, make_plan, noise_std, match):
     with pytest.raises(ValueError, match=match):
-        algorithms.train(_config(hyper), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0))
+        algorithms.train(_config(make_plan(), noise_std), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0))
 
 
 def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
-    """A sweep over the clip norm [1, inf] at z > 0 is refused (z has no unit at C = inf), as
-    is z > 0 with noise_std > 0 at one point; z and noise_std at different points are fine."""
+    """A sweep over the clip norm [1, inf] at z > 0 is refused (z has no unit at C = inf), as is
+    z > 0 with noise_std > 0 at one point, and z = 0 at a point of a private plan (or z > 0 in a
+    non-private one); a private plan's points with z and C finite, and a non-private plan's nominal
+    stds at any clip norm, are fine."""
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     params0 = _LOGISTIC.init(None)
-    z_config = _config(algorithms.Hyper(0.1, noise_multiplier=1.0, clip_norm=1.0))
-    with pytest.raises(ValueError, match="finite clip_norm"):
+    z_config = _config(_plan())
+    with pytest.raises(ValueError, match="clip_norm must be finite"):
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"clip_norm": [1.0, math.inf]})
-    with pytest.raises(ValueError, match="finite clip_norm"):
+    with pytest.raises(ValueError, match="clip_norm must be finite"):
         sweeps.sweep(z_config, params0, (_X, _Y), keys, clip_norm=[1.0, math.inf])
-    plain = _config(algorithms.Hyper(0.1, clip_norm=1.0))
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
+        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_multiplier": [1.0, 0.0]})
+    plain = _config(_plain_plan(l2_clip_norm=1.0))
+    with pytest.raises(ValueError, match="a non-private plan takes no noise_multiplier"):
         sweeps.sweep_points(plain, params0, (_X, _Y), keys,
                             {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]})
-    with pytest.raises(ValueError, match="not both"):  # scalar z > 0 against a swept noise_std
+    with pytest.raises(ValueError, match="noise_std .* has no unit in a private plan"):  # z > 0, a swept noise_std
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_std": [0.0, 0.5]})
-    # Paired at different points: valid (checked without compiling).
-    paired = {"noise_multiplier": np.array([1.0, 0.0]), "noise_std": np.array([0.0, 0.5]),
-              "clip_norm": np.array([1.0, math.inf])}
-    algorithms.check_hyper(dataclasses.replace(plain.hyper, **paired), params0, swept=tuple(paired))
+    # Valid (checked without compiling): z and C per point in the private plan, each accounted ...
+    private = {"noise_multiplier": np.array([1.0, 2.0]), "clip_norm": np.array([1.0, 0.5])}
+    charged = algorithms.check_hyper(algorithms.with_values(algorithms.traced(z_config), private), params0,
+                                     plan=z_config.plan, swept=tuple(private), extensions=z_config.extensions)
+    np.testing.assert_array_equal(charged["noise_multiplier"], [1.0, 2.0])
+    # ... and nominal stds at any clip norm in the non-private one (which accounts nothing).
+    nominal = {"noise_std": np.array([0.0, 0.5]), "clip_norm": np.array([1.0, math.inf])}
+    assert algorithms.check_hyper(algorithms.with_values(algorithms.traced(plain), nominal), params0,
+                                  plan=plain.plan, swept=tuple(nominal), extensions=plain.extensions) == {}
 
 
 def test_absolute_noise_std_without_clipping_has_the_configured_std():

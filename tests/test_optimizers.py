@@ -10,11 +10,18 @@ import pytest
 from dpprep import optimizers
 
 
-def test_same_configuration_same_object():
-    assert optimizers.optimizer("adam") is optimizers.optimizer("adam")
-    assert optimizers.optimizer("adam") is optimizers.optimizer("adam", b1=0.9, b2=0.999)  # the defaults
-    assert optimizers.optimizer("adam", b1=0.8) is not optimizers.optimizer("adam")
-    assert optimizers.optimizer("sgd", momentum=0.9) is optimizers.optimizer("sgd", momentum=0.9)
+def test_same_configuration_equal_optimizers():
+    """Equal configurations give equal (and equally hashed) NamedOptimizers, so configs built the
+    same way compare equal and share a compilation."""
+    same = [
+        (optimizers.optimizer("adam"), optimizers.optimizer("adam")),
+        (optimizers.optimizer("adam"), optimizers.optimizer("adam", b1=0.9, b2=0.999)),  # the defaults
+        (optimizers.optimizer("sgd", momentum=0.9), optimizers.optimizer("sgd", momentum=0.9)),
+    ]
+    for a, b in same:
+        assert isinstance(a, optimizers.NamedOptimizer) and a == b and hash(a) == hash(b)
+    assert optimizers.optimizer("adam", b1=0.8) != optimizers.optimizer("adam")
+    assert optimizers.optimizer("sgd") != optimizers.optimizer("adam")
 
 
 @pytest.mark.parametrize("name, options", [("adam", {}), ("sgd", {"momentum": 0.9}), ("adamw", {"weight_decay": 0.1})])

@@ -319,14 +319,17 @@ def test_shuffle_is_accounted_as_poisson_with_a_warning_or_proven_on_request():
 
 
 @pytest.mark.parametrize("sampler, kwargs, asked", [
-    ("poisson", {"batch_size": 10, "epochs": 1e12}, r"epochs=1000000000000\.0 \(on n=1000, batch size 10\) is 1e\+14 steps"),
-    ("shuffle", {"batch_size": 10, "epochs": 10**12}, r"epochs=1000000000000 \(on n=1000, batch size 10\) is 1e\+14 steps"),
+    ("poisson", {"batch_size": 10, "epochs": 1e12},
+     r"epochs=1000000000000\.0 \(on n=1000, batch size 10\) is 1e\+14 steps"),
+    ("shuffle", {"batch_size": 10, "epochs": 10**12},
+     r"epochs=1000000000000 \(on n=1000, batch size 10\) is 1e\+14 steps"),
     ("without_replacement", {"batch_size": 10, "epochs": 1e9}, r"epochs=1000000000\.0 .* is 1e\+11 steps"),
     ("full", {"steps": 2**31}, r"steps=2147483648 is 2\.147e\+09 steps"),
 ])
 def test_runs_beyond_int32_steps_are_refused_before_jax(sampler, kwargs, asked):
     """Issue 21: TrainConfig(epochs=1e12) planned 4e12 steps, then overflowed JAX's int32."""
-    with pytest.raises(ValueError, match=asked + r"; a run takes at most 2\*\*31 - 1 = 2147483647 \(its step counter is a JAX int32\)"):
+    with pytest.raises(ValueError, match=asked + r"; a run takes at most 2\*\*31 - 1 = 2147483647 "
+                                               r"\(its step counter is a JAX int32\)"):
         ExecutionPlan.create(sampler, 1000, **kwargs)
 
 
@@ -346,6 +349,8 @@ def test_without_replacement_plan_with_default_options_is_refused_before_any_sea
                         lambda *a, **k: pytest.fail("searched before refusing"))
     plan = ExecutionPlan.create("without_replacement", 1000, batch_size=10, epochs=1)
     with pytest.raises(ValueError, match=r"sampling='without_replacement' is a replace-one guarantee that only "
-                                         r"dp-accounting's RDP accountant bounds; pass options=AccountingOptions\(accountant='rdp', "
-                                         r"neighbouring='replace_one'\) \(got accountant='pld', neighbouring='replace_one'\)"):
+                                         r"dp-accounting's RDP accountant bounds; pass "
+                                         r"options=AccountingOptions\(accountant='rdp', "
+                                         r"neighbouring='replace_one'\) "
+                                         r"\(got accountant='pld', neighbouring='replace_one'\)"):
         plan.calibrate(1.5, 1e-5)

@@ -69,7 +69,8 @@ def test_glm_flops():
 
 
 def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
-    monkeypatch.setitem(experiments.REGISTRY, "brand_new", ("experiments.brand_new", "an experiment planning.py does not know"))
+    monkeypatch.setitem(experiments.REGISTRY, "brand_new",
+                        ("experiments.brand_new", "an experiment planning.py does not know"))
     selected = list(experiments.REGISTRY)
     text = planning.plan_report(selected, "paper", gpu_flops=1e13, cpu_rate=(1e11, "stated for the test"))
     assert "PROJECTIONS" in text and "1e+13 FLOP/s, a STATED assumption" in text and "MEASURED" in text
@@ -82,7 +83,8 @@ def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
     assert sun[4].endswith("(projection)") and sun[5].endswith("(projection)") and "(est.)" in sun[3]
     assert "accounting only" in by_id["hu2024_table1"][-2]
     for cells in by_id.values():  # a time is either a labelled projection, accounting seconds or absent
-        assert all(t == "—" or t.endswith(("(projection)", "(projection, floor)")) or t.startswith("seconds") for t in cells[4:6])
+        assert all(t == "—" or t.endswith(("(projection)", "(projection, floor)")) or t.startswith("seconds")
+                   for t in cells[4:6])
     assert by_id["audit"][4].startswith("≥ ") and by_id["audit"][4].endswith("(projection, floor)")
 
 
@@ -261,5 +263,6 @@ def test_measured_units_sum_the_recorded_computing_times(tmp_path):
     text = planning.plan_report(["datasets", "exp"], "paper", gpu_flops=1e13, cpu_rate=(1e11, "stated"),
                                 measured_in=[("paper", tmp_path)])
     assert "| measured here |" in text and f"paper in {tmp_path}" in text
-    rows = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in text.splitlines() if line.startswith("| ")}
+    rows = {line.split("|")[1].strip(): line.split("|")[-2].strip()
+            for line in text.splitlines() if line.startswith("| ")}
     assert rows["exp"] == note and rows["datasets"] == "—"

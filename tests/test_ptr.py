@@ -109,7 +109,10 @@ def test_release_uses_rank_reduction_and_doubled_noise():
     w = np.asarray(out.output["w"])[:, 0]
     assert np.linalg.norm(w) <= 1.0 + 1e-6
     # the learner is the engine's DP-GD on the rank-reduced data with DP-GD's half of the key
-    config = ptr.train_config(10, steps, lr, out.noise_std)
+    config = ptr.train_config(10, 3000, steps, lr, out.noise_std, delta)
+    # its plan clips at L = 1 (never binding on the unit ball) and adds z·L = noise_std to the sum
+    assert config.plan.l2_clip_norm == 1.0 and config.plan.noise_multiplier == pytest.approx(out.noise_std)
+    assert (config.plan.sampler, config.plan.steps, config.plan.neighbouring) == ("full", steps, "replace_one")
     _, k_train = jax.random.split(key)
     swept = sweep_points(config, config.model.init(k_train), (out.pca.data, data.y), k_train[None],
                          {"learning_rate": [lr]})
@@ -163,7 +166,7 @@ def test_bad_input():
         ptr.algorithm1(data.x[:100], data.y[:100], k=1, beta=0.1, **kw)
     with pytest.raises(ValueError, match="epsilon"):
         ptr.algorithm1(data.x, data.y, k=1, beta=0.1, **{**kw, "epsilon": 0.0})
-    with pytest.raises(ValueError, match="key"):
+    with pytest.raises(TypeError, match="key"):  # dpprep.validation.check_key: a TypeError
         ptr.algorithm1(data.x, data.y, k=1, beta=0.1, **{**kw, "key": 3})
     with pytest.raises(ValueError, match="n must be >= 101"):
         ptr.distance_statistic(data.x[:50], 1, 0.1)
@@ -235,7 +238,7 @@ def test_algorithm1_sweep_shares_a_given_pca_and_trains_nothing_when_every_test_
         ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x, 1, mode="dim"), **kw)
     with pytest.raises(ValueError, match="pca must be"):
         ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x[:400], 1, mode="rank"), **kw)
-    with pytest.raises(ValueError, match="keys"):
+    with pytest.raises(TypeError, match="keys"):  # dpprep.validation.check_key: a TypeError
         ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], **{**kw, "keys": jax.random.key(0)})
     with pytest.raises(ValueError, match="epsilon"):
         ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0, -1.0], **kw)

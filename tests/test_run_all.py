@@ -185,7 +185,8 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, toys, capsys, mon
     err = capsys.readouterr().err
     assert "Traceback" not in err and "toy_b" not in err, err
     (line,) = [x for x in err.splitlines() if "error" in x]
-    assert line.startswith("run_all.py: error: the disk is full (No space left on device writing ") and str(out / "toy_a") in line
+    assert line.startswith("run_all.py: error: the disk is full (No space left on device writing ")
+    assert str(out / "toy_a") in line
     assert "free some space and rerun to resume" in line
     assert not (out / "toy_a" / experiments.FAILURE_FILE).exists() and not (out / "REPORT.md").exists()
     toys["toy_a"].computed.clear()
@@ -200,9 +201,9 @@ def test_full_disk_while_writing_the_report_is_one_line(tmp_path, toys, capsys, 
         assert run_all.main(["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines()[-1] == (f"run_all.py: error: the disk is full (No space left on device writing {out / 'REPORT.md'}); "
-                                    "every finished unit of work is kept (files are replaced whole, never half-written): "
-                                    "free some space and rerun to resume")
+    assert err.splitlines()[-1] == ("run_all.py: error: the disk is full (No space left on device writing "
+                                    f"{out / 'REPORT.md'}); every finished unit of work is kept (files are "
+                                    "replaced whole, never half-written): free some space and rerun to resume")
     for module in toys.values():
         module.computed.clear()
     assert run_all.main(["--out", str(out)]) == 0
@@ -244,7 +245,8 @@ def test_experiment_alone_on_a_full_disk_is_one_line(tmp_path, toys, capsys, mon
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
-    assert err.startswith("python -m toy_experiments.toy_a: error: the disk is full (No space left on device writing "), err
+    assert err.startswith("python -m toy_experiments.toy_a: error: the disk is full "
+                          "(No space left on device writing "), err
 
 
 def test_corrupt_comparisons_of_one_experiment_is_reported_as_unreadable(tmp_path, toys):
@@ -415,8 +417,8 @@ def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_li
     assert any(re.fullmatch(r"\[wang2026_table2 +\d+\.\ds\] synthetic m_s 5/5: 80", line) for line in lines)
     assert any(re.fullmatch(_DONE.format("wang2026_table2", 0, 9), line) for line in lines), again.stderr
 
-    alone = subprocess.run([sys.executable, "-m", "experiments.wang2026_table2", "--profile", "smoke", "--out", str(out),
-                            "--data-dir", str(data_dir), "--verbose"],
+    alone = subprocess.run([sys.executable, "-m", "experiments.wang2026_table2", "--profile", "smoke",
+                            "--out", str(out), "--data-dir", str(data_dir), "--verbose"],
                            cwd=REPO, capture_output=True, text=True, timeout=900)
     assert alone.returncode == 0, alone.stderr[-4000:]
     assert "synthetic m_s 5/5" in alone.stderr and "\r" not in alone.stderr

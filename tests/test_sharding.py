@@ -37,6 +37,7 @@ CHILD = textwrap.dedent(
 
     from dpprep import models, sweeps
     from dpprep.algorithms import Hyper, TrainConfig
+    from dpprep.plan import DPPlan
     from dpprep.features import AffineFeatures
 
     N, D, K, P = 240, 6, 3, 6
@@ -47,8 +48,9 @@ CHILD = textwrap.dedent(
     y_test = rng.integers(0, K, size=60)
     model = models.softmax_regression(D, K)
     params0 = model.init(None)
-    config = TrainConfig(model, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="poisson",
-                         batch_size=24, steps=25, extensions=(AffineFeatures(),))
+    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+    config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
     points = {
         "learning_rate": np.linspace(0.1, 0.6, P),
         "clip_norm": np.linspace(0.5, 2.0, P),
@@ -99,6 +101,7 @@ CHILD = textwrap.dedent(
                          / max(1.0, float(np.max(np.abs(one.evaluation["loss"])))),
             "accuracy_diff": diff(one.evaluation["accuracy"], sharded.evaluation["accuracy"]),
             "batch_sizes_equal": bool(np.array_equal(one.metrics["batch_size"], sharded.metrics["batch_size"])),
+            "epsilon_equal": bool(np.array_equal(one.epsilon, sharded.epsilon)),
             "shape": list(sharded.params["w"].shape),
             "chunks": sharded_chunks,
         }
@@ -135,6 +138,7 @@ def test_sharded_sweep_equals_one_device(report, run):
     result = report["runs"][run]
     assert result["shape"] == [2, 6, 6, 3]  # padded points dropped
     assert result["batch_sizes_equal"]  # the same Poisson batches per seed
+    assert result["epsilon_equal"]  # each point charged the same ε
     assert result["params_diff"] < TOLERANCE, result
     assert result["loss_diff"] < TOLERANCE, result
     assert result["accuracy_diff"] == 0.0, result

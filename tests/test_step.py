@@ -69,8 +69,8 @@ def test_clipped_grad_has_aux_returns_per_example_aux():
     out = clipped_grad(loss, l2_clip_norm=1.0, has_aux=True)(_params(), _batch())
     assert out.aux["loss"].shape == (7,) and out.aux["pred"].shape == (7, 1)
     batch = _batch()
-    np.testing.assert_allclose(out.aux["loss"][2], _linear_loss(_params(), jax.tree_util.tree_map(lambda a: a[2:3], batch)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(out.aux["loss"][2],
+                               _linear_loss(_params(), jax.tree_util.tree_map(lambda a: a[2:3], batch)), rtol=1e-6)
 
 
 def test_clipped_grad_splits_the_key_per_example_and_passes_state_through():

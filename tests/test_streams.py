@@ -58,15 +58,17 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     layout = dict(batch_size=10, steps=12)
     base = TrainConfig(LOGISTIC, None, extensions=(AffineFeatures(), CoordinateNoise()))
     # One pytree structure for all (identity transform where none), so one compilation.
-    plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32)}
-    private = lambda z, clip: DPPlan.create("poisson", N, l2_clip_norm=clip, noise_multiplier=z, delta=1e-5,  # noqa: E731
-                                            **layout)
+    plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32), "noise_std": 0.0}
+
+    def private(z, clip):
+        return DPPlan.create("poisson", N, l2_clip_norm=clip, noise_multiplier=z, delta=1e-5, **layout)
+
     variants = [
         (Hyper(0.5, extra=plain), private(1.0, 1.0)),
         (Hyper(0.1, extra=plain), private(4.0, 0.3)),
         # An absolute noise std (a nominal mechanism's, CoordinateNoise's) in a non-private plan.
         (Hyper(0.5, extra={**plain, "noise_std": 2.0}), DPPlan.non_private("poisson", N, **layout)),
-        (Hyper(0.5, extra={"feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
+        (Hyper(0.5, extra={**plain, "feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
          private(1.0, 1.0)),
     ]
     runs = [train(dataclasses.replace(base, hyper=h, plan=p), LOGISTIC.init(None), (X, Y), KEY) for h, p in variants]

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from dpprep.data.synthetic import low_rank_logistic
+from dpprep.plan import DPPlan
 from experiments import REGISTRY, run_experiment
-from experiments.hu2024_fig3_selection import DELTA, EXPERIMENT, PROFILES, selection_of, train_config
+from experiments.hu2024_fig3_selection import DELTA, EXPERIMENT, PROFILES, plan_options, selection_of, train_config
 
 
 def test_registered_and_in_the_smoke_run():
@@ -61,7 +62,7 @@ def test_clip_norm_never_bites_on_fig3_data():
     n, d = cfg.cases[0]
     data = low_rank_logistic(n, d, cfg.k, radius=cfg.data_radius, tail_mass=cfg.tail_mass,
                              label_scale=cfg.label_scale, seed=cfg.data_seed)
-    config = train_config(cfg, d)
+    config = train_config(cfg, d, DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(cfg)))
     x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y)
     rng = np.random.default_rng(0)
     for _ in range(3):
@@ -71,21 +72,25 @@ def test_clip_norm_never_bites_on_fig3_data():
                                         config.model.init(jax.random.PRNGKey(0)))
         grads = jax.vmap(jax.grad(lambda p, xi, yi: config.model.per_example_loss(p, xi[None], yi[None])[0]),
                          in_axes=(None, 0, 0))(params, x, y)
-        norms = np.sqrt(sum(np.sum(np.asarray(g).reshape(n, -1) ** 2, axis=1) for g in jax.tree_util.tree_leaves(grads)))
-        assert norms.max() <= cfg.data_radius + 1e-5 < config.hyper.clip_norm
+        norms = np.sqrt(sum(np.sum(np.asarray(g).reshape(n, -1) ** 2, axis=1)
+                            for g in jax.tree_util.tree_leaves(grads)))
+        assert norms.max() <= cfg.data_radius + 1e-5 < config.plan.l2_clip_norm
 
 
 def test_quick_profile_accounting_is_feasible():
     """Every quick ε lies above the selection's floor (K noisy scores alone); the smallest calibrates,
     to more training noise than the training-only run at the same ε."""
-    from dpprep.algorithms import make_plan
-
     scfg = PROFILES["quick"]
-    n, d = scfg.fig3.cases[0]
+    n, _ = scfg.fig3.cases[0]
     selection = selection_of(scfg)
-    plan = selection.plan(train_config(scfg.fig3, d), n)
-    assert selection.floor(plan, DELTA) < min(scfg.fig3.epsilons)
     for e in scfg.fig3.epsilons[:1]:
+        # The selection's plan (what the experiment runs): calibrated for the whole procedure.
+        paid = selection.plan("full", n, target_epsilon=e, **plan_options(scfg.fig3))
+        plan = paid.execution
+        assert plan.n == n - scfg.validation_size
+        assert selection.floor(plan, DELTA) < min(scfg.fig3.epsilons)
         z = selection.calibrate(plan, e, DELTA)
+        assert paid.noise_multiplier == z
         assert selection.epsilon(plan, z, DELTA) <= e * (1 + 1e-9)
-        assert z > make_plan(train_config(scfg.fig3, d), n).calibrate(e, DELTA)
+        training_only = DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(scfg.fig3)).execution
+        assert z > training_only.calibrate(e, DELTA)

@@ -12,6 +12,7 @@ import pytest
 from dpprep import models, sweeps
 from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.features import AffineFeatures
+from dpprep.plan import DPPlan
 from experiments.results import run_groups
 
 RNG = np.random.default_rng(1)
@@ -22,8 +23,15 @@ X6_TEST = RNG.normal(size=(12, D6)).astype(np.float32)
 Y6_TEST = RNG.integers(0, 3, size=12)
 GLM6 = models.softmax_regression(D6, 3)
 P6 = GLM6.init(None)
-SMALL = TrainConfig(GLM6, Hyper(0.5, noise_multiplier=1.0, clip_norm=1.0), sampling="shuffle",
-                    batch_size=8, steps=6, track_loss=True, extensions=(AffineFeatures(),))
+
+
+def _plan(batch_size: int, steps: int) -> DPPlan:
+    """A private plan (C = 1, z = 1) of shuffled batches on the N40 rows."""
+    return DPPlan.create("shuffle", N40, batch_size=batch_size, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=1e-5)
+
+
+SMALL = TrainConfig(GLM6, Hyper(0.5), _plan(8, 6), track_loss=True, extensions=(AffineFeatures(),))
 SHIFTS = RNG.normal(size=(2, D6)).astype(np.float32)
 
 
@@ -49,7 +57,7 @@ class FakeStore:
 def _groups():
     points = {"learning_rate": np.array([0.3, 1.0]), "feature_shift": SHIFTS}
     return [sweeps.Group("b8", SMALL, points),
-            sweeps.Group("b10", dataclasses.replace(SMALL, batch_size=10, steps=4), points)]
+            sweeps.Group("b10", dataclasses.replace(SMALL, plan=_plan(10, 4)), points)]
 
 
 def test_run_groups_through_a_store():
@@ -109,6 +117,6 @@ def test_run_groups_rejects_bad_groups():
         run_groups([], P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     group = _groups()[0]
     with pytest.raises(ValueError, match="group keys must be distinct"):
-        run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, steps=3))],
+        run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, plan=_plan(8, 3)))],
                           P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.calls == []

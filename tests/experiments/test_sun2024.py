@@ -97,7 +97,8 @@ def test_selection_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out, data_
 
 
 @pytest.mark.data
-def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(smoke_out, data_dir, tmp_path, monkeypatch):
+def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(smoke_out, data_dir, tmp_path,
+                                                                              monkeypatch):
     """With ``draws`` > 1 every cell repeats the whole selection with fresh randomness (the rows
     give mean ± s.d.); draw 0 is bitwise the single-draw protocol's run."""
     import dataclasses
@@ -107,7 +108,8 @@ def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(s
     from experiments import run_experiment, sun2024_selection
 
     single = pd.read_csv(smoke_out / "sun2024_selection" / "runs.csv")
-    monkeypatch.setitem(sun2024_selection.GRIDS, "smoke", dataclasses.replace(sun2024_selection.GRIDS["smoke"], draws=2))
+    monkeypatch.setitem(sun2024_selection.GRIDS, "smoke",
+                        dataclasses.replace(sun2024_selection.GRIDS["smoke"], draws=2))
     comparisons = run_experiment("sun2024_selection", "smoke", tmp_path, data_dir=data_dir, quiet=True)
     runs = pd.read_csv(tmp_path / "sun2024_selection" / "runs.csv")
     private = runs[runs.method != "nonprivate"]
