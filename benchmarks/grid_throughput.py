@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import dpsgdf, sweeps
-from dpprep.algorithms import Hyper, make_train_fn, traced, train
+from dpprep.algorithms import Hyper, engine_fn, traced, train
 
 N, D, K = 60_000, 784, 10
 B, E, EPS = 4096, 1, 1.0
@@ -130,7 +130,7 @@ def main() -> None:
 
     # The same per-model runs without train's host-side input checks (the jitted single-run
     # function): how much of the per-model cost is checking and moving the data each call.
-    single = jax.jit(make_train_fn(group.config))
+    single = jax.jit(engine_fn(group.config))
     xj, yj = jnp.asarray(unit), jnp.asarray(y, jnp.int32)
     jax.block_until_ready(single(traced(configs[0]), params0, xj, yj, keys[0]))
     sample = [traced(c) for c in configs[:: max(1, len(configs) // 60)]]

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import models
-from dpprep.algorithms import Hyper, TrainConfig, check_data, make_train_fn, traced
+from dpprep.algorithms import Hyper, TrainConfig, check_data, engine_fn, traced
 from dpprep.plan import DPPlan
 
 N, D, K = 60_000, 784, 10
@@ -60,7 +60,7 @@ def dp_plan(batch_size, steps):
 
 def dp_fn(model, batch_size, steps, method):
     config = TrainConfig(model, Hyper(0.1), dp_plan(batch_size, steps), clip_method=method)
-    fn = jax.jit(make_train_fn(config))
+    fn = jax.jit(engine_fn(config))
     values = traced(config)
     return lambda params, x, y, key: fn(values, params, x, y, key)[0]
 

@@ -38,7 +38,7 @@ fraction of each: on a loaded machine those short best-of timings overstate what
 gives a long computation, so their fractions are lower bounds.
 
 **Loop.** The same 100 runs as a Python loop over the jitted single-run function
-(:func:`dpprep.algorithms.make_train_fn`); compile time is excluded from both (warm-up call),
+(:func:`dpprep.algorithms.engine_fn`); compile time is excluded from both (warm-up call),
 and the run fails unless the vmapped and looped parameters agree to ``TOLERANCE``.
 
 Run: ``python benchmarks/sweep_throughput.py > results/benchmarks/sweep_throughput.txt``.
@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpprep import models
-from dpprep.algorithms import Hyper, TrainConfig, check_data, make_train_fn, traced, with_values
+from dpprep.algorithms import Hyper, TrainConfig, check_data, engine_fn, traced, with_values
 from dpprep.plan import DPPlan
 from dpprep.sweeps import sweep_points
 
@@ -153,7 +153,7 @@ def main() -> None:
     rate_square = 2 * SQUARE**3 / t_square
     rate_sweep = flops / t_sweep
 
-    loop_fn = jax.jit(make_train_fn(config))
+    loop_fn = jax.jit(engine_fn(config))
     hypers = [with_values(traced(config), {"learning_rate": lr}) for lr in jnp.asarray(LRS)]
     jax.block_until_ready(loop_fn(hypers[0], params0, x, y, keys[0]))  # compile
     start = time.perf_counter()

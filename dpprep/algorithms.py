@@ -2,7 +2,7 @@
 
 ``train(config, params0, (x, y), key) -> (params, metrics)`` runs, per step ``t``:
 
-1. select a batch (``config.sampling``, see :mod:`dpprep.sampling`):
+1. select a batch (the plan's sampler, see :mod:`dpprep.sampling`):
    - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with
      :class:`dpprep.optimizers.L2BallProjection` and ``iterates="average"`` exactly their
      projected, averaged DP-GD);
@@ -20,18 +20,20 @@
      amplification-by-iteration analysis (contractive noisy iteration) assumes plain projected
      SGD with contractive steps: a convex, L-Lipschitz, β-smooth loss (β including the
      regulariser), learning rate ``η ≤ 2/β`` and no binding clipping (``C ≥ L``); momentum, Adam
-     or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``;
-2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; ``clip_norm = inf``: none);
+     or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``, so the plan takes
+     ``smoothness=β`` and the drivers refuse both;
+2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; no clipping only in a
+   non-private plan without a clip bound);
 3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention) and divide by the
    fixed normaliser ``N``: the *expected* batch size ``q·n = batch_size`` (poisson),
    ``batch_size`` (replacement, shuffle), ``n`` (full), 1 (fixed_order); then add the gradient of
    the model's (data-independent) regulariser;
 4. update with an optax transformation scaled by the learning rate.
 
-Steps 2–4 are :func:`dpprep.step.dp_step`: the clipped sum comes from
-:func:`dpprep.clipping.model_clipped_grad` (:func:`dpprep.clipping.clipped_grad` of the model's
-loss, or the GLM fast path), and :func:`update_transform` is the optax chain that privatizes and
-applies it (:func:`dpprep.noise.gaussian_privatizer`, regulariser, optimizer, learning rate); the
+Steps 2–4 are :func:`dpprep.step.apply_step` (what :func:`dpprep.step.dp_step` checks and runs):
+the clipped sum comes from :func:`dpprep.clipping.clipped_grad` of the model (its loss, or the GLM
+fast path), and :func:`update_transform` is the optax chain that privatizes and applies it (the
+plan's Gaussian privatizer, regulariser, optimizer, learning rate); the
 scan adds the sampler, the random stop and (``iterates``) the iterate average
 (:func:`dpprep.optimizers.average_iterates`).
 
@@ -363,13 +365,35 @@ def static_config(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(config, hyper=None, plan=None)
 
 
-def make_train_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Array]]]:
-    """The pure function ``(values, params0, x, y, key) -> (params, metrics)`` of ``config``'s run
-    (``values``: :func:`traced` ``(config)``, possibly with a sweep's values set), for callers that
-    ``jit``/``vmap`` it themselves (e.g. over data as well). It does not validate its inputs: use
-    :func:`check_data`, :func:`check_hyper` and :func:`dpprep.validation.check_key` first."""
+def engine_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Array]]]:
+    """The engine's pure function ``(values, params0, x, y, key) -> (params, metrics)`` of
+    ``config``'s layout, **unchecked**: ``values`` (:class:`Traced`) may hold any noise, so what
+    it runs is not what the plan charges unless the caller makes it so. For the library's own
+    drivers and audits (e.g. an audit that plants too little noise on purpose) and benchmarks;
+    a user's code takes :func:`make_train_fn` or :func:`train`."""
     plan = checked_plan(config)
     return functools.partial(_run, static_config(config), plan.execution)
+
+
+def make_train_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Array]]]:
+    """The pure function ``(params0, x, y, key) -> (params, metrics)`` of ``config``'s run — its
+    plan's noise and clip bound and its hyper's values, checked here — for callers that
+    ``jit``/``vmap`` it themselves (e.g. over data or keys). The data is not checked on each call:
+    use :func:`check_data` (and ``plan.n`` rows) first."""
+    plan = checked_plan(config)
+    values = traced(config)
+    _check_scalars(values, plan)
+    run = functools.partial(_run, static_config(config), plan.execution)
+    return lambda params0, x, y, key: run(values, params0, x, y, key)
+
+
+def _check_scalars(values: Traced, plan: DPPlan) -> None:
+    """The core's values of one run against its plan (what :func:`check_hyper` checks of them)."""
+    lr = np.asarray(values.learning_rate, np.float64)
+    if lr.shape != () or not (np.isfinite(lr) and lr >= 0):
+        raise ValueError(f"learning_rate must be a finite scalar >= 0, got {values.learning_rate!r}")
+    if plan.smoothness is not None and plan.smoothness > 0 and lr > 2.0 / plan.smoothness:
+        raise ValueError(f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g}, got {lr}")
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
@@ -383,7 +407,8 @@ def _numeric(value: Any, name: str) -> np.ndarray:
 
 
 def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collection[str] = (),
-                num_features: int | None = None, extensions: tuple[Extension, ...] = ()) -> dict[str, Any]:
+                num_features: int | None = None, extensions: tuple[Extension, ...] = (),
+                clip_method: str = "auto") -> dict[str, Any]:
     """Host-side checks of a run's (or a grid's) traced values against ``plan``; raises ValueError
     naming the field. Returns what the plan must account: ``{"noise_multiplier": z per point}``
     (the plan's multiplier times the extensions' noise factor, per point when anything swept
@@ -423,6 +448,9 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
             raise ValueError(f"{name} must be a scalar, got shape {shape}; "
                              "to vary it, make it an axis of the sweep")
     arrays = {name: _numeric(getattr(values, name), name) for name in SCALAR_FIELDS}
+    if clip_method == "none" and np.any(np.isfinite(arrays["clip_norm"])):
+        raise ValueError("clip_method='none' computes no per-example gradients: every clip_norm must be inf, "
+                         f"got {values.clip_norm!r}")
     lr = arrays["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
         raise ValueError(f"learning_rate must be finite and >= 0, got {values.learning_rate!r}")
@@ -490,12 +518,18 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
         if first is not None and (x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
             has = f"{x.shape[1]} features" if x.ndim == 2 else f"examples of shape {x.shape[1:]}"
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
-    if model is not None:
+    if model is not None:  # the params and the examples first: reading y's classes applies the model
         check_params(model, params0)
+        check_model_fits(model, params0, x, _label_dtype(model, y))
     targets = check_targets(model, params0, x, y)
-    if model is not None:
-        check_model_fits(model, params0, x, targets.dtype)
     return jnp.asarray(x, jnp.float32), jnp.asarray(targets)
+
+
+def _label_dtype(model: Model, y: np.ndarray) -> Any:
+    """The dtype :func:`dpprep.models.check_targets` gives ``y`` for ``model`` (without applying it)."""
+    if model.target == "class" or (model.target is None and y.dtype.kind in "iub"):
+        return jnp.int32
+    return jnp.float32
 
 
 def check_model_fits(model: Model, params0: Params, x: Any, label_dtype: Any = None) -> None:
@@ -568,7 +602,8 @@ def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
     x, y = check_data(data, params0, config.model)
     checked_plan(config, x.shape[0])
     values = traced(config)
-    charged = check_hyper(values, params0, plan=plan, num_features=x.shape[-1], extensions=config.extensions)
+    charged = check_hyper(values, params0, plan=plan, num_features=x.shape[-1], extensions=config.extensions,
+                          clip_method=config.clip_method)
     if plan.private and float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
         factor = float(np.min(charged["noise_multiplier"])) / plan.noise_multiplier
         raise ValueError(f"an extension scales the noise by {factor:.4g} < 1 on some coordinate: the run adds less "

@@ -90,7 +90,7 @@ from scipy import stats
 
 from dpprep import models
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, Traced, TrainConfig, make_train_fn
+from dpprep.algorithms import Hyper, Traced, TrainConfig, engine_fn
 from dpprep.plan import DPPlan
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
@@ -513,7 +513,7 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                    if sampling == "shuffle" else claimed)
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=white)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
-    train_fn = make_train_fn(tc)
+    train_fn = engine_fn(tc)
     # Gradient (white-box) or feature (final-model) norm canary_norm·C: clipping binds on it, and an
     # honest learner releases C·e_d for it, the shift the scores below are built on.
     canary_x = _canary(cfg, clip * cfg.canary_norm)
@@ -564,7 +564,7 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     z, theoretical = dp_plan.noise_multiplier, dp_plan.epsilon
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
-    train_fn = make_train_fn(tc)
+    train_fn = engine_fn(tc)
     canary_x = _canary(cfg, clip * cfg.canary_norm)  # clipped to C·e_d by an honest learner
     params0 = model.init(None)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
@@ -604,7 +604,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     tc = dataclasses.replace(dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True)
     plan = dp_plan.execution
     theoretical = dp_plan.epsilon
-    train_fn = make_train_fn(tc)
+    train_fn = engine_fn(tc)
     params0 = model.init(None)
     e_d = _canary(cfg, 1.0)
     bg_sum = jnp.asarray(unit_bg.sum(axis=0))
@@ -672,7 +672,7 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     hyper = Traced(cfg.learning_rate, 0.0, lipschitz, extra={
         "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
         "noise_scales": jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]), values["noise_scales"])})
-    train_fn = make_train_fn(tc)
+    train_fn = engine_fn(tc)
     x_bg, _ = background(cfg, key)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
     canary = _canary(cfg, lipschitz * cfg.canary_norm)  # clipped to L·e_u by an honest learner
@@ -728,7 +728,7 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                             neighbouring="replace_one")
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, 1.0)
-    train_fn = make_train_fn(tc)
+    train_fn = engine_fn(tc)
     params0 = model.init(None)
     # The gradient sums differ by Δ (in − out) on every step; project the updates on it.
     g_in, g_out = -(y[:, None] * x_in).sum(0), -(y[:, None] * x_out).sum(0)

@@ -16,8 +16,8 @@ with a PRNG key split per example (``prng_argnum``, e.g. for dropout) and any ot
 >>> [round(float(v), 3) for v in out.grad[:, 0]]       # (42, 56)·1/70 + (0.02, 0): clipped to C = 1
 [0.62, 0.8]
 
-:func:`clipped_grad_sum` is the same for a :class:`~dpprep.models.Model` and an ``(x, y)``
-batch, with two paths that agree (tested to 1e-5 relative):
+The same entry takes a :class:`~dpprep.models.Model` and ``(x, y)`` batches, with two paths that
+agree (tested to 1e-5 relative):
 
 - **fast** (GLMs, ``model.has_fast_path``): a GLM's per-example gradient is the outer product
   ``x_i ⊗ r_i`` (plus ``r_i`` for the bias), whose norm is ``sqrt(||x_i||² + 1)·||r_i||``; the

@@ -98,7 +98,7 @@ class Extension:
     def clipped_grad(self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str
                      ) -> Callable[..., Any] | None:
         """A ``grad_fn(params, (x, y), mask=None) -> ClippedGrad`` replacing the core's
-        :func:`dpprep.clipping.model_clipped_grad` of :meth:`model` (None: the core's)."""
+        :func:`dpprep.clipping.clipped_grad` of :meth:`model` (None: the core's)."""
         del model, values, l2_clip_norm, method
         return None
 

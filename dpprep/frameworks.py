@@ -91,7 +91,7 @@ def from_flax_linen(module: Any, example_x: Any, *, loss: Loss, name: str | None
         raise ValueError("give rngs (the module's random collections) and train_kwarg (its training flag) together")
     sample = jnp.asarray(example_x)[:1]
     flag = {train_kwarg: False} if train_kwarg is not None else {}
-    collections = jax.eval_shape(module.init, jax.random.key(0), sample, **flag)
+    collections = jax.eval_shape(lambda key, xs: module.init(key, xs, **flag), jax.random.key(0), sample)
     extra = sorted(set(collections) - {"params"})
     if extra:
         raise ValueError(f"linen module has mutable collections {extra}; per-example clipping needs a "
@@ -145,8 +145,8 @@ def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
 def _rng_streams(nnx: Any, model: Any) -> list[str]:
     """The names of an nnx module's random streams (e.g. ``["dropout"]``)."""
     names = set()
-    for path, _ in nnx.state(model, nnx.RngKey).flat_state():
-        names.add(str(path[-2]))
+    for _, rng_key in nnx.state(model, nnx.RngKey).flat_state():
+        names.add(str(rng_key.tag))
     return sorted(names)
 
 

@@ -112,7 +112,10 @@ class ExecutionPlan:
         Poisson subsampling at ``q = B/n`` over the steps taken, an assumption, not a proof —
         shuffled batches can leak more, Chua et al. 2024; a warning says so) or
         ``"no_amplification"`` (proven: each record is in one batch per epoch, so the run is
-        ``epochs`` Gaussian releases of multiplier ``z``).
+        ``epochs`` Gaussian releases of multiplier ``z``). That proof holds for neighbours that
+        keep the partition: replace-one (a record replaced in place), or add/remove in its
+        *zero-out* form (a record's gradient replaced by zero in place); adding or removing a
+        record outright shifts every later batch of its epoch, which the bound does not cover.
     """
 
     sampler: str
@@ -280,7 +283,7 @@ class ExecutionPlan:
                 f"shuffled DP-SGD (n={self.n}, B={self.batch_size}, {self.epochs} epochs) is accounted as if "
                 "Poisson-subsampled: the customary number, not a proven guarantee (shuffled batches can leak "
                 "more, Chua et al. 2024). The proven bound, without amplification, is "
-                "ExecutionPlan.create('shuffle', ..., shuffle_bound='no_amplification'); or sample with "
+                "DPPlan.create('shuffle', ..., shuffle_bound='no_amplification'); or sample with "
                 "sampling='poisson'", UserWarning, stacklevel=3)
 
     def _check_iteration(self, fixed_events: tuple[DpEvent, ...],
@@ -335,8 +338,8 @@ def _number(value: object, name: str) -> float:
     """``value`` as a float; TypeError for a non-number (a string, None, an array)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if hasattr(value, "shape") and getattr(value, "shape") != ():
-        raise TypeError(f"{name} must be a scalar, got an array of shape {getattr(value, 'shape')}")
+    if hasattr(value, "shape") and value.shape != ():
+        raise TypeError(f"{name} must be a scalar, got an array of shape {value.shape}")
     return float(value)  # checked above: a number or something with __float__
 
 
@@ -556,6 +559,9 @@ class DPPlan:
         if not self.private:
             return f"no DP guarantee (non-private run requested): {layout}, {clip}"
         how = [f"z={self.noise_multiplier:.6g}"]
+        if ex.sampler == "shuffle":
+            how.append("shuffled epochs accounted as if Poisson (an assumption)" if ex.shuffle_bound == "as_poisson"
+                       else "no amplification (neighbours: replace-one or zero-out)")
         if self.fixed_events:
             how.append(f"{len(self.fixed_events)} private statistic(s)")
         if self.accountant is not None:

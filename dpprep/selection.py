@@ -34,21 +34,22 @@ public, and a neighbouring dataset changes one record of one part (the candidate
 both parts, valid whichever part it fell in; for the count, sensitivity 1 under either relation).
 
 :func:`search_many` runs steps 2–4 for several searches on one split, their candidates packed
-into shared compiled calls; its grids may also set the training noise per point (account such a
-search with :meth:`PrivateSelection.end_to_end_of_grid`).
+into shared compiled calls; its grids may also set the training noise per point (each search is
+then accounted by :meth:`PrivateSelection.end_to_end_of_grid`).
 
 Candidates run as :func:`dpprep.sweeps.sweep_points` over the drawn points (each candidate is a
 "seed" with its own key and its own point, ``per_seed``), in chunks padded to a power of two (or
 to ``chunk_size``), so a selection compiles once per chunk shape, like a grid.
 
->>> from dpprep.plan import ExecutionPlan
->>> plan = ExecutionPlan.create("full", 1000, steps=50)          # DP-GD on the training part
+The selection is its plan's accountant (:meth:`PrivateSelection.plan`): the plan of every
+candidate's run on the training part, its multiplier calibrated for the whole procedure:
+
 >>> selection = PrivateSelection(Repetitions(mean=10, shape=1), score_noise=20.0, validation_size=200)
->>> z = selection.calibrate(plan, 2.0, 1e-5)                     # the whole selection is (2, 1e-5)-DP
->>> round(z, 3), round(plan.epsilon(z, 1e-5), 3)                # one candidate's training alone
-(31.161, 0.833)
->>> selection.epsilon(plan, z, 1e-5) <= 2.0
-True
+>>> plan = selection.plan("full", 1200, steps=50, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5)
+>>> plan.n, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0   # 1000 training rows; all of it (2, 1e-5)-DP
+(1000, 31.161, True)
+>>> round(plan.execution.epsilon(plan.noise_multiplier, 1e-5), 3)  # one candidate's training alone
+0.833
 """
 
 from __future__ import annotations
@@ -435,7 +436,7 @@ class PrivateSelection:
 
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
-            raise ValueError(f"plan must be an ExecutionPlan (PrivateSelection.plan(config, n)), got {type(plan).__name__}")
+            raise ValueError(f"plan must be an ExecutionPlan (PrivateSelection.plan(...).execution), got {type(plan).__name__}")
         schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
         if plan.neighbouring == "replace_one" and schedule.sampling in ("poisson", "shuffle") and schedule.sampling_rate < 1:
             raise ValueError("private selection is accounted by dp-accounting's RDP accountant (the only one with "
@@ -681,7 +682,7 @@ def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any,
     against the plan, the model and the extensions; returns the grid and what each point charges."""
     values = _check_grid(config, grid, noise_levels=noise_levels)
     charged = check_hyper(with_values(values0, values), params0, plan=plan, swept=tuple(values),
-                          num_features=num_features, extensions=config.extensions)
+                          num_features=num_features, extensions=config.extensions, clip_method=config.clip_method)
     return values, charged
 
 

@@ -45,7 +45,6 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from dpprep import models
 from dpprep.algorithms import (
     TrainConfig,
-    Traced,
     _run,
     check_data,
     check_hyper,
@@ -365,7 +364,7 @@ def _sweep_points(
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
     charged = check_hyper(with_values(traced(config), first_seed), params0, plan=dp_plan, swept=names,
-                          num_features=x.shape[-1], extensions=config.extensions)
+                          num_features=x.shape[-1], extensions=config.extensions, clip_method=config.clip_method)
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
@@ -515,9 +514,11 @@ def sweep_datasets(
     first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
     base_values = traced(config)
     by_unit = check_hyper(with_values(base_values, {**unit_points, **first(points)}), params0, plan=dp_plan,
-                          swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions)
+                          swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions,
+                          clip_method=config.clip_method)
     by_point = check_hyper(with_values(base_values, {**first(unit_points), **points}), params0, plan=dp_plan,
-                           swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions)
+                           swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions,
+                           clip_method=config.clip_method)
     epsilon = _grid_epsilons(dp_plan, by_unit, by_point, num_units, _point_count(points))
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")

@@ -23,7 +23,6 @@ import pandas as pd
 from dpprep import dpsgdf
 from dpprep.accounting import dp
 from dpprep.plan import ExecutionPlan
-from dpprep.models import softmax_regression
 from experiments.results import Comparison, write_csv
 from experiments import RunContext, main_for
 

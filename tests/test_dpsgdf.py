@@ -72,7 +72,8 @@ def test_bias_correction_identity_c7():
 def test_gradient_norm_closed_form_c8():
     """‖g_i‖ = ‖r_i‖·sqrt(‖x'_i‖² + 1) on x' = C_F·x̃ − μ̂, against autodiff with vmap."""
     model = models.softmax_regression(D, K)
-    params = {"w": jnp.asarray(RNG.normal(size=(D, K)) * 0.1, jnp.float32), "b": jnp.asarray(RNG.normal(size=K), jnp.float32)}
+    params = {"w": jnp.asarray(RNG.normal(size=(D, K)) * 0.1, jnp.float32),
+              "b": jnp.asarray(RNG.normal(size=K), jnp.float32)}
     unit = jnp.asarray(dpsgdf.unit_normalize(X))
     mu = jnp.asarray(10.0 * np.asarray(unit).mean(0) + RNG.normal(size=D) * 0.1, jnp.float32)
     shifted = 10.0 * unit - mu

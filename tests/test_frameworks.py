@@ -252,8 +252,7 @@ def test_dropout_gives_each_example_its_own_key(framework):
     # Same key, same run; another key, other masks (the batches and the noise are not random here).
     again, _ = train(config, params0, (x, y), jax.random.key(0))
     other, _ = train(config, params0, (x, y), jax.random.key(1))
-    for a, b, c in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(again),
-                       jax.tree_util.tree_leaves(other)):
+    for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(again)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert not all(np.array_equal(np.asarray(a), np.asarray(c))
                    for a, c in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(other)))
@@ -289,7 +288,7 @@ def test_dropout_model_trains_privately_through_train_and_the_sweeps(framework):
     assert acc.shape == (2, 2) and np.all(acc[:, 1] >= 0.9) and np.all(acc[:, 0] == before)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(result.params)):
         np.testing.assert_allclose(np.asarray(b)[0, 1], np.asarray(a), rtol=1e-5, atol=1e-6)
-    assert acc[0, 1] == after
+    assert abs(acc[0, 1] - after) <= 1 / len(y_test)  # the same model, up to float32 summation order
 
     first = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))
     second = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))

@@ -17,7 +17,7 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from dpprep import algorithms, models, sampling
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, Traced, train
+from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.plan import DPPlan, ExecutionPlan
 
@@ -51,7 +51,7 @@ def _scanned_steps(config: TrainConfig, n: int, d: int) -> int:
     evaluation: nothing is compiled or computed)."""
     model = config.model
     assert config.plan.n == n
-    out = jax.eval_shape(algorithms.make_train_fn(config), Traced(0.1, 1.0, 1.0), model.init(None),
+    out = jax.eval_shape(algorithms.make_train_fn(config), model.init(None),
                          jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((n,), jnp.float32),
                          jax.random.PRNGKey(0))
     return out[1]["batch_size"].shape[0]
@@ -101,7 +101,7 @@ def test_scan_length_equals_steps_accounted(sampling_name, kwargs, expected_step
 def test_issue_case_shuffle_60000_1024_40_epochs_is_2360_steps():
     """The issue's case, without training at that size: 40 epochs of ⌈60000/1024⌉ = 59 batches
     are scanned and charged."""
-    config = TrainConfig(MODEL, None, DPPlan.non_private("shuffle", 60_000, batch_size=1024, epochs=40))
+    config = TrainConfig(MODEL, HYPER, DPPlan.non_private("shuffle", 60_000, batch_size=1024, epochs=40))
     plan = config.plan.execution
     assert _check_event(plan, "shuffle", 1024) == plan.steps == 2360
     assert _scanned_steps(config, 60_000, D) == 2360

@@ -469,6 +469,13 @@ def test_memory_budget_and_on_chunk_are_checked():
                             on_chunk="print")  # type: ignore[arg-type]
 
 
-def test_execution_plan_no_amplification_bound_states_its_relation():
-    plan = ExecutionPlan.create("shuffle", 100, batch_size=10, epochs=2, shuffle_bound="no_amplification")
-    assert "replace" in ExecutionPlan.__doc__ and plan.shuffle_bound == "no_amplification"
+def test_the_shuffle_bounds_say_what_they_assume():
+    assert "zero-out" in ExecutionPlan.__doc__  # the relation the no-amplification proof holds for
+    proven = DPPlan.create("shuffle", 100, batch_size=10, epochs=2, l2_clip_norm=1.0, noise_multiplier=2.0,
+                           delta=1e-5, shuffle_bound="no_amplification")
+    assert "no amplification (neighbours: replace-one or zero-out)" in proven.describe()
+    with pytest.warns(UserWarning, match="as if Poisson"):
+        assumed = DPPlan.create("shuffle", 100, batch_size=10, epochs=2, l2_clip_norm=1.0, noise_multiplier=2.0,
+                                delta=1e-5)
+    assert "as if Poisson (an assumption)" in assumed.describe()
+    assert assumed.epsilon < proven.epsilon

@@ -17,8 +17,8 @@ from scipy import optimize, special, stats
 
 from dpprep import models, selection, streams, sweeps
 from dpprep.accounting import dp
-from dpprep.algorithms import Hyper, TrainConfig, train
-from dpprep.plan import ExecutionPlan
+from dpprep.algorithms import Hyper, TrainConfig, static_config, train
+from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.selection import EndToEnd, PrivateSelection, Repetitions
 
 DELTA = 1e-5
@@ -158,7 +158,8 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     # Batches without replacement: dp-accounting's replace-one RDP, the count's multiplier as given.
     wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
     candidate = dp_event.ComposedDpEvent([
-        dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40),
+        dp_event.SelfComposedDpEvent(
+            dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40),
         dp_event.GaussianDpEvent(15.0)])
     accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
     theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA)
@@ -190,7 +191,8 @@ def test_end_to_end_record_names_every_part():
         record.epsilon = 0.0  # type: ignore[misc]
     assert record.charged == ("private statistics", "selection", "training")
     assert record.epsilon == sel.epsilon(plan, 30.0, DELTA)
-    assert record.part("private statistics").epsilon == dp.composed_epsilon([dp.gaussian_event(8.0)], DELTA, options=rdp)
+    statistics = dp.composed_epsilon([dp.gaussian_event(8.0)], DELTA, options=rdp)
+    assert record.part("private statistics").epsilon == statistics
     assert record.part("training").epsilon == plan.epsilon(30.0, DELTA, options=rdp)
     assert record.part("pre-processing").charged is False
     # The whole is composed, not summed: above each part, below their sum.
@@ -263,35 +265,62 @@ X = RNG.normal(size=(300, 3)).astype(np.float32)
 Y = (X @ np.array([1.0, -1.0, 0.5]) > 0).astype(np.int32)
 MODEL = models.logistic_regression(3)
 PARAMS0 = MODEL.init(None)
-CONFIG = TrainConfig(MODEL, Hyper(learning_rate=1.0, clip_norm=1.0), sampling="poisson", batch_size=50, steps=20)
+# Every candidate's run: Poisson batches of 50 (expected), 20 steps, clipped at 1.
+LAYOUT = dict(batch_size=50, steps=20, l2_clip_norm=1.0, delta=DELTA)
 GRID = {"learning_rate": [0.0, 0.5, 2.0]}
+
+
+# A plan accounts its run when it is made: at small multipliers (the refusal tests' z = 1 with
+# E[K] = 3 spends ε ≈ 13; a grid's least noisy z = 0.5, ε ≈ 51) the slack of a Poisson pad that may
+# overflow, (1 + e^ε)·E[K]·p, would leave nothing of δ, so those plans pad to every row (p = 0).
+WHOLE_PAD = dict(max_overflow_prob=1e-30)
+
+
+def _config(sel, n=300, model=MODEL, **noise):
+    """A selection's config: its plan is ``sel.plan`` on the n rows (candidates train on
+    n − validation_size), at ``noise_multiplier=z`` or calibrated to ``target_epsilon``."""
+    return TrainConfig(model, Hyper(learning_rate=1.0), sel.plan("poisson", n, **LAYOUT, **noise))
+
+
+def _plain(n=200, noise_multiplier=1.0, **options):
+    """A plain private plan's config on n rows (no selection accounting)."""
+    options = {**LAYOUT, **options}
+    return TrainConfig(MODEL, Hyper(learning_rate=1.0),
+                       DPPlan.create("poisson", n, noise_multiplier=noise_multiplier, **options))
 
 
 def test_a_single_candidate_is_a_plain_run():
     sel = _selection(1.0, 1.0, 2.0, validation_size=80)
     key = jax.random.key(11)
-    result = selection.select(CONFIG, PARAMS0, (X, Y), key, GRID, selection=sel, noise_multiplier=1.5, delta=DELTA)
+    chosen = _config(sel, noise_multiplier=1.5)
+    assert chosen.plan.n == 220 and chosen.plan.noise_multiplier == 1.5
+    result = selection.select(chosen, PARAMS0, (X, Y), key, GRID)
     assert result.diagnostics["num_candidates"] == 1
     (x_train, y_train), (x_val, y_val) = selection.split((X, Y), 80, key)
     assert len(x_train) == 220 and len(x_val) == 80
     lr = float(result.point["learning_rate"])
     assert lr in GRID["learning_rate"]
-    config = dataclasses.replace(CONFIG, hyper=Hyper(learning_rate=lr, noise_multiplier=1.5, clip_norm=1.0))
+    config = dataclasses.replace(_plain(220, 1.5), hyper=Hyper(learning_rate=lr))
+    assert config.plan.execution == chosen.plan.execution  # the same run, accounted alone
     params, _ = train(config, PARAMS0, (x_train, y_train), selection.candidate_key(key, 0))
     for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(params)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
     correct = round(float(sweeps.evaluate(MODEL, params, x_val, y_val)["accuracy"]) * 80)
     noise = float(jax.random.normal(streams.stream(selection.candidate_key(key, 0), selection.SCORE)))
     assert result.score == pytest.approx((correct + 2.0 * noise) / 80, rel=1e-12)
-    assert result.accounting.epsilon == sel.epsilon(sel.plan(CONFIG, 300), 1.5, DELTA)
+    assert result.noise_multiplier == 1.5
+    assert result.accounting.epsilon == sel.epsilon(chosen.plan.execution, 1.5, DELTA) == chosen.plan.epsilon
 
 
 def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
     sel = _selection(6.0, 1.0, 5.0, validation_size=100)
+    config = _config(sel, target_epsilon=4.0)
+    # The plan calibrates z for the whole procedure, with the selection as its accountant.
+    assert config.plan.noise_multiplier == sel.calibrate(config.plan.execution, 4.0, DELTA)
     seen = []
     for seed in range(3):  # K = 15, 5, 3
-        result = selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(seed), GRID, selection=sel,
-                                  target_epsilon=4.0, delta=DELTA, chunk_size=4)
+        result = selection.select(config, PARAMS0, (X, Y), jax.random.key(seed), GRID, chunk_size=4)
+        assert result.noise_multiplier == config.plan.noise_multiplier
         d = result.diagnostics
         k = d["num_candidates"]
         seen.append(k)
@@ -304,8 +333,7 @@ def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
             assert d["grid_indices"][d["best"]] > 0
         assert result.accounting.epsilon <= 4.0
     assert len(set(seen)) > 1 and max(seen) > 4  # several K, and several chunks
-    static = dataclasses.replace(CONFIG, hyper=None)
-    fn = sweeps._compiled(static, sel.plan(CONFIG, 300), ("learning_rate",), True, True, (True,), False)
+    fn = sweeps._compiled(static_config(config), config.plan.execution, ("learning_rate",), True, True, (True,), False)
     assert fn._cache_size() == 1  # every chunk of every draw: one compilation
 
 
@@ -313,8 +341,7 @@ def test_poisson_k_may_be_zero():
     sel = _selection(1.0, math.inf, 1.0)
     keys = [s for s in range(40) if Repetitions(1.0, math.inf).sample(streams.stream(jax.random.key(s),
                                                                                      selection.NUM_CANDIDATES)) == 0]
-    result = selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(keys[0]), GRID, selection=sel,
-                              noise_multiplier=2.0, delta=DELTA)
+    result = selection.select(_config(sel, noise_multiplier=2.0), PARAMS0, (X, Y), jax.random.key(keys[0]), GRID)
     assert result.params is None and result.point is None and result.score is None
     assert result.diagnostics["num_candidates"] == 0
 
@@ -340,9 +367,9 @@ def no_training(monkeypatch):
     ({"learning_rate": [-1.0]}, "learning_rate"),
 ])
 def test_bad_grids_are_refused(no_training, grid, match):
+    config = _config(_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, **WHOLE_PAD)
     with pytest.raises(ValueError, match=match):
-        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), grid, selection=_selection(3.0, 1.0, 2.0),
-                         noise_multiplier=1.0, delta=DELTA)
+        selection.select(config, PARAMS0, (X, Y), jax.random.key(0), grid)
 
 
 def test_bad_selections_are_refused(no_training):
@@ -356,50 +383,74 @@ def test_bad_selections_are_refused(no_training):
         PrivateSelection(Repetitions(3.0), 0.0, 50)
     with pytest.raises(ValueError, match="validation_size"):
         PrivateSelection(Repetitions(3.0), 1.0, 0)
-    for size in (300, 301):
+    for size in (300, 301):  # the selection's plan on the 300 rows leaves nothing to train on
         with pytest.raises(ValueError, match="validation_size"):
-            selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID,
-                             selection=_selection(3.0, 1.0, 2.0, validation_size=size), noise_multiplier=1.0, delta=DELTA)
-    with pytest.raises(ValueError, match="target_epsilon"):
-        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID, selection=_selection(10.0, 1.0, 0.5),
-                         target_epsilon=1.0, delta=DELTA)
+            config = _config(_selection(3.0, 1.0, 2.0, validation_size=size), noise_multiplier=1.0, **WHOLE_PAD)
+            selection.select(config, PARAMS0, (X, Y), jax.random.key(0), GRID)
+    # A plan made for another number of rows than the data's (400 − 300 = 100 training rows, not 0).
+    other = _config(_selection(3.0, 1.0, 2.0, validation_size=300), n=400, noise_multiplier=1.0, **WHOLE_PAD)
+    with pytest.raises(ValueError, match="validation rows"):
+        selection.select(other, PARAMS0, (X, Y), jax.random.key(0), GRID)
+    with pytest.raises(ValueError, match="target_epsilon"):  # the scores alone cost more
+        selection.select(_config(_selection(10.0, 1.0, 0.5), target_epsilon=1.0), PARAMS0, (X, Y),
+                         jax.random.key(0), GRID)
     with pytest.raises(ValueError, match="exactly one"):
-        selection.select(CONFIG, PARAMS0, (X, Y), jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0),
-                         delta=DELTA)
-    regression = TrainConfig(models.linear_regression(3), Hyper(learning_rate=1.0, clip_norm=1.0), batch_size=50, steps=5)
+        selection.select(_config(_selection(3.0, 1.0, 2.0)), PARAMS0, (X, Y), jax.random.key(0), GRID)
+    regression = _config(_selection(3.0, 1.0, 2.0), model=models.linear_regression(3), noise_multiplier=1.0,
+                         **WHOLE_PAD)
     with pytest.raises(ValueError, match="classifier"):
         selection.select(regression, models.linear_regression(3).init(None), (X, Y.astype(np.float32)),
-                         jax.random.key(0), GRID, selection=_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, delta=DELTA)
+                         jax.random.key(0), GRID)
 
 
 
 def _both_entry_points(config, sel, params0=PARAMS0, data=(X, Y)):
-    """select and search_many on the same config and selection (one shared check refuses both)."""
+    """select and search_many on the same config and selection (one shared check refuses both):
+    the config's plan is the selection's, on the 200 training rows of the 300."""
     train_part, validation = selection.split(data, 100, jax.random.key(0))
-    yield lambda: selection.select(config, params0, data, jax.random.key(0), GRID, selection=sel,
-                                   noise_multiplier=1.0, delta=DELTA)
+    yield lambda: selection.select(config, params0, data, jax.random.key(0), GRID)
     yield lambda: selection.search_many(config, params0, train_part, validation,
                                         [selection.Search(jax.random.key(0), GRID)], selection=sel)
+
+
+def _selection_config(sel, model=MODEL):
+    # DPPlan.create with the selection as accountant is what sel.plan("poisson", 300, ...) makes, for
+    # any validation_size (sel.plan itself needs more rows than 2^23 validation rows).
+    plan = DPPlan.create("poisson", 200, noise_multiplier=1.0, accountant=sel, **LAYOUT, **WHOLE_PAD)
+    return TrainConfig(model, Hyper(learning_rate=1.0), plan)
 
 
 @pytest.mark.parametrize("change, match", [
     ({"hyper": None}, "config.hyper is required"),
     ({"iterates": "both"}, "iterates='both'"),
-    ({"selection": "not a selection"}, "must be a PrivateSelection"),
     ({"selection": PrivateSelection(Repetitions(3.0), 1.0, 2**23)}, "below 2\\^23"),
 ])
 def test_select_and_search_many_refuse_the_same_configs(no_training, change, match):
     sel = change.get("selection", _selection(3.0, 1.0, 2.0))
-    config = dataclasses.replace(CONFIG, **{k: v for k, v in change.items() if k != "selection"})
+    config = dataclasses.replace(_selection_config(sel), **{k: v for k, v in change.items() if k != "selection"})
     for run in _both_entry_points(config, sel):
         with pytest.raises(ValueError, match=match):
             run()
 
 
+def test_select_needs_a_selections_plan_and_search_many_a_selection(no_training):
+    """select reads the selection from its plan (a plain plan's ε would not cover the selection);
+    search_many takes it as an argument."""
+    train_part, validation = selection.split((X, Y), 100, jax.random.key(0))
+    non_private = TrainConfig(MODEL, Hyper(1.0), DPPlan.non_private("poisson", 200, batch_size=50, steps=20))
+    for config in (_plain(), non_private):
+        with pytest.raises(ValueError, match="selection's plan"):
+            selection.select(config, PARAMS0, (X, Y), jax.random.key(0), GRID)
+    with pytest.raises(TypeError, match="must be a PrivateSelection"):
+        selection.search_many(_plain(), PARAMS0, train_part, validation, [selection.Search(jax.random.key(0), GRID)],
+                              selection="not a selection")  # type: ignore[arg-type]
+
+
 def test_select_and_search_many_refuse_a_regression_model(no_training):
     regression = models.linear_regression(3)
-    config = TrainConfig(regression, Hyper(learning_rate=1.0, clip_norm=1.0), batch_size=50, steps=5)
-    for run in _both_entry_points(config, _selection(3.0, 1.0, 2.0), regression.init(None), (X, Y.astype(np.float32))):
+    sel = _selection(3.0, 1.0, 2.0)
+    config = _selection_config(sel, regression)
+    for run in _both_entry_points(config, sel, regression.init(None), (X, Y.astype(np.float32))):
         with pytest.raises(ValueError, match="classifier"):
             run()
 
@@ -444,12 +495,12 @@ def test_one_search_is_select_bitwise():
     """search_many with one Search on select's split is select: same candidates, scores and model."""
     sel = _selection(6.0, 1.0, 5.0, validation_size=100)
     key = jax.random.key(1)
-    chosen = selection.select(CONFIG, PARAMS0, (X, Y), key, GRID, selection=sel, noise_multiplier=1.5, delta=DELTA,
-                              chunk_size=4)
+    chosen = selection.select(_config(sel, noise_multiplier=1.5), PARAMS0, (X, Y), key, GRID, chunk_size=4)
     train_part, validation = selection.split((X, Y), 100, key)
-    config = dataclasses.replace(CONFIG, hyper=Hyper(learning_rate=1.0, clip_norm=1.0, noise_multiplier=1.5))
-    (found,) = selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
-                                     chunk_size=4)
+    config = _plain(200, 1.5)
+    (found,) = selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)],
+                                     selection=sel, chunk_size=4)
+    assert found.accounting.epsilon == chosen.accounting.epsilon  # one noise level: the same account
     assert found.diagnostics["num_candidates"] == chosen.diagnostics["num_candidates"] > 4
     np.testing.assert_array_equal(found.diagnostics["noisy_scores"], chosen.diagnostics["noisy_scores"])
     assert found.score == chosen.score and GRID["learning_rate"][found.index] == chosen.point["learning_rate"]
@@ -464,25 +515,28 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
     train_part, validation = selection.split((X, Y), 100, jax.random.key(5))
     grid = {"noise_multiplier": [0.5, 4.0, 20.0], "learning_rate": [1.0, 1.0, 0.5]}
     searches = [selection.Search(jax.random.key(20 + i), grid) for i in range(3)]
-    packed = selection.search_many(CONFIG, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2)
+    config = _plain(200, 1.0, **WHOLE_PAD)  # every point sets its own noise (checked and accounted against this plan)
+    packed = selection.search_many(config, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2)
     assert sum(r.diagnostics["num_candidates"] for r in packed) > 3
     for search, got in zip(searches, packed):
-        (alone,) = selection.search_many(CONFIG, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8)
+        (alone,) = selection.search_many(config, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8)
         np.testing.assert_array_equal(got.diagnostics["noisy_scores"], alone.diagnostics["noisy_scores"])
         assert got.index == alone.index
+        assert got.accounting.epsilon == sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon  # least noisy
         best = got.diagnostics["best"]
-        hyper = Hyper(learning_rate=grid["learning_rate"][got.index], clip_norm=1.0,
-                      noise_multiplier=grid["noise_multiplier"][got.index])
-        params, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, train_part, selection.candidate_key(search.key, best))
+        point = _plain(200, grid["noise_multiplier"][got.index], **WHOLE_PAD)
+        point = dataclasses.replace(point, hyper=Hyper(learning_rate=grid["learning_rate"][got.index]))
+        params, _ = train(point, PARAMS0, train_part, selection.candidate_key(search.key, best))
         for a, b in zip(jax.tree_util.tree_leaves(got.params), jax.tree_util.tree_leaves(params)):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
 
 
 def test_a_grid_of_noise_levels_is_charged_at_the_least_noisy():
     sel = _selection(4.0, 1.0, 20.0, validation_size=100)
-    plan = sel.plan(CONFIG, 300)
+    at_least_noisy = _config(sel, noise_multiplier=1.2).plan
+    plan = at_least_noisy.execution  # the candidates' run on the 200 training rows
     account = sel.end_to_end_of_grid(plan, [3.0, 1.2, 8.0], DELTA)
-    assert account.epsilon == sel.epsilon(plan, 1.2, DELTA)
+    assert account.epsilon == sel.epsilon(plan, 1.2, DELTA) == at_least_noisy.epsilon
     assert account.epsilon > sel.end_to_end_of_grid(plan, [3.0, 8.0], DELTA).epsilon
     assert "least noisy, z = 1.2" in account.part("training").note
     for bad in ([], [1.0, 0.0], [1.0, math.nan]):
@@ -494,16 +548,18 @@ def test_bad_searches_are_refused(no_training):
     sel = _selection(3.0, 1.0, 2.0, validation_size=100)
     train_part, validation = selection.split((X, Y), 100, jax.random.key(0))
     key = jax.random.key(0)
+    config = _plain(200, 1.0, **WHOLE_PAD)
     with pytest.raises(ValueError, match="searches"):
-        selection.search_many(CONFIG, PARAMS0, train_part, validation, [], selection=sel)
+        selection.search_many(config, PARAMS0, train_part, validation, [], selection=sel)
     with pytest.raises(ValueError, match="same fields"):
-        selection.search_many(CONFIG, PARAMS0, train_part, validation,
+        selection.search_many(config, PARAMS0, train_part, validation,
                               [selection.Search(key, GRID), selection.Search(key, {"clip_norm": [1.0]})], selection=sel)
     with pytest.raises(ValueError, match="validation_size"):
-        selection.search_many(CONFIG, PARAMS0, train_part, (X[:50], Y[:50]), [selection.Search(key, GRID)], selection=sel)
+        selection.search_many(config, PARAMS0, train_part, (X[:50], Y[:50]), [selection.Search(key, GRID)],
+                              selection=sel)
     with pytest.raises(ValueError, match="chunk_size"):
-        selection.search_many(CONFIG, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
+        selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
                               chunk_size=0)
     with pytest.raises(ValueError, match="learning_rate"):
-        selection.search_many(CONFIG, PARAMS0, train_part, validation, [selection.Search(key, {"learning_rate": [-1.0]})],
-                              selection=sel)
+        selection.search_many(config, PARAMS0, train_part, validation,
+                              [selection.Search(key, {"learning_rate": [-1.0]})], selection=sel)

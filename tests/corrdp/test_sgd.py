@@ -73,7 +73,8 @@ def test_semi_is_exactly_noiseless_on_u_and_eq5_placement_on_w1_rows_and_b1():
     # CorrDP: the noise on the U rows shrinks by sqrt(factor) relative to the same draw at factor 1
     # (the noise key is shared, so the per-row ratio to a Standard run is exact).
     std = sgd.sweep(cfg, p0, data, jax.random.split(jax.random.key(1), 1),
-                    [sgd.Point("nonprivate", None, 0.0), sgd.Point("standard", 1.0, 1.0, noise.param_factors(p0, np.ones(d)))]).params
+                    [sgd.Point("nonprivate", None, 0.0),
+                     sgd.Point("standard", 1.0, 1.0, noise.param_factors(p0, np.ones(d)))]).params
     dstd = np.asarray(std["w1"][0, 1]) - np.asarray(std["w1"][0, 0])
     np.testing.assert_allclose(diff["w1"][2] / dstd, np.sqrt(cor_col)[:, None] * np.ones((1, hidden)), rtol=1e-4)
     np.testing.assert_allclose((np.asarray(out["b1"][0, 3]) - np.asarray(out["b1"][0, 0])) /
@@ -165,7 +166,8 @@ def test_per_seed_initialisation_matches_separate_runs():
 def dataclasses_replace(cfg, noise_std):
     import dataclasses
 
-    return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, extra={**cfg.hyper.extra, "noise_std": noise_std}))
+    extra = {**cfg.hyper.extra, "noise_std": noise_std}
+    return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, extra=extra))
 
 
 def test_standard_dp_diagnostic_matches_the_analytic_gaussian():
@@ -187,7 +189,8 @@ def test_poisson_and_adam_run():
     p0 = model.init(None)
     cfg = sgd.CorrDPSGD(model, 20, 0.05, 1e-5, sampling="poisson", batch_size=50, optimizer=optax.adam(1.0))
     out = sgd.sweep(cfg, p0, (x, y), jax.random.split(jax.random.key(0), 2),
-                    [sgd.Point("standard", 1.0, 1e-3, noise.param_factors(p0, np.ones(4))), sgd.Point("nonprivate", None, 0.0)])
+                    [sgd.Point("standard", 1.0, 1e-3, noise.param_factors(p0, np.ones(4))),
+                     sgd.Point("nonprivate", None, 0.0)])
     assert np.all(np.isfinite(out.params["w"]))
     assert cfg.normaliser(300) == 50
     # Optional projection onto the L2 ball (global norm, bias included).
@@ -215,7 +218,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"noise_factors\['w'\]"):
         sgd.point_values(cfg, p0, 10, [sgd.Point("standard", 1.0, 1.0, {"w": np.ones((4, 1))})])
     with pytest.raises(ValueError, match="feature_scale"):
-        sgd.point_values(cfg, p0, 10, [sgd.Point("a", 1.0, 1.0), sgd.Point("partial", None, 0.0, feature_scale=np.ones(3))])
+        sgd.point_values(cfg, p0, 10,
+                         [sgd.Point("a", 1.0, 1.0), sgd.Point("partial", None, 0.0, feature_scale=np.ones(3))])
 
 
 def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
@@ -233,8 +237,8 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
         runs[method], _ = algorithms.train(cfg, p0, data, jax.random.key(1))
     for leaf in p0:
         np.testing.assert_allclose(np.asarray(runs["none"][leaf]), np.asarray(runs["vmap"][leaf]), rtol=1e-5, atol=1e-6)
-    bad = algorithms.TrainConfig(model, algorithms.Hyper(0.1), DPPlan.non_private("full", 50, steps=1, l2_clip_norm=1.0),
-                                 clip_method="none")
+    clipped = DPPlan.non_private("full", 50, steps=1, l2_clip_norm=1.0)
+    bad = algorithms.TrainConfig(model, algorithms.Hyper(0.1), clipped, clip_method="none")
     with pytest.raises(ValueError, match="clip_method='none'"):
         algorithms.train(bad, p0, data, jax.random.key(1))
     with pytest.raises(ValueError, match="clip_method='none'"):
