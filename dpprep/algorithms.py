@@ -1,6 +1,7 @@
 """Private (and non-private) gradient learners as one pure, jit-once ``lax.scan`` engine.
 
-``train(config, params0, (x, y), key) -> (params, metrics)`` runs, per step ``t``:
+``train(config, params0, (x, y), key) -> (params, metrics)`` runs (``x``: an array with a leading
+example axis, or a dict of them; :func:`check_inputs`), per step ``t``:
 
 1. select a batch (the plan's sampler, see :mod:`dpprep.sampling`):
    - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with
@@ -98,7 +99,7 @@ from dpprep.extensions import Extension
 from dpprep.models import Array, Model, Params, check_targets
 from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.step import apply_step
-from dpprep.validation import check_finite_array, check_key, check_same_length
+from dpprep.validation import check_finite_array, check_key
 
 # The engine's traced scalar fields: the learning rate (Hyper's) and the noise multiplier and clip
 # bound (the plan's; a sweep may vary them point by point, each point accounted).
@@ -322,7 +323,7 @@ def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Para
     def step(carry, t):
         params, opt_state = carry
         idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
-        xb, yb = (x, y) if idx is None else (x[idx], y[idx])
+        xb, yb = (x, y) if idx is None else (jax.tree_util.tree_map(lambda a: a[idx], x), y[idx])
         step_grad_fn = grad_fn
         if config.model.stochastic:  # this step's key, split per example by the clipping
             step_grad_fn = functools.partial(grad_fn, key=jax.random.fold_in(k_model, t))
@@ -502,27 +503,87 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
     (:func:`dpprep.models.check_targets`); all checked abstractly, before any compilation."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
-    x = check_finite_array(data[0], "x", float32=True)
-    if x.ndim < 2:
-        raise ValueError(f"x must have a leading example axis and the examples' axes (e.g. (n, d)), "
-                         f"got shape {x.shape}")
+    x = check_inputs(data[0])
     y = check_finite_array(data[1], "y", ndim=1, float32=True)
-    check_same_length(x, y, "x", "y")
-    if x.shape[0] == 0:
-        raise ValueError("x must contain at least one example")
+    if rows(x) != y.shape[0]:
+        raise ValueError(f"x and y must have the same number of rows, got {rows(x)} and {y.shape[0]}")
     for leaf in jax.tree_util.tree_leaves(params0):
         check_finite_array(leaf, "params0")
     if model is None or model.has_fast_path:
         # GLMs (and model-less callers): params["w"] is (d, k) and x is (n, d).
         first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
-        if first is not None and (x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
-            has = f"{x.shape[1]} features" if x.ndim == 2 else f"examples of shape {x.shape[1:]}"
+        if first is not None and (not isinstance(x, np.ndarray) or x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
+            has = (f"{x.shape[1]} features" if isinstance(x, np.ndarray) and x.ndim == 2
+                   else f"examples of shape {example_shape(x)}")
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
     if model is not None:  # the params and the examples first: reading y's classes applies the model
         check_params(model, params0)
         check_model_fits(model, params0, x, _label_dtype(model, y))
     targets = check_targets(model, params0, x, y)
-    return jnp.asarray(x, jnp.float32), jnp.asarray(targets)
+    return _as_jax(x), jnp.asarray(targets)
+
+
+def check_inputs(x: Any, name: str = "x") -> Any:
+    """The examples' inputs, checked on the host: an array with a leading example axis (any example
+    shape: ``(n, d)`` for GLMs, e.g. ``(n, 28, 28, 1)`` for a CNN; float32 range) or a dict of such
+    arrays sharing that axis (a model with several inputs; integer leaves, e.g. token ids, stay
+    integers). Returned as numpy (a dict of numpy arrays)."""
+    if isinstance(x, dict):
+        if not x:
+            raise ValueError(f"{name} is an empty dict: it needs at least one input array")
+        out = {}
+        for key, leaf in x.items():
+            arr = check_finite_array(leaf, f"{name}[{key!r}]", float32=True)
+            if arr.ndim < 1:
+                raise ValueError(f"{name}[{key!r}] is a scalar; every input needs a leading example axis")
+            out[key] = arr
+        sizes = {k: a.shape[0] for k, a in out.items()}
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"the inputs of {name} disagree on the example axis: {sizes}")
+        if next(iter(sizes.values())) == 0:
+            raise ValueError(f"{name} must contain at least one example")
+        return out
+    arr = check_finite_array(x, name, float32=True)
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have a leading example axis and the examples' axes (e.g. (n, d)), "
+                         f"got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must contain at least one example")
+    return arr
+
+
+def rows(x: Any) -> int:
+    """The number of examples of checked inputs (:func:`check_inputs`)."""
+    return int(np.shape(next(iter(x.values())) if isinstance(x, dict) else x)[0])
+
+
+def example_shape(x: Any) -> Any:
+    """One example's shape: a tuple, or a dict of them for dict inputs."""
+    if isinstance(x, dict):
+        return {k: tuple(np.shape(a)[1:]) for k, a in x.items()}
+    return tuple(np.shape(x)[1:])
+
+
+def num_features(x: Any) -> int | None:
+    """``d`` of ``(n, d)`` array inputs (what feature-shaped extension fields are checked
+    against); None for other inputs."""
+    return int(np.shape(x)[-1]) if not isinstance(x, dict) and np.ndim(x) >= 2 else None
+
+
+def _as_jax(x: Any) -> Any:
+    """Inputs on the device: floating (and array) inputs as float32, integer leaves of dict inputs
+    as int32."""
+    if not isinstance(x, dict):
+        return jnp.asarray(x, jnp.float32)
+    return {k: jnp.asarray(a, jnp.int32 if a.dtype.kind in "iub" else jnp.float32) for k, a in x.items()}
+
+
+def _example_structs(x: Any, count: int) -> Any:
+    """``count`` abstract examples of ``x``'s shape and dtype (for abstract evaluation)."""
+    if isinstance(x, dict):
+        return {k: jax.ShapeDtypeStruct((count, *np.shape(a)[1:]), jnp.int32 if np.asarray(a).dtype.kind in "iub"
+                                        else jnp.float32) for k, a in x.items()}
+    return jax.ShapeDtypeStruct((count, *np.shape(x)[1:]), jnp.float32)
 
 
 def _label_dtype(model: Model, y: np.ndarray) -> Any:
@@ -537,11 +598,11 @@ def check_model_fits(model: Model, params0: Params, x: Any, label_dtype: Any = N
     examples and ``model.per_example_loss`` returns one scalar per example, on labels of the
     dtype the run will feed it (``label_dtype``; default: int32 for class targets, else
     float32); ValueError naming the problem."""
-    example = jax.ShapeDtypeStruct((2, *np.shape(x)[1:]), jnp.float32)
+    example = _example_structs(x, 2)
     try:
         out = jax.eval_shape(model.apply, params0, example)
     except Exception as err:  # any tracing error of user code: say where it came from
-        raise ValueError(f"model {model.name!r} cannot be applied to examples of shape {np.shape(x)[1:]} "
+        raise ValueError(f"model {model.name!r} cannot be applied to examples of shape {example_shape(x)} "
                          f"with these params: {type(err).__name__}: {err}") from err
     if label_dtype is None:
         label_dtype = jnp.int32 if model.target == "class" else jnp.float32
@@ -600,9 +661,9 @@ def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
     plan's epsilon would not cover the run."""
     plan = checked_plan(config)
     x, y = check_data(data, params0, config.model)
-    checked_plan(config, x.shape[0])
+    checked_plan(config, rows(x))
     values = traced(config)
-    charged = check_hyper(values, params0, plan=plan, num_features=x.shape[-1], extensions=config.extensions,
+    charged = check_hyper(values, params0, plan=plan, num_features=num_features(x), extensions=config.extensions,
                           clip_method=config.clip_method)
     if plan.private and float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
         factor = float(np.min(charged["noise_multiplier"])) / plan.noise_multiplier
@@ -669,9 +730,9 @@ def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, tar
     >>> out.epsilon <= 1.0, out.plan.steps
     (True, 50)
     """
-    n = int(np.shape(data[0])[0]) if isinstance(data, (tuple, list)) and len(data) == 2 else None
-    if n is None:
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
+    n = rows(check_inputs(data[0]))
     plan = DPPlan.create(sampling, n, batch_size=batch_size, epochs=epochs, steps=steps, l2_clip_norm=l2_clip_norm,
                          target_epsilon=target_epsilon, delta=delta)
     config = TrainConfig(model, Hyper(learning_rate), plan, optimizer=optimizer, **options)

@@ -269,7 +269,7 @@ def mlp(
 def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
-    (shape ``(n, ...)``) only gives the input shape from which the number of classes ``K`` (the
+    (shape ``(n, ...)``, or a dict of such inputs) only gives the input shape from which the number of classes ``K`` (the
     output dimension of ``model.apply``) is read. Raises ValueError naming ``y``."""
     y = check_finite_array(y, "y", ndim=1)
     if model is None or model.target is None:
@@ -284,7 +284,10 @@ def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.nda
     if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
         raise ValueError(
             f"y must hold integer class labels for {model.name}, got non-integer {y.dtype} values")
-    out = jax.eval_shape(model.apply, params, jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.float32))
+    example = ({k: jax.ShapeDtypeStruct((1, *np.shape(a)[1:]), jnp.int32 if np.asarray(a).dtype.kind in "iub"
+                                        else jnp.float32) for k, a in x.items()} if isinstance(x, dict)
+               else jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.float32))
+    out = jax.eval_shape(model.apply, params, example)
     num_classes = out.shape[-1]
     if y.size and (y.min() < 0 or y.max() >= num_classes):
         raise ValueError(f"y must hold class labels in [0, {num_classes}) for {model.name}, "

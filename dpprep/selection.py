@@ -69,7 +69,7 @@ from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 from scipy import optimize, stats
 
-from dpprep import streams, sweeps
+from dpprep import algorithms, streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import (
     TrainConfig,
@@ -607,14 +607,15 @@ def split(data: tuple[Any, Any], validation_size: int, key: Array) -> tuple[tupl
     """``((x_train, y_train), (x_validation, y_validation))``: a random permutation of the rows
     from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out."""
     x, y = data
-    n = int(np.shape(x)[0])
+    n = int(np.shape(y)[0])
     if isinstance(validation_size, bool) or not isinstance(validation_size, (int, np.integer)):
         raise TypeError(f"validation_size must be an integer number of rows, got {validation_size!r}")
     if not 1 <= validation_size < n:
         raise ValueError(f"validation_size={validation_size} must be between 1 and n − 1 = {n - 1}")
     order = np.asarray(jax.random.permutation(streams.stream(key, SPLIT), n))
     held, kept = order[:validation_size], order[validation_size:]
-    return (x[kept], y[kept]), (x[held], y[held])
+    take = lambda rows: jax.tree_util.tree_map(lambda a: a[rows], x)  # noqa: E731  (array or dict inputs)
+    return (take(kept), y[kept]), (take(held), y[held])
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -676,7 +677,7 @@ def _check_selection(selection: Any) -> PrivateSelection:
     return selection
 
 
-def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any, params0: Params, num_features: int,
+def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any, params0: Params, num_features: int | None,
                   *, noise_levels: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`_check_grid`, then every point's values (``values0`` with the point's) checked
     against the plan, the model and the extensions; returns the grid and what each point charges."""
@@ -745,11 +746,12 @@ def select(
     _check_selection(selection)
     key = check_key(key)
     x, y = check_data(data, params0, config.model)
-    if x.shape[0] - selection.validation_size != plan.n:
-        raise ValueError(f"the data has {x.shape[0]} rows: {x.shape[0] - selection.validation_size} train after the "
+    n = algorithms.rows(x)
+    if n - selection.validation_size != plan.n:
+        raise ValueError(f"the data has {n} rows: {n - selection.validation_size} train after the "
                          f"{selection.validation_size} validation rows, but the plan was made for n={plan.n} "
                          "(make it with selection.plan(sampling, len(data), ...))")
-    values, charged = _checked_grid(config, plan, values0, grid, params0, x.shape[-1])
+    values, charged = _checked_grid(config, plan, values0, grid, params0, algorithms.num_features(x))
     if float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
         raise ValueError("a grid point (or hyper.extra) lowers an extension's noise below the plan's (noise factor < 1): "
                          "the selection's epsilon, calibrated for the plan's noise, would not cover that candidate")
@@ -810,7 +812,7 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
     compiled call (each candidate a "seed" of :func:`dpprep.sweeps.sweep_points` with its own key
     and point; the last call padded with copies of the last candidate) and scored on ``validation``."""
     names = tuple(searches[0][1])
-    m = int(np.shape(validation[0])[0])
+    m = int(np.shape(validation[1])[0])
     drawn: list[tuple[int, np.ndarray, np.ndarray, Any]] = []  # K, grid indices, score noise, keys
     for key, values in searches:
         num = _num_candidates(selection, key)
@@ -900,15 +902,17 @@ def search_many(
     if not searches or not all(isinstance(s, Search) for s in searches):
         raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
     x, _ = check_data(train, params0, config.model)
-    checked_plan(config, x.shape[0])
+    checked_plan(config, algorithms.rows(x))
     xv, _ = check_data(validation, params0, config.model)
-    if xv.shape[0] != selection.validation_size:
-        raise ValueError(f"validation has {xv.shape[0]} rows, selection.validation_size={selection.validation_size}")
+    if algorithms.rows(xv) != selection.validation_size:
+        raise ValueError(f"validation has {algorithms.rows(xv)} rows, selection.validation_size="
+                         f"{selection.validation_size}")
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     checked: list[tuple[Array, dict[str, Any]]] = []
     accounts: list[EndToEnd | None] = []
     for i, search in enumerate(searches):
-        values, charged = _checked_grid(config, plan, values0, search.grid, params0, x.shape[-1], noise_levels=True)
+        values, charged = _checked_grid(config, plan, values0, search.grid, params0, algorithms.num_features(x),
+                                        noise_levels=True)
         if i and tuple(values) != tuple(checked[0][1]):
             raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
                              f"searches[0] {list(checked[0][1])}")

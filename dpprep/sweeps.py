@@ -42,7 +42,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from dpprep import models
+from dpprep import algorithms, models
 from dpprep.algorithms import (
     TrainConfig,
     _run,
@@ -145,17 +145,23 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
         base, params0, x, y, keys, tuple(values), x_eval, y_eval))
 
 
-def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: int | tuple[int, ...],
+def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: Any,
                      num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
     memory_budget = _check_budget(memory_budget)
-    """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1): a
+    """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1; ``num_features``:
+    an example's shape, or for dict inputs a dict of one abstract example of each input): a
     float32 estimate of the per-point working set (logits/residuals of the padded batch, a
     handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
     test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
-    example_shape = tuple(num_features) if isinstance(num_features, tuple) else (num_features,)
-    num_features = int(np.prod(example_shape))  # values per example
-    out = jax.eval_shape(config.model.apply, params0, jax.ShapeDtypeStruct((1, *example_shape), jnp.float32))
+    if isinstance(num_features, dict):  # dict inputs: one abstract example of each (their shape and dtype)
+        example: Any = num_features
+        num_features = sum(int(np.prod(leaf.shape[1:])) for leaf in num_features.values())
+    else:
+        example_shape = tuple(num_features) if isinstance(num_features, tuple) else (num_features,)
+        example = jax.ShapeDtypeStruct((1, *example_shape), jnp.float32)
+        num_features = int(np.prod(example_shape))  # values per example
+    out = jax.eval_shape(config.model.apply, params0, example)
     k = int(np.prod(out.shape[1:])) or 1
     per_point = 4 * (6 * plan.pad * k + 10 * size + 2 * eval_rows * k + 8 * plan.steps)
     if config.track_params:
@@ -226,8 +232,9 @@ def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int
     if eval_data is None:
         return None, None
     x_eval, y_eval = check_data(eval_data, params0, model)
-    if x_eval.shape[1:] != tuple(example_shape):
-        raise ValueError(f"eval_data has examples of shape {x_eval.shape[1:]}, {data_name} has {tuple(example_shape)}")
+    if algorithms.example_shape(x_eval) != example_shape:
+        raise ValueError(f"eval_data has examples of shape {algorithms.example_shape(x_eval)}, {data_name} has "
+                         f"{example_shape}")
     return x_eval, y_eval
 
 
@@ -341,7 +348,7 @@ def _sweep_points(
         for leaf in jax.tree_util.tree_leaves(stacked_params0):
             check_finite_array(leaf, "params0")
     x, y = check_data(data, params0, config.model)
-    checked_plan(config, x.shape[0])
+    checked_plan(config, algorithms.rows(x))
     if not isinstance(points, Mapping) or not points:
         raise ValueError("points must be a non-empty mapping {Hyper field: values}")
     points = _as_values(config, points)
@@ -364,12 +371,13 @@ def _sweep_points(
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
     charged = check_hyper(with_values(traced(config), first_seed), params0, plan=dp_plan, swept=names,
-                          num_features=x.shape[-1], extensions=config.extensions, clip_method=config.clip_method)
+                          num_features=algorithms.num_features(x), extensions=config.extensions,
+                          clip_method=config.clip_method)
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
                 raise ValueError(f"{name} values must be finite")
-    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, x.shape[1:], "data")
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, algorithms.example_shape(x), "data")
     plan = dp_plan.execution
     static = static_config(config)
     total = _point_count(first_seed)
@@ -377,9 +385,10 @@ def _sweep_points(
     # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
     full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
-        chunk_size = points_per_chunk(config, full_plan, params0, x.shape[1:], keys.shape[0],
+        shape = algorithms._example_structs(x, 1) if isinstance(x, dict) else algorithms.example_shape(x)
+        chunk_size = points_per_chunk(config, full_plan, params0, shape, keys.shape[0],
                                       memory_budget=memory_budget,
-                                      eval_rows=0 if x_eval is None else x_eval.shape[0])
+                                      eval_rows=0 if x_eval is None else algorithms.rows(x_eval))
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), total)
     mesh = _mesh(devices)
     if mesh is not None:  # every device gets the same number of points
@@ -522,7 +531,7 @@ def sweep_datasets(
     epsilon = _grid_epsilons(dp_plan, by_unit, by_point, num_units, _point_count(points))
     if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
-    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, xs.shape[2:], "xs")
+    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, tuple(xs.shape[2:]), "xs")
     plan = dp_plan.execution
     static = static_config(config)
     num_points = _point_count(points)

@@ -479,3 +479,46 @@ def test_the_shuffle_bounds_say_what_they_assume():
                                 delta=1e-5)
     assert "as if Poisson (an assumption)" in assumed.describe()
     assert assumed.epsilon < proven.epsilon
+
+
+# ---------------------------------------------------------------------------------------------
+# One world: any batch pytree and per-example keys through train, the sweeps and selection
+
+
+def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
+    from flax import nnx
+
+    from dpprep import frameworks
+
+    n = 400
+    rng = np.random.default_rng(1)
+    inputs = {"a": rng.normal(size=(n, 3)).astype(np.float32), "tok": rng.integers(0, 5, size=(n, 2))}
+    labels = ((inputs["a"][:, 0] > 0) ^ (inputs["tok"][:, 0] > 2)).astype(np.int32)
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.emb = nnx.Embed(5, 4, rngs=rngs)  # needs integer inputs: the token leaf stays int32
+            self.drop = nnx.Dropout(0.2, rngs=rngs)
+            self.out = nnx.Linear(3 + 8, 2, rngs=rngs)
+
+        def __call__(self, x):
+            tokens = self.emb(x["tok"]).reshape(x["tok"].shape[0], -1)
+            return self.out(self.drop(jnp.concatenate([x["a"], tokens], axis=-1)))
+
+    model = frameworks.from_flax_nnx(Net(nnx.Rngs(0)), loss="softmax_cross_entropy")
+    assert model.stochastic
+    plan = DPPlan.create("poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    config = TrainConfig(model, Hyper(0.5), plan)
+    params, metrics = train(config, model.init(None), (inputs, labels), KEYS[0])
+    assert metrics["epsilon"] == plan.epsilon
+    swept = sweeps.sweep_points(config, model.init(None), (inputs, labels), KEYS, {"learning_rate": [0.5, 1.0]},
+                                eval_data=(inputs, labels))
+    for alone, in_sweep in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(swept.params)):
+        np.testing.assert_allclose(np.asarray(in_sweep)[0, 0], alone, rtol=1e-4, atol=1e-5)  # seed 0, point 0
+    selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=100)
+    splan = selection.plan("poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, target_epsilon=8.0, delta=1e-5)
+    out = select(TrainConfig(model, Hyper(0.5), splan), model.init(None), (inputs, labels), KEY,
+                 {"learning_rate": [0.5, 1.0]})
+    assert out.accounting.epsilon <= 8.0 and out.params is not None
+    with pytest.raises(ValueError, match="disagree on the example axis"):
+        train(config, model.init(None), ({"a": inputs["a"], "tok": inputs["tok"][:-1]}, labels), KEY)
