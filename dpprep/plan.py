@@ -1,21 +1,25 @@
-"""One public plan of a run, read by both the engine and the accountant.
+"""The plan of a run: what it touches (:class:`ExecutionPlan`) and what it guarantees (:class:`DPPlan`).
 
-:class:`ExecutionPlan` fixes everything about a run that decides its privacy: the sampler, the
-dataset size, the (expected) batch size, the number of noisy releases, the padded batch shape,
-the normaliser and the neighbouring relation. :func:`dpprep.algorithms.train` scans exactly
-``plan.steps`` steps of ``plan``, and :meth:`ExecutionPlan.dp_event` charges exactly
-``plan.steps`` steps of the same sampler, so the steps a run makes and the steps the accountant
-charges cannot differ (in the spirit of jax_privacy's execution plan).
+:class:`ExecutionPlan` fixes a run's data access: the sampler, the dataset size, the (expected)
+batch size, the number of noisy releases, the padded batch shape, the normaliser and the
+neighbouring relation. :func:`dpprep.algorithms.train` scans exactly ``plan.steps`` steps of it,
+and :meth:`ExecutionPlan.dp_event` charges exactly ``plan.steps`` steps of the same sampler, so the
+steps a run makes and the steps the accountant charges cannot differ (in the spirit of
+jax_privacy's execution plan):
 
 >>> plan = ExecutionPlan.create("shuffle", 60_000, batch_size=1024, epochs=40)
 >>> plan.steps, plan.dp_event(1.0).count      # 40 epochs of ⌈60000/1024⌉ = 59 batches
 (2360, 2360)
 
-The plan is the one place a run's noise is calibrated (:meth:`ExecutionPlan.calibrate`) and its ε
-read (:meth:`ExecutionPlan.epsilon`): by dp-accounting on its event, composed with fixed events
-(e.g. a private statistic released before training), or by another accounting of the same run
-given as an ``accountant`` (:class:`PlanAccountant`, e.g. a bound for training on pre-processed
-data); the Poisson overflow slack is charged the same way in every case.
+:class:`DPPlan` is the one owner of a run's guarantee: the execution plan, the clip bound, the
+noise (given, or calibrated once, at construction, for a target ``(ε, δ)``), the accounting and
+the ε spent. It hands out everything that must agree with it (the clipped-gradient function, the
+privatizer before an optimizer, the batches, the ``dp_event``), and every driver takes it, so
+nothing restates ``C`` or the noise. The accounting is dp-accounting on the plan's event, composed
+with fixed events (e.g. a private statistic released before training), or another accounting of
+the same run given as an ``accountant`` (:class:`PlanAccountant`: a bound for training on
+pre-processed data, or a private selection accounting the whole procedure); the Poisson overflow
+slack is charged the same way in every case.
 """
 
 from __future__ import annotations
@@ -50,7 +54,10 @@ MAX_STEPS = 2**31 - 1
 class PlanAccountant(Protocol):
     """An accounting of a plan's runs other than dp-accounting on its event (e.g. a theorem for
     training on pre-processed data). ``epsilon`` is decreasing in the multiplier; both answer for
-    the *ideal* run (the plan charges the Poisson overflow slack around them)."""
+    the *ideal* run (the plan charges the Poisson overflow slack around them), unless the
+    accountant has ``accounts_whole_procedure = True`` (e.g. a private selection: it accounts a
+    procedure of many runs, their slack included). An accountant that assumes a Lipschitz bound
+    says so in a ``lipschitz`` attribute, which a :class:`DPPlan` requires to be its clip bound."""
 
     def epsilon(self, plan: "ExecutionPlan", noise_multiplier: float, delta: float) -> float:
         """ε at ``delta`` of ``plan``'s run at multiplier ``z`` (noise std ``z·C`` on each sum)."""

@@ -522,3 +522,16 @@ def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
     assert out.accounting.epsilon <= 8.0 and out.params is not None
     with pytest.raises(ValueError, match="disagree on the example axis"):
         train(config, model.init(None), ({"a": inputs["a"], "tok": inputs["tok"][:-1]}, labels), KEY)
+
+
+def test_make_train_fn_runs_the_config_s_checked_values_only():
+    from dpprep.algorithms import make_train_fn
+
+    plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
+    with pytest.raises(ValueError, match="learning_rate <= 2/β"):
+        make_train_fn(TrainConfig(LOGISTIC, Hyper(100.0), plan))
+    fn = make_train_fn(_config())
+    params, _ = jax.jit(fn)(LOGISTIC.init(None), jnp.asarray(X), jnp.asarray(Y), KEY)
+    expected, _ = train(_config(), LOGISTIC.init(None), (X, Y), KEY)
+    for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
