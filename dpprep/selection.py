@@ -454,6 +454,11 @@ class PrivateSelection:
         return epsilon_with_overflow_slack(self._ideal(list(self.dp_event(plan, noise_multiplier).events), plan), delta,
                                            self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
 
+    def scores_epsilon(self, plan: ExecutionPlan, delta: float) -> float:
+        """ε at ``delta`` of the ``K`` noisy validation scores alone (repeated and selected, no
+        training, no shared statistics): what the scores cost whatever the training noise."""
+        return self._ideal([self.repetitions.dp_event(self.score_event(plan))], plan)(check_delta(delta))
+
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
         shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
@@ -516,7 +521,7 @@ class PrivateSelection:
         options = _rdp(plan)
         alone = epsilon_with_overflow_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
                                             self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
-        scores = self._ideal([self.repetitions.dp_event(self.score_event(plan))], plan)(delta)
+        scores = self.scores_epsilon(plan, delta)
         train = plan.epsilon(noise_multiplier, delta, options=options)
         return EndToEnd(self.epsilon(plan, noise_multiplier, delta), delta, (
             Part("pre-processing", None, False, "none declared"),
@@ -687,22 +692,13 @@ def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any,
     return values, charged
 
 
-def _warn_if_scores_dominate(account: EndToEnd) -> None:
-    """The noisy validation scores alone are part of the selection's cost; say so when they take
-    more than half of the whole budget (the training then gets less than it could)."""
-    selection = account.part("selection")
-    scores = _scores_epsilon(selection.note)
-    if scores is not None and scores > 0.5 * account.epsilon:
+def _warn_if_scores_dominate(account: EndToEnd, scores: float) -> None:
+    """The noisy validation scores alone (``scores``, their ε) are part of the selection's cost;
+    say so when they take more than half of the whole budget (the training then gets less)."""
+    if scores > 0.5 * account.epsilon:
         warnings.warn(f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's "
                       f"{account.epsilon:.4g} (more than half): raise score_noise or lower the mean number of "
                       f"candidates to leave the training more\n{account.describe()}", UserWarning, stacklevel=3)
-
-
-def _scores_epsilon(note: str) -> float | None:
-    marker = "the noisy counts alone cost epsilon = "
-    if marker not in note:
-        return None
-    return float(note.split(marker, 1)[1].split()[0])
 
 
 def select(
@@ -760,7 +756,7 @@ def select(
     z = plan.noise_multiplier
     assert plan.delta is not None
     accounting = selection.end_to_end(plan.execution, z, plan.delta)
-    _warn_if_scores_dominate(accounting)
+    _warn_if_scores_dominate(accounting, selection.scores_epsilon(plan.execution, plan.delta))
     if verbose:
         print(accounting.describe(), file=sys.stderr)
 
@@ -837,8 +833,8 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
                                                *[jax.tree_util.tree_map(lambda v, i=drawn[s][1][j]: np.asarray(v)[i],
                                                                         searches[s][1][name]) for s, j in take])
                   for name in names}
-        result = sweeps._sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
-                                      chunk_size=1, account=False)
+        result = sweeps.sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
+                                     chunk_size=1)
         assert result.evaluation is not None
         acc = np.asarray(result.evaluation["accuracy"], np.float64)[:, 0]
         for c, (s, j) in enumerate(take[:real]):

@@ -68,8 +68,9 @@ MEMORY_BUDGET = 2 * 2**30
 
 class SweepResult(NamedTuple):
     """Leading axes ``(seeds, points)`` on every leaf. ``params`` is the private output, each
-    point's at ``epsilon[p]`` (``(points,)``: the plan's account of that point's noise; ``inf``
-    for a non-private plan) and ``delta`` (the plan's); ``metrics`` are the non-private
+    point's at ``epsilon[p]`` (``(points,)``: the plan's account of that point's noise, ``(seeds,
+    points)`` when a per-seed field carries the noise; ``inf`` for a non-private plan) and
+    ``delta`` (the plan's); ``metrics`` are the non-private
     diagnostics of :func:`dpprep.algorithms.train`; ``evaluation`` (with ``eval_data``) holds
     ``loss`` and, for classifiers, ``accuracy`` (under ``"last"``/``"average"`` keys when the
     config asks for both iterates)."""
@@ -307,33 +308,6 @@ def sweep_points(
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
     """
-    return _sweep_points(config, params0, data, keys, points, eval_data=eval_data, chunk_size=chunk_size,
-                         memory_budget=memory_budget, devices=devices, return_params=return_params, per_seed=per_seed,
-                         params0_per_seed=params0_per_seed, on_chunk=on_chunk, max_steps=max_steps,
-                         first_chunk_only=first_chunk_only)
-
-
-def _sweep_points(
-    config: TrainConfig,
-    params0: Params,
-    data: tuple[Any, Any],
-    keys: Array,
-    points: Mapping[str, Any],
-    *,
-    eval_data: tuple[Any, Any] | None = None,
-    chunk_size: int | None = None,
-    memory_budget: float = MEMORY_BUDGET,
-    devices: int | Sequence[Any] | None = None,
-    return_params: bool = True,
-    per_seed: Sequence[str] = (),
-    params0_per_seed: bool = False,
-    on_chunk: Callable[[int, int], None] | None = None,
-    max_steps: int | None = None,
-    first_chunk_only: bool = False,
-    account: bool = True,
-) -> SweepResult:
-    """:func:`sweep_points`; ``account=False`` (private selection, which accounts its candidates
-    itself): no per-point ε, and per-seed fields may carry the noise (each candidate its own point)."""
     keys = check_key(keys, "keys", stacked=True)
     _check_on_chunk(on_chunk)
     memory_budget = _check_budget(memory_budget)
@@ -358,10 +332,7 @@ def _sweep_points(
     if unknown:
         raise ValueError(f"per_seed names {unknown} are not swept in points")
     privacy = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.privacy}
-    noisy = sorted((set(per_seed) & (privacy | {"noise_multiplier", "clip_norm"})))
-    if noisy and dp_plan.private and account:
-        raise ValueError(f"per_seed fields {noisy} carry privacy: a point's noise must be one value for every seed "
-                         "(so that the point has one epsilon)")
+    noisy = bool(set(per_seed) & (privacy | {"noise_multiplier"}))  # each seed's point its own noise, own ε
     seeded = tuple(name in per_seed for name in names)
     for name in per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(points[name])}
@@ -370,9 +341,16 @@ def _sweep_points(
                              f"got leading shapes {sorted(lead)}")
     first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
                   for name, value in points.items()}
-    charged = check_hyper(with_values(traced(config), first_seed), params0, plan=dp_plan, swept=names,
-                          num_features=algorithms.num_features(x), extensions=config.extensions,
-                          clip_method=config.clip_method)
+    base_values = traced(config)
+    check = functools.partial(check_hyper, params=params0, plan=dp_plan, swept=names,
+                              num_features=algorithms.num_features(x), extensions=config.extensions,
+                              clip_method=config.clip_method)
+    charged = check(with_values(base_values, first_seed))
+    per_seed_charged = None
+    if noisy:  # every seed's noise checked and accounted, not only the first one's
+        per_seed_charged = [check(with_values(base_values, {
+            name: (jax.tree_util.tree_map(lambda v, s=s: np.asarray(v)[s], value) if name in per_seed else value)
+            for name, value in points.items()})) for s in range(keys.shape[0])]
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
@@ -381,7 +359,8 @@ def _sweep_points(
     plan = dp_plan.execution
     static = static_config(config)
     total = _point_count(first_seed)
-    epsilons = point_epsilons(dp_plan, charged, total) if account else None
+    epsilons = (point_epsilons(dp_plan, charged, total) if per_seed_charged is None
+                else np.stack([point_epsilons(dp_plan, c, total) for c in per_seed_charged]))
     # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
     full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
@@ -395,7 +374,7 @@ def _sweep_points(
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
     fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
                    params0_per_seed)
-    base = with_values(traced(config), {name: None for name in names})
+    base = with_values(base_values, {name: None for name in names})
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())

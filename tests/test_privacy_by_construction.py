@@ -535,3 +535,17 @@ def test_make_train_fn_runs_the_config_s_checked_values_only():
     expected, _ = train(_config(), LOGISTIC.init(None), (X, Y), KEY)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_per_seed_noise_is_accounted_per_seed_and_point():
+    plan = _plan()
+    z = plan.noise_multiplier
+    zs = np.array([[z, 2 * z], [1.5 * z, z]])  # (seeds, points)
+    out = sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
+                              {"noise_multiplier": zs, "learning_rate": [0.1, 0.2]}, per_seed=("noise_multiplier",))
+    assert out.epsilon.shape == (2, 2)
+    np.testing.assert_allclose(out.epsilon, np.vectorize(plan.epsilon_at)(zs))
+    with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):  # a later seed's zero too
+        sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
+                            {"noise_multiplier": np.array([[z, z], [z, 0.0]]), "learning_rate": [0.1, 0.2]},
+                            per_seed=("noise_multiplier",))
