@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import warnings
 from typing import Any, Callable, Collection
@@ -230,6 +231,14 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
     if n is not None and n != plan.n:
         raise ValueError(f"the data has {n} rows but the plan was made for n={plan.n}: its sampler, normaliser and "
                          f"epsilon are those of n={plan.n} (make the plan with the data's size)")
+    if plan.private:
+        for ext in config.extensions:
+            unvouched = ext_lib.unvouched_hooks(ext)
+            if unvouched:
+                raise ValueError(f"extension {type(ext).__name__} replaces {unvouched} of the private mechanism without "
+                                 "vouching for them (Extension.vouches): in a private plan, a clipped sum must keep "
+                                 "each example within C, a privatizer add at least the plan's noise, a wrapper only "
+                                 "post-process the privatized update")
     if config.clip_method == "none" and math.isfinite(plan.l2_clip_norm):
         raise ValueError("clip_method='none' computes no per-example gradients: it is for unclipped non-private "
                          f"plans, this plan clips to {plan.l2_clip_norm!r}")
@@ -376,25 +385,26 @@ def engine_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Arra
     return functools.partial(_run, static_config(config), plan.execution)
 
 
-def make_train_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Array]]]:
+def make_train_fn(config: TrainConfig, params0: Params) -> Callable[..., tuple[Params, dict[str, Array]]]:
     """The pure function ``(params0, x, y, key) -> (params, metrics)`` of ``config``'s run — its
-    plan's noise and clip bound and its hyper's values, checked here — for callers that
-    ``jit``/``vmap`` it themselves (e.g. over data or keys). The data is not checked on each call:
-    use :func:`check_data` (and ``plan.n`` rows) first."""
+    plan's noise and clip bound, its hyper's values and its extensions, checked here against the
+    plan as :func:`train` checks them (``params0`` gives the parameters' shapes) — for callers
+    that ``jit``/``vmap`` it themselves (e.g. over data or keys). Each call checks, at trace time,
+    that the data has the plan's ``n`` rows; the values of the data are not checked (use
+    :func:`check_data` first)."""
     plan = checked_plan(config)
     values = traced(config)
-    _check_scalars(values, plan)
+    _check_charged(plan, check_hyper(values, params0, plan=plan, extensions=config.extensions,
+                                     clip_method=config.clip_method))
     run = functools.partial(_run, static_config(config), plan.execution)
-    return lambda params0, x, y, key: run(values, params0, x, y, key)
 
+    def fn(params0: Params, x: Any, y: Any, key: Array) -> tuple[Params, dict[str, Array]]:
+        n = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves((x, y))}
+        if n != {plan.n}:
+            raise ValueError(f"the data has {sorted(n)} rows but the plan was made for n={plan.n}")
+        return run(values, params0, x, y, key)
 
-def _check_scalars(values: Traced, plan: DPPlan) -> None:
-    """The core's values of one run against its plan (what :func:`check_hyper` checks of them)."""
-    lr = np.asarray(values.learning_rate, np.float64)
-    if lr.shape != () or not (np.isfinite(lr) and lr >= 0):
-        raise ValueError(f"learning_rate must be a finite scalar >= 0, got {values.learning_rate!r}")
-    if plan.smoothness is not None and plan.smoothness > 0 and lr > 2.0 / plan.smoothness:
-        raise ValueError(f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g}, got {lr}")
+    return fn
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
@@ -457,6 +467,10 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
         raise ValueError(f"learning_rate must be finite and >= 0, got {values.learning_rate!r}")
     if plan.private:
         noise_lib.check_noise(arrays["noise_multiplier"], arrays["clip_norm"])
+        lipschitz = getattr(plan.accountant, "lipschitz", None)
+        if lipschitz is not None and np.any(arrays["clip_norm"] != float(lipschitz)):
+            raise ValueError(f"the plan's accountant assumes per-example gradients bounded by lipschitz={lipschitz!r}: "
+                             f"every clip bound must be that number, got {values.clip_norm!r}")
     else:
         if np.any(arrays["noise_multiplier"] != 0):
             raise ValueError("a non-private plan takes no noise_multiplier (it claims no guarantee); make a private "
@@ -665,12 +679,24 @@ def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
     values = traced(config)
     charged = check_hyper(values, params0, plan=plan, num_features=num_features(x), extensions=config.extensions,
                           clip_method=config.clip_method)
-    if plan.private and float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
+    _check_charged(plan, charged)
+    return plan, values, x, y
+
+
+def _check_charged(plan: DPPlan, charged: dict[str, Any]) -> None:
+    """One run must be what its plan charges: no extension lowering the noise below the plan's
+    (a noise factor < 1), no private statistic declared by an extension that the plan does not
+    account (put it in the plan's ``fixed_events``)."""
+    if not plan.private:
+        return
+    if float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
         factor = float(np.min(charged["noise_multiplier"])) / plan.noise_multiplier
         raise ValueError(f"an extension scales the noise by {factor:.4g} < 1 on some coordinate: the run adds less "
                          f"noise than the plan charges (z = {plan.noise_multiplier:.6g}); keep the factors >= 1 or "
                          f"make the plan with z/{factor:.4g}")
-    return plan, values, x, y
+    if any(charged["fixed_events"]):
+        raise ValueError("an extension declares a private statistic the run depends on (e.g. a private mean): give "
+                         "its event to the plan (DPPlan.create(..., fixed_events=...)), which then accounts it")
 
 
 def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
@@ -718,7 +744,9 @@ def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, tar
     """Ask for ``(ε, δ)``, get a trained model and the ε it spent, in one call: makes the
     :class:`~dpprep.plan.DPPlan` (sampler, ``n`` from the data, batch size, steps or epochs, clip
     bound, noise calibrated to ``(target_epsilon, delta)``) and runs it with :func:`train`.
-    ``options`` go to :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
+    ``options`` go to the plan when :meth:`~dpprep.plan.DPPlan.create` takes them (e.g.
+    ``neighbouring``, ``smoothness``, ``options``, ``fixed_events``), else to :class:`TrainConfig`
+    (e.g. ``iterates``, ``extensions``).
 
     >>> import jax, numpy as np
     >>> from dpprep import models
@@ -733,8 +761,11 @@ def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, tar
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
     n = rows(check_inputs(data[0]))
+    plan_names = set(inspect.signature(DPPlan.create).parameters) - {"cls", "sampling", "n"}
+    plan_options = {k: v for k, v in options.items() if k in plan_names}
     plan = DPPlan.create(sampling, n, batch_size=batch_size, epochs=epochs, steps=steps, l2_clip_norm=l2_clip_norm,
-                         target_epsilon=target_epsilon, delta=delta)
-    config = TrainConfig(model, Hyper(learning_rate), plan, optimizer=optimizer, **options)
+                         target_epsilon=target_epsilon, delta=delta, **plan_options)
+    config = TrainConfig(model, Hyper(learning_rate), plan, optimizer=optimizer,
+                         **{k: v for k, v in options.items() if k not in plan_names})
     params, metrics = train(config, params0, data, key)
     return FitResult(params, plan.epsilon, plan.delta, plan, metrics)

@@ -232,15 +232,19 @@ def layout(cfg: DpsgdfConfig, n: int) -> ExecutionPlan:
                                 epochs=_epochs(cfg), neighbouring=cfg.neighbouring if cfg.private else None)
 
 
-def plan(cfg: DpsgdfConfig, n: int, *, noise_multiplier: float | None = None, unit: str | None = None) -> DPPlan:
+def plan(cfg: DpsgdfConfig, n: int, *, noise_multiplier: float | None = None, unit: str | None = None,
+         with_mean: bool = True) -> DPPlan:
     """The run's :class:`~dpprep.plan.DPPlan` on ``n`` records: step 3's DP-SGD with ``z``
     calibrated so that ``[mean, DP-SGD]`` (DP-SGD alone for the baseline) is exactly ``(ε, δ)``-DP
     (Poisson overflow slack included), or at the given ``noise_multiplier``; the non-private
-    baseline's plan claims nothing. A calibration that fails raises ValueError naming ``unit``."""
+    baseline's plan claims nothing. A calibration that fails raises ValueError naming ``unit``.
+    ``with_mean=False``: the plan of a grid whose points declare their own mean
+    (:class:`PrivateMean`), which then is not charged twice."""
     epochs = _epochs(cfg)
     if not cfg.private:
         return DPPlan.non_private(cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size, epochs=epochs)
-    fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighbouring),) if cfg.method == "dpsgdf" else ()  # type: ignore[arg-type]
+    with_mean = with_mean and cfg.method == "dpsgdf"
+    fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighbouring),) if with_mean else ()  # type: ignore[arg-type]
     target = None if noise_multiplier is not None else cfg.epsilon
     try:
         return DPPlan.create(cfg.sampler, n, batch_size=cfg.batch_size, epochs=epochs, l2_clip_norm=cfg.clip_norm,
@@ -456,7 +460,7 @@ def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: f
         lrs.append(m.learning_rate)
         mults.append(mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)
                      if m.method == "dpsgdf" else None)
-    run_plan = plan(first, n, noise_multiplier=float(zs[0]) if private else None, unit=key)
+    run_plan = plan(first, n, noise_multiplier=float(zs[0]) if private else None, unit=key, with_mean=False)
     tc = train_config(first, run_plan, d, num_classes, grid=private)
     points: dict[str, Any] = {"learning_rate": np.asarray(lrs, np.float32),
                               "feature_scale": np.asarray(scales, np.float32)}

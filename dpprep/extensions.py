@@ -29,6 +29,14 @@ coordinate: the run is then accounted at ``z·factor`` (a sweep reports each poi
 run and a private selection refuse a factor below 1, which their plan does not charge), and a
 factor of 0 — noise taken away somewhere — is refused in every private plan. An extension with
 privacy fields that does not override :meth:`~Extension.noise_factor` is refused in private plans.
+
+The hooks that replace part of the mechanism — :meth:`~Extension.clipped_grad`,
+:meth:`~Extension.privatizer`, :meth:`~Extension.wrap` — run in a private plan only when the
+extension vouches for them in :attr:`Extension.vouches`: its clipped sum keeps every example's
+contribution at most ``C``; its privatizer adds the plan's noise times :meth:`noise_factor` (at
+least) on every coordinate, once per step; its wrapper only post-processes the privatized update
+(it does not call the inner transformation more than once per step). An override not vouched for
+is refused before anything compiles.
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ class Extension:
 
     #: The traced hyperparameters this extension adds, by name.
     fields: ClassVar[Mapping[str, Field]] = {}
+    #: The mechanism hooks it overrides and vouches keep the plan's guarantee (module docstring).
+    vouches: ClassVar[tuple[str, ...]] = ()
 
     def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
               num_features: int | None) -> set[int]:
@@ -146,6 +156,16 @@ def per_point(extension: Extension, values: Mapping[str, Any], swept: Collection
     size = count.pop() if len(count) == 1 else 0
     return [{name: (jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[i], value) if name in swept else value)
              for name, value in values.items()} for i in range(size)]
+
+
+#: The hooks that replace part of the private mechanism.
+MECHANISM_HOOKS = ("clipped_grad", "privatizer", "wrap")
+
+
+def unvouched_hooks(extension: Extension) -> list[str]:
+    """The mechanism hooks ``extension`` overrides without vouching for them (refused in private plans)."""
+    overridden = [hook for hook in MECHANISM_HOOKS if getattr(type(extension), hook) is not getattr(Extension, hook)]
+    return [hook for hook in overridden if hook not in extension.vouches]
 
 
 def values_for(extension: Extension, extra: Mapping[str, Any] | None) -> dict[str, Any]:

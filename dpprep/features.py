@@ -177,6 +177,10 @@ class AffineFeatures(Extension):
     ``feature_shift`` — None or a ``(d,)`` vector. Both None: the plain run.
     """
 
+    #: Vouched: its clipped sum clips by an upper bound of each transformed example's norm (the
+    #: expansion's rounding included), so every contribution stays within C (property-tested).
+    vouches: ClassVar[tuple[str, ...]] = ("clipped_grad",)
+
     fields: ClassVar[Mapping[str, Field]] = {"feature_scale": Field(), "feature_shift": Field()}
 
     def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],

@@ -38,7 +38,7 @@ import dataclasses
 import functools
 import inspect
 import math
-from typing import Any, Mapping, NamedTuple
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -138,6 +138,10 @@ def project_l2_ball(radius: float) -> optax.GradientTransformation:
 class L2BallProjection(Extension):
     """Engine extension: projected updates, the iterates kept in ``{‖θ‖ ≤ radius}``
     (:func:`project_l2_ball` after the learning rate), as the convex DP-ERM analyses assume."""
+
+    #: Vouched: the projection post-processes the privatized update (it calls the inner
+    #: transformation once).
+    vouches: ClassVar[tuple[str, ...]] = ("wrap",)
 
     radius: float
 

@@ -32,12 +32,14 @@ from typing import Any, Callable, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 from scipy import optimize
 
 from dpprep import clipping, noise, sampling, streams
+from dpprep.models import Model
 from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
 
@@ -154,6 +156,10 @@ class ExecutionPlan:
         relation = impl.neighbouring if neighbouring is None else neighbouring
         if relation not in dp.NEIGHBOURINGS:
             raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
+        if impl.name == "fixed_order" and relation != impl.neighbouring:
+            raise ValueError("fixed_order visits record t at step t: adding or removing a record shifts every later "
+                             "step, which its bounds (one release per record; amplification by iteration) do not "
+                             "cover; they are replace-one guarantees (neighbouring='replace_one')")
         layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
                              max_overflow_prob=max_overflow_prob)
         if layout.steps > MAX_STEPS:
@@ -372,33 +378,56 @@ def check_noise_multiplier(value: object, name: str = "noise_multiplier") -> flo
 class PlanGradFn:
     """A clipped-gradient function bound to a :class:`DPPlan` (from :meth:`DPPlan.clipped_grad`):
     it clips to the plan's ``C`` and takes batches of the plan's shape (``plan.pad`` examples on
-    every leaf), so that a batch laid out another way (e.g. transposed) is refused, not clipped
-    along the wrong axis."""
+    every leaf) with their mask, so that a batch laid out another way (e.g. transposed) or a
+    padded batch without its mask is refused, not clipped along the wrong axis or counted whole.
+    ``prng_argnum`` / ``stochastic``: where :func:`dpprep.step.dp_step` puts the step's key."""
 
     plan: DPPlan
     fn: Callable[..., clipping.ClippedGrad]
+    prng_argnum: int | None = None
+    stochastic: bool = False
 
-    def __call__(self, params: Any, batch: Any, *args: Any, mask: Any = None) -> clipping.ClippedGrad:
+    def __call__(self, params: Any, batch: Any, *args: Any, mask: Any = None, key: Any = None
+                 ) -> clipping.ClippedGrad:
         size = clipping.batch_size_of(batch)
         if size != self.plan.pad:
             raise ValueError(f"the batch has {size} examples on its leading axis, the plan's batches have "
-                             f"{self.plan.pad} (plan.batch(key, t) draws them; every leaf's first axis is the "
+                             f"{self.plan.pad} (plan.batch(key, t, data) draws them; every leaf's first axis is the "
                              "example axis)")
+        if mask is None:
+            raise ValueError("a plan's batch comes with its mask (plan.batch(key, t, data) gives both): without it, "
+                             "padded slots would count as examples")
+        if self.stochastic:
+            return self.fn(params, batch, *args, mask=mask, key=key)
         return self.fn(params, batch, *args, mask=mask)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PrivateTransformation:
     """An optax ``GradientTransformation`` whose first link is a plan's privatizer (from
-    :meth:`DPPlan.optimizer`): the noise and the normaliser of the plan, then the optimizer.
-    :func:`dpprep.step.dp_step` takes only these, so no privatizer can be missing, misplaced
-    (after Adam's moments) or told another clip bound. Its state's first element counts the noisy
-    releases: past the plan's steps every update is NaN (the plan charges no more), and
-    :meth:`DPPlan.spent` reads the ε of the steps taken."""
+    :meth:`DPPlan.optimizer`): the noise and the normaliser of the plan, then the optimizer, for
+    the run with key ``key`` (its noise, batches and model randomness come from that key's
+    streams). :func:`dpprep.step.dp_step` takes only these, so no privatizer can be missing,
+    misplaced (after Adam's moments) or told another clip bound. Its state's first element counts
+    the noisy releases, which is also the step whose batch :func:`~dpprep.step.dp_step` draws:
+    past the plan's steps every update is NaN (the plan charges no more), and
+    :meth:`DPPlan.spent` reads the ε of the steps taken. ``init`` may be called once: a second
+    state would restart the count, replay the same noise and release more than the plan charges."""
 
     plan: DPPlan
-    init: Callable[..., Any]
-    update: Callable[..., Any]
+    key: Any
+    chained: optax.GradientTransformation
+    _initialised: list[bool] = dataclasses.field(default_factory=list, repr=False)
+
+    def init(self, params: Any) -> Any:
+        if self._initialised:
+            raise ValueError("this plan optimizer was initialised already: a second state would restart its count of "
+                             "releases and replay its noise; make a new plan (and optimizer) for a new run")
+        self._initialised.append(True)
+        return self.chained.init(params)
+
+    def update(self, updates: Any, state: Any, params: Any = None) -> Any:
+        return self.chained.update(updates, state, params)
 
 
 def _privatizer_state(opt_state: Any) -> noise.PrivatizerState:
@@ -457,6 +486,30 @@ class DPPlan:
     options: dp.AccountingOptions | None = None
     smoothness: float | None = None
 
+    def __post_init__(self) -> None:
+        """A plan is consistent or it is not made: a plan built by hand, or changed with
+        :func:`dataclasses.replace`, must state the ε of its own run (recomputed here, cached)."""
+        if not isinstance(self.execution, ExecutionPlan):
+            raise TypeError(f"execution must be an ExecutionPlan, got {type(self.execution).__name__}")
+        if self.noise_multiplier == 0:
+            if (self.delta is not None or self.epsilon != math.inf or self.fixed_events or self.accountant is not None
+                    or self.target_epsilon is not None):
+                raise ValueError("a plan without noise is non-private: delta None, epsilon inf, nothing accounted "
+                                 "(DPPlan.non_private)")
+            return
+        check_clip_norm(self.l2_clip_norm)
+        check_noise_multiplier(self.noise_multiplier)
+        if self.delta is None:
+            raise ValueError("a private plan needs its delta")
+        spent = _account(self._spec(), self.noise_multiplier, self.steps, ())
+        if self.epsilon != spent:
+            raise ValueError(f"this plan states epsilon={self.epsilon!r} but its run (z={self.noise_multiplier!r}, "
+                             f"{self.steps} steps) spends {spent!r}: make plans with DPPlan.create, which computes it")
+
+    def _spec(self) -> tuple[Any, ...]:
+        """What the account of the plan's run depends on besides the multiplier (a cache key)."""
+        return (self.execution, self.l2_clip_norm, self.delta, self.fixed_events, self.accountant, self.options)
+
     @classmethod
     def create(cls, sampling: str, n: int, *, l2_clip_norm: float, delta: float,
                noise_multiplier: float | None = None, target_epsilon: float | None = None,
@@ -486,6 +539,9 @@ class DPPlan:
             if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
                 raise TypeError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
                                 f"(a PlanAccountant), got {type(accountant).__name__}")
+            if fixed_events or options is not None:
+                raise ValueError("an accountant accounts the run on its own: fixed_events and options do not compose "
+                                 "with it (a private selection takes its statistics in its own fixed_events)")
             lipschitz = getattr(accountant, "lipschitz", None)
             if lipschitz is not None and float(lipschitz) != clip:
                 raise ValueError(
@@ -500,13 +556,14 @@ class DPPlan:
             smoothness = check_positive(_number(smoothness, "smoothness"), "smoothness", allow_zero=True)
         elif smoothness is not None:
             raise ValueError("smoothness is only used by DP-SGD by iteration (fixed_order without steps)")
-        draft = cls(execution, clip, 0.0, delta, math.inf, None, fixed_events, accountant, options, smoothness)
+        spec = (execution, clip, delta, fixed_events, accountant, options)
         if target_epsilon is not None:
             target = check_epsilon(_number(target_epsilon, "target_epsilon"), "target_epsilon")
-            z = draft._calibrate(target)
+            z = _calibrate(spec, target)
         else:
             target, z = None, check_noise_multiplier(noise_multiplier)
-        return dataclasses.replace(draft, noise_multiplier=z, epsilon=draft.epsilon_at(z), target_epsilon=target)
+        return cls(execution, clip, z, delta, _account(spec, z, execution.steps, ()), target, fixed_events, accountant,
+                   options, smoothness)
 
     @classmethod
     def non_private(cls, sampling: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
@@ -580,18 +637,6 @@ class DPPlan:
 
     # -- accounting ---------------------------------------------------------------------------------
 
-    def _whole_procedure(self) -> bool:
-        """An accountant of a whole procedure (e.g. a private selection) charges the overflow
-        slack itself; any other is an account of the ideal run, around which the plan charges it."""
-        return bool(getattr(self.accountant, "accounts_whole_procedure", False))
-
-    def _calibrate(self, target_epsilon: float) -> float:
-        assert self.delta is not None
-        if self.accountant is not None and self._whole_procedure():
-            return float(self.accountant.calibrate(self.execution, target_epsilon, self.delta))
-        return self.execution.calibrate(target_epsilon, self.delta, fixed_events=self.fixed_events,
-                                        options=self.options, accountant=self.accountant)
-
     def epsilon_at(self, noise_multiplier: float, steps: int | None = None,
                    fixed_events: tuple[DpEvent, ...] = ()) -> float:
         """ε at :attr:`delta` of this plan's run at multiplier ``noise_multiplier`` (and, when
@@ -599,8 +644,8 @@ class DPPlan:
         a sweep point's private statistics); ``inf`` for a non-private plan. Cached."""
         if self.delta is None:
             return math.inf
-        return _epsilon_at(self, check_noise_multiplier(noise_multiplier), self.steps if steps is None else steps,
-                           tuple(fixed_events))
+        return _account(self._spec(), check_noise_multiplier(noise_multiplier),
+                        self.steps if steps is None else steps, tuple(fixed_events))
 
     def dp_event(self) -> DpEvent:
         """dp-accounting's event of the planned run (private statistics first, then the steps)."""
@@ -625,11 +670,11 @@ class DPPlan:
     def clipped_grad(self, loss_fn: Any, *, has_aux: bool = False, keep_batch_dim: bool = True,
                      prng_argnum: int | None = None) -> PlanGradFn:
         """:func:`dpprep.clipping.clipped_grad` of ``loss_fn`` (a loss ``(params, batch, *args)``
-        or a :class:`~dpprep.models.Model`, whose GLM fast path is then used) at this plan's
-        ``C``, for batches of this plan's shape."""
+        or a :class:`~dpprep.models.Model`, whose GLM fast path is then used; a stochastic model
+        gets each example its own key) at this plan's ``C``, for batches of this plan's shape."""
         fn = clipping.clipped_grad(loss_fn, l2_clip_norm=self.l2_clip_norm, has_aux=has_aux,
                                    keep_batch_dim=keep_batch_dim, prng_argnum=prng_argnum)
-        return PlanGradFn(self, fn)
+        return PlanGradFn(self, fn, prng_argnum, isinstance(loss_fn, Model) and loss_fn.stochastic)
 
     def privatizer(self, key: Any) -> optax.GradientTransformation:
         """The plan's privatizer on a clipped sum: noise std ``z·C`` (none for a non-private plan),
@@ -649,24 +694,33 @@ class DPPlan:
 
     def optimizer(self, tx: optax.GradientTransformation | None = None, *, key: Any) -> PrivateTransformation:
         """``optax.chain(privatizer(key), tx)``: the plan's privatizer first, then ``tx`` (default
-        ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` for :func:`dpprep.step.dp_step`."""
+        ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` of the run with key ``key``
+        for :func:`dpprep.step.dp_step`."""
         tx = optax.sgd(1.0) if tx is None else tx
         if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
             raise TypeError(f"tx must be an optax GradientTransformation, got {type(tx).__name__}")
         if isinstance(tx, PrivateTransformation):
             raise ValueError("tx already holds a privatizer (it is a plan's optimizer): the noise would be added twice")
-        chained = optax.chain(self.privatizer(key), tx)
-        return PrivateTransformation(self, chained.init, chained.update)
+        return PrivateTransformation(self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx))
 
-    def batch(self, key: Any, t: Any) -> tuple[Any, Any]:
-        """Step ``t``'s batch of the run with key ``key``: ``(indices (pad,), mask (pad,))``, drawn
-        from its ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them."""
+    def batch(self, key: Any, t: Any, data: Any) -> tuple[Any, Any]:
+        """Step ``t``'s batch of ``data`` (a pytree whose every leaf has the plan's ``n`` rows)
+        in the run with key ``key``: ``(batch, mask)``, ``pad`` rows drawn from the key's
+        ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them, and their 0/1
+        mask (padded slots 0). Data of another size, or a step outside the plan, is refused."""
         ex = self.execution
+        rows = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(data)}
+        if rows != {ex.n}:
+            raise ValueError(f"the data's leaves have {sorted(rows, key=str)} rows; the plan was made for n={ex.n} "
+                             "(every leaf's first axis is the example axis)")
+        if not isinstance(t, jax.core.Tracer) and not 0 <= int(t) < ex.steps:
+            raise ValueError(f"step t={t} is outside the plan's steps 0..{ex.steps - 1}")
         k_batch = streams.stream(noise.check_key_arg(key), streams.BATCH)
         idx, mask, _, _ = ex.impl.select(k_batch, ex, jnp.asarray(t, jnp.int32), ex.impl.prepare(k_batch, ex))
         if idx is None:
-            idx = jnp.arange(ex.n, dtype=jnp.int32)
-        return idx, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
+            return data, jnp.ones((ex.pad,), jnp.float32)
+        batch = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx], data)
+        return batch, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
 
     def spent(self, opt_state: Any) -> float:
         """ε of the releases a plan optimizer's state has made so far (0 before the first)."""
@@ -678,14 +732,48 @@ class DPPlan:
         return self.epsilon_at(self.noise_multiplier, min(count, self.steps))
 
 
+def _whole_procedure(accountant: Any) -> bool:
+    """An accountant of a whole procedure (e.g. a private selection) charges the overflow slack
+    itself; any other is an account of the ideal run, around which the plan charges it."""
+    return bool(getattr(accountant, "accounts_whole_procedure", False))
+
+
+def _run_multiplier(z: float, clip: float) -> float:
+    """The multiplier the run has: the engine computes in float32, so a multiplier that float32
+    rounds down is accounted at its float32 value (never above what runs); one whose noise std
+    ``z·C`` is not a normal float32 number has no noise to account, and is refused."""
+    z32 = float(np.float32(z))
+    std = np.float32(z32) * np.float32(clip)
+    if not (np.isfinite(std) and std >= np.finfo(np.float32).tiny):
+        raise ValueError(f"noise_multiplier={z!r} with l2_clip_norm={clip!r} gives a noise std z·C that float32 cannot "
+                         "hold (the run would add no noise, or overflow): no guarantee follows")
+    return min(z, z32)
+
+
 @functools.lru_cache(maxsize=4096)
-def _epsilon_at(plan: DPPlan, z: float, steps: int, more: tuple[DpEvent, ...]) -> float:
-    assert plan.delta is not None
-    execution = plan.execution if steps == plan.steps else dataclasses.replace(plan.execution, steps=steps)
-    if plan.accountant is not None and more:
+def _account(spec: tuple[Any, ...], z: float, steps: int, more: tuple[DpEvent, ...]) -> float:
+    """ε at the plan's δ of the run ``spec`` (:meth:`DPPlan._spec`) at multiplier ``z`` (as the
+    run has it, :func:`_run_multiplier`), after ``steps`` steps, composed with ``more`` events."""
+    execution, clip, delta, fixed_events, accountant, options = spec
+    z = _run_multiplier(z, clip)
+    if steps != execution.steps:
+        execution = dataclasses.replace(execution, steps=steps)
+    if accountant is not None and more:
         raise ValueError("a point's private statistics do not compose with the plan's accountant here: give them "
                          "to the accountant (e.g. the selection's fixed_events)")
-    if plan.accountant is not None and plan._whole_procedure():
-        return float(plan.accountant.epsilon(execution, z, plan.delta))
-    return execution.epsilon(z, plan.delta, fixed_events=(*plan.fixed_events, *more), options=plan.options,
-                             accountant=plan.accountant)
+    if accountant is not None and _whole_procedure(accountant):
+        return float(accountant.epsilon(execution, z, delta))
+    return execution.epsilon(z, delta, fixed_events=(*fixed_events, *more), options=options, accountant=accountant)
+
+
+def _calibrate(spec: tuple[Any, ...], target: float) -> float:
+    """The smallest multiplier with the run ``spec`` ``(target, δ)``-DP as it runs: calibrated by the
+    accountant, then (rarely) raised to the next float32 when float32 rounds it down past the target."""
+    execution, clip, delta, fixed_events, accountant, options = spec
+    if accountant is not None and _whole_procedure(accountant):
+        z = float(accountant.calibrate(execution, target, delta))
+    else:
+        z = execution.calibrate(target, delta, fixed_events=fixed_events, options=options, accountant=accountant)
+    if _account(spec, z, execution.steps, ()) > target:
+        z = float(np.nextafter(np.float32(z), np.float32(np.inf)))
+    return z

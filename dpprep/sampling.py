@@ -371,9 +371,13 @@ SAMPLERS: dict[str, Sampler] = {}
 
 
 def register(sampler: Sampler) -> Sampler:
-    """Adds ``sampler`` under ``sampler.name`` (a new way of picking batches plugs in here)."""
+    """Adds ``sampler`` under ``sampler.name`` (a new way of picking batches plugs in here). A name
+    already registered is refused: plans look their sampler up by name, so replacing one would
+    change what every existing plan of that name runs, and not what it charges."""
     if not getattr(sampler, "name", ""):
         raise ValueError("sampler.name must be a non-empty string")
+    if sampler.name in SAMPLERS:
+        raise ValueError(f"a sampler named {sampler.name!r} is registered already; register yours under a new name")
     SAMPLERS[sampler.name] = sampler
     return sampler
 

@@ -894,6 +894,9 @@ def search_many(
     if plan.accountant is not None and plan.accountant != selection:
         raise ValueError("config.plan is accounted by another accountant; search_many accounts each search itself "
                          "(PrivateSelection.end_to_end_of_grid)")
+    if plan.fixed_events:
+        raise ValueError("config.plan carries private statistics (fixed_events): a search composes them once, outside "
+                         "the repetition, as the selection's own fixed_events (PrivateSelection(..., fixed_events=...))")
     searches = list(searches)
     if not searches or not all(isinstance(s, Search) for s in searches):
         raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
@@ -913,6 +916,9 @@ def search_many(
             raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
                              f"searches[0] {list(checked[0][1])}")
         checked.append((check_key(search.key), values))
+        if plan.private and any(charged["fixed_events"]):
+            raise ValueError(f"searches[{i}]'s grid declares private statistics per point (e.g. a private mean): a "
+                             "search composes statistics once, as the selection's fixed_events")
         if plan.private:
             assert plan.delta is not None
             accounts.append(selection.end_to_end_of_grid(plan.execution, charged["noise_multiplier"], plan.delta))

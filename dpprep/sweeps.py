@@ -45,6 +45,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from dpprep import algorithms, models
 from dpprep.algorithms import (
     TrainConfig,
+    Traced,
     _run,
     check_data,
     check_hyper,
@@ -347,7 +348,7 @@ def sweep_points(
                               clip_method=config.clip_method)
     charged = check(with_values(base_values, first_seed))
     per_seed_charged = None
-    if noisy:  # every seed's noise checked and accounted, not only the first one's
+    if per_seed:  # every seed's values checked (and, when they carry the noise, accounted), not only the first's
         per_seed_charged = [check(with_values(base_values, {
             name: (jax.tree_util.tree_map(lambda v, s=s: np.asarray(v)[s], value) if name in per_seed else value)
             for name, value in points.items()})) for s in range(keys.shape[0])]
@@ -359,8 +360,8 @@ def sweep_points(
     plan = dp_plan.execution
     static = static_config(config)
     total = _point_count(first_seed)
-    epsilons = (point_epsilons(dp_plan, charged, total) if per_seed_charged is None
-                else np.stack([point_epsilons(dp_plan, c, total) for c in per_seed_charged]))
+    epsilons = (np.stack([point_epsilons(dp_plan, c, total) for c in per_seed_charged])
+                if noisy and per_seed_charged is not None else point_epsilons(dp_plan, charged, total))
     # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
     full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
@@ -499,17 +500,15 @@ def sweep_datasets(
         raise ValueError(f"a field is either per unit or per point, not both: {sorted(set(unit_points) & set(points))}")
     unit_points = {k: np.asarray(v) for k, v in unit_points.items()}
     points = {k: np.asarray(v) for k, v in points.items()}
+    if {np.shape(v)[0] if np.ndim(v) else None for v in unit_points.values()} != {num_units}:
+        raise ValueError(f"unit_points values need a leading axis of {num_units} units")
     first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
     base_values = traced(config)
-    by_unit = check_hyper(with_values(base_values, {**unit_points, **first(points)}), params0, plan=dp_plan,
-                          swept=tuple(unit_points), num_features=x0.shape[1], extensions=config.extensions,
-                          clip_method=config.clip_method)
-    by_point = check_hyper(with_values(base_values, {**first(unit_points), **points}), params0, plan=dp_plan,
-                           swept=tuple(points), num_features=x0.shape[1], extensions=config.extensions,
-                           clip_method=config.clip_method)
-    epsilon = _grid_epsilons(dp_plan, by_unit, by_point, num_units, _point_count(points))
-    if {np.shape(v)[0] for v in unit_points.values()} != {num_units}:
-        raise ValueError(f"unit_points values need a leading axis of {num_units} units")
+    check = functools.partial(check_hyper, params=params0, plan=dp_plan, num_features=x0.shape[1],
+                              extensions=config.extensions, clip_method=config.clip_method)
+    check(with_values(base_values, {**unit_points, **first(points)}), swept=tuple(unit_points))
+    check(with_values(base_values, {**first(unit_points), **points}), swept=tuple(points))
+    epsilon = _grid_epsilons(dp_plan, config, check, base_values, unit_points, points)
     x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, tuple(xs.shape[2:]), "xs")
     plan = dp_plan.execution
     static = static_config(config)
@@ -533,18 +532,25 @@ def sweep_datasets(
     return {**out, "epsilon": epsilon}
 
 
-def _grid_epsilons(plan: DPPlan, by_unit: dict[str, Any], by_point: dict[str, Any], units: int, points: int
-                   ) -> np.ndarray:
-    """``(units, points)`` ε of a :func:`sweep_datasets` grid: the multiplier of unit ``u`` and point
-    ``p`` is a product of the plan's, the unit's and the point's factors, so it is ``z_u·z_p/z_00``."""
+def _grid_epsilons(plan: DPPlan, config: TrainConfig, check: Callable[..., dict[str, Any]], base: Traced,
+                   unit_points: dict[str, Any], points: dict[str, Any]) -> np.ndarray:
+    """``(units, points)`` ε of a :func:`sweep_datasets` grid: the plan's, or, where a field that
+    carries the noise varies, each run's own (checked and accounted run by run)."""
+    units, count = int(np.shape(next(iter(unit_points.values())))[0]), _point_count(points)
     if not plan.private:
-        return np.full((units, points), np.inf)
-    if any(e for e in (*by_unit["fixed_events"], *by_point["fixed_events"])):
-        raise ValueError("sweep_datasets does not account points' private statistics; account them per run")
-    z_u = np.broadcast_to(np.asarray(by_unit["noise_multiplier"], np.float64), (units,))
-    z_p = np.broadcast_to(np.asarray(by_point["noise_multiplier"], np.float64), (points,))
-    z = np.outer(z_u, z_p) / z_u[0]
-    return np.vectorize(plan.epsilon_at, otypes=[float])(z)
+        return np.full((units, count), np.inf)
+    privacy = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.privacy}
+    if not (set(unit_points) | set(points)) & (privacy | {"noise_multiplier"}):
+        return np.full((units, count), plan.epsilon)
+    out = np.empty((units, count))
+    for u in range(units):
+        for p in range(count):
+            charged = check(with_values(base, {**{k: v[u] for k, v in unit_points.items()},
+                                               **{k: v[p] for k, v in points.items()}}))
+            if any(charged["fixed_events"]):
+                raise ValueError("sweep_datasets does not account points' private statistics; account them per run")
+            out[u, p] = plan.epsilon_at(float(charged["noise_multiplier"][0]))
+    return out
 
 
 @functools.lru_cache(maxsize=16)

@@ -433,7 +433,7 @@ def test_matmul_precision_reaches_the_step():
     def jaxpr(precision):
         plan = _private("poisson", batch_size=8, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0)
         cfg = TrainConfig(SOFTMAX, Hyper(0.1), plan, matmul_precision=precision)
-        fn = algorithms.make_train_fn(cfg)
+        fn = algorithms.make_train_fn(cfg, SOFTMAX.init(KEY))
         return str(jax.make_jaxpr(fn)(SOFTMAX.init(KEY), jnp.asarray(X), jnp.asarray(Y_CLASS, jnp.int32), KEY))
 
     highest, default = jaxpr("float32"), jaxpr(None)

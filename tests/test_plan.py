@@ -51,7 +51,7 @@ def _scanned_steps(config: TrainConfig, n: int, d: int) -> int:
     evaluation: nothing is compiled or computed)."""
     model = config.model
     assert config.plan.n == n
-    out = jax.eval_shape(algorithms.make_train_fn(config), model.init(None),
+    out = jax.eval_shape(algorithms.make_train_fn(config, model.init(None)), model.init(None),
                          jax.ShapeDtypeStruct((n, d), jnp.float32), jax.ShapeDtypeStruct((n,), jnp.float32),
                          jax.random.PRNGKey(0))
     return out[1]["batch_size"].shape[0]

@@ -22,6 +22,7 @@ from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.preprocess import Sensitivity
 from dpprep.selection import PrivateSelection, Repetitions, Search, search_many, select, split
 from dpprep.step import dp_step
+from dp_accounting import dp_event as dp_events
 
 RNG = np.random.default_rng(0)
 N = 200
@@ -128,9 +129,9 @@ def test_a_transposed_batch_is_refused_by_the_plan_s_clipped_grad():
     plan = DPPlan.create("full", 8, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
     grad_fn = plan.clipped_grad(lambda p, b: jnp.sum(b @ p))
     x = jnp.ones((8, 3))
-    grad_fn(jnp.zeros(3), x)  # (n, d): fine
+    grad_fn(jnp.zeros(3), x, mask=jnp.ones(8))  # (n, d): fine
     with pytest.raises(ValueError, match="3 examples on its leading axis"):
-        grad_fn(jnp.zeros(8), x.T)  # (d, n): each feature row would be clipped as an example
+        grad_fn(jnp.zeros(8), x.T, mask=jnp.ones(3))  # (d, n): each feature row would be clipped as an example
 
 
 def test_an_empty_batch_is_refused():
@@ -159,35 +160,48 @@ def test_dp_step_refuses_an_optimizer_without_the_plan_s_privatizer():
     plan = _plan()
     loss, data, params = _own_loop_pieces(plan)
     grad_fn = plan.clipped_grad(loss)
-    idx, mask = plan.batch(KEY, 0)
-    batch = jax.tree_util.tree_map(lambda a: a[idx], data)
     for tx in (optax.sgd(0.1),  # no privatizer
                optax.chain(optax.adam(0.1), noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0))):
         with pytest.raises(TypeError, match="tx must come from a plan"):
-            dp_step(params, tx.init(params), batch, grad_fn=grad_fn, tx=tx, mask=mask)
+            dp_step(params, tx.init(params), data, grad_fn=grad_fn, tx=tx)
 
 
 def test_dp_step_refuses_a_clipped_grad_at_another_bound_or_from_another_plan():
     plan = _plan()
     loss, data, params = _own_loop_pieces(plan)
     tx = plan.optimizer(optax.sgd(0.1), key=KEY)
-    idx, mask = plan.batch(KEY, 0)
-    batch = jax.tree_util.tree_map(lambda a: a[idx], data)
+    state = tx.init(params)
     with pytest.raises(TypeError, match="grad_fn must come from a plan"):
-        dp_step(params, tx.init(params), batch, grad_fn=clipping.clipped_grad(loss, l2_clip_norm=10.0), tx=tx, mask=mask)
+        dp_step(params, state, data, grad_fn=clipping.clipped_grad(loss, l2_clip_norm=10.0), tx=tx)
     other = _plan(l2_clip_norm=10.0)
     with pytest.raises(ValueError, match="different plans"):
-        dp_step(params, tx.init(params), batch, grad_fn=other.clipped_grad(loss), tx=tx, mask=mask)
+        dp_step(params, state, data, grad_fn=other.clipped_grad(loss), tx=tx)
 
 
-def test_dp_step_refuses_the_state_of_another_transformation():
+def test_dp_step_refuses_the_state_of_another_transformation_and_a_second_init():
     plan = _plan()
     loss, data, params = _own_loop_pieces(plan)
     tx = plan.optimizer(optax.adam(0.1), key=KEY)
-    idx, mask = plan.batch(KEY, 0)
-    batch = jax.tree_util.tree_map(lambda a: a[idx], data)
     with pytest.raises(ValueError, match="opt_state is not the state of tx"):
-        dp_step(params, optax.adam(0.1).init(params), batch, grad_fn=plan.clipped_grad(loss), tx=tx, mask=mask)
+        dp_step(params, optax.adam(0.1).init(params), data, grad_fn=plan.clipped_grad(loss), tx=tx)
+    tx.init(params)
+    with pytest.raises(ValueError, match="initialised already"):  # a fresh count would replay the noise
+        tx.init(params)
+
+
+def test_the_own_loop_s_data_must_have_the_plan_s_rows_and_batches_their_mask():
+    plan = _plan()
+    loss, data, params = _own_loop_pieces(plan)
+    grad_fn, tx = plan.clipped_grad(loss), plan.optimizer(optax.sgd(0.1), key=KEY)
+    state = tx.init(params)
+    small = jax.tree_util.tree_map(lambda a: a[:10], data)
+    with pytest.raises(ValueError, match="the plan was made for n=200"):
+        dp_step(params, state, small, grad_fn=grad_fn, tx=tx)
+    with pytest.raises(ValueError, match="outside the plan's steps"):
+        plan.batch(KEY, plan.steps, data)
+    batch, mask = plan.batch(KEY, 0, data)
+    with pytest.raises(ValueError, match="comes with its mask"):
+        grad_fn(params, batch)
 
 
 def test_an_own_loop_cannot_run_more_steps_than_the_plan_charges():
@@ -196,19 +210,15 @@ def test_an_own_loop_cannot_run_more_steps_than_the_plan_charges():
     grad_fn, tx = plan.clipped_grad(loss), plan.optimizer(optax.sgd(0.1), key=KEY)
     state = tx.init(params)
     spent = []
-    for t in range(3):
-        idx, mask = plan.batch(KEY, t)
-        params, state, _ = dp_step(params, state, jax.tree_util.tree_map(lambda a: a[idx], data), grad_fn=grad_fn,
-                                   tx=tx, mask=mask)
+    for _ in range(3):
+        params, state, _ = dp_step(params, state, data, grad_fn=grad_fn, tx=tx)
         spent.append(plan.spent(state))
     assert spent[0] < spent[1] < spent[2] and spent[2] == pytest.approx(plan.epsilon, rel=1e-12)
-    idx, mask = plan.batch(KEY, 3)
-    batch = jax.tree_util.tree_map(lambda a: a[idx], data)
     with pytest.raises(ValueError, match="all of them were taken"):
-        dp_step(params, state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
+        dp_step(params, state, data, grad_fn=grad_fn, tx=tx)
     # Under jit the count is traced: the privatizer then releases NaN rather than an uncharged step.
-    step = jax.jit(lambda p, s, b, m: tx.update(grad_fn(p, b, mask=m).grad, s, p)[0])
-    assert bool(jnp.all(jnp.isnan(step(params, state, batch, mask)["w"])))
+    step = jax.jit(lambda p, s: dp_step(p, s, data, grad_fn=grad_fn, tx=tx)[0])
+    assert bool(jnp.all(jnp.isnan(step(params, state)["w"])))
 
 
 def test_own_loop_draws_the_batches_and_noise_train_draws():
@@ -219,12 +229,10 @@ def test_own_loop_draws_the_batches_and_noise_train_draws():
     trained, _ = train(config, model.init(None), (X, Y), KEY)
     loss = lambda p, b: model.per_example_loss(p, b[0], b[1])[0]  # noqa: E731
     grad_fn, tx = plan.clipped_grad(loss), plan.optimizer(optax.chain(optax.sgd(1.0), optax.scale(0.5)), key=KEY)
-    params, state = model.init(None), None
+    params = model.init(None)
     state = tx.init(params)
-    for t in range(plan.steps):
-        idx, mask = plan.batch(KEY, t)
-        params, state, _ = dp_step(params, state, (jnp.asarray(X)[idx], jnp.asarray(Y)[idx]), grad_fn=grad_fn, tx=tx,
-                                   mask=mask)
+    for _ in range(plan.steps):
+        params, state, _ = dp_step(params, state, (jnp.asarray(X), jnp.asarray(Y)), grad_fn=grad_fn, tx=tx)
     for a, b in zip(jax.tree_util.tree_leaves(trained), jax.tree_util.tree_leaves(params)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -529,12 +537,17 @@ def test_make_train_fn_runs_the_config_s_checked_values_only():
 
     plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
     with pytest.raises(ValueError, match="learning_rate <= 2/β"):
-        make_train_fn(TrainConfig(LOGISTIC, Hyper(100.0), plan))
-    fn = make_train_fn(_config())
+        make_train_fn(TrainConfig(LOGISTIC, Hyper(100.0), plan), LOGISTIC.init(None))
+    fn = make_train_fn(_config(), LOGISTIC.init(None))
     params, _ = jax.jit(fn)(LOGISTIC.init(None), jnp.asarray(X), jnp.asarray(Y), KEY)
     expected, _ = train(_config(), LOGISTIC.init(None), (X, Y), KEY)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="plan was made for n="):  # a record gathered many times over
+        fn(LOGISTIC.init(None), jnp.asarray(X[:10]), jnp.asarray(Y[:10]), KEY)
+    scaled = dataclasses.replace(_coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_scales": _scales(1e-3)}))
+    with pytest.raises(ValueError, match="less noise than the plan charges"):
+        make_train_fn(scaled, LOGISTIC.init(None))
 
 
 def test_per_seed_noise_is_accounted_per_seed_and_point():
@@ -549,3 +562,152 @@ def test_per_seed_noise_is_accounted_per_seed_and_point():
         sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
                             {"noise_multiplier": np.array([[z, z], [z, 0.0]]), "learning_rate": [0.1, 0.2]},
                             per_seed=("noise_multiplier",))
+
+
+# ---------------------------------------------------------------------------------------------
+# An adversarial review's cases
+
+
+def test_a_plan_changed_or_built_by_hand_must_state_its_own_epsilon():
+    plan = _plan(noise_multiplier=None, target_epsilon=1.0)
+    with pytest.raises(ValueError, match="make plans with DPPlan.create"):
+        dataclasses.replace(plan, noise_multiplier=0.6)
+    with pytest.raises(ValueError, match="make plans with DPPlan.create"):
+        dataclasses.replace(plan, execution=dataclasses.replace(plan.execution, steps=100))
+    with pytest.raises(ValueError, match="make plans with DPPlan.create"):
+        DPPlan(ExecutionPlan.create("full", N, steps=100), 1.0, 1e-3, 1e-5, 0.01)
+    assert plan.with_steps(5).epsilon < plan.epsilon  # a consistent change is fine
+
+
+def test_train_refuses_a_private_statistic_its_plan_does_not_account():
+    from dpprep import dpsgdf
+    from dpprep.features import AffineFeatures
+
+    config = TrainConfig(LOGISTIC, Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32), "mean_multiplier": 0.5}),
+                         _plan(), extensions=(AffineFeatures(), dpsgdf.PrivateMean()))
+    with pytest.raises(ValueError, match="declares a private statistic"):
+        train(config, LOGISTIC.init(None), (X, Y), KEY)
+
+
+def test_search_many_refuses_statistics_it_would_not_compose():
+    from dpprep import dpsgdf
+    from dpprep.features import AffineFeatures
+
+    selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=40)
+    train_part, validation = split((X, YC), 40, KEY)
+    with_stat = DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
+                              fixed_events=(dp_events.GaussianDpEvent(0.5),))
+    with pytest.raises(ValueError, match="carries private statistics"):
+        search_many(TrainConfig(SOFTMAX, Hyper(0.5), with_stat), SOFTMAX.init(None), train_part, validation,
+                    [Search(KEY, {"learning_rate": [0.1]})], selection=selection)
+    plain = DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5)
+    config = TrainConfig(SOFTMAX, Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32)}), plain,
+                         extensions=(AffineFeatures(), dpsgdf.PrivateMean()))
+    with pytest.raises(ValueError, match="declares private statistics per point"):
+        search_many(config, SOFTMAX.init(None), train_part, validation,
+                    [Search(KEY, {"mean_multiplier": [0.5, 0.5]})], selection=selection)
+
+
+def test_the_accountant_s_lipschitz_bound_holds_for_every_swept_clip_bound():
+    accountant = PreprocessedAccountant(Sensitivity(0.0, 0.0), lipschitz=1.0)
+    plan = DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
+                         neighbouring="replace_one", accountant=accountant)
+    with pytest.raises(ValueError, match="every clip bound must be that number"):
+        sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"clip_norm": [1.0, 0.1]})
+    with pytest.raises(ValueError, match="fixed_events and options do not compose"):
+        DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5, neighbouring="replace_one",
+                      accountant=accountant, fixed_events=(dp_events.GaussianDpEvent(0.5),))
+
+
+def test_per_seed_values_are_checked_for_every_seed():
+    plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
+    with pytest.raises(ValueError, match="learning_rate <= 2/β"):
+        sweeps.sweep_points(TrainConfig(LOGISTIC, Hyper(1.0), plan), LOGISTIC.init(None), (X, Y), KEYS,
+                            {"learning_rate": np.array([[1.0], [100.0]])}, per_seed=("learning_rate",))
+
+
+def test_fixed_order_is_a_replace_one_guarantee_only():
+    with pytest.raises(ValueError, match="replace-one guarantees"):
+        DPPlan.create("fixed_order", N, steps=10, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5,
+                      neighbouring="add_remove")
+
+
+def test_a_registered_sampler_cannot_be_replaced():
+    from dpprep import sampling
+
+    with pytest.raises(ValueError, match="registered already"):
+        sampling.register(sampling.PoissonSampler())
+
+
+def test_extensions_that_replace_the_mechanism_must_vouch_for_it():
+    @dataclasses.dataclass(frozen=True)
+    class Twice(Extension):
+        def wrap(self, tx, values):
+            return optax.chain(tx, tx)
+
+    with pytest.raises(ValueError, match=r"replaces \['wrap'\] of the private mechanism without vouching"):
+        train(TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Twice(),)), LOGISTIC.init(None), (X, Y), KEY)
+    train(TrainConfig(LOGISTIC, Hyper(0.5), DPPlan.non_private("full", N, steps=2), extensions=(Twice(),)),
+          LOGISTIC.init(None), (X, Y), KEY)  # a non-private plan claims nothing: anything goes
+
+
+def test_a_dpsgdf_grid_charges_each_point_its_own_mean_once():
+    from dpprep import dpsgdf
+
+    n = 500
+    unit = dpsgdf.unit_normalize(RNG.normal(size=(n, 3)))
+    models_ = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0], [0.5], [1.0], 2.0)
+    keys = jax.random.split(KEY, 2)
+    forward = dpsgdf.grid_group("g", models_, 50, 2, n, unit.mean(axis=0), keys, num_classes=2)
+    backward = dpsgdf.grid_group("g", models_[::-1], 50, 2, n, unit.mean(axis=0), keys, num_classes=2)
+    labels = (unit[:, 0] > 0).astype(np.int32)
+    eps = [sweeps.sweep_points(g.config, g.config.model.init(None), (unit, labels), keys, g.points,
+                               per_seed=g.per_seed).epsilon for g in (forward, backward)]
+    np.testing.assert_allclose(eps[0], eps[1][::-1])
+    np.testing.assert_allclose(eps[0], [2.0, 2.0], atol=1e-3)  # each model calibrated to ε = 2, mean included
+
+
+def test_a_multiplier_is_accounted_as_float32_runs_it():
+    z = 3.29410295622689  # float32 rounds it down
+    assert float(np.float32(z)) < z
+    plan = DPPlan.create("poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, noise_multiplier=z, delta=1e-5)
+    assert plan.epsilon == pytest.approx(plan.execution.epsilon(float(np.float32(z)), 1e-5), rel=1e-12)
+    with pytest.raises(ValueError, match="float32 cannot hold"):
+        _plan(noise_multiplier=1e-46)
+    calibrated = DPPlan.create("poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, target_epsilon=0.5,
+                               delta=1e-5)
+    assert calibrated.epsilon <= 0.5
+
+
+def test_fit_passes_plan_options_to_the_plan():
+    out = fit(LOGISTIC, LOGISTIC.init(None), (X, Y), KEY, target_epsilon=4.0, delta=1e-5, l2_clip_norm=1.0,
+              learning_rate=0.5, sampling="full", steps=5, neighbouring="replace_one", iterates="average")
+    assert out.plan.neighbouring == "replace_one" and out.epsilon <= 4.0
+
+
+def test_an_own_loop_gives_a_stochastic_model_its_keys():
+    from flax import nnx
+
+    from dpprep import frameworks
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.drop = nnx.Dropout(0.5, rngs=rngs)
+            self.out = nnx.Linear(3, 2, rngs=rngs)
+
+        def __call__(self, x):
+            return self.out(self.drop(x))
+
+    model = frameworks.from_flax_nnx(Net(nnx.Rngs(0)), loss="softmax_cross_entropy")
+    plan = DPPlan.create("full", N, steps=2, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5)
+    runs = []
+    for key in (KEY, KEY, jax.random.key(7)):
+        grad_fn, tx = plan.clipped_grad(model), plan.optimizer(key=key)
+        params = model.init(None)
+        state = tx.init(params)
+        for _ in range(plan.steps):
+            params, state, out = dp_step(params, state, (jnp.asarray(X), jnp.asarray(YC)), grad_fn=grad_fn, tx=tx)
+        runs.append(jax.tree_util.tree_leaves(params))
+    for a, b in zip(runs[0], runs[1]):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.allclose(a, b) for a, b in zip(runs[0], runs[2]))

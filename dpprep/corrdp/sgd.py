@@ -93,6 +93,10 @@ class CoordinateNoise(Extension):
     paper's runs, whose ε is nominal, run in a non-private plan.
     """
 
+    #: Vouched: its privatizer adds the plan's noise z·C times the scales, at least z·C·noise_factor
+    #: on every coordinate, once per step (plus its own nominal std).
+    vouches: ClassVar[tuple[str, ...]] = ("privatizer",)
+
     batch_clip_norm: float = math.inf
     fields: ClassVar[Mapping[str, Field]] = {"noise_scales": Field(pytree=True, privacy=True),
                                              "noise_std": Field(default=0.0, privacy=True)}
