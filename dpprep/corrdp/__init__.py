@@ -7,9 +7,10 @@ five datasets as CorrDP sees them (``load_corrdp``), ``dpprep.corrdp.tv`` the TV
 ``dpprep.corrdp.defs`` the definition (Eq. 1, Def. 2.8, Def. 2.9).
 
 **CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
-unclipped. With ``clip_norm = inf`` and normaliser ``N``, choose a base level ``σ`` and set
-``Hyper(noise_std=sum_noise_std(σ, N))`` and the :class:`~dpprep.corrdp.sgd.CoordinateNoise`
-extension's ``noise_scales = feature_scales(params, sqrt(f), leaf)`` where ``f`` are the
+unclipped. In a non-private plan (``DPPlan.non_private``, ``l2_clip_norm = inf``, normaliser
+``N``), choose a base level ``σ`` and set the :class:`~dpprep.corrdp.sgd.CoordinateNoise`
+extension's ``noise_std = sum_noise_std(σ, N)`` and ``noise_scales = feature_scales(params,
+sqrt(f), leaf)`` (``Hyper(lr, extra={...})``, or a sweep axis) where ``f`` are the
 paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which multiply ``σ²``.
 """
 

@@ -3,8 +3,9 @@
 Algorithm 1 adds ``b ~ N(0, diag(σ_1², …))`` to the **averaged** minibatch gradient, unclipped,
 and outputs the last iterate. On the engine (:mod:`dpprep.algorithms`) that is the
 :class:`CoordinateNoise` extension, whose privatizer adds ``N(0, (noise_std·scale)²)`` to the
-gradient *sum* with ``Hyper(noise_std = σ·N)``, ``noise_scales = sqrt(f)`` and ``clip_norm = inf``,
-and divides by the engine's normaliser ``N`` (``n`` for full batches, ``B`` for fixed-size
+gradient *sum* with its fields ``noise_std = σ·N`` and ``noise_scales = sqrt(f)`` in a non-private
+plan (:meth:`CorrDPSGD.plan`: the paper's ε is nominal; ``l2_clip_norm = inf`` unless clipped per
+example), and divides by the engine's normaliser ``N`` (``n`` for full batches, ``B`` for fixed-size
 batches, the expected size for Poisson), so coordinate ``i`` of the mean gets std
 ``σ·sqrt(f_i)``. ``σ² = C·K_δ/ε²`` (:mod:`dpprep.corrdp.noise`).
 

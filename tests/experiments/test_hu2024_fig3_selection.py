@@ -90,7 +90,10 @@ def test_quick_profile_accounting_is_feasible():
         assert plan.n == n - scfg.validation_size
         assert selection.floor(plan, DELTA) < min(scfg.fig3.epsilons)
         z = selection.calibrate(plan, e, DELTA)
-        assert paid.noise_multiplier == z
+        # The plan runs z as float32 computes it: z itself, or the next float32 above it where
+        # float32 would round z down past the target.
+        assert paid.noise_multiplier in (z, float(np.nextafter(np.float32(z), np.float32(np.inf))))
+        assert paid.noise_multiplier >= z and paid.epsilon <= e * (1 + 1e-9)
         assert selection.epsilon(plan, z, DELTA) <= e * (1 + 1e-9)
         training_only = DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(scfg.fig3)).execution
         assert z > training_only.calibrate(e, DELTA)
