@@ -135,6 +135,75 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
         assert float(np.max(norms)) <= _bound(clip_norm)
 
 
+def _pairwise32(a: np.ndarray) -> np.ndarray:
+    """The pairwise tree of :func:`clipping.pairwise_row_sum`, in numpy float32."""
+    a = np.asarray(a, np.float32)
+    width = 1 << clipping.pairwise_depth(a.shape[1])
+    a = np.pad(a, ((0, 0), (0, width - a.shape[1])))
+    while a.shape[1] > 1:
+        half = a.shape[1] // 2
+        a = (a[:, :half] + a[:, half:]).astype(np.float32)
+    return a[:, 0]
+
+
+def _primitives(jaxpr) -> set[str]:
+    """Every primitive of a jaxpr, sub-jaxprs (cond branches, …) included."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    names |= _primitives(inner)
+    return names
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000, 4097])
+def test_norms_are_summed_by_the_pairwise_tree_the_pad_assumes(size):
+    """The pad's error bound holds for a pairwise sum: the library sums by that tree, bit for bit,
+    and the global norm contains no reduction whose order XLA chooses (a ``jnp.sum`` there would
+    need the much larger pad of a sequential sum: 1.66 at 11M parameters)."""
+    rng = np.random.default_rng(size)
+    a = (rng.standard_cauchy(size=(3, size)) * 1e3).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(clipping.pairwise_row_sum)(jnp.asarray(a))), _pairwise32(a))
+    assert clipping.pairwise_depth(size) == math.ceil(math.log2(size))
+    tree = {"a": jnp.asarray(a), "b": jnp.asarray(a[:, : max(1, size // 3)]), "c": jnp.asarray(a[:, :1])}
+    used = _primitives(jax.make_jaxpr(clipping._global_norms)(tree).jaxpr)
+    assert "add" in used and "sqrt" in used
+    assert not used & {"reduce_sum", "dot_general", "cumsum", "reduce_precision"}, used
+    # Against float64: the squared norm is within the bound the pad charges (XLA may fuse a square
+    # into the addition after it, an FMA, which only removes a rounding).
+    exact = np.sqrt(sum(np.sum(np.asarray(leaf, np.float64) ** 2, axis=1) for leaf in tree.values()))
+    got = np.asarray(jax.jit(clipping._global_norms)(tree), np.float64)
+    pad = clipping.rounding_pad(clipping.norm_roundings([leaf.shape for leaf in tree.values()]))
+    assert np.all(got * pad >= exact) and np.all(exact * pad >= got)
+
+
+@pytest.mark.parametrize("parameters", [26_000, 1_000_000, 11_000_000])
+def test_clip_bound_holds_and_the_pad_stays_small_as_models_grow(parameters):
+    """At 26k, 1M and 11M parameters every example's float32 contribution is at most C (float64
+    norms, no tolerance), and a clipped example keeps its signal: the pad is at most 1 + 1e-5, so
+    the contribution is at least C/(1 + 1e-5) (a sequential sum's pad would be 1.66 at 11M)."""
+    leaves = {"conv": parameters // 2, "dense": parameters - parameters // 2 - 10, "bias": 10}
+    rng = np.random.default_rng(parameters)
+    batch = {name: jnp.asarray((rng.standard_cauchy(size=(3, size)) * 0.01).astype(np.float32))
+             for name, size in leaves.items()}
+    params = {name: jnp.zeros((size,), jnp.float32) for name, size in leaves.items()}
+    # A loss whose per-example gradient is exactly the example: no rounding before the clipping.
+    loss = lambda p, b: sum(jnp.sum(p[k] * b[k][0]) for k in p)  # noqa: E731
+    roundings = clipping.norm_roundings([(1, size) for size in leaves.values()])
+    assert clipping.rounding_pad(roundings) <= 1 + 1e-5 < clipping.rounding_pad(parameters)
+    clip = 0.37
+    grad_fn = jax.jit(clipping.clipped_grad(loss, l2_clip_norm=clip))
+    exact = np.sqrt(sum(np.sum(np.asarray(b, np.float64) ** 2, axis=1) for b in batch.values()))
+    assert np.all(exact > clip)  # every example is clipped
+    for i in range(3):
+        out = grad_fn(params, batch, mask=jnp.asarray(np.eye(3)[i], jnp.float32))
+        norm = math.sqrt(sum(float(np.sum(np.asarray(g, np.float64) ** 2)) for g in jax.tree_util.tree_leaves(out.grad)))
+        assert _bound(clip) / (1 + 1e-5) <= norm <= _bound(clip)
+
+
 @pytest.mark.parametrize("name", ["linear", "logistic", "softmax", "softmax_noint"])
 def test_both_paths_match_python_loop_with_mask(name):
     model, params, x, y = _problem(name, 7, 3.0, 1.0)
