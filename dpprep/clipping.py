@@ -196,6 +196,7 @@ def clipped_grad(
     keep_batch_dim: bool = True,
     prng_argnum: int | None = None,
     method: str = "auto",
+    microbatch_size: int | None = None,
 ) -> Callable[..., ClippedGrad]:
     """Per-example clipped gradients of any loss over any batch pytree — the one clipping entry.
 
@@ -223,6 +224,11 @@ def clipped_grad(
       prng_argnum: index into ``args`` of a PRNG key, split into one key per example (e.g. for
         dropout); every other argument (e.g. model state) is passed unbatched to every example.
       method: for a Model only (above).
+      microbatch_size: compute the per-example gradients ``m`` examples at a time (a ``lax.scan``
+        over microbatches summing their clipped contributions), so memory holds ``m`` per-example
+        gradients instead of ``b``. The batch is padded to a multiple of ``m`` with masked slots,
+        and a microbatch whose mask is all 0 (Poisson padding) is skipped, not computed. The sum
+        is the unbatched one up to float32 summation order (tested); None: all at once.
 
     Raises ``ValueError`` (at trace time, before compilation) when the batch is empty or its
     leaves disagree on the example axis, when ``loss_fn`` does not return a scalar per example
@@ -239,6 +245,9 @@ def clipped_grad(
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
     _check_clip_norm(l2_clip_norm)
+    if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
+                                        or microbatch_size < 1):
+        raise ValueError(f"microbatch_size must be a positive int or None, got {microbatch_size!r}")
 
     def example_loss(params, example, *args):
         if keep_batch_dim:
@@ -271,15 +280,56 @@ def clipped_grad(
             args = list(args)  # type: ignore[assignment]  # a mutable copy of the positional args
             args[prng_argnum] = jax.random.split(args[prng_argnum], size)  # type: ignore[index]  # (a list now)
             axes[prng_argnum] = 0
-        grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
-            params, batch, *args)
-        norms = _global_norms(grads)
-        roundings = norm_roundings([np.shape(g) for g in jax.tree_util.tree_leaves(grads)])
-        scale = clip_factors(norms * rounding_pad(roundings), jnp.asarray(l2_clip_norm, jnp.float32), weights)
-        summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads)
+        clip = jnp.asarray(l2_clip_norm, jnp.float32)
+
+        def clipped(batch: Any, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
+            grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
+                params, batch, *args)
+            norms = _global_norms(grads)
+            roundings = norm_roundings([np.shape(g) for g in jax.tree_util.tree_leaves(grads)])
+            scale = clip_factors(norms * rounding_pad(roundings), clip, weights)
+            return jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads), norms, aux
+
+        if microbatch_size is None or microbatch_size >= size:
+            summed, norms, aux = clipped(batch, weights, *args)
+        else:
+            summed, norms, aux = _microbatched(clipped, microbatch_size, size, batch, weights, args, axes)
         return ClippedGrad(summed, norms, aux if has_aux else None)
 
     return grad_fn
+
+
+def _microbatched(clipped: Callable[..., tuple[Params, Array, Any]], m: int, size: int, batch: Any,
+                  weights: Array | None, args: Any, axes: list[int | None]) -> tuple[Params, Array, Any]:
+    """``clipped`` over ``ceil(size/m)`` microbatches of ``m`` examples in a ``lax.scan``, summing
+    the clipped sums; padded slots (to a multiple of ``m``) are masked, and a microbatch whose mask
+    is all 0 is skipped (``lax.cond``). Norms (and aux) come back for the ``size`` slots; a skipped
+    microbatch's norms and aux are zeros (not computed: its slots are all padding)."""
+    count = -(-size // m)
+    extra = count * m - size
+    mask = jnp.ones((size,), jnp.float32) if weights is None else weights
+    split = lambda a: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1)).reshape(count, m, *a.shape[1:])  # noqa: E731
+    # Padding rows repeat the batch's first example (real data, so no NaN or domain error), masked 0.
+    pad_rows = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (extra, *a.shape[1:]))]) if extra else a  # noqa: E731
+    micro_batch = jax.tree_util.tree_map(lambda a: pad_rows(jnp.asarray(a)).reshape(count, m, *np.shape(a)[1:]), batch)
+    micro_mask = split(mask)
+    micro_args = [pad_rows(a).reshape(count, m, *a.shape[1:]) if axis == 0 else a for a, axis in zip(args, axes)]
+    shapes = jax.eval_shape(lambda b, w, *a: clipped(b, w, *a), jax.tree_util.tree_map(lambda a: a[0], micro_batch),
+                            micro_mask[0], *[a[0] if axis == 0 else a for a, axis in zip(micro_args, axes)])
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def body(total: Params, chunk: tuple[Any, Array, list[Any]]) -> tuple[Params, tuple[Array, Any]]:
+        part, w, part_args = chunk
+        full = [a if axis == 0 else b for a, b, axis in zip(part_args, args, axes)]
+        summed, norms, aux = jax.lax.cond(
+            jnp.any(w > 0), lambda: clipped(part, w, *full),
+            lambda: (zeros[0], jnp.zeros((m,), jnp.float32), zeros[2]))
+        return jax.tree_util.tree_map(jnp.add, total, summed), (norms, aux)
+
+    scanned_args = [a if axis == 0 else jnp.zeros((count,)) for a, axis in zip(micro_args, axes)]
+    total, (norms, aux) = jax.lax.scan(body, zeros[0], (micro_batch, micro_mask, scanned_args))
+    unsplit = lambda a: a.reshape(count * m, *a.shape[2:])[:size]  # noqa: E731
+    return total, unsplit(norms), jax.tree_util.tree_map(unsplit, aux)
 
 
 def _model_loss(model: Model) -> Callable[[Params, tuple[Array, Array]], Array]:
