@@ -159,6 +159,10 @@ class TrainConfig:
         ``{"last": …, "average": …}`` from the same run).
       clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad`;
         "none": the plain gradient of the batch loss, for unclipped non-private plans only).
+      microbatch_size: per-example gradients ``m`` at a time (:func:`dpprep.clipping.clipped_grad`):
+        memory for ``m`` of them instead of the batch's, and Poisson's padding-only microbatches
+        skipped in ``train`` (not under a sweep's ``vmap``, where JAX runs both branches). None:
+        the whole batch at once. The GLM fast path holds no per-example gradients and ignores it.
       track_loss: record the (masked) batch loss per step (one extra forward pass).
       track_clip_fraction: record the share of the batch's real examples whose gradient norm
         exceeded ``C``. Like every metric it is not private (module docstring).
@@ -175,6 +179,7 @@ class TrainConfig:
     optimizer: optax.GradientTransformation | None = None
     iterates: str = "last"
     clip_method: str = "auto"
+    microbatch_size: int | None = None
     track_loss: bool = False
     track_clip_fraction: bool = False
     track_params: bool = False
@@ -221,6 +226,11 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
     if not isinstance(plan, DPPlan):
         raise TypeError(f"config.plan must be a DPPlan, got {type(plan).__name__}")
     clipping.check_method(config.clip_method, "clip_method")
+    if clipping.check_microbatch_size(config.microbatch_size) is not None:
+        own = [type(ext).__name__ for ext in config.extensions if type(ext).clipped_grad is not Extension.clipped_grad]
+        if own:
+            raise ValueError(f"microbatch_size is for the core's clipped sum; extension {own[0]} computes its own "
+                             "(its batch at once): drop one of them")
     if config.iterates not in ITERATES:
         raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
     if config.matmul_precision not in PRECISIONS:
@@ -322,7 +332,8 @@ def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Para
         lambda ext: ext.clipped_grad(config.model, ext_lib.values_for(ext, values.extra), l2_clip_norm=clip,
                                      method=config.clip_method))
     if grad_fn is None:
-        grad_fn = clipping.clipped_grad(model, l2_clip_norm=clip, method=config.clip_method)
+        grad_fn = clipping.clipped_grad(model, l2_clip_norm=clip, method=config.clip_method,
+                                        microbatch_size=config.microbatch_size)
     k_model = streams.stream(key, streams.MODEL)
     tx = update_transform(config, plan, values, k_noise)
     prepared = sampler.prepare(k_batch, plan)

@@ -181,6 +181,14 @@ def _checked_mask(mask: Any, size: int) -> Array | None:
     return jnp.clip(jnp.asarray(mask, jnp.float32), 0.0, 1.0)
 
 
+def check_microbatch_size(microbatch_size: Any) -> int | None:
+    """The one check of a microbatch size: a positive int, or None (all examples at once)."""
+    if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
+                                        or microbatch_size < 1):
+        raise ValueError(f"microbatch_size must be a positive int or None, got {microbatch_size!r}")
+    return microbatch_size
+
+
 def _check_clip_norm(l2_clip_norm: Any) -> None:
     if l2_clip_norm is None:
         raise ValueError("l2_clip_norm is required (a float > 0, or inf for no clipping)")
@@ -227,8 +235,11 @@ def clipped_grad(
       microbatch_size: compute the per-example gradients ``m`` examples at a time (a ``lax.scan``
         over microbatches summing their clipped contributions), so memory holds ``m`` per-example
         gradients instead of ``b``. The batch is padded to a multiple of ``m`` with masked slots,
-        and a microbatch whose mask is all 0 (Poisson padding) is skipped, not computed. The sum
-        is the unbatched one up to float32 summation order (tested); None: all at once.
+        and a microbatch whose mask is all 0 (Poisson padding, which the samplers put last) is
+        skipped, not computed — except under ``vmap`` over batches (a sweep over seeds), where
+        JAX runs both branches of the skip. The sum is the unbatched one up to float32 summation
+        order (tested); None: all at once. A Model's GLM fast path ignores it (it holds no
+        per-example gradients).
 
     Raises ``ValueError`` (at trace time, before compilation) when the batch is empty or its
     leaves disagree on the example axis, when ``loss_fn`` does not return a scalar per example
@@ -239,15 +250,13 @@ def clipped_grad(
         if has_aux or prng_argnum is not None or not keep_batch_dim:
             raise ValueError("has_aux, prng_argnum and keep_batch_dim are for loss functions; a Model's loss "
                              "has none of them")
-        return _model_clipped_grad(loss_fn, l2_clip_norm, method)
+        return _model_clipped_grad(loss_fn, l2_clip_norm, method, check_microbatch_size(microbatch_size))
     if method != "auto":
         raise ValueError("method is for a Model; a loss function is clipped on the general (vmap) path")
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
     _check_clip_norm(l2_clip_norm)
-    if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
-                                        or microbatch_size < 1):
-        raise ValueError(f"microbatch_size must be a positive int or None, got {microbatch_size!r}")
+    check_microbatch_size(microbatch_size)
 
     def example_loss(params, example, *args):
         if keep_batch_dim:
@@ -374,10 +383,12 @@ def _global_norms(tree: Params) -> Array:
 
 def _clipped_sum_vmap(
     model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
+    microbatch_size: int | None = None,
 ) -> tuple[Params, Array]:
     """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
     per-example norms before clipping)."""
-    out = clipped_grad(_model_loss(model), l2_clip_norm=clip_norm)(params, (x, y), mask=mask)
+    out = clipped_grad(_model_loss(model), l2_clip_norm=clip_norm, microbatch_size=microbatch_size)(
+        params, (x, y), mask=mask)
     return out.grad, out.norms
 
 
@@ -419,9 +430,12 @@ def _grad_sum_unclipped(
     return jax.grad(total)(params), jnp.full((x.shape[0],), jnp.nan, jnp.float32)
 
 
-def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str) -> Callable[..., ClippedGrad]:
+def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str, microbatch_size: int | None = None
+                        ) -> Callable[..., ClippedGrad]:
     """:func:`clipped_grad` of a Model on ``(x, y)`` batches: the GLM fast path when the model has
-    one (``method="auto"``), otherwise the general path; ``"none"``: unclipped."""
+    one (``method="auto"``), otherwise the general path (in microbatches of ``microbatch_size``:
+    the fast path and ``"none"`` hold no per-example gradients, so they ignore it); ``"none"``:
+    unclipped."""
     if method == "none":
         if not isinstance(l2_clip_norm, jax.core.Tracer) and np.any(np.isfinite(np.asarray(l2_clip_norm, np.float64))):
             raise ValueError(f"method='none' clips nothing: l2_clip_norm must be inf, got {l2_clip_norm!r}")
@@ -439,11 +453,14 @@ def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str) -> Callabl
             grad, norms = _grad_sum_unclipped(model, params, x, y, weights, key)
         elif model.stochastic and key is not None:  # each example its own key (e.g. its dropout mask)
             loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
-            out = clipped_grad(loss, l2_clip_norm=l2_clip_norm, prng_argnum=0)(params, (x, y), key, mask=weights)
+            out = clipped_grad(loss, l2_clip_norm=l2_clip_norm, prng_argnum=0, microbatch_size=microbatch_size)(
+                params, (x, y), key, mask=weights)
             grad, norms = out.grad, out.norms
+        elif use_fast:
+            grad, norms = _clipped_sum_fast(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights)
         else:
-            fn = _clipped_sum_fast if use_fast else _clipped_sum_vmap
-            grad, norms = fn(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights)
+            grad, norms = _clipped_sum_vmap(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights,
+                                            microbatch_size)
         return ClippedGrad(grad, norms)
 
     return grad_fn

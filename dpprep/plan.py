@@ -668,12 +668,15 @@ class DPPlan:
     # -- what the plan hands out ------------------------------------------------------------------
 
     def clipped_grad(self, loss_fn: Any, *, has_aux: bool = False, keep_batch_dim: bool = True,
-                     prng_argnum: int | None = None) -> PlanGradFn:
+                     prng_argnum: int | None = None, microbatch_size: int | None = None) -> PlanGradFn:
         """:func:`dpprep.clipping.clipped_grad` of ``loss_fn`` (a loss ``(params, batch, *args)``
         or a :class:`~dpprep.models.Model`, whose GLM fast path is then used; a stochastic model
-        gets each example its own key) at this plan's ``C``, for batches of this plan's shape."""
+        gets each example its own key) at this plan's ``C``, for batches of this plan's shape,
+        ``microbatch_size`` per-example gradients at a time (None: all; padding-only microbatches
+        are skipped). Microbatching changes memory and work, not the clipped sum or the account."""
         fn = clipping.clipped_grad(loss_fn, l2_clip_norm=self.l2_clip_norm, has_aux=has_aux,
-                                   keep_batch_dim=keep_batch_dim, prng_argnum=prng_argnum)
+                                   keep_batch_dim=keep_batch_dim, prng_argnum=prng_argnum,
+                                   microbatch_size=microbatch_size)
         return PlanGradFn(self, fn, prng_argnum, isinstance(loss_fn, Model) and loss_fn.stochastic)
 
     def privatizer(self, key: Any) -> optax.GradientTransformation:
