@@ -1,4 +1,4 @@
-"""Private (and non-private) gradient learners as one pure, jit-once ``lax.scan`` engine.
+"""Private (and non-private) gradient learners as one pure, jit-once engine of steps.
 
 ``train(config, params0, (x, y), key) -> (params, metrics)`` runs (``x``: an array with a leading
 example axis, or a dict of them; :func:`check_inputs`), per step ``t``:
@@ -37,6 +37,13 @@ fast path), and :func:`update_transform` is the optax chain that privatizes and 
 plan's Gaussian privatizer, regulariser, optimizer, learning rate); the
 scan adds the sampler, the random stop and (``iterates``) the iterate average
 (:func:`dpprep.optimizers.average_iterates`).
+
+**Compiled calls.** :func:`make_train_fn` (and :func:`engine_fn`) is the whole run as one
+``lax.scan``. :func:`train` and :mod:`dpprep.sweeps` cut a run whose step convolves into a host
+loop over compiled calls of a few straight-line steps (``TrainConfig.steps_per_call``;
+:func:`steps_per_call`): XLA:CPU compiles convolutions inside a loop body with slower layouts, so
+the scanned CNN ran 2-3x its own step; cut, it runs as fast as a Python loop over its jitted step.
+The run is the same — its batches, noise, iterates and metrics — whichever way it is cut.
 
 **Extensions.** ``config.extensions`` (:mod:`dpprep.extensions`) extend the step without the engine
 knowing them: traced hyperparameters of their own (in ``Hyper.extra``, swept by name), a view of
@@ -86,7 +93,7 @@ import functools
 import inspect
 import math
 import warnings
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -169,6 +176,10 @@ class TrainConfig:
       track_params: record every iterate ``θ_t`` (memory ``T × |θ|``; for tests and analysis).
       matmul_precision: JAX matmul precision inside the run (None: JAX's default, which on GPUs
         is TF32 for float32; "float32"/"highest" for final numbers).
+      steps_per_call: how :func:`train` and the sweeps cut the run into compiled calls
+        (:func:`steps_per_call`): None, the whole run in one ``lax.scan``; ``k``, a host loop over
+        calls of ``k`` straight-line steps; "auto" (default), 2 for a model that convolves, else
+        None. The run is the same (its batches, noise and updates); only its speed differs.
       extensions: :class:`~dpprep.extensions.Extension` objects extending the step (module
         docstring); their traced fields are set in ``hyper.extra`` and swept by name.
     """
@@ -184,6 +195,7 @@ class TrainConfig:
     track_clip_fraction: bool = False
     track_params: bool = False
     matmul_precision: str | None = None
+    steps_per_call: int | str | None = "auto"
     extensions: tuple[Extension, ...] = ()
 
 
@@ -233,6 +245,10 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
                              "(its batch at once): drop one of them")
     if config.iterates not in ITERATES:
         raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
+    per_call = config.steps_per_call
+    if per_call is not None and not (per_call == "auto" if isinstance(per_call, str) else
+                                     isinstance(per_call, int) and not isinstance(per_call, bool) and per_call >= 1):
+        raise ValueError(f"steps_per_call must be 'auto', None or an integer >= 1, got {per_call!r}")
     if config.matmul_precision not in PRECISIONS:
         raise ValueError(f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}")
     if not isinstance(config.extensions, tuple):
@@ -317,15 +333,47 @@ def run_model(config: TrainConfig, values: Traced) -> Model:
     return model
 
 
-def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Array, y: Array,
-         key: Array) -> tuple[Params, dict[str, Array]]:
-    """The pure training function (``config``/``plan`` static; everything else traceable)."""
-    if config.matmul_precision is not None:
+class _Invariants(NamedTuple):
+    """What every step of a run reads and none changes: the sampler's prepared draws (e.g. the
+    shuffled permutations) and the random stop."""
+
+    prepared: Any
+    stop: Array
+
+
+def _with_precision(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(config, ...)`` under ``config.matmul_precision`` (a context of the trace)."""
+
+    @functools.wraps(fn)
+    def wrapped(config: TrainConfig, *args: Any, **kwargs: Any) -> Any:
+        if config.matmul_precision is None:
+            return fn(config, *args, **kwargs)
         with jax.default_matmul_precision(config.matmul_precision):
-            return _run(dataclasses.replace(config, matmul_precision=None), plan, values, params0, x, y, key)
+            return fn(dataclasses.replace(config, matmul_precision=None), *args, **kwargs)
+
+    return wrapped
+
+
+@_with_precision
+def _begin(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, key: Array
+           ) -> tuple[tuple[Params, Any], _Invariants]:
+    """A run's start: the carry ``(params0, optimizer state)`` and its :class:`_Invariants`."""
+    tx = update_transform(config, plan, values, streams.stream(key, streams.NOISE))
+    prepared = plan.impl.prepare(streams.stream(key, streams.BATCH), plan)
+    stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
+            if plan.random_stop else jnp.int32(plan.steps))
+    return (params0, tx.init(params0)), _Invariants(prepared, stop)
+
+
+@_with_precision
+def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y: Array, key: Array,
+             carry: tuple[Params, Any], invariants: _Invariants, t0: Any, count: int, unroll: bool
+             ) -> tuple[tuple[Params, Any], dict[str, Array]]:
+    """Steps ``t0 .. t0 + count − 1`` of the run from ``carry``: the new carry and the steps'
+    metrics (leading axis ``count``); one ``lax.scan``, fully unrolled when ``unroll``."""
     sampler = plan.impl
     model = run_model(config, values)
-    k_batch, k_noise = streams.stream(key, streams.BATCH), streams.stream(key, streams.NOISE)
+    k_batch, k_model = streams.stream(key, streams.BATCH), streams.stream(key, streams.MODEL)
     clip = jnp.asarray(values.clip_norm, jnp.float32)
     grad_fn = ext_lib.the_one(
         config.extensions, "clipped_grad",
@@ -334,15 +382,11 @@ def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Para
     if grad_fn is None:
         grad_fn = clipping.clipped_grad(model, l2_clip_norm=clip, method=config.clip_method,
                                         microbatch_size=config.microbatch_size)
-    k_model = streams.stream(key, streams.MODEL)
-    tx = update_transform(config, plan, values, k_noise)
-    prepared = sampler.prepare(k_batch, plan)
-    stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
-            if plan.random_stop else jnp.int32(plan.steps))
+    tx = update_transform(config, plan, values, streams.stream(key, streams.NOISE))
 
     def step(carry, t):
         params, opt_state = carry
-        idx, mask, size, overflow = sampler.select(k_batch, plan, t, prepared)
+        idx, mask, size, overflow = sampler.select(k_batch, plan, t, invariants.prepared)
         xb, yb = (x, y) if idx is None else (jax.tree_util.tree_map(lambda a: a[idx], x), y[idx])
         step_grad_fn = grad_fn
         if config.model.stochastic:  # this step's key, split per example by the clipping
@@ -350,7 +394,7 @@ def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Para
         new_params, new_opt_state, clipped = apply_step(params, opt_state, (xb, yb), grad_fn=step_grad_fn, tx=tx,
                                                         mask=mask)
         # After the random stop the run keeps its parameters (and the iterate sum its count).
-        active = t < stop
+        active = t < invariants.stop
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)  # noqa: E731
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
         out = {"batch_size": size, "overflow": overflow}
@@ -367,16 +411,129 @@ def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Para
             out["params"] = new_params
         return (new_params, new_opt_state), out
 
-    steps = jnp.arange(plan.steps, dtype=jnp.int32)
-    (last, opt_state), metrics = jax.lax.scan(step, (params0, tx.init(params0)), steps)
-    metrics["stopping_time"] = stop
+    if not unroll:
+        return jax.lax.scan(step, carry, jnp.asarray(t0, jnp.int32) + jnp.arange(count, dtype=jnp.int32))
+    # Straight-line steps: no XLA while loop (lax.scan of length 1 still emits one), whose body
+    # XLA:CPU compiles with slower convolution layouts.
+    outs = []
+    for i in range(count):
+        carry, out = step(carry, jnp.asarray(t0, jnp.int32) + i)
+        outs.append(out)
+    return carry, jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *outs)
+
+
+def _end(config: TrainConfig, carry: tuple[Params, Any], invariants: _Invariants, metrics: dict[str, Array]
+         ) -> tuple[Params, dict[str, Array]]:
+    """A run's output from its last carry: the iterate(s) ``config.iterates`` asks for, and the
+    metrics with the stopping time."""
+    last, opt_state = carry
+    metrics = {**metrics, "stopping_time": invariants.stop}
     if config.iterates == "last":
         return last, metrics
     mean = optimizers.averaged_params(opt_state)
     return ({"last": last, "average": mean} if config.iterates == "both" else mean), metrics
 
 
+def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Array, y: Array,
+         key: Array) -> tuple[Params, dict[str, Array]]:
+    """The pure training function (``config``/``plan`` static; everything else traceable): the
+    whole run as one ``lax.scan``, for callers that ``jit``/``vmap`` it themselves."""
+    carry, invariants = _begin(config, plan, values, params0, key)
+    carry, metrics = _advance(config, plan, values, x, y, key, carry, invariants, 0, plan.steps, False)
+    return _end(config, carry, invariants, metrics)
+
+
+class _RunState(NamedTuple):
+    """A run between two host calls: its carry, invariants and the metrics of every step so far
+    (a buffer with the run's leading steps axis, filled chunk by chunk)."""
+
+    carry: tuple[Params, Any]
+    invariants: _Invariants
+    metrics: dict[str, Array]
+
+
+def _begin_state(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Any, y: Array,
+                 key: Array) -> _RunState:
+    carry, invariants = _begin(config, plan, values, params0, key)
+    shapes = jax.eval_shape(lambda: _advance(config, plan, values, x, y, key, carry, invariants, 0, 1, True)[1])
+    buffer = jax.tree_util.tree_map(lambda s: jnp.zeros((plan.steps, *s.shape[1:]), s.dtype), shapes)
+    return _RunState(carry, invariants, buffer)
+
+
+def _advance_state(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y: Array, key: Array,
+                   state: _RunState, t0: Any, count: int) -> _RunState:
+    carry, metrics = _advance(config, plan, values, x, y, key, state.carry, state.invariants, t0, count, True)
+    buffer = jax.tree_util.tree_map(lambda b, m: jax.lax.dynamic_update_slice_in_dim(b, m, t0, axis=0),
+                                    state.metrics, metrics)
+    return _RunState(carry, state.invariants, buffer)
+
+
+def _end_state(config: TrainConfig, state: _RunState) -> tuple[Params, dict[str, Array]]:
+    return _end(config, state.carry, state.invariants, state.metrics)
+
+
 _run_jit = jax.jit(_run, static_argnums=(0, 1))
+
+
+# Steps per compiled call of a run whose step convolves (measured: the tanh CNN on this 2-core CPU
+# runs 2 unrolled steps per call 0.83-0.86x the time of a Python loop over its jitted step, 1 step
+# per call 1.01-1.06x, 4-8 steps no faster and longer to compile).
+CONV_STEPS_PER_CALL = 2
+
+
+def _primitives(jaxpr: Any) -> set[str]:
+    """The names of the primitives in ``jaxpr`` and every jaxpr nested in its equations."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    names |= _primitives(inner)
+    return names
+
+
+def convolves(model: Model, params0: Params, x: Any) -> bool:
+    """Whether ``model``'s forward pass on one example of ``x`` has a convolution (traced, not run)."""
+    jaxpr = jax.make_jaxpr(model.apply)(params0, _example_structs(x, 1))
+    return "conv_general_dilated" in _primitives(jaxpr.jaxpr)
+
+
+def steps_per_call(config: TrainConfig, params0: Params, x: Any) -> int | None:
+    """How many steps :func:`train` and the sweeps run per compiled call: None runs the whole run
+    as one compiled loop (``lax.scan``); ``k`` runs a host loop over a compiled call of ``k``
+    straight-line steps (the result is the same run; only its speed differs).
+
+    ``config.steps_per_call="auto"`` takes ``CONV_STEPS_PER_CALL`` when the model's forward pass
+    convolves — XLA:CPU compiles the convolutions inside a loop body with layouts its fast
+    convolution routine cannot take (the tanh CNN's scanned run took 2-3x its own step) — and one
+    scan otherwise, where a step is too cheap for a host call per step (the GLM fast path, MLPs)."""
+    per_call = config.steps_per_call
+    if not isinstance(per_call, str):
+        return per_call
+    fast = (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
+    return None if fast or not convolves(config.model, params0, x) else CONV_STEPS_PER_CALL
+
+
+def run_in_calls(begin: Callable[[], Any], advance: Callable[..., Any], end: Callable[[Any], Any], steps: int,
+                 per_call: int) -> Any:
+    """``end(advance(... advance(begin(), 0, k) ..., t0, k'))``: a run of ``steps`` steps as a host
+    loop over compiled calls of ``k = per_call`` steps (the last call takes the remainder)."""
+    state = begin()
+    for t0 in range(0, steps, per_call):
+        state = advance(state, np.int32(t0), min(per_call, steps - t0))
+    return end(state)
+
+
+@functools.lru_cache(maxsize=64)
+def _host_fns(config: TrainConfig, plan: ExecutionPlan) -> tuple[Callable[..., Any], ...]:
+    """The jitted pieces of :func:`train`'s host loop for one static config and plan layout."""
+    return (jax.jit(functools.partial(_begin_state, config, plan)),
+            jax.jit(functools.partial(_advance_state, config, plan), static_argnames="count",
+                    donate_argnames="state"),
+            jax.jit(functools.partial(_end_state, config)))
+
 
 
 def static_config(config: TrainConfig) -> TrainConfig:
@@ -728,7 +885,15 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
     """
     key = check_key(key)
     plan, values, x, y = check_run(config, params0, data)
-    params, metrics = _run_jit(static_config(config), plan.execution, values, params0, x, y, key)
+    static, layout = static_config(config), plan.execution
+    per_call = steps_per_call(config, params0, x)
+    if per_call is None or per_call >= layout.steps:
+        params, metrics = _run_jit(static, layout, values, params0, x, y, key)
+    else:
+        begin, advance, end = _host_fns(static, layout)
+        params, metrics = run_in_calls(lambda: begin(values, params0, x, y, key),
+                                       lambda state, t0, count: advance(values, x, y, key, state, t0, count=count),
+                                       end, layout.steps, per_call)
     warn_on_overflow(metrics, plan)
     warn_if_not_finite(params, "trained parameters")
     metrics = {**metrics, "epsilon": plan.epsilon, "delta": plan.delta, "guarantee": plan.describe()}

@@ -1,5 +1,10 @@
 """Many runs as one compiled call: ``vmap`` over seeds and over a flat axis of points.
 
+Batching runs pays where it turns many small products into wide ones (the GLM fast path, any
+model on an accelerator); a network's per-example gradients already fill a CPU, so there a sweep
+runs its seeds × points one after the other through one compiled run (:func:`vmaps_runs`; the
+same runs and results either way, and still one compilation).
+
 :func:`sweep_points` trains ``keys × points``: each point is a set of
 :class:`~dpprep.algorithms.Hyper` values (learning rate, noise level, clip norm, and the traced
 fields of the config's extensions, e.g. a feature transform or noise scales) given as arrays with
@@ -121,16 +126,34 @@ def point_epsilons(plan: DPPlan, charged: dict[str, Any], total: int) -> np.ndar
     return np.array([plan.epsilon_at(value, fixed_events=e) for value, e in zip(z, events)])
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-              with_params: bool, per_seed: tuple[bool, ...] | None = None,
-              params0_per_seed: bool = False) -> Callable[..., Any]:
-    """The jitted ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one
-    static group (cached: groups that share a config, plan and swept names share a compilation)."""
+def vmaps_runs(config: TrainConfig, mesh: Any = None) -> bool:
+    """Whether a sweep batches (``vmap``) its runs into one computation (True) or runs them one
+    after the other through one compiled run (False; the same runs, results and compilations).
 
-    def point(base, params0, x, y, key, values, x_eval, y_eval):
-        hyper = with_values(base, dict(zip(names, values)))
-        params, metrics = _run(config, plan, hyper, params0, x, y, key)
+    Batching pays where it turns many small products into wide ones: the GLM fast path and
+    unclipped runs (5-10x a loop of runs on this CPU), any model on an accelerator, and a sweep
+    sharded over ``devices`` (whose points must be batched to be split). A neural network's
+    per-example gradients on a CPU are already as wide as its cores: batching its runs made a
+    flax MLP sweep 0.4x and a CNN sweep 0.6-0.8x the speed of a loop of :func:`~dpprep.algorithms.train`
+    calls on 2 cores, so there they run one after the other."""
+    if mesh is not None or jax.default_backend() != "cpu":
+        return True
+    return (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
+
+
+class _PointFns(NamedTuple):
+    """One sweep point's run (``values``: the swept names' values) as the whole run, and as the
+    pieces of a host loop over its steps (:func:`dpprep.algorithms.run_in_calls`)."""
+
+    whole: Callable[..., Any]  # (base, params0, x, y, key, values, x_eval, y_eval) -> outputs
+    begin: Callable[..., Any]  # (base, params0, x, y, key, values) -> state
+    advance: Callable[..., Any]  # (base, x, y, key, values, state, t0, count) -> state
+    end: Callable[..., Any]  # (base, values, state, x_eval, y_eval) -> outputs
+
+
+def _point_fns(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
+               with_params: bool) -> _PointFns:
+    def outputs(hyper, params, metrics, x_eval, y_eval):
         evaluation = None
         if with_eval:
             score = lambda p: evaluate(run_model(config, hyper), p, x_eval, y_eval)  # noqa: E731
@@ -138,13 +161,97 @@ def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], 
                           else score(params))
         return (params if with_params else None), metrics, evaluation
 
+    hyper_of = lambda base, values: with_values(base, dict(zip(names, values)))  # noqa: E731
+
+    def whole(base, params0, x, y, key, values, x_eval, y_eval):
+        hyper = hyper_of(base, values)
+        return outputs(hyper, *_run(config, plan, hyper, params0, x, y, key), x_eval, y_eval)
+
+    def begin(base, params0, x, y, key, values):
+        return algorithms._begin_state(config, plan, hyper_of(base, values), params0, x, y, key)
+
+    def advance(base, x, y, key, values, state, t0, count):
+        return algorithms._advance_state(config, plan, hyper_of(base, values), x, y, key, state, t0, count)
+
+    def end(base, values, state, x_eval, y_eval):
+        return outputs(hyper_of(base, values), *algorithms._end_state(config, state), x_eval, y_eval)
+
+    return _PointFns(whole, begin, advance, end)
+
+
+class _Compiled(NamedTuple):
+    """A sweep group's compiled runner and the jitted functions it calls (whose compilations
+    :meth:`_cache_size` counts)."""
+
+    run: Callable[..., Any]
+    jitted: tuple[Any, ...]
+
+    def __call__(self, *args: Any) -> Any:
+        return self.run(*args)
+
+    def _cache_size(self) -> int:
+        return sum(fn._cache_size() for fn in self.jitted)
+
+
+def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
+              with_params: bool, per_seed: tuple[bool, ...] | None = None,
+              params0_per_seed: bool = False, per_call: int | None = None, batched: bool = True
+              ) -> _Compiled:
+    """The ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one static
+    group, results with leading axes ``(seeds, points)`` (cached: groups that share a config, plan
+    and swept names share a compilation). ``batched``: the runs batched (``vmap``) into one computation,
+    else one compiled run called per seed and point (:func:`vmaps_runs`); ``per_call``: steps
+    per compiled call (:func:`dpprep.algorithms.steps_per_call`)."""
+    return _compiled_group(config, plan, names, with_eval, with_params, per_seed, params0_per_seed, per_call,
+                           batched)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_group(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
+                    with_params: bool, per_seed: tuple[bool, ...] | None, params0_per_seed: bool,
+                    per_call: int | None, batched: bool) -> _Compiled:
+    fns = _point_fns(config, plan, names, with_eval, with_params)
     seeded = tuple(0 if flag else None for flag in (per_seed or (False,) * len(names)))
-    over_points = jax.vmap(point, in_axes=(None, None, None, None, None, 0, None, None))
-    over_seeds = jax.vmap(over_points, in_axes=(None, 0 if params0_per_seed else None, None, None, 0, seeded,
-                                                None, None))
-    # ``values`` as a tuple, whatever sequence the caller passes, to match the in_axes prefix.
-    return jax.jit(lambda base, params0, x, y, keys, values, x_eval, y_eval: over_seeds(
-        base, params0, x, y, keys, tuple(values), x_eval, y_eval))
+    p0 = 0 if params0_per_seed else None
+
+    def over(fn, point_axes, seed_axes):
+        return jax.vmap(jax.vmap(fn, in_axes=point_axes), in_axes=seed_axes) if batched else fn
+
+    whole = jax.jit(over(fns.whole, (None,) * 5 + (0, None, None), (None, p0, None, None, 0, seeded, None, None)))
+    begin = jax.jit(over(fns.begin, (None,) * 5 + (0,), (None, p0, None, None, 0, seeded)))
+    advance = jax.jit(lambda base, x, y, key, values, state, t0, count: over(
+        functools.partial(fns.advance, count=count), (None, None, None, None, 0, 0, None),
+        (None, None, None, 0, seeded, 0, None))(base, x, y, key, values, state, t0),
+        static_argnames="count", donate_argnames="state")
+    end = jax.jit(over(fns.end, (None, 0, 0, None, None), (None, seeded, 0, None, None)))
+
+    def run(base, params0, x, y, key, values, x_eval, y_eval):
+        if per_call is None or per_call >= plan.steps:
+            return whole(base, params0, x, y, key, values, x_eval, y_eval)
+        return algorithms.run_in_calls(
+            lambda: begin(base, params0, x, y, key, values),
+            lambda state, t0, count: advance(base, x, y, key, values, state, t0, count=count),
+            lambda state: end(base, values, state, x_eval, y_eval), plan.steps, per_call)
+
+    def batched_run(base, params0, x, y, keys, values, x_eval, y_eval):
+        # ``values`` as a tuple, whatever sequence the caller passes, to match the in_axes prefix.
+        return run(base, params0, x, y, keys, tuple(values), x_eval, y_eval)
+
+    def one_by_one(base, params0, x, y, keys, values, x_eval, y_eval):
+        points = {np.shape(leaf)[1 if flag is not None else 0]
+                  for value, flag in zip(values, seeded) for leaf in jax.tree_util.tree_leaves(value)}
+        (count,) = points
+        outs = []
+        for s in range(keys.shape[0]):
+            start = jax.tree_util.tree_map(lambda a: a[s], params0) if params0_per_seed else params0
+            for p in range(count):
+                point = tuple(jax.tree_util.tree_map(lambda v: v[s, p] if flag is not None else v[p], value)
+                              for value, flag in zip(values, seeded))
+                outs.append(run(base, start, x, y, keys[s], point, x_eval, y_eval))
+        stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *outs)
+        return jax.tree_util.tree_map(lambda a: a.reshape(keys.shape[0], count, *a.shape[1:]), stacked)
+
+    return _Compiled(batched_run if batched else one_by_one, (whole, begin, advance, end))
 
 
 def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: Any,
@@ -374,7 +481,7 @@ def sweep_points(
     if mesh is not None:  # every device gets the same number of points
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
     fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
-                   params0_per_seed)
+                   params0_per_seed, algorithms.steps_per_call(config, params0, x), vmaps_runs(config, mesh))
     base = with_values(base_values, {name: None for name in names})
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:

@@ -234,6 +234,7 @@ def no_compile(monkeypatch):
         raise AssertionError("compiled before validating")
 
     monkeypatch.setattr(algorithms, "_run_jit", fail)
+    monkeypatch.setattr(algorithms, "_host_fns", fail)
 
 
 def _base_plan(sampling_name="poisson", **change):
@@ -566,3 +567,95 @@ def test_microbatch_size_is_checked_before_compiling():
             train(dataclasses.replace(config, microbatch_size=bad), params0, data, KEY)
     with pytest.raises(ValueError, match="microbatch_size is for the core"):
         algorithms.checked_plan(dataclasses.replace(config, microbatch_size=4, extensions=(AffineFeatures(),)), N)
+
+
+# ------------------------------------------------------------------------------------------------
+# Runs cut into compiled calls (steps_per_call): the same run, only its speed differs.
+
+
+def _assert_same_run(ref, got, rtol=1e-5, atol=1e-6):
+    (ref_params, ref_metrics), (params, metrics) = ref, got
+    for a, b in zip(jax.tree_util.tree_leaves(ref_params), jax.tree_util.tree_leaves(params), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=atol)
+    assert set(metrics) == set(ref_metrics)
+    # The draws must be step for step the same: a skipped, repeated or restarted step shows here.
+    for name in ("batch_size", "overflow", "stopping_time"):
+        np.testing.assert_array_equal(np.asarray(metrics[name]), np.asarray(ref_metrics[name]))
+    for name in set(metrics) - {"batch_size", "overflow", "stopping_time", "epsilon", "delta", "guarantee"}:
+        for a, b in zip(jax.tree_util.tree_leaves(ref_metrics[name]), jax.tree_util.tree_leaves(metrics[name]),
+                        strict=True):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=atol)
+    assert metrics["epsilon"] == ref_metrics["epsilon"]
+
+
+RUNS_IN_CALLS = {
+    # Poisson MLP (padded batches, random sizes), Adam, every metric and both iterates.
+    "poisson_mlp": lambda: (TrainConfig(
+        models.mlp(3, 8, 2), Hyper(0.5),
+        DPPlan.create("poisson", N, batch_size=16, steps=12, l2_clip_norm=0.5, noise_multiplier=1.0, delta=1e-5),
+        optimizer=optax.adam(1.0), iterates="both", track_loss=True, track_clip_fraction=True, track_params=True),
+        models.mlp(3, 8, 2).init(jax.random.PRNGKey(1)), (X, Y_BIN.astype(np.int32))),
+    # Shuffled epochs (the prepared permutations carried across calls), GLM fast path.
+    "shuffle_glm": lambda: (TrainConfig(LOGISTIC, Hyper(0.3), _private("shuffle", l2_clip_norm=1.0,
+                                                                       noise_multiplier=1.0, batch_size=10,
+                                                                       epochs=2)),
+                            LOGISTIC.init(KEY), (X, Y_BIN)),
+    # DP-SGD by iteration: a random stop, carried across calls.
+    "iteration": lambda: (TrainConfig(LINEAR, Hyper(0.05), DPPlan.non_private("fixed_order", N, kappa=8),
+                                      track_params=True), LINEAR.init(KEY), (X, Y_REG)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS_IN_CALLS))
+@pytest.mark.parametrize("per_call", [1, 5])
+def test_a_run_cut_into_calls_is_the_same_run(name, per_call):
+    """``steps_per_call=k`` (a host loop over calls of k straight-line steps; 5 does not divide the
+    runs' steps, so the last call takes the remainder) runs what one scan runs: the same batches,
+    step for step, the same noise, iterates and metrics, at the same ε."""
+    config, params0, data = RUNS_IN_CALLS[name]()
+    ref = train(dataclasses.replace(config, steps_per_call=None), params0, data, KEY)
+    got = train(dataclasses.replace(config, steps_per_call=per_call), params0, data, KEY)
+    _assert_same_run(ref, got)
+    if name == "iteration":  # the stop was drawn and honoured: the iterates after it are frozen
+        stop = int(got[1]["stopping_time"])
+        assert 1 <= stop < N - 8 + 1
+        w = np.asarray(got[1]["params"]["w"])
+        assert np.all(w[stop:] == w[stop - 1]) and np.any(w[stop - 1] != w[0])
+
+
+def test_a_run_is_cut_where_asked(monkeypatch):
+    """k steps per call means ceil(T/k) calls covering steps 0..T−1 exactly once, in order."""
+    config, params0, data = RUNS_IN_CALLS["poisson_mlp"]()
+    calls = []
+    run_in_calls = algorithms.run_in_calls
+
+    def spy(begin, advance, end, steps, per_call):
+        def counted(state, t0, count):
+            calls.append((int(t0), count))
+            return advance(state, t0, count)
+        return run_in_calls(begin, counted, end, steps, per_call)
+
+    monkeypatch.setattr(algorithms, "run_in_calls", spy)
+    train(dataclasses.replace(config, steps_per_call=5), params0, data, KEY)
+    assert calls == [(0, 5), (5, 5), (10, 2)]
+    calls.clear()
+    train(dataclasses.replace(config, steps_per_call=None), params0, data, KEY)
+    train(dataclasses.replace(config, steps_per_call=12), params0, data, KEY)  # one call: one scan
+    assert calls == []
+
+
+def test_auto_steps_per_call_keeps_one_scan_for_models_that_do_not_convolve():
+    """A step that does not convolve is too cheap for a host call each: one scan (the CNN's cut is
+    tested with the frameworks)."""
+    plan = DPPlan.non_private("full", N, steps=2)
+    mlp = models.mlp(3, 8, 2)
+    assert not algorithms.convolves(mlp, mlp.init(KEY), X)
+    assert algorithms.steps_per_call(TrainConfig(mlp, Hyper(0.1), plan), mlp.init(KEY), X) is None
+    assert algorithms.steps_per_call(TrainConfig(LOGISTIC, Hyper(0.1), plan), LOGISTIC.init(KEY), X) is None
+    assert algorithms.steps_per_call(TrainConfig(mlp, Hyper(0.1), plan, steps_per_call=3), mlp.init(KEY), X) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "fast"])
+def test_steps_per_call_is_checked_before_compiling(no_compile, bad):
+    with pytest.raises((TypeError, ValueError), match="steps_per_call"):
+        train(dataclasses.replace(BASE, steps_per_call=bad), LOGISTIC.init(KEY), (X, Y_BIN), KEY)

@@ -5,6 +5,7 @@ before compilation."""
 
 from __future__ import annotations
 
+import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,7 @@ import pytest
 from flax import linen as nn
 from flax import nnx
 
-from dpprep import frameworks, sweeps
+from dpprep import algorithms, frameworks, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.plan import DPPlan
 
@@ -367,3 +368,44 @@ class NnxWithBatchNorm(nnx.Module):
 def test_nnx_module_with_batch_statistics_is_refused():
     with pytest.raises(ValueError, match="BatchStat"):
         frameworks.from_flax_nnx(NnxWithBatchNorm(nnx.Rngs(0)), loss="softmax_cross_entropy")
+
+
+# ------------------------------------------------------------------------------------------------
+# Convolutional models run in host calls of a few straight-line steps (XLA:CPU's loop bodies take
+# slower convolution layouts): the same run as one scan, in train and in the sweeps.
+
+
+def test_a_cnn_run_is_cut_into_calls_and_stays_the_same_run():
+    x, y = _images(n=96)
+    model = frameworks.from_flax_nnx(SmallCNN(nnx.Rngs(0)), loss="softmax_cross_entropy")
+    params0 = model.init(None)
+    assert algorithms.convolves(model, params0, x)
+    plan = DPPlan.create("poisson", len(x), batch_size=16, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0,
+                         delta=DELTA, max_overflow_prob=OVERFLOW)
+    config = TrainConfig(model, Hyper(0.5), plan, track_clip_fraction=True)
+    assert algorithms.steps_per_call(config, params0, x) == algorithms.CONV_STEPS_PER_CALL
+    key = jax.random.key(4)
+    params, metrics = train(config, params0, (x, y), key)
+    ref, ref_metrics = train(dataclasses.replace(config, steps_per_call=None), params0, (x, y), key)
+    np.testing.assert_array_equal(metrics["batch_size"], ref_metrics["batch_size"])
+    np.testing.assert_allclose(metrics["clip_fraction"], ref_metrics["clip_fraction"])
+    for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(params), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+    # A sweep on this CPU runs the same runs one by one; batched, they are the same runs too.
+    keys = jnp.stack([key, jax.random.key(5)])
+    one_by_one = sweeps.sweep_points(config, params0, (x, y), keys, {"learning_rate": [0.1, 0.5]},
+                                     eval_data=(x, y))
+    assert not sweeps.vmaps_runs(config) or jax.default_backend() != "cpu"
+    for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(one_by_one.params), strict=True):
+        np.testing.assert_allclose(np.asarray(b)[0, 1], np.asarray(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(one_by_one.metrics["batch_size"][0, 1], metrics["batch_size"])
+    batched = sweeps._compiled(algorithms.static_config(config), plan.execution, ("learning_rate",), True, True,
+                               None, False, algorithms.CONV_STEPS_PER_CALL, True)
+    values = algorithms.traced(config)
+    out = batched(algorithms.with_values(values, {"learning_rate": None}), params0, jnp.asarray(x), jnp.asarray(y),
+                  keys, (np.array([0.1, 0.5], np.float32),), jnp.asarray(x), jnp.asarray(y))
+    for a, b in zip(jax.tree_util.tree_leaves(one_by_one.params), jax.tree_util.tree_leaves(out[0]), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    for name in ("loss", "accuracy"):
+        np.testing.assert_allclose(np.asarray(out[2][name]), one_by_one.evaluation[name], rtol=1e-5, atol=1e-6)

@@ -432,10 +432,47 @@ def test_configs_built_the_same_way_share_one_compilation():
     keys = jnp.stack([jax.random.key(0)])
     params0 = first.model.init(jax.random.key(1))
     sweeps.sweep_points(first, params0, (X, Y), keys, {"learning_rate": [0.1, 0.2]})
-    misses = sweeps._compiled.cache_info().misses
+    misses = sweeps._compiled_group.cache_info().misses
     sweeps.sweep_points(second, params0, (X, Y), keys, {"learning_rate": [0.1, 0.2]})
-    assert sweeps._compiled.cache_info().misses == misses
+    assert sweeps._compiled_group.cache_info().misses == misses
     # A hand-built optimizer is another object, so another config (and compilation).
     import optax
 
     assert dataclasses.replace(first, optimizer=optax.adam(1.0)) != first
+
+
+# ------------------------------------------------------------------------------------------------
+# Runs one after the other (a network's sweep on a CPU) or batched: the same runs.
+
+
+def test_a_network_sweep_runs_its_runs_one_by_one_on_cpu_and_they_are_the_batched_runs():
+    """On a CPU a network's sweep runs its seeds × points one after the other through one compiled
+    run (batching them was slower there); the GLM fast path, an accelerator or a device mesh batch
+    them. Either way a point is the run `train` makes: per-seed values and per-seed θ0 included."""
+    mlp = models.mlp(4, 8, 3)
+    cfg = TrainConfig(mlp, Hyper(0.5), _plan(), track_clip_fraction=True, iterates="both")
+    assert sweeps.vmaps_runs(CONFIG) and sweeps.vmaps_runs(cfg, mesh=object())
+    assert sweeps.vmaps_runs(cfg) == (jax.default_backend() != "cpu")
+    keys = jax.random.split(jax.random.PRNGKey(7), 3)
+    params0 = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves),
+                                     *[mlp.init(jax.random.PRNGKey(s)) for s in range(3)])
+    lrs = np.array([[0.1, 0.5], [0.2, 0.6], [0.3, 0.7]], np.float32)  # (seeds, points)
+    result = sweeps.sweep_points(cfg, params0, (X, Y), keys, {"learning_rate": lrs}, per_seed=("learning_rate",),
+                                 params0_per_seed=True, eval_data=(X, Y))
+    for s in range(3):
+        for p in range(2):
+            one = dataclasses.replace(cfg, hyper=Hyper(float(lrs[s, p])))
+            params, metrics = train(one, jax.tree_util.tree_map(lambda a, s=s: a[s], params0), (X, Y), keys[s])
+            got = jax.tree_util.tree_map(lambda a, s=s, p=p: np.asarray(a)[s, p], result.params)
+            _assert_close(got, params)
+            np.testing.assert_array_equal(result.metrics["batch_size"][s, p], metrics["batch_size"])
+    batched = sweeps._compiled(static_config(cfg), cfg.plan.execution, ("learning_rate",), True, True, (True,), True,
+                               None, True)
+    out = batched(with_values(traced(cfg), {"learning_rate": None}), params0, jnp.asarray(X), jnp.asarray(Y), keys,
+                  (jnp.asarray(lrs),), jnp.asarray(X), jnp.asarray(Y))
+    for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(out[0]), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    for name in ("loss", "accuracy"):
+        for it in ("last", "average"):
+            np.testing.assert_allclose(np.asarray(out[2][it][name]), result.evaluation[it][name], rtol=1e-5,
+                                       atol=1e-6)
