@@ -20,7 +20,9 @@ Run: ``python benchmarks/cnn_mnist.py [--epochs 10] > results/benchmarks/cnn_mni
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -30,22 +32,8 @@ from dpprep import data, frameworks, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.plan import DPPlan, ExecutionPlan
 
-
-class TanhCNN(nnx.Module):
-    """Papernot et al. (2021)'s MNIST network with tanh activations."""
-
-    def __init__(self, rngs: nnx.Rngs):
-        self.conv1 = nnx.Conv(1, 16, (8, 8), strides=2, padding=((3, 3), (3, 3)), rngs=rngs)
-        self.conv2 = nnx.Conv(16, 32, (4, 4), strides=2, padding="VALID", rngs=rngs)
-        self.fc1 = nnx.Linear(32 * 4 * 4, 32, rngs=rngs)
-        self.fc2 = nnx.Linear(32, 10, rngs=rngs)
-
-    def __call__(self, x):
-        pool = lambda h: nnx.max_pool(h, (2, 2), strides=(1, 1))  # noqa: E731
-        h = pool(nnx.tanh(self.conv1(x)))          # 28 → 14 → 13
-        h = pool(nnx.tanh(self.conv2(h)))          # 13 → 5 → 4
-        h = nnx.tanh(self.fc1(h.reshape(h.shape[0], -1)))
-        return self.fc2(h)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nets import TanhCNN  # noqa: E402
 
 
 def main() -> None:
@@ -57,6 +45,8 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=2.0)
     parser.add_argument("--clip-norm", type=float, default=1.0)
     parser.add_argument("--eval-every", type=int, default=5, help="epochs between test evaluations")
+    parser.add_argument("--microbatch-size", type=int, default=None,
+                        help="per-example gradients held at once (default: the whole batch)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -72,7 +62,7 @@ def main() -> None:
                          target_epsilon=args.epsilon, delta=args.delta)
     z = plan.noise_multiplier
     print(f"MNIST CNN ({size:,} params), Poisson DP-SGD: n={n}, B={args.batch_size}, {args.epochs} epochs "
-          f"= {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate}, "
+          f"= {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate}, microbatch={args.microbatch_size}, "
           f"z={z:.4f} for (ε={args.epsilon}, δ={args.delta}) [calibrated in {time.perf_counter() - start:.1f} s]")
     # The run is cut into chunks of eval_every epochs (one compilation serves them all): each chunk
     # is the plan cut to its share of the steps (DPPlan.with_steps: the same Poisson rate, z, C and
@@ -82,7 +72,8 @@ def main() -> None:
     chunk_steps = ExecutionPlan.create("poisson", n, batch_size=args.batch_size, epochs=args.eval_every).steps
     if args.epochs % args.eval_every or chunks * chunk_steps != plan.steps:
         raise SystemExit("--epochs must be a multiple of --eval-every whose chunks take the plan's steps")
-    config = TrainConfig(model, Hyper(args.learning_rate), plan.with_steps(chunk_steps))
+    config = TrainConfig(model, Hyper(args.learning_rate), plan.with_steps(chunk_steps),
+                         microbatch_size=args.microbatch_size)
     key = jax.random.key(args.seed)
     total = 0.0
     for i in range(chunks):

@@ -136,10 +136,11 @@ def check_bug(name: str) -> Bug:
 
 def clear_compilations() -> None:
     """Forget every compiled function: JAX's caches and the engine's (the sweeps' compiled calls)."""
-    from dpprep import sweeps
+    from dpprep import algorithms, sweeps
 
-    sweeps._compiled.cache_clear()
+    sweeps._compiled_group.cache_clear()
     sweeps._compiled_datasets.cache_clear()
+    algorithms._host_fns.cache_clear()
     jax.clear_caches()
 
 
