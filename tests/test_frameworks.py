@@ -386,6 +386,8 @@ def test_a_cnn_run_is_cut_into_calls_and_stays_the_same_run():
     assert algorithms.steps_per_call(config, params0, x) == algorithms.CONV_STEPS_PER_CALL
     key = jax.random.key(4)
     params, metrics = train(config, params0, (x, y), key)
+    # The host loop donates its own state between calls, never the caller's θ0.
+    assert not any(leaf.is_deleted() for leaf in jax.tree_util.tree_leaves(params0))
     ref, ref_metrics = train(dataclasses.replace(config, steps_per_call=None), params0, (x, y), key)
     np.testing.assert_array_equal(metrics["batch_size"], ref_metrics["batch_size"])
     np.testing.assert_allclose(metrics["clip_fraction"], ref_metrics["clip_fraction"])
