@@ -149,6 +149,23 @@ def tnb_gamma(mean: float, shape: float) -> float:
     return hi
 
 
+def _logser_quantile(u: np.ndarray, p: float) -> np.ndarray:
+    """The logarithmic distribution's inverse CDF at ``u`` (``P[K = k] = p^k / (k·(−ln(1 − p)))``,
+    ``k ≥ 1``): the smallest ``k`` with ``P[K > k] ≤ 1 − u``. The tail sums are added smallest term
+    first, up to a ``k`` beyond which the rest is below a thousandth of the smallest ``1 − u``
+    asked for, so ``u`` as close to 1 as float64 allows is answered (scipy's ``logser.ppf`` can
+    stop with "updating stopped, endless loop" there)."""
+    norm = -math.log1p(-p)
+    smallest = float(np.min(1.0 - u))
+    last = 64
+    while p ** (last + 1) / ((last + 1) * (1.0 - p) * norm) > 1e-3 * smallest:  # bound on P[K > last]
+        last *= 2
+    k = np.arange(1, last + 1, dtype=np.float64)
+    pmf = np.exp(k * math.log(p) - np.log(k) - math.log(norm))
+    above = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)  # P[K > k], k = 1..last (non-increasing)
+    return np.searchsorted(-above, -(1.0 - u), side="left") + 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Repetitions:
     """The distribution of the number of candidates ``K`` that dp-accounting's
@@ -215,7 +232,7 @@ class Repetitions:
         elif gamma == 1.0:
             k = np.ones_like(u)
         elif self.shape == 0.0:
-            k = stats.logser.ppf(u, 1.0 - gamma)
+            k = _logser_quantile(u, 1.0 - gamma)
         elif self.shape == 1.0:
             k = stats.geom.ppf(u, gamma)
         else:

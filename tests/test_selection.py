@@ -252,6 +252,29 @@ def test_gamma_is_on_the_safe_side_of_dp_accountings():
         assert ours == pytest.approx(gamma_of(mean, eta), rel=1e-12)
 
 
+@pytest.mark.parametrize("mean", [1.5, 5.0, 30.0])
+def test_logarithmic_k_is_the_exact_quantile_up_to_the_last_float64_u(mean):
+    """The logarithmic K's inverse CDF is exact where scipy's ``logser.ppf`` stops ("updating
+    stopped, endless loop" at u = 0.99996375 for mean 5) or is off by one (u within 1e-14 of 1):
+    every answer k has cdf(k − 1) < u ≤ cdf(k) with the CDF summed in 60-digit arithmetic."""
+    import mpmath
+
+    mpmath.mp.dps = 60
+    p = 1.0 - selection.tnb_gamma(mean, 0.0)
+    rng = np.random.default_rng(int(mean * 10))
+    us = np.concatenate([[0.99996375, 0.5, 1e-300, 1 - 2.0 ** -53], rng.random(20), 1 - 10.0 ** -rng.uniform(1, 15, 20)])
+    ks = Repetitions(mean, 0.0).quantile(us)
+    big_p = mpmath.mpf(p)
+    terms = [big_p ** j / j / -mpmath.log(1 - big_p) for j in range(1, int(ks.max()) + 1)]
+    cdf = [mpmath.mpf(0)]
+    for term in terms:
+        cdf.append(cdf[-1] + term)
+    for u, k in zip(us, ks):
+        assert cdf[k - 1] < mpmath.mpf(u) <= cdf[k], (u, k)
+    if mean == 5.0:
+        assert ks[0] == 99
+
+
 def test_mean_one_is_a_single_candidate():
     assert set(Repetitions(1.0, 1.0).sample(jax.random.key(0), (200,))) == {1}
     assert set(Repetitions(1.0, 0.0).sample(jax.random.key(0), (200,))) == {1}
