@@ -233,10 +233,12 @@ def plot(best: pd.DataFrame, path, cfg: Cfg | None = None) -> None:
     names = {"DPSGD": "DPSGD", "DPSGD-F": "DPSGD-F (Alg. 2)", "Alg-3-like": "Alg.-3-like"}
     ns = sorted(best["n"].unique())
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    # Every n its own line style (the largest solid with filled markers, the others dashed, dotted,
+    # dash-dotted with open markers), the arm by colour and marker.
+    line_styles = dict(zip(reversed(ns), ["-", "--", ":", "-."] * len(ns)))
     for (arm, n), f in best.groupby(["arm", "n"]):
         f = f.sort_values("nε/μ")
-        # n by line and fill (dashed, open markers: the smallest n), the arm by colour and marker.
-        style = dict(color=colours[arm], marker=markers[arm], ls="-" if n == ns[-1] else "--", ms=6,
+        style = dict(color=colours[arm], marker=markers[arm], ls=line_styles[n], ms=6,
                      mfc=colours[arm] if n == ns[-1] else "white", label=f"{names[arm]}, n = {n:,}", clip_on=False)
         axes[0].plot(f["nε/μ"], f.best_accuracy, **style)
         axes[1].plot(f["nε/μ"], f.best_loss, **style)
