@@ -711,6 +711,7 @@ def run_grid(ctx: RunContext, grid: Grid) -> list[Comparison]:
     best["search"] = np.where(staged, "staged", "full")
     best.loc[~staged, "rule"] = SELECTION_RULE
     write_csv(best, ctx.out_dir / "selection.csv")
+    accuracy_figure(best).savefig(ctx.out_dir / "accuracy.png", dpi=120, bbox_inches="tight")
     return comparisons_for(grid_frame, best, grid, ctx.profile, missing)
 
 
