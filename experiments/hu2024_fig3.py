@@ -366,14 +366,25 @@ def plot(tuned: pd.DataFrame, path) -> None:
 
     cases = tuned[["n", "d"]].drop_duplicates().to_numpy()
     trainers = list(dict.fromkeys(tuned.trainer))
-    fig, grid = plt.subplots(len(trainers), len(cases), figsize=(5.2 * len(cases), 4.2 * len(trainers)), squeeze=False)
+    # At most three panels a row (the paper profile's six (n, d) cases wrap onto two rows per
+    # trainer), so that the text stays readable at the figure's size.
+    columns = min(3, len(cases))
+    rows_each = -(-len(cases) // columns)
+    fig, grid = plt.subplots(len(trainers) * rows_each, columns, figsize=(5.2 * columns, 4.2 * len(trainers) * rows_each),
+                             squeeze=False)
     for row, trainer in enumerate(trainers):
-        _plot_row(grid[row], cases, tuned[tuned.trainer == trainer], "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)")
+        axes = grid[row * rows_each:(row + 1) * rows_each].ravel()
+        for ax in axes[len(cases):]:
+            ax.set_visible(False)
+        _plot_row(axes[:len(cases)], cases, tuned[tuned.trainer == trainer],
+                  "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)")
     # One legend for every panel, below them, so that it covers no curve.
     handles, labels = grid[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
-    fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point")
-    fig.tight_layout(rect=(0, 0.08 / len(trainers) + 0.03, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
+    fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point\n"
+                 "(a lower bar that would reach 0, which a log axis cannot show, ends at 0.1 x the mean, marked v)")
+    panel_rows = len(trainers) * rows_each
+    fig.tight_layout(rect=(0, 0.08 / panel_rows + 0.03, 1, 1 - 0.5 / (4.2 * panel_rows)))  # room for the 2-line title
     save_figure(fig, path)
     plt.close(fig)
 
@@ -393,6 +404,8 @@ def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str) -> None:
             lower = np.minimum(sd, 0.9 * np.abs(mean))  # a log axis cannot show mean − sd ≤ 0
             ax.errorbar(t.epsilon, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=5,
                         label=label(m, v))
+            cut = lower < sd  # said, not hidden: the cut bars' ends are marked
+            ax.plot(t.epsilon[cut], (mean - lower)[cut], ls="none", marker="v", color=color, ms=5)
         ax.set_xscale("log")
         ax.set_yscale("log")
         eps = sorted(sub.epsilon.unique())
