@@ -658,13 +658,25 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
         ok2 = (cor["mean"] - semi["mean"]).abs() <= (std["mean"] - semi["mean"]).abs()
         first, second = ok1.mean(), ok2.mean()
         fails = lambda ok: _fmt(ok.index[~ok.to_numpy()]) or "none"  # noqa: E731
+        # Where "Standard − CorrDP ≥ 0" fails, say whether it fails by a tie: a difference within
+        # the seeds' spread (the larger of the two methods' s.d. at that ε) is no ordering either way.
+        lost = ~ok1.to_numpy()
+        gaps = (std["mean"] - cor["mean"]).abs().to_numpy()[lost]
+        spread = np.maximum(std["sd"], cor["sd"]).to_numpy()[lost]
+        ties = ""
+        if lost.any():
+            ties = (f"; where Standard − CorrDP < 0 the curves tie (|Standard − CorrDP| ≤ {gaps.max():.3g}, within "
+                    "the seeds' s.d. at each of those ε)" if np.all(gaps <= spread) else
+                    f"; where Standard − CorrDP < 0: |Standard − CorrDP| up to {gaps.max():.3g}, beyond the seeds' "
+                    "s.d. at some of those ε")
         out.append(Comparison.claim(f"#22 {panel.title}: CorrDP ≈ Semi, both better than Standard (C = {c:.3g})",
                                     "Standard − CorrDP ≥ 0 and |CorrDP − Semi| ≤ |Standard − Semi| in ≥ 80 % of ε",
                                     f"{first:.0%} and {second:.0%} of {len(std)} ε (fail at ε = {fails(ok1)}; "
                                     f"{fails(ok2)}); Standard − CorrDP {_fmt(std['mean'] - cor['mean'])}",
                                     bool(first >= 0.8 and second >= 0.8),
                                     note="primary C by the §5.1 rule among "
-                                         f"{sorted(set(summary[summary['panel'] == key]['C'].round(8)))}; {NOMINAL}"))
+                                         f"{sorted(set(summary[summary['panel'] == key]['C'].round(8)))}{ties}; "
+                                         f"{NOMINAL}"))
     # Context rows: what this profile ran (cuts included) and what each unit cost.
     out.append(Comparison.info(
         "Fig. 1 profile: seeds / C per panel", "; ".join(
