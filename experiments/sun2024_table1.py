@@ -434,8 +434,14 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
                                            note="smoke: 3000-row subset, tiny grid"))
                 continue
             pf, pb = PAPER[name][("dpsgdf", eps)][0], PAPER[name][("dpsgd", eps)][0]
+            # The difference in standard errors of the two seed means: a pass by less than 2 is within noise.
+            fr, br = f_row.iloc[0], b_row.iloc[0]
+            se = math.sqrt(fr["std"] ** 2 / fr["seeds"] + br["std"] ** 2 / br["seeds"])
+            t = (fm - bm) / se if se > 0 else math.inf
+            strength = (f"t = {t:.1f} ({int(fr['seeds'])} and {int(br['seeds'])} seeds)"
+                        + (": within noise, the sign is not established" if abs(t) < 2 else ""))
             out.append(Comparison.claim(f"C15 {label} eps={eps:g}: DPSGD-F >= DPSGD", f"+{pf - pb:.1f} pp",
-                                        f"{fm - bm:+.2f} pp ({fm:.2f} vs {bm:.2f})", fm >= bm))
+                                        f"{fm - bm:+.2f} pp ({fm:.2f} vs {bm:.2f})", fm >= bm, note=strength))
             best_f, per = _best_eps_f(frame, name, eps)
             seen = "" if grid.search == "full" else "stage 1 (seed 0 only); "
             out.append(Comparison.claim(f"C15 {label} eps={eps:g}: best eps_F", "0.02 or 0.05", f"{best_f:g}",
