@@ -169,8 +169,7 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
                     "paid_mean": float(risks.mean()) if len(risks) else math.nan,
                     "paid_sd": float(risks.std()) if len(risks) > 1 else math.nan,
                     "paid_z": float(sel.noise_multiplier.iloc[0]), "paid_epsilon_max": float(sel.epsilon_charged.max()),
-                    "paid_lrs": ",".join(f"{v:g}" for v in sel.learning_rate),
-                    "paid_K": ",".join(str(int(k)) for k in sel.num_candidates)})
+                    "paid_lrs": ",".join(f"{v:g}" for v in sel.learning_rate)})
     return pd.DataFrame(out)
 
 
@@ -214,7 +213,9 @@ def run(ctx: RunContext) -> list[Comparison]:
     frame = pd.concat([pd.DataFrame(c["rows"]).assign(versions=provenance_json(ctx.store.provenance(key)))
                        for (key, _), c in zip(items, cases)], ignore_index=True)
     frame.insert(len(frame.columns) - 1, "config", tag)
-    write_csv(frame, ctx.out_dir / "runs.csv")
+    # K, the number of candidates a selection drew, is part of its secret randomness: its ε holds for
+    # the selected candidate's output only, so K stays in the unit files and out of what is published.
+    write_csv(frame.drop(columns=["num_candidates"]), ctx.out_dir / "runs.csv")
     summary = summarise(frame)
     write_csv(summary, ctx.out_dir / "summary.csv")
     plot(summary, ctx.out_dir / "fig3_selection.png")
@@ -233,7 +234,7 @@ def run(ctx: RunContext) -> list[Comparison]:
                   f"training-only eps={r.nonprivate_tuning_epsilon:.3f})",
             note=f"end-to-end eps ≤ {r.paid_epsilon_max:.3f} (delta={DELTA:g}, rdp; selection+training charged); training noise "
                  f"multiplier {r.paid_z:.3g} paid vs {r.nonprivate_tuning_z:.3g} training-only; chosen lr per seed {r.paid_lrs}; "
-                 f"K per seed {r.paid_K} (diagnostic, not released); {cfg.seeds} seeds"))
+                 f"{cfg.seeds} seeds; the number of candidates K is not released"))
     out.append(Comparison.info("Fig 3 (a) non-private PCA with tuning paid", "not run: no accounting available",
                                note="(a)'s pipeline is charged by Hu et al.'s Theorem 2, which needs the trained mechanism's "
                                     "SRDP; the SRDP of a RepeatAndSelect procedure is not available in dpprep or dp-accounting. "

@@ -412,7 +412,7 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
                "paid_gap_mean": float(paid.accuracy_gap_pp.mean()), "paid_gap_sd": sd(paid.accuracy_gap_pp),
                "paid_epsilon": float(paid.epsilon_end_to_end.max()),
                "paid_epsilon_training": float(paid.epsilon_training.max()),
-               "paid_C": ",".join(f"{c:.3g}" for c in paid.C), "paid_K": ",".join(str(int(k)) for k in paid.num_candidates),
+               "paid_C": ",".join(f"{c:.3g}" for c in paid.C),
                "tuned_C": c_star, "tuned_gap_mean": float(tuned.accuracy_gap_pp.mean()), "tuned_gap_sd": sd(tuned.accuracy_gap_pp),
                "tuned_epsilon": float(tuned.epsilon_end_to_end.iloc[0]), "seeds": len(paid),
                "charged_paid": paid.charged.iloc[0], "charged_tuned": tuned.charged.iloc[0]}
@@ -504,7 +504,7 @@ def comparisons(summary: pd.DataFrame, setups: dict[str, Setup], profile: Profil
                   f"eps = {r.tuned_epsilon:.3f}",
             note=f"charged: {r.charged_paid} (RDP; one candidate's training {r.paid_epsilon_training:.3f}) vs "
                  f"{r.charged_tuned} (PLD); pre-processing not charged; delta = {setups[r.panel].delta:g}; chosen C per seed "
-                 f"{r.paid_C}; K per seed {r.paid_K} (diagnostic, not released){extra}"))
+                 f"{r.paid_C}; the number of candidates K is not released{extra}"))
     return out
 
 
@@ -527,7 +527,9 @@ def run(ctx: RunContext) -> list[Comparison]:
     sel_units = {key: [by_name[f"select/{key}/{s}"] for s in range(profile.seeds)] for key in setups}
     frame = tidy(setups, profile, train_units, sel_units, versions)
     frame["config"] = tag
-    write_csv(frame, ctx.out_dir / "runs.csv")
+    # K, the number of candidates a selection drew, is part of its secret randomness: its ε holds for
+    # the selected candidate's output only, so K stays in the unit files and out of what is published.
+    write_csv(frame.drop(columns=["num_candidates"]), ctx.out_dir / "runs.csv")
     summary = summarise(frame)
     write_csv(summary, ctx.out_dir / "summary.csv")
     plot(summary, ctx.out_dir / "selection_vs_epsilon.png")

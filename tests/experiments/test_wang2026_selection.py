@@ -46,7 +46,8 @@ def test_smoke_run_end_to_end(tmp_path, data_dir):
     assert (paid.charged == "selection+training").all() and (free.charged == "training").all()
     assert paid.epsilon_pre_processing.isna().all() and free.epsilon_pre_processing.isna().all()
     assert (paid.epsilon_training < paid.epsilon_end_to_end).all()
-    assert (paid.num_candidates >= 1).all()
+    # K (the candidates a selection drew) is secret: never published.
+    assert "num_candidates" not in runs.columns
     setups = {k: ws.make_setup(k, profile, data_dir) for k in ws.PANEL_KEYS}
     for r in paid.itertuples():
         setup = setups[r.panel]
