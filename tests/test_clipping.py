@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpprep import clipping, features, models
+from dpprep.algorithms import _primitives
 
 B, D, K = 9, 5, 3
 GLMS = {
@@ -144,19 +145,6 @@ def _pairwise32(a: np.ndarray) -> np.ndarray:
         half = a.shape[1] // 2
         a = (a[:, :half] + a[:, half:]).astype(np.float32)
     return a[:, 0]
-
-
-def _primitives(jaxpr) -> set[str]:
-    """Every primitive of a jaxpr, sub-jaxprs (cond branches, …) included."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else (param,):
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    names |= _primitives(inner)
-    return names
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000, 4097])
