@@ -24,8 +24,26 @@ Threat models (:data:`THREAT_MODELS`):
   score is the final model's margin ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
   guarantee hides the intermediate iterates (white-box is outside its threat model and refused).
 
+**The yardstick is not the code under test.** DP-GD, DP-SGD and DPSGD-F are held to the (ε, δ)
+the user asked for through :func:`yardstick`: the stated run (sampler, n, batch size, steps or
+epochs, DPSGD-F's ε_F) calibrated by dp-accounting directly, never by the plan under test, with
+deterministic checks of the plan against it (:meth:`Yardstick.checks`) — a calibration or
+step-count bug in the plan cannot move the ε it is audited against.
+
+**A suite of scores.** Besides the likelihood-ratio attack below, a runner may return the updates of
+coordinates no record touches; the :class:`NoiseTest` checks that they are the i.i.d. Gaussian noise
+the account charges (scale, and independence across steps, runs and coordinates) — evidence that
+needs no model of the attack (a frozen noise key, shared noise). The verdict is the union of the
+rigorous bounds and the noise test, at a split significance.
+
+**Canaries that stress the rules.** White-box DP-GD and DP-SGD draw the canary's position per run
+(first, last, random: :data:`CANARY_POSITIONS`) and make every other record oppose it (about C per
+batch), so slot-bound bugs and batch-level clipping rules show; the paths a user runs are audited
+too (:data:`PATHS`: one point of a vmapped sweep, the vmap clipping path of a two-leaf model; DPSGD-F's
+grid path, CorrDP's sensitive coordinates, a private selection end to end).
+
 Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
-DP-GD, Poisson DP-SGD (plan accounting, overflow slack included), shuffled DP-SGD (the rigorous
+DP-GD, Poisson DP-SGD (the yardstick, overflow slack included), shuffled DP-SGD (the rigorous
 no-amplification bound: each record is in one batch per epoch, so E Gaussian releases; the
 customary as-if-Poisson number is reported as ``claimed`` — an audit can and does exceed it),
 DP-SGD by iteration (Feldman et al.'s bound, :func:`dpprep.accounting.dp.sgd_iter_epsilon`),
@@ -58,7 +76,7 @@ no-amplification bound, ``epochs`` Gaussian releases): the attack's (FPR, FNR) p
 Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
 with power where the one-point Clopper–Pearson bound has none (subsampled learners).
 :attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
-It is the union of k ≤ 3 tests, so each bound is computed at ``significance / k`` (Bonferroni,
+It is the union of k ≤ 4 tests (with the noise test), so each is computed at ``significance / k`` (Bonferroni,
 :func:`test_significance`): an honest learner is flagged with probability at most
 ``significance`` (5 % by default), not k times it.
 
@@ -77,9 +95,10 @@ the same way (:data:`REGISTRY`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +120,16 @@ THREAT_MODELS = ("white_box", "final_model")
 BOUND_NAMES = ("gdp", "clopper_pearson", "tradeoff")
 #: Rigorous bounds of a full-batch Gaussian learner (see :attr:`AuditTarget.rigorous`).
 _GAUSSIAN_RIGOROUS = ("clopper_pearson", "gdp")
+#: The code paths a white-box SGD audit can run (:func:`_trajectory_setup`): what
+#: :func:`~dpprep.algorithms.train` runs on a GLM (the fast clipping path), the per-example
+#: (``vmap``) clipping path of a model with two parameter leaves, and one point of a vmapped
+#: :func:`~dpprep.sweeps.sweep_points` call.
+PATHS = ("train", "vmap_clip", "sweep_point")
+#: Where a white-box canary may sit (:attr:`AuditConfig.canary_positions`): the first record, the
+#: last one, or a uniformly random interior one — drawn afresh for every run.
+CANARY_POSITIONS = ("first", "last", "random")
+#: The most statistical tests a verdict combines: the rigorous bounds and the noise test.
+_MAX_TESTS = len(BOUND_NAMES) + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,14 +154,30 @@ class AuditTarget:
       profile: the claimed guarantee's privacy profile ``ε ↦ δ(ε)`` (vectorised), e.g.
         :func:`privacy_profile` of the accountant's event; with it the audit also runs the
         trade-off test (:func:`tradeoff_excess`), rigorous for any mechanism.
+      releases: the noisy updates per run the account charges; the runner's ``null`` output
+        must have that many steps (a run that releases more is flagged before any statistics).
+      checks: deterministic checks made while building (e.g. :meth:`Yardstick.checks`: the
+        plan's noise against an independent calibration); a False one is a violation.
+      host: the runner is a host function, called once per chunk of runs as it is (not traced):
+        for learners audited through a public driver that compiles its own calls (a sweep of a
+        grid, a private selection).
+
+    The runner may return, instead of the scores, ``{"score": (runs,), "null": (runs, T, m)}``:
+    ``null`` holds the updates of ``m >= 2`` coordinates no record touches, divided by the least
+    noise std an honest learner adds there, for the noise test (:class:`NoiseTest`), which then
+    joins the verdict's rigorous tests; a run whose columns some record does touch is NaN there
+    and left out.
     """
 
-    runner: Callable[[jax.Array, jax.Array], jax.Array]
+    runner: Callable[[jax.Array, jax.Array], Any]
     theoretical: float
     claimed: float
     details: dict[str, float] = dataclasses.field(default_factory=dict)
     rigorous: tuple[str, ...] = ("clopper_pearson",)
     profile: Callable[[np.ndarray], np.ndarray] | None = None
+    releases: int | None = None
+    checks: dict[str, bool] = dataclasses.field(default_factory=dict)
+    host: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.runner):
@@ -197,6 +242,12 @@ class AuditConfig:
       tv: CorrDP's correlation weight of the audited insensitive feature.
       eps_f: DPSGD-F's share of ε for the private mean.
       missing_fraction: the share of rows whose imputed feature is missing (``impute_dp_gd``).
+      canary_positions: where the white-box canary of DP-GD and DP-SGD sits, drawn per run from
+        these (:data:`CANARY_POSITIONS`): a bug tied to a slot (one always sampled, a padding
+        slot that points at a record) shows only when the canary can be there.
+      opposer: every background record's gradient opposes the canary's clipped one, about C per
+        batch in all (white-box DP-GD and DP-SGD), so that clipping rules that treat a batch as a
+        whole (its sum, its largest norm) show; False: zero-gradient background records.
       canary_norm: the canary's gradient (white-box) or feature (final-model) norm in units of
         the clip bound, >= 1. Above 1 clipping binds on the canary, so a learner that clips too
         little (to 2C, or not at all) releases a larger shift than an honest one and is caught;
@@ -223,6 +274,8 @@ class AuditConfig:
     tv: float = 0.25
     eps_f: float = 0.2
     missing_fraction: float = 0.5
+    canary_positions: tuple[str, ...] = CANARY_POSITIONS
+    opposer: bool = True
     canary_norm: float = 4.0
     chunk: int = 4096
     seed: int = 0
@@ -248,20 +301,29 @@ class AuditConfig:
             raise ValueError(f"significance must be in (0, 0.5), got {self.significance!r}")
         if not 0 < self.missing_fraction < 1:
             raise ValueError(f"missing_fraction must be in (0, 1), got {self.missing_fraction!r}")
-        if self.learner == "dpsgdf" and not 0 < self.eps_f < self.epsilon:
+        if self.learner in ("dpsgdf", "dpsgdf_grid") and not 0 < self.eps_f < self.epsilon:
             raise ValueError(f"eps_f must be in (0, epsilon={self.epsilon}), got {self.eps_f!r}")
-        if self.learner in ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf") and self.batch_size >= self.n:
+        positions = self.canary_positions
+        if (isinstance(positions, str) or not isinstance(positions, (tuple, list)) or not positions
+                or not set(positions) <= set(CANARY_POSITIONS)):
+            raise ValueError(f"canary_positions must be a non-empty tuple of {CANARY_POSITIONS}, got {positions!r}")
+        object.__setattr__(self, "canary_positions", tuple(positions))
+        if not isinstance(self.opposer, (bool, np.bool_)):
+            raise ValueError(f"opposer must be True or False, got {self.opposer!r}")
+        minibatch = ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf", "dpsgdf_grid") + tuple(
+            f"dp_sgd_poisson_{p}" for p in PATHS[1:])
+        if self.learner in minibatch and self.batch_size >= self.n:
             raise ValueError(f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}")
-        # Each bound runs at significance / k for the k rigorous tests of the verdict (at most
-        # len(BOUND_NAMES); the learner, hence k, is known only when it is built): the worst case.
-        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance / len(BOUND_NAMES),
+        # Each bound runs at significance / k for the k tests of the verdict (at most _MAX_TESTS: the
+        # rigorous bounds and the noise test; the learner, hence k, is known only when it is built).
+        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance / _MAX_TESTS,
                                levels=self.levels)
         if self.runs < needed:
             raise ValueError(
                 f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson bound "
                 f"cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta} with fewer than "
                 f"{needed} runs per world (significance {self.significance} split over up to "
-                f"{len(BOUND_NAMES)} rigorous tests, {self.levels} thresholds)")
+                f"{_MAX_TESTS} tests, {self.levels} thresholds)")
 
     @property
     def epsilon_to_certify(self) -> float:
@@ -460,15 +522,17 @@ def background(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray
     return x, y
 
 
-def _chunked(fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int) -> np.ndarray:
-    """``fn`` over fixed-size chunks (the last one padded by repeating runs), so one compilation."""
+def _chunked(fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int) -> Any:
+    """``fn`` over fixed-size chunks (the last one padded by repeating runs), so one compilation;
+    its outputs (arrays or a dict of them) concatenated over runs."""
     total = keys.shape[0]
     pad = -total % chunk
     if pad:
         keys = jnp.concatenate([keys, keys[:pad]])
         inside = jnp.concatenate([inside, inside[:pad]])
-    out = [np.asarray(fn(keys[i:i + chunk], inside[i:i + chunk])) for i in range(0, total + pad, chunk)]
-    return np.concatenate(out)[:total]
+    out = [jax.tree_util.tree_map(np.asarray, fn(keys[i:i + chunk], inside[i:i + chunk]))
+           for i in range(0, total + pad, chunk)]
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:total], *out)
 
 
 def _canary(cfg: AuditConfig, norm: float) -> jnp.ndarray:
@@ -496,59 +560,41 @@ def _updates(params_trajectory: dict, params0: dict) -> jax.Array:
 
 
 def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
-    """DP-GD, Poisson / shuffled DP-SGD under either threat model (zero-out neighbours)."""
+    """DP-GD, Poisson / shuffled DP-SGD: white-box through :func:`_trajectory_setup` (what
+    :func:`~dpprep.algorithms.train` runs), final-model here (zero-out neighbours; the margin of the
+    canary under the last iterate, held to the plan's account)."""
     sampling = {"dp_gd": "full", "dp_sgd_poisson": "poisson", "dp_sgd_shuffle": "shuffle"}[cfg.learner]
+    if cfg.threat_model == "white_box":
+        return _trajectory_setup(cfg, key, sampling, "train")
     d = cfg.dim + 1
-    white = cfg.threat_model == "white_box"
-    model = _model("linear" if white else "logistic", d)
+    model = _model("logistic", d)
     x_bg, y_bg = background(cfg, key)
-    if white:
-        y_bg = np.zeros_like(y_bg)  # zero gradients: the canary is the only signal (module docstring)
     clip = 1.0
     kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
     dp_plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs)
     plan, z, claimed = dp_plan.execution, dp_plan.noise_multiplier, dp_plan.epsilon
-    # Shuffle: the plan reports the customary as-if-Poisson number; hold it to the proven bound.
-    theoretical = (dataclasses.replace(plan, shuffle_bound="no_amplification").epsilon(z, cfg.delta)
-                   if sampling == "shuffle" else claimed)
-    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=white)
+    ref = yardstick(sampling, cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, pad=plan.pad, **kwargs)
+    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
     train_fn = engine_fn(tc)
-    # Gradient (white-box) or feature (final-model) norm canary_norm·C: clipping binds on it, and an
-    # honest learner releases C·e_d for it, the shift the scores below are built on.
+    # Feature norm canary_norm·C: clipping binds on the canary early on.
     canary_x = _canary(cfg, clip * cfg.canary_norm)
     params0 = model.init(None)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
-    signal = 1.0 / z  # the canary's (clipped) step shift over the (claimed) noise std
-    q = plan.batch_size / plan.n
-    k = -(-plan.n // plan.batch_size)
 
     def one(run_key, inside):
         row = jnp.where(inside, canary_x, 0.0)  # out: the zero record (zero-out)
         x = jnp.concatenate([x_bg, row[None]])
         y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
-        params, metrics = train_fn(hyper, params0, x, y, run_key)
-        if not white:
-            return (params["w"][:, 0] @ canary_x) / clip
-        a = _updates(metrics["params"], params0)[:, cfg.dim] * plan.normaliser / (cfg.learning_rate * z * clip)
-        if sampling == "full":
-            return jnp.sum(a)
-        if sampling == "poisson":
-            return jnp.sum(_poisson_log_lr(a, signal, q))
-        # Shuffle: in exactly one batch per epoch, batch b with probability (its real size)/n.
-        sizes = np.minimum(plan.batch_size, plan.n - plan.batch_size * np.arange(k)) / plan.n
-        per_epoch = a.reshape(plan.epochs, k) * signal - 0.5 * signal**2 + jnp.log(jnp.asarray(sizes))
-        return jnp.sum(jax.nn.logsumexp(per_epoch, axis=1))
+        params, _ = train_fn(hyper, params0, x, y, run_key)
+        return (params["w"][:, 0] @ canary_x) / clip
 
-    details = {"noise_multiplier": float(z), "steps": float(plan.steps), "sampling_rate": float(q)}
-    # The trade-off test needs the accountant's whole curve. Shuffle: the proven no-amplification
-    # bound (``epochs`` Gaussian releases of sensitivity C) is a dp-accounting event, so the curve
-    # the shuffled learner is held to is its PLD profile (the as-if-Poisson claim is not tested).
-    proven = dataclasses.replace(plan, shuffle_bound="no_amplification") if sampling == "shuffle" else plan
-    profile = privacy_profile(proven.dp_event(z), overflow_prob=plan.overflow_probability())
+    details = {"noise_multiplier": float(z), "reference_noise_multiplier": float(ref.noise_multiplier),
+               "steps": float(plan.steps), "sampling_rate": float(ref.sampling_rate),
+               "requested_epsilon": float(cfg.epsilon)}
     rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(claimed), details,
-                       rigorous=rigorous + ("tradeoff",), profile=profile)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(claimed), details,
+                       rigorous=rigorous + ("tradeoff",), profile=ref.profile(), checks=ref.checks(dp_plan))
 
 
 def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -577,22 +623,71 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         params, _ = train_fn(hyper, params0, x, y, run_key)
         return params["w"][cfg.dim, 0]
 
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical),
-                  {"noise_multiplier": float(z), "steps": float(cfg.n)})
+    # Held to the requested ε: the plan's own account of its noise must be within it.
+    return AuditTarget(jax.jit(jax.vmap(one)), float(cfg.epsilon), float(theoretical),
+                       {"noise_multiplier": float(z), "steps": float(cfg.n)},
+                       checks={"plan_account": bool(theoretical <= cfg.epsilon * (1 + 1e-9))})
+
+
+def _dpsgdf_data(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+    """DPSGD-F's audit columns: background rows (unit-normalised, zero gradient: label 0) in the
+    first ``dim`` columns; column ``dim`` is the canary's; ``dim + 1``, ``dim + 2`` are no record's.
+    Returns the ``n − 1`` background rows and the canary's unit row ``e_dim``."""
+    from dpprep import dpsgdf
+
+    d = cfg.dim + 3
+    x_bg, _ = background(cfg, key)
+    unit_bg = np.asarray(dpsgdf.unit_normalize(x_bg[:, :cfg.dim]), np.float32)
+    unit_bg = np.concatenate([unit_bg, np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1)
+    e_d = np.zeros(d, np.float32)
+    e_d[cfg.dim] = 1.0
+    return unit_bg, e_d
+
+
+def _dpsgdf_score(cfg: AuditConfig, ref: Yardstick, updates: Any, mu_hat: Any, feature_norm: float, clip: float,
+                  xp: Any = jnp) -> Any:
+    """The DPSGD-F attack on one run (``xp``: jnp traced, np on the host): the released mean's
+    evidence on the canary's column plus the Poisson likelihood ratio of every update along the
+    canary's clipped (centred) gradient, at the reference noises."""
+    assert ref.mean_multiplier is not None
+    z_ref, s_ref = ref.noise_multiplier, ref.mean_multiplier
+    e_d = np.zeros(updates.shape[-1], np.float32)
+    e_d[cfg.dim] = 1.0
+    # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
+    v = feature_norm * e_d - mu_hat
+    v = v / xp.linalg.norm(v, axis=-1, keepdims=True)
+    a = xp.einsum("...td,...d->...t", updates, v) * ref.normaliser / (cfg.learning_rate * z_ref * clip)
+    m = (mu_hat[..., cfg.dim] * cfg.n / feature_norm) / s_ref  # N(b/s, 1): the mean's evidence
+    score = m / s_ref - 0.5 / s_ref**2 + xp.asarray(jnp.sum(_poisson_log_lr(jnp.asarray(a), 1.0 / z_ref,
+                                                                            ref.sampling_rate), axis=-1))
+    # Exact-release check: without the canary the noiseless mean's coordinate is exactly 0 (no
+    # background record uses it). A Gaussian release hits it with probability 0, so this never
+    # moves an honest run's score, but a mean released without its noise is then separated
+    # perfectly (any fixed score keeps Clopper–Pearson valid; this one also has power there).
+    return xp.where(mu_hat[..., cfg.dim] == 0.0, -_EXACT_RELEASE, score)
+
+
+def _dpsgdf_null(cfg: AuditConfig, ref: Yardstick, updates: Any, inside: Any, clip: float, xp: Any = jnp) -> Any:
+    """The noise test's columns of DPSGD-F: in the out world no record has a gradient (the zero
+    record has label 0), so the untouched columns carry the noise alone; in the in world the
+    canary's centred gradient touches them through μ̂, so those runs are left out (NaN)."""
+    null = updates[..., cfg.dim + 1:cfg.dim + 3] * ref.normaliser / (cfg.learning_rate * ref.floor * clip)
+    return xp.where(xp.reshape(inside, inside.shape + (1, 1)), xp.nan, null)
 
 
 def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DPSGD-F (Algorithm 3): the canary ``x̃ = e_d`` enters the private mean and, centred, the
-    gradients; the attack scores the released mean and every update (zero-out neighbours). The
-    mean is released by :func:`dpprep.dpsgdf.mean_from_parts`, the code :func:`dpprep.dpsgdf.fit`
-    runs, so a bug there shows in the audit. The canary's centred gradient ``C_F e_d − μ̂`` has
-    norm about ``C_F = 2 > C``: clipping binds on it."""
+    gradients; the attack scores the released mean and every update (zero-out neighbours: the
+    out world's record is the zero row with label 0, which moves neither). The mean is released
+    by :func:`dpprep.dpsgdf.mean_from_parts`, the code :func:`dpprep.dpsgdf.fit` runs, so a bug
+    there shows in the audit. The canary's centred gradient ``C_F e_d − μ̂`` has norm about
+    ``C_F = 2 > C``: clipping binds on it. The canary's position is drawn per run
+    (``canary_positions``); the out world's untouched columns carry the noise test."""
     from dpprep import dpsgdf
 
-    d = cfg.dim + 1
+    unit_bg, e_d_np = _dpsgdf_data(cfg, key)
+    d = unit_bg.shape[1]
     model = _model("linear", d)
-    x_bg, _ = background(cfg, key)
-    unit_bg = dpsgdf.unit_normalize(x_bg)
     feature_norm, clip = 2.0, 1.0
     run = dpsgdf.DpsgdfConfig(method="dpsgdf", epsilon=cfg.epsilon, delta=cfg.delta, eps_F=cfg.eps_f,
                               feature_norm=feature_norm, batch_size=cfg.batch_size, epochs=cfg.epochs,
@@ -601,94 +696,213 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     calibration = dpsgdf.calibrate(run, cfg.n)
     z, s = dp_plan.noise_multiplier, calibration.mean_multiplier
     assert s is not None
+    ref = yardstick("poisson", cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, epochs=cfg.epochs,
+                    batch_size=cfg.batch_size, pad=dp_plan.pad, mean_epsilon=cfg.eps_f)
+    assert ref.mean_multiplier is not None
     tc = dataclasses.replace(dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True)
     plan = dp_plan.execution
-    theoretical = dp_plan.epsilon
     train_fn = engine_fn(tc)
     params0 = model.init(None)
-    e_d = _canary(cfg, 1.0)
+    e_d = jnp.asarray(e_d_np)
     bg_sum = jnp.asarray(unit_bg.sum(axis=0))
-    y = jnp.concatenate([jnp.zeros(cfg.n - 1, jnp.float32), jnp.ones((1,), jnp.float32)])
+    y_bg = jnp.zeros(cfg.n - 1, jnp.float32)
     unit_bg = jnp.asarray(unit_bg)
-    q = plan.batch_size / plan.n
     mean_noise_sd = s * cfg.noise_factor
+    positions = tuple(cfg.canary_positions)
 
     def one(run_key, inside):
+        k_place, k_run = jax.random.split(run_key)
+        index = _place(k_place, positions, cfg.n)
         row = jnp.where(inside, e_d, 0.0)
-        x = jnp.concatenate([unit_bg, row[None]])
-        xi = dpsgdf.mean_noise(run_key, d)
+        x = _with_canary(unit_bg, row, index)
+        y = _with_canary(y_bg, jnp.where(inside, 1.0, 0.0), index)
+        xi = dpsgdf.mean_noise(k_run, d)
         mu_hat = dpsgdf.mean_from_parts((bg_sum + row) / cfg.n, cfg.n, feature_norm, mean_noise_sd, xi)
         hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip,
                        extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
-        _, metrics = train_fn(hyper, params0, x, y, run_key)
-        # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
-        v = feature_norm * e_d - mu_hat
-        v = v / jnp.linalg.norm(v)
-        a = (_updates(metrics["params"], params0) @ v) * plan.normaliser / (cfg.learning_rate * z * clip)
-        m = (mu_hat[cfg.dim] * cfg.n / feature_norm) / s  # N(b/s, 1): the mean's evidence
-        score = m / s - 0.5 / s**2 + jnp.sum(_poisson_log_lr(a, 1.0 / z, q))
-        # Exact-release check: without the canary the noiseless mean's coordinate is exactly 0 (no
-        # background record uses it). A Gaussian release hits it with probability 0, so this never
-        # moves an honest run's score, but a mean released without its noise is then separated
-        # perfectly (any fixed score keeps Clopper–Pearson valid; this one also has power there).
-        return jnp.where(mu_hat[cfg.dim] == 0.0, -_EXACT_RELEASE, score)
+        _, metrics = train_fn(hyper, params0, x, y, k_run)
+        updates = _updates(metrics["params"], params0)
+        return {"score": _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip),
+                "null": _dpsgdf_null(cfg, ref, updates, inside, clip)}
 
-    details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps)}
-    profile = privacy_profile(dp_event_lib.ComposedDpEvent([plan.dp_event(z), dp.gaussian_event(s)]),
-                              overflow_prob=plan.overflow_probability())
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(theoretical), details,
-                       rigorous=("clopper_pearson", "tradeoff"), profile=profile)
+    details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps),
+               "reference_noise_multiplier": float(ref.noise_multiplier),
+               "reference_mean_multiplier": float(ref.mean_multiplier)}
+    checks = {**ref.checks(dp_plan), **ref.mean_checks(s)}
+    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(dp_plan.epsilon), details,
+                       rigorous=("clopper_pearson", "tradeoff"), profile=ref.profile(), checks=checks,
+                       releases=ref.steps)
 
 
-def _corrdp_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+    """DPSGD-F through its grid path, end to end on the host: :func:`dpprep.dpsgdf.grid_group`
+    (the grid's calibration and each seed's private mean, :func:`~dpprep.dpsgdf.mean_from_parts`)
+    and :func:`dpprep.sweeps.sweep_points` over the grid's points ``C_F ∈ {1, 2}``; the audited
+    run is the ``C_F = 2`` point, scored as :func:`_dpsgdf_setup` scores the engine's run (the
+    released mean and every update, the out world's untouched columns) and held to the same
+    independent yardstick. A sweep shares its data across seeds, so the canary sits at one place:
+    record 0 (the slot padding points at). Each chunk of runs is one sweep per world it holds, over
+    that world's runs repeated to the chunk's length (one compilation for any mix of worlds)."""
+    from dpprep import dpsgdf, sweeps
+
+    unit_bg, e_d = _dpsgdf_data(cfg, key)
+    d = unit_bg.shape[1]
+    model = _model("linear", d)
+    feature_norm, clip, audited = 2.0, 1.0, 1
+    model_list = dpsgdf.grid_models(["dpsgdf"], [1.0, feature_norm], [cfg.learning_rate], [cfg.eps_f], cfg.epsilon)
+    worlds = {True: np.concatenate([e_d[None], unit_bg]), False: np.concatenate([np.zeros((1, d), np.float32), unit_bg])}
+    labels = {world: np.concatenate([[1.0 if world else 0.0], np.zeros(cfg.n - 1)]).astype(np.float32)
+              for world in worlds}
+    params0 = model.init(None)
+
+    def group(world: bool, seed_keys: jax.Array) -> Any:
+        found = dpsgdf.grid_group("audit", model_list, cfg.batch_size, cfg.epochs, cfg.n, worlds[world].mean(axis=0),
+                                  seed_keys, delta=cfg.delta, fit_intercept=False, num_classes=2, num_features=d)
+        points = dict(found.points)
+        points["noise_multiplier"] = points["noise_multiplier"] * np.float32(cfg.noise_factor)
+        return dataclasses.replace(found.config, model=model, track_params=True), points, found.per_seed
+
+    probe_config, probe, _ = group(True, jax.random.split(key, 1))
+    dp_plan = probe_config.plan
+    z, s = float(probe["noise_multiplier"][audited]) / cfg.noise_factor, float(probe["mean_multiplier"][audited])
+    ref = yardstick("poisson", cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, epochs=cfg.epochs,
+                    batch_size=cfg.batch_size, pad=dp_plan.pad, mean_epsilon=cfg.eps_f)
+    assert ref.mean_multiplier is not None
+
+    def runner(keys, inside):
+        inside = np.asarray(inside)
+        run_keys = jax.vmap(lambda k: jax.random.split(k)[1])(keys)  # the engine target's training keys
+        score = np.empty(inside.shape[0])
+        null = np.empty((inside.shape[0], ref.steps, 2))
+        for world in (True, False):
+            (mine,) = np.nonzero(inside == world)
+            if mine.size == 0:
+                continue
+            # This world's runs, padded (repeated) to the chunk's length: one compilation for any mix.
+            take = np.resize(mine, inside.shape[0])
+            config, points, per_seed = group(world, run_keys[take])
+            result = sweeps.sweep_points(config, params0, (worlds[world], labels[world]), run_keys[take], points,
+                                         per_seed=per_seed, return_params=False)
+            trajectory = np.asarray(result.metrics["params"]["w"])[: mine.size, audited, :, :, 0]  # (runs, T, d)
+            updates = np.diff(np.concatenate([np.zeros_like(trajectory[:, :1]), trajectory], axis=1), axis=1)
+            mu_hat = np.asarray(points["feature_shift"])[: mine.size, audited]
+            score[mine] = _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, xp=np)
+            null[mine] = _dpsgdf_null(cfg, ref, updates, np.full(mine.size, world), clip, xp=np)
+        return {"score": score, "null": null}
+
+    details = {"noise_multiplier": z, "mean_multiplier": s, "steps": float(dp_plan.steps),
+               "reference_noise_multiplier": float(ref.noise_multiplier),
+               "reference_mean_multiplier": float(ref.mean_multiplier)}
+    checks = {**ref.checks(dp_plan), **ref.mean_checks(s), "calibration": bool(z >= ref.floor)}
+    return AuditTarget(runner, float(ref.epsilon), float(dp_plan.epsilon), details,
+                       rigorous=("clopper_pearson", "tradeoff"), profile=ref.profile(), checks=checks, host=True,
+                       releases=ref.steps)
+
+
+def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensitive") -> AuditTarget:
     """CorrDP-SGD (full batch, per-example clipping at L, the theory constant): replace-one canary
-    that differs from its neighbour only in the insensitive coordinate ``dim``.
+    that differs from its neighbour only in one coordinate of the class ``coordinate`` — the
+    insensitive coordinate ``dim`` or the sensitive coordinate 0 — each held to its own σ.
 
-    The reference ε is derived here from the paper's Eq. 4 — ``σ_u² = K_δ L² T/(n² ε²)·max{TV,
-    m_s²/m²}`` — and the closed form of T Gaussian releases of a ``2L/n`` shift, not from
-    :func:`dpprep.corrdp.noise.corrdp_factors` or the accountant the learner uses: a bug in the
-    learner's noise factors must not move the yardstick it is measured against."""
+    The reference is derived here from the paper's Eq. 4 — ``σ_j² = K_δ L² T/(n² ε²)·w_j``, ``w = 1``
+    on sensitive features and ``max{TV, m_s²/m²}`` on insensitive ones — and the closed form of T
+    Gaussian releases of a ``2L/n`` shift, not from :func:`dpprep.corrdp.noise.corrdp_factors` or
+    the accountant the learner uses: a bug in the learner's noise factors must not move the
+    yardstick it is measured against. Two more columns no record touches, one of each class,
+    carry the noise test, each normalised by its class's reference σ."""
     from dpprep.corrdp import noise as corr_noise
     from dpprep.corrdp import sgd as corr_sgd
 
-    d = cfg.dim + 1
+    # Columns: background (sensitive, 0..dim−1) | canary's insensitive column | null sensitive | null insensitive.
+    d = cfg.dim + 3
+    null_s, null_u = cfg.dim + 1, cfg.dim + 2
     model = _model("linear", d)
     lipschitz = 1.0
     run = corr_sgd.CorrDPSGD(model, steps=cfg.steps, learning_rate=cfg.learning_rate, delta=cfg.delta,
                              clip_mode="per_example", clip_norm=lipschitz)
-    sensitive = list(range(cfg.dim))
+    sensitive = list(range(cfg.dim)) + [null_s]
     factors = corr_noise.corrdp_factors(d, sensitive, cfg.tv)
     params0 = model.init(None)
     point = corr_sgd.Point("corrdp", cfg.epsilon, corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
                            corr_noise.param_factors(params0, factors))
     values = corr_sgd.point_values(run, params0, cfg.n, [point])
-    # Eq. 4 written out (K_δ = log(1/δ) + 1; the floor m_s²/m² with m_s = dim sensitive of m = d).
-    weight_u = max(cfg.tv, (cfg.dim / d) ** 2)
-    sigma_u = math.sqrt((math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2)
-                        * weight_u)  # noise std of coordinate u of the mean gradient
-    # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_u).
-    theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_u), cfg.delta)
+    # Eq. 4 written out (K_δ = log(1/δ) + 1; the floor m_s²/m² with m_s sensitive of m = d).
+    weight_u = max(cfg.tv, (len(sensitive) / d) ** 2)
+    base = math.sqrt((math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2))
+    sigma_s, sigma_u = base, base * math.sqrt(weight_u)  # noise std of a coordinate of the mean gradient
+    column, sigma_c = (cfg.dim, sigma_u) if coordinate == "insensitive" else (0, sigma_s)
+    # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_c).
+    theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_c), cfg.delta)
     tc = dataclasses.replace(run.train_config(cfg.n), track_params=True)
     hyper = Traced(cfg.learning_rate, 0.0, lipschitz, extra={
         "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
         "noise_scales": jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]), values["noise_scales"])})
     train_fn = engine_fn(tc)
     x_bg, _ = background(cfg, key)
+    x_bg = np.concatenate([x_bg[:, :cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1)
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
-    canary = _canary(cfg, lipschitz * cfg.canary_norm)  # clipped to L·e_u by an honest learner
+    canary = jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)  # clipped to L·e_c
+    null_scale = jnp.asarray([1 / sigma_s, 1 / sigma_u], jnp.float32) / cfg.learning_rate
 
     def one(run_key, inside):
-        # Same record up to its insensitive feature: +a·e_u (in) or −a·e_u (out), label 1, a = canary_norm·L.
+        # Same record up to one feature: +a·e_c (in) or −a·e_c (out), label 1, a = canary_norm·L.
         row = jnp.where(inside, 1.0, -1.0) * canary
         x = jnp.concatenate([x_bg, row[None]])
         y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
         _, metrics = train_fn(hyper, params0, x, y, run_key)
-        return jnp.sum(_updates(metrics["params"], params0)[:, cfg.dim]) / (cfg.learning_rate * sigma_u)
+        updates = _updates(metrics["params"], params0)
+        return {"score": jnp.sum(updates[:, column]) / (cfg.learning_rate * sigma_c),
+                "null": updates[:, jnp.asarray([null_s, null_u])] * null_scale}
 
-    details = {"nominal_epsilon": float(cfg.epsilon), "sigma_insensitive": float(sigma_u),
-               "factor_insensitive": float(weight_u), "factor_insensitive_library": float(factors[cfg.dim])}
+    details = {"nominal_epsilon": float(cfg.epsilon), "sigma_canary_coordinate": float(sigma_c),
+               "factor_insensitive": float(weight_u), "factor_insensitive_library": float(factors[cfg.dim]),
+               "factor_sensitive_library": float(factors[0])}
     return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details,
-                       rigorous=_GAUSSIAN_RIGOROUS)
+                       rigorous=_GAUSSIAN_RIGOROUS, releases=cfg.steps)
+
+
+def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+    """A private selection (:func:`dpprep.selection.select`), the whole procedure, final model:
+    random search with a random number of candidates (truncated geometric, mean 2) over two
+    learning rates of ``steps``-step full-batch DP-GD on a logistic regression, noisy validation
+    scores, the best candidate released. Replace-one: record 0 is the canary ``0.9·e_0`` (label 1,
+    a coordinate no other record uses) or an ordinary record; the score is the released model's
+    weight on ``e_0``. Held to the requested ε, which the selection's plan must account end to end
+    (its calibration covers training, the noisy scores and the repetitions). A host runner: each
+    run is one :func:`~dpprep.selection.select` call (small data, one compilation per shape)."""
+    from dpprep.selection import PrivateSelection, Repetitions, select
+
+    d = cfg.dim
+    rng = np.random.default_rng(np.asarray(jax.random.randint(key, (), 0, 2**31 - 1)).item())
+    x = np.zeros((cfg.n, d), np.float32)
+    x[:, 1:] = rng.uniform(-0.4, 0.4, size=(cfg.n, d - 1))
+    y = rng.integers(0, 2, size=cfg.n).astype(np.int32)
+    x_in, y_in = x.copy(), y.copy()
+    x_in[0], y_in[0] = 0.0, 1
+    x_in[0, 0] = 0.9
+    selection = PrivateSelection(Repetitions(2.0, 1.0), score_noise=8.0, validation_size=4)
+    plan = selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
+                          neighbouring="replace_one", target_epsilon=cfg.epsilon)
+    if cfg.noise_factor != 1.0:  # a deliberately broken learner: less noise than its account claims
+        plan = selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
+                              neighbouring="replace_one", noise_multiplier=plan.noise_multiplier * cfg.noise_factor)
+    model = models.logistic_regression(d, fit_intercept=False)
+    config = TrainConfig(model=model, hyper=Hyper(learning_rate=1.0), plan=plan, iterates="last")
+    params0 = model.init(jax.random.key(0))
+    grid = {"learning_rate": [2.0, 4.0]}
+    claimed = float(selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
+                                   neighbouring="replace_one", target_epsilon=cfg.epsilon).epsilon)
+
+    def runner(keys, inside):
+        out = []
+        for run_key, world in zip(keys, np.asarray(inside)):
+            result = select(config, params0, (x_in, y_in) if world else (x, y), run_key, grid)
+            out.append(float(np.ravel(jax.tree_util.tree_leaves(result.params)[0])[0]))
+        return np.asarray(out)
+
+    details = {"noise_multiplier": float(plan.noise_multiplier), "steps": float(cfg.steps)}
+    return AuditTarget(runner, float(cfg.epsilon), claimed, details, host=True,
+                       checks={"plan_account": bool(claimed <= cfg.epsilon * (1 + 1e-9))})
 
 
 def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -750,13 +964,479 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     return AuditTarget(jax.jit(jax.vmap(one)), theoretical, float(alone), details, rigorous=_GAUSSIAN_RIGOROUS)
 
 
+
+# --------------------------------------------------------------------------------------------------
+# The independent yardstick
+
+
+#: Relative tolerance between the reference calibration and the plan's: two PLD calibrations of
+#: the same run (different grids and brackets) agree to ~3e-5 here; a noise within 1 % of the
+#: reference is not refuted, and the curves the audit holds a learner to are those at ``(1 − τ)·z``.
+YARDSTICK_TOLERANCE = 0.01
+#: PLD grid of the reference accountant (coarser than the plan's 1e-4: pessimistic, and ~10x faster).
+_REFERENCE_DISCRETIZATION = 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class Yardstick:
+    """What an audit holds a learner to, computed from the run the user *stated* (sampler, n, batch
+    size, steps or epochs, requested (ε, δ)) through dp-accounting directly — never from the plan
+    under test, so a calibration, step-count or sampling-rate bug in the plan does not move it.
+
+    Attributes:
+      requested: the ε the user asked for.
+      noise_multiplier: the reference calibration ``z_ref``: the smallest multiplier with the stated
+        run (ε, δ)-DP by dp-accounting's PLD accountant (Poisson overflow slack taken out of δ).
+      floor: ``(1 − τ)·z_ref`` (:data:`YARDSTICK_TOLERANCE`): the least noise an honest learner has;
+        the noise test and the claimed curve use it, so two calibrations' rounding never flags.
+      epsilon: the ε the audit is held to — the stated run's at ``floor`` (for shuffled DP-SGD
+        the proven no-amplification bound at ``floor``; its as-if-Poisson claim is not proven).
+      steps: the steps the stated run takes (the trajectory length an audit expects).
+      releases: the Gaussian releases of the proven event (``steps``; for shuffled DP-SGD
+        ``epochs``: each record is in one batch per epoch).
+      normaliser: what each step's noisy sum is divided by (n for full batches, B otherwise).
+      sampling_rate: the stated ``B/n``.
+      overflow_prob: probability that a padded Poisson batch drops a record (stated pad), charged
+        as the δ slack ``(1 + e^ε)·p`` in the profile.
+    """
+
+    requested: float
+    delta: float
+    noise_multiplier: float
+    floor: float
+    epsilon: float
+    steps: int
+    releases: int
+    normaliser: float
+    sampling_rate: float
+    overflow_prob: float
+    sampler: str
+    proven: str
+    mean_multiplier: float | None = None
+
+    @property
+    def mean_floor(self) -> float | None:
+        """``(1 − τ)·σ_F``: the least noise multiplier an honest private mean has (None: no mean)."""
+        return None if self.mean_multiplier is None else (1.0 - YARDSTICK_TOLERANCE) * self.mean_multiplier
+
+    def event(self, noise_multiplier: float) -> dp_event_lib.DpEvent:
+        """The proven event of the stated run at ``noise_multiplier`` (with the private mean at
+        its floor, for DPSGD-F)."""
+        return _reference_event(self.proven, self.sampling_rate, self.releases, noise_multiplier, self.mean_floor)
+
+    def profile(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The curve ``ε ↦ δ(ε)`` the learner is held to: the proven event at ``floor``, plus the
+        overflow slack."""
+        return privacy_profile(self.event(self.floor), overflow_prob=self.overflow_prob,
+                               discretization=_REFERENCE_DISCRETIZATION)
+
+    def checks(self, plan: DPPlan) -> dict[str, bool]:
+        """The deterministic checks of a plan against the yardstick: ``calibration`` — its noise is
+        at least the reference's floor; ``plan_account`` — the plan's own account of its noise is
+        within the requested ε (``plan.epsilon(plan.calibrate(ε)) ≤ ε``)."""
+        return {"calibration": bool(plan.noise_multiplier >= self.floor),
+                "plan_account": bool(plan.epsilon <= self.requested * (1 + 1e-9))}
+
+    def mean_checks(self, mean_multiplier: float) -> dict[str, bool]:
+        """DPSGD-F: the private mean's multiplier (on the sum's C_F) against the reference floor."""
+        assert self.mean_floor is not None
+        return {"mean_calibration": bool(mean_multiplier >= self.mean_floor)}
+
+
+def _reference_event(kind: str, q: float, releases: int, z: float, mean: float | None = None
+                     ) -> dp_event_lib.DpEvent:
+    gaussian = dp_event_lib.GaussianDpEvent(z)
+    one = gaussian if kind == "full" else dp_event_lib.PoissonSampledDpEvent(q, gaussian)
+    run = dp_event_lib.SelfComposedDpEvent(one, releases)
+    return run if mean is None else dp_event_lib.ComposedDpEvent([dp_event_lib.GaussianDpEvent(mean), run])
+
+
+def analytic_gaussian_multiplier(epsilon: float, delta: float) -> float:
+    """The smallest σ with one Gaussian release of sensitivity 1 and noise std σ (ε, δ)-DP: the
+    root of Balle & Wang's (2018) exact δ(σ) = Φ(1/(2σ) − εσ) − e^ε·Φ(−1/(2σ) − εσ), solved here
+    with scipy (the audit's reference for DPSGD-F's private mean, independent of dpprep's)."""
+    from scipy import optimize
+
+    def gap(sigma: float) -> float:
+        a, b = 1 / (2 * sigma), epsilon * sigma
+        return float(stats.norm.cdf(a - b) - math.exp(epsilon) * stats.norm.cdf(-a - b)) - delta
+
+    hi = 1.0
+    while gap(hi) > 0:
+        hi *= 2
+    return float(optimize.brentq(gap, 1e-6, hi, xtol=1e-12, rtol=1e-12))
+
+
+def _reference_accountant() -> Any:
+    from dp_accounting import privacy_accountant
+    from dp_accounting.pld import pld_privacy_accountant
+
+    return pld_privacy_accountant.PLDAccountant(privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                value_discretization_interval=_REFERENCE_DISCRETIZATION)
+
+
+def _slack(epsilon: float, overflow_prob: float) -> float:
+    return (1.0 + math.exp(min(epsilon, 700.0))) * overflow_prob
+
+
+@functools.lru_cache(maxsize=256)
+def _reference_epsilon(kind: str, q: float, releases: int, z: float, delta: float, overflow_prob: float,
+                       mean: float | None = None) -> float:
+    accountant = _reference_accountant()
+    accountant.compose(_reference_event(kind, q, releases, z, mean))
+    eps = float(accountant.get_epsilon(delta))
+    if overflow_prob > 0:  # the slack at the (larger) ε of the slack-free δ is a valid charge
+        eps = float(accountant.get_epsilon(max(delta - _slack(2 * eps + 1, overflow_prob), delta / 2)))
+    return eps
+
+
+@functools.lru_cache(maxsize=256)
+def _reference_calibration(kind: str, q: float, releases: int, epsilon: float, delta: float,
+                           overflow_prob: float, mean: float | None = None) -> float:
+    from dp_accounting import mechanism_calibration
+
+    target_delta = delta - _slack(epsilon, overflow_prob)
+    if not target_delta > 0:
+        raise ValueError(f"the stated run's Poisson overflow slack leaves nothing of delta={delta}")
+    def eps_of(z: float) -> float:
+        accountant = _reference_accountant()
+        accountant.compose(_reference_event(kind, q, releases, z, mean))
+        return float(accountant.get_epsilon(target_delta))
+
+    # A bracket found by doubling from z = 1 (a tiny lower end would make the PLD grid explode).
+    lo = hi = 1.0
+    while eps_of(hi) > epsilon:
+        lo, hi = hi, 2 * hi
+    while lo == hi or eps_of(lo) <= epsilon:
+        if lo < 1e-2:
+            raise ValueError(f"the stated run is (epsilon={epsilon}, delta={delta})-DP with almost no noise")
+        lo, hi = lo / 2, lo
+    return float(mechanism_calibration.calibrate_dp_mechanism(
+        _reference_accountant, lambda z: _reference_event(kind, q, releases, z, mean), epsilon, target_delta,
+        mechanism_calibration.ExplicitBracketInterval(lo, hi), tol=1e-5))
+
+
+def yardstick(sampler: str, n: int, *, epsilon: float, delta: float, steps: int | None = None,
+              epochs: int | None = None, batch_size: int | None = None, pad: int | None = None,
+              mean_epsilon: float | None = None) -> Yardstick:
+    """The :class:`Yardstick` of the run a user states: ``sampler`` in ``"full"`` (``steps``),
+    ``"poisson"`` (``epochs`` at expected batch ``batch_size``: ``⌈E·n/B⌉`` steps; ``pad``: the
+    stated padded batch, whose overflow is charged) or ``"shuffle"`` (``epochs`` × ``⌈n/B⌉`` steps,
+    calibrated as if Poisson — the customary claim — and held to its proven bound, ``epochs``
+    Gaussian releases), calibrated to (``epsilon``, ``delta``) by dp-accounting's PLD accountant.
+    ``mean_epsilon``: DPSGD-F's private mean first, one Gaussian release at its share ``ε_F``
+    (:func:`analytic_gaussian_multiplier`), composed with the run. Written from the samplers'
+    definitions, not from :mod:`dpprep.sampling`, :mod:`dpprep.dpsgdf` or the plan."""
+    from scipy import stats as sps
+
+    needed = {"full": ("steps",), "poisson": ("epochs", "batch_size"), "shuffle": ("epochs", "batch_size")}
+    if sampler not in needed:
+        raise ValueError(f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'")
+    given = {"steps": steps, "epochs": epochs, "batch_size": batch_size}
+    missing = [name for name in needed[sampler] if given[name] is None]
+    if missing:
+        raise ValueError(f"the reference of sampler {sampler!r} needs {', '.join(missing)}")
+    if sampler == "full":
+        steps = check_positive_int(steps, "steps")
+        q, calibrated, claimed_steps, releases, normaliser, over = 1.0, "full", steps, steps, float(n), 0.0
+    elif sampler in ("poisson", "shuffle"):
+        b, e = check_positive_int(batch_size, "batch_size"), check_positive_int(epochs, "epochs")
+        q = b / n
+        normaliser = float(b)
+        if sampler == "poisson":
+            claimed_steps = releases = max(1, math.ceil(e * n / b - 1e-9))
+            per_step = float(sps.binom.sf(pad, n, q)) if pad is not None and pad < n else 0.0
+            over = -math.expm1(releases * math.log1p(-per_step)) if per_step < 1 else 1.0
+            calibrated = "poisson"
+        else:
+            claimed_steps, releases, over, calibrated = e * -(-n // b), e, 0.0, "poisson"
+    else:
+        raise ValueError(f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'")
+    mean = None if mean_epsilon is None else analytic_gaussian_multiplier(float(mean_epsilon), float(delta))
+    z_ref = _reference_calibration(calibrated, q, claimed_steps, float(epsilon), float(delta), over, mean)
+    proven = "full" if sampler in ("full", "shuffle") else "poisson"
+    floor = (1.0 - YARDSTICK_TOLERANCE) * z_ref
+    mean_floor = None if mean is None else (1.0 - YARDSTICK_TOLERANCE) * mean
+    held_to = _reference_epsilon(proven, q, releases, floor, float(delta), over, mean_floor)
+    return Yardstick(float(epsilon), float(delta), z_ref, floor, held_to, claimed_steps, releases, normaliser, q,
+                     over, sampler, proven, mean)
+
+
+# --------------------------------------------------------------------------------------------------
+# The noise test: a score that assumes nothing about the attack
+
+
+#: The noise test's parts (:class:`NoiseTest`).
+NOISE_PARTS = ("scale", "steps", "runs", "coordinates")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseTest:
+    """The noise test of an audit: the updates of coordinates no record touches, normalised by
+    the least noise an honest learner adds (:attr:`Yardstick.floor`), are i.i.d. N(0, s²) with
+    s ≥ 1 for every honest learner, whatever its sampler. Four exact tests of that, at a split
+    significance (each at ``significance/4``, the two-sided ones split again):
+
+    * ``scale``: ``Σ z² < χ²_{N}`` quantile — less noise than the account charges.
+    * ``steps``: within each run and coordinate, the part of the updates along the all-ones
+      direction over steps against the rest, ``F(R·m, R·m·(T−1))`` two-sided — noise reused or
+      cancelling across steps (e.g. a noise key that is not advanced).
+    * ``runs``: the same across runs (``F(T·m, T·m·(R−1))``, upper) — noise shared by runs.
+    * ``coordinates``: the same across the coordinates (``F(R·T, R·T·(m−1))``, two-sided) — one
+      noise draw for several coordinates (an adversary subtracts a clean coordinate).
+
+    Each F statistic is a ratio of independent χ² sums of orthogonal projections of i.i.d.
+    Gaussians (scale-free: exact for any s). ``p_values`` per part; ``flagged`` the parts
+    rejected."""
+
+    p_values: dict[str, float]
+    significance: float
+    samples: int
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        return tuple(part for part, p in self.p_values.items() if p < self.significance / len(NOISE_PARTS))
+
+
+def _f_test(values: np.ndarray, axis: int, two_sided: bool) -> float:
+    """p-value of the F test that ``values``' component along the all-ones direction of ``axis``
+    has the same variance as the orthogonal rest (i.i.d. Gaussian entries)."""
+    k = values.shape[axis]
+    along = np.sum(values, axis=axis) ** 2 / k
+    rest = np.sum((values - np.mean(values, axis=axis, keepdims=True)) ** 2, axis=axis)  # no cancellation
+    dfn, dfd = along.size, along.size * (k - 1)
+    numerator, denominator = along.sum() / dfn, rest.sum() / dfd
+    f = numerator / denominator if denominator > 0 else (math.inf if numerator > 0 else 1.0)
+    upper = float(stats.f.sf(f, dfn, dfd))
+    return min(1.0, 2 * min(upper, 1 - upper)) if two_sided else upper
+
+
+def noise_test(null: Any, *, significance: float) -> NoiseTest:
+    """:class:`NoiseTest` of ``null``: shape ``(runs, steps, coordinates)``, normalised so that an
+    honest learner's entries are i.i.d. N(0, s²), s ≥ 1; a run with a NaN entry is left out (the
+    target marks runs whose columns a record touches)."""
+    z = np.asarray(null, np.float64)
+    if z.ndim == 3:  # runs whose columns are NaN are not tested (the target says they are touched)
+        z = z[~np.any(np.isnan(z), axis=(1, 2))]
+    if z.ndim != 3 or min(z.shape) < 2:
+        raise ValueError(f"the noise test needs (runs, steps, coordinates) with each >= 2 (runs with NaN left out), "
+                         f"got shape {z.shape}")
+    total = float(np.sum(z**2))
+    p = {"scale": float(stats.chi2.cdf(total, z.size)),
+         "steps": _f_test(z, 1, True), "runs": _f_test(z, 0, False), "coordinates": _f_test(z, 2, True)}
+    return NoiseTest(p, float(significance), int(z.size))
+
+
+# --------------------------------------------------------------------------------------------------
+# White-box trajectory audits of the SGD family: canaries that stress the rules, every path
+
+
+
+
+@models.spec_factory
+def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model:
+    """:func:`linear_loss_model` over two parameter leaves (``w`` on the first ``w_features``
+    columns, ``v`` on the rest) and without a ``residual``: its per-example gradients go through
+    the per-example (``vmap``) clipping path, whose norm is taken over every leaf."""
+
+    def init(key):
+        del key
+        return {"w": jnp.zeros((w_features, 1), jnp.float32), "v": jnp.zeros((v_features, 1), jnp.float32)}
+
+    def apply(params, x):
+        return x[:, :w_features] @ params["w"] + x[:, w_features:] @ params["v"]
+
+    def per_example_loss(params, x, y):
+        return -y * apply(params, x)[:, 0]
+
+    return models.Model("audit_two_leaf_linear_loss", init, apply, per_example_loss, None, task="regression")
+
+
+class _Layout(NamedTuple):
+    """Feature columns of a white-box audit: the canary's unit direction ``u`` (features), the
+    columns no record touches (``null``), and the model."""
+
+    model: models.Model
+    features: int
+    direction: np.ndarray
+    null: tuple[int, ...]
+
+
+def _layout(cfg: AuditConfig, path: str) -> _Layout:
+    if path == "vmap_clip":
+        # w: background (dim), canary part, null | v: canary part, null. The canary spans both
+        # leaves, so a rule that clips each leaf to C on its own releases √2·C for it.
+        d = cfg.dim + 4
+        u = np.zeros(d)
+        u[[cfg.dim, cfg.dim + 2]] = 1 / math.sqrt(2)
+        return _Layout(two_leaf_linear_loss_model(cfg.dim + 2, 2), d, u, (cfg.dim + 1, cfg.dim + 3))
+    d = cfg.dim + 3
+    u = np.zeros(d)
+    u[cfg.dim] = 1.0
+    return _Layout(linear_loss_model(d), d, u, (cfg.dim + 1, cfg.dim + 2))
+
+
+def _place(key: jax.Array, positions: tuple[str, ...], n: int) -> jax.Array:
+    """A canary index drawn uniformly from ``positions`` (``"random"``: a uniform interior index)."""
+    k_which, k_index = jax.random.split(key)
+    choices = jnp.stack([jnp.asarray({"first": 0, "last": n - 1}.get(p, 0), jnp.int32) if p != "random"
+                         else jax.random.randint(k_index, (), 1, max(n - 1, 2), jnp.int32) for p in positions])
+    return choices[jax.random.randint(k_which, (), 0, len(positions))]
+
+
+def _with_canary(background: jax.Array, row: jax.Array, index: jax.Array) -> jax.Array:
+    """The ``n − 1`` background rows with ``row`` inserted at ``index`` (order otherwise kept)."""
+    n = background.shape[0] + 1
+    slots = jnp.arange(n)
+    source = jnp.clip(slots - (slots > index), 0, n - 2)
+    return jnp.where((slots == index).reshape((n,) + (1,) * (background.ndim - 1)), row, background[source])
+
+
+def _poisson_opposed_log_lr(a: jax.Array, s: float, q: float, others: int, weight: float) -> jax.Array:
+    """Per-step log-likelihood ratio of the normalised update ``a = s·(b − w·K) + N(0, 1)`` (the
+    canary's ``b`` ~ Bern(q); ``K`` ~ Bin(others, q) opposers of weight ``w``) against the out
+    world's ``−s·w·K + N(0, 1)``."""
+    counts = np.arange(others + 1)
+    log_pk = jnp.asarray(stats.binom.logpmf(counts, others, q))
+    base = -s * weight * jnp.asarray(counts, jnp.float32)  # (K,)
+
+    def mixture(mean):
+        return jax.nn.logsumexp(log_pk + mean * a[..., None] - 0.5 * mean**2, axis=-1)
+
+    inside = jnp.logaddexp(math.log(q) + mixture(base + s), math.log1p(-q) + mixture(base))
+    return inside - mixture(base)
+
+
+def _shuffle_opposed_log_lr(a: jax.Array, s: float, n: int, sizes: np.ndarray, weight: float) -> jax.Array:
+    """Log-likelihood ratio of one epoch's normalised updates ``a`` (k batches): every record but
+    the canary (or its zero record) moves its batch's update by ``−s·w``; the canary sits in batch
+    i with probability ``sizes[i]/n`` and moves it by ``+s`` instead."""
+    log_p = jnp.asarray(np.log(sizes / n))
+    shifted = a + s * weight * jnp.asarray(sizes, jnp.float32)  # the batches as if without that record's slot
+
+    def mixture(mean):
+        return jax.nn.logsumexp(log_p + mean * shifted - 0.5 * mean**2, axis=-1)
+
+    return mixture(s * (1.0 + weight)) - mixture(s * weight)
+
+
+def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str = "train") -> AuditTarget:
+    """White-box DP-GD / Poisson / shuffled DP-SGD on the code path ``path`` (:data:`PATHS`),
+    held to the independent :class:`Yardstick` of the run ``cfg`` states.
+
+    The canary (gradient ``−canary_norm·C·u``, clipped to ``−C·u`` by an honest learner) sits at a
+    position drawn per run from ``cfg.canary_positions``. With ``cfg.opposer`` every other record
+    opposes it: gradient ``+w·C·u`` with ``w = 1/(expected batch size)``, so each batch holds about
+    C of opposition and any rule that treats a batch as a whole (clipping its sum, scaling it by
+    its largest norm) changes what the canary's presence releases in *every* batch it joins;
+    without it they have zero gradient. Scores: the log-likelihood ratio of what the honest learner
+    releases along ``u`` (at the reference noise), and the updates of two columns no record
+    touches for the noise test (:class:`NoiseTest`)."""
+    from jax.flatten_util import ravel_pytree
+
+    from dpprep import sweeps
+    from dpprep.algorithms import static_config, with_values
+
+    layout = _layout(cfg, path)
+    clip = 1.0
+    kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
+    dp_plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs)
+    plan, z = dp_plan.execution, dp_plan.noise_multiplier
+    ref = yardstick(sampling, cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, pad=plan.pad, **kwargs)
+    tc = TrainConfig(layout.model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
+    params0 = layout.model.init(None)
+    flat0 = ravel_pytree(params0)[0]
+
+    def to_flat(features: np.ndarray) -> np.ndarray:
+        # The linear loss's gradient in the parameters is −y times the features, leaf by leaf.
+        if path == "vmap_clip":
+            w_cols = cfg.dim + 2
+            tree = {"w": jnp.asarray(features[:w_cols, None], jnp.float32),
+                    "v": jnp.asarray(features[w_cols:, None], jnp.float32)}
+        else:
+            tree = {"w": jnp.asarray(features[:, None], jnp.float32)}
+        return np.asarray(ravel_pytree(tree)[0])
+
+    u_flat = jnp.asarray(to_flat(layout.direction))
+    null_flat = [int(np.argmax(to_flat(np.eye(layout.features)[c]))) for c in layout.null]
+    x_bg, _ = background(cfg, key)
+    x_bg = np.concatenate([x_bg[:, :cfg.dim], np.zeros((cfg.n - 1, layout.features - cfg.dim))], axis=1)
+    y_bg = np.zeros(cfg.n - 1, np.float32)
+    expected_batch = {"full": cfg.n - 1, "poisson": ref.sampling_rate * (cfg.n - 1), "shuffle": cfg.batch_size}[sampling]
+    weight = 1.0 / expected_batch if cfg.opposer else 0.0
+    if cfg.opposer:  # gradient −y·x = +w·C·u (y = 1, x = −w·C·u): no norm near C, never clipped
+        x_bg = np.broadcast_to(-weight * clip * layout.direction, x_bg.shape).copy()
+        y_bg[:] = 1.0
+    canary_x = jnp.asarray(clip * cfg.canary_norm * layout.direction, jnp.float32)
+    x_bg, y_bg = jnp.asarray(x_bg, jnp.float32), jnp.asarray(y_bg)
+    positions = tuple(cfg.canary_positions)
+    s = 1.0 / ref.noise_multiplier  # the canary's clipped shift over the reference noise std
+    to_a = ref.normaliser / (cfg.learning_rate * ref.noise_multiplier * clip)
+    to_null = ref.normaliser / (cfg.learning_rate * ref.floor * clip)
+    z_run = z * cfg.noise_factor
+
+    if path == "sweep_point":
+        # One point of a vmapped sweep over the noise multiplier: point 0 has half the noise, the
+        # audited point 1 the plan's (a sweep that ran every point with another's values shows).
+        names = ("noise_multiplier",)
+        fn = sweeps._compiled(static_config(tc), plan, names, False, False, None, False, None, True)
+        base = with_values(Traced(cfg.learning_rate, None, clip), {"noise_multiplier": None})
+        values = (jnp.asarray([0.5 * z_run, z_run], jnp.float32),)
+
+        def run(x, y, run_key):
+            _, metrics, _ = fn(base, params0, x, y, run_key[None], values, None, None)
+            return jax.tree_util.tree_map(lambda leaf: leaf[0, 1], metrics["params"])
+    else:
+        train_fn = engine_fn(tc)
+        hyper = Traced(cfg.learning_rate, z_run, clip)
+
+        def run(x, y, run_key):
+            return train_fn(hyper, params0, x, y, run_key)[1]["params"]
+
+    sizes = np.minimum(plan.batch_size, cfg.n - plan.batch_size * np.arange(-(-cfg.n // plan.batch_size)))
+
+    def one(run_key, inside):
+        k_place, k_run = jax.random.split(run_key)
+        index = _place(k_place, positions, cfg.n)
+        row = jnp.where(inside, canary_x, 0.0)  # out: the zero record (zero-out)
+        x = _with_canary(x_bg, row, index)
+        y = _with_canary(y_bg, jnp.ones((), jnp.float32), index)
+        trajectory = jax.vmap(lambda p: ravel_pytree(p)[0])(run(x, y, k_run))
+        updates = trajectory - jnp.concatenate([flat0[None], trajectory[:-1]])
+        a = (updates @ u_flat) * to_a
+        if sampling == "full":
+            score = jnp.sum(a)
+        elif sampling == "poisson":
+            score = jnp.sum(_poisson_opposed_log_lr(a, s, ref.sampling_rate, cfg.n - 1, weight))
+        else:
+            per_epoch = a.reshape(-1, sizes.size)
+            score = jnp.sum(_shuffle_opposed_log_lr(per_epoch, s, cfg.n, sizes.astype(np.float64), weight))
+        return {"score": score, "null": updates[:, jnp.asarray(null_flat)] * to_null}
+
+    details = {"noise_multiplier": float(z), "reference_noise_multiplier": float(ref.noise_multiplier),
+               "steps": float(plan.steps), "sampling_rate": float(ref.sampling_rate),
+               "requested_epsilon": float(cfg.epsilon)}
+    rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
+    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(dp_plan.epsilon), details,
+                       rigorous=rigorous + ("tradeoff",), profile=ref.profile(), releases=ref.steps,
+                       checks=ref.checks(dp_plan))
+
+
 for _name in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle"):
     register(_name, _sgd_setup, threat_models=THREAT_MODELS)
+for _path in PATHS[1:]:
+    register(f"dp_sgd_poisson_{_path}", functools.partial(_trajectory_setup, sampling="poisson", path=_path),
+             why_not={"final_model": f"the {_path} path is audited white-box (the final model is dp_sgd_poisson's)"})
+register("private_selection", _selection_setup, threat_models=("final_model",), why_not={
+    "white_box": "a selection releases one candidate's final model (its iterates and the others stay hidden)"})
 register("dp_sgd_iteration", _iteration_setup, threat_models=("final_model",), why_not={
     "white_box": "its amplification-by-iteration guarantee hides the intermediate iterates"})
-for _name, _build in (("dpsgdf", _dpsgdf_setup), ("corrdp_sgd", _corrdp_setup), ("impute_dp_gd", _impute_setup)):
+for _name, _build in (("dpsgdf", _dpsgdf_setup), ("dpsgdf_grid", _dpsgdf_grid_setup), ("corrdp_sgd", _corrdp_setup),
+                      ("corrdp_sgd_sensitive", functools.partial(_corrdp_setup, coordinate="sensitive")),
+                      ("impute_dp_gd", _impute_setup)):
     register(_name, _build, why_not={"final_model": (
-        "not implemented (the white-box audit scores the released mean and every update)" if _name == "dpsgdf"
+        "not implemented (the white-box audit scores the released mean and every update)"
+        if _name.startswith("dpsgdf")
         else "not implemented (the white-box audit is the tight one for this pair)")})
 
 #: dpprep's own learners (:data:`REGISTRY` also holds any registered later).
@@ -771,14 +1451,17 @@ SUPPORTED: dict[str, tuple[str, ...]] = {name: REGISTRY[name].threat_models for 
 
 @dataclasses.dataclass(frozen=True)
 class AuditResult:
-    """``theoretical``: the ε the learner's guarantee gives this canary pair (the bound an audit
-    must never exceed); ``claimed``: what a user would be told (differs for shuffled DP-SGD — the
+    """``theoretical``: the ε the audit holds the learner to (for DP-GD and DP-SGD the independent
+    :class:`Yardstick`'s, i.e. the requested ε up to its tolerance; else the learner's guarantee for
+    this canary pair); ``claimed``: what a user would be told (differs for shuffled DP-SGD — the
     as-if-Poisson number —, CorrDP — the nominal ε — and the pipeline — DP-GD's ε ignoring
     pre-processing); ``bounds``: the lower bounds; ``runs_per_second``: evaluation + pilot runs
     (both worlds) over the wall time of the compiled calls (compilation excluded); ``rigorous``:
     which bounds are valid for this learner whatever its implementation does
     (:attr:`AuditTarget.rigorous`) — the others hold only under the assumption that its trade-off
-    curve is Gaussian-shaped."""
+    curve is Gaussian-shaped; ``noise``: the noise test (None where the target has no untouched
+    coordinates); ``checks``: the deterministic checks (:attr:`AuditTarget.checks`, and
+    ``releases``: the run released as many updates as its account charges)."""
 
     config: AuditConfig
     theoretical: float
@@ -788,6 +1471,8 @@ class AuditResult:
     seconds: float
     details: dict[str, float]
     rigorous: tuple[str, ...] = ("clopper_pearson",)
+    noise: NoiseTest | None = None
+    checks: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -801,17 +1486,31 @@ class AuditResult:
         return max(values[name] for name in self.rigorous if name in values)
 
     @property
+    def caught_by(self) -> tuple[str, ...]:
+        """Every test that refutes the learner's claim: the rigorous ε bounds above the theoretical
+        ε (``"clopper_pearson"``, ``"gdp"``), the trade-off test (``"tradeoff"``), the noise test's
+        parts (``"noise:<part>"``) and the failed deterministic checks (``"check:<name>"``)."""
+        values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
+        out = [name for name in ("clopper_pearson", "gdp") if name in self.rigorous and values[name] > self.theoretical]
+        if "tradeoff" in self.rigorous and self.bounds.delta_excess > 0:
+            out.append("tradeoff")
+        if self.noise is not None:
+            out += [f"noise:{part}" for part in self.noise.flagged]
+        out += [f"check:{name}" for name, ok in self.checks.items() if not ok]
+        return tuple(out)
+
+    @property
     def violation(self) -> bool:
-        """True when a rigorous ε bound exceeds the theoretical ε, or the rigorous trade-off test
-        refutes the claimed privacy profile: the implementation does not give the guarantee its
-        accounting states. The verdict is the union of ``len(rigorous)`` tests, so each was run at
-        ``config.significance / len(rigorous)`` (Bonferroni, :func:`test_significance`): an honest
-        learner is flagged with probability at most ``config.significance``."""
-        refuted = "tradeoff" in self.rigorous and self.bounds.delta_excess > 0
-        return self.rigorous_epsilon > self.theoretical or bool(refuted)
+        """True when any test refutes the claim (:attr:`caught_by`): a rigorous ε bound above the
+        theoretical ε, the trade-off test, the noise test or a deterministic check. The statistical
+        verdict is the union of k tests (the rigorous bounds, plus the noise test where there is
+        one), so each ran at ``config.significance / k`` (Bonferroni, :func:`test_significance`):
+        an honest learner is flagged with probability at most ``config.significance``."""
+        return bool(self.caught_by)
 
     def row(self) -> dict[str, Any]:
         c = self.config
+        tests = self.rigorous + (("noise",) if self.noise is not None else ())
         return {"learner": c.learner, "threat_model": c.threat_model, "epsilon_target": c.epsilon,
                 "delta": c.delta, "runs_per_world": c.runs, "theoretical_epsilon": self.theoretical,
                 "claimed_epsilon": self.claimed, "epsilon_lb_gdp": self.bounds.epsilon_gdp,
@@ -820,11 +1519,26 @@ class AuditResult:
                 "tradeoff_epsilon": self.bounds.epsilon_at_excess,
                 "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
                 "rigorous_bounds": "+".join(self.rigorous), "epsilon_lb_rigorous": self.rigorous_epsilon,
+                "noise_p_min": (min(self.noise.p_values.values()) if self.noise is not None else math.nan),
+                "caught_by": "+".join(self.caught_by),
                 "violation": self.violation, "significance": c.significance,
-                "significance_per_test": test_significance(c.significance, self.rigorous), "canary_norm": c.canary_norm,
+                "significance_per_test": test_significance(c.significance, tests), "canary_norm": c.canary_norm,
                 "runs_per_second": self.runs_per_second, "seconds": self.seconds,
                 "noise_factor": c.noise_factor, "seed": c.seed,
                 **{f"detail_{k}": v for k, v in self.details.items()}}
+
+
+def _check_outputs(learner: str, out: Any, runs: int) -> None:
+    """ValueError unless a runner's output over ``runs`` runs is ``(runs,)`` scores or the dict
+    ``{"score": (runs,), "null": (runs, T, m)}`` (:class:`AuditTarget`)."""
+    if isinstance(out, dict):
+        shape = {k: tuple(np.shape(v)) for k, v in out.items()}
+        if (set(shape) != {"score", "null"} or shape["score"] != (runs,) or len(shape["null"]) != 3
+                or shape["null"][0] != runs or min(shape["null"][1:]) < 2):
+            raise ValueError(f"learner {learner!r}: a runner returning a dict returns {{'score': ({runs},), "
+                             f"'null': ({runs}, T, m)}} with T, m >= 2, got {shape}")
+    elif tuple(np.shape(out)) != (runs,):
+        raise ValueError(f"learner {learner!r}: the runner must return ({runs},) scores, got shape {np.shape(out)}")
 
 
 def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) -> AuditResult:
@@ -849,41 +1563,65 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
         inside = jnp.concatenate([jnp.ones(runs, bool), jnp.zeros(runs, bool)])
-        values = _chunked(compiled, keys, inside, chunk)
-        if not np.all(np.isfinite(values)):
+        out = _chunked(compiled, keys, inside, chunk)
+        values, null = (out["score"], out["null"]) if isinstance(out, dict) else (out, None)
+        values = np.asarray(values)
+        if not np.all(np.isfinite(values)) or (null is not None and np.any(np.isinf(null))):
             raise FloatingPointError(f"{cfg.learner}: non-finite attack scores (an overflowing run?)")
-        return values[:runs], values[runs:]
+        return out, values[:runs], values[runs:], null
 
     chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
-    # Compiled ahead of the timed runs (without running a chunk twice); every chunk has this shape.
-    runner = setup.runner if hasattr(setup.runner, "lower") else jax.jit(setup.runner)
-    try:
-        compiled = runner.lower(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool)).compile()
-    except Exception as err:  # a user's runner: say what the protocol needs
-        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.runner(keys, inside) must be jittable and vmapped over "
-                         f"runs (keys: ({chunk},) PRNG keys, inside: ({chunk},) bool) returning ({chunk},) scores; "
-                         f"tracing it failed: {type(err).__name__}: {err}") from err
+    shapes: Any = None
+    if setup.host:  # the runner calls compiled code itself (e.g. a public driver per chunk of runs)
+        compiled = setup.runner
+    else:
+        # Compiled ahead of the timed runs (without running a chunk twice); every chunk has this shape.
+        runner = setup.runner if hasattr(setup.runner, "lower") else jax.jit(setup.runner)
+        try:
+            lowered = runner.lower(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool))
+            compiled = lowered.compile()
+        except Exception as err:  # a user's runner: say what the protocol needs
+            raise ValueError(f"learner {cfg.learner!r}: AuditTarget.runner(keys, inside) must be jittable and vmapped "
+                             f"over runs (keys: ({chunk},) PRNG keys, inside: ({chunk},) bool) returning ({chunk},) "
+                             f"scores (or give AuditTarget(host=True)); tracing it failed: {type(err).__name__}: {err}"
+                             ) from err
+        shapes = lowered.out_info
+        _check_outputs(cfg.learner, shapes, chunk)
     start = time.perf_counter()
-    pilot_in, pilot_out = scores(k_pilot, cfg.pilot_runs)
+    pilot_tree, pilot_in, pilot_out, _ = scores(k_pilot, cfg.pilot_runs)
+    if shapes is None:
+        shapes = pilot_tree
+        _check_outputs(cfg.learner, shapes, 2 * cfg.pilot_runs)
+    with_null = isinstance(shapes, dict)
+    checks = dict(setup.checks)
+    if setup.releases is not None:
+        if not with_null:
+            raise ValueError(f"learner {cfg.learner!r}: AuditTarget.releases is checked against the runner's 'null' "
+                             "output, which it does not return")
+        checks["releases"] = bool(np.shape(shapes["null"])[1] == setup.releases)
     if progress:
         progress(f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: pilot done, {2 * cfg.runs} runs to go")
-    eval_in, eval_out = scores(k_eval, cfg.runs)
+    _, eval_in, eval_out, null = scores(k_eval, cfg.runs)
     seconds = time.perf_counter() - start
     pilot = np.concatenate([pilot_in, pilot_out])
     thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
     d_in, d_out = discretise(eval_in, thresholds), discretise(eval_out, thresholds)
-    # The verdict is the union of the rigorous tests: each runs at significance / k (Bonferroni).
-    per_test = test_significance(cfg.significance, tuple(setup.rigorous))
+    # The verdict is the union of the statistical tests: each runs at significance / k (Bonferroni).
+    tests = tuple(setup.rigorous) + (("noise",) if with_null else ())
+    per_test = test_significance(cfg.significance, tests)
     bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=per_test)
     if setup.profile is not None:
         excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=per_test)
         bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
+    noise = noise_test(null, significance=per_test) if with_null else None
     total = 2 * (cfg.runs + cfg.pilot_runs)
     return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details,
-                       tuple(setup.rigorous))
+                       tuple(setup.rigorous), noise, checks)
 
 
-__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "Bounds", "LEARNERS", "Learner",
+__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "Bounds", "CANARY_POSITIONS", "LEARNERS",
+           "Learner", "NOISE_PARTS", "NoiseTest", "PATHS", "YARDSTICK_TOLERANCE", "Yardstick", "noise_test",
+           "two_leaf_linear_loss_model", "yardstick",
            "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "check_learner", "discretise",
            "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "linear_loss_model", "lower_bounds",
            "privacy_profile", "register", "required_runs", "tradeoff_excess"]

@@ -100,9 +100,9 @@ def test_bad_audit_configs_raise(kwargs, match):
 
 
 def test_required_runs_error_names_the_number():
-    # Each bound runs at significance / k for up to k = 3 rigorous tests (Bonferroni), so a perfect
-    # attack needs the runs of significance 0.05 / 3, more than at 0.05.
-    needed = auditing.required_runs(4.0, 1e-5, significance=0.05 / len(auditing.BOUND_NAMES))
+    # Each bound runs at significance / k for up to k = 4 tests (3 rigorous bounds and the noise
+    # test; Bonferroni), so a perfect attack needs the runs of significance 0.05 / 4, more than at 0.05.
+    needed = auditing.required_runs(4.0, 1e-5, significance=0.05 / (len(auditing.BOUND_NAMES) + 1))
     assert needed > auditing.required_runs(4.0, 1e-5)
     with pytest.raises(ValueError, match=f"fewer than {needed} runs per world"):
         AuditConfig("dp_gd", epsilon=4.0, runs=needed - 1)
@@ -150,7 +150,9 @@ def test_honest_dp_gd_bound_is_below_theory_and_a_broken_one_is_caught():
     # The same audit twice: the learner as accounted, and one adding half the noise its accountant assumes.
     honest = audit(AuditConfig("dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3))
     broken = audit(AuditConfig("dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5))
-    assert honest.theoretical == pytest.approx(1.0, abs=1e-3)
+    # Held to the requested ε through the independent yardstick (its noise floor is 1 % below the
+    # reference calibration, so the ε it holds to is a hair above the request).
+    assert 1.0 < honest.theoretical == pytest.approx(1.0, rel=2 * auditing.YARDSTICK_TOLERANCE)
     assert honest.bounds.epsilon_gdp <= honest.theoretical
     assert honest.bounds.epsilon_cp <= honest.theoretical
     assert honest.bounds.epsilon_gdp > 0.5  # the white-box attack is strong, not vacuous
@@ -222,7 +224,7 @@ def test_a_registered_user_learner_is_audited_and_a_broken_one_caught():
         assert "users_dp_gd" in auditing.REGISTRY
         honest = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3))
         broken = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5))
-        assert honest.theoretical == pytest.approx(1.0, abs=1e-3)
+        assert honest.theoretical == pytest.approx(1.0, abs=1e-3)  # the user's target claims the plan's ε
         assert 0.5 < honest.bounds.epsilon_gdp <= honest.theoretical  # a strong attack, no false alarm
         assert honest.bounds.epsilon_cp <= honest.theoretical
         assert broken.bounds.epsilon_gdp > broken.claimed  # full-batch Gaussian: the GDP bound is rigorous

@@ -34,15 +34,21 @@ def test_unknown_bug_names_the_available_ones():
 def test_inject_restores_the_library_even_on_error():
     from dpprep import algorithms, step
 
+    from dpprep import plan
+    from dpprep.accounting import dp
+
     def patched():  # every attribute the catalogue patches
         return (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size,
-                algorithms.apply_step, dpsgdf.mean_from_parts, corr_noise.corrdp_factors)
+                algorithms.apply_step, dpsgdf.mean_from_parts, corr_noise.corrdp_factors, plan._calibrate,
+                dp.dpsgd_event, noise.privatizer, clipping._global_norms, dpsgdf.mean_sigma)
 
     originals = patched()
     assert {(module, attribute) for bug in bug_catalogue.BUGS.values() for module, attribute, _ in bug.patches} == {
         ("dpprep.noise", "add_noise"), ("dpprep.clipping", "clip_factors"), ("dpprep.sampling", "poisson_batch"),
         ("dpprep.sampling", "poisson_pad_size"), ("dpprep.algorithms", "apply_step"),
-        ("dpprep.dpsgdf", "mean_from_parts"), ("dpprep.corrdp.noise", "corrdp_factors")}
+        ("dpprep.dpsgdf", "mean_from_parts"), ("dpprep.corrdp.noise", "corrdp_factors"), ("dpprep.plan", "_calibrate"),
+        ("dpprep.accounting.dp", "dpsgd_event"), ("dpprep.noise", "privatizer"), ("dpprep.clipping", "_global_norms"),
+        ("dpprep.dpsgdf", "mean_sigma")}
     for name in bug_catalogue.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
             with inject(name):
@@ -162,7 +168,8 @@ def test_dpsgdf_mean_from_parts_is_the_same_traced_and_on_the_host():
 
 
 def _scores(cfg, keys, inside):
-    return np.asarray(auditing.REGISTRY[cfg.learner].build(cfg, jax.random.key(0)).runner(keys, inside))
+    out = auditing.REGISTRY[cfg.learner].build(cfg, jax.random.key(0)).runner(keys, inside)
+    return np.asarray(out["score"] if isinstance(out, dict) else out)
 
 
 def test_the_canary_exercises_clipping():
@@ -185,11 +192,12 @@ def test_corrdp_reference_is_independent_of_the_factors_under_test():
 
     cfg = AuditConfig("corrdp_sgd", runs=RUNS)
     honest = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
-    # Eq. 4 by hand agrees with the library's own path when the library is honest ...
-    factors = corr_noise.corrdp_factors(cfg.dim + 1, range(cfg.dim), cfg.tv)
+    # Eq. 4 by hand agrees with the library's own path when the library is honest (the audit's
+    # columns: dim background + one null column sensitive; the canary's and one null insensitive) ...
+    factors = corr_noise.corrdp_factors(cfg.dim + 3, [*range(cfg.dim), cfg.dim + 1], cfg.tv)
     c = corr_noise.theory_constant(1.0, cfg.steps, cfg.n)
     sigma_lib = math.sqrt(corr_noise.base_variance(cfg.epsilon, cfg.delta, c) * factors[cfg.dim])
-    assert honest.details["sigma_insensitive"] == pytest.approx(sigma_lib, rel=1e-9)
+    assert honest.details["sigma_canary_coordinate"] == pytest.approx(sigma_lib, rel=1e-9)
     assert honest.theoretical == pytest.approx(
         corr_sgd.standard_dp_epsilon(sigma_lib, n=cfg.n, steps=cfg.steps, lipschitz=1.0, delta=cfg.delta), rel=2e-3)
     # ... and does not move with a bug in it.
@@ -267,8 +275,9 @@ def test_a_tradeoff_claim_without_a_curve_is_refused():
 ])
 def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(learner, bug):
     # Full-batch Gaussian learners: the GDP bound is rigorous (AuditTarget.rigorous) and the
-    # verdict uses only rigorous bounds. Same seed for honest and broken runs.
-    result = audit_with_bug(bug, AuditConfig(learner, epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3))
+    # verdict uses only rigorous bounds. Same seed for honest and broken runs. 1.5x the module's
+    # runs: each test now runs at 5 %/4 (the noise test joined the verdict), not 5 %/3.
+    result = audit_with_bug(bug, AuditConfig(learner, epsilon=1.0, runs=3 * RUNS // 2, pilot_runs=PILOT, seed=3))
     assert "gdp" in result.rigorous
     if bug is None:
         assert not result.violation
@@ -314,8 +323,10 @@ def test_the_verdict_splits_its_significance_over_its_rigorous_tests(monkeypatch
     monkeypatch.setattr(auditing, "tradeoff_excess",
                         lambda *a, **kw: seen.append(kw["significance"]) or tradeoff(*a, **kw))
     result = auditing.audit(AuditConfig("dp_gd", runs=1000, pilot_runs=200))
-    assert result.rigorous == ("clopper_pearson", "gdp", "tradeoff") and seen == [0.05 / 3, 0.05 / 3]
-    assert result.row()["significance_per_test"] == 0.05 / 3 and result.row()["significance"] == 0.05
+    # Three rigorous bounds and the noise test: k = 4.
+    assert result.rigorous == ("clopper_pearson", "gdp", "tradeoff") and seen == [0.05 / 4, 0.05 / 4]
+    assert result.noise is not None and result.noise.significance == 0.05 / 4
+    assert result.row()["significance_per_test"] == 0.05 / 4 and result.row()["significance"] == 0.05
     assert auditing.test_significance(0.05, ("clopper_pearson", "gdp")) == 0.025
 
 
