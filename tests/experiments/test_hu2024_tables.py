@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -24,12 +25,15 @@ def test_table1_smoke(smoke_out):
     comparisons = run_experiment("hu2024_table1", "smoke", smoke_out, quiet=True)
     status = _by_status(comparisons)
     # DP-SGD-samp's α²ε²/2 holds on the admissible range (α ≥ 3.25) when a sampled gradient moves by
-    # L, fails below it (info), and fails under replace-one's 2L shift: the one miss, our finding.
+    # L, and a realisable replace-one pair (2L) violates it: the one miss, our finding.
     assert [c.quantity for c in status["miss"]] == [
-        "Table 1 cross-check: dp_sgd_samp_rdp_geq_dp_accounting_replace_one_2L"]
+        "Table 1 DP-SGD-samp α²ε²/2 under replace-one (a sampled gradient moves by 2L): a realisable pair"]
+    assert status["miss"][0].measured == "violated at 12 of 18 (setting, α) points, 6 undetermined, 0 proved"
+    assert "5.603 > 5.281 at n = 1000, z = 2, α = 3.25" in status["miss"][0].note
     assert len(status["pass"]) >= 15
     raw_info = [c for c in status["info"] if "raw α²ε²/2" in c.quantity]
-    assert len(raw_info) == 1 and "n=20, z=1.2: 3.0" in raw_info[0].measured
+    assert len(raw_info) == 1 and raw_info[0].measured.count("shift L violates it at 0 of 5 orders, shift 2L at 5 of 5") == 3
+    assert "0.57 vs 2.0 at α = 2" in raw_info[0].note
     out = smoke_out / "hu2024_table1"
     md, tex = (out / "table1.md").read_text(), (out / "table1.tex").read_text()
     assert md.count("\n| ") == 7 and "2 α ε²" in md and "log(n−κ_τ+2)" in md
@@ -44,6 +48,17 @@ def test_table1_smoke(smoke_out):
     raw = checks[checks["check"] == "dp_sgd_samp_raw_formula_below_range"]
     # The paper's formula fails at α <= 2 in every setting (and up to α = 3 at n = 20, z = 1.2).
     assert (alphas(raw) < 3.25).all() and not raw[alphas(raw) <= 2]["holds"].any()
+    # ... which proves nothing (an upper bound); the realisable pairs decide: shift L never violates
+    # the formula, the replace-one shift 2L always does.
+    assert checks[checks["check"] == "dp_sgd_samp_below_range_L_pair"]["holds"].all()
+    assert not checks[checks["check"] == "dp_sgd_samp_below_range_2L_pair"]["holds"].any()
+    pair = checks[checks["check"] == "dp_sgd_samp_replace_one_2L_pair"]
+    verdicts = pair["params"].map(lambda s: json.loads(s)["verdict"])
+    assert len(pair) == 18 and (verdicts == "violated").sum() == 12 and (verdicts == "undetermined").sum() == 6
+    # the undetermined points are exactly those where the formula lies between the pair and the upper bound
+    upper = pair["params"].map(lambda s: json.loads(s)["dp_accounting_upper_bound"])
+    between = (pair["table1_value"] >= pair["independent_value"]) & (pair["table1_value"] < upper)
+    assert (between == (verdicts == "undetermined")).all()
 
 
 def test_table2_smoke(smoke_out):
