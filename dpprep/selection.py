@@ -30,12 +30,16 @@ shared by every candidate (``fixed_events``, e.g. DPSGD-F's mean, computed once)
 outside the repetition. **Only the best candidate's output is private**: ``K``, the other
 candidates, their points and scores are diagnostics (revealing ``K`` would undo the benefit of
 drawing it). The two parts of the split are treated like the plan treats ``n``: their sizes are
-public, and a neighbouring dataset changes one record of one part (the candidate's event charges
-both parts, valid whichever part it fell in; for the count, sensitivity 1 under either relation).
+public, and a neighbouring dataset changes one record of one part. Under add/remove the
+candidate's event charges both parts (valid whichever part it fell in; for the count, sensitivity
+1 under either relation); under replace-one the split is a data-independent permutation of the
+indices, so the procedure costs the larger of the two parts' selections, not their composition
+(:meth:`PrivateSelection.splits_parts`).
 
 :func:`search_many` runs steps 2–4 for several searches on one split, their candidates packed
 into shared compiled calls; its grids may also set the training noise per point (each search is
-then accounted by :meth:`PrivateSelection.end_to_end_of_grid`).
+then accounted by :meth:`PrivateSelection.end_to_end_of_grid`: a candidate's drawn point is
+released with it, so it is charged as the mixture over the grid's points).
 
 Candidates run as :func:`dpprep.sweeps.sweep_points` over the drawn points (each candidate is a
 "seed" with its own key and its own point, ``per_seed``), in chunks padded to a power of two (or
@@ -67,7 +71,8 @@ import jax.numpy as jnp
 import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
-from scipy import optimize, stats
+from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import optimize, special, stats
 
 from dpprep import algorithms, streams, sweeps
 from dpprep.accounting import dp
@@ -430,26 +435,88 @@ class PrivateSelection:
         return dp_event.GaussianDpEvent(self.score_noise * (2.0 if plan.neighbouring == "replace_one" else 1.0))
 
     def candidate_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.ComposedDpEvent:
-        """One candidate's whole output: its training run composed with its noisy score."""
+        """One candidate's whole output: its training run composed with its noisy score (the event
+        :meth:`epsilon` repeats and selects under add/remove; see :meth:`splits_parts`)."""
         return dp_event.ComposedDpEvent([plan.dp_event(check_positive(noise_multiplier, "noise_multiplier")),
                                          self.score_event(plan)])
 
     def selection_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.RepeatAndSelectDpEvent:
+        """dp-accounting's event of the selection of :meth:`candidate_event` (without the shared
+        statistics): what :meth:`epsilon` charges under add/remove at one noise level."""
         return self.repetitions.dp_event(self.candidate_event(plan, noise_multiplier))
 
-    def dp_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.ComposedDpEvent:
-        """The whole procedure: the shared statistics, then the selection."""
-        return dp_event.ComposedDpEvent([*self.fixed_events, self.selection_event(plan, noise_multiplier)])
+    @staticmethod
+    def splits_parts(plan: ExecutionPlan) -> bool:
+        """Whether a neighbouring dataset changes the training part *or* the validation part, never
+        both: under replace-one the split is a data-independent permutation of the indices, so the
+        replaced index lands in one part. Then the procedure is, for each split, either the
+        selection of training runs (the scores post-process them) or the selection of noisy
+        counts (the training identical), and its ε is the larger of the two (Rényi divergence and
+        the hockey-stick divergence are jointly quasi-convex, so the mixture over splits is no
+        worse than its worst split). Under add/remove the parts' sizes would change with the
+        record, so both parts are charged together."""
+        return plan.neighbouring == "replace_one"
+
+    def _check_levels(self, noise_multipliers: Any) -> tuple[float, ...]:
+        levels = np.asarray(noise_multipliers, np.float64).ravel()
+        if levels.size == 0 or not np.all(np.isfinite(levels)) or not np.all(levels > 0):
+            raise ValueError(f"noise_multipliers must be a non-empty sequence of finite multipliers > 0, got {noise_multipliers!r}")
+        return tuple(float(z) for z in levels)
+
+    def _candidate_curve(self, plan: ExecutionPlan, levels: tuple[float, ...], *, trained: bool, scored: bool) -> np.ndarray:
+        """RDP, at each of :data:`dp.RDP_ORDERS`, of one candidate that draws its training
+        multiplier uniformly from ``levels`` (its grid point, drawn independently of the data and
+        released with the candidate): the output is a mixture with disjoint supports, so its
+        Rényi divergence of order α is exactly ``log(mean_i exp((α−1)·ε_i(α)))/(α−1)`` for
+        per-point divergences ``ε_i(α)`` — the log-mean-exp of the points' curves, at most the
+        least noisy point's."""
+        def events(z: float) -> list[DpEvent]:
+            return [plan.dp_event(z)] * trained + [self.score_event(plan)] * scored
+
+        unique, counts = np.unique(np.asarray(levels), return_counts=True)
+        relation: Any = plan.neighbouring  # a dp.Neighbouring: the plan validated it
+        curves = np.stack([dp.rdp_curve(events(float(z)), neighbouring=relation) for z in unique])
+        if len(unique) == 1 or not trained:
+            return curves[0]
+        orders = np.asarray(dp.RDP_ORDERS)[None, :]
+        weights = np.log(counts / counts.sum())[:, None]
+        return np.asarray(special.logsumexp(weights + (orders - 1.0) * curves, axis=0) / (orders[0] - 1.0), np.float64)
+
+    def _selected(self, curve: np.ndarray) -> np.ndarray:
+        """The RDP curve of the best of ``K`` candidates with RDP ``curve`` (Papernot & Steinke
+        2022, Theorems 2 and 6, as dp-accounting applies them to a RepeatAndSelectDpEvent)."""
+        # dp-accounting computes this only inside its accountant, from an event; a mixture has no
+        # event, so its curve goes through the same function (tests pin both routes equal).
+        return np.asarray(rdp_privacy_accountant._compute_rdp_repeat_and_select(  # noqa: SLF001
+            dp.RDP_ORDERS, curve, self.repetitions.mean, self.repetitions.shape), np.float64)
+
+    def _rdp_epsilon(self, curve: np.ndarray, delta: float) -> float:
+        return float(rdp_privacy_accountant.compute_epsilon(dp.RDP_ORDERS, curve, delta)[0])
 
     def _overflow(self, plan: ExecutionPlan) -> float:
         """TV distance between the padded Poisson runs and ideal ones over the whole selection:
         at most E[K]·p (a union bound over the candidates, K independent of the data)."""
         return min(1.0, self.repetitions.mean * plan.overflow_probability())
 
-    def _ideal(self, events: list[DpEvent], plan: ExecutionPlan) -> Callable[[float], float]:
+    def _epsilon(self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float, *, shared: bool = True
+                 ) -> tuple[float, float | None, float | None]:
+        """ε of the procedure (with the shared statistics when ``shared``) and, where
+        :meth:`splits_parts`, the two parts' ε (training runs, noisy counts); else ``None``s."""
         self._check_plan(plan)
-        options = _rdp(plan)
-        return lambda d: dp.composed_epsilon(events, d, options=options)
+        relation: Any = plan.neighbouring  # a dp.Neighbouring: the plan validated it
+        fixed = (dp.rdp_curve(self.fixed_events, neighbouring=relation)
+                 if shared and self.fixed_events else np.zeros(len(dp.RDP_ORDERS)))
+        what = f"at noise_multiplier={min(levels)!r} the selection"
+
+        def ideal(trained: bool, scored: bool) -> Callable[[float], float]:
+            curve = fixed + self._selected(self._candidate_curve(plan, levels, trained=trained, scored=scored))
+            return lambda d: self._rdp_epsilon(curve, d)
+
+        if not self.splits_parts(plan):
+            return epsilon_with_overflow_slack(ideal(True, True), delta, self._overflow(plan), what), None, None
+        training = epsilon_with_overflow_slack(ideal(True, False), delta, self._overflow(plan), what)
+        counts = ideal(False, True)(delta)  # the training runs are identical: no overflow to charge
+        return max(training, counts), training, counts
 
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
@@ -466,21 +533,32 @@ class PrivateSelection:
     def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
         """ε at ``delta`` of the whole procedure (shared statistics + selection) with training
         multiplier ``noise_multiplier`` on ``plan`` (RDP; the padded Poisson batches' overflow
-        slack charged as in :meth:`ExecutionPlan.epsilon`, over E[K] runs)."""
+        slack charged as in :meth:`ExecutionPlan.epsilon`, over E[K] runs). Under replace-one the
+        larger of the two parts' ε (:meth:`splits_parts`), else both parts composed.
+
+        >>> from dpprep.plan import ExecutionPlan
+        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0, validation_size=200)
+        >>> both = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50), 25.0, 1e-5)
+        >>> split = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50, neighbouring="replace_one"), 50.0, 1e-5)
+        >>> round(both, 4), round(split, 4)   # replace-one at z = 2·25: the same training divergence
+        (2.1438, 2.1104)
+        """
         delta = check_delta(delta)
-        return epsilon_with_overflow_slack(self._ideal(list(self.dp_event(plan, noise_multiplier).events), plan), delta,
-                                           self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
+        return self._epsilon(plan, (check_positive(noise_multiplier, "noise_multiplier"),), delta)[0]
 
     def scores_epsilon(self, plan: ExecutionPlan, delta: float) -> float:
         """ε at ``delta`` of the ``K`` noisy validation scores alone (repeated and selected, no
         training, no shared statistics): what the scores cost whatever the training noise."""
-        return self._ideal([self.repetitions.dp_event(self.score_event(plan))], plan)(check_delta(delta))
+        self._check_plan(plan)
+        return dp.composed_epsilon([self.repetitions.dp_event(self.score_event(plan))], check_delta(delta),
+                                   options=_rdp(plan))
 
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
         shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
+        self._check_plan(plan)
         selection = self.repetitions.dp_event(self.score_event(plan))
-        return self._ideal([*self.fixed_events, selection], plan)(check_delta(delta))
+        return dp.composed_epsilon([*self.fixed_events, selection], check_delta(delta), options=_rdp(plan))
 
     def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float, *, tol: float = dp.CALIBRATION_TOL
                   ) -> float:
@@ -503,58 +581,60 @@ class PrivateSelection:
 
     def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
-        return _end_to_end(self, plan, check_positive(noise_multiplier, "noise_multiplier"), check_delta(delta))
+        return _end_to_end(self, plan, (check_positive(noise_multiplier, "noise_multiplier"),), check_delta(delta))
 
     def end_to_end_of_grid(self, plan: ExecutionPlan, noise_multipliers: Any, delta: float) -> EndToEnd:
         """The :class:`EndToEnd` account of a search whose grid points carry their **own** training
-        multipliers (:func:`search_many`; e.g. a constant that sets σ): every candidate is charged
-        at the grid's least noisy point, ``min(noise_multipliers)``.
+        multipliers (:func:`search_many`; e.g. a constant that sets σ), each candidate drawing its
+        point uniformly from the grid's entries.
 
-        Valid because the point is drawn independently of the data: a candidate's output (point,
-        model, score) is a mixture over the points with data-independent weights, and Rényi
-        divergence is jointly quasi-convex (van Erven & Harremoës, IEEE Trans. Inf. Theory 2014),
-        so at every order its RDP is at most the worst point's, the smallest multiplier's; the
-        repetition and selection then apply to that candidate event.
+        The point is drawn independently of the data and released with the candidate, so a
+        candidate's output is a mixture with disjoint supports and data-independent weights: its
+        Rényi divergence of each order α is the log-mean-exp of the points' divergences,
+        ``log(mean_i exp((α−1)·ε_i(α)))/(α−1)`` — exact for the mixture, and below the least noisy
+        point's ``max_i ε_i(α)`` (what joint quasi-convexity alone gives; van Erven & Harremoës,
+        IEEE Trans. Inf. Theory 2014). The repetition and selection then apply to that curve.
 
         >>> from dpprep.plan import ExecutionPlan
         >>> plan = ExecutionPlan.create("full", 1000, steps=50)
         >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0, validation_size=200)
         >>> grid = selection.end_to_end_of_grid(plan, [40.0, 25.0, 60.0], 1e-5)
-        >>> grid.epsilon == selection.end_to_end(plan, 25.0, 1e-5).epsilon
-        True
+        >>> least_noisy = selection.end_to_end(plan, 25.0, 1e-5).epsilon
+        >>> round(grid.epsilon, 4), round(least_noisy, 4)
+        (1.9076, 2.1438)
         """
-        levels = np.asarray(noise_multipliers, np.float64).ravel()
-        if levels.size == 0 or not np.all(np.isfinite(levels)) or not np.all(levels > 0):
-            raise ValueError(f"noise_multipliers must be a non-empty sequence of finite multipliers > 0, got {noise_multipliers!r}")
-        z = float(levels.min())
-        account = self.end_to_end(plan, z, delta)
-        *rest, train = account.parts
-        note = (f"{train.note}; each candidate draws one of {levels.size} noise levels (z from {z:.4g} to "
-                f"{levels.max():.4g}) and is charged at the least noisy, z = {z:.4g} (Rényi divergence is jointly "
-                "quasi-convex)")
-        return dataclasses.replace(account, parts=(*rest, dataclasses.replace(train, note=note)))
+        return _end_to_end(self, plan, self._check_levels(noise_multipliers), check_delta(delta))
 
-    def _end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
-        options = _rdp(plan)
-        alone = epsilon_with_overflow_slack(self._ideal([self.selection_event(plan, noise_multiplier)], plan), delta,
-                                            self._overflow(plan), f"at noise_multiplier={noise_multiplier!r} the selection")
+    def _end_to_end(self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float) -> EndToEnd:
+        total, training, counts = self._epsilon(plan, levels, delta)
+        alone = self._epsilon(plan, levels, delta, shared=False)[0]
         scores = self.scores_epsilon(plan, delta)
-        train = plan.epsilon(noise_multiplier, delta, options=options)
-        return EndToEnd(self.epsilon(plan, noise_multiplier, delta), delta, (
+        z = min(levels)
+        train = plan.epsilon(z, delta, options=_rdp(plan))
+        how = (f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each a training run "
+               f"and a noisy count of correct predictions (std {self.score_noise:g}) on {self.validation_size} "
+               f"validation rows; the noisy counts alone cost epsilon = {scores:.4g}")
+        if len(set(levels)) > 1:
+            how += (f"; each candidate draws one of {len(levels)} grid points whose training multipliers run from "
+                    f"z = {z:.4g} to {max(levels):.4g}, charged as their mixture (log-mean-exp of the points' RDP "
+                    "curves; the least noisy point alone would charge more)")
+        if training is not None and counts is not None:
+            how += (f"; replace-one: the replaced record sits in the training part or in the validation part, so "
+                    f"the larger of the training runs' selection (epsilon = {training:.4g}) and the noisy counts' "
+                    f"(epsilon = {counts:.4g}) is charged, not their composition")
+        trained = "the least noisy grid point's run" if len(set(levels)) > 1 else "one candidate's run"
+        return EndToEnd(total, delta, (
             Part("pre-processing", None, False, "none declared"),
-            _statistics_part(self.fixed_events, delta, options),
-            Part("selection", alone, True,
-                 f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each a training run "
-                 f"and a noisy count of correct predictions (std {self.score_noise:g}) on {self.validation_size} "
-                 f"validation rows; the noisy counts alone cost epsilon = {scores:.4g}"),
-            Part("training", train, True, f"one candidate's run of {plan.steps} steps ({plan.sampler}), "
+            _statistics_part(self.fixed_events, delta, _rdp(plan)),
+            Part("selection", alone, True, how),
+            Part("training", train, True, f"{trained} of {plan.steps} steps ({plan.sampler}), "
                  "charged within the selection"),
         ), "rdp")
 
 
 @functools.lru_cache(maxsize=128)
-def _end_to_end(selection: PrivateSelection, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
-    return selection._end_to_end(plan, noise_multiplier, delta)
+def _end_to_end(selection: PrivateSelection, plan: ExecutionPlan, levels: tuple[float, ...], delta: float) -> EndToEnd:
+    return selection._end_to_end(plan, levels, delta)
 
 
 @functools.lru_cache(maxsize=128)
@@ -888,8 +968,8 @@ def search_many(
     with ``selection``'s ``K`` and score noise, but its grid may **set the training noise per
     point** (``noise_multiplier`` or an extension's noise field). Under a private plan every point
     is checked against it (noise > 0, every extension's noise covered) and each search is accounted
-    by :meth:`PrivateSelection.end_to_end_of_grid` (every candidate charged at the grid's least
-    noisy point): its :attr:`SearchResult.accounting`. Under a non-private plan nothing is
+    by :meth:`PrivateSelection.end_to_end_of_grid` (every candidate charged as the mixture over the
+    grid's points, which it draws uniformly): its :attr:`SearchResult.accounting`. Under a non-private plan nothing is
     claimed (``accounting`` None: e.g. a nominal-ε mechanism whose guarantee, if any, its caller
     derives). Each search is private on its own; releasing several outputs composes, which the
     caller charges.

@@ -362,8 +362,10 @@ def test_search_many_refuses_noiseless_candidates():
     found = search_many(config, SOFTMAX.init(None), train_part, validation,
                         [Search(KEY, {"noise_multiplier": [8.0, 5.0]})], selection=selection)
     assert found[0].accounting is not None
-    assert found[0].accounting.epsilon == pytest.approx(
-        selection.end_to_end(plan.execution, 5.0, 1e-5).epsilon)  # charged at the least noisy point
+    charged = found[0].accounting.epsilon
+    assert charged == pytest.approx(selection.end_to_end_of_grid(plan.execution, [8.0, 5.0], 1e-5).epsilon)
+    # the mixture of the two points: between the most and the least noisy point's charge
+    assert selection.end_to_end(plan.execution, 8.0, 1e-5).epsilon < charged < selection.end_to_end(plan.execution, 5.0, 1e-5).epsilon
 
 
 def test_select_takes_its_plan_and_refuses_a_plain_one_or_the_wrong_size():

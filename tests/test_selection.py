@@ -153,21 +153,68 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     ar = ExecutionPlan.create("full", 600, steps=40)
     ro = ExecutionPlan.create("full", 600, steps=40, neighbouring="replace_one")
     sel = _selection(10.0, 1.0, 15.0)
-    # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1.
-    assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(sel.epsilon(ar, 15.0, DELTA), rel=1e-12)
-    # Batches without replacement: dp-accounting's replace-one RDP, the count's multiplier as given.
+    # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1; and the replaced
+    # record sits in the training part or in the validation part, so the procedure costs the larger
+    # of the two selections (training runs alone; counts alone), not their composition.
+    training = to_epsilon(theorem2(ORDERS * 40 / (2 * 15.0**2), 10.0, 1.0), DELTA)
+    counts = to_epsilon(theorem2(ORDERS / (2 * 15.0**2), 10.0, 1.0), DELTA)
+    assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(max(training, counts), rel=1e-8)
+    both = to_epsilon(theorem2(candidate_rdp(40, 15.0, 15.0), 10.0, 1.0), DELTA)
+    assert sel.epsilon(ar, 15.0, DELTA) == pytest.approx(both, rel=1e-8)
+    assert sel.epsilon(ro, 30.0, DELTA) < sel.epsilon(ar, 15.0, DELTA)
+    # Where the counts are the costlier part, they set the total (noisy counts at std 2: ε > 1.5).
+    loud = _selection(10.0, 1.0, 2.0)
+    counts = to_epsilon(theorem2(ORDERS / (2 * 2.0**2), 10.0, 1.0), DELTA)
+    assert loud.epsilon(ro, 300.0, DELTA) == pytest.approx(counts, rel=1e-8) and counts > 1.5
+    account = loud.end_to_end(ro, 300.0, DELTA)
+    assert f"(epsilon = {counts:.4g}) is charged" in account.part("selection").note
+    # Batches without replacement: dp-accounting's replace-one RDP of each part (the count's
+    # multiplier as given: 2·15 read at sensitivity 2), selected, the larger of the two.
     wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
-    candidate = dp_event.ComposedDpEvent([
-        dp_event.SelfComposedDpEvent(
-            dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40),
-        dp_event.GaussianDpEvent(15.0)])
-    accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
-    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA)
-    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(theirs, rel=1e-12)
+    runs = dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40)
+    theirs = []
+    for candidate in (runs, dp_event.GaussianDpEvent(15.0)):
+        accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
+        theirs.append(accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA))
+    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(max(theirs), rel=1e-12)
     for sampler in ("poisson", "shuffle"):
         plan = ExecutionPlan.create(sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one")
         with pytest.raises(ValueError, match="replace-one"):
             sel.epsilon(plan, 3.0, DELTA)
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbouring):
+    """Each candidate draws its point (and so its multiplier) uniformly from the grid's entries and
+    releases it: its RDP is the log-mean-exp of the points' curves, written out here from the
+    closed forms, then Theorem 2; below the least noisy point's, equal to it for a constant grid."""
+    plan = ExecutionPlan.create("full", 1100, steps=50, neighbouring=neighbouring)
+    sel = _selection(4.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(30.0),))
+    levels = [40.0, 25.0, 60.0, 25.0]  # a repeated entry is drawn twice as often
+    factor = 4.0 if neighbouring == "replace_one" else 1.0  # a sum moves by 2 units: (2/z)²/2 per step
+    fixed = ORDERS * factor / (2 * 30.0**2)
+
+    def selected(curves):
+        mixture = np.log(np.mean(np.exp((ORDERS - 1) * np.asarray(curves)), axis=0)) / (ORDERS - 1)
+        return to_epsilon(fixed + theorem2(mixture, 4.0, 1.0), DELTA)
+
+    runs = [ORDERS * 50 * factor / (2 * z**2) for z in levels]
+    count = ORDERS / (2 * 20.0**2)
+    if neighbouring == "replace_one":  # the larger of the two parts
+        hand = max(selected(runs), selected([count]))
+    else:
+        hand = selected([r + count for r in runs])
+    grid = sel.end_to_end_of_grid(plan, levels, DELTA)
+    assert grid.epsilon == pytest.approx(hand, rel=1e-8)
+    assert grid.epsilon < sel.end_to_end(plan, 25.0, DELTA).epsilon
+    assert sel.end_to_end_of_grid(plan, [25.0] * 3, DELTA).epsilon == sel.end_to_end(plan, 25.0, DELTA).epsilon
+    assert "mixture" in grid.part("selection").note
+    # the order of the entries does not matter, their multiplicity does
+    assert sel.end_to_end_of_grid(plan, levels[::-1], DELTA).epsilon == pytest.approx(grid.epsilon, rel=1e-12)
+    assert sel.end_to_end_of_grid(plan, [40.0, 25.0, 60.0], DELTA).epsilon < grid.epsilon
+    for bad in ([], [25.0, 0.0], [25.0, math.inf], [[25.0], [math.nan]]):
+        with pytest.raises(ValueError, match="noise_multipliers"):
+            sel.end_to_end_of_grid(plan, bad, DELTA)
 
 
 def test_calibration_is_tight_and_refuses_unreachable_targets():
@@ -545,7 +592,8 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
         (alone,) = selection.search_many(config, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8)
         np.testing.assert_array_equal(got.diagnostics["noisy_scores"], alone.diagnostics["noisy_scores"])
         assert got.index == alone.index
-        assert got.accounting.epsilon == sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon  # least noisy
+        assert got.accounting.epsilon == sel.end_to_end_of_grid(config.plan.execution, grid["noise_multiplier"], DELTA).epsilon
+        assert got.accounting.epsilon < sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon  # the least noisy
         best = got.diagnostics["best"]
         point = _plain(200, grid["noise_multiplier"][got.index], **WHOLE_PAD)
         point = dataclasses.replace(point, hyper=Hyper(learning_rate=grid["learning_rate"][got.index]))
@@ -554,14 +602,16 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
 
 
-def test_a_grid_of_noise_levels_is_charged_at_the_least_noisy():
+def test_a_grid_of_noise_levels_on_poisson_batches_lies_between_its_points():
     sel = _selection(4.0, 1.0, 20.0, validation_size=100)
     at_least_noisy = _config(sel, noise_multiplier=1.2).plan
-    plan = at_least_noisy.execution  # the candidates' run on the 200 training rows
+    plan = at_least_noisy.execution  # the candidates' run on the 200 training rows (padded Poisson batches)
     account = sel.end_to_end_of_grid(plan, [3.0, 1.2, 8.0], DELTA)
-    assert account.epsilon == sel.epsilon(plan, 1.2, DELTA) == at_least_noisy.epsilon
+    assert sel.epsilon(plan, 8.0, DELTA) < account.epsilon < sel.epsilon(plan, 1.2, DELTA) == at_least_noisy.epsilon
     assert account.epsilon > sel.end_to_end_of_grid(plan, [3.0, 8.0], DELTA).epsilon
-    assert "least noisy, z = 1.2" in account.part("training").note
+    assert "z = 1.2 to 8" in account.part("selection").note
+    assert "least noisy grid point" in account.part("training").note
+    assert account.part("training").epsilon == plan.epsilon(1.2, DELTA, options=dp.AccountingOptions(accountant="rdp"))
     for bad in ([], [1.0, 0.0], [1.0, math.nan]):
         with pytest.raises(ValueError, match="noise_multipliers"):
             sel.end_to_end_of_grid(plan, bad, DELTA)

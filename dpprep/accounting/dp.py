@@ -897,6 +897,25 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
 # Hand-written RDP curves
 
 
+def rdp_curve(events: Sequence[dp_event.DpEvent], *, neighbouring: Neighbouring = "add_remove") -> np.ndarray:
+    """The RDP of the composition of ``events`` at each of :data:`RDP_ORDERS` (dp-accounting's RDP
+    accountant under ``neighbouring``; ``inf`` where an order is out of an event's reach): the
+    curve to combine by hand where dp-accounting has no event for the combination (e.g. a mixture
+    over data-independent choices).
+
+    >>> curve = rdp_curve([gaussian_event(2.0)])
+    >>> float(curve[RDP_ORDERS.index(2.0)])   # α / (2 z²)
+    0.25
+    """
+    options = _check_options(AccountingOptions(accountant="rdp", neighbouring=neighbouring))
+    events = _check_events(events, "events")
+    if not events:
+        raise ValueError("events must contain at least one DpEvent")
+    accountant = _make_accountant(options)()
+    accountant.compose(_prepare(dp_event.ComposedDpEvent(list(events)), options))
+    return np.asarray(accountant.rdp, dtype=np.float64)
+
+
 def rdp_curve_epsilon(
     orders: Sequence[float] | np.ndarray, rdp_values: Sequence[float] | np.ndarray, delta: float
 ) -> tuple[float, float]:
@@ -1022,6 +1041,7 @@ __all__ = [
     "epsilon",
     "gaussian_event",
     "harmonic_number",
+    "rdp_curve",
     "rdp_curve_epsilon",
     "sgd_iter_epsilon",
     "sgd_iter_max_order",
