@@ -21,6 +21,122 @@ def test_primary_c_rule_of_section_5_1():
     assert primary_c(summary, "d", "accuracy_gap_pp") == 1e-1  # none qualifies: the largest
 
 
+def _summary(panel, c, method, values, *, metric="accuracy_gap_pp", sd=0.1):
+    """Summary rows (as :func:`experiments.wang2026_fig1.summarize` writes them) of one curve:
+    ``values`` maps ε (None for a reference) to its mean."""
+    return [{"panel": panel, "dataset": "x", "C": c, "C_mode": "paper", "method": method, "epsilon": eps,
+             "metric": metric, "mean": mean, "sd": sd, "count": 5} for eps, mean in values.items()]
+
+
+def test_primary_of_keeps_adult_at_its_preset_c():
+    """Adult runs C = 1e-3 beside its preset 3e-3; the §5.1 rule would pick 1e-3 (its Standard gap
+    at ε = 0.2 exceeds 3 s.d.), but Adult's primary curve stays at the preset. Panels without a
+    preset keep the rule; so does Adult in a profile that did not run the preset."""
+    from experiments.wang2026_fig1 import ADULT_C, PANELS, primary_c, primary_of
+
+    rows = (_summary("b", 1e-3, "standard", {0.2: 2.4}, sd=0.3) + _summary("b", ADULT_C, "standard", {0.2: 7.0}, sd=2.0)
+            + _summary("d", 1e-3, "standard", {0.2: 2.4}, sd=0.3) + _summary("d", 1e-2, "standard", {0.2: 7.0}, sd=2.0))
+    summary = pd.DataFrame(rows)
+    assert primary_c(summary, "b", "accuracy_gap_pp") == 1e-3
+    assert primary_of(summary, PANELS["b"]) == ADULT_C
+    assert primary_of(summary, PANELS["d"]) == 1e-3
+    assert primary_of(summary[~np.isclose(summary["C"], ADULT_C)], PANELS["b"]) == 1e-3
+
+
+def test_adult_items_read_item_18_at_every_c_and_19_to_21_at_the_preset():
+    """Item 18 gets one row per C run on Adult, each naming the drops at every C and that the
+    verdict depends on C; items 19–21 read the preset's curves only (a 1e-3 curve that would flip
+    them must not leak in)."""
+    from experiments.wang2026_fig1 import ADULT_C, adult_items
+
+    eps = (0.1, 0.3, 0.5, 1.0)
+    rows = []
+    # 1e-3: CorrDP drops 2.12 / 0.90 pp at ε = 0.3 / 0.5 (below 4: pass); CorrDP far above Standard
+    # + 1 s.d. and above Partial (items 20, 21 would fail here).
+    rows += _summary("b", 1e-3, "corrdp", dict(zip(eps, (9.0, 2.12, 0.90, 9.0))))
+    rows += _summary("b", 1e-3, "standard", dict(zip(eps, (3.0, 2.10, 0.91, 0.1))))
+    rows += _summary("b", 1e-3, "semi", dict(zip(eps, (1.0, 1.00, 0.40, 0.0))))
+    rows += _summary("b", 1e-3, "partial", {None: 5.0})
+    # 3e-3: 4.77 / 2.26 (miss); CorrDP ≈ Standard, every private curve below Partial at ε ≥ 0.3.
+    rows += _summary("b", ADULT_C, "corrdp", dict(zip(eps, (9.65, 4.77, 2.26, 0.7))))
+    rows += _summary("b", ADULT_C, "standard", dict(zip(eps, (9.6, 4.70, 2.28, 0.8))))
+    rows += _summary("b", ADULT_C, "semi", dict(zip(eps, (8.4, 4.70, 2.20, 0.6))))
+    rows += _summary("b", ADULT_C, "partial", {None: 6.2})
+    out = adult_items(pd.DataFrame(rows), eps)
+    by = {c.quantity.split(" (accepted")[0]: c for c in out}
+    low, preset = by["#18 Adult: CorrDP accuracy drop < 4 pp for 0.2 < ε < 0.5 (C = 1e-3)"], \
+        by["#18 Adult: CorrDP accuracy drop < 4 pp for 0.2 < ε < 0.5 (C = 3e-3)"]
+    assert (low.status, preset.status) == ("pass", "miss")
+    assert low.measured == "2.12, 0.9 pp at ε = 0.3, 0.5 (Standard 2.1, 0.91 pp)"
+    assert preset.measured.startswith("4.77, 2.26 pp at ε = 0.3, 0.5")
+    for row in (low, preset):
+        assert "depends on the free constant C" in row.note
+        assert "2.12, 0.9 pp at C = 1e-3; 4.77, 2.26 pp at C = 3e-3" in row.note
+    assert by["#20 Adult: CorrDP ≤ Standard + 1 s.d. (every ε)"].status == "pass"
+    assert "C = 3e-3" in by["#20 Adult: CorrDP ≤ Standard + 1 s.d. (every ε)"].note
+    p21 = by["#21 Adult: Partial worst for ε ≥ 0.3 (C = 3e-3)"]
+    assert p21.status == "pass" and p21.measured == "Partial 6.20 pp; largest private mean gap at ε ≥ 0.3: 4.77 pp"
+    assert len(out) == 5
+
+
+def test_plot_draws_nonpositive_regression_means_on_a_log_floor(monkeypatch, tmp_path):
+    """A regression panel whose mean gap is ≤ 0 somewhere keeps a log axis: the line breaks there and
+    an open triangle marks each such mean on the floor (a third of the smallest positive mean);
+    a panel whose means are all positive gets no floor and no triangles."""
+    from experiments import wang2026_fig1 as fig1
+
+    eps = (0.1, 1.0, 5.0)
+    rows = (_summary("f_sgd", 0.01, "standard", dict(zip(eps, (20.0, 0.03, -1e-3))), metric="gap")
+            + _summary("f_sgd", 0.01, "semi", dict(zip(eps, (5.0, 0.004, -5e-4))), metric="gap")
+            + _summary("f_sgd", 0.01, "corrdp", dict(zip(eps, (10.0, 0.01, 0.0))), metric="gap")
+            + _summary("f", 0.01, "standard", dict(zip(eps, (0.2, 0.05, 0.02))), metric="gap")
+            + _summary("f", 0.01, "semi", dict(zip(eps, (0.1, 0.04, 0.01))), metric="gap")
+            + _summary("f", 0.01, "corrdp", dict(zip(eps, (0.2, 0.05, 0.015))), metric="gap"))
+    saved = []
+    monkeypatch.setattr(fig1, "save_figure", lambda fig, path: saved.append(fig))
+    fig1.plot(pd.DataFrame(rows), [fig1.ALL_PANELS["f_sgd"], fig1.PANELS["f"]], tmp_path / "x.png", title="t",
+              primary={"f_sgd": 0.01, "f": 0.01})
+    ax, ax_f = saved[0].axes[:2]
+    assert ax.get_yscale() == "log" and ax_f.get_yscale() == "log"
+    floor = 0.004 / 3
+    assert ax.get_ylim()[0] == pytest.approx(floor)
+    triangles = [line for line in ax.get_lines() if line.get_marker() == "v" and len(line.get_xdata())]
+    assert sorted(len(line.get_xdata()) for line in triangles) == [1, 1, 1]  # one ≤ 0 mean per method, at ε = 5
+    assert all(np.allclose(line.get_ydata(), floor) for line in triangles)
+    assert any("≤ 0" in text.get_text() for text in ax.get_legend().get_texts())
+    standard = next(line for line in ax.get_lines() if line.get_label() == "Standard")
+    assert np.isnan(np.asarray(standard.get_ydata(), float)[-1])  # the line breaks at the ≤ 0 mean
+    assert not [line for line in ax_f.get_lines() if line.get_marker() == "v"]
+
+
+def test_fig2_ordering_row_names_each_failing_point():
+    """Figure 1(a)'s orderings at every (m_s, ε): one Standard mean above Partial (as at m_s = 5,
+    ε = 0.1) breaks the claim and is named with its values; for ε > 2, CorrDP above Standard with
+    touching bands still holds, while at ε ≤ 2 it does not."""
+    from experiments.wang2026_fig2 import M_S, ordering, ordering_row
+
+    def panel_rows(m_s, standard, corrdp, partial):
+        key = f"m_s={m_s}"
+        eps = (0.1, 1.0, 3.0)
+        return (_summary(key, 1.0, "standard", dict(zip(eps, standard)), metric="gap", sd=0.01)
+                + _summary(key, 1.0, "corrdp", dict(zip(eps, corrdp)), metric="gap", sd=0.01)
+                + _summary(key, 1.0, "semi", dict(zip(eps, (1.0, 0.1, 0.01))), metric="gap", sd=0.01)
+                + _summary(key, 1.0, "partial", {None: partial}, metric="gap"))
+
+    good = [r for m in M_S for r in panel_rows(m, (28.4, 0.3, 0.03), (13.5, 0.15, 0.035), 190.0)]
+    summary = pd.DataFrame(good)
+    row = ordering_row(summary)
+    assert row.status == "pass" and row.measured.startswith("holds at 12/12 (m_s, ε)")
+    assert ordering(summary, "m_s=5")["holds"].all()  # ε = 3: CorrDP 0.035 > Standard 0.03, bands touch
+    bad = [r for m in M_S for r in panel_rows(m, (28.4, 0.3, 0.03), (13.5, 0.15, 0.035), 190.0) if m != 5]
+    bad += panel_rows(5, (28.4, 0.3, 0.03), (13.5, 0.35, 0.035), 14.8)
+    row = ordering_row(pd.DataFrame(bad))
+    assert row.status == "miss" and row.measured.startswith("holds at 10/12 (m_s, ε)")
+    assert ("m_s = 5: 1/3 ε (fails at ε = 0.1: Standard 28.4 ≥ Partial 14.8; ε = 1: CorrDP 0.35 ≥ Standard 0.3)"
+            in row.measured)
+    assert "m_s = 20: 3/3 ε" in row.measured
+
+
 def test_collapse_row_counts_runs_at_the_majority_rate():
     """Per ε: runs within ±0.5 pp of the majority rate (and within half an example of it), and the
     methods' gaps where every run is collapsed; a run 1 pp off breaks 'every run'."""
@@ -94,6 +210,8 @@ def test_fig1_and_fig2_smoke(smoke_out, data_dir):
     quantities = " ".join(c.quantity for c in fig1)
     for item in ("#14", "#15", "#16", "#17", "#18", "#19", "#20", "#21", "#22", "§5.2 magnitude"):
         assert item in quantities
+    # Item 18 once per C run on Adult (smoke: the preset only).
+    assert sum(c.quantity.startswith("#18 Adult") for c in fig1) == frame[frame["panel"] == "b"]["C"].nunique()
     # Disclosure comes first; every network panel and variant gets item 22.
     assert fig1[0].quantity.startswith("DP guarantee of each panel")
     for key in ("(a) none", "(c) none", "(e) none", "(f) none", "(d) none a priori", "(b) Standard only"):
@@ -121,3 +239,5 @@ def test_fig1_and_fig2_smoke(smoke_out, data_dir):
     f2 = pd.read_csv(out2 / "fig2.csv")
     assert sorted(f2["m_s"].unique()) == [5, 20, 50, 80]
     assert any(c.quantity.startswith("#23") and c.status in ("pass", "miss") for c in fig2)
+    assert sum(c.quantity.startswith("Fig. 2: Figure 1(a)'s ordering") and c.status in ("pass", "miss")
+               for c in fig2) == 1
