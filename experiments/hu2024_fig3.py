@@ -2,8 +2,9 @@
 with non-private PCA, DP-PCA, no pre-processing and PTR (spec §9.2 protocol; every choice the paper
 leaves open is the spec's [ASSUMPTION]).
 
-Data: ``dpprep.data.synthetic.low_rank_logistic`` (unit ball, centred, k = 1, r = 0.9, Λ0 = 0.1,
-c = 4, fixed data seed). Loss: logistic on ``ℋ = {‖θ‖ ≤ 1}`` (L = 1, μ = 1.25). Trainer: full-batch
+Data: ``dpprep.data.synthetic.low_rank_logistic`` (unit ball, centred, rank k, r = 0.9, Λ0 = 0.1,
+c = 4, fixed data seed); k is also every PCA's k: ``Fig3Config.k`` = 1 for the ``cases`` and
+k = 2, 3 for the ``rank_cases`` (the paper states no k). Loss: logistic on ``ℋ = {‖θ‖ ≤ 1}`` (L = 1, μ = 1.25). Trainer: full-batch
 DP-GD with projection onto ℋ and averaged iterates, ``w_0 = 0``, T = 200, noise ``σ = L√T/(ε_b n)``
 on the mean gradient. Metric: excess empirical risk ``ℓ̂_S(θ̂) − ℓ̂_S(θ*)`` on the **original** S,
 ``θ*`` the minimiser over the same ball (``dpprep.solvers.logistic_ball_optimum``: FISTA, float64
@@ -23,15 +24,19 @@ Methods at each overall (ε, δ = 1e−5):
   (spec §10.19) equals ε; DP-GD with the doubled noise; on ⊥ the learner outputs θ = 0 (counted).
 
 Step size tuned per (method, variant, ε) over ``learning_rates`` by the mean excess risk over
-seeds (non-private tuning, as customary; disclosed). Every (method × ε × seed × step size) of one
-(n, d) runs in three compiled functions: ``sweep_points`` on the d-dim data (``none`` on S,
-``pca``-rank and ``ptr`` on the PCA-projected S; 28-point chunks), ``sweep_datasets`` on the
-per-(ε, seed) DP-PCA rank projections (10-unit chunks) and one ``sweep_datasets`` call for every
-k-dim run (``pca``-dim and ``dp_pca``-dim). Writes ``fig3.csv`` (every run), ``fig3_tuned.csv``,
-``fig3.png``; Comparison rows: per (n, d) whether (a) is best at each ε and below (c) (with
-numbers), the calibrations of spec §11.3 and Theorem 7 / Proposition 8 of §11.5.
+seeds (non-private tuning, as customary; disclosed); the quick and paper profiles tune over
+:data:`LEARNING_RATES` (1e-4 to 10 by half-decades), and a row counts the tuned points at the
+grid's edges. Every (method × ε × seed × step size) of one (n, d, k) runs in three compiled
+functions: ``sweep_points`` on the d-dim data (``none`` on S, ``pca``-rank and ``ptr`` on the
+PCA-projected S; chunks of ε × step-size points), ``sweep_datasets`` on the per-(ε, seed) DP-PCA
+rank projections (chunks bounded by :data:`DATASET_BYTES`) and one ``sweep_datasets`` call for
+every k-dim run (``pca``-dim and ``dp_pca``-dim). Writes ``fig3.csv`` (every run),
+``fig3_tuned.csv``, ``fig3.png`` (k = ``Fig3Config.k``) and ``fig3_ranks.png`` (the other k);
+Comparison rows: per (n, d, k) whether (a) is best at each ε and below (c) (with numbers), the
+grid-edge check, the calibrations of spec §11.3 and Theorem 7 / Proposition 8 of §11.5.
 
-Optional DP-SGD variant (spec §9.4; ``Fig3Config.trainers``, on in the paper profile): Poisson
+DP-SGD (the trainer of the paper's Figure 3; ``Fig3Config.trainers``, on in the quick and paper
+profiles, rows tagged "DP-SGD variant"): Poisson
 subsampling (B = 5 % of n, 10 epochs), clip norm 1 (= L), noise multiplier per method from Theorem 2
 with :mod:`dpprep.accounting.sgd_samp`'s rigorous replace-one RDP/SRDP ((a) in Table-2 mode as for
 DP-GD, (b) at (ε/2, δ/2)); no PTR (Theorem 7 covers DP-GD only); three more compiled functions.
@@ -77,7 +82,10 @@ class Fig3Config:
     seeds: int = 10
     steps: int = 200
     learning_rates: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
-    k: int = 1
+    k: int = 1  # the data's rank and the PCA's k, for every (n, d) of ``cases``
+    # more (n, d, k) cases at another rank k (the data generator's and every PCA's): the spec's
+    # "also try 2, 3"
+    rank_cases: tuple[tuple[int, int, int], ...] = ()
     radius: float = 1.0  # ℋ = {‖θ‖ ≤ radius}; L = 1, μ = 1 + radius/4
     data_radius: float = 0.9
     tail_mass: float = 0.1
@@ -93,6 +101,13 @@ class Fig3Config:
     def __post_init__(self) -> None:
         if not self.trainers or any(t not in TRAINERS for t in self.trainers) or self.trainers[0] != "dp_gd":
             raise ValueError(f"trainers must start with 'dp_gd' and come from {TRAINERS}, got {self.trainers!r}")
+        every = self.all_cases()
+        if len(set(every)) != len(every) or any(k < 1 or k >= d for _, d, k in every):
+            raise ValueError(f"(n, d, k) cases must be distinct with 1 <= k < d, got {every!r}")
+
+    def all_cases(self) -> tuple[tuple[int, int, int], ...]:
+        """Every (n, d, k) run: ``cases`` at rank ``k``, then ``rank_cases``."""
+        return tuple((n, d, self.k) for n, d in self.cases) + tuple(self.rank_cases)
 
     def sgd_schedule(self, n: int) -> tuple[int, int]:
         batch = max(1, round(self.sgd_batch_fraction * n))
@@ -103,13 +118,21 @@ class Fig3Config:
         return 1.0 + self.radius / 4.0
 
 
+# The step sizes tuned over: the spec's {0.1, 0.3, 1, 3} widened by half-decades, down to where the
+# noisiest runs' (PCA rank reduction at small ε) best step lies inside and up to one past the
+# plateau of the least noisy (DP-PCA dim reduction at large ε), so that no curve is the grid's edge.
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 PROFILES = {
     "smoke": Fig3Config(cases=((300, 20),), epsilons=(0.5, 8.0), seeds=2, steps=20, learning_rates=(0.3, 1.0),
-                        optimum_steps=500),
+                        optimum_steps=500, rank_cases=((300, 20, 2),)),
     # n = 2000 is the small-nε region spec §9.3 names; the paper profile adds n = 10⁴ (the spec's
-    # default) and d = 8000.
-    "quick": Fig3Config(cases=((2000, 500), (2000, 2000))),
-    "paper": Fig3Config(cases=tuple((n, d) for n in (2000, 10_000) for d in (500, 2000, 8000)), trainers=TRAINERS),
+    # default) and d = 8000. Both train with DP-SGD (the paper's trainer) and DP-GD, and add the
+    # spec's ranks k = 2, 3 (quick at d = 500, paper at d ≤ 2000: d = 8000 would double its time).
+    "quick": Fig3Config(cases=((2000, 500), (2000, 2000)), learning_rates=LEARNING_RATES, trainers=TRAINERS,
+                        rank_cases=((2000, 500, 2), (2000, 500, 3))),
+    "paper": Fig3Config(cases=tuple((n, d) for n in (2000, 10_000) for d in (500, 2000, 8000)), trainers=TRAINERS,
+                        learning_rates=LEARNING_RATES,
+                        rank_cases=tuple((n, d, k) for n in (2000, 10_000) for d in (500, 2000) for k in (2, 3))),
 }
 # Chunk of d-dim DP-PCA datasets per compiled call, bounded so that it stays < 512 MiB.
 DATASET_BYTES = 512 * 2**20
@@ -257,17 +280,20 @@ def train_methods(cfg_d, cfg_k, field: str, noise: dict, x, y, rank_data, dim_da
     return loss, calls
 
 
-def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None, *, max_steps: int | None = None,
-             first_chunk_only: bool = False) -> dict:
-    """Every run of one (n, d): returns the tidy rows (as lists) plus case-level facts.
+def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None, *, k: int | None = None,
+             max_steps: int | None = None, first_chunk_only: bool = False) -> dict:
+    """Every run of one (n, d) at rank ``k`` (the data's and every PCA's; ``cfg.k`` when None):
+    returns the tidy rows (as lists) plus case-level facts.
 
     ``max_steps``/``first_chunk_only`` (``run_all --validate``, :class:`experiments.results.SweepUnit`)
     check the case cheaply at its real shapes: every training loop (θ*, the sweeps, PTR) runs at
     most ``max_steps`` steps, each sweep its first chunk, and one DP-PCA release (the first ε's,
     the first seed's) stands for all (same shapes); the numbers are then meaningless."""
+    if k is not None and k != cfg.k:
+        cfg = dataclasses.replace(cfg, cases=((n, d),), k=k, rank_cases=())
     limits = {"max_steps": max_steps, "first_chunk_only": first_chunk_only}
     cut = lambda steps: steps if max_steps is None else min(steps, max_steps)  # noqa: E731
-    progress(f"n={n}, d={d}: data, θ*, PCA, calibrations")
+    progress(f"n={n}, d={d}, k={cfg.k}: data, θ*, PCA, calibrations")
     data = low_rank_logistic(n, d, cfg.k, radius=cfg.data_radius, tail_mass=cfg.tail_mass,
                              label_scale=cfg.label_scale, seed=cfg.data_seed)
     x, y = data.x, data.y
@@ -330,22 +356,23 @@ def run_case(cfg: Fig3Config, n: int, d: int, progress=lambda message: None, *, 
             for i, e in enumerate(eps_list):
                 for s in range(S):
                     for p, lr in enumerate(lrs):
-                        rows.append({"trainer": trainer, "method": m[0], "variant": m[1], "n": n, "d": d, "epsilon": e,
+                        rows.append({"trainer": trainer, "method": m[0], "variant": m[1], "n": n, "d": d, "k": cfg.k,
+                                     "epsilon": e,
                                      "delta": cfg.delta, "epsilon_b": c.loc[e, "epsilon_b"], "ptr_epsilon": c.loc[e, "ptr_epsilon"],
                                      "noise_std": c.loc[e, "noise_std"], "dp_pca_noise": c.loc[e, "dp_pca_noise"],
                                      "seed": s, "learning_rate": float(lr), "loss": float(losses[m][i, s, p]),
                                      "excess_risk": float(losses[m][i, s, p]) - loss_star,
                                      "bottom": bool(m[0] == "ptr" and not passed[i, s])})
     frame = pd.DataFrame(rows)
-    return {"rows": frame.to_dict(orient="list"), "loss_star": loss_star, "gradient_mapping": mapping,
-            "theta_star_norm": float(np.linalg.norm(theta_star)), "gap_k": rank.gap_k,
+    return {"rows": frame.to_dict(orient="list"), "k": cfg.k, "loss_star": loss_star, "gradient_mapping": mapping,
+            "theta_star_norm": float(np.linalg.norm(theta_star)), "gap_k": rank.gap_k, "gap_1": rank.gap_1,
             "tau_rank": rank.sensitivity.tau, "tau_dim": dim_sens.tau, "beta": cfg.beta_fraction * rank.gap_k,
             "compiled_functions": functions, "compiled_calls": calls}
 
 
 def tune(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (trainer, n, d, method, variant, ε): the step size with the lowest mean excess risk over seeds."""
-    keys = ["trainer", "n", "d", "method", "variant", "epsilon"]
+    """Per (trainer, n, d, k, method, variant, ε): the step size with the lowest mean excess risk over seeds."""
+    keys = ["trainer", "n", "d", "k", "method", "variant", "epsilon"]
     agg = frame.groupby(keys + ["learning_rate"], sort=False).agg(
         mean=("excess_risk", "mean"), sd=("excess_risk", "std"), bottom_rate=("bottom", "mean"),
         epsilon_b=("epsilon_b", "first"), noise_std=("noise_std", "first")).reset_index()
@@ -359,71 +386,108 @@ def label(method: str, variant: str) -> str:
 
 
 def plot(tuned: pd.DataFrame, path) -> None:
+    """One panel per (trainer, n, d, k): each method's mean excess risk ± 1 s.d. over seeds at its
+    tuned step size, on log axes. A lower bar is drawn to mean − s.d. wherever that is positive (the
+    panel's range includes it); where mean − s.d. ≤ 0, which a log axis cannot show, the bar runs to
+    the panel's bottom edge and ends in an arrow there (the title says so)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = tuned[["n", "d"]].drop_duplicates().to_numpy()
+    if "k" not in tuned:  # results written before the rank cases: every run was k = 1
+        tuned = tuned.assign(k=1)
+    cases = tuned[["n", "d", "k"]].drop_duplicates().to_numpy()
+    ranks = sorted(set(int(k) for k in tuned.k))
     trainers = list(dict.fromkeys(tuned.trainer))
-    # At most three panels a row (the paper profile's six (n, d) cases wrap onto two rows per
-    # trainer), so that the text stays readable at the figure's size.
-    columns = min(3, len(cases))
+    # At most three (four where that fills the rows) panels a row, so that at the figure's size the
+    # text stays readable; the paper profile's six (n, d) cases wrap onto two rows per trainer.
+    columns = len(cases) if len(cases) <= 3 else next((c for c in (3, 4) if len(cases) % c == 0), 3)
     rows_each = -(-len(cases) // columns)
-    fig, grid = plt.subplots(len(trainers) * rows_each, columns, figsize=(5.2 * columns, 4.2 * len(trainers) * rows_each),
-                             squeeze=False)
-    for row, trainer in enumerate(trainers):
-        axes = grid[row * rows_each:(row + 1) * rows_each].ravel()
-        for ax in axes[len(cases):]:
-            ax.set_visible(False)
-        _plot_row(axes[:len(cases)], cases, tuned[tuned.trainer == trainer],
-                  "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)")
-    # One legend for every panel, below them, so that it covers no curve.
-    handles, labels = grid[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
-    fig.suptitle("Private logistic regression on approximately low-rank data (k = 1), step size tuned per point\n"
-                 "(a lower bar that would reach 0, which a log axis cannot show, ends at 0.1 x the mean, marked v)")
     panel_rows = len(trainers) * rows_each
-    fig.tight_layout(rect=(0, 0.08 / panel_rows + 0.03, 1, 1 - 0.5 / (4.2 * panel_rows)))  # room for the 2-line title
+    with plt.rc_context({"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 11,
+                         "ytick.labelsize": 11}):
+        # Constrained layout places the two-line title and the legend below the panels without overlap.
+        fig, grid = plt.subplots(panel_rows, columns, figsize=(5.6 * columns, 4.4 * panel_rows + 1.2), squeeze=False,
+                                 layout="constrained")
+        cut = False
+        for row, trainer in enumerate(trainers):
+            axes = grid[row * rows_each:(row + 1) * rows_each].ravel()
+            for ax in axes[len(cases):]:
+                ax.set_visible(False)
+            cut |= _plot_row(axes[:len(cases)], cases, tuned[tuned.trainer == trainer],
+                             "DP-GD" if trainer == "dp_gd" else "DP-SGD (Poisson)", show_k=ranks != [1])
+        # One legend for every panel, below them, so that it covers no curve.
+        handles, labels = grid[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=12, frameon=False)
+        rank_text = ", ".join(f"{k}" for k in ranks)
+        bars = ("mean ± 1 s.d. over seeds; ↓ at a panel's bottom edge: mean − s.d. ≤ 0 (a log axis cannot show it), "
+                "the bar runs to the edge" if cut else "mean ± 1 s.d. over seeds (every lower end mean − s.d. drawn)")
+        fig.suptitle(f"Private logistic regression on approximately low-rank data (k = {rank_text}), step size tuned "
+                     f"per point\nbars: {bars}", fontsize=14)
     save_figure(fig, path)
     plt.close(fig)
 
 
-def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str) -> None:
+CUT_MARKER = r"$\downarrow$"  # a lower bar that runs past the bottom edge (no series uses it)
+
+
+def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str, *, show_k: bool) -> bool:
+    """Draws one trainer's panels; returns whether some lower bar (mean − s.d. ≤ 0) runs to an edge."""
     # Every series its own colour and marker (the rank/dim variants of one method included: a reader
     # must tell them apart in grey print too); dashed = rank variant, solid = dim, dotted = PTR.
     styles = {("none", "-"): ("C3", "o", "-"), ("pca", "rank"): ("C0", "s", "--"), ("pca", "dim"): ("C1", "D", "-"),
               ("dp_pca", "rank"): ("C2", "^", "--"), ("dp_pca", "dim"): ("C5", "v", "-"), ("ptr", "rank"): ("C4", "P", ":")}
-    for ax, (n, d) in zip(axes, cases):
-        sub = tuned[(tuned.n == n) & (tuned.d == d)]
-        for (m, v), (color, marker, ls) in styles.items():
+    any_cut = False
+    for ax, (n, d, k) in zip(axes, cases):
+        sub = tuned[(tuned.n == n) & (tuned.d == d) & (tuned.k == k)]
+        series = []
+        for (m, v), style in styles.items():
             t = sub[(sub.method == m) & (sub.variant == v)].sort_values("epsilon")
-            if t.empty:
-                continue
-            mean, sd = t["mean"].to_numpy(), t["sd"].fillna(0.0).to_numpy()
-            lower = np.minimum(sd, 0.9 * np.abs(mean))  # a log axis cannot show mean − sd ≤ 0
-            ax.errorbar(t.epsilon, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=5,
+            if not t.empty:
+                series.append((m, v, style, t.epsilon.to_numpy(), t["mean"].to_numpy(), t["sd"].fillna(0.0).to_numpy()))
+        # The panel's range: every mean and every positive lower end, and a little room below.
+        ends = np.concatenate([np.concatenate([mean, (mean - sd)[mean - sd > 0]]) for *_, mean, sd in series])
+        ends = ends[ends > 0]
+        bottom = ends.min() / 2.0 if ends.size else None
+        for m, v, (color, marker, ls), eps, mean, sd in series:
+            cut = mean - sd <= 0
+            lower = np.where(cut, mean - (bottom if bottom is not None else 0.0), sd)
+            ax.errorbar(eps, mean, yerr=[lower, sd], color=color, marker=marker, ls=ls, capsize=3, ms=5,
                         label=label(m, v))
-            cut = lower < sd  # said, not hidden: the cut bars' ends are marked
-            ax.plot(t.epsilon[cut], (mean - lower)[cut], ls="none", marker="v", color=color, ms=5)
+            if cut.any() and bottom is not None:  # said, not hidden: the bar continues below the edge
+                ax.plot(eps[cut], np.full(cut.sum(), bottom), ls="none", marker=CUT_MARKER, color=color, ms=14,
+                        clip_on=False)
+                any_cut = True
         ax.set_xscale("log")
         ax.set_yscale("log")
+        if bottom is not None:
+            ax.set_ylim(bottom=bottom)
         eps = sorted(sub.epsilon.unique())
         ax.set_xticks(eps, [f"{e:g}" for e in eps])
         ax.minorticks_off()
         ax.set_xlabel("overall ε (δ = 1e-5)")
-        ax.set_ylabel("excess empirical risk (mean ± 1 s.d.)")
-        ax.set_title(f"{trainer}: n = {n}, d = {d}")
+        ax.set_ylabel("excess empirical risk")
+        ax.set_title(f"{trainer}: n = {n}, d = {d}" + (f", k = {k}" if show_k else ""))
         ax.grid(alpha=0.3, which="both")
+    return any_cut
+
+
+def _case_tag(cfg: Fig3Config, n: int, d: int, k: int) -> str:
+    """"n=…, d=…" and, for a rank other than the profile's ``k``, ", k=…" (the k = 1 rows keep their names)."""
+    return f"n={n}, d={d}" + ("" if k == cfg.k else f", k={k}")
 
 
 def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Comparison]:
-    """Per (n, d): is (a) — the better of its rank/dim variants — below (b) (better variant), (c)
+    """Per (n, d, k): is (a) — the better of its rank/dim variants — below (b) (better variant), (c)
     and (d) in mean excess risk at each ε? Numbers: mean ± s.d. over seeds at the tuned step size."""
     out = []
-    star = {(int(pd.DataFrame(c["rows"])["n"].iloc[0]), int(pd.DataFrame(c["rows"])["d"].iloc[0])): c["loss_star"] for c in cases}
+    star = {}
+    for c in cases:
+        first = pd.DataFrame(c["rows"]).iloc[0]
+        star[(int(first["n"]), int(first["d"]), int(first["k"]))] = c["loss_star"]
     seeds = cfg.seeds
-    for (trainer, n, d), sub in tuned.groupby(["trainer", "n", "d"], sort=False):
+    for (trainer, n, d, k), sub in tuned.groupby(["trainer", "n", "d", "k"], sort=False):
         best_a, others_best, parts, beats_c, loses_c = [], [], [], [], []
         for e, t in sub.groupby("epsilon"):
             r = {(row.method, row.variant): row for row in t.itertuples()}
@@ -445,16 +509,16 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
                 winner += f" by {runner.mean - a.mean:.2g} (2 s.e. {2 * se:.2g})"
             ptr_part = f", d {p.mean:.3g} (⊥ {p.bottom_rate:.0%})" if p is not None else ""
             parts.append(f"ε={e:g}: a {fmt(a)}, b {fmt(b)}, c {fmt(c)}{ptr_part} → {winner}")
-        zero = math.log(2.0) - star[(n, d)]
+        zero = math.log(2.0) - star[(n, d, k)]
         measured = (f"(a) best at ε ∈ {{{', '.join(f'{e:g}' for e in best_a)}}}" if best_a else "(a) best at no ε")
-        tag = "" if trainer == "dp_gd" else ", DP-SGD variant (§9.4, no PTR)"
+        tag = _case_tag(cfg, n, d, k) + ("" if trainer == "dp_gd" else ", DP-SGD variant (§9.4, no PTR)")
         out.append(Comparison.claim(
-            f"Fig 3 (n={n}, d={d}{tag}): (a) non-private PCA best at every ε", "(a) best at every ε, most at small ε",
+            f"Fig 3 ({tag}): (a) non-private PCA best at every ε", "(a) best at every ε, most at small ε",
             measured, not others_best,
             note=f"mean ± s.d. of the excess risk over seeds at the tuned step size, better variant of (a) and (b); "
                  f"θ = 0 scores {zero:.3g}. " + "; ".join(parts)))
         out.append(Comparison.claim(
-            f"Fig 3 (n={n}, d={d}{tag}): (a) below (c) no pre-processing at every ε", "(a) < (c) at every ε",
+            f"Fig 3 ({tag}): (a) below (c) no pre-processing at every ε", "(a) < (c) at every ε",
             f"(a) < (c) at ε ∈ {{{', '.join(f'{e:g}' for e in beats_c)}}}" if beats_c else "(a) < (c) at no ε", not loses_c,
             note="better variant of (a); numbers in the row above"))
     out.append(Comparison.info(
@@ -467,14 +531,36 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
             "Fig 3: the private learner", "DP-GD only",
             note="the paper's Figure 3 trains with DP-SGD; this profile runs DP-GD (the paper profile runs both, the "
                  "DP-SGD variant in rows tagged '§9.4')"))
-    edge = tuned[~((tuned.method == "ptr") & (tuned.bottom_rate == 1.0))]
-    lowest = min(cfg.learning_rates)
-    low = int(np.isclose(edge.learning_rate, lowest).sum())
-    out.append(Comparison.info("Fig 3: tuned step sizes at the grid's lower edge",
-                               f"{low}/{len(edge)} (trainer, method, variant, ε, n, d) points chose {lowest:g}",
-                               note="the spec's grid is kept (never adjusted to favour a claim); a smaller "
-                                    "step would lower the noisiest curves (mostly (a), (c), rank variants)"))
+    out.append(edge_row(cfg, tuned, {key: math.log(2.0) - value for key, value in star.items()}))
     return out
+
+
+def edge_row(cfg: Fig3Config, tuned: pd.DataFrame, zero: dict) -> Comparison:
+    """Does every tuned step size lie inside the grid? A point tuned at the grid's lowest or highest
+    value might do better beyond it: its curve would be the grid's, not the method's. A point whose
+    tuned mean is within 2 s.e. of θ = 0's score (``zero[(n, d, k)]``) learnt nothing at any step
+    size (e.g. PTR ⊥ for every seed, a DP-PCA direction lost in noise): as η → 0 the averaged
+    iterate tends to θ = 0, so such a point's edge costs nothing; it is counted apart."""
+    se = tuned["sd"].fillna(0.0) / math.sqrt(cfg.seeds)
+    floor = np.array([zero[(n, d, k)] for n, d, k in zip(tuned.n, tuned.d, tuned.k)])
+    nothing = tuned["mean"].to_numpy() >= floor - 2 * se.to_numpy()
+    lowest, highest = min(cfg.learning_rates), max(cfg.learning_rates)
+    at_low, at_high = np.isclose(tuned.learning_rate, lowest), np.isclose(tuned.learning_rate, highest)
+    where = lambda rows: "; ".join(  # noqa: E731
+        f"{trainer} {label(m, v)} ε={','.join(f'{e:g}' for e in sorted(g.epsilon))} ({_case_tag(cfg, n, d, k)})"
+        for (trainer, m, v, n, d, k), g in rows.groupby(["trainer", "method", "variant", "n", "d", "k"]))
+    cut_low, cut_high = tuned[at_low & ~nothing], tuned[at_high & ~nothing]
+    count = lambda edge: f"{int((edge & ~nothing).sum())} (+{int((edge & nothing).sum())} at θ = 0's score)"  # noqa: E731
+    return Comparison.claim(
+        "Fig 3: tuned step sizes inside the grid (neither its lowest nor its highest value)",
+        "— (a check of this run's tuning, not a paper claim)",
+        f"of {len(tuned)} tuned points, {count(at_low)} at the lowest {lowest:g}, {count(at_high)} at the highest "
+        f"{highest:g}",
+        cut_low.empty and cut_high.empty,
+        note=f"grid {', '.join(f'{v:g}' for v in cfg.learning_rates)} (the spec's: 0.1, 0.3, 1, 3), the same for every "
+             f"method; a point is a (trainer, method, variant, ε, n, d, k). 'At θ = 0's score': mean ≥ θ = 0's excess "
+             f"risk − 2 s.e., nothing learnt at any step size (PTR ⊥ for every seed included), its edge costs nothing. "
+             f"Cut at the lowest: {where(cut_low) or 'none'}. Cut at the highest: {where(cut_high) or 'none'}")
 
 
 def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
@@ -499,25 +585,29 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
     for case in cases:
         gd_rows = pd.DataFrame(case["rows"]).query("trainer == 'dp_gd'")
         cal = gd_rows.drop_duplicates(["method", "variant", "epsilon"]).set_index(["method", "variant", "epsilon"])
-        n, d = int(cal["n"].iloc[0]), int(cal["d"].iloc[0])
+        n, d, k = int(cal["n"].iloc[0]), int(cal["d"].iloc[0]), int(cal["k"].iloc[0])
+        tag = _case_tag(cfg, n, d, k)
         ratio = {v: [cal.loc[("none", "-", e), "epsilon_b"] / cal.loc[("pca", v, e), "epsilon_b"] for e in cfg.epsilons]
                  for v in ("rank", "dim")}
         out.append(Comparison.info(
-            f"(a) Table-2 eps_b vs (c)'s: how much smaller (n={n}, d={d})",
+            f"(a) Table-2 eps_b vs (c)'s: how much smaller ({tag})",
             f"rank {min(ratio['rank']):.1f}–{max(ratio['rank']):.1f}×, dim {min(ratio['dim']):.1f}–{max(ratio['dim']):.1f}× over ε "
-            f"{cfg.epsilons[0]:g}–{cfg.epsilons[-1]:g}", paper="13–27× [PILOT §9.3, not the paper]",
-            note=f"eigen-gap δ_k = {case['gap_k']:.4f}, τ_rank = {case['tau_rank']:.2f}, τ_dim = {case['tau_dim']:.2f}, μ = {cfg.smoothness:g}"))
+            f"{cfg.epsilons[0]:g}–{cfg.epsilons[-1]:g}", paper="13–27× [PILOT §9.3, not the paper]" if k == 1 else "—",
+            note=f"eigen-gap δ_k = {case['gap_k']:.4f}, τ_rank = {case['tau_rank']:.2f}, τ_dim = {case['tau_dim']:.2f}, μ = {cfg.smoothness:g}"
+                 + ("" if k == 1 else f"; dim needs each top-k eigenvector stable (Prop. 5's δ^1, here "
+                                      f"{case['gap_1']:.3g}: the spec's generator makes the top k eigenvalues equal "
+                                      f"in expectation), so τ_dim uses min(δ_k, δ^1)")))
         bottom = cal.xs("ptr", level="method")
         rates = gd_rows.query("method == 'ptr'").groupby("epsilon")["bottom"].mean()
         out.append(Comparison.info(
-            f"(d) PTR at n={n}, d={d}: beta, PTR eps and ⊥ rate per overall eps",
+            f"(d) PTR at {tag}: beta, PTR eps and ⊥ rate per overall eps",
             "; ".join(f"ε={e:g}: ε_PTR={bottom.loc[('rank', e), 'ptr_epsilon']:.4g}, ⊥ {rates.loc[e]:.0%}" for e in cfg.epsilons),
             note=f"β = {case['beta']:.4f}; J_lb = {max(0.0, (case['gap_k'] - case['beta']) / ptr.gap_change_bound(n)):.1f} "
                  f"vs threshold log(2/δ)/ε_PTR; on ⊥ the output is θ = 0"))
-        out.append(Comparison.info(f"θ* over the unit ball (n={n}, d={d})",
+        out.append(Comparison.info(f"θ* over the unit ball ({tag})",
                                    f"loss {case['loss_star']:.6f}, ‖θ*‖ = {case['theta_star_norm']:.4f}, "
                                    f"gradient mapping {case['gradient_mapping']:.2e}",
-                                   note=f"every run of this (n, d): {case['compiled_functions']} compiled functions, "
+                                   note=f"every run of this (n, d, k): {case['compiled_functions']} compiled functions, "
                                         f"{case['compiled_calls']} executions of them"))
     return out
 
@@ -525,9 +615,10 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
 def run(ctx: RunContext) -> list[Comparison]:
     cfg = PROFILES[ctx.profile]
     # SweepUnit: run_all --validate runs each case at its shapes with few steps (run_case's limits).
-    items = [(f"fig3-{n}-{d}-{config_json(cfg)}",
-              SweepUnit(lambda n=n, d=d, **limits: run_case(cfg, n, d, ctx.progress, **limits))) for n, d in cfg.cases]
-    ctx.progress(f"{len(items)} (n, d) cases × {len(METHODS)} methods × {len(cfg.epsilons)} ε × {cfg.seeds} seeds × "
+    items = [(f"fig3-{n}-{d}" + ("" if k == cfg.k else f"-k{k}") + f"-{config_json(cfg)}",
+              SweepUnit(lambda n=n, d=d, k=k, **limits: run_case(cfg, n, d, ctx.progress, k=k, **limits)))
+             for n, d, k in cfg.all_cases()]
+    ctx.progress(f"{len(items)} (n, d, k) cases × {len(METHODS)} methods × {len(cfg.epsilons)} ε × {cfg.seeds} seeds × "
                  f"{len(cfg.learning_rates)} step sizes")
     cases = ctx.store.run_many(items)
     frames = [pd.DataFrame(c["rows"]).assign(versions=provenance_json(ctx.store.provenance(key)))
@@ -537,7 +628,10 @@ def run(ctx: RunContext) -> list[Comparison]:
     write_csv(frame, ctx.out_dir / "fig3.csv")
     tuned = tune(frame)
     write_csv(tuned, ctx.out_dir / "fig3_tuned.csv")
-    plot(tuned, ctx.out_dir / "fig3.png")
+    # Figure 3 at the profile's k; the other ranks in a figure of their own.
+    plot(tuned[tuned.k == cfg.k], ctx.out_dir / "fig3.png")
+    if cfg.rank_cases:
+        plot(tuned[tuned.k != cfg.k], ctx.out_dir / "fig3_ranks.png")
     return verdicts(cfg, tuned, cases) + spec_rows(cfg, cases)
 
 

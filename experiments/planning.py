@@ -142,17 +142,18 @@ def _fig3_release_flops(d: int, k: int) -> float:
     return min(d - 1, max(2 * k + 1, FIG3_LANCZOS_VECTORS)) * 2.0 * d * d
 
 
-def _fig3_flops(cfg: Any, n: int, d: int) -> float:
-    """One (n, d) case of Hu et al.'s Figure 3: per trainer, the d-dim runs of none, pca-rank,
-    dp_pca-rank and PTR and the 1-dim runs of pca-dim and dp_pca-dim, each ε × seeds × step sizes,
-    at 6d + 8 FLOPs per example-step (k = 1); plus θ* (optimum_steps full-batch steps), the covariance
-    (2·n·d²) and, per (ε, seed), one DP-PCA release's eigenvectors (:func:`_fig3_release_flops`)."""
+def _fig3_flops(cfg: Any, n: int, d: int, k: int) -> float:
+    """One (n, d, k) case of Hu et al.'s Figure 3: per trainer, the d-dim runs of none, pca-rank,
+    dp_pca-rank and PTR and the k-dim runs of pca-dim and dp_pca-dim, each ε × seeds × step sizes,
+    at 6d + 8 (6k + 8) FLOPs per example-step; plus θ* (optimum_steps full-batch steps), the
+    covariance (2·n·d²) and, per (ε, seed), one DP-PCA release's top-k eigenvectors
+    (:func:`_fig3_release_flops`)."""
     runs = len(cfg.epsilons) * cfg.seeds * len(cfg.learning_rates)
     flops = 0.0
     for trainer in cfg.trainers:
         examples = cfg.steps * n if trainer == "dp_gd" else cfg.sgd_epochs * n
-        flops += glm_flops(d, 1, 4 * runs * examples) + glm_flops(cfg.k, 1, 2 * runs * examples)
-    eig = len(cfg.epsilons) * cfg.seeds * _fig3_release_flops(d, cfg.k)
+        flops += glm_flops(d, 1, 4 * runs * examples) + glm_flops(k, 1, 2 * runs * examples)
+    eig = len(cfg.epsilons) * cfg.seeds * _fig3_release_flops(d, k)
     return flops + glm_flops(d, 1, cfg.optimum_steps * n) + 2.0 * n * d * d + eig
 
 
@@ -160,12 +161,15 @@ def hu2024_fig3(profile: str) -> Cost:
     from experiments.hu2024_fig3 import DATASET_BYTES, PROFILES
 
     cfg = PROFILES[profile]
-    flops = sum(_fig3_flops(cfg, n, d) for n, d in cfg.cases)
-    peak = max(DATASET_BYTES + 4 * (3 * n * d + 2 * d * d) for n, d in cfg.cases)
-    return Cost(len(cfg.cases), flops, peak, floor=True, basis=
-                f"analytic: {len(cfg.cases)} (n, d) cases × trainers {list(cfg.trainers)}: 6 runs/(ε, seed, η) × examples × (6d + 8), "
-                "θ*, covariance 2nd², DP-PCA top-k per (ε, seed): 4/3·d³ dense (d ≤ 200), 40 Lanczos products of 2d² above; "
-                "peak = DP-PCA dataset chunk + data + d×d (est.)")
+    cases = cfg.all_cases()
+    flops = sum(_fig3_flops(cfg, n, d, k) for n, d, k in cases)
+    peak = max(DATASET_BYTES + 4 * (3 * n * d + 2 * d * d) for n, d, _ in cases)
+    ranks = sorted({k for *_, k in cases})
+    return Cost(len(cases), flops, peak, floor=True, basis=
+                f"analytic: {len(cases)} (n, d, k) cases (k ∈ {ranks}) × trainers {list(cfg.trainers)} × "
+                f"{len(cfg.learning_rates)} step sizes: 6 runs/(ε, seed, η) × examples × (6d + 8) (k-dim runs 6k + 8), "
+                "θ*, covariance 2nd², DP-PCA top-k per (ε, seed): 4/3·d³ dense (d ≤ 200), max(2k + 1, 40) Lanczos "
+                "products of 2d² above; peak = DP-PCA dataset chunk + data + d×d (est.)")
 
 
 def hu2024_fig3_selection(profile: str) -> Cost:

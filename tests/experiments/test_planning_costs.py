@@ -4,6 +4,7 @@ dataset shapes they use equal to the real files, and every paper row a real mode
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 from pathlib import Path
@@ -266,16 +267,39 @@ def test_a_short_grid_without_sweeps_is_validated_whole():
 
 
 def test_hu2024_fig3_smoke_by_hand():
-    # One case (n, d) = (300, 20); ε ∈ {0.5, 8} × 2 seeds × 2 step sizes = 8 runs per method, DP-GD
-    # only, 20 steps over all 300 rows; 4 d-dim methods and 2 one-dim ones (k = 1).
+    # Two cases (n, d) = (300, 20) at ranks k = 1 and k = 2; ε ∈ {0.5, 8} × 2 seeds × 2 step sizes
+    # = 8 runs per method, DP-GD only, 20 steps over all 300 rows; 4 d-dim methods and 2 k-dim ones.
     n, d, runs, steps = 300, 20, 2 * 2 * 2, 20
     d_dim = 4 * runs * _glm(d, steps, n, clipped=True)
-    k_dim = 2 * runs * _glm(1, steps, n, clipped=True)
     optimum = _glm(d, 500, n, clipped=True)
     releases = 2 * 2 * (4 / 3) * d**3  # d ≤ 200: dense eigh's tridiagonal reduction per (ε, seed)
+    k1 = 2 * runs * _glm(1, steps, n, clipped=True)
+    # k = 2: the k-dim runs train 2 weights, 4k + 2k + 8 FLOPs per example-step
+    k2 = 2 * runs * steps * n * (4 * 2 + 2 * 2 + 8)
     c = planning.cost("hu2024_fig3", "smoke")
-    assert (c.units, c.floor) == (1, True)
-    assert c.flops == pytest.approx(d_dim + k_dim + optimum + 2 * n * d * d + releases, rel=1e-12)
+    assert (c.units, c.floor) == (2, True)
+    case = d_dim + optimum + 2 * n * d * d + releases
+    assert c.flops == pytest.approx(2 * case + k1 + k2, rel=1e-12)
+
+
+def test_hu2024_fig3_counts_every_rank_case_and_step_size(monkeypatch):
+    """The plan follows the profile's (n, d, k) cases and its step-size grid: a rank case adds its
+    own case's work, the k-dim runs at k features and the Lanczos basis at max(2k + 1, 40)."""
+    from experiments import hu2024_fig3
+
+    base = hu2024_fig3.Fig3Config(cases=((2000, 500),), seeds=2, learning_rates=(0.1, 1.0))
+    monkeypatch.setitem(hu2024_fig3.PROFILES, "smoke", base)
+    one = planning.cost("hu2024_fig3", "smoke")
+    wide = dataclasses.replace(base, learning_rates=(0.01, 0.1, 1.0, 10.0))
+    monkeypatch.setitem(hu2024_fig3.PROFILES, "smoke", wide)
+    fixed = one.flops - 2 * 7 * 2 * 200 * 2000 * (4 * (6 * 500 + 8) + 2 * (6 + 8))  # the trained runs, 2 step sizes
+    assert planning.cost("hu2024_fig3", "smoke").flops == pytest.approx(fixed + 2 * (one.flops - fixed), rel=1e-12)
+    ranked = dataclasses.replace(base, rank_cases=((2000, 500, 3),))
+    monkeypatch.setitem(hu2024_fig3.PROFILES, "smoke", ranked)
+    c = planning.cost("hu2024_fig3", "smoke")
+    extra = 2 * 7 * 2 * 200 * 2000 * 2 * ((6 * 3 + 8) - (6 + 8))  # its k-dim runs train 3 weights, not 1
+    assert (c.units, c.flops) == (2, pytest.approx(2 * one.flops + extra, rel=1e-12))
+    assert "k ∈ [1, 3]" in c.basis and "2 step sizes" in c.basis
 
 
 def test_hu2024_fig3_release_floor_follows_dp_pca_solver():
