@@ -142,7 +142,7 @@ def test_opposed_likelihood_ratios_reduce_to_the_lone_canary_ones():
     np.testing.assert_allclose(auditing._shuffle_opposed_log_lr(epoch, 0.3, 100, sizes, 0.0), lone, rtol=1e-5)
 
 
-def test_opposers_hold_about_one_clip_bound_per_batch_and_are_never_clipped():
+def test_poisson_target_states_its_releases_and_checks_and_returns_scores_with_null_columns():
     target = auditing.REGISTRY["dp_sgd_poisson"].build(AuditConfig("dp_sgd_poisson", runs=RUNS, **POISSON),
                                                        jax.random.key(0))
     assert target.releases == 25 and target.checks == {"calibration": True, "plan_account": True}
