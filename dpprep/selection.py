@@ -789,10 +789,13 @@ def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any,
     return values, charged
 
 
-def _warn_if_scores_dominate(account: EndToEnd, scores: float) -> None:
+def _warn_if_scores_dominate(account: EndToEnd, scores: float, shared: bool) -> None:
     """The noisy validation scores alone (``scores``, their ε) are part of the selection's cost;
-    say so when they take more than half of the whole budget (the training then gets less)."""
-    if scores > 0.5 * account.epsilon:
+    where they share the budget with the training (``shared``: both parts composed), say so when
+    they take more than half of it (the training then gets less). Under replace-one the parts
+    do not share it (:meth:`PrivateSelection.splits_parts`): the scores cost the training nothing
+    below the target, and at or above it calibration refuses."""
+    if shared and scores > 0.5 * account.epsilon:
         warnings.warn(f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's "
                       f"{account.epsilon:.4g} (more than half): raise score_noise or lower the mean number of "
                       f"candidates to leave the training more\n{account.describe()}", UserWarning, stacklevel=3)
@@ -853,7 +856,8 @@ def select(
     z = plan.noise_multiplier
     assert plan.delta is not None
     accounting = selection.end_to_end(plan.execution, z, plan.delta)
-    _warn_if_scores_dominate(accounting, selection.scores_epsilon(plan.execution, plan.delta))
+    _warn_if_scores_dominate(accounting, selection.scores_epsilon(plan.execution, plan.delta),
+                             not selection.splits_parts(plan.execution))
     if verbose:
         print(accounting.describe(), file=sys.stderr)
 

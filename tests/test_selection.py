@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import jax
 import numpy as np
@@ -636,3 +637,19 @@ def test_bad_searches_are_refused(no_training):
     with pytest.raises(ValueError, match="learning_rate"):
         selection.search_many(config, PARAMS0, train_part, validation,
                               [selection.Search(key, {"learning_rate": [-1.0]})], selection=sel)
+
+
+def test_the_scores_warning_fires_only_where_the_scores_share_the_budget():
+    """Composed (add/remove), noisy counts costing more than half the total leave the training
+    less: a warning. Under replace-one the larger part is charged, so the counts take nothing
+    from the training below the target: no warning for the same selection."""
+    loud = _selection(10.0, 1.0, 2.0)
+    for neighbouring, warns in (("add_remove", True), ("replace_one", False)):
+        plan = ExecutionPlan.create("full", 600, steps=40, neighbouring=neighbouring)
+        account = loud.end_to_end(plan, 300.0, DELTA)
+        scores = loud.scores_epsilon(plan, DELTA)
+        assert scores > 0.5 * account.epsilon
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            selection._warn_if_scores_dominate(account, scores, not loud.splits_parts(plan))
+        assert bool(caught) == warns, (neighbouring, [str(w.message) for w in caught])
