@@ -69,7 +69,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "wang2026_checks": ("experiments.wang2026_checks", "Wang et al. 2026: definition, data and mechanism checks (items 1-8, 14, 24, 25)"),
     "wang2026_fig1": ("experiments.wang2026_fig1", "Wang et al. 2026 Figure 1: CorrDP-SGD vs Standard / Semi / Partial, panels a-f (items 14-22)"),
     "wang2026_selection": ("experiments.wang2026_selection",
-                           "Wang et al. 2026 Figure 1 (b), (d) with C selected privately, paid: standard-DP epsilon of selection and training (issue 22)"),
+                           "Wang et al. 2026 Figure 1 (b), (d) with C selected privately, paid: "
+                           "standard-DP epsilon of selection + training (issue 22)"),
     "wang2026_fig2": ("experiments.wang2026_fig2", "Wang et al. 2026 Figure 2: synthetic m_s sweep (item 23)"),
     "audit": ("experiments.audit", "Privacy audit of every learner: empirical epsilon lower bounds vs theory"),
 }
