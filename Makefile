@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
 DEV_LOCK := requirements-dev-lock.txt
 
-.PHONY: reproduce test install install-dev lock clean
+.PHONY: reproduce test docs install install-dev lock clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ install-dev: install
 
 reproduce: install
 	$(PY) scripts/run_all.py $(ARGS)
+
+# The documentation site into docs/_build/html (open its index.html); warnings are errors. The tests
+# build it afresh too (tests/test_docs_site.py) and open its pages in headless Chromium.
+docs: install-dev
+	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
 
 # Lint (ruff) and type-check (mypy; paths and settings in pyproject.toml) before the tests.
 test: install-dev
@@ -48,4 +54,4 @@ lock:
 	rm -rf .lock-venv .lock-all.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build

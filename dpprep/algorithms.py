@@ -4,6 +4,7 @@
 example axis, or a dict of them; :func:`check_inputs`), per step ``t``:
 
 1. select a batch (the plan's sampler, see :mod:`dpprep.sampling`):
+
    - ``"full"``: every example: DP-GD (Hu et al. §2 ``A_GD``; with
      :class:`dpprep.optimizers.L2BallProjection` and ``iterates="average"`` exactly their
      projected, averaged DP-GD);

@@ -1,6 +1,6 @@
 """The execution plan: the steps a run executes are the steps the accountant charges, samplers
 without a dp-accounting event are refused with the reason, and the plan's ε / calibration take
-the Poisson overflow slack out of δ consistently (README's MNIST number pinned against
+the Poisson overflow slack out of δ consistently (the README's MNIST number pinned against
 dp-accounting itself)."""
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def test_validate_cli_exits_1_naming_the_experiment_on_a_broken_compile(fake, mo
 
 
 def test_validate_smoke_sun2024_table1_and_hu2024_fig3(data_dir):
-    """The real sweep experiments end to end at the smoke profile (the paper one: README)."""
+    """The real sweep experiments end to end at the smoke profile (the paper one: docs/reproducing.md)."""
     for experiment_id in ("sun2024_table1", "hu2024_fig3"):
         report = planning.validate_experiment(experiment_id, "smoke", data_dir)
         assert report["validated"] and report["units"] >= 1 and report["shapes"] >= 1, report

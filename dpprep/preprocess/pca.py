@@ -67,7 +67,7 @@ def centred_covariance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sign_normalise(vectors: np.ndarray) -> np.ndarray:
-    """Flips each column so that its largest-|·| entry (first on ties) is positive."""
+    """Flips each column so that its entry of largest absolute value (first on ties) is positive."""
     idx = np.argmax(np.abs(vectors), axis=0)
     signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
     signs[signs == 0] = 1.0

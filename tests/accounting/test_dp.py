@@ -630,7 +630,7 @@ def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
 
 def test_calibration_code_digest_follows_the_sources(tmp_path):
     # The digest covers every file of CALIBRATION_SOURCES: a copy agrees, an edit of the
-    # calibration code (or of the checks normalising its inputs) changes it.
+    # calibration code (or of the checks normalising its inputs) changes it; a comment does not.
     import shutil
     from pathlib import Path
 
@@ -642,7 +642,10 @@ def test_calibration_code_digest_follows_the_sources(tmp_path):
     for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
         path = tmp_path / edited
         original = path.read_text()
-        path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n# edit\n")
+        # A comment is not code: the cached calibrations stay valid.
+        path.write_text(original + "\n# edit\n")
+        assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
+        path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n_EDITED = 1\n")
         assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) != calibration_cache.calibration_code_digest()
         path.write_text(original)
     assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()

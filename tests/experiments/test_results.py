@@ -91,6 +91,34 @@ def test_tree_digest_reads_relative_paths_and_content_only(tmp_path):
     assert results.tree_digest(tmp_path / "a") != results.tree_digest(tmp_path / "b")
 
 
+def test_tree_digest_keys_on_code_not_on_its_documentation(tmp_path):
+    source = '"""Module."""\n\n\nclass A:\n    """Doc."""\n\n    def f(self, x):\n        """Doc."""\n        return x * 2.0  # why\n'
+    variants = {
+        "same": source,
+        "docstrings reworded, comment edited, lines re-wrapped": (
+            '"""Other words."""\nclass A:\n    """More."""\n    def f(self,\n          x):\n'
+            '        """Reworded."""\n        return (x\n                * 2.0)  # because\n'),
+        "a docstring-only function": source.replace('return x * 2.0  # why', 'pass'),
+    }
+    digests = {}
+    for name, text in {**variants, "constant edited": source.replace("2.0", "3.0"),
+                       "operator edited": source.replace("x * 2.0", "x + 2.0"),
+                       "a string that is not a docstring": source.replace("return x * 2.0", "y = 'a'\n        return x * 2.0"),
+                       "not Python": "def (:\n"}.items():
+        (tmp_path / name / "dpprep").mkdir(parents=True)
+        (tmp_path / name / "dpprep" / "m.py").write_text(text)
+        digests[name] = results.tree_digest(tmp_path / name)
+    # Documentation, comments and layout do not decide what a unit computes: its digest stays.
+    assert digests["same"] == digests["docstrings reworded, comment edited, lines re-wrapped"]
+    # Every edit to code changes it, a body emptied to its docstring included.
+    for name in ("a docstring-only function", "constant edited", "operator edited", "a string that is not a docstring",
+                 "not Python"):
+        assert digests[name] != digests["same"], name
+    # A file that does not parse is keyed on its bytes: any edit to it changes the digest.
+    (tmp_path / "not Python" / "dpprep" / "m.py").write_text("def (:  \n")
+    assert results.tree_digest(tmp_path / "not Python") != digests["not Python"]
+
+
 def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tmp_path, monkeypatch):
     calls = []
 
@@ -506,7 +534,9 @@ def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
     before = {m: digest(m) for m in ("experiments.a", "experiments.b")}
     _tree(tmp_path, {"experiments/other.py": "Y = 3\n", "experiments/__init__.py": "RUNNER = 2\n"})
     assert {m: digest(m) for m in before} == before  # another experiment or the runner: units stay valid
-    _tree(tmp_path, {"experiments/shared.py": "from . import results  # edited\n"})
+    _tree(tmp_path, {"experiments/shared.py": "from . import results  # a comment: not code\n"})
+    assert {m: digest(m) for m in before} == before  # a comment (or docstring) computes nothing
+    _tree(tmp_path, {"experiments/shared.py": "from . import results\nEDITED = True\n"})
     after = {m: digest(m) for m in before}
     assert after["experiments.a"] != before["experiments.a"] and after["experiments.b"] == before["experiments.b"]
     _tree(tmp_path, {"dpprep/core.py": "X = 2\n"})
