@@ -31,10 +31,12 @@ docs: install-dev
 	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
 
-# Lint (ruff) and type-check (mypy; paths and settings in pyproject.toml) before the tests.
+# Lint (ruff), type-check (mypy) and check the package's import layers (import-linter's contracts)
+# before the tests; paths and settings in pyproject.toml.
 test: install-dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv

@@ -64,3 +64,33 @@ def test_the_engine_names_no_paper():
                 words = [getattr(node, "name", None) or getattr(node, "arg", "")]
             for word in words:
                 assert not any(p in word.lower() for p in paper_words), f"dpprep/{name}.py names {word!r}"
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's contracts of pyproject.toml (as `make test` runs them) on the tree at ``root``."""
+    import os
+
+    env = os.environ | {"PYTHONPATH": str(root)}  # ``root``'s packages, not the installed checkout
+    command = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", command, "--config", str(root / "pyproject.toml")],
+                          capture_output=True, text=True, cwd=root, env=env)
+
+
+def test_the_import_contracts_hold_and_catch_a_planted_upward_import(tmp_path):
+    import shutil
+
+    for name in ("dpprep", "experiments"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 0 and "Contracts: 5 kept, 0 broken." in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    # A model module reaching up into the plan, and one paper importing another: both refused.
+    for path, line, contract in [("dpprep/models.py", "import dpprep.plan", "Layers of dpprep"),
+                                 ("dpprep/corrdp/tv.py", "import dpprep.dpsgdf", "Wang et al.'s package")]:
+        original = (tmp_path / path).read_text()
+        (tmp_path / path).write_text(original + f"\n{line}  # planted\n")
+        done = _lint_imports(tmp_path)
+        (tmp_path / path).write_text(original)
+        assert done.returncode != 0 and f"{contract}" in done.stdout, done.stdout[-3000:]
+        broken = [row for row in done.stdout.splitlines() if row.endswith("BROKEN")]
+        assert len(broken) == 1 and broken[0].startswith(contract), broken
