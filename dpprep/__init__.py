@@ -24,9 +24,9 @@ The core is model-agnostic and small (the papers' modules extend it):
 * :mod:`dpprep.selection` — private hyperparameter selection (a random number of candidates,
   noisy validation scores) and the end-to-end account of a whole procedure.
 
-Each paper is a module that extends this core: :mod:`dpprep.dpsgdf` (Sun et al.),
-:mod:`dpprep.corrdp` (Wang et al.), :mod:`dpprep.ptr`, :mod:`dpprep.preprocess` and
-:mod:`dpprep.accounting` (Hu et al.).
+Each paper is a package that extends this core: :mod:`dpprep.preprocess` (Hu et al.:
+pre-processing, its Smooth-RDP accounting, PTR, DP-PCA), :mod:`dpprep.dpsgdf` (Sun et al.) and
+:mod:`dpprep.corrdp` (Wang et al.).
 """
 
 import importlib

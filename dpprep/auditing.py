@@ -928,7 +928,7 @@ def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray
 def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """Mean imputation then Hu et al.'s DP-GD (σ = L√T/(εn), replace-one), held against the
     pipeline's overall ε (Theorem 2 or group privacy, whichever is smaller)."""
-    from dpprep.accounting import meta, table1
+    from dpprep.preprocess.privacy import meta, table1
 
     x_in, x_out, y, sens = impute_canary_datasets(cfg, key)
     mechanism = table1.dp_gd(epsilon=cfg.epsilon, lipschitz=1.0, smoothness=1.0)

@@ -322,11 +322,11 @@ class EndToEnd:
 
 def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float, preprocessing: Any) -> tuple[float, Part, str]:
     """The pipeline's ε (pre-processing then the run), as the pre-processing accountant charges it
-    (e.g. :meth:`dpprep.accounting.meta.PreprocessedAccountant.pipeline`: the smaller of a theorem
+    (e.g. :meth:`dpprep.preprocess.privacy.meta.PreprocessedAccountant.pipeline`: the smaller of a theorem
     for pre-processed data and group privacy, each through ``plan.epsilon``)."""
     if not callable(getattr(preprocessing, "pipeline", None)):
         raise ValueError("preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) "
-                         f"(e.g. dpprep.accounting.meta.PreprocessedAccountant), got {type(preprocessing).__name__}")
+                         f"(e.g. dpprep.preprocess.privacy.meta.PreprocessedAccountant), got {type(preprocessing).__name__}")
     charge = preprocessing.pipeline(plan, noise_multiplier, delta)
     return charge.epsilon, Part("pre-processing", charge.epsilon, True, charge.note), charge.accountant
 
@@ -340,7 +340,7 @@ def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
     charge (the selection part is listed as not charged, to say so).
 
     ``preprocessing``: the run trains on data pre-processed with the accountant's sensitivity
-    (replace-one plans; :class:`dpprep.accounting.meta.PreprocessedAccountant`): the total is then
+    (replace-one plans; :class:`dpprep.preprocess.privacy.meta.PreprocessedAccountant`): the total is then
     the pipeline's ε, the smaller of Hu et al.'s Theorem 2 and group privacy (at group size
     ``ceil(Δ∞) + 1``), and the pre-processing part carries it (it cannot be split from the run's).
     Not with ``fixed_events`` or ``options`` (a statistic of pre-processed data would need its own

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from dpprep.accounting import table1
-from dpprep.accounting.meta import default_group_size, overall_privacy
-from dpprep.accounting.renyi import gaussian_group_epsilon
+from dpprep.preprocess.privacy import table1
+from dpprep.preprocess.privacy.meta import default_group_size, overall_privacy
+from dpprep.preprocess.privacy.renyi import gaussian_group_epsilon
 from dpprep.preprocess.sensitivity import Sensitivity, mean_imputation_sensitivity, pca_rank_sensitivity, quantization_sensitivity
 from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for

@@ -17,9 +17,9 @@ Methods at each overall (ε, δ = 1e−5):
   ``z ∈ R^k``, evaluate ``A_k z``), ``ε_b`` from Table 2's accounting (the accountant in
   ``mode="table2"``: Eq. 43, α ≥ 11) with the data's own eigen-gap as ``δ_min^k`` (τ* of Prop. 5;
   dim uses τ_dim = 2τ);
-- ``dp_pca`` (b): Analyze-Gauss DP-PCA (``dpprep.dp_pca``) at (ε/2, δ/2) and DP-GD at (ε/2, δ/2)
+- ``dp_pca`` (b): Analyze-Gauss DP-PCA (``dpprep.preprocess.dp_pca``) at (ε/2, δ/2) and DP-GD at (ε/2, δ/2)
   (basic composition), rank and dim;
-- ``ptr`` (d): Algorithm 1 (``dpprep.ptr``) with β = ``beta_fraction``·δ_k(S) (a user's public guess,
+- ``ptr`` (d): Algorithm 1 (``dpprep.preprocess.ptr``) with β = ``beta_fraction``·δ_k(S) (a user's public guess,
   here set from the data: disclosed), its ε chosen so that Theorem 7's rigorous numeric level
   (spec §10.19) equals ε; DP-GD with the doubled noise; on ⊥ the learner outputs θ = 0 (counted).
 
@@ -38,7 +38,7 @@ grid-edge check, the calibrations of spec §11.3 and Theorem 7 / Proposition 8 o
 DP-SGD (the trainer of the paper's Figure 3; ``Fig3Config.trainers``, on in the quick and paper
 profiles, rows tagged "DP-SGD variant"): Poisson
 subsampling (B = 5 % of n, 10 epochs), clip norm 1 (= L), noise multiplier per method from Theorem 2
-with :mod:`dpprep.accounting.sgd_samp`'s rigorous replace-one RDP/SRDP ((a) in Table-2 mode as for
+with :mod:`dpprep.preprocess.privacy.sgd_samp`'s rigorous replace-one RDP/SRDP ((a) in Table-2 mode as for
 DP-GD, (b) at (ε/2, δ/2)); no PTR (Theorem 7 covers DP-GD only); three more compiled functions.
 """
 
@@ -52,13 +52,14 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpprep import dp_pca, models, ptr
+from dpprep import models
+from dpprep.preprocess import dp_pca, ptr
 from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.plan import DPPlan
 from dpprep.optimizers import L2BallProjection
-from dpprep.accounting import table1
-from dpprep.accounting.meta import PreprocessedAccountant, calibrate
-from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap
+from dpprep.preprocess.privacy import table1
+from dpprep.preprocess.privacy.meta import PreprocessedAccountant, calibrate
+from dpprep.preprocess.privacy.theorem7 import proposition8_failure_probability, proposition8_min_gap
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess import pca_reduce
 from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity
@@ -70,7 +71,7 @@ from experiments import RunContext, main_for
 EXPERIMENT = "hu2024_fig3"
 METHODS = (("none", "-"), ("pca", "rank"), ("pca", "dim"), ("dp_pca", "rank"), ("dp_pca", "dim"), ("ptr", "rank"))
 # "dp_sgd" (spec §9.4, optional): Poisson-subsampled DP-SGD with the rigorous replace-one accounting of
-# dpprep.accounting.sgd_samp (Theorem 2 with its SRDP); no PTR (Theorem 7 is for DP-GD).
+# dpprep.preprocess.privacy.sgd_samp (Theorem 2 with its SRDP); no PTR (Theorem 7 is for DP-GD).
 TRAINERS = ("dp_gd", "dp_sgd")
 
 
@@ -147,7 +148,7 @@ def _dp_gd(cfg: Fig3Config, num_features: int, n: int) -> ptr.TrainConfig:
 def calibrations(cfg: Fig3Config, n: int, gap_k: float, sens_rank: Sensitivity, sens_dim: Sensitivity) -> pd.DataFrame:
     """Per overall ε: each method's mechanism ε (DP-GD's ε_b; PTR's ε), its engine noise std and the
     DP-PCA entry noise. DP-GD's noise is calibrated by its plan with Theorem 2
-    (:class:`~dpprep.accounting.meta.PreprocessedAccountant`, L = 1: the multiplier is the noise std)."""
+    (:class:`~dpprep.preprocess.privacy.meta.PreprocessedAccountant`, L = 1: the multiplier is the noise std)."""
     rows = []
     plan = _dp_gd(cfg, 1, n).plan.execution
 
@@ -572,7 +573,7 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
         for name, ref, ours in (("C", refs[0], r.constant_c), ("eps_hat", refs[1], r.epsilon_hat),
                                 ("eps_hat + eps", refs[2], r.total_epsilon), ("PTR threshold", refs[3], r.ptr_threshold)):
             out.append(Comparison.numeric(f"Algorithm 1 / Theorem 7 {name}, {tag}", ref, ours, abs_tol=5e-3,
-                                          note="spec §11.5 (μ = L = 1), via dpprep.ptr.guarantee"))
+                                          note="spec §11.5 (μ = L = 1), via dpprep.preprocess.ptr.guarantee"))
     out.append(Comparison.numeric("Prop 8 p_fail (gap 0.5, beta 0.25, n 1e4, eps 1, delta 1e-5)", 5.06e-85,
                                   proposition8_failure_probability(0.5, 0.25, 10_000, 1.0, 1e-5), rel_tol=1e-3))
     out.append(Comparison.numeric("Prop 8 validity: minimum gap (beta 0.25, n 1e4, eps 1, delta 1e-5)", 0.2640,

@@ -7,7 +7,7 @@ A user's pipeline on Adult (rows scaled into the unit ball by the public bound 3
 3. **PCA rank reduction** to k = 1 (Adult's largest eigen-gap) of the quantized rows.
 
 For every step ``dpprep.preprocess`` returns the data *and* its data-dependent sensitivity
-(Δ∞, Δ2); we then ask ``dpprep.accounting.meta`` what the pre-processing costs a mechanism run on
+(Δ∞, Δ2); we then ask ``dpprep.preprocess.privacy.meta`` what the pre-processing costs a mechanism run on
 that step's output — DP-GD for logistic regression (L = 1, μ = 1 + R/4 = 1.25 with R = 1) and a
 Gaussian mechanism for a statistic with L = Δ_f = 1 (Table 2's setting):
 
@@ -35,8 +35,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpprep.accounting.meta import calibrate, default_group_size, overall_privacy
-from dpprep.accounting.table1 import dp_gd, gaussian
+from dpprep.preprocess.privacy.meta import calibrate, default_group_size, overall_privacy
+from dpprep.preprocess.privacy.table1 import dp_gd, gaussian
 from dpprep.preprocess import Pipeline, Sensitivity, impute_mean, pca_reduce, quantize
 from dpprep.preprocess import pipeline as pl
 from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv

@@ -2,7 +2,7 @@
 
 Writes the symbolic table (with the spec §10 corrections applied and flagged) as ``table1.md`` and
 ``table1.tex``, and a CSV of independent cross-checks of the implemented bounds
-(``table1_checks.csv``): each Table-1 RDP value of :mod:`dpprep.accounting.table1` against a value
+(``table1_checks.csv``): each Table-1 RDP value of :mod:`dpprep.preprocess.privacy.table1` against a value
 derived from the mechanism's own noise scale (Gaussian divergence, Lemma C; exact Laplace Rényi
 divergence; Feldman et al.'s Thm 26 for DP-SGD-iter), plus the Remark-1 coefficient of spec §11.1.
 Every profile does the same (cheap, closed-form) work.
@@ -19,9 +19,9 @@ import dp_accounting
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import RdpAccountant
 
-from dpprep.accounting import table1
+from dpprep.preprocess.privacy import table1
 from dpprep.accounting.dp import sgd_iter_rdp
-from dpprep.accounting.renyi import gaussian_divergence, mixture_gaussian_divergence
+from dpprep.preprocess.privacy.renyi import gaussian_divergence, mixture_gaussian_divergence
 from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
 
@@ -43,8 +43,8 @@ SAMP_2L_NOTE = (
     "'violated': the pair exceeds α²ε²/2; 'undetermined': α²ε²/2 is at or above the pair's value but below "
     "dp-accounting's without-replacement RDP (an upper bound), which leaves room; 'proved': at or above that upper "
     "bound. "
-    "So α²ε²/2 is not a valid replace-one bound; dpprep.accounting.meta never uses it: "
-    "overall_privacy/calibrate account DP-SGD-samp with the rigorous dpprep.accounting.sgd_samp bound "
+    "So α²ε²/2 is not a valid replace-one bound; dpprep.preprocess.privacy.meta never uses it: "
+    "overall_privacy/calibrate account DP-SGD-samp with the rigorous dpprep.preprocess.privacy.sgd_samp bound "
     "(Table 2 prints the paper's cell beside it)"
 )
 SAMP_NOTE = (

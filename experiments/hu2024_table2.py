@@ -21,7 +21,7 @@ cell we evaluate a rigorous one for the same algorithm at the same point
 noise multiplier z = sqrt(2T)/(εn) = 2 (T = ``Table2Point.sgd_samp_steps``), RDP of batch-1 sampling
 under replace-one from dp-accounting (multiplier z/2), SRDP of spec §9.4 for PCA's hybrids (every
 record moves ≤ Δ2 = 12.2/n), combined by Eq. 43 at α = 11 and by exact Theorem 2
-(:mod:`dpprep.accounting.sgd_samp`); a Poisson-sampled variant (q = 1/n) for comparison. Every
+(:mod:`dpprep.preprocess.privacy.sgd_samp`); a Poisson-sampled variant (q = 1/n) for comparison. Every
 profile does the same (closed-form) work.
 """
 
@@ -32,10 +32,10 @@ import math
 
 import pandas as pd
 
-from dpprep.accounting import sgd_samp
-from dpprep.accounting import table2 as t2
-from dpprep.accounting.meta import TABLE2_ALPHA_MIN, eq43, overall_privacy, rigorous_mechanism, theorem2
-from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
+from dpprep.preprocess.privacy import sgd_samp
+from dpprep.preprocess.privacy import table2 as t2
+from dpprep.preprocess.privacy.meta import TABLE2_ALPHA_MIN, eq43, overall_privacy, rigorous_mechanism, theorem2
+from dpprep.preprocess.privacy.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
 from dpprep.preprocess.sensitivity import pca_covariance_perturbation, pca_rank_tau_constant
 from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
 from experiments import RunContext, main_for
@@ -199,16 +199,16 @@ def markdown_sgd_samp(frame: pd.DataFrame) -> str:
         "\n\n## DP-SGD-samp × PCA: the printed cell beside a rigorous bound (same algorithm, same point)\n\n"
         "Batch 1, z = sqrt(2T)/(εn) = 2, T = 2·10⁶, n = 1000, L = μ = 1, τ* = 12.2 (Δ∞ = n). Rigorous RDP: "
         "dp-accounting's replace-one RDP of batch-1 sampling (multiplier z/2; Poisson: the proved bound of "
-        "dpprep.accounting.sgd_samp, best of a direct binomial expansion and a weak triangle over "
+        "dpprep.preprocess.privacy.sgd_samp, best of a direct binomial expansion and a weak triangle over "
         "add/remove); rigorous SRDP: spec §9.4 (no amplification). Table 1's α²ε²/2 is not a valid bound "
-        "under replace-one (dpprep.accounting.meta.check_mechanism).\n\n" + "\n".join(lines) + "\n"
+        "under replace-one (dpprep.preprocess.privacy.meta.check_mechanism).\n\n" + "\n".join(lines) + "\n"
     )
 
 
 def sgd_samp_comparisons(frame: pd.DataFrame) -> list[Comparison]:
     out = []
     assumptions = ("batch-1 uniform sampling (Poisson row: rate 1/n), z = 2, T = 2e6, n = 1000, L = μ = 1, "
-                   "PCA Δ∞ = n, Δ2 = 12.2/n; replace-one RDP from dp-accounting (Poisson: dpprep.accounting.sgd_samp's proved bound), "
+                   "PCA Δ∞ = n, Δ2 = 12.2/n; replace-one RDP from dp-accounting (Poisson: dpprep.preprocess.privacy.sgd_samp's proved bound), "
                    "SRDP of spec §9.4")
     for r in frame.itertuples():
         tag = f"dp_sgd_sampling × pca_rank, {r.sampling}"

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from dpprep import data as datasets
-from dpprep.accounting.meta import eq43
-from dpprep.accounting.table1 import dp_gd, laplace
+from dpprep.preprocess.privacy.meta import eq43
+from dpprep.preprocess.privacy.table1 import dp_gd, laplace
 from dpprep.preprocess import (
     ImputeResult,
     impute_mean,

@@ -125,7 +125,7 @@ def sun2024_table1(profile: str) -> Cost:
                 f"{staged}; peak = memory_budget {g.memory_budget / GIB:.0f} GiB + data (est.)")
 
 
-# dpprep.dp_pca's top-k solver: dense eigh up to its _DENSE_MAX_D, Lanczos (eigsh) with this many
+# dpprep.preprocess.dp_pca's top-k solver: dense eigh up to its _DENSE_MAX_D, Lanczos (eigsh) with this many
 # basis vectors (at least) above.
 FIG3_LANCZOS_VECTORS = 40
 
@@ -135,7 +135,7 @@ def _fig3_release_flops(d: int, k: int) -> float:
     dense threshold (200) the dense eigh's tridiagonal reduction (4/3·d³); above, eigsh's first
     Lanczos basis (ncv = max(2k + 1, 40) matrix-vector products of 2d² each), not its restarts. (A full 9d³ eigendecomposition is not a
     floor: at d = 8,000 it overstated the measured run.)"""
-    from dpprep.dp_pca import _DENSE_MAX_D  # the solver's own threshold, not a copy
+    from dpprep.preprocess.dp_pca import _DENSE_MAX_D  # the solver's own threshold, not a copy
 
     if d <= _DENSE_MAX_D:
         return 4.0 / 3.0 * d**3
@@ -280,14 +280,14 @@ COUNTEREXAMPLE_CLIPS = 4  # C ∈ {0.1, 1, 10, sqrt(μ² + 1)} of E1 and of E2's
 
 
 def _types_step_flops(m: int, d: int) -> int:
-    """One run-step of :func:`dpprep.dpsgdf_theory.simulate_types` on ``m`` types in ``d``
+    """One run-step of :func:`dpprep.dpsgdf.theory.simulate_types` on ``m`` types in ``d``
     dimensions: the active test (2md), counts × clip scale (2m), the gradient sum (2md), the noisy
     update (5d) and the running average (d). The random draws (counts, normals) are not counted."""
     return 4 * m * d + 2 * m + 6 * d
 
 
 def _priv_quantile_flops(grid: int, n: int) -> float:
-    """One :func:`dpprep.dpsgdf_theory.priv_quantile_em` of ``n`` values on a ``grid``-point grid:
+    """One :func:`dpprep.dpsgdf.theory.priv_quantile_em` of ``n`` values on a ``grid``-point grid:
     snapping and sorting the values (6n + n·log2 n), two searchsorted passes of the grid
     (2·grid·log2 n), then the utility, exponential weights and draw (≈ 11 per grid point)."""
     return 11.0 * grid + 2.0 * grid * math.log2(n) + n * math.log2(n) + 6.0 * n

@@ -2,7 +2,7 @@
 
 Data D' = n/2 × ((μ, +1), +1) ∪ n/2 × ((μ, −1), −1), hinge loss, no bias, w_0 = 0 (with w_0 = 0
 D'' is D's mirror image, so D' suffices). Both experiments run the exact type-collapsed simulation
-(:func:`dpprep.dpsgdf_theory.simulate_types`: a batch is a count per type), whose agreement with
+(:func:`dpprep.dpsgdf.theory.simulate_types`: a batch is a count per type), whose agreement with
 the per-example path given the same draws is a unit test; here it is also cross-checked in
 distribution at small n (``crosscheck.csv``).
 
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from dpprep import dpsgdf_theory as th
+from dpprep.dpsgdf import theory as th
 from dpprep.accounting import dp
 from experiments.results import Comparison, config_json, provenance_json, save_figure, write_csv
 from experiments import RunContext, main_for

@@ -29,10 +29,11 @@ GUIDES = ["getting-started", "guides/plan", "guides/own-model", "guides/own-loop
 
 
 def _package_modules() -> set[str]:
+    """Every module of the package but ``__main__``s and the aliases left at moved modules' old names."""
     modules = set()
     for path in (REPO / "dpprep").rglob("*.py"):
         parts = path.relative_to(REPO).with_suffix("").parts
-        if "__pycache__" in parts or parts[-1] == "__main__":
+        if "__pycache__" in parts or parts[-1] == "__main__" or "sys.modules[__name__] =" in path.read_text():
             continue
         modules.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return modules

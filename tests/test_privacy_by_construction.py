@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from dpprep import clipping, models, noise, sweeps
-from dpprep.accounting.meta import PreprocessedAccountant
+from dpprep.preprocess.privacy.meta import PreprocessedAccountant
 from dpprep.algorithms import Hyper, TrainConfig, fit, train
 from dpprep.corrdp import sgd as corr_sgd
 from dpprep.extensions import Extension

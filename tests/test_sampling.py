@@ -136,7 +136,8 @@ def test_stopping_time_is_uniform():
 
 def test_one_sampler_vocabulary():
     """Every module that names samplers names registered ones (one vocabulary: the registry)."""
-    from dpprep.accounting import dp, sgd_samp
+    from dpprep.accounting import dp
+    from dpprep.preprocess.privacy import sgd_samp
     from dpprep.corrdp import sgd as corrdp_sgd
 
     for names in (dp.SAMPLINGS, sgd_samp.SAMPLINGS, corrdp_sgd.SAMPLINGS):

@@ -530,7 +530,7 @@ def test_training_only_charges_a_declared_preprocessing():
     (plan.epsilon with meta.PreprocessedAccountant) and group privacy (meta.overall_privacy's
     group_epsilon at k = ceil(Δ∞) + 1), it grows with the sensitivity, and it is refused where it
     cannot compose."""
-    from dpprep.accounting import meta
+    from dpprep.preprocess.privacy import meta
     from dpprep.preprocess.sensitivity import Sensitivity
 
     plan = ExecutionPlan.create("full", 2000, steps=200, neighbouring="replace_one")

@@ -1,10 +1,14 @@
-"""Data-dependent pre-processing with its privacy sensitivities (Hu, Sanyal & Schölkopf, ICML 2024).
+"""Hu, Sanyal & Schölkopf (ICML 2024), *Provable Privacy with Non-Private Pre-Processing*: the
+pre-processing steps with their sensitivities (this package's top level), the overall privacy of
+a private learner run on pre-processed data (:mod:`dpprep.preprocess.privacy`), PTR
+(:mod:`dpprep.preprocess.ptr`, their Algorithm 1) and the DP-PCA of Figure 3
+(:mod:`dpprep.preprocess.dp_pca`).
 
-Every function takes a dataset with rows in the unit L2 ball (``scale_into_unit_ball`` /
+Every pre-processing function takes a dataset with rows in the unit L2 ball (``scale_into_unit_ball`` /
 ``project_to_unit_ball`` get there without looking at the data), returns the processed data and
 the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
 (``dpprep.preprocess.Sensitivity``: ``linf`` = Δ∞, ``l2`` = Δ2, ``tau`` = Δ2·Δ∞) ready for
-``dpprep.accounting.meta.overall_privacy``:
+``dpprep.preprocess.privacy.meta.overall_privacy``:
 
 - ``deduplicate(x, eta)`` / ``quantize(x, eta)`` — η-approximate deduplication / quantization over
   good clusters (Prop. 3); removed records become zero (null) records, ``n`` stays fixed.
@@ -15,6 +19,9 @@ the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
   with their composed (Δ∞, Δ2), or a ValueError naming the pair of steps where no bound is known.
 
 ``dpprep.preprocess.sensitivity`` has the closed forms in terms of ``n``, ``p``, ``η`` and eigen-gaps.
+
+Importing this package loads only the pre-processing steps (NumPy); :mod:`.ptr` and :mod:`.dp_pca`
+load JAX and the engine when imported.
 """
 
 from dpprep.preprocess.clusters import GoodClusters, good_clusters

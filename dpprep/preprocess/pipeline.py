@@ -4,7 +4,7 @@ Hu et al.'s Theorem 2 covers one data-dependent pre-processing π with sensitivi
 Δ∞ (how many common records of replace-one neighbours ``S1 = S ∪ {z1}``, ``S2 = S ∪ {z2}`` are
 processed differently) and Δ2 (how far each moves). A :class:`Pipeline` chains steps (e.g. impute →
 quantize → PCA) and reports the (Δ∞, Δ2) of the whole chain where a bound can be proven, so that the
-result plugs into ``dpprep.accounting.meta.overall_privacy`` unchanged. Where none is known it raises
+result plugs into ``dpprep.preprocess.privacy.meta.overall_privacy`` unchanged. Where none is known it raises
 a ValueError naming the two steps — never a silently invalid number.
 
 Derivation. Run the pipeline on S1 and S2 and look at the two datasets ``A_t``, ``B_t`` after step t.

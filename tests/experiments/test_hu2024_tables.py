@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpprep.accounting.renyi import gaussian_group_epsilon
+from dpprep.preprocess.privacy.renyi import gaussian_group_epsilon
 from experiments import run_experiment
 from experiments import hu2024_fig2 as fig2
 

@@ -303,11 +303,11 @@ def test_hu2024_fig3_counts_every_rank_case_and_step_size(monkeypatch):
 
 
 def test_hu2024_fig3_release_floor_follows_dp_pca_solver():
-    """The release floor models dpprep.dp_pca's solver: dense up to its threshold, then eigsh's
+    """The release floor models dpprep.preprocess.dp_pca's solver: dense up to its threshold, then eigsh's
     first Lanczos basis (40 products of 2d² at k = 1), far below the 9d³ of a full eigh."""
     import inspect
 
-    from dpprep import dp_pca
+    from dpprep.preprocess import dp_pca
 
     assert f"max(2 * k + 1, {planning.FIG3_LANCZOS_VECTORS})" in inspect.getsource(dp_pca._top_k)
     assert planning._fig3_release_flops(8000, 1) == 40 * 2 * 8000**2

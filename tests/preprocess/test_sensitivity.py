@@ -87,6 +87,6 @@ def test_preprocess_does_not_import_the_accountant():
             "print(sorted(m for m in sys.modules if m.startswith('dpprep.accounting')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    from dpprep.accounting import meta
+    from dpprep.preprocess.privacy import meta
 
     assert "Sensitivity" not in meta.__all__  # one home: dpprep.preprocess.sensitivity

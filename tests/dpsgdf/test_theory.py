@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dpprep import dpsgdf_theory as th
+from dpprep.dpsgdf import theory as th
 
 
 def test_counterexample_generator():

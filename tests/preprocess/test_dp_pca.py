@@ -12,8 +12,8 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import stats
 
-from dpprep import dp_pca as dpp
-from dpprep.accounting.renyi import rdp_to_dp
+from dpprep.preprocess import dp_pca as dpp
+from dpprep.preprocess.privacy.renyi import rdp_to_dp
 from dpprep.data.synthetic import low_rank_logistic
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dpprep.accounting import renyi
+from dpprep.preprocess.privacy import renyi
 
 
 def test_lemma_m_pointwise():

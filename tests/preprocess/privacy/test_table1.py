@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dpprep.accounting import dp, table1
-from dpprep.accounting.renyi import gaussian_divergence
+from dpprep.accounting import dp
+from dpprep.preprocess.privacy import table1
+from dpprep.preprocess.privacy.renyi import gaussian_divergence
 
 
 def test_gaussian_formulas_and_lemma_c():

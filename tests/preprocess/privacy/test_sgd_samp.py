@@ -1,4 +1,4 @@
-"""Rigorous subsampled DP-SGD for Theorem 2 (dpprep.accounting.sgd_samp), pinned against dp-accounting,
+"""Rigorous subsampled DP-SGD for Theorem 2 (dpprep.preprocess.privacy.sgd_samp), pinned against dp-accounting,
 closed forms and numerically integrated Rényi divergences of realisable one-step pairs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dp_accounting.rdp import RdpAccountant
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import special, stats
 
-from dpprep.accounting import meta, sgd_samp, table1
+from dpprep.preprocess.privacy import meta, sgd_samp, table1
 from dpprep.preprocess.sensitivity import Sensitivity
 
 CASES = [(0.1, 1.0), (0.01, 1.0), (0.2, 2.0), (0.05, 0.7)]  # (q, z)

@@ -9,10 +9,11 @@ import pytest
 from scipy import optimize
 
 from dpprep import sampling
-from dpprep.accounting import dp, meta, table1
-from dpprep.accounting import table2 as t2
-from dpprep.accounting.renyi import NoAdmissibleOrder, gaussian_group_epsilon, rdp_to_dp_linear
-from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
+from dpprep.accounting import dp
+from dpprep.preprocess.privacy import meta, table1
+from dpprep.preprocess.privacy import table2 as t2
+from dpprep.preprocess.privacy.renyi import NoAdmissibleOrder, gaussian_group_epsilon, rdp_to_dp_linear
+from dpprep.preprocess.privacy.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
 from dpprep.preprocess.sensitivity import Sensitivity
 
 LOG1000 = math.log(1000)
@@ -266,7 +267,7 @@ def test_dp_sgd_sampling_formula_is_replaced_by_a_rigorous_bound():
     from dp_accounting.privacy_accountant import NeighboringRelation
     from dp_accounting.rdp import RdpAccountant
 
-    from dpprep.accounting.sgd_samp import SubsampledSGD
+    from dpprep.preprocess.privacy.sgd_samp import SubsampledSGD
 
     n, z_half, alpha = 10_000, 1.2, 11.0
     acc = RdpAccountant(orders=[alpha], neighboring_relation=NeighboringRelation.REPLACE_ONE)
@@ -383,7 +384,7 @@ def test_empty_alphas_are_refused_clearly():
     g = table1.gaussian(epsilon=1.0)
     with pytest.raises(ValueError, match="alphas must hold at least one order > 1"):
         meta.overall_privacy(g, Sensitivity(0.0, 0.0), delta=1e-3, alphas=[])
-    from dpprep.accounting import renyi
+    from dpprep.preprocess.privacy import renyi
 
     with pytest.raises(ValueError, match="alphas must hold at least one order > 1"):
         renyi.rdp_to_dp(lambda a: a, 1e-3, alphas=np.array([]))

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpprep import ptr
-from dpprep.accounting.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
+from dpprep.preprocess import ptr
+from dpprep.preprocess.privacy.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess.pca import pca_reduce
 from dpprep.sweeps import sweep_points
