@@ -43,7 +43,8 @@ scan adds the sampler, the random stop and (``iterates``) the iterate average
 ``lax.scan``. :func:`train` and :mod:`dpprep.sweeps` cut a run whose step convolves into a host
 loop over compiled calls of a few straight-line steps (``TrainConfig.steps_per_call``;
 :func:`steps_per_call`): XLA:CPU compiles convolutions inside a loop body with slower layouts, so
-the scanned CNN ran 2-3x its own step; cut, it runs as fast as a Python loop over its jitted step.
+a scanned CNN step is much slower than the same step jitted alone; cut, it runs as fast as a Python
+loop over its jitted step.
 The run is the same — its batches, noise, iterates and metrics — whichever way it is cut.
 
 **Extensions.** ``config.extensions`` (:mod:`dpprep.extensions`) extend the step without the engine
@@ -476,9 +477,9 @@ def _end_state(config: TrainConfig, state: _RunState) -> tuple[Params, dict[str,
 _run_jit = jax.jit(_run, static_argnums=(0, 1))
 
 
-# Steps per compiled call of a run whose step convolves (measured: the tanh CNN on this 2-core CPU
-# runs 2 unrolled steps per call 0.83-0.86x the time of a Python loop over its jitted step, 1 step
-# per call 1.01-1.06x, 4-8 steps no faster and longer to compile).
+# Steps per compiled call of a run whose step convolves (measured with the tanh CNN on XLA:CPU:
+# 2 unrolled steps per call beat a Python loop over its jitted step, 1 step per call does not, and
+# 4-8 steps are no faster and longer to compile).
 CONV_STEPS_PER_CALL = 2
 
 
@@ -508,7 +509,7 @@ def steps_per_call(config: TrainConfig, params0: Params, x: Any) -> int | None:
 
     ``config.steps_per_call="auto"`` takes ``CONV_STEPS_PER_CALL`` when the model's forward pass
     convolves — XLA:CPU compiles the convolutions inside a loop body with layouts its fast
-    convolution routine cannot take (the tanh CNN's scanned run took 2-3x its own step) — and one
+    convolution routine cannot take (a scanned tanh CNN step is much slower than its jitted step) — and one
     scan otherwise, where a step is too cheap for a host call per step (the GLM fast path, MLPs)."""
     per_call = config.steps_per_call
     if not isinstance(per_call, str):
@@ -612,7 +613,7 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
         raise ValueError(f"cannot sweep {unknown}; sweepable fields are {list(known)}")
     extra = values.extra or {}
     if not isinstance(extra, dict):
-        raise ValueError(f"hyper.extra must be a dict {{field: value}}, got {type(extra).__name__}")
+        raise TypeError(f"hyper.extra must be a dict {{field: value}}, got {type(extra).__name__}")
     unknown = sorted(set(extra) - set(specs))
     if unknown:
         raise ValueError(f"hyper.extra sets {unknown}, which no extension of the config declares "

@@ -213,7 +213,7 @@ def register(name: str, build: Callable[[Any, jax.Array], AuditTarget], *,
     if not isinstance(name, str) or not name:
         raise ValueError("name must be a non-empty string")
     if not callable(build):
-        raise ValueError("build must be callable: build(cfg, key) -> AuditTarget")
+        raise TypeError("build must be callable: build(cfg, key) -> AuditTarget")
     unknown = sorted(set(threat_models) - set(THREAT_MODELS))
     if unknown or not threat_models:
         raise ValueError(f"threat_models must be a non-empty subset of {THREAT_MODELS}, got {threat_models!r}")
@@ -427,7 +427,7 @@ TRADEOFF_EPSILONS = np.linspace(0.02, 10.0, 500)
 
 def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarray], np.ndarray], *,
                     significance: float, epsilons: np.ndarray = TRADEOFF_EPSILONS) -> tuple[float, float]:
-    """``(excess, ε*)``: the trade-off test of a claimed privacy profile ``δ(ε)`` (issue 19).
+    """``(excess, ε*)``: the trade-off test of a claimed privacy profile ``δ(ε)``.
 
     (ε, δ)-DP forces every test to satisfy ``e^ε·FPR + FNR ≥ 1 − δ`` and ``e^ε·FNR + FPR ≥ 1 − δ``.
     With Clopper–Pearson upper bounds ``FPR⁺``, ``FNR⁺`` at every threshold of "in iff score ≥ t"
@@ -973,7 +973,7 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
 #: the same run (different grids and brackets) agree to ~3e-5 here; a noise within 1 % of the
 #: reference is not refuted, and the curves the audit holds a learner to are those at ``(1 − τ)·z``.
 YARDSTICK_TOLERANCE = 0.01
-#: PLD grid of the reference accountant (coarser than the plan's 1e-4: pessimistic, and ~10x faster).
+#: PLD grid of the reference accountant (coarser than the plan's 1e-4: pessimistic, and ~10x fewer points).
 _REFERENCE_DISCRETIZATION = 1e-3
 
 
@@ -1546,12 +1546,12 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     function, fixes ``levels`` thresholds on the pilot scores and returns the lower bounds of the
     evaluation scores."""
     if not isinstance(cfg, AuditConfig):
-        raise ValueError(f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))")
+        raise TypeError(f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))")
     key = jax.random.key(int(cfg.seed))
     k_data, k_pilot, k_eval = jax.random.split(key, 3)
     setup = REGISTRY[cfg.learner].build(cfg, k_data)
     if not isinstance(setup, AuditTarget):
-        raise ValueError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
+        raise TypeError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
     unknown = sorted(set(setup.rigorous) - set(BOUND_NAMES))
     if unknown or not set(setup.rigorous) & {"gdp", "clopper_pearson"}:
         raise ValueError(f"learner {cfg.learner!r}: AuditTarget.rigorous must be a subset of {BOUND_NAMES} with "

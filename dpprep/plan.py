@@ -207,7 +207,7 @@ class ExecutionPlan:
         if options is None:
             return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]  # validated in __post_init__
         if not isinstance(options, dp.AccountingOptions):
-            raise ValueError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
+            raise TypeError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
         if options.neighbouring != self.neighbouring:
             raise ValueError(f"this plan is a {self.neighbouring} guarantee; got options.neighbouring="
                              f"{options.neighbouring!r} (set it when creating the plan)")
@@ -216,7 +216,7 @@ class ExecutionPlan:
     def _check_accountant(self, accountant: PlanAccountant, fixed_events: tuple[DpEvent, ...],
                           options: dp.AccountingOptions | None) -> None:
         if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
-            raise ValueError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
+            raise TypeError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
                              f"(a PlanAccountant), got {type(accountant).__name__}")
         if fixed_events or options is not None:
             raise ValueError("an accountant accounts the run on its own: fixed_events and options do not "

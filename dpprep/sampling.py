@@ -21,8 +21,8 @@ below 3e-9 even at ε = 10.
 
 Cost per Poisson draw is O(n): one random 32-bit word per example compared with a threshold
 (:func:`inclusion_threshold`: the inclusion probability is never above ``q``), then a fixed-size
-``jnp.nonzero(..., size=pad)``. On a 2-core CPU this is ~1.2 ms for n = 60,000, a fixed cost per
-step that vmapped sweeps share across the runs with the same key.
+``jnp.nonzero(..., size=pad)``: a fixed O(n) cost per step, whatever the batch size, that vmapped
+sweeps share across the runs with the same key.
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float, pr
     (e.g. :meth:`dpprep.preprocess.privacy.meta.PreprocessedAccountant.pipeline`: the smaller of a theorem
     for pre-processed data and group privacy, each through ``plan.epsilon``)."""
     if not callable(getattr(preprocessing, "pipeline", None)):
-        raise ValueError("preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) "
+        raise TypeError("preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) "
                          f"(e.g. dpprep.preprocess.privacy.meta.PreprocessedAccountant), got {type(preprocessing).__name__}")
     charge = preprocessing.pipeline(plan, noise_multiplier, delta)
     return charge.epsilon, Part("pre-processing", charge.epsilon, True, charge.note), charge.accountant
@@ -399,13 +399,13 @@ class PrivateSelection:
 
     def __post_init__(self) -> None:
         if not isinstance(self.repetitions, Repetitions):
-            raise ValueError(f"repetitions must be a Repetitions(mean, shape), got {type(self.repetitions).__name__}")
+            raise TypeError(f"repetitions must be a Repetitions(mean, shape), got {type(self.repetitions).__name__}")
         object.__setattr__(self, "score_noise", check_positive(self.score_noise, "score_noise"))
         object.__setattr__(self, "validation_size", check_positive_int(self.validation_size, "validation_size"))
         fixed = tuple(self.fixed_events)
         for event in fixed:
             if not isinstance(event, DpEvent):
-                raise ValueError(f"fixed_events must contain dp_accounting DpEvents, got {type(event).__name__}")
+                raise TypeError(f"fixed_events must contain dp_accounting DpEvents, got {type(event).__name__}")
         object.__setattr__(self, "fixed_events", fixed)
 
     def check_size(self, n: int) -> int:
@@ -520,7 +520,7 @@ class PrivateSelection:
 
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
-            raise ValueError(f"plan must be an ExecutionPlan (PrivateSelection.plan(...).execution), got {type(plan).__name__}")
+            raise TypeError(f"plan must be an ExecutionPlan (PrivateSelection.plan(...).execution), got {type(plan).__name__}")
         schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
         if plan.neighbouring == "replace_one" and schedule.sampling in ("poisson", "shuffle") and schedule.sampling_rate < 1:
             raise ValueError("private selection is accounted by dp-accounting's RDP accountant (the only one with "

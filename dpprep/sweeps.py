@@ -131,11 +131,11 @@ def vmaps_runs(config: TrainConfig, mesh: Any = None) -> bool:
     after the other through one compiled run (False; the same runs, results and compilations).
 
     Batching pays where it turns many small products into wide ones: the GLM fast path and
-    unclipped runs (5-10x a loop of runs on this CPU), any model on an accelerator, and a sweep
+    unclipped runs (much faster than a loop of runs), any model on an accelerator, and a sweep
     sharded over ``devices`` (whose points must be batched to be split). A neural network's
-    per-example gradients on a CPU are already as wide as its cores: batching its runs made a
-    flax MLP sweep 0.4x and a CNN sweep 0.6-0.8x the speed of a loop of :func:`~dpprep.algorithms.train`
-    calls on 2 cores, so there they run one after the other."""
+    per-example gradients on a CPU are already as wide as its cores: batching its runs made flax
+    MLP and CNN sweeps slower than a loop of :func:`~dpprep.algorithms.train` calls, so there
+    they run one after the other."""
     if mesh is not None or jax.default_backend() != "cpu":
         return True
     return (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
@@ -256,12 +256,12 @@ def _compiled_group(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, 
 
 def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: Any,
                      num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
-    memory_budget = _check_budget(memory_budget)
     """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1; ``num_features``:
     an example's shape, or for dict inputs a dict of one abstract example of each input): a
     float32 estimate of the per-point working set (logits/residuals of the padded batch, a
     handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
     test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
+    memory_budget = _check_budget(memory_budget)
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
     if isinstance(num_features, dict):  # dict inputs: one abstract example of each (their shape and dtype)
         example: Any = num_features

@@ -343,9 +343,11 @@ SHIFT = np.array([0.5, -1.0, 0.25], np.float32)
     (Hyper(0.1, extra=[("feature_scale", 2.0)]), "hyper.extra must be a dict"),
 ])
 def test_bad_hyper_raises_before_compiling(no_compile, hyper, match):
-    """Core fields and an extension's own fields (checked by the extension) alike."""
+    """Core fields and an extension's own fields (checked by the extension) alike; a wrong type
+    (a list for the dict of extra fields) is a TypeError."""
     cfg = dataclasses.replace(BASE, hyper=hyper, extensions=(AffineFeatures(),))
-    with pytest.raises(ValueError, match=match):
+    error = TypeError if isinstance(hyper.extra, list) else ValueError
+    with pytest.raises(error, match=match):
         train(cfg, LOGISTIC.init(KEY), (X, Y_BIN), KEY)
 
 

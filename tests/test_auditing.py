@@ -251,5 +251,5 @@ def test_audit_config_numbers_are_whole_and_seeds_valid():
                           ({"seed": -1}, "seed must be an integer")]:
         with pytest.raises(ValueError, match=match):
             AuditConfig("dp_gd", **{"runs": 3000, **kwargs})
-    with pytest.raises(ValueError, match="audit takes an AuditConfig"):
+    with pytest.raises(TypeError, match="audit takes an AuditConfig"):
         audit({"learner": "dp_gd"})

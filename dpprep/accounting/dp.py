@@ -15,8 +15,8 @@ What lives here, and what it builds on:
   The PLD's work is bounded, per step (:data:`MAX_PLD_POINTS`) and for the composed run
   (:data:`MAX_COMPOSED_PLD_POINTS`): beyond it the grid is coarsened or RDP answers, with a
   warning saying why, or a ValueError says what to do; a target no multiplier reaches is refused
-  with the target to ask for. So every call answers or refuses within about a minute and a few
-  GiB at any input.
+  with the target to ask for. So every call answers or refuses with bounded work (these grid
+  budgets) and a few GiB at any input.
 * :func:`gaussian_event`, :func:`dpsgd_event`, :func:`composed_epsilon`,
   :func:`composed_calibrate`: compose several mechanisms (e.g. DPSGD-F = a Gaussian mean estimate
   followed by DP-SGD) and calibrate one free noise multiplier inside a composition.
@@ -92,19 +92,20 @@ PLD_DISCRETIZATION = 1e-4
 #: dp-accounting's default RDP orders (1.1 ... 10.9, 11 ... 63, 128, 256, 512, 1024).
 RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
 #: Most grid points one subsampled step's PLD may have. dp-accounting builds it point by point
-#: (~50 µs a point on a 2-core CPU) over the step's privacy-loss range, which grows like 1/z² as
-#: z -> 0; 2e5 points keeps it to seconds while every pinned setting (<= 1.4e5 points: the 1e-5
-#: grid check; the MNIST run at z = 1.06 needs 6.3e4) keeps its grid. Beyond it see :func:`_budgeted`.
+#: over the step's privacy-loss range, which grows like 1/z² as z -> 0; 2e5 points bounds that
+#: work while every pinned setting (<= 1.4e5 points: the 1e-5 grid check; the MNIST run at
+#: z = 1.06 needs 6.3e4) keeps its grid. Beyond it see :func:`_budgeted`.
 MAX_PLD_POINTS = 200_000
-#: The same for a full-batch Gaussian's PLD, ~15x cheaper a point (closed form, vectorised).
+#: The same for a full-batch Gaussian's PLD, far cheaper a point (closed form, vectorised).
 MAX_GAUSSIAN_PLD_POINTS = 2_000_000
 #: Most grid points the composed PLD of a run may have. dp-accounting composes T steps with one
 #: FFT over the composition's support (its Chernoff bound), which grows like sqrt(T) times one
-#: step's range: ~0.8 s and ~150 bytes a million points on a 2-core CPU, so 8e6 points is ~7 s
-#: and ~1.2 GiB (10^9 Poisson steps at z = 1 would need 3e8 points, 22 GB). Every pinned setting
-#: needs <= 3e5. Beyond it the run is accounted with RDP, with a warning (:func:`_budgeted`).
+#: step's range: O(N log N) work and ~150 bytes a point for N points, so 8e6 points take ~1.2 GiB
+#: (10^9 Poisson steps at z = 1 would need 3e8 points, 22 GB). Every pinned setting needs <= 3e5.
+#: Beyond it the run is accounted with RDP, with a warning (:func:`_budgeted`).
 MAX_COMPOSED_PLD_POINTS = 8_000_000
-#: The same for each PLD a calibration evaluates (~10-15 of them), so a search stays within ~30 s.
+#: The same for each PLD a calibration evaluates (~10-15 of them), so a search stays within a few
+#: composed-run budgets.
 MAX_CALIBRATION_PLD_POINTS = 2_000_000
 #: Coarsest grid the budget may choose before falling back to RDP (pessimism <= steps · grid).
 MAX_COARSE_DISCRETIZATION = 1e-2
@@ -209,7 +210,7 @@ def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
 
 def _check_schedule(schedule: DpSgdSchedule) -> DpSgdSchedule:
     if not isinstance(schedule, DpSgdSchedule):
-        raise ValueError(f"schedule must be a DpSgdSchedule, got {type(schedule).__name__}")
+        raise TypeError(f"schedule must be a DpSgdSchedule, got {type(schedule).__name__}")
     return schedule
 
 
@@ -222,7 +223,7 @@ def _check_discretization(value: float) -> float:
 
 def _check_options(options: AccountingOptions) -> AccountingOptions:
     if not isinstance(options, AccountingOptions):
-        raise ValueError(f"options must be an AccountingOptions, got {type(options).__name__}")
+        raise TypeError(f"options must be an AccountingOptions, got {type(options).__name__}")
     return options
 
 
@@ -319,7 +320,7 @@ def _check_events(events: Iterable[dp_event.DpEvent], name: str) -> list[dp_even
     events = list(events)
     for e in events:
         if not isinstance(e, dp_event.DpEvent):
-            raise ValueError(f"{name} must contain dp_accounting DpEvents, got {type(e).__name__}")
+            raise TypeError(f"{name} must contain dp_accounting DpEvents, got {type(e).__name__}")
     return events
 
 
@@ -378,8 +379,9 @@ def _step_ranges(event: dp_event.DpEvent, neighbouring: str) -> list[tuple[float
 _ESTIMATE_POINTS = 2000
 #: dp-accounting keeps a step's PLD of <= 1000 points sparse and, before self-composing it T
 #: times, computes ``size ** T`` as an exact integer (to decide whether to go dense): T·log2(size)
-#: bits, ~0.5 s at 5e6 bits and minutes beyond 1e8 (10^7 steps at z ~ 50). Over this many bits
-#: the run is accounted with RDP instead. Pinned settings need <= 1e5.
+#: bits, at a cost that grows faster than the bit count (prohibitive beyond 1e8 bits, e.g. 10^7
+#: steps at z ~ 50). Over this many bits the run is accounted with RDP instead. Pinned settings
+#: need <= 1e5.
 MAX_SPARSE_POWER_BITS = 5_000_000
 _SPARSE_SIZE = 1000  # dp-accounting's pld_pmf._MAX_PMF_SPARSE_SIZE
 
@@ -404,7 +406,7 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
     A self-composed Poisson step is convolved by FFT over the support its Chernoff bound
     (``common.compute_self_convolve_bounds``, tail mass 1e-15) allows. That support, in units of
     privacy loss, does not depend on the grid: it is computed here with dp-accounting's own bound
-    on a coarse copy of one step's PLD (:data:`_ESTIMATE_POINTS` points, ~0.02 s) and divided by
+    on a coarse copy of one step's PLD (:data:`_ESTIMATE_POINTS` points, cheap) and divided by
     the real grid, plus one step's range for the coarse grid's rounding (an over-estimate by a
     few %, never under on the settings checked).
     """
@@ -667,7 +669,7 @@ def composed_calibrate(
     initial_guess = check_positive(initial_guess, "initial_guess")
     tol = check_positive(tol, "tol")
     if not callable(make_event):
-        raise ValueError("make_event must be callable")
+        raise TypeError("make_event must be callable")
     z, search = _calibrate(make_event, target_epsilon, delta, options, initial_guess, tol)
     if accounted_with is not None:
         accounted_with.append(search)
@@ -687,7 +689,7 @@ def _calibrate(
     which is what :func:`_epsilon_of` computes where they fit its budget)."""
     if options.accountant == "pld":
         # An event the PLD accountant cannot bound (sampling without replacement) is refused
-        # before the RDP seed below, which would otherwise run a whole calibration first (2-3 s).
+        # before the RDP seed below, which would otherwise run a whole calibration first.
         _prepare(make_event(initial_guess), options)
         # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
         # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
@@ -702,7 +704,7 @@ def _calibrate(
             except _OutOfReach as err:
                 # RDP's ε is above the PLD's at every z, over a wider range of z than the PLD
                 # search below tries: a target RDP cannot reach with next to no noise, the PLD
-                # cannot either. Say so now rather than after minutes of ever larger PLDs.
+                # cannot either. Say so now rather than after a search through ever larger PLDs.
                 if err.side == "low" and relation == options.neighbouring:
                     raise
                 continue
@@ -783,7 +785,7 @@ def calibrate_noise(
     mean). Within :data:`CALIBRATION_TOL` of the optimum, never above the target ε.
 
     Cached on the exact arguments (no rounding: a slightly tighter target must never get the
-    multiplier calibrated for a looser one): a sweep pays ~0.5-2 s once per distinct setting.
+    multiplier calibrated for a looser one): a sweep pays one calibration per distinct setting.
     ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
     also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
     (default ``~/.cache/dpprep/calibrations``) when ``DPPREP_CALIBRATION_CACHE=1`` asks for it

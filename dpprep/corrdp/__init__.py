@@ -6,7 +6,7 @@ noise scales for a first weight layer. ``dpprep.corrdp.data`` holds the
 five datasets as CorrDP sees them (``load_corrdp``), ``dpprep.corrdp.tv`` the TV estimators and
 ``dpprep.corrdp.defs`` the definition (Eq. 1, Def. 2.8, Def. 2.9).
 
-**CorrDP-SGD (Algorithm 1 / §5.1)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
+**CorrDP-SGD (Algorithm 1 / §5)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
 unclipped. In a non-private plan (``DPPlan.non_private``, ``l2_clip_norm = inf``, normaliser
 ``N``), choose a base level ``σ`` and set the :class:`~dpprep.corrdp.sgd.CoordinateNoise`
 extension's ``noise_std = sum_noise_std(σ, N)`` and ``noise_scales = feature_scales(params,

@@ -1,27 +1,32 @@
-"""The five datasets of Wang, Zhang & Cummings (2026) as CorrDP sees them (spec §5.2–5.6).
+"""The five datasets of Wang, Zhang & Cummings (2026) as CorrDP sees them (§5 and App. E).
 
-``load_corrdp(name)`` returns a :class:`CorrDPData`: the scaled training matrix (with the
-intercept column where the spec adds one), labels, the sensitive / insensitive column split, the
-raw insensitive feature each column belongs to (one-hot levels share a noise factor) and the
-paper's variance factors (Table 2 / App. E). Built on ``dpprep.data.load`` and
-``dpprep.data.synthetic``; all arrays are read-only.
+``load_corrdp(name)`` returns a :class:`CorrDPData`: the scaled training matrix (with an intercept
+column on Adult, Credit and Medical: the paper mentions none, we add one with noise factor 1), labels,
+the sensitive / insensitive column split, the raw insensitive feature each column belongs to
+(one-hot levels share a noise factor) and the paper's variance factors (Table 2 / App. E). Built on
+``dpprep.data.load`` and ``dpprep.data.synthetic``; all arrays are read-only.
 
-* ``synthetic`` (§5.2): m = 100, n = 2000, S = the first ``m_s`` columns, data seed ``seed``; no
-  intercept; factors are estimated (``dpprep.corrdp.tv.synthetic_tv_factors``), the truth that
-  generated the data is in ``CorrDPData.truth`` / :func:`synthetic_truth`.
-* ``adult`` (§5.3): the 45,175-row filter, 31 MinMax one-hot columns + intercept.
-* ``sepsis`` (§5.4): SMOTENC on the categoricals, then ENN cleaning only the original majority
-  class (179,971 rows, 43.3 % alive; ``variant="smoteenn"``: the literal ``SMOTEENN``, which
-  collapses to ~99.8 % alive, A12), then a 10,000-row sample without replacement, the 3 raw
-  inputs MinMax-scaled on that sample, no one-hot (A13), no intercept (the network has biases).
-* ``credit`` (§5.5): SEX / EDUCATION (0–6) / MARRIAGE (0–3) one-hot, AGE and PAY_x numeric
-  (A15), StandardScaler on all 33 columns (A16) + intercept.
-* ``medical`` (§5.6): 1,337 deduplicated rows, a 1,000-row sample, drop_first one-hot (8 columns),
-  StandardScaler on the features, z-scored charges, + intercept. ``variant="default"`` is the
-  App. E.5 split (U = age, sex, region), ``variant="section5"`` the §5.2 one (U = sex, smoker,
-  region) (A17).
+* ``synthetic`` (§5.1, App. E.1): m = 100, n = 2000, S = the first ``m_s`` columns, data seed
+  ``seed``; no intercept; factors are estimated (``dpprep.corrdp.tv.synthetic_tv_factors``), the
+  truth that generated the data is in ``CorrDPData.truth`` / :func:`synthetic_truth`.
+* ``adult`` (§5.2, App. E.2): the 45,175-row filter, 31 MinMax one-hot columns + intercept.
+* ``sepsis`` (§5.2, App. E.3): SMOTENC on the categoricals, then ENN cleaning only the original
+  majority class (179,971 rows, 43.3 % alive; ``variant="smoteenn"``: the literal ``SMOTEENN`` the
+  paper names, which collapses to ~99.8 % alive instead of a balanced set), then a 10,000-row sample
+  without replacement, the 3 raw inputs MinMax-scaled on that sample, no one-hot (App. E.3's
+  ``w1 ∈ R^{5×3}`` takes the 3 raw inputs, although §5.2 one-hot encodes every discrete feature), no
+  intercept (the network has biases).
+* ``credit`` (§5.2, App. E.4): SEX / EDUCATION (0–6) / MARRIAGE (0–3) one-hot, AGE and PAY_x
+  numeric (the paper's "all discrete features one-hot" leaves these open), StandardScaler on all
+  33 columns (no scaling is stated; under MinMax the paper's GD never leaves the majority
+  prediction) + intercept.
+* ``medical`` (§5.2, App. E.5): 1,337 deduplicated rows, a 1,000-row sample, drop_first one-hot
+  (8 columns), StandardScaler on the features, z-scored charges, + intercept.
+  ``variant="default"`` is the App. E.5 split (U = age, sex, region), ``variant="section5"`` the
+  §5.2 one (U = sex, smoker, region): the two sections disagree, and the paper's TV_max = 0.36
+  belongs to App. E.5's.
 
-The rebalanced Sepsis set costs a few seconds (SMOTENC over 110k rows); it is cached in-process and
+The rebalanced Sepsis set is costly to build (SMOTENC and ENN over 110k rows); it is cached in-process and
 on disk under ``<dpprep cache>/corrdp`` keyed on the input data, the seed, the variant and the
 imbalanced-learn / scikit-learn versions (``DPPREP_CORRDP_CACHE=0`` turns the disk cache off).
 """
@@ -57,7 +62,7 @@ VARIANTS = {
     "credit": ("default",),
     "medical": ("default", "section5"),
 }
-#: Sizes of the synthetic problem (spec §5.2).
+#: Sizes of the synthetic problem (Wang et al. 2026, §5.1).
 SYNTHETIC_N, SYNTHETIC_M = 2000, 100
 SEPSIS_SAMPLE = 10_000
 MEDICAL_SAMPLE = 1_000
@@ -191,7 +196,7 @@ def _check_choice(name: str, variant: str) -> None:
 def load_corrdp(name: str, data_dir=None, *, m_s: int = 10, variant: str = "default", seed: int = 0) -> CorrDPData:
     """The CorrDP view of dataset ``name`` (see the module docstring for each recipe). ``m_s``
     is used by ``synthetic`` only; ``seed`` is the synthetic data seed and the seed of the Sepsis
-    rebalancing and of the Sepsis / Medical subsamples (the spec's runs use 0)."""
+    rebalancing and of the Sepsis / Medical subsamples (our runs use 0; the paper gives no seed)."""
     _check_choice(name, variant)
     seed = check_positive_int(seed, "seed", minimum=0)
     if name == "synthetic":
@@ -219,7 +224,7 @@ def _synthetic(m_s: int, seed: int) -> CorrDPData:
     return CorrDPData(
         "synthetic", ds.x_train, ds.y_train, "regression", names, truth.sensitive, truth.insensitive,
         {names[j]: (j,) for j in truth.insensitive}, None, {},
-        f"CorrDP synthetic (spec 5.2): n={SYNTHETIC_N}, m={SYNTHETIC_M}, m_s={m_s}, data seed {seed}; "
+        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={SYNTHETIC_N}, m={SYNTHETIC_M}, m_s={m_s}, data seed {seed}; "
         "S = first m_s columns; no intercept; TV factors estimated (Eq. 22)",
         {names[j]: (j,) for j in truth.sensitive}, truth,
     )  # fmt: skip
@@ -268,7 +273,7 @@ def _adult(data_dir, variant, seed) -> CorrDPData:
     return CorrDPData(
         "adult", x, ds.y_train, "classification", tuple(names), sens, insens, u_groups, intercept,
         ADULT_FACTORS,
-        f"UCI Adult (spec 5.3): {ds.n_train} rows, 31 MinMax one-hot columns + intercept; "
+        f"UCI Adult (Wang et al. 2026, App. E.2): {ds.n_train} rows, 31 MinMax one-hot columns + intercept; "
         "U = race, gender, workclass, fnlwgt; factors Table 2",
         s_groups,
     )  # fmt: skip
@@ -298,7 +303,7 @@ def _rebalance(x: np.ndarray, y: np.ndarray, variant: str, seed: int) -> tuple[n
     from imblearn.under_sampling import EditedNearestNeighbours
 
     # Integer inputs as in the raw CSV: SMOTENC then writes integer (truncated) synthetic ages,
-    # which is what reproduces the spec's 179,971 rows / 43.3 % alive (float inputs give 186,354).
+    # which is what gives 179,971 rows / 43.3 % alive (float inputs give 186,354).
     x = np.asarray(x).astype(np.int64)
     smote = SMOTENC(categorical_features=[1, 2], random_state=seed)
     if variant == "smoteenn":
@@ -373,12 +378,12 @@ def _sepsis(data_dir, variant, seed) -> CorrDPData:
     rows = np.random.default_rng(seed).choice(xr.shape[0], size=min(SEPSIS_SAMPLE, xr.shape[0]), replace=False)
     x, y = _minmax(xr[rows]).astype(np.float32), yr[rows]
     names = ds.feature_names
-    how = ("literal SMOTEENN(SMOTENC) — collapses to the majority class (A12)" if variant == "smoteenn"
+    how = ("literal SMOTEENN(SMOTENC) — collapses to the majority class" if variant == "smoteenn"
            else "SMOTENC then ENN cleaning only the original majority class")  # fmt: skip
     return CorrDPData(
         "sepsis", x, y, "classification", names, (0,), (1, 2), {names[1]: (1,), names[2]: (2,)}, None,
         SEPSIS_FACTORS,
-        f"UCI 827 primary cohort (spec 5.4), {ds.n_train} rows rebalanced by {how} (seed {seed}): "
+        f"UCI 827 primary cohort (Wang et al. 2026, App. E.3), {ds.n_train} rows rebalanced by {how} (seed {seed}): "
         f"{xr.shape[0]} rows, {yr.mean():.1%} alive; {len(rows)}-row sample without replacement "
         f"({y.mean():.1%} alive); 3 raw inputs MinMax-scaled, no one-hot, no intercept",
         {names[0]: (0,)},
@@ -405,7 +410,7 @@ def _credit(data_dir, variant, seed) -> CorrDPData:
     return CorrDPData(
         "credit", x, ds.y_train, "classification", tuple(names), sens, insens, u_groups, intercept,
         CREDIT_FACTORS,
-        f"UCI 350 credit default (spec 5.5): {ds.n_train} rows; SEX, EDUCATION (0-6), MARRIAGE (0-3) "
+        f"UCI 350 credit default (Wang et al. 2026, App. E.4): {ds.n_train} rows; SEX, EDUCATION (0-6), MARRIAGE (0-3) "
         f"one-hot, AGE and PAY_x numeric: {len(names) - 1} columns, StandardScaler on all, + intercept; "
         "U = SEX, EDUCATION, MARRIAGE, AGE",
         s_groups,
@@ -431,7 +436,7 @@ def _medical(data_dir, variant, seed) -> CorrDPData:
     return CorrDPData(
         "medical", x, y, "regression", tuple(names), sens, insens, u_groups, intercept,
         dict.fromkeys(insensitive, MEDICAL_TV_MAX),
-        f"Medical Cost (spec 5.6): {ds.n_train} deduplicated rows, {MEDICAL_SAMPLE}-row sample (seed {seed}); "
+        f"Medical Cost (Wang et al. 2026, App. E.5): {ds.n_train} deduplicated rows, {MEDICAL_SAMPLE}-row sample (seed {seed}); "
         f"drop_first one-hot (8 columns), StandardScaler, z-scored charges, + intercept; {split}: "
         f"U = {', '.join(insensitive)}",
         s_groups,

@@ -1,4 +1,4 @@
-"""The CorrDP definition (Wang et al. 2026, §2; spec §1): the TV-based distance of Eq. 1, per-feature
+"""The CorrDP definition (Wang et al. 2026, §2): the TV-based distance of Eq. 1, per-feature
 correlation weights, correlated sensitivity (Def. 2.8) and the CorrDP Laplace mechanism (Def. 2.9).
 
 Indices are 0-based. ``S`` (sensitive) and ``U`` (insensitive) partition the features.
@@ -130,7 +130,7 @@ def corrdp_distance(joint, sensitive: Sequence[int], record, record_other) -> fl
 def feature_tv_weights(joint, sensitive: Sequence[int], *, block: bool = False) -> dict:
     """Def. 2.8's ``TV(j) = max_{x1,x2} TV(P_{X^S | x1^(j)}, P_{X^S | x2^(j)})`` for each
     insensitive j (keys: feature index), or with ``block`` Algorithm 1's version conditioning on
-    the whole insensitive block (one value, key ``"U"``) (A3). Levels of probability 0 are skipped."""
+    the whole insensitive block (one value, key ``"U"``). Levels of probability 0 are skipped."""
     p = _check_joint(joint)
     m = p.ndim
     s, u = check_index_sets(sensitive, [j for j in range(m) if j not in set(int(i) for i in sensitive)], m)
@@ -199,7 +199,7 @@ def laplace_tail_bound(delta_c: float, epsilon: float, k: int, beta: float) -> f
 
 def lower_bound_dimension_term(tv) -> float:
     """``max_k k·(TV^(k))²`` with ``TV^(k)`` the k-th largest TV (Thm 3.12's lower-bound term); it
-    sits between ``(TV^(1))²`` and ``Σ TV`` (spec §6 item 24)."""
+    sits between ``(TV^(1))²`` and ``Σ TV``, as §3.2 notes after Thm 3.12."""
     tv = np.sort(check_tv(np.atleast_1d(tv), "tv").reshape(-1))[::-1]
     if tv.size == 0:
         raise ValueError("tv must not be empty")

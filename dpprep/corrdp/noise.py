@@ -1,4 +1,4 @@
-"""CorrDP-SGD noise levels (Wang, Zhang, Cummings 2026, spec §3, §5.1).
+"""CorrDP-SGD noise levels (Wang, Zhang, Cummings 2026, §3.1 Eq. 4 and §5).
 
 Everything here is host-side numpy: it turns the paper's variances into *variance factors* per
 input feature (``f_i``, the multiplier of a base variance ``σ²``) and into the engine's
@@ -7,18 +7,21 @@ per-coordinate std scales (``sqrt(f)``), which :mod:`dpprep.corrdp.sgd` feeds to
 * **Eq. 4 (theory).** ``σ_i² = K_δ·L²·T/(n²ε²)`` on ``i ∈ S`` and the same times
   ``max{TV(i), m_s²/m²}`` on ``i ∈ U`` (``use_floor``), with ``K_δ = log(1/δ) + 1`` and ``n`` the
   **full** dataset size even for minibatches. :func:`eq4_variances`.
-* **§5.1 (experiments).** ``σ_i² = C·K_δ/ε² · f_i`` with ``f`` from the method
+* **§5 (experiments).** ``σ_i² = C·K_δ/ε² · f_i`` with ``f`` from the method
   (:func:`method_factors`): Standard 1 everywhere, Semi 0 on ``U``, CorrDP ``TV~(i)`` on ``U``
   (no floor), Partial non-private on the ``U`` columns only. ``C`` is a constant:
   ``C_mode="theory"`` gives ``C = L²T/n²`` (Eq. 4 literally, the library default) and
-  ``C_mode="paper"`` the per-dataset constants of §5.1 (:data:`PAPER_C`). In paper mode ε enters
-  only through ``σ² ∝ 1/ε²``: it is a **nominal** ε, not an accounted guarantee (spec §5.1, A1).
+  ``C_mode="paper"`` our calibrated per-dataset constants (:data:`PAPER_C`; the paper never states
+  its ``C``). In paper mode ε enters only through ``σ² ∝ 1/ε²``: it is a **nominal** ε, not an
+  accounted guarantee (the paper's experiments run no accountant, and Eq. 4 itself holds only up
+  to constants).
 * **Eq. 5 (networks).** The reduced factor sits on the first-layer weights *leaving* each
   insensitive input (rows of ``w1``, shape ``(d_in, hidden)``); every later layer gets factor 1.
-  The first-layer bias gets the reduced factor in the paper's experiments (App. E.3/E.5; A8,
-  ``bias_factor="insensitive"``) or 1 (``bias_factor="sensitive"``, the conservative choice:
-  ``b1``'s gradient depends on the sensitive inputs too). :func:`param_factors`.
-* **Relaxations (§3.4, optional).** Graded sensitivity ``s_i`` (1 = fully sensitive) gives
+  The first-layer bias gets the reduced factor in the paper's experiments (App. E.3/E.5, although
+  Eq. 5 covers only the weights; ``bias_factor="insensitive"``) or 1 (``bias_factor="sensitive"``,
+  the conservative choice: ``b1``'s gradient depends on the sensitive inputs too).
+  :func:`param_factors`.
+* **Relaxations (App. C.2, optional).** Graded sensitivity ``s_i`` (1 = fully sensitive) gives
   ``(1 − s_i)·TV(i) + s_i``; a label scale ``s_l`` gives ``max{TV(i), m_s²/m², s_l}``.
 """
 
@@ -38,12 +41,13 @@ METHODS = ("standard", "semi", "corrdp", "partial", "nonprivate")
 PRIVATE_METHODS = ("standard", "semi", "corrdp")
 C_MODES = ("theory", "paper")
 BIAS_FACTORS = ("insensitive", "sensitive")
-#: §5.1 paper-mode constants. Synthetic and Adult were calibrated by the spec's authors (Adult's
-#: 3e-3 lies between the bracketing 1e-3 and 1e-2); Credit, Sepsis and Medical have no target in
-#: the text, so they take a list (:data:`PAPER_C_SWEEP`, C_theory first).
+#: Paper-mode constants (the paper never states its C). Synthetic and Adult are our calibrations
+#: against the text (Adult's 3e-3 lies between 1e-3 and 1e-2, which bracket §5.2's "less than a 4%
+#: accuracy drop" for 0.2 < ε < 0.5); Credit, Sepsis and Medical have no target in the text, so
+#: they take a list (:data:`PAPER_C_SWEEP`, C_theory first).
 PAPER_C: dict[str, float] = {"synthetic": 1.0, "adult": 3e-3}
 PAPER_C_SWEEP: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)
-#: δ of §5.1: 1e-4 on synthetic data, 1e-5 on the real datasets.
+#: δ of §5: 1e-4 on synthetic data, 1e-5 on the real datasets.
 PAPER_DELTA: dict[str, float] = {"synthetic": 1e-4, "adult": 1e-5, "sepsis": 1e-5, "credit": 1e-5, "medical": 1e-5}
 
 
@@ -53,7 +57,8 @@ def k_delta(delta: float) -> float:
 
 
 def theory_constant(lipschitz: float, steps: int, n: int) -> float:
-    """``C_theory = L²T/n²`` (Eq. 4 with ``n`` the full dataset size; B absorbed, A1)."""
+    """``C_theory = L²T/n²`` (Eq. 4 with ``n`` the full dataset size; like Eq. 4, it omits the ``B²``
+    of the proof's Eq. 12)."""
     lipschitz = check_positive(lipschitz, "lipschitz")
     steps = check_positive_int(steps, "steps")
     n = check_positive_int(n, "n")
@@ -61,11 +66,11 @@ def theory_constant(lipschitz: float, steps: int, n: int) -> float:
 
 
 def paper_constant(dataset: str) -> float:
-    """The §5.1 calibrated ``C`` of ``dataset`` (synthetic 1.0, adult 3e-3); the others have none
+    """Our paper-mode calibrated ``C`` of ``dataset`` (synthetic 1.0, adult 3e-3); the others have none
     (ValueError pointing at :data:`PAPER_C_SWEEP`)."""
     if dataset not in PAPER_C:
         raise ValueError(f"dataset {dataset!r} has no calibrated paper constant (known: {sorted(PAPER_C)}); "
-                         f"§5.1 runs C in C_theory + {list(PAPER_C_SWEEP)} for it")
+                         f"the paper's experiments run C in C_theory + {list(PAPER_C_SWEEP)} for it")
     return PAPER_C[dataset]
 
 
@@ -118,11 +123,11 @@ def corrdp_factors(m: int, sensitive: Sequence[int], tv: Any, *, use_floor: bool
                    insensitive: Sequence[int] | None = None, graded: Any = None,
                    label_scale: float | None = None) -> np.ndarray:
     """Per-feature variance factors of Eq. 4: 1 on ``S``, ``max{TV(i), m_s²/m²}`` on ``U``
-    (``use_floor``) or ``TV(i)`` (§5.1). ``tv``: a scalar or one value per insensitive feature
+    (``use_floor``) or ``TV(i)`` (§5, which drops the floor). ``tv``: a scalar or one value per insensitive feature
     (ascending index order). Features in neither set (e.g. an intercept) get 1.
 
     ``graded`` (optional, ``(m,)`` in [0, 1], 1 = fully sensitive) replaces ``TV(i)`` by
-    ``(1 − s_i)·TV(i) + s_i``; ``label_scale`` ``s_l`` adds ``s_l`` inside the max (§3.4)."""
+    ``(1 − s_i)·TV(i) + s_i``; ``label_scale`` ``s_l`` adds ``s_l`` inside the max (App. C.2)."""
     s, u = _check_split(m, sensitive, insensitive)
     tv = check_factor(np.broadcast_to(np.asarray(tv, np.float64), u.shape) if np.ndim(tv) == 0 else tv, "tv")
     if tv.shape != u.shape:
@@ -153,8 +158,8 @@ def eq4_variances(m: int, sensitive: Sequence[int], tv: Any, *, lipschitz: float
 
 def method_factors(method: str, m: int, sensitive: Sequence[int], tv: Any = None, *,
                    insensitive: Sequence[int] | None = None, use_floor: bool = False) -> np.ndarray:
-    """§5.1 per-feature variance factors: Standard 1; Semi 0 on ``U``; CorrDP ``TV~(i)`` on ``U``
-    (``use_floor=False``: §5.1 drops Eq. 4's floor, A2); Partial and the non-private reference
+    """§5 per-feature variance factors: Standard 1; Semi 0 on ``U``; CorrDP ``TV~(i)`` on ``U``
+    (``use_floor=False``: §5 drops Eq. 4's floor); Partial and the non-private reference
     have no noise (0; Partial additionally drops the ``S`` columns, see
     :func:`partial_feature_mask`). Columns in neither set (an intercept) keep factor 1 under every
     private method."""
@@ -189,11 +194,11 @@ def param_factors(params: Params, column_factors: Any, *, leaf: str | None = Non
 
     ``leaf`` (default ``"w"`` for GLMs, ``"w1"`` for MLPs) gets ``column_factors[j]`` on row ``j``
     (the weights leaving input ``j``); every other leaf gets 1, except the first-layer bias
-    ``"b1"`` of an MLP: ``bias_factor="insensitive"`` (paper mode, A8) gives it the largest factor
+    ``"b1"`` of an MLP: ``bias_factor="insensitive"`` (paper mode, as App. E.3/E.5) gives it the largest factor
     of the insensitive inputs (``insensitive``, default: every input with factor < 1, or 1 when
     there is none), ``"sensitive"`` keeps 1, a number sets it."""
     if not isinstance(params, Mapping):
-        raise ValueError(f"params must be a dict of leaves, got {type(params).__name__}")
+        raise TypeError(f"params must be a dict of leaves, got {type(params).__name__}")
     if leaf is None:
         leaf = "w1" if "w1" in params else "w"
     if leaf not in params:

@@ -10,13 +10,15 @@ batches, the expected size for Poisson), so coordinate ``i`` of the mean gets st
 ``σ·sqrt(f_i)``. ``σ² = C·K_δ/ε²`` (:mod:`dpprep.corrdp.noise`).
 
 * Batches (:class:`CorrDPSGD` ``sampling``): ``"full"``, ``"without_replacement"`` (B distinct
-  records per step, the default for minibatches, A9) or ``"poisson"``.
+  records per step, the default for minibatches: the paper only says "randomly sample", and fixed
+  sizes match its batches of 1024 and 1000) or ``"poisson"``.
 * Clipping (``clip_mode``): None (Algorithm 1), ``"per_example"`` (each example's gradient to
   ``clip_norm`` before averaging: DP-correct, ``L = clip_norm``) or ``"batch"`` (the paper's
   ``clip_grad_norm_`` of the averaged gradient, :func:`clip_batch_mean` in
   :class:`CoordinateNoise`'s privatizer; not a per-example bound). Clipping happens before the noise.
 * Optimizer: GD by default, or any unit-rate optax transformation (``optax.adam(1.0)`` for the
-  networks; the noise enters before Adam's moments, A14). Optional projection (``radius``:
+  networks; the noise enters before Adam's moments: the paper gives only a constant step size, and
+  plain SGD at its step and T does not reach its 69 % Sepsis baseline). Optional projection (``radius``:
   :class:`dpprep.optimizers.L2BallProjection`).
 * **One compiled call per panel**: :func:`sweep` maps every ``(ε, method, C)`` point to its own
   ``noise_std`` and ``noise_scales`` and runs ``seeds × points`` through
@@ -26,7 +28,7 @@ batches, the expected size for Poisson), so coordinate ``i`` of the mean gets st
   and gradient as ``(X, y)`` for every θ, so the engine runs the identical algorithm at a cost
   independent of ``n`` (the noise is data-independent and uses the same key streams).
 
-**ε is nominal** in paper mode (``σ² ∝ 1/ε²``, no accountant; spec §5.1).
+**ε is nominal** in paper mode (``σ² ∝ 1/ε²``, no accountant, as in the paper's §5).
 :func:`standard_dp_epsilon` gives, as a diagnostic, the (ε, δ)-DP that dp-accounting certifies
 for the Standard full-batch run with ``L``-bounded per-example gradients (replace-one,
 sensitivity ``2L/n`` of the mean).
@@ -56,7 +58,8 @@ from dpprep.optimizers import L2BallProjection
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 #: The registered samplers (:data:`dpprep.sampling.SAMPLERS`) CorrDP-SGD runs: the ones its
-#: protocol uses (full batches, minibatches without replacement, A9) and Poisson for DP-SGD.
+#: protocol uses (full batches, minibatches without replacement: our reading of the paper's
+#: "randomly sample") and Poisson for DP-SGD.
 SAMPLINGS = ("full", "without_replacement", "poisson")
 CLIP_MODES = (None, "per_example", "batch")
 
@@ -157,7 +160,8 @@ class CorrDPSGD:
       steps: ``T``.
       learning_rate: the constant step ``α``.
       delta: ``δ`` of ``K_δ``.
-      sampling: "full", "without_replacement" (default for minibatches, A9) or "poisson".
+      sampling: "full", "without_replacement" (default for minibatches; the paper leaves the
+        sampler open) or "poisson".
       batch_size: ``n_q`` (minibatch samplers).
       optimizer: unit-rate optax transformation (None: GD).
       clip_mode: None, "per_example" or "batch" (module docstring).
@@ -298,7 +302,8 @@ def sweep(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], keys: Array, p
 
 def init_per_seed(model: Model, keys: Array) -> Params:
     """Each seed's initial parameters from its own ``"init"`` stream (leading seed axis), so the
-    seed decides the initialisation as well as the noise and the batches (spec §5.1)."""
+    seed decides the initialisation as well as the noise and the batches (the paper does not say
+    what its repetitions vary)."""
     return jax.vmap(lambda k: model.init(streams.stream(k, INIT_STREAM)))(keys)
 
 

@@ -1,12 +1,14 @@
-"""Estimating the per-feature correlation weights TV(i) (Wang et al. 2026, §4 and App. D; spec §4).
+"""Estimating the per-feature correlation weights TV(i) (Wang et al. 2026, §4 and App. D).
 
 Gaussian (Eq. 22): for (X^S, X^I) jointly Gaussian, ``X^S | X^I = x`` is ``N(μ_S + B(x − μ_I), Σ_c)``
 with ``B = Σ_SI Σ_II⁻¹`` and ``Σ_c = Σ_SS − B Σ_IS`` independent of x, so two conditionals share
 Σ_c and their TV is exact: ``2Φ(Δ/2) − 1`` with ``Δ`` the Mahalanobis distance of the two means
-under Σ_c. ``I`` may be a single insensitive feature (Def. 2.8, the default) or a block (Alg. 1,
-A3). :func:`synthetic_tv_factors` is the App. E.1 construction; :func:`tv_upper_bound` is Def. 4.3.
+under Σ_c. ``I`` may be a single insensitive feature (Def. 2.8, the default) or a block (as
+Algorithm 1's line 1 writes it). :func:`synthetic_tv_factors` is the App. E.1 construction;
+:func:`tv_upper_bound` is Def. 4.3.
 
-Plug-in estimators (App. D.1–D.3) and the dataset procedures (Adult §5.3, Sepsis §5.4) follow.
+Plug-in estimators (App. D.1–D.3) and the dataset procedures (Adult App. E.2, Sepsis App. E.3)
+follow.
 """
 
 from __future__ import annotations
@@ -84,9 +86,10 @@ def synthetic_tv_factors(mean, cov, sensitive: Sequence[int], insensitive: Seque
     """App. E.1: for each ``i`` in ``insensitive`` (in order), Eq. 22 on the (S, i) sub-block
     evaluated at ``x_i = μ_i ∓ 2·sqrt(log(2 m_s/δ))``; returns TV(i), shape ``(|U|,)``.
 
-    With the population mean/cov of the spec's generator this gives 0.364 at m_s = 10; with the
-    empirical mean and full empirical covariance of the generated X, the per-feature plug-in
-    values (upward biased, A21). Only the difference of the two points matters, so μ_i cancels."""
+    With the population mean/cov of the §5.1 generator this gives 0.364 at m_s = 10 (the paper
+    reports no value); with the empirical mean and full empirical covariance of the generated X,
+    the per-feature plug-in values (upward biased: sampling noise in the covariance blocks inflates
+    the Mahalanobis distance). Only the difference of the two points matters, so μ_i cancels."""
     mean = check_finite_array(mean, "mean", ndim=1).astype(np.float64)
     cov = _check_cov(cov, mean.shape[0])
     s, u = check_index_sets(sensitive, insensitive, mean.shape[0], cover=False)
@@ -122,7 +125,8 @@ def tv_upper_bound(tv_hat, c2: float, gamma: float, n: int, m: int, m_s: int, de
 
 def plugin_tv_factors(x, sensitive: Sequence[int], insensitive: Sequence[int], *, delta: float = 1e-4) -> np.ndarray:
     """:func:`synthetic_tv_factors` with the empirical mean and full empirical covariance
-    (``np.cov``, ddof 1) of the rows ``x`` plugged in (App. E.1, A21): the paper-mode factors."""
+    (``np.cov``, ddof 1) of the rows ``x`` plugged in (App. E.1 says "empirical mean and variance";
+    a conditional needs the covariance blocks too): the paper-mode factors."""
     x = check_finite_array(x, "x", ndim=2).astype(np.float64)
     return synthetic_tv_factors(x.mean(axis=0), np.cov(x, rowvar=False), sensitive, insensitive, delta=delta)
 
@@ -149,7 +153,7 @@ def _joint_codes(values) -> np.ndarray:
 
 def conditioning_cells(u, name: str = "u") -> tuple[np.ndarray, list[tuple]]:
     """The conditioning cells of a discrete feature (n,) or block (n, k): every combination of the
-    levels each column takes (the product of the per-column supports, A3), and each row's cell.
+    levels each column takes (the product of the per-column supports), and each row's cell.
     A cell of that product with no rows raises ValueError naming it (its conditional law cannot be
     estimated)."""
     u = _rows(u, name)
@@ -262,12 +266,12 @@ def gaussian_plugin_tv(s, u, x_u=None, x_u_other=None) -> float:
                                  range(k, joint.shape[1]), x_u, x_u_other)  # fmt: skip
 
 
-# --- dataset procedures (§5.3 Adult mixed, §5.4 Sepsis joint cells) -------------------------------
+# --- dataset procedures (App. E.2 Adult mixed, App. E.3 Sepsis joint cells) -----------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class MixedTV:
-    """The §5.3 bound for one insensitive feature: ``min{discrete part + continuous part, 1}``."""
+    """The App. E.2 bound for one insensitive feature: ``min{discrete part + continuous part, 1}``."""
 
     feature: str
     kind: str  # "discrete" or "continuous" insensitive feature
@@ -276,7 +280,8 @@ class MixedTV:
 
     @property
     def total(self) -> float:
-        # The paper prints max{…, 1}; min is meant (A11).
+        # App. E.2 prints max{…, 1}; min is meant (a TV is at most 1, and max would make every factor
+        # at least 1, contradicting the paper's Table 2).
         return min(self.discrete_part + self.continuous_part, 1.0)
 
 
@@ -337,7 +342,7 @@ def mixed_tv(s_cont, s_disc, u, *, kind: str, bins: int | Sequence[int] | None =
 
 def mixed_tv_factors(data, continuous_sensitive: Sequence[str], discrete_sensitive: Sequence[str],
                      feature_kinds: dict[str, str], *, bins=None, lr_c: float = 1.0) -> dict[str, MixedTV]:  # fmt: skip
-    """:func:`mixed_tv` for every insensitive feature of a ``CorrDPData`` (Adult's §5.3 procedure;
+    """:func:`mixed_tv` for every insensitive feature of a ``CorrDPData`` (Adult's App. E.2 procedure;
     also usable for Medical). ``continuous_sensitive`` / ``discrete_sensitive`` name raw sensitive
     features (``data.sensitive_groups``); discrete ones are combined into joint categories from
     their encoded columns. ``feature_kinds`` says which insensitive features are continuous."""
@@ -363,15 +368,15 @@ ADULT_DISCRETE_S = ("marital-status", "relationship")
 
 
 def adult_tv(data, *, bins=None, lr_c: float = 1.0) -> dict[str, MixedTV]:
-    """§5.3 on ``load_corrdp("adult")``: per insensitive feature (race, gender, workclass discrete;
+    """App. E.2 on ``load_corrdp("adult")``: per insensitive feature (race, gender, workclass discrete;
     fnlwgt continuous) the mixed bound with S^c = (age, educational-num, hours-per-week) and S^d
     the joint (marital-status, relationship) category."""
     return mixed_tv_factors(data, ADULT_CONTINUOUS_S, ADULT_DISCRETE_S, {"fnlwgt": "continuous"}, bins=bins, lr_c=lr_c)
 
 
 def sepsis_tv(x, *, bins: int | None = None) -> float:
-    """§5.4: the max pairwise TV between the histograms of age (column 0) conditional on each
-    (sex, episode) cell (columns 1, 2; both insensitive features change jointly, A3). Works on raw
+    """App. E.3: the max pairwise TV between the histograms of age (column 0) conditional on each
+    (sex, episode) cell (columns 1, 2; both insensitive features change jointly, as App. E.3 allows). Works on raw
     or MinMax-scaled rows (the histogram TV is invariant to an affine map of age); every one of the
     sex × episode cells must hold rows."""
     x = _rows(x, "x")

@@ -1,4 +1,4 @@
-"""The utility protocol of Wang, Zhang & Cummings (2026), §5.1 and Figure 1 (host-side, float64).
+"""The utility protocol of Wang, Zhang & Cummings (2026), §5 and Figure 1 (host-side, float64).
 
 What a CorrDP experiment needs around the engine (:mod:`dpprep.corrdp.sgd`) to score its runs:
 
@@ -7,14 +7,14 @@ What a CorrDP experiment needs around the engine (:mod:`dpprep.corrdp.sgd`) to s
   empirical mean and covariance, App. E.1, or the population value; real data: the paper's
   factors), the ``tv`` argument of :func:`dpprep.corrdp.noise.method_factors`.
 * :func:`objective`, :func:`exact_minimiser`: the in-sample objective ``F(θ)`` of the paper's GLM
-  panels (ridge ``mean((y − Xθ)²) + ||θ||²/n`` on the synthetic data, §5.2; OLS; logistic) and its
+  panels (ridge ``mean((y − Xθ)²) + ||θ||²/n`` on the synthetic data, §5.1; OLS; logistic) and its
   exact minimiser ``θ̂`` (least squares), for the utility gap ``F(θ^priv) − F(θ̂)``. Float64 on the
   host: the gaps are small differences of O(1) objectives, below float32's resolution.
 * :func:`gradient_bound`: a per-example gradient bound ``L`` of the data, for
   ``C_theory = L²T/n²`` (:func:`dpprep.corrdp.noise.theory_constant`): ``max‖x_i‖`` for logistic
   regression, ``2·max|r_i|·‖x_i‖`` at ``θ̂`` for least squares (data-dependent: a diagnostic).
 * :func:`accuracy_pp`: the in-sample accuracy (%) of stacked GLM weight vectors, exact in float64
-  (the accuracy gap ``acc(non-private) − acc(private)`` of §5.1 in percentage points).
+  (the accuracy gap ``acc(non-private) − acc(private)`` of §5.2 in percentage points).
 
 Networks are scored by :func:`dpprep.sweeps.evaluate` (the sweep's ``eval_data``).
 """
@@ -77,7 +77,7 @@ def objective(kind: str, x: Any, y: Any, w: Any) -> np.ndarray:
     """``F(θ)`` of a GLM panel for a stack of weight vectors ``w`` (shape ``(..., d)``), float64.
 
     ``kind``: "ols" ``mean((y − Xθ)²)``; "ridge" adds ``||θ||²/n`` (the synthetic panel of
-    Wang, Zhang & Cummings 2026, §5.2); "logistic" ``mean(log(1 + e^z) − y·z)`` with ``z = Xθ``.
+    Wang, Zhang & Cummings 2026, §5.1); "logistic" ``mean(log(1 + e^z) − y·z)`` with ``z = Xθ``.
     The intercept, if any, is a column of ``x``. Returns an array of shape ``w.shape[:-1]``."""
     kind = _check_kind(kind)
     x, y = _check_xy(x, y)

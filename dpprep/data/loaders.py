@@ -162,7 +162,7 @@ ADULT_COLUMNS = (
     "age", "workclass", "fnlwgt", "education", "educational-num", "marital-status", "occupation",
     "relationship", "race", "gender", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
 )  # fmt: skip
-# The 9 raw features CorrDP uses (spec 5.3), in file order, with their type.
+# The 9 raw features CorrDP uses (Wang et al. 2026, App. E.2, Table 1), in file order, with their type.
 ADULT_FEATURES = {
     "age": "continuous",
     "workclass": "discrete",
@@ -184,7 +184,7 @@ def _read_adult_frame(data: bytes, skiprows: int) -> pd.DataFrame:
 
 
 def adult_frame(data_bytes: bytes, test_bytes: bytes) -> pd.DataFrame:
-    """adult.data + adult.test with the spec 5.3 filter: 45,175 rows of the 15 raw string columns.
+    """adult.data + adult.test filtered to the 45,175 rows of Wang et al. 2026, §5.2 (15 raw string columns).
 
     Skips adult.test's first line, strips the label dots, drops rows with '?' anywhere, then drops
     exact duplicate rows (keeping the first).

@@ -11,19 +11,19 @@ from dpprep.validation import check_positive, check_positive_int
 
 
 def corrdp_mean(m: int) -> np.ndarray:
-    """mu_i = (-1)^(i+1), 1-based (spec 5.2): +1, -1, +1, ..."""
+    """mu_i = (-1)^(i+1), 1-based (Wang et al. 2026, §5.1): +1, -1, +1, ..."""
     m = check_positive_int(m, "m")
     return np.where(np.arange(1, m + 1) % 2 == 1, 1.0, -1.0)
 
 
 def corrdp_theta_star(m: int) -> np.ndarray:
-    """theta*_i = (-1)^(i+1) sqrt(i+1), 1-based (spec 5.2): sqrt 2, -sqrt 3, ..."""
+    """theta*_i = (-1)^(i+1) sqrt(i+1), 1-based (Wang et al. 2026, §5.1): sqrt 2, -sqrt 3, ..."""
     i = np.arange(1, check_positive_int(m, "m") + 1)
     return corrdp_mean(m) * np.sqrt(i + 1.0)
 
 
 def corrdp_covariance(m: int, m_s: int) -> np.ndarray:
-    """Sigma of spec 5.2 with S = the first m_s features: diagonal 1 on S and 2 on U; off-diagonal
+    """Sigma of Wang et al. 2026, §5.1 with S = the first m_s features: diagonal 1 on S and 2 on U; off-diagonal
     0.5 within S, 0.5 within U and 0.1 between S and U."""
     m = check_positive_int(m, "m")
     m_s = check_positive_int(m_s, "m_s")
@@ -55,7 +55,8 @@ class SyntheticData:
 
 
 def corrdp_synthetic(n: int = 2000, m: int = 100, m_s: int = 10, noise_std: float = 5.0, seed: int = 0) -> SyntheticData:
-    """The CorrDP synthetic regression set (spec 5.2): X ~ N(mu, Sigma), Y = theta*^T X + N(0, noise_std^2).
+    """The CorrDP synthetic regression set (Wang et al. 2026, §5.1): X ~ N(mu, Sigma),
+    Y = theta*^T X + N(0, noise_std^2).
 
     S is the first ``m_s`` features (columns ``x1..x{m_s}``), U the rest; no intercept, no split
     (all rows in x_train). Rows are drawn as mu + Z L^T with L the Cholesky factor of Sigma, so a
@@ -81,17 +82,17 @@ def corrdp_synthetic(n: int = 2000, m: int = 100, m_s: int = 10, noise_std: floa
         dict.fromkeys(names, "continuous"),
         "y",
         (),
-        f"CorrDP synthetic (spec 5.2): n={n}, m={m}, m_s={m_s}, noise_std={noise_std:g}, seed={seed}",
+        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={n}, m={m}, m_s={m_s}, noise_std={noise_std:g}, seed={seed}",
     )
     return SyntheticData(dataset, theta, mean, cov, tuple(range(m_s)), tuple(range(m_s, m)), noise_std, int(seed))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LowRankData:
-    """Approximately low-rank logistic data (Hu et al. 2024 Figure 3; spec §9.2), arrays read-only.
+    """Approximately low-rank logistic data (Hu et al. 2024, Figure 3), arrays read-only.
 
     ``x`` (n × d, rows in the unit ball, centred before the final clip), ``y`` labels in {0, 1}
-    (the spec's ±1 as 1/0), ``basis`` the orthonormal ``U`` (d × k) of the signal subspace, ``w``
+    (±1 labels encoded as 1/0), ``basis`` the orthonormal ``U`` (d × k) of the signal subspace, ``w``
     the unit label direction in span(U)."""
 
     x: np.ndarray
@@ -116,8 +117,9 @@ def _clip_rows(x: np.ndarray) -> np.ndarray:
 def low_rank_logistic(
     n: int, d: int, k: int = 1, *, radius: float = 0.9, tail_mass: float = 0.1, label_scale: float = 4.0, seed: int = 0
 ) -> LowRankData:
-    """Spec §9.2's generator: ``x_i = r·U s_i + ξ_i`` with ``U`` a random orthonormal d × k basis
-    (QR of a Gaussian), ``s_i`` uniform on the unit sphere of R^k and ``ξ_i ~ N(0, (Λ0/d) I)``; rows
+    """Our generator (Hu et al. only say "approximately low rank" with "small yet positive" tail
+    eigenvalues): ``x_i = r·U s_i + ξ_i`` with ``U`` a random orthonormal d × k basis (QR of a
+    Gaussian), ``s_i`` uniform on the unit sphere of R^k and ``ξ_i ~ N(0, (Λ0/d) I)``; rows
     clipped to norm ≤ 1, centred, clipped again. Labels ``y_i = 1`` w.p. ``sigmoid(c⟨w, x_i⟩)``,
     ``w`` a random unit vector of span(U). Covariance spectrum ≈ ``r²/k + Λ0/d`` (top k) and
     ``Λ0/d`` (the d − k tail eigenvalues: "small yet positive"). Same arguments, same data."""

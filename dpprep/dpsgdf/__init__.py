@@ -4,18 +4,21 @@ One code path, three methods (``method=``):
 
 * ``"dpsgdf"``: normalise every feature vector to norm ``C_F`` (zero rows map to 0), release the
   private mean ``μ̂ = (Σ_i x_i + N(0, σ_F² Δ² I)) / n`` with the analytic-Gaussian ``σ_F`` at
-  ``(ε_F, δ)`` (noise on the *sum*, spec A1; ``Δ = C_F`` under add/remove, ``2 C_F`` under
-  replace-one, A2), translate ``x' = x − μ̂``, and run Poisson DP-SGD (softmax cross-entropy with
-  a per-class bias clipped jointly with the weights at ``C_G``, plain constant-step SGD, zero
-  init) whose multiplier ``z`` is calibrated on the PLD-**composed** event
-  ``[Gaussian(σ_F), T-fold Poisson-subsampled Gaussian(z)]`` at exactly ``(ε, δ)`` (A5; the
-  calibration is seeded by an RDP calibration, which brackets the PLD answer: the fast bracket of
-  spec §5.2 step 3). Return the bias-corrected ``W_prv = W'``, ``b_prv = b' − W'ᵀ μ̂`` (step 5),
+  ``(ε_F, δ)`` (noise on the *sum*: Algorithm 3 step 1 prints ``N(0, σ_F C_F I_d)`` added to the
+  mean, a variance where a standard deviation is meant and without the ``1/n``; ``Δ = C_F`` under
+  add/remove, ``2 C_F`` under replace-one, the paper's adjacency being ambiguous between the two),
+  translate ``x' = x − μ̂``, and run Poisson DP-SGD (softmax cross-entropy with a per-class bias
+  clipped jointly with the weights at ``C_G``, plain constant-step SGD, zero init) whose multiplier
+  ``z`` is calibrated on the PLD-**composed** event
+  ``[Gaussian(σ_F), T-fold Poisson-subsampled Gaussian(z)]`` at exactly ``(ε, δ)`` (step 3's
+  separate budget ``ε'`` for the DP-SGD phase is not a separate quantity under PLD composition; the
+  calibration is seeded by an RDP calibration, which brackets the PLD answer and keeps the PLD
+  search fast). Return the bias-corrected ``W_prv = W'``, ``b_prv = b' − W'ᵀ μ̂`` (step 4),
   which act on normalised, *un-centred* features.
 * ``"dpsgd"``: the baseline: the same normalisation and grid with ``μ̂ ≡ 0`` and ``z``
   calibrated for DP-SGD alone.
 * ``"nonprivate"``: the same pipeline with no clipping and no noise (shuffled fixed-size
-  batches, spec A8).
+  batches; the paper does not describe its non-private runs).
 
 The engine does the work: the data are the **unit-normalised** rows ``x̃``; ``C_F`` and ``μ̂``
 enter as the per-run affine transform ``C_F·x̃ − μ̂`` of the engine extension
@@ -24,9 +27,9 @@ GLM clipping path applies it as rank-1 corrections (never forming the transforme
 grid of models shares one gathered batch and one matrix product per step
 (:func:`grid_group`, ``experiments.results.run_groups``). The mean step draws its noise from its
 own named stream (``"private_mean"``), so DPSGD and DPSGD-F with the same key share their Poisson
-batches and DP-SGD noise (spec A21).
+batches and DP-SGD noise (common random numbers).
 
-Hyperparameter tuning is not charged (paper footnote 8, spec A17).
+Hyperparameter tuning is not charged, as in the paper (Sun et al. 2024, footnote 8).
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ MEAN_STREAM = "private_mean"
 
 
 def unit_normalize(x: Any) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float32); a zero row stays zero (spec A18)."""
+    """Rows scaled to unit L2 norm (float32); a zero row stays zero (our choice: the paper's
+    ``x·C_F/‖x‖`` is undefined there)."""
     x = check_finite_array(x, "x", ndim=2).astype(np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), 0.0).astype(np.float32)
@@ -323,7 +327,7 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
         num_classes: int | None = None) -> FitResult:
     """Algorithm 3 end to end on raw features ``x`` (normalised here unless ``feature_norm`` is
     None). ``eval_data`` (raw test features) are normalised the same way and scored with the
-    bias-corrected parameters (spec A20)."""
+    bias-corrected parameters (Algorithm 3 step 4), so μ̂ is not subtracted again at test time."""
     key = check_key(key)
     x = check_finite_array(x, "x", ndim=2, float32=True)
     n, d = x.shape

@@ -1,6 +1,7 @@
-"""Sun, Suresh & Menon (2024), the analysed algorithms (spec §2–3): Algorithm 1 (DPSGD as in
+"""Sun, Suresh & Menon (2024), the analysed algorithms (§2, §4, §5): Algorithm 1 (DPSGD as in
 Bassily et al.), Algorithm 2 (DPSGD-F with PrivMean, PrivQuantile, the τ-valued appended feature
-and feature clipping), the surrogates of §2.3.1–2.3.2 and the counter-example of §3.1.
+and feature clipping), our surrogates for PrivMean (Lemma 3) and PrivQuantile (Lemma 4) and the
+counter-example of §4.
 
 Everything here is numpy on linear models *without* a separate bias and the hinge loss
 ``max(0, 1 − y·w·x)`` (G = 1), the setting of the theory. Two code paths:
@@ -13,10 +14,11 @@ Everything here is numpy on linear models *without* a separate bias and the hing
   same draws the two paths agree exactly (tested).
 
 Privacy: Algorithm 1's σ² = 8·T·C²·log(1/δ)/(n²ε²) is the paper's (moments-accountant constants;
-use it only for the theory checks, spec §2.1). Algorithm 2 spends (ε/3, δ/3) on each of its three
-private steps (basic composition); its PrivMean surrogate splits its own (ε/3, δ/3) into three
-(coarse centre, radius, clipped Gaussian mean). The surrogates keep the structure and the privacy,
-not the constants, of Huang et al. (2021) and Dick et al. (2023) (spec A14).
+loose, with side conditions: use it only for the theory checks). Algorithm 2 spends (ε/3, δ/3) on
+each of its three private steps (basic composition); its PrivMean surrogate splits its own
+(ε/3, δ/3) into three (coarse centre, radius, clipped Gaussian mean). The surrogates keep the
+structure and the privacy, not the constants, of Huang et al. (2021) and Dick et al. (2023), which
+the paper uses as black boxes.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ GRID_POINTS = 200_001
 
 
 # --------------------------------------------------------------------------------------------------
-# The counter-example (§3.1)
+# The counter-example (§4, App. A)
 
 
 def counterexample(n: int, mu: float, *, flip: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +69,7 @@ def accuracy(w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | 
 
 
 # --------------------------------------------------------------------------------------------------
-# Algorithm 1 (§2.1)
+# Algorithm 1 (§2)
 
 
 def alg1_sigma(n: int, epsilon: float, delta: float, clip: float, steps: int) -> float:
@@ -171,7 +173,8 @@ def simulate_counterexample(mu: float, k_plus: Callable[[int], np.ndarray], k_mi
                             clip: Any, lr: Any, noise_std_sum: Any, normaliser: Any, steps: int,
                             rng: np.random.Generator, noise: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """:func:`simulate_types` written out for D' (types (μ, ±1) with labels ±1, no bias) on ``(R,)``
-    arrays: the same arithmetic in a few vector operations per step (E1's 10⁸ run-steps)."""
+    arrays: the same arithmetic in a few vector operations per step (the counter-example check of
+    Algorithm 1 takes ~10⁸ run-steps)."""
     kp0 = k_plus(0)
     r = kp0.shape[0]
     vec = lambda v: np.broadcast_to(np.asarray(v, float), (r,))  # noqa: E731
@@ -214,7 +217,7 @@ def replacement_counts(shares: np.ndarray, batch_size: int, runs: int, rng: np.r
 
 
 # --------------------------------------------------------------------------------------------------
-# PrivQuantile and PrivMean surrogates (§2.3.1–2.3.2)
+# PrivQuantile and PrivMean surrogates (Lemmas 3–4, App. B.1–B.2)
 
 
 def rank_error(epsilon: float, grid_points: int, n: int) -> float:
@@ -246,8 +249,8 @@ def high_quantile_rank(n: int, epsilon: float, grid_points: int) -> float:
 
 def priv_mean_adaptive(x: np.ndarray, radius_bound: float, epsilon: float, delta: float,
                        rng: np.random.Generator, grid_points: int = GRID_POINTS) -> np.ndarray:
-    """(ε, δ)-DP mean whose error scales with the data's spread (spec §2.3.1 surrogate, basic
-    composition of three thirds): a per-coordinate private median on [−R, R] (ε/3 over d
+    """(ε, δ)-DP mean whose error scales with the data's spread (our surrogate for Lemma 3's
+    PrivMean, basic composition of three thirds): a per-coordinate private median on [−R, R] (ε/3 over d
     coordinates), a private high quantile r of ‖x_i − c‖ on [0, 2R] (ε/3, gap rule), a clipped
     Gaussian mean around c (analytic σ at (ε/3, δ), add/remove sensitivity r), projected onto B(R)."""
     n, d = x.shape
@@ -269,7 +272,7 @@ def priv_mean_adaptive(x: np.ndarray, radius_bound: float, epsilon: float, delta
 def algorithm2_features(x: np.ndarray, epsilon: float, delta: float, radius_bound: float,
                         rng: np.random.Generator, grid_points: int = GRID_POINTS) -> dict[str, Any]:
     """Steps 1–4 of Algorithm 2: μ̂ = PrivMean (ε/3, δ/3); τ = PrivQuantile of ‖x_i − μ̂‖ on
-    [0, 2R] (ε/3; spec A19) plus R/n²; x'' = Clip((x − μ̂, τ), √2·τ)."""
+    [0, 2R] (ε/3; the paper's [0, R] misses distances up to 2R) plus R/n²; x'' = Clip((x − μ̂, τ), √2·τ)."""
     n = x.shape[0]
     mu = priv_mean_adaptive(x, radius_bound, epsilon / 3, delta / 3, rng, grid_points)
     dist = np.linalg.norm(x - mu, axis=1)

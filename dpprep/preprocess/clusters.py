@@ -1,14 +1,15 @@
 """Good clusters (Hu et al. 2024, §4.1 / App. C.1), shared by deduplication and quantization.
 
 ``x`` is the *center of a good cluster* iff ``B(x, η; S) = B(x, 3η; S)`` — no point of ``S`` at
-distance in ``(η, 3η]``. Two good clusters are identical or disjoint (spec §5.1), so the good
-clusters partition the clustered points and are computed once, on the input dataset.
+distance in ``(η, 3η]``. Two good clusters are identical or disjoint (a consequence of the
+definition that the paper does not state), so the good clusters partition the clustered points and
+are computed once, on the input dataset.
 
-Representative [our choice, spec §5.1 leaves it open]: the smallest-index member that lies within η
-of every member. Every center qualifies, so a representative exists; unlike "the smallest-index
-center", the choice depends only on the cluster's member set, so a neighbour that leaves a cluster's
-members unchanged (e.g. a new point within 3η of one of its centers but not of another) cannot
-change its representative.
+Representative [our choice; the paper keeps "the center" of each good cluster without saying which
+one]: the smallest-index member that lies within η of every member. Every center qualifies, so a
+representative exists; unlike "the smallest-index center", the choice depends only on the cluster's
+member set, so a neighbour that leaves a cluster's members unchanged (e.g. a new point within 3η
+of one of its centers but not of another) cannot change its representative.
 """
 
 from __future__ import annotations

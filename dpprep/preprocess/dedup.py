@@ -1,9 +1,10 @@
 """η-approximate deduplication ``π_η^d`` (Hu et al. 2024, §4.1, Prop. 3).
 
 Every good cluster keeps only its representative; the other members are removed. A removed record
-becomes the zero (null) record so that ``n`` stays fixed (spec §0.5, §10.12): it contributes zero
-gradient to a GLM and ``||x − 0|| ≤ 1``, which is the paper's ``Δ2 = 1``. Points outside every good
-cluster are kept unchanged.
+becomes the zero (null) record so that ``n`` stays fixed (the paper does not say what a removed
+point is; keeping ``n`` keeps every formula in ``n`` valid): it contributes zero gradient to a GLM
+and ``||x − 0|| ≤ 1``, which is the paper's ``Δ2 = 1``. Points outside every good cluster are kept
+unchanged.
 """
 
 from __future__ import annotations

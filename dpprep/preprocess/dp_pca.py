@@ -1,5 +1,5 @@
 """Differentially private PCA by "Analyze Gauss" (Dwork, Talwar, Thakurta, Zhang 2014): the DP-PCA
-baseline of Hu et al. (2024) Figure 3 (spec §9.2).
+baseline of Hu et al. (2024) Figure 3 (the paper does not say which DP-PCA it runs; this is our choice).
 
 Release ``M̂ = (1/n) XᵀX + E`` with ``E`` symmetric, its upper-triangular entries (diagonal included)
 i.i.d. ``N(0, s²)``. Under replace-one adjacency in the unit ball the upper-triangular vector of
@@ -8,9 +8,9 @@ i.i.d. ``N(0, s²)``. Under replace-one adjacency in the unit ball the upper-tri
 ``M̂`` are post-processing, so the projections ``x ↦ Â_kÂ_kᵀx`` (rank) and ``x ↦ Â_kᵀx`` (dim) and
 anything trained on them compose cleanly with the release.
 
-Calibration (:func:`analyze_gauss_noise`): ``"lemma_m"`` (default, the spec's choice and the
-conversion Hu et al. use everywhere): the Gaussian mechanism's RDP ``αΔ²/(2s²)`` through Lemma M
-over all α > 1 has the closed form ``ε = u²/2 + u·sqrt(2 log(1/δ))`` with ``u = Δ/s``, so
+Calibration (:func:`analyze_gauss_noise`): ``"lemma_m"`` (default, the conversion Hu et al. use
+everywhere): the Gaussian mechanism's RDP ``αΔ²/(2s²)`` through Lemma M over all α > 1 has the
+closed form ``ε = u²/2 + u·sqrt(2 log(1/δ))`` with ``u = Δ/s``, so
 ``u = −c0 + sqrt(c0² + 2ε)``, ``c0 = sqrt(2 log(1/δ))``; ``"analytic"``: the exact (tighter)
 analytic Gaussian mechanism of Balle & Wang (2018) via dp-accounting.
 """

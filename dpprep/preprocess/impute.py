@@ -2,7 +2,8 @@
 
 Missing entries are NaN. Each function fits its model on the observed values of the dataset and
 fills every missing entry with the model's prediction; rows are then projected back onto the unit
-ball (``project=True``; row-wise and non-expansive, so the sensitivities are unchanged — spec §5.5).
+ball (``project=True``; row-wise and non-expansive, so the sensitivities are unchanged; imputed
+rows may leave the ball, which the paper does not address).
 Only rows with a missing entry change, so ``Δ∞ = p`` = number of rows with at least one NaN.
 
 ``Δ2`` per method (``ImputeResult.sensitivity``):

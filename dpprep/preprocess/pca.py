@@ -1,7 +1,7 @@
 """PCA for rank reduction and dimension reduction (Hu et al. 2024, Prop. 5, App. C.3).
 
 ``A_k`` (d × k) holds the top-k eigenvectors of the centred empirical covariance
-``Σ = (1/(n−1)) Σ_i (x_i − μ̂)(x_i − μ̂)ᵀ`` (spec §10.18). Rank reduction maps ``x ↦ A_k A_kᵀ x``
+``Σ = (1/(n−1)) Σ_i (x_i − μ̂)(x_i − μ̂)ᵀ`` (App. C.3, Eq. 38). Rank reduction maps ``x ↦ A_k A_kᵀ x``
 (output in R^d), dimension reduction ``x ↦ A_kᵀ x`` (output in R^k); neither subtracts the mean.
 
 Eigenvectors are only defined up to sign; we flip each so that its largest-magnitude coordinate

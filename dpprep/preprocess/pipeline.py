@@ -108,7 +108,7 @@ class Step:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("name must be a non-empty string")
         if not callable(self.fn):
-            raise ValueError(f"step {self.name!r}: fn must be callable")
+            raise TypeError(f"step {self.name!r}: fn must be callable")
         if self.lipschitz is not None:
             check_positive(self.lipschitz, "lipschitz", allow_zero=True)
         if self.group not in ("none", "displacement", "uniform"):
@@ -209,7 +209,7 @@ class Pipeline:
             raise ValueError("steps must contain at least one Step")
         for s in steps:
             if not isinstance(s, Step):
-                raise ValueError(f"steps must contain Step objects, got {type(s).__name__}")
+                raise TypeError(f"steps must contain Step objects, got {type(s).__name__}")
         object.__setattr__(self, "steps", steps)
 
     def check(self) -> None:

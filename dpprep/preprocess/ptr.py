@@ -1,5 +1,5 @@
 """Algorithm 1 of Hu, Sanyal, Schölkopf (2024): propose-test-release (PTR) for non-private PCA
-rank reduction followed by DP-GD (spec §8.1), as a private learner.
+rank reduction followed by DP-GD (§5.2 of the paper), as a private learner.
 
 1. ``γ = J_lb(S) + Lap(1/ε)`` — a noisy lower bound on the Hamming distance from ``S`` to the
    nearest dataset whose k-th eigen-gap is below β;
@@ -8,7 +8,8 @@ rank reduction followed by DP-GD (spec §8.1), as a private learner.
    projected, averaged DP-GD with **twice** the Table-1 noise, ``σ = 2L√T/(εn)`` on the mean
    gradient (the engine adds ``n·σ = 2L√T/ε`` to the gradient sum).
 
-The exact distance is intractable; :func:`distance_statistic` is the spec's implementable
+The exact distance is intractable; :func:`distance_statistic` is the implementable lower bound
+from the proof of Proposition 8 (App. E, Eqs. 56–59),
 ``J_lb(S) = max(0, (δ_k(S) − β)/g_n)``, ``g_n = 4(3n+2)/(n(n−1))`` (twice the covariance
 perturbation of Eq. 41: by Weyl each eigenvalue moves by at most ``‖Σ̃ − Σ‖_F``, so the gap moves
 by at most ``g_n`` under one replacement). Hence ``J_lb`` has Hamming sensitivity ≤ 1, is 0 when
@@ -16,8 +17,8 @@ by at most ``g_n`` under one replacement). Hence ``J_lb`` has Hamming sensitivit
 The covariance is the centred ``1/(n−1)`` one, as in ``pca_reduce``.
 
 Guarantee (:func:`guarantee`): Theorem 7 from :mod:`dpprep.preprocess.privacy.theorem7` — the paper's
-closed form ``(ε̂ + ε, δ)`` and the rigorous numeric level of spec §10.19; :func:`calibrate_epsilon`
-finds the PTR ε for a target overall ε. Theorem 7 needs ``n ≥ 101`` (its constant 12.2).
+closed form ``(ε̂ + ε, δ)`` and a rigorous numeric level (the closed form's 1.05 needs α ≥ 11);
+:func:`calibrate_epsilon` finds the PTR ε for a target overall ε. Theorem 7 needs ``n ≥ 101`` (its constant 12.2).
 
 :func:`algorithm1_sweep` runs Algorithm 1 over PTR ε × keys × step sizes with one
 eigendecomposition and the DP-GD of every passed test as one :func:`dpprep.sweeps.sweep_points`
@@ -171,7 +172,7 @@ def dp_gd_noise_std(mechanism_epsilon: float, steps: int, *, lipschitz: float = 
 
 def guarantee(epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0, smoothness: float = 1.0) -> Theorem7:
     """Theorem 7 for Algorithm 1 at PTR parameter ``epsilon`` (``total_epsilon``: the paper's closed
-    form; ``numeric_total_epsilon``: the rigorous level of spec §10.19)."""
+    form; ``numeric_total_epsilon``: the rigorous numeric level, valid at every Rényi order)."""
     return theorem7(epsilon, delta, beta, lipschitz=lipschitz, smoothness=smoothness)
 
 
@@ -355,7 +356,8 @@ def algorithm1(x, y, *, k: int, beta: float, epsilon: float, delta: float, key, 
     single-point case of :func:`algorithm1_sweep` (one ε, one key, one step size).
 
     ``key`` is split into the test's key and DP-GD's key (``jax.random.split(key)``). ``smoothness``
-    (for the reported guarantee) defaults to the logistic loss's ``μ = 1 + radius/4`` (spec §1.5).
+    (for the reported guarantee) defaults to the logistic loss's ``μ = 1 + radius/4`` (smoothness in
+    the data, Def. 6: the sigmoid's slope is at most 1/4).
     Raises ValueError for ``k ≥ d``, ``beta ≤ 0``, rows outside the unit ball or ``n < 101``.
     """
     key = check_key(key)

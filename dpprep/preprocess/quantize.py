@@ -23,7 +23,7 @@ class QuantizeResult:
     ``max_cluster_size`` and ``p = 2 · max_cluster_size`` as for deduplication (Prop. 3; same
     caveat about crafted neighbours, see ``DedupResult``); ``sensitivity = (p, η)`` or ``(p, 2η)``
     with ``conservative`` (default): a common record whose cluster representative differs between
-    the two neighbours moves by up to 2η (spec §10.13).
+    the two neighbours moves by up to 2η (a case the proof of Prop. 3 does not cover).
     """
 
     data: np.ndarray

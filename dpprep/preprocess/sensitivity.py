@@ -8,7 +8,7 @@ Definition 4 of the paper, replace-one neighbours ``S1 = S ∪ {z1}``, ``S2 = S 
   common record.
 
 The induced L12 budget that Theorem 2 plugs into the SRDP of the mechanism is ``τ* = Δ2 · Δ∞``
-(``l2 · linf``). Every bound assumes rows in the unit L2 ball (spec §0.1) and is a bound over
+(``l2 · linf``). Every bound assumes rows in the unit L2 ball (§4 of the paper) and is a bound over
 a dataset collection ``ℒ``: the data-dependent arguments (``p``, order statistics, eigenvalues,
 eigen-gaps) must hold for *every* dataset the guarantee is meant to cover — for one neighbouring
 pair that means both datasets (the larger ``p``, the smaller gap). The pre-processing functions in
@@ -67,7 +67,8 @@ def dedup_sensitivity(p: int) -> Sensitivity:
 
     ``p`` is the L∞ sensitivity itself (Table 2's ``p``); under replace-one adjacency Prop. 3 gives
     ``p = 2 · (largest good-cluster size over ℒ)``. ``Δ2 = 1`` because a removed record becomes the
-    zero (null) record and ``||x − 0|| ≤ 1`` in the unit ball (spec §0.5).
+    zero (null) record (our encoding: the paper does not define removed points) and
+    ``||x − 0|| ≤ 1`` in the unit ball.
     """
     p = _check_count(p, "p")
     return Sensitivity(linf=float(p), l2=1.0)
@@ -79,8 +80,8 @@ def quantization_sensitivity(p: int, eta: float, *, conservative: bool = True) -
     The paper's ``Δ2 = η`` holds when a common record is either left alone in one dataset or mapped
     to the same representative in both. If its cluster's representative differs between ``S1`` and
     ``S2`` (both representatives lie within η of the record) the change can reach ``2η``
-    (spec §10.13; tests/preprocess/test_dedup_quantize.py pins a case at 1.8η), so the default is
-    that always-valid bound, as in :func:`dpprep.preprocess.quantize`. Pass
+    (the proof of Prop. 3 misses this case; tests/preprocess/test_dedup_quantize.py pins one at
+    1.8η), so the default is that always-valid bound, as in :func:`dpprep.preprocess.quantize`. Pass
     ``conservative=False`` to reproduce the paper's Table 2 / Figure 2.
     """
     p = _check_count(p, "p")
@@ -113,7 +114,7 @@ def median_imputation_sensitivity(p: int, spread: float, *, max_missing_per_row:
 
     Table 3 prints the per-feature scalar ``x^max_((n+1)/2) − x^min_(n/2)``: the largest value any
     neighbour's median can take minus the smallest, over ℒ. Pass that difference as ``spread``;
-    a record with ``q`` missing features moves by at most ``sqrt(q) · spread`` (spec §5.5).
+    a record with ``q`` missing features moves by at most ``sqrt(q) · spread`` [DERIVED].
     ``dpprep.preprocess.impute_median`` computes a per-feature local ``spread`` on the data.
     """
     p = _check_count(p, "p")
@@ -152,7 +153,7 @@ def regression_imputation_sensitivity(
     target, ``lambda_min`` of the regressors' Gram).
 
     ``replace_one=False`` returns Table 3 as printed, ``λmax²/((λmax+1)λmin²) + 1/λmin``, which the
-    paper derives for *add-one* neighbours. Replace-one (the package default, spec §0.2) is
+    paper derives for *add-one* neighbours. Replace-one (the package default, as in Def. 4) is
     remove-one then add-one around the common part, whose Gram has smallest eigenvalue
     ``≥ λmin − 1`` (Weyl, ``||zzᵀ|| ≤ 1``), so ``Δ2 = 2 · [λmax²/((λmax+1)(λmin−1)²) + 1/(λmin−1)]``
     [DERIVED]; needs ``λmin > 1``.
@@ -189,7 +190,7 @@ def pca_rank_sensitivity(n: int, gap: float) -> Sensitivity:
     """PCA rank reduction ``x ↦ A_k A_kᵀ x`` (Prop. 5): ``Δ∞ = n``, ``Δ2 = 4(3n+2)/(n(n−1)·gap)``.
 
     ``gap`` is ``δ_min^k``, the smallest k-th eigen-gap ``λ_k − λ_{k+1}`` of the centred covariance
-    over ℒ (Zwald–Blanchard needs only this gap; spec §10.17). ``τ* = 4(3n+2)/((n−1)·gap)``.
+    over ℒ (Zwald–Blanchard, Lemma L in App. C.3, needs only this gap). ``τ* = 4(3n+2)/((n−1)·gap)``.
     """
     n = check_positive_int(n, "n", minimum=2)
     gap = check_positive(gap, "gap")

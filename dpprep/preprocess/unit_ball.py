@@ -1,4 +1,4 @@
-"""The instance space of Hu et al. (2024): rows in the closed unit L2 ball (spec §0.1).
+"""The instance space of Hu et al. (2024): rows in the closed unit L2 ball (the paper's §4).
 
 All sensitivity constants of ``dpprep.preprocess.sensitivity`` rely on it, so every pre-processing
 function checks it (``check_unit_ball``). Two data-independent ways to get there:
@@ -70,7 +70,7 @@ def project_to_unit_ball(x) -> np.ndarray:
     """Euclidean projection of each row onto the unit ball (rows with norm > 1 are rescaled to 1).
 
     Row-wise and data-independent, hence non-expansive: applying it after a pre-processing step
-    leaves that step's (Δ∞, Δ2) unchanged (spec §5.5).
+    leaves that step's (Δ∞, Δ2) unchanged.
     """
     arr = _as_matrix(x, "x")
     norms = row_norms(arr)

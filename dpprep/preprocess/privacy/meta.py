@@ -13,11 +13,12 @@ Public API (kept stable; other modules build on it):
   (``.tau`` = τ* = l2·linf), defined with the pre-processings so that they need no accountant.
 - :func:`theorem2` / :func:`theorem2_branches` — Eq. 3, exponents optimised numerically per branch
   (independently, as the paper allows) unless given; ``combine="max"`` (paper, default) or ``"min"``
-  (spec §10.9: the hybrid construction is symmetric, so each branch alone bounds both directions).
+  (the hybrid construction of the proof, App. B, is symmetric, so each branch alone bounds both
+  directions).
 - :func:`eq43` — the ``p_h = q_h = 2`` special case behind Table 2:
   ``(2α−1)/(2(α−1))·[ε̃(2α, τ*) + ε(2α)]``, with the paper's constant 1.05 for α ≥ 11.
 - :func:`pure_dp_bound` — Eqs. 44–45 for pure-DP mechanisms: ``ε(∞) + ε̃(∞, τ*)``.
-- :func:`group_privacy_rdp` — the naive group-privacy baseline (Fig. 2; spec §7, §10.25).
+- :func:`group_privacy_rdp` — the naive group-privacy baseline (Fig. 2; the paper gives no formula).
 - :func:`check_mechanism` — the checks every function here that returns a privacy level applies.
 - :func:`overall_privacy` — the pipeline's RDP curve, its (ε, δ) via Lemma M, optimal α and the
   group-privacy baseline. :func:`calibrate` — the mechanism ε (noise level) for a target overall ε.
@@ -70,7 +71,8 @@ def _check_tau(tau: float) -> float:
     return check_positive(tau, "tau", allow_zero=True)
 
 
-# Hölder-exponent search: p−1 on a log grid over [1e−6, 1e6] (spec §7 suggests [1e−4, 1e4]; wider so τ = 0 recovers ε(α) to ~1e−6), then zooms per α.
+# Hölder-exponent search: p−1 on a log grid over [1e−6, 1e6] (wide, so that τ = 0 recovers ε(α) to ~1e−6),
+# then zooms per α.
 _HOLDER_U = np.linspace(math.log(1e-6), math.log(1e6), 240)
 _HOLDER_ZOOM_POINTS = 33
 _HOLDER_ZOOM_ROUNDS = 4
@@ -119,7 +121,8 @@ def theorem2_branches(
     q_h: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The two branches of Eq. 3 at order(s) ``alpha``, each minimised over its Hölder exponent
-    (``p_h`` / ``q_h`` fixed if given; both must be > 1 — spec §10.10). An exponent whose orders
+    (``p_h`` / ``q_h`` fixed if given; both must be > 1: the paper's ``p, q ≥ 1`` holds only as a
+    limit). An exponent whose orders
     fall outside the mechanism's admissible range gives ``inf`` for that exponent.
 
     Only ``tau`` is known here: for DP-SGD-samp / -iter the caller vouches that ``gamma_pw`` /
@@ -151,7 +154,8 @@ def theorem2(
 ) -> float | np.ndarray:
     """Theorem 2 (Eq. 3): RDP ``ε̂(α)`` of ``A∘π`` for pre-processing budget ``tau`` = Δ2·Δ∞.
 
-    ``combine="max"`` is the paper's statement; ``"min"`` is also valid (spec §10.9) and never worse.
+    ``combine="max"`` is the paper's statement; ``"min"`` is also valid (the hybrid construction of the
+    proof, App. B, is symmetric) and never worse.
     Returns ``inf`` at orders where no admissible exponent exists (e.g. beyond DP-SGD's α-range).
 
     Closed form used as an independent check: when ``ε(α) = aα`` and ``ε̃(α, τ) = bα`` (Gaussian,
@@ -212,10 +216,10 @@ def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.n
     """Naive group-privacy baseline: RDP of ``mechanism`` w.r.t. datasets differing in ``group_size``
     records, as a vectorised curve over α — or ``None`` where no exact form is defined here.
 
-    Gaussian: ``αk²ε²/2`` (f moves by ≤ kΔ_f; spec §7). DP-GD: ``2αk²ε²`` (the average gradient
+    Gaussian: ``αk²ε²/2`` (f moves by ≤ kΔ_f). DP-GD: ``2αk²ε²`` (the average gradient
     moves by ≤ 2kL/n). Laplace/Exponential: ``kε`` (pure-DP group privacy). DP-SGD variants: None
-    (their RDP bounds are for one differing record only). Mironov's generic group lemma is
-    deliberately not used (spec §10.25).
+    (their RDP bounds are for one differing record only). Mironov's generic group lemma (group size
+    ``2^c`` ⇒ ``3^c ε(2^c α)``) is deliberately not used: it gives a much weaker baseline.
     """
     k = check_positive(group_size, "group_size")
     if isinstance(mechanism, Gaussian):
@@ -232,7 +236,7 @@ def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.n
 
 def _check_enforced(mechanism: Mechanism) -> None:
     if not isinstance(mechanism, Mechanism):
-        raise ValueError(f"mechanism must be a table1 Mechanism, got {type(mechanism).__name__}")
+        raise TypeError(f"mechanism must be a table1 Mechanism, got {type(mechanism).__name__}")
     if not mechanism.enforce_range:
         raise ValueError(
             f"{mechanism.name} was built with enforce_range=False (an algebraic evaluation of the "
@@ -246,7 +250,7 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
     for a pre-processing with these sensitivities:
 
     - the mechanism enforces its α-range (not built with ``enforce_range=False``);
-    - DP-SGD-iter: ``kappa ≥ Δ∞`` (the hybrid pairs differ in up to Δ∞ records; spec §10.11);
+    - DP-SGD-iter: ``kappa ≥ Δ∞`` (the hybrid pairs of the proof, App. B, differ in up to Δ∞ records);
     - not DP-SGD-samp: Table 1's RDP ``α²ε²/2`` for it (Abadi et al.'s moments lemma) is not a valid
       bound under the paper's replace-one adjacency. A sampled gradient can move by 2L, i.e. noise
       multiplier z/2, and dp-accounting's RDP of exactly this algorithm (batch-1 sampling,
@@ -285,8 +289,9 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
 def rigorous_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity) -> Mechanism:
     """The mechanism whose bounds :func:`overall_privacy` uses: Table 1's DP-SGD-samp row becomes
     :func:`dpprep.preprocess.privacy.sgd_samp.from_table1` (the same algorithm — one uniform index per step,
-    σ = L·sqrt(2cT)/(εn) — with a replace-one RDP from dp-accounting and the SRDP of spec §9.4 for
-    the pre-processing's Δ∞); every other mechanism is returned unchanged."""
+    σ = L·sqrt(2cT)/(εn) — with a replace-one RDP from dp-accounting and an SRDP without
+    amplification by sampling for the pre-processing's Δ∞); every other mechanism is returned
+    unchanged."""
     if isinstance(mechanism, DPSGDSampling) and isinstance(preprocessing_sensitivity, Sensitivity):
         _check_enforced(mechanism)
         return sgd_from_table1(mechanism, preprocessing_sensitivity.linf)
@@ -297,8 +302,8 @@ def default_group_size(linf: float, n: int | None = None) -> int:
     """Group size of the naive group-privacy baseline: ``ceil(Δ∞) + 1``, capped at ``n`` if known.
 
     Pre-processed neighbours ``π1(S1)``, ``π2(S2)`` differ in the replaced record itself plus up to
-    Δ∞ common records (spec §4). Figure 2 of the paper counts ``k = Δ∞``; pass that explicitly to
-    reproduce it (it is not a valid guarantee).
+    Δ∞ common records (proof of Theorem 2, App. B). Figure 2 of the paper counts ``k = Δ∞``; pass
+    that explicitly to reproduce it (it is not a valid guarantee).
     """
     linf = check_positive(linf, "linf", allow_zero=True)
     k = math.ceil(linf) + 1
@@ -470,7 +475,7 @@ def calibrate(
     e.g. for ``enforce_range=False``).
     """
     if not callable(mechanism_factory):
-        raise ValueError("mechanism_factory must be callable (eps -> table1 Mechanism)")
+        raise TypeError("mechanism_factory must be callable (eps -> table1 Mechanism)")
     target = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     initial = check_epsilon(initial, "initial")
@@ -554,19 +559,19 @@ def calibrate_subsampled_sgd(
     ``sensitivity`` = a :class:`~dpprep.preprocess.sensitivity.Sensitivity`, e.g. PCA's with
     Δ∞ = n) so that the pipeline is ``(target_epsilon, delta)``-DP by Theorem 2 (:func:`calibrate`).
 
-    For Figure 3's optional DP-SGD variant (spec §9.4): pass the returned ``noise_std`` as the
-    learner's absolute noise on the averaged gradient, with clip norm ``clip_norm`` and the same
-    ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100, T = 1000, PCA τ* = 14.81
-    (``Sensitivity(10_000, 14.81e-4)``), μ = 1.25, (1, 1e-5): z ≈ 32 (z ≈ 3.3 without
-    pre-processing).
+    For a DP-SGD variant of Figure 3 (the paper trains with DP-SGD but analyses DP-GD): pass the
+    returned ``noise_std`` as the learner's absolute noise on the averaged gradient, with clip norm
+    ``clip_norm`` and the same ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100,
+    T = 1000, PCA τ* = 14.81 (``Sensitivity(10_000, 14.81e-4)``), μ = 1.25, (1, 1e-5): z ≈ 32
+    (z ≈ 3.3 without pre-processing).
     """
     if not isinstance(sensitivity, Sensitivity):
-        raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
+        raise TypeError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     # Lemma M gives ε >= log(1/δ)/(α−1) at every order, and orders beyond ORDER_GRID are
     # inadmissible: no noise gets below log(1/δ)/(α_max−1). Say so at once rather than after a
-    # search of ~80 evaluations (a minute) down to a multiplier of 1e48.
+    # search of ~80 evaluations down to a multiplier of 1e48.
     floor = math.log(1.0 / delta) / (ORDER_GRID[-1] - 1.0)
     if target_epsilon <= floor:
         raise ValueError(
@@ -618,7 +623,7 @@ class PreprocessedAccountant:
 
     def __post_init__(self) -> None:
         if not isinstance(self.sensitivity, Sensitivity):
-            raise ValueError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(self.sensitivity).__name__}")
+            raise TypeError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(self.sensitivity).__name__}")
         check_positive(self.lipschitz, "lipschitz")
         check_positive(self.smoothness, "smoothness")
         if self.mode not in ("exact", "table2"):

@@ -5,16 +5,17 @@ not JAX. ``log`` is the natural logarithm throughout.
 
 - :func:`lemma_m` / :func:`rdp_to_dp`: Lemma M (Mironov 2017, Prop. 3): an ``(α, ε_R)``-RDP
   algorithm is ``(ε_R + log(1/δ)/(α−1), δ)``-DP; for a whole curve take the minimum over the
-  admissible α range (spec §0.3).
+  admissible α range (as the paper applies it in App. E).
 - :func:`gaussian_divergence`: Lemma C, ``D_α(N(μ0, σ²I) || N(μ1, σ²I)) = α‖μ0−μ1‖²/(2σ²)``.
 - :func:`mixture_gaussian_divergence`: the Rényi divergences, both ways, between ``N(0, 1)`` and
   the mixture ``(1−q)·N(0, 1) + q·N(μ, 1)``, by quadrature: the exact RDP of one step of a
   mechanism whose sampled gradient moves by ``μσ`` with probability ``q`` (a realisable pair, so a
   *lower* bound on that mechanism's RDP, independent of any accountant's series).
 - :func:`gaussian_group_rdp` / :func:`gaussian_group_epsilon`: the group-privacy baseline of
-  Figure 2 (spec §7, §10.25): a group of ``k`` records moves a Δ_f-sensitive ``f`` by ≤ kΔ_f, so the
-  Gaussian mechanism with noise Δ_f/ε is ``(α, αk²ε²/2)``-RDP w.r.t. groups of size k (exact
-  Gaussian group RDP, *not* Mironov's generic ``3^c ε(2^c α)`` group lemma).
+  Figure 2 (the paper gives no formula for it; §3.2 and §4.2 only compare against it): a group of
+  ``k`` records moves a Δ_f-sensitive ``f`` by ≤ kΔ_f, so the Gaussian mechanism with noise Δ_f/ε
+  is ``(α, αk²ε²/2)``-RDP w.r.t. groups of size k (exact Gaussian group RDP, *not* Mironov's
+  generic ``3^c ε(2^c α)`` group lemma).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class NoAdmissibleOrder(ValueError):
 def check_alpha(alpha: float | np.ndarray, name: str = "alpha", *, allow_inf: bool = False) -> np.ndarray:
     """Returns ``alpha`` as a float array after checking every entry is an order ``> 1``.
 
-    RDP is defined for α > 1 only (spec §10.10: the paper's "α ≥ 1" is a typo); ``α = ∞`` is
+    RDP is defined for α > 1 only (the paper's occasional "α ≥ 1" is a typo); ``α = ∞`` is
     accepted only where ``allow_inf`` (pure-DP mechanisms, Eqs. 44–45).
     """
     arr = np.asarray(alpha, dtype=float)
@@ -167,7 +168,7 @@ def rdp_to_dp_linear(slope: float, delta: float, *, alpha_min: float = 1.0, inte
     """Closed-form Lemma M for a linear curve ``ε_R(α) = slope·α + intercept`` over ``α ≥ alpha_min``.
 
     The unconstrained minimiser is ``α* = 1 + sqrt(log(1/δ)/slope)``; clipped to ``alpha_min``.
-    Used as the independent check of :func:`rdp_to_dp` and for Table-2 mode (α ≥ 11, spec §7).
+    Used as the independent check of :func:`rdp_to_dp` and for Table-2 mode (α ≥ 11, as in Table 2).
     """
     slope = check_epsilon(slope, "slope")
     delta = check_delta(delta)
@@ -242,7 +243,7 @@ def mixture_gaussian_divergence(alpha: float, sampling_rate: float, shift: float
 def gaussian_group_rdp(alpha: float | np.ndarray, group_size: float, epsilon: float) -> float | np.ndarray:
     """Exact group RDP of the Gaussian mechanism ``f(S) + N(0, Δ_f²/ε²)``: ``α k² ε² / 2``.
 
-    A group of ``k`` replaced records moves a Δ_f-sensitive ``f`` by at most ``kΔ_f`` (spec §7).
+    A group of ``k`` replaced records moves a Δ_f-sensitive ``f`` by at most ``kΔ_f``.
     """
     a = check_alpha(alpha)
     k = check_positive(group_size, "group_size")
@@ -252,7 +253,7 @@ def gaussian_group_rdp(alpha: float | np.ndarray, group_size: float, epsilon: fl
 
 def gaussian_group_epsilon(group_size: float, epsilon: float, delta: float) -> float:
     """Closed form of Lemma M over all α > 1 for :func:`gaussian_group_rdp`:
-    ``k²ε²/2 + kε·sqrt(2 log(1/δ))`` (spec §7)."""
+    ``k²ε²/2 + kε·sqrt(2 log(1/δ))`` (our Figure 2 baseline; the paper gives no formula)."""
     k = check_positive(group_size, "group_size")
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)

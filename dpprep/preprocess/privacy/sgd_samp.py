@@ -38,15 +38,16 @@ RDP ``ε(α)`` (record-level replace-one), T times one step's:
   Tests check the result against the exact divergence of realisable pairs (antipodal a = −b, and
   b = 0) by numerical integration: it is within a few percent of it at most orders.
 
-SRDP ``ε̃(α, τ)`` for Theorem 2's hybrid pairs (spec §9.4, no amplification by sampling for the
-shift itself): the pairs differ in at most ``m = ⌊Δ∞⌋`` records, each moved by at most
+SRDP ``ε̃(α, τ)`` for Theorem 2's hybrid pairs (our derivation, no amplification by sampling for
+the shift itself): the pairs differ in at most ``m = ⌊Δ∞⌋`` records, each moved by at most
 ``Δ2 = τ/Δ∞``; batches are drawn independently of the data, so both datasets can use the same
 batch. Given a batch holding ``b`` changed records, the clipped sum moves by at most ``b·μΔ2``
 (clipping is non-expansive, ℓ is μ-smooth in the data), a Gaussian divergence
 ``α b² μ²Δ2²/(2z²C²)``. ``exp((α−1)D_α)`` is jointly convex in the pair, so one step has
 ``(α−1)D_α ≤ log E_b[exp(α(α−1) b² μ²Δ2²/(2z²C²))]`` with ``b ~ Binomial(m, q)`` (Poisson) or
 ``Hypergeometric(n, m, B)`` (without replacement); T steps add up (adaptive composition). With
-``m = n`` and a fixed batch this is spec §9.4's ``α μ²Δ2²/(2σ_avg²)`` per step, ``σ_avg = zC/B``.
+``m = n`` and a fixed batch this is the plain Gaussian ``α μ²Δ2²/(2σ_avg²)`` per step,
+``σ_avg = zC/B``.
 ``linf`` (Δ∞) is therefore a parameter of the mechanism; ``meta.check_mechanism`` requires it to
 equal the pre-processing's.
 
@@ -356,7 +357,7 @@ def from_table1(mechanism: DPSGDSampling, linf: float) -> SubsampledSGD:
     per step (batch 1, ``"without_replacement"``), noise multiplier ``z = σ/L`` with Table 1's
     σ = L·sqrt(2cT)/(εn), no clipping (C = L)."""
     if not isinstance(mechanism, DPSGDSampling):
-        raise ValueError(f"mechanism must be a table1 DPSGDSampling, got {type(mechanism).__name__}")
+        raise TypeError(f"mechanism must be a table1 DPSGDSampling, got {type(mechanism).__name__}")
     return subsampled_sgd(
         noise_multiplier=mechanism.noise_multiplier, n=mechanism.n, batch_size=1, steps=mechanism.steps,
         linf=min(float(linf), float(mechanism.n)), sampling="without_replacement",

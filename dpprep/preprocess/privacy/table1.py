@@ -11,17 +11,20 @@ level* as in Table 1, not a pipeline's final ε), its constants (Lipschitz ``L``
 - ``alpha_range()``: the admissible orders as ``(low, high)`` (low exclusive, high inclusive);
 - ``noise``: the noise scale the bound assumes.
 
-Corrections of the printed paper applied here (spec §3 and §10; each repeated where it applies):
-DP-GD RDP is ``2αε²`` (§10.1); the Gaussian SRDP carries ``/Δ_f²`` (§10.2); DP-SGD-iter uses
-Theorem 14's σ (§10.3), its SRDP carries ``ε²`` (§10.4), its α-range is the explicit σ condition
-with μ in the τ-term (§10.5–10.6); DP-SGD-samp uses σ = L·sqrt(2cT)/(εn) so that the tabulated
-``α²ε²/2`` holds (§10.7).
+Corrections of the printed paper applied here (each repeated where it applies): DP-GD RDP is
+``2αε²`` (Theorem 12's proof and Table 1; its statement says ``αε²/2``); the Gaussian SRDP carries
+``/Δ_f²`` (Theorem 9's proof and Table 1; its statement drops it); DP-SGD-iter uses Theorem 14's σ
+(Table 1 adds an η), its SRDP carries ``ε²`` (Table 1 omits it; Table 2 and the proof need it), its
+α-range is Theorem 14's explicit σ condition with μ in the τ-term (as the proof of Lemma 3 needs)
+rather than Table 1's "ε = O(1/(nα²))"; DP-SGD-samp uses σ = L·sqrt(2cT)/(εn) so that the tabulated
+``α²ε²/2`` holds (Theorem 13's algebra gives ``α²ε²/T`` per step with the printed σ).
 
 ``enforce_range=False`` turns a mechanism into a purely algebraic evaluation of the Table-1
 formula (no α-range check). It exists only to evaluate the *printed* symbolic Table 2 at the
-spec's §11.2 point, which lies outside Theorem 14's range for DP-SGD-iter (``table2.derived_cell``
-and ``meta.eq43``); every caller that uses it says so in its output. Such a mechanism carries no
-privacy guarantee, so ``meta.theorem2``, ``meta.overall_privacy`` and ``meta.calibrate`` refuse it.
+default :class:`~dpprep.preprocess.privacy.table2.Table2Point`, which lies outside Theorem 14's
+range for DP-SGD-iter (``table2.derived_cell`` and ``meta.eq43``); every caller that uses it says
+so in its output. Such a mechanism carries no privacy guarantee, so ``meta.theorem2``,
+``meta.overall_privacy`` and ``meta.calibrate`` refuse it.
 """
 
 from __future__ import annotations
@@ -164,7 +167,7 @@ class Gaussian(Mechanism):
     """Gaussian mechanism ``f(S) + N(0, Δ_f²/ε²)``, f L-Lipschitz w.r.t. ‖S−S'‖_F (Theorem 9).
 
     RDP ``αε²/2``; SRDP ``αL²τ²ε²/(2Δ_f²)`` (the theorem statement drops ``/Δ_f²``; proof and Table 1
-    have it — spec §10.2). All α > 1.
+    have it). All α > 1.
     """
 
     lipschitz: float = 1.0
@@ -233,7 +236,7 @@ class DPGD(Mechanism):
     """Full-batch DP-GD with noise ``σ = L√T/(εn)`` on the average gradient (Theorem 12).
 
     RDP ``2αε²``: the replace-one sensitivity of the average gradient is 2L/n, so each of T steps
-    costs ``α(2L/n)²/(2σ²) = 2αε²/T`` (the theorem statement's ``αε²/2`` is a typo — spec §10.1).
+    costs ``α(2L/n)²/(2σ²) = 2αε²/T`` (the theorem statement's ``αε²/2`` is a typo).
     SRDP ``αμ²τ²ε²/(2L²)`` with μ the smoothness *in the data* (Def. 6). All α > 1.
     """
 
@@ -261,16 +264,16 @@ class DPGD(Mechanism):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DPSGDSampling(Mechanism):
-    """DP-SGD sampling one index per step (Theorem 13; batch size 1 as analysed, spec §10.7).
+    """DP-SGD sampling one index per step (Theorem 13; batch size 1, as its proof analyses it).
 
     RDP ``α²ε²/2`` (Abadi et al.'s moments lemma, sampling rate q = 1/n) and SRDP
     ``αμ²τ²ε²γ_pw²/(2L²)`` with ``γ_pw`` the inverse point-wise distance of the compared datasets
     (Def. 7). In Theorem 2 the compared pairs are the hybrids: up to Δ∞ records each move ≤ Δ2 =
-    τ*/Δ∞, so relative to τ* = Δ2·Δ∞ one needs ``γ_pw ≥ n/Δ∞`` (spec §10.8); γ_pw = 1 only when
-    Δ∞ = n (PCA). ``meta.overall_privacy`` checks this against the pre-processing.
+    τ*/Δ∞, so relative to τ* = Δ2·Δ∞ one needs ``γ_pw ≥ n/Δ∞``; γ_pw = 1 only when
+    Δ∞ = n (PCA, as Theorem 16 (iii) uses it). ``meta.overall_privacy`` checks this against the pre-processing.
 
     Noise: σ = L·sqrt(2cT)/(εn). The paper's σ = L·sqrt(cT)/(εn) gives ``α²ε²/T`` per step, i.e. twice
-    the tabulated value; we keep the table and double the noise variance instead (spec §10.7).
+    the tabulated value; we keep the table and double the noise variance instead.
 
     Admissible RDP orders: ``SGD_SAMP_MIN_ORDER = 3.25 ≤ α ≤ min{√T/ε, z² log(n/z)}`` with the noise
     multiplier ``z = σ/L``, which must satisfy ``1 ≤ z < n/16`` (Abadi et al.'s conditions σ ≥ 1 and
@@ -353,10 +356,10 @@ class DPSGDIteration(Mechanism):
     """DP-SGD by iteration (random stopping T ~ Unif{1..n−κ+1} of fixed-order DP-FGD; Theorem 14).
 
     Noise σ = sqrt(2 log n / n)·8L/ε on the gradient (Theorem 14; Table 1's extra η is the CNI
-    parameter-noise scale ησ — spec §10.3). RDP ``αε²/2``; SRDP
-    ``αε²τ²μ² n log(n−κ+2) / (2(n−κ+1) L² log n)`` (printed without ε² — spec §10.4). With this σ
-    the derivation actually gives 1/16 of both (spec §3, [DERIVED]); the tabulated values are kept
-    as valid upper bounds.
+    parameter-noise scale ησ). RDP ``αε²/2``; SRDP
+    ``αε²τ²μ² n log(n−κ+2) / (2(n−κ+1) L² log n)`` (Table 1 prints it without ε²; Table 2 uses
+    it with). With this σ the derivation actually gives 1/16 of both ([DERIVED] by substituting
+    Theorem 14's σ); the tabulated values are kept as valid upper bounds.
 
     The proofs bound the random-stopping sums ``Σ_{j≤m} 1/j`` by ``log(m+1)``, which is a *lower*
     bound of the harmonic number H_m (Feldman et al. likewise state ``log n``); the safe sums give
@@ -366,8 +369,9 @@ class DPSGDIteration(Mechanism):
 
     α-range: ``L·sqrt(2α(α−1)) < σ`` for RDP, i.e. ``α < dp.sgd_iter_max_order(σ, L)`` — strict as
     in Theorem 14 (Feldman et al.'s Thm 26, used by ``dp.sgd_iter_rdp``, allows equality) — and
-    additionally ``τμ·sqrt(2α(α−1)) < σ`` for SRDP (μ, not L, in the τ-term — spec §10.6). Table
-    1's "ε = O(1/(nα²))" is dropped in favour of these explicit conditions (§10.5). Assumptions not
+    additionally ``τμ·sqrt(2α(α−1)) < σ`` for SRDP (μ, not L, in the τ-term, as the proof of Lemma 3
+    needs). Table 1's "ε = O(1/(nα²))" is dropped in favour of these explicit conditions (the two
+    do not match). Assumptions not
     checkable here: ℓ convex and β-smooth in θ with step η ≤ 2/β, ``kappa`` = κ_τ bounds the
     Hamming distance of the compared pairs, and the differing records are consecutive in the
     processing order (a modelling assumption for dedup/imputation outputs).
@@ -458,7 +462,7 @@ def dp_sgd_iteration(
     return DPSGDIteration(epsilon=epsilon, n=n, kappa=kappa, lipschitz=lipschitz, smoothness=smoothness, **kw)
 
 
-# Symbolic Table 1 (corrected per spec §10) for the markdown / LaTeX renderings.
+# Symbolic Table 1 (with the corrections listed in the module docstring) for the markdown / LaTeX renderings.
 # (mechanism, assumptions, RDP, SRDP, α-range, correction note): (markdown, LaTeX) pairs.
 TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     {
@@ -467,7 +471,7 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
         "rdp": ("α ε² / 2", r"$\frac{\alpha\varepsilon^2}{2}$"),
         "srdp": ("α L² τ² ε² / (2 Δ_f²)", r"$\frac{\alpha L^2\tau^2\varepsilon^2}{2\Delta_f^2}$"),
         "range": ("α > 1", r"$\alpha>1$"),
-        "note": ("Thm 9 statement drops /Δ_f² (§10.2)", r"Thm 9 statement drops $/\Delta_f^2$"),
+        "note": ("Thm 9 statement drops /Δ_f²", r"Thm 9 statement drops $/\Delta_f^2$"),
     },
     {
         "mechanism": ("Laplace M_L", r"Laplace $\mathcal{M}_L$"),
@@ -492,7 +496,7 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
         "rdp": ("2 α ε²", r"$2\alpha\varepsilon^2$"),
         "srdp": ("α μ² τ² ε² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2}{2L^2}$"),
         "range": ("α > 1", r"$\alpha>1$"),
-        "note": ("Thm 12 statement's αε²/2 is a typo (§10.1)", r"Thm 12 statement's $\alpha\varepsilon^2/2$ is a typo"),
+        "note": ("Thm 12 statement's αε²/2 is a typo", r"Thm 12 statement's $\alpha\varepsilon^2/2$ is a typo"),
     },
     {
         "mechanism": ("DP-SGD (sampling) A_SGD-samp", r"DP-SGD-samp $\mathcal{A}_{\mathrm{SGD\text{-}samp}}$"),
@@ -504,7 +508,7 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
         "srdp": ("α μ² τ² ε² γ_pw² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2\gamma_{pw}^2}{2L^2}$"),
         "range": ("1 < α ≤ min{√T/ε, z² log(n/z)}, z = σ/L ≥ 1",
                   r"$1<\alpha\le\min\{\frac{\sqrt T}{\varepsilon}, z^2\log\frac{n}{z}\}$, $z=\sigma/L\ge1$"),
-        "note": ("σ doubled in variance so α²ε²/2 holds (§10.7)", r"$\sigma$ variance doubled so $\alpha^2\varepsilon^2/2$ holds"),
+        "note": ("σ doubled in variance so α²ε²/2 holds", r"$\sigma$ variance doubled so $\alpha^2\varepsilon^2/2$ holds"),
     },
     {
         "mechanism": ("DP-SGD (iteration) A_SGD-iter", r"DP-SGD-iter $\mathcal{A}_{\mathrm{SGD\text{-}iter}}$"),
@@ -518,6 +522,6 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
             r"$\frac{\alpha\varepsilon^2\tau^2\mu^2 n\log(n-\kappa_\tau+2)}{2(n-\kappa_\tau+1)L^2\log n}$",
         ),
         "range": ("max{L, τμ}·sqrt(2α(α−1)) < σ", r"$\max\{L,\tau\mu\}\sqrt{2\alpha(\alpha-1)}<\sigma$"),
-        "note": ("printed SRDP lacks ε², printed σ has an extra η (§10.3–10.6)", r"printed SRDP lacks $\varepsilon^2$; $\sigma$ per Thm 14"),
+        "note": ("printed SRDP lacks ε², printed σ has an extra η", r"printed SRDP lacks $\varepsilon^2$; $\sigma$ per Thm 14"),
     },
 ]

@@ -2,13 +2,13 @@
 
 Two evaluations of every cell, kept apart on purpose:
 
-- :func:`printed_cell` — the formula exactly as printed in Table 2 (spec §6), the "paper value";
+- :func:`printed_cell` — the formula exactly as printed in Table 2, the "paper value";
 - :func:`derived_cell` — our derivation: Eq. 43 (``p_h = q_h = 2``, constant 1.05, α ≥ 11) applied
   to the Table-1 mechanisms of :mod:`dpprep.preprocess.privacy.table1` with ``τ* = Δ2·Δ∞`` from the
   closed-form sensitivities of :mod:`dpprep.preprocess.sensitivity` (Laplace/Exponential via
   Eqs. 44–45). It reproduces every printed cell except DP-SGD-iter, where the paper rounds
   ``1.05 → 1.1`` and ``log(n−κ+2)/(n−κ+1) → log(n−p)/(n−p)``; the printed form upper-bounds ours
-  whenever ``n − p ≥ 4`` (spec §6).
+  whenever ``n − p ≥ 4``.
 
 PCA cells use Table 2's constant 12.2 = ``4(3n+2)/(n−1)`` at n = 101, an upper bound on τ*·δ_min^k
 for every n ≥ 101 (the expression decreases in n), instead of the exact ``4(3n+2)/(n−1)``.
@@ -68,7 +68,8 @@ PCA_N_MIN = 101
 
 @dataclasses.dataclass(frozen=True)
 class Table2Point:
-    """A numeric evaluation point of Table 2 (defaults: spec §11.2).
+    """A numeric evaluation point of Table 2 (the paper evaluates none; the defaults are our choice
+    inside its setting α ≥ 11).
 
     ``sgd_samp_steps`` is not part of Table 2 (whose SGD-samp cell is symbolic); it is the T that puts
     the order 2α = 22 inside Theorem 13's α-range at n = 1000, ε = 1 (noise multiplier z = 2).
@@ -145,7 +146,7 @@ def table2_mechanism(
 def in_valid_range(mechanism: str, preprocessing: str, point: Table2Point) -> bool:
     """Whether Table 1's assumptions hold at the orders Eq. 43 uses (2α) at ``point``.
 
-    False for DP-SGD-iter at the §11.2 point: Theorem 14's σ condition needs α < 1.33 at n = 1000,
+    False for DP-SGD-iter at the default point: Theorem 14's σ condition needs α < 1.33 at n = 1000,
     ε = 1 — Table 2's α ≥ 11 requires ε of order sqrt(log n / n)/α there. Always False for
     DP-SGD-samp: its Table-1 RDP is not a valid bound under replace-one adjacency
     (:func:`dpprep.preprocess.privacy.meta.check_mechanism`), so its cell is the paper's formula only.
@@ -176,7 +177,7 @@ def derived_cell(mechanism: str, preprocessing: str, point: Table2Point) -> floa
 
 
 def printed_cell(mechanism: str, preprocessing: str, point: Table2Point) -> float:
-    """A Table-2 cell exactly as printed in the paper (spec §6), evaluated at ``point``."""
+    """A Table-2 cell exactly as printed in the paper, evaluated at ``point``."""
     if not cell_defined(mechanism, preprocessing):
         raise ValueError(f"Table 2 has no entry for {mechanism} × {preprocessing}")
     a, e, p, eta, n, gap = point.alpha, point.epsilon, point.p, point.eta, point.n, point.gap
@@ -239,7 +240,7 @@ PRINTED: dict[tuple[str, str], tuple[str, str]] = {
 PRINTED_MD = {key: value[0] for key, value in PRINTED.items()}
 PRINTED_TEX = {key: value[1] for key, value in PRINTED.items()}
 
-# Our general-constant versions (spec §6 [DERIVED]), τ = τ* of the pre-processing, κ = Δ∞.
+# Our general-constant versions ([DERIVED] from Eq. 43 and Table 1), τ = τ* of the pre-processing, κ = Δ∞.
 DERIVED_MD = {
     "gaussian": "1.05 α ε² (1 + L² τ² / Δ_f²)",
     "dp_gd": "1.05 α ε² (4 + μ² τ² / L²)",

@@ -1,10 +1,10 @@
 """Theorem 7 and Proposition 8 of Hu, Sanyal, Schölkopf (2024): privacy and utility constants of
 Algorithm 1 (propose-test-release for PCA rank reduction + DP-GD). The algorithm itself lives
-elsewhere; these are its closed-form guarantees (spec §8.2–8.3, §11.5).
+elsewhere; these are its closed-form guarantees (§5.2 of the paper, proofs in App. E).
 
-Spec §10.19: the paper's closed form uses the constant 1.05, valid only for α ≥ 11, but its
-Lemma-M order ``α = 1 + sqrt(log(1/δ)/(1.05ε²C))`` is typically < 11 (3.7 in the §11.5 example),
-where ``(2α−1)/(2(α−1)) > 1.05``. :func:`theorem7` therefore reports the paper's closed form *and* a
+The paper's closed form uses the constant 1.05, valid only for α ≥ 11, but its Lemma-M order
+``α = 1 + sqrt(log(1/δ)/(1.05ε²C))`` is typically < 11 (3.7 at ε = 0.1, δ = 1e−5, β = 1,
+μ = L = 1), where ``(2α−1)/(2(α−1)) > 1.05``. :func:`theorem7` therefore reports the paper's closed form *and* a
 numerically optimised, rigorous value: ``ε + min_{α>1} [(2α−1)/(2(α−1))·(ε_GD(2α) + ε̃_GD(2α, τ))
 + log(1/δ)/(α−1)]`` with the doubled noise (DP-GD at ε/2) and ``τ = 12.2/β`` (n ≥ 101).
 """
@@ -37,7 +37,7 @@ class Theorem7:
     total_epsilon: float  # ε̂ + ε (paper's closed form)
     lemma_m_alpha: float  # 1 + sqrt(log(1/δ)/(1.05 ε² C)) — the order the proof uses
     ptr_threshold: float  # log(2/δ)/ε
-    numeric_total_epsilon: float  # ε + Lemma M over α > 1 with the exact Eq.-43 factor (§10.19)
+    numeric_total_epsilon: float  # ε + Lemma M over α > 1 with the exact Eq.-43 factor (rigorous for α < 11)
     numeric_alpha: float
 
 

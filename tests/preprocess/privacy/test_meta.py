@@ -441,11 +441,11 @@ def test_plan_accountant_refusals():
     accountant = meta.PreprocessedAccountant(Sensitivity(0.0, 0.0))
     with pytest.raises(ValueError, match="fixed_events and options do not compose"):
         plan.calibrate(1.0, 1e-5, accountant=accountant, fixed_events=(dp.gaussian_event(1.0),))
-    with pytest.raises(ValueError, match="a PlanAccountant"):
+    with pytest.raises(TypeError, match="a PlanAccountant"):
         plan.calibrate(1.0, 1e-5, accountant=object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="covers full-batch DP-GD and Poisson"):
         _plan("shuffle", batch_size=10, epochs=1).calibrate(1.0, 1e-5, accountant=accountant)
-    with pytest.raises(ValueError, match="sensitivity must be a dpprep.preprocess.Sensitivity"):
+    with pytest.raises(TypeError, match="sensitivity must be a dpprep.preprocess.Sensitivity"):
         meta.PreprocessedAccountant((1.0, 0.1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):
         meta.PreprocessedAccountant(Sensitivity(0.0, 0.0), mode="exactly")  # type: ignore[arg-type]
