@@ -31,9 +31,11 @@ docs: install-dev
 	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
 
-# Lint (ruff), type-check (mypy) and check the package's import layers (import-linter's contracts)
-# before the tests; paths and settings in pyproject.toml.
+# Format check and lint (ruff: code, notebooks and the docs' examples at 100 columns), type-check
+# (mypy) and the package's import layers (import-linter's contracts) before the tests; paths and
+# settings in pyproject.toml. `$(PY) -m ruff format .` formats.
 test: install-dev
+	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports

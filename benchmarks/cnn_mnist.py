@@ -45,8 +45,12 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=2.0)
     parser.add_argument("--clip-norm", type=float, default=1.0)
     parser.add_argument("--eval-every", type=int, default=5, help="epochs between test evaluations")
-    parser.add_argument("--microbatch-size", type=int, default=None,
-                        help="per-example gradients held at once (default: the whole batch)")
+    parser.add_argument(
+        "--microbatch-size",
+        type=int,
+        default=None,
+        help="per-example gradients held at once (default: the whole batch)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -58,22 +62,40 @@ def main() -> None:
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
     n = x_train.shape[0]
     start = time.perf_counter()
-    plan = DPPlan.create("poisson", n, batch_size=args.batch_size, epochs=args.epochs, l2_clip_norm=args.clip_norm,
-                         target_epsilon=args.epsilon, delta=args.delta)
+    plan = DPPlan.create(
+        "poisson",
+        n,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        l2_clip_norm=args.clip_norm,
+        target_epsilon=args.epsilon,
+        delta=args.delta,
+    )
     z = plan.noise_multiplier
-    print(f"MNIST CNN ({size:,} params), Poisson DP-SGD: n={n}, B={args.batch_size}, {args.epochs} epochs "
-          f"= {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate}, microbatch={args.microbatch_size}, "
-          f"z={z:.4f} for (ε={args.epsilon}, δ={args.delta}) [calibrated in {time.perf_counter() - start:.1f} s]")
+    print(
+        f"MNIST CNN ({size:,} params), Poisson DP-SGD: n={n}, B={args.batch_size}, {args.epochs}"
+        f" epochs = {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate},"
+        f" microbatch={args.microbatch_size}, z={z:.4f} for (ε={args.epsilon}, δ={args.delta})"
+        f" [calibrated in {time.perf_counter() - start:.1f} s]"
+    )
     # The run is cut into chunks of eval_every epochs (one compilation serves them all): each chunk
     # is the plan cut to its share of the steps (DPPlan.with_steps: the same Poisson rate, z, C and
     # padded batch), so the chunks compose to the plan above: their steps add up to its steps, and
     # its pad bounds the overflow probability of all of them together.
     chunks = args.epochs // args.eval_every
-    chunk_steps = ExecutionPlan.create("poisson", n, batch_size=args.batch_size, epochs=args.eval_every).steps
+    chunk_steps = ExecutionPlan.create(
+        "poisson", n, batch_size=args.batch_size, epochs=args.eval_every
+    ).steps
     if args.epochs % args.eval_every or chunks * chunk_steps != plan.steps:
-        raise SystemExit("--epochs must be a multiple of --eval-every whose chunks take the plan's steps")
-    config = TrainConfig(model, Hyper(args.learning_rate), plan.with_steps(chunk_steps),
-                         microbatch_size=args.microbatch_size)
+        raise SystemExit(
+            "--epochs must be a multiple of --eval-every whose chunks take the plan's steps"
+        )
+    config = TrainConfig(
+        model,
+        Hyper(args.learning_rate),
+        plan.with_steps(chunk_steps),
+        microbatch_size=args.microbatch_size,
+    )
     key = jax.random.key(args.seed)
     total = 0.0
     for i in range(chunks):
@@ -84,11 +106,16 @@ def main() -> None:
         total += took
         acc = float(sweeps.evaluate(model, params, x_test, mnist.y_test)["accuracy"])
         note = " (includes compilation)" if i == 0 else ""
-        print(f"epoch {(i + 1) * args.eval_every:3d}: test accuracy {100 * acc:.2f} %, "
-              f"{took:.1f} s for {args.eval_every} epochs{note}", flush=True)
-    print(f"final test accuracy {100 * acc:.2f} % at (ε={args.epsilon}, δ={args.delta}); "
-          f"training wall time {total:.0f} s on {jax.devices()[0].device_kind} "
-          f"({jax.device_count()} device(s))")
+        print(
+            f"epoch {(i + 1) * args.eval_every:3d}: test accuracy {100 * acc:.2f} %, "
+            f"{took:.1f} s for {args.eval_every} epochs{note}",
+            flush=True,
+        )
+    print(
+        f"final test accuracy {100 * acc:.2f} % at (ε={args.epsilon}, δ={args.delta}); "
+        f"training wall time {total:.0f} s on {jax.devices()[0].device_kind} "
+        f"({jax.device_count()} device(s))"
+    )
 
 
 if __name__ == "__main__":

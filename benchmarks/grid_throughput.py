@@ -54,8 +54,11 @@ def paper_grid_flops() -> dict[str, float]:
     epochs = 20 + 40 + 80 + 160 + 320
     batch_sizes, seeds, eps = 7, 10, 2
     out = {}
-    for name, (n, d, k) in {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10),
-                            "cifar100": (50_000, 640, 100)}.items():
+    for name, (n, d, k) in {
+        "mnist": (60_000, 784, 10),
+        "fashion_mnist": (60_000, 784, 10),
+        "cifar100": (50_000, 640, 100),
+    }.items():
         per_epoch = n * 4 * d * k
         private = 240 * batch_sizes * epochs * per_epoch * seeds * eps
         nonprivate = 40 * batch_sizes * epochs * per_epoch * seeds
@@ -94,17 +97,23 @@ def main() -> None:
     y = rng.integers(0, K, size=N)
     keys = jax.random.split(jax.random.key(0), 1)
     models = dpsgdf.grid_models(["dpsgdf", "dpsgd"], FEATURE_NORMS, LRS, EPS_FS, EPS)
-    print(f"jax {jax.__version__}, backend {jax.default_backend()} ({jax.devices()[0].device_kind}); "
-          f"{len(models)} models, B={B}, E={E}")
+    print(
+        f"jax {jax.__version__}, backend {jax.default_backend()} ({jax.devices()[0].device_kind}); "
+        f"{len(models)} models, B={B}, E={E}"
+    )
     start = time.perf_counter()
     group = dpsgdf.grid_group("bench", models, B, E, N, unit.astype(np.float64).mean(0), keys)
     plan = group.config.plan
-    print(f"calibration of {len({(m.method, m.eps_F) for m in models})} noise multipliers: "
-          f"{time.perf_counter() - start:.1f} s; {plan.steps} steps, padded batch {plan.pad}")
+    print(
+        f"calibration of {len({(m.method, m.eps_F) for m in models})} noise multipliers: "
+        f"{time.perf_counter() - start:.1f} s; {plan.steps} steps, padded batch {plan.pad}"
+    )
     params0 = group.config.model.init(None)
 
     def batched():
-        return sweeps.sweep_points(group.config, params0, (unit, y), keys, group.points, per_seed=group.per_seed)
+        return sweeps.sweep_points(
+            group.config, params0, (unit, y), keys, group.points, per_seed=group.per_seed
+        )
 
     res = batched()  # compile (and warm up)
     t_batched = math.inf
@@ -117,10 +126,14 @@ def main() -> None:
     configs = []
     for p, m in enumerate(alone):
         shift = group.points["feature_shift"][0, p] if m.method == "dpsgdf" else None
-        hyper = Hyper(m.learning_rate, extra={"feature_scale": m.feature_norm, "feature_shift": shift})
+        hyper = Hyper(
+            m.learning_rate, extra={"feature_scale": m.feature_norm, "feature_shift": shift}
+        )
         # The point's own plan: its noise multiplier (as the sweep runs it) and, for DPSGD-F, its
         # private mean's event; the same layout as the group's, so one compilation serves them all.
-        own = dpsgdf.plan(m.config(B, E), N, noise_multiplier=float(group.points["noise_multiplier"][p]))
+        own = dpsgdf.plan(
+            m.config(B, E), N, noise_multiplier=float(group.points["noise_multiplier"][p])
+        )
         configs.append(dataclasses.replace(group.config, hyper=hyper, plan=own))
     jax.block_until_ready(train(configs[0], params0, (unit, y), keys[0]))  # compile
     start = time.perf_counter()
@@ -155,8 +168,10 @@ def main() -> None:
         if alone[p].feature_norm * alone[p].learning_rate <= 10:
             worst_tame = max(worst_tame, diff)
     median = float(np.median(diffs))
-    print(f"relative |params_batched - params_alone| over {len(outs)} models: median {median:.1e}, "
-          f"max {worst_tame:.1e} where C_F*lr <= 10, max {worst:.1e} over all")
+    print(
+        f"relative |params_batched - params_alone| over {len(outs)} models: median {median:.1e}, "
+        f"max {worst_tame:.1e} where C_F*lr <= 10, max {worst:.1e} over all"
+    )
     if not median < 1e-4:
         raise SystemExit(f"batched and per-model runs disagree systematically: median {median:.1e}")
 
@@ -167,24 +182,50 @@ def main() -> None:
     grid = paper_grid_flops()
     projected = grid["total"] / (fraction * H100_FP32_PEAK)
     speedup = t_alone / t_batched
-    print(f"batched: {t_batched:.2f} s for {len(models)} models ({achieved / 1e9:.1f} GFLOP/s by the §7.2 count)")
+    print(
+        f"batched: {t_batched:.2f} s for {len(models)} models ({achieved / 1e9:.1f} GFLOP/s by the"
+        " §7.2 count)"
+    )
     scaled = "" if len(alone) == len(models) else f" (first {len(alone)} timed, scaled)"
-    print(f"per-model: {t_alone:.2f} s through train{scaled}"
-          + f"; {t_jit:.2f} s through the jitted single-run function without input checks "
-          f"(speedup {t_jit / t_batched:.1f})")
+    print(
+        f"per-model: {t_alone:.2f} s through train{scaled}"
+        + f"; {t_jit:.2f} s through the jitted single-run function without input checks "
+        f"(speedup {t_jit / t_batched:.1f})"
+    )
     print(f"machine float32 matmul rate: {peak / 1e9:.1f} GFLOP/s")
     print(f"paper grid FLOPs (§7.2, 10 seeds, with non-private): {grid['total']:.3g}")
-    print(f"PROJECTION (not a measurement): the paper grid on one H100 at {fraction:.2f} of an assumed "
-          f"{H100_FP32_PEAK / 1e12:.0f} TFLOP/s fp32 peak: {projected / 3600:.2f} h")
+    print(
+        f"PROJECTION (not a measurement): the paper grid on one H100 at {fraction:.2f} of an"
+        f" assumed {H100_FP32_PEAK / 1e12:.0f} TFLOP/s fp32 peak: {projected / 3600:.2f} h"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "backend": jax.default_backend(), "device": jax.devices()[0].device_kind, "models": len(models),
-        "steps": plan.steps, "pad": plan.pad, "seconds_batched": t_batched, "seconds_per_model_total": t_alone,
-        "models_timed_alone": len(alone), "speedup": speedup, "seconds_per_model_jit_total": t_jit,
-        "speedup_vs_jit_single": t_jit / t_batched, "achieved_flops": achieved, "matmul_rate": peak,
-        "roofline_fraction": fraction, "paper_grid_flops": grid, "assumed_h100_fp32_peak": H100_FP32_PEAK,
-        "projected_h100_hours": projected / 3600, "max_relative_param_difference": worst,
-        "max_relative_param_difference_tame": worst_tame, "median_relative_param_difference": median}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "backend": jax.default_backend(),
+                "device": jax.devices()[0].device_kind,
+                "models": len(models),
+                "steps": plan.steps,
+                "pad": plan.pad,
+                "seconds_batched": t_batched,
+                "seconds_per_model_total": t_alone,
+                "models_timed_alone": len(alone),
+                "speedup": speedup,
+                "seconds_per_model_jit_total": t_jit,
+                "speedup_vs_jit_single": t_jit / t_batched,
+                "achieved_flops": achieved,
+                "matmul_rate": peak,
+                "roofline_fraction": fraction,
+                "paper_grid_flops": grid,
+                "assumed_h100_fp32_peak": H100_FP32_PEAK,
+                "projected_h100_hours": projected / 3600,
+                "max_relative_param_difference": worst,
+                "max_relative_param_difference_tame": worst_tame,
+                "median_relative_param_difference": median,
+            },
+            indent=2,
+        )
+    )
     print(f"grid speedup batched/per-model: {speedup:.1f}; roofline fraction: {fraction:.2f}")
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 
 DEVICES = 4
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + f" --xla_force_host_platform_device_count={DEVICES}").strip()
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
+).strip()
 
 import time  # noqa: E402
 
@@ -50,17 +51,25 @@ def main() -> None:
     params0 = model.init(None)
     x, y = check_data((rng.random((N, D), dtype=np.float32), rng.integers(0, K, size=N)), params0)
     eval_data = (rng.random((N_TEST, D), dtype=np.float32), rng.integers(0, K, size=N_TEST))
-    plan = DPPlan.create("poisson", N, batch_size=512, epochs=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", N, batch_size=512, epochs=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(1.0), plan)
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
     points = {"learning_rate": LRS}
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} devices "
-          f"{jax.devices()}")
-    print(f"{SEEDS} seeds x {len(LRS)} points, {plan.steps} steps each (Poisson B=512 padded to {plan.pad}, "
-          f"1 epoch of {N}x{D}), evaluated on {N_TEST} test rows")
+    print(
+        f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} devices "
+        f"{jax.devices()}"
+    )
+    print(
+        f"{SEEDS} seeds x {len(LRS)} points, {plan.steps} steps each (Poisson B=512 padded to"
+        f" {plan.pad}, 1 epoch of {N}x{D}), evaluated on {N_TEST} test rows"
+    )
 
     def run(devices):
-        return sweep_points(config, params0, (x, y), keys, points, eval_data=eval_data, devices=devices)
+        return sweep_points(
+            config, params0, (x, y), keys, points, eval_data=eval_data, devices=devices
+        )
 
     variants = {"1 device": None, f"{DEVICES} devices": DEVICES}
     results = {name: run(devices) for name, devices in variants.items()}  # compile
@@ -76,13 +85,20 @@ def main() -> None:
     acc_diff = float(np.max(np.abs(one.evaluation["accuracy"] - sharded.evaluation["accuracy"])))
     for name, seconds in best.items():
         print(f"{name:>9}: {seconds:.2f} s ({SEEDS * len(LRS) / seconds:.1f} runs/s)")
-    print(f"time {DEVICES} devices / 1 device: {best[f'{DEVICES} devices'] / best['1 device']:.2f} "
-          f"(host devices share the same {os.cpu_count()} CPU cores)")
-    print(f"max abs difference 1 vs {DEVICES} devices: params {params_diff:.2e}, test loss {loss_diff:.2e}, "
-          f"test accuracy {acc_diff:.2e} (tolerance {TOLERANCE:.0e}, relative for the loss)")
+    print(
+        f"time {DEVICES} devices / 1 device: {best[f'{DEVICES} devices'] / best['1 device']:.2f} "
+        f"(host devices share the same {os.cpu_count()} CPU cores)"
+    )
+    print(
+        f"max abs difference 1 vs {DEVICES} devices: params {params_diff:.2e}, test loss"
+        f" {loss_diff:.2e}, test accuracy {acc_diff:.2e} (tolerance {TOLERANCE:.0e}, relative for"
+        " the loss)"
+    )
     loss_scale = max(1.0, float(np.max(np.abs(one.evaluation["loss"]))))
     if not (params_diff < TOLERANCE and loss_diff < TOLERANCE * loss_scale):
-        raise SystemExit(f"sharded and one-device sweeps disagree: {params_diff:.2e}, {loss_diff:.2e}")
+        raise SystemExit(
+            f"sharded and one-device sweeps disagree: {params_diff:.2e}, {loss_diff:.2e}"
+        )
 
 
 if __name__ == "__main__":

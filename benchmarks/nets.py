@@ -27,8 +27,8 @@ class TanhCNN(nnx.Module):
 
     def __call__(self, x):
         pool = lambda h: nnx.max_pool(h, (2, 2), strides=(1, 1))  # noqa: E731
-        h = pool(nnx.tanh(self.conv1(x)))          # 28 → 14 → 13
-        h = pool(nnx.tanh(self.conv2(h)))          # 13 → 5 → 4
+        h = pool(nnx.tanh(self.conv1(x)))  # 28 → 14 → 13
+        h = pool(nnx.tanh(self.conv2(h)))  # 13 → 5 → 4
         h = nnx.tanh(self.fc1(h.reshape(h.shape[0], -1)))
         return self.fc2(h)
 
@@ -41,7 +41,9 @@ class BasicBlock(nnx.Module):
     """Two 3×3 convolutions with a residual connection (a 1×1 projection when the shape changes)."""
 
     def __init__(self, cin: int, cout: int, stride: int, rngs: nnx.Rngs):
-        self.conv1 = nnx.Conv(cin, cout, (3, 3), strides=stride, padding=1, use_bias=False, rngs=rngs)
+        self.conv1 = nnx.Conv(
+            cin, cout, (3, 3), strides=stride, padding=1, use_bias=False, rngs=rngs
+        )
         self.norm1 = _norm(cout, rngs)
         self.conv2 = nnx.Conv(cout, cout, (3, 3), padding=1, use_bias=False, rngs=rngs)
         self.norm2 = _norm(cout, rngs)
@@ -58,14 +60,15 @@ class BasicBlock(nnx.Module):
 
 
 class ResNet18(nnx.Module):
-    """ResNet-18 for 32×32×3 inputs and 10 classes, group-normalised; ``width`` channels in the stem."""
+    """ResNet-18 for 32×32×3 inputs and 10 classes, group-normalised; ``width`` channels in the
+    stem."""
 
     def __init__(self, rngs: nnx.Rngs, width: int = 64, classes: int = 10):
         self.stem = nnx.Conv(3, width, (3, 3), padding=1, use_bias=False, rngs=rngs)
         self.stem_norm = _norm(width, rngs)
         blocks, cin = [], width
         for stage, stride in enumerate((1, 2, 2, 2)):
-            cout = width * 2 ** stage
+            cout = width * 2**stage
             blocks += [BasicBlock(cin, cout, stride, rngs), BasicBlock(cout, cout, 1, rngs)]
             cin = cout
         self.blocks = nnx.List(blocks)
@@ -84,12 +87,12 @@ def resnet18_flops_per_example(width: int = 64) -> float:
     not counted)."""
     flops, cin, size = 2 * 32 * 32 * 9 * 3 * width, width, 32
     for stage, stride in enumerate((1, 2, 2, 2)):
-        cout = width * 2 ** stage
+        cout = width * 2**stage
         for block in range(2):
             s = stride if block == 0 else 1
             size_out = size // s
-            flops += 2 * size_out ** 2 * 9 * cin * cout + 2 * size_out ** 2 * 9 * cout * cout
+            flops += 2 * size_out**2 * 9 * cin * cout + 2 * size_out**2 * 9 * cout * cout
             if s != 1 or cin != cout:
-                flops += 2 * size_out ** 2 * cin * cout
+                flops += 2 * size_out**2 * cin * cout
             cin, size = cout, size_out
     return float(flops + 2 * cin * 10)

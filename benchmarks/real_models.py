@@ -75,8 +75,20 @@ class Sizes:
     jax_privacy_microbatches: tuple[int | None, ...] = (None, 64, 256)
 
 
-SMOKE = Sizes(batches=(8,), n=256, steps=2, rounds=1, sweep_steps=2, mlp_n=256, mlp_steps=2, resnet_width=4,
-              resnet_batch=32, resnet_timed_batch=8, microbatch=8, jax_privacy_microbatches=(None, 4))
+SMOKE = Sizes(
+    batches=(8,),
+    n=256,
+    steps=2,
+    rounds=1,
+    sweep_steps=2,
+    mlp_n=256,
+    mlp_steps=2,
+    resnet_width=4,
+    resnet_batch=32,
+    resnet_timed_batch=8,
+    microbatch=8,
+    jax_privacy_microbatches=(None, 4),
+)
 
 
 def _median_ms(times: list[float], steps: int) -> float:
@@ -102,7 +114,10 @@ def _cnn():
 
 
 def _data(rng, n, shape, classes):
-    return (jnp.asarray(rng.random((n, *shape)), jnp.float32), jnp.asarray(rng.integers(0, classes, n)))
+    return (
+        jnp.asarray(rng.random((n, *shape)), jnp.float32),
+        jnp.asarray(rng.integers(0, classes, n)),
+    )
 
 
 def _opacus_step(batch: int, steps: int):
@@ -134,8 +149,15 @@ def _opacus_step(batch: int, steps: int):
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
     engine = PrivacyEngine()
     net, optimizer, criterion, loader = engine.make_private(
-        module=net, optimizer=optimizer, data_loader=loader, criterion=torch.nn.CrossEntropyLoss(),
-        noise_multiplier=1.0, max_grad_norm=1.0, grad_sample_mode="ghost", poisson_sampling=False)
+        module=net,
+        optimizer=optimizer,
+        data_loader=loader,
+        criterion=torch.nn.CrossEntropyLoss(),
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        grad_sample_mode="ghost",
+        poisson_sampling=False,
+    )
 
     def run():
         for _ in range(steps):
@@ -153,7 +175,10 @@ def cnn_table(sizes: Sizes, rng) -> None:
     model, params0 = _cnn()
     x_all, y_all = _data(rng, sizes.n, (28, 28, 1), 10)
     s = sizes.steps
-    print(f"\n## 1. The tanh CNN: ms per step ({s} steps per timing, median of {sizes.rounds} interleaved rounds)")
+    print(
+        f"\n## 1. The tanh CNN: ms per step ({s} steps per timing, median of {sizes.rounds}"
+        " interleaved rounds)"
+    )
     header = ["ms / step"] + [f"B = {b}" for b in sizes.batches]
     rows: dict[str, list[str]] = {}
     for b in sizes.batches:
@@ -162,10 +187,15 @@ def cnn_table(sizes: Sizes, rng) -> None:
         config = TrainConfig(model, Hyper(0.1), plan)
         grad_fn = plan.clipped_grad(model)
         tx = plan.optimizer(optax.sgd(0.1), key=jax.random.key(0))
-        step = jax.jit(lambda p, st, d, grad_fn=grad_fn, tx=tx: dp_step(p, st, d, grad_fn=grad_fn, tx=tx)[:2])
+        step = jax.jit(
+            lambda p, st, d, grad_fn=grad_fn, tx=tx: dp_step(p, st, d, grad_fn=grad_fn, tx=tx)[:2]
+        )
 
         def step_api(step=step, tx=tx, x=x, y=y):
-            p, st = params0, tx.chained.init(params0)  # a fresh state per timing (the plan's own init is once-only)
+            p, st = (
+                params0,
+                tx.chained.init(params0),
+            )  # a fresh state per timing (the plan's own init is once-only)
             for _ in range(s):
                 p, st = step(p, st, (x, y))
             jax.block_until_ready(p)
@@ -173,8 +203,11 @@ def cnn_table(sizes: Sizes, rng) -> None:
         def loss(p, x, y):
             return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y))
 
-        nonprivate = jax.jit(lambda p, x, y: jax.tree_util.tree_map(lambda a, g: a - 0.1 * g, p,
-                                                                    jax.grad(loss)(p, x, y)))
+        nonprivate = jax.jit(
+            lambda p, x, y: jax.tree_util.tree_map(
+                lambda a, g: a - 0.1 * g, p, jax.grad(loss)(p, x, y)
+            )
+        )
 
         def nonprivate_loop(x=x, y=y):
             p = params0
@@ -182,8 +215,16 @@ def cnn_table(sizes: Sizes, rng) -> None:
                 p = nonprivate(p, x, y)
             jax.block_until_ready(p)
 
-        poisson = DPPlan.create("poisson", sizes.n, batch_size=b, steps=s, l2_clip_norm=1.0, noise_multiplier=1.0,
-                                delta=1e-5)
+        poisson = DPPlan.create(
+            "poisson",
+            sizes.n,
+            batch_size=b,
+            steps=s,
+            l2_clip_norm=1.0,
+            noise_multiplier=1.0,
+            delta=1e-5,
+        )
+
         def run(config, data):
             return lambda: jax.block_until_ready(train(config, params0, data, jax.random.key(0))[0])
 
@@ -191,26 +232,39 @@ def cnn_table(sizes: Sizes, rng) -> None:
             "JAX non-private step": nonprivate_loop,
             "dpprep step API (clipped_grad + privatizer + dp_step)": step_api,
             "dpprep train (host calls, now)": run(config, (x, y)),
-            "dpprep train (one scan, before)": run(dataclasses.replace(config, steps_per_call=None), (x, y)),
-            f"dpprep train, Poisson on n = {sizes.n} [pad]": run(TrainConfig(model, Hyper(0.1), poisson),
-                                                                 (x_all, y_all)),
+            "dpprep train (one scan, before)": run(
+                dataclasses.replace(config, steps_per_call=None), (x, y)
+            ),
+            f"dpprep train, Poisson on n = {sizes.n} [pad]": run(
+                TrainConfig(model, Hyper(0.1), poisson), (x_all, y_all)
+            ),
             f"dpprep train, Poisson, microbatch {sizes.microbatch}": run(
-                TrainConfig(model, Hyper(0.1), poisson, microbatch_size=sizes.microbatch), (x_all, y_all)),
+                TrainConfig(model, Hyper(0.1), poisson, microbatch_size=sizes.microbatch),
+                (x_all, y_all),
+            ),
         }
         for m in sizes.jax_privacy_microbatches:
             if m is not None and m >= b:
                 rows.setdefault(f"jax_privacy 2.0 clipped_grad, microbatch {m}", []).append("-")
                 continue
-            jp = jax_privacy.clipped_grad(lambda p, x, y: loss(p, x, y), l2_clip_norm=1.0, batch_argnums=(1, 2),
-                                          microbatch_size=m)
+            jp = jax_privacy.clipped_grad(
+                lambda p, x, y: loss(p, x, y),
+                l2_clip_norm=1.0,
+                batch_argnums=(1, 2),
+                microbatch_size=m,
+            )
 
             @jax.jit
             def jp_step(p, key, x, y, jp=jp):
                 g = jp(p, x, y)
                 leaves, tree = jax.tree_util.tree_flatten(g)
                 keys = jax.random.split(key, len(leaves))
-                noisy = [(leaf + jax.random.normal(k, leaf.shape)) / b for leaf, k in zip(leaves, keys)]
-                return jax.tree_util.tree_map(lambda a, u: a - 0.1 * u, p, jax.tree_util.tree_unflatten(tree, noisy))
+                noisy = [
+                    (leaf + jax.random.normal(k, leaf.shape)) / b for leaf, k in zip(leaves, keys)
+                ]
+                return jax.tree_util.tree_map(
+                    lambda a, u: a - 0.1 * u, p, jax.tree_util.tree_unflatten(tree, noisy)
+                )
 
             def jp_loop(jp_step=jp_step, x=x, y=y):
                 p = params0
@@ -226,13 +280,20 @@ def cnn_table(sizes: Sizes, rng) -> None:
         base = _median_ms(times["dpprep step API (clipped_grad + privatizer + dp_step)"], s)
         for name, ts in times.items():
             ms = _median_ms(ts, s)
-            cell = f"{ms:.1f} ({ms / base:.2f}x)" + (f" [pad {poisson.pad}]" if "[pad]" in name else "")
+            cell = f"{ms:.1f} ({ms / base:.2f}x)" + (
+                f" [pad {poisson.pad}]" if "[pad]" in name else ""
+            )
             rows.setdefault(name, []).append(cell)
         if opacus is None:
             rows.setdefault("Opacus ghost clipping (torch)", []).append("not installed")
     jp_rows = [name for name in rows if name.startswith("jax_privacy")]
-    best = [min((rows[name][i] for name in jp_rows if i < len(rows[name]) and rows[name][i] != "-"),
-                key=lambda c: float(c.split()[0])) for i in range(len(sizes.batches))]
+    best = [
+        min(
+            (rows[name][i] for name in jp_rows if i < len(rows[name]) and rows[name][i] != "-"),
+            key=lambda c: float(c.split()[0]),
+        )
+        for i in range(len(sizes.batches))
+    ]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for name, cells in rows.items():
         if name.startswith("jax_privacy"):
@@ -241,8 +302,10 @@ def cnn_table(sizes: Sizes, rng) -> None:
     print("| jax_privacy 2.0, best microbatch | " + " | ".join(best) + " |")
     for name in jp_rows:
         print(f"|   {name} | " + " | ".join(rows[name]) + " |")
-    print("(ratios: to the dpprep step API in the same column; [pad]: Poisson's padded batch, whose padded slots "
-          "are computed without microbatches)")
+    print(
+        "(ratios: to the dpprep step API in the same column; [pad]: Poisson's padded batch, whose"
+        " padded slots are computed without microbatches)"
+    )
 
 
 def _mlp_module():
@@ -257,33 +320,57 @@ def _mlp_module():
 
 
 def sweep_table(sizes: Sizes, rng) -> None:
-    print("\n## 2. Sweeps vs loops: 4 seeds x 4 learning rates, seconds (median of "
-          f"{sizes.rounds} interleaved rounds; speed = loop time / sweep time)")
-    print("| model | loop of train calls | sweep (as it runs here) | speed | sweep, runs batched | speed |")
+    print(
+        "\n## 2. Sweeps vs loops: 4 seeds x 4 learning rates, seconds (median of "
+        f"{sizes.rounds} interleaved rounds; speed = loop time / sweep time)"
+    )
+    print(
+        "| model | loop of train calls | sweep (as it runs here) | speed | sweep, runs batched |"
+        " speed |"
+    )
     print("|---|---|---|---|---|---|")
     b = min(256, sizes.n // 2)
     cases = {
-        f"flax.nnx MLP 104-64-2, Poisson B = {b}, {sizes.mlp_steps} steps, n = {sizes.mlp_n}":
-            (frameworks.from_flax_nnx(_mlp_module(), loss="softmax_cross_entropy"),
-             _data(rng, sizes.mlp_n, (104,), 2), b, sizes.mlp_steps),
-        f"tanh CNN, Poisson B = {b}, {sizes.sweep_steps} steps, n = {sizes.n}":
-            (_cnn()[0], _data(rng, sizes.n, (28, 28, 1), 10), b, sizes.sweep_steps),
+        f"flax.nnx MLP 104-64-2, Poisson B = {b}, {sizes.mlp_steps} steps, n = {sizes.mlp_n}": (
+            frameworks.from_flax_nnx(_mlp_module(), loss="softmax_cross_entropy"),
+            _data(rng, sizes.mlp_n, (104,), 2),
+            b,
+            sizes.mlp_steps,
+        ),
+        f"tanh CNN, Poisson B = {b}, {sizes.sweep_steps} steps, n = {sizes.n}": (
+            _cnn()[0],
+            _data(rng, sizes.n, (28, 28, 1), 10),
+            b,
+            sizes.sweep_steps,
+        ),
     }
     keys = jax.random.split(jax.random.key(0), 4)
     lrs = np.array([0.03, 0.1, 0.3, 1.0], np.float32)
     for name, (model, (x, y), b, steps) in cases.items():
         params0 = model.init(None)
-        plan = DPPlan.create("poisson", len(y), batch_size=b, steps=steps, l2_clip_norm=1.0,
-                             noise_multiplier=1.0, delta=1e-5)
+        plan = DPPlan.create(
+            "poisson",
+            len(y),
+            batch_size=b,
+            steps=steps,
+            l2_clip_norm=1.0,
+            noise_multiplier=1.0,
+            delta=1e-5,
+        )
         config = TrainConfig(model, Hyper(0.1), plan)
 
         def loop(config=config, x=x, y=y, params0=params0):
-            out = [train(dataclasses.replace(config, hyper=Hyper(float(lr))), params0, (x, y), k)[0]
-                   for k in keys for lr in lrs]
+            out = [
+                train(dataclasses.replace(config, hyper=Hyper(float(lr))), params0, (x, y), k)[0]
+                for k in keys
+                for lr in lrs
+            ]
             jax.block_until_ready(out)
 
         def swept(config=config, x=x, y=y, params0=params0):
-            jax.block_until_ready(sweeps.sweep(config, params0, (x, y), keys, learning_rate=lrs).params)
+            jax.block_until_ready(
+                sweeps.sweep(config, params0, (x, y), keys, learning_rate=lrs).params
+            )
 
         def batched(config=config, x=x, y=y, params0=params0):
             original = sweeps.vmaps_runs
@@ -293,21 +380,43 @@ def sweep_table(sizes: Sizes, rng) -> None:
             finally:
                 sweeps.vmaps_runs = original
 
-        times = {k: float(np.median(v)) for k, v in
-                 _interleaved({"loop": loop, "sweep": swept, "batched": batched}, sizes.rounds).items()}
-        print(f"| {name} | {times['loop']:.2f} | {times['sweep']:.2f} | {times['loop'] / times['sweep']:.2f}x | "
-              f"{times['batched']:.2f} | {times['loop'] / times['batched']:.2f}x |")
-    print(f"(backend: {jax.default_backend()}; a sweep of a network batches its runs on an accelerator and runs "
-          "them one by one on a CPU: dpprep.sweeps.vmaps_runs)")
+        times = {
+            k: float(np.median(v))
+            for k, v in _interleaved(
+                {"loop": loop, "sweep": swept, "batched": batched}, sizes.rounds
+            ).items()
+        }
+        print(
+            f"| {name} | {times['loop']:.2f} | {times['sweep']:.2f} |"
+            f" {times['loop'] / times['sweep']:.2f}x | {times['batched']:.2f} |"
+            f" {times['loop'] / times['batched']:.2f}x |"
+        )
+    print(
+        f"(backend: {jax.default_backend()}; a sweep of a network batches its runs on an"
+        " accelerator and runs them one by one on a CPU: dpprep.sweeps.vmaps_runs)"
+    )
 
 
 def padded_work(sizes: Sizes) -> None:
-    print(f"\n## 3. Poisson's padded work: slots computed per realised example (n = {sizes.n}, 200 steps)")
-    print(f"| B | pad | whole padded batch | microbatches of {sizes.microbatch} (padding-only skipped) |")
+    print(
+        f"\n## 3. Poisson's padded work: slots computed per realised example (n = {sizes.n}, 200"
+        " steps)"
+    )
+    print(
+        f"| B | pad | whole padded batch | microbatches of {sizes.microbatch} (padding-only"
+        " skipped) |"
+    )
     print("|---|---|---|---|")
     for b in sizes.batches:
-        plan = DPPlan.create("poisson", sizes.n, batch_size=b, steps=200, l2_clip_norm=1.0, noise_multiplier=1.0,
-                             delta=1e-5)
+        plan = DPPlan.create(
+            "poisson",
+            sizes.n,
+            batch_size=b,
+            steps=200,
+            l2_clip_norm=1.0,
+            noise_multiplier=1.0,
+            delta=1e-5,
+        )
         x = jnp.zeros((sizes.n, 1))
         real = whole = micro = 0
         for t in range(200):
@@ -319,7 +428,9 @@ def padded_work(sizes: Sizes) -> None:
 
 
 def _temp_mib(model, params0, x, y, microbatch):
-    plan = DPPlan.create("full", x.shape[0], steps=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "full", x.shape[0], steps=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     grad_fn = plan.clipped_grad(model, microbatch_size=microbatch)
     fn = jax.jit(lambda p, x, y: grad_fn(p, (x, y), mask=jnp.ones((x.shape[0],))).grad)
     compiled = fn.lower(params0, x, y).compile()
@@ -327,49 +438,84 @@ def _temp_mib(model, params0, x, y, microbatch):
 
 
 def memory_table(sizes: Sizes) -> None:
-    print("\n## 4. Memory of the clipped gradient (memory_analysis: temporaries needed at once, MiB)")
+    print(
+        "\n## 4. Memory of the clipped gradient (memory_analysis: temporaries needed at once, MiB)"
+    )
     print(f"| model | batch | whole batch | microbatches of {sizes.microbatch} |")
     print("|---|---|---|---|")
     model, params0 = _cnn()
     b = sizes.batches[-1]
     x = jax.ShapeDtypeStruct((b, 28, 28, 1), jnp.float32)
     y = jax.ShapeDtypeStruct((b,), jnp.int32)
-    print(f"| tanh CNN (26,010 parameters) | {b} | {_temp_mib(model, params0, x, y, None):.1f} | "
-          f"{_temp_mib(model, params0, x, y, sizes.microbatch):.1f} |")
-    resnet = frameworks.from_flax_nnx(ResNet18(nnx.Rngs(0), width=sizes.resnet_width), loss="softmax_cross_entropy")
+    print(
+        f"| tanh CNN (26,010 parameters) | {b} | {_temp_mib(model, params0, x, y, None):.1f} | "
+        f"{_temp_mib(model, params0, x, y, sizes.microbatch):.1f} |"
+    )
+    resnet = frameworks.from_flax_nnx(
+        ResNet18(nnx.Rngs(0), width=sizes.resnet_width), loss="softmax_cross_entropy"
+    )
     rparams = resnet.init(None)
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(rparams))
-    pad = DPPlan.create("poisson", 50_000, batch_size=sizes.resnet_batch, steps=1, l2_clip_norm=1.0,
-                        noise_multiplier=1.0, delta=1e-5).pad
+    pad = DPPlan.create(
+        "poisson",
+        50_000,
+        batch_size=sizes.resnet_batch,
+        steps=1,
+        l2_clip_norm=1.0,
+        noise_multiplier=1.0,
+        delta=1e-5,
+    ).pad
     x = jax.ShapeDtypeStruct((pad, 32, 32, 3), jnp.float32)
     y = jax.ShapeDtypeStruct((pad,), jnp.int32)
-    print(f"| ResNet-18, width {sizes.resnet_width} ({size:,} parameters) | Poisson {sizes.resnet_batch} (pad {pad}) "
-          f"| {_temp_mib(resnet, rparams, x, y, None):,.0f} | {_temp_mib(resnet, rparams, x, y, sizes.microbatch):,.0f} |")
+    print(
+        f"| ResNet-18, width {sizes.resnet_width} ({size:,} parameters) | Poisson"
+        f" {sizes.resnet_batch} (pad {pad}) | {_temp_mib(resnet, rparams, x, y, None):,.0f} |"
+        f" {_temp_mib(resnet, rparams, x, y, sizes.microbatch):,.0f} |"
+    )
 
 
 def clip_pad_table() -> None:
     print("\n## 5. The float32 clip pad (contribution of a clipped example: C / pad)")
     print("| parameters | sequential worst case 1 + (k + 8)u (before) | pairwise, now |")
     print("|---|---|---|")
-    u = 2.0 ** -24
-    for name, shapes in {"26,010 (tanh CNN)": [(1, 8, 8, 1, 16), (1, 16), (1, 4, 4, 16, 32), (1, 32),
-                                                (1, 512, 32), (1, 32), (1, 32, 10), (1, 10)],
-                         "1,000,000 (one leaf)": [(1, 1_000_000)],
-                         "11,173,962 (ResNet-18)": None}.items():
+    u = 2.0**-24
+    for name, shapes in {
+        "26,010 (tanh CNN)": [
+            (1, 8, 8, 1, 16),
+            (1, 16),
+            (1, 4, 4, 16, 32),
+            (1, 32),
+            (1, 512, 32),
+            (1, 32),
+            (1, 32, 10),
+            (1, 10),
+        ],
+        "1,000,000 (one leaf)": [(1, 1_000_000)],
+        "11,173,962 (ResNet-18)": None,
+    }.items():
         if shapes is None:
-            params = frameworks.from_flax_nnx(ResNet18(nnx.Rngs(0)), loss="softmax_cross_entropy").init(None)
+            params = frameworks.from_flax_nnx(
+                ResNet18(nnx.Rngs(0)), loss="softmax_cross_entropy"
+            ).init(None)
             shapes = [(1, *np.shape(p)) for p in jax.tree_util.tree_leaves(params)]
         k = sum(int(np.prod(s[1:])) for s in shapes)
-        print(f"| {name} | {1 + (k + 8) * u:.6g} | {clipping.rounding_pad(clipping.norm_roundings(shapes)):.8g} |")
+        print(
+            f"| {name} | {1 + (k + 8) * u:.6g} |"
+            f" {clipping.rounding_pad(clipping.norm_roundings(shapes)):.8g} |"
+        )
 
 
 def resnet_projection(sizes: Sizes, rng) -> None:
     width, b, m = sizes.resnet_width, sizes.resnet_timed_batch, sizes.microbatch
-    model = frameworks.from_flax_nnx(ResNet18(nnx.Rngs(0), width=width), loss="softmax_cross_entropy")
+    model = frameworks.from_flax_nnx(
+        ResNet18(nnx.Rngs(0), width=width), loss="softmax_cross_entropy"
+    )
     params0 = model.init(None)
     n = 50_000 if width == 64 else 4 * b
     x, y = _data(rng, n, (32, 32, 3), 10)
-    plan = DPPlan.create("poisson", n, batch_size=b, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", n, batch_size=b, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(0.1), plan, microbatch_size=min(m, b))
     start = time.perf_counter()
     params, metrics = train(config, params0, (x, y), jax.random.key(0))
@@ -382,19 +528,29 @@ def resnet_projection(sizes: Sizes, rng) -> None:
     realised = float(np.mean(metrics["batch_size"]))
     per_example = took / (2 * realised)
     flops = 3 * resnet18_flops_per_example(width)  # forward + backward ≈ 3 forward passes
-    print(f"\n## 6. ResNet-18 (width {width}), CIFAR-10 shapes, Poisson, microbatches of {min(m, b)}")
-    print(f"measured here: 2 steps at expected B = {b} (realised {realised:.0f} on average, pad {plan.pad}) in "
-          f"{took:.1f} s after a first call of {first:.1f} s (compilation included): {1e3 * per_example:.0f} ms "
-          f"per example, {flops / per_example / 1e9:.1f} GFLOP/s of convolution work")
-    print(f"CPU estimate at B = {sizes.resnet_batch}: {per_example * sizes.resnet_batch:.3g} s per step "
-          "(measured per-example time x B)")
+    print(
+        f"\n## 6. ResNet-18 (width {width}), CIFAR-10 shapes, Poisson, microbatches of {min(m, b)}"
+    )
+    print(
+        f"measured here: 2 steps at expected B = {b} (realised {realised:.0f} on average, pad"
+        f" {plan.pad}) in {took:.1f} s after a first call of {first:.1f} s (compilation included):"
+        f" {1e3 * per_example:.0f} ms per example, {flops / per_example / 1e9:.1f} GFLOP/s of"
+        " convolution work"
+    )
+    print(
+        f"CPU estimate at B = {sizes.resnet_batch}: {per_example * sizes.resnet_batch:.3g} s per"
+        " step (measured per-example time x B)"
+    )
     step_flops = flops * sizes.resnet_batch
     for gpu, peak in GPU_PEAK_TFLOPS.items():
         lo, hi = (step_flops / (peak * 1e12 * u) for u in ASSUMED_UTILISATION[::-1])
-        print(f"FLOP-based projection, not a measurement: one {gpu} at {ASSUMED_UTILISATION[0]:.0%}-"
-              f"{ASSUMED_UTILISATION[1]:.0%} of peak: {1e3 * lo:.3g}-{1e3 * hi:.3g} ms per B = {sizes.resnet_batch} "
-              f"step ({step_flops / 1e12:.3g} TFLOP: 3 x {resnet18_flops_per_example(width) / 1e9:.3f} GFLOP per "
-              "example; per-example clipping's norms and the noise are lower order)")
+        print(
+            f"FLOP-based projection, not a measurement: one {gpu} at"
+            f" {ASSUMED_UTILISATION[0]:.0%}-{ASSUMED_UTILISATION[1]:.0%} of peak:"
+            f" {1e3 * lo:.3g}-{1e3 * hi:.3g} ms per B = {sizes.resnet_batch} step"
+            f" ({step_flops / 1e12:.3g} TFLOP: 3 x {resnet18_flops_per_example(width) / 1e9:.3f}"
+            " GFLOP per example; per-example clipping's norms and the noise are lower order)"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -404,8 +560,10 @@ def main(argv: list[str] | None = None) -> None:
     sizes = SMOKE if args.smoke else Sizes()
     rng = np.random.default_rng(0)
     print(f"# Real models at speed and scale ({'smoke' if args.smoke else 'full'} sizes)")
-    print(f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}, {os.cpu_count()} CPU cores; "
-          f"load average at start {os.getloadavg()[0]:.2f}")
+    print(
+        f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}, {os.cpu_count()} CPU"
+        f" cores; load average at start {os.getloadavg()[0]:.2f}"
+    )
     cnn_table(sizes, rng)
     sweep_table(sizes, rng)
     padded_work(sizes)

@@ -54,8 +54,15 @@ def nonprivate_fn(model, batch_size, steps):
 
 def dp_plan(batch_size, steps):
     """Poisson DP-SGD at expected batch size B for ``steps`` steps, C = 1, z = 1 (δ = 1e-5)."""
-    return DPPlan.create("poisson", N, batch_size=batch_size, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=1e-5)
+    return DPPlan.create(
+        "poisson",
+        N,
+        batch_size=batch_size,
+        steps=steps,
+        l2_clip_norm=1.0,
+        noise_multiplier=1.0,
+        delta=1e-5,
+    )
 
 
 def dp_fn(model, batch_size, steps, method):
@@ -80,24 +87,36 @@ def main() -> None:
     x, y = check_data((x_np, y_np), params)
     key = jax.random.PRNGKey(0)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
-    print(f"data {N}x{D} float32, {K} classes; softmax regression; {STEPS} steps per timing, "
-          f"best of {REPEATS}")
-    print(f"{'B':>6} {'pad':>6} {'nonprivate ms':>14} {'dp fast ms':>11} {'dp vmap ms':>11} "
-          f"{'fast/np':>8} {'vmap/np':>8}")
+    print(
+        f"data {N}x{D} float32, {K} classes; softmax regression; {STEPS} steps per timing, "
+        f"best of {REPEATS}"
+    )
+    print(
+        f"{'B':>6} {'pad':>6} {'nonprivate ms':>14} {'dp fast ms':>11} {'dp vmap ms':>11} "
+        f"{'fast/np':>8} {'vmap/np':>8}"
+    )
     ratio_4096 = float("nan")
     for b in BATCHES:
-        fns = {"np": nonprivate_fn(model, b, STEPS), "fast": dp_fn(model, b, STEPS, "fast"),
-               "vmap": dp_fn(model, b, STEPS, "vmap")}
+        fns = {
+            "np": nonprivate_fn(model, b, STEPS),
+            "fast": dp_fn(model, b, STEPS, "fast"),
+            "vmap": dp_fn(model, b, STEPS, "vmap"),
+        }
         for fn in fns.values():  # compile
             timed(fn, params, x, y, key)
         best = {name: float("inf") for name in fns}
         for r in range(REPEATS):
             for name, fn in fns.items():
-                best[name] = min(best[name], timed(fn, params, x, y, jax.random.PRNGKey(r + 1)) / STEPS)
+                best[name] = min(
+                    best[name], timed(fn, params, x, y, jax.random.PRNGKey(r + 1)) / STEPS
+                )
         fast_ratio, vmap_ratio = best["fast"] / best["np"], best["vmap"] / best["np"]
         pad = dp_plan(b, STEPS).pad
-        print(f"{b:>6} {pad:>6} {1e3 * best['np']:>14.3f} {1e3 * best['fast']:>11.3f} "
-              f"{1e3 * best['vmap']:>11.3f} {fast_ratio:>8.2f} {vmap_ratio:>8.2f}", flush=True)
+        print(
+            f"{b:>6} {pad:>6} {1e3 * best['np']:>14.3f} {1e3 * best['fast']:>11.3f} "
+            f"{1e3 * best['vmap']:>11.3f} {fast_ratio:>8.2f} {vmap_ratio:>8.2f}",
+            flush=True,
+        )
         if b == 4096:
             ratio_4096 = fast_ratio
     print(f"overhead fast/nonprivate at B=4096: {ratio_4096:.2f}")

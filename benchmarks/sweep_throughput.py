@@ -61,7 +61,8 @@ N, D, K = 60_000, 784, 10
 # Small enough rates that the runs are not chaotic on random labels (at large rates float
 # rounding differences between batched and single GEMMs grow exponentially); speed is unaffected.
 SEEDS, LRS = 10, np.geomspace(0.01, 0.5, 10).astype(np.float32)
-# Largest allowed |params_vmapped - params_loop|: float32 rounding of batched vs single GEMMs over 118 steps
+# Largest allowed |params_vmapped - params_loop|: float32 rounding of batched vs single GEMMs over
+# 118 steps
 # (7e-9 measured on a 2-core CPU) with a 100x margin, yet far below what a mismatched run would
 # give (one step's noise alone is lr·z·C/B ≈ 1e-5 at the smallest rate).
 TOLERANCE = 1e-6
@@ -82,8 +83,9 @@ def main() -> None:
     model = models.softmax_regression(D, K)
     params0 = model.init(None)
     x, y = check_data((rng.random((N, D), dtype=np.float32), rng.integers(0, K, size=N)), params0)
-    plan = DPPlan.create("poisson", N, batch_size=1024, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", N, batch_size=1024, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(1.0), plan)
     steps, pad, points = plan.steps, plan.pad, len(LRS)
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
@@ -91,16 +93,23 @@ def main() -> None:
     pk = points * K
     flops = steps * SEEDS * (4 * pad * D * pk + 2 * pad * D)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
-    print(f"{runs} runs = {SEEDS} seeds x {points} learning rates (one flat axis of {points} points), "
-          f"{steps} steps each (Poisson B=1024 padded to {pad}, 2 epochs, C=1, z=1)")
-    print(f"FLOPs = T*S*(4*pad*d*P*K + 2*pad*d) = {steps}*{SEEDS}*(4*{pad}*{D}*{pk} + 2*{pad}*{D}) "
-          f"= {flops:.4g}")
+    print(
+        f"{runs} runs = {SEEDS} seeds x {points} learning rates (one flat axis of {points} points),"
+        f" {steps} steps each (Poisson B=1024 padded to {pad}, 2 epochs, C=1, z=1)"
+    )
+    print(
+        f"FLOPs = T*S*(4*pad*d*P*K + 2*pad*d) = {steps}*{SEEDS}*(4*{pad}*{D}*{pk} + 2*{pad}*{D}) "
+        f"= {flops:.4g}"
+    )
 
     # The roofline: the sweep's two dominant products at its shapes, and a square product.
     xs = jnp.asarray(rng.random((SEEDS, pad, D), dtype=np.float32))
     ws = jnp.asarray(rng.random((SEEDS, D, pk), dtype=np.float32))
     rs = jnp.asarray(rng.random((SEEDS, pad, pk), dtype=np.float32))
-    pair_batched = lambda a, w, r: (jnp.einsum("spd,sdk->spk", a, w), jnp.einsum("spd,spk->sdk", a, r))  # noqa: E731
+    pair_batched = lambda a, w, r: (  # noqa: E731
+        jnp.einsum("spd,sdk->spk", a, w),
+        jnp.einsum("spd,spk->sdk", a, r),
+    )
     pair_single = lambda a, w, r: (a @ w, a.T @ r)  # noqa: E731
 
     def steps_of(products):
@@ -162,23 +171,41 @@ def main() -> None:
     t_loop = time.perf_counter() - start
 
     diff = max(  # over every parameter leaf (w and b) of every run
-        float(np.max(np.abs(np.stack([np.asarray(p[name]) for p, _ in results]).reshape(v.shape)
-                            - np.asarray(v))))
-        for name, v in result.params.items())
+        float(
+            np.max(
+                np.abs(
+                    np.stack([np.asarray(p[name]) for p, _ in results]).reshape(v.shape)
+                    - np.asarray(v)
+                )
+            )
+        )
+        for name, v in result.params.items()
+    )
     print(f"max |params_vmapped - params_loop| = {diff:.2e} (tolerance {TOLERANCE:.0e})")
     if not diff < TOLERANCE:
         raise SystemExit(f"vmapped sweep and loop disagree: {diff:.2e} >= {TOLERANCE:.0e}")
-    print(f"same-shape products ((pad x d) @ (d x {pk}) and (d x pad) @ (pad x {pk}), {SEEDS} seeds, "
-          f"{steps} steps): " + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in rates.items())
-          + f" GFLOP/s; roofline {rate_shape / 1e9:.1f} GFLOP/s")
-    print(f"short best-of matmul rates: one step's pair for one seed {rate_one_step / 1e9:.1f} GFLOP/s, "
-          f"{SQUARE}^3 square {rate_square / 1e9:.1f} GFLOP/s")
-    print(f"vmapped sweep: {t_sweep:.2f} s, {runs / t_sweep:.2f} runs/s, {rate_sweep / 1e9:.1f} GFLOP/s")
+    print(
+        f"same-shape products ((pad x d) @ (d x {pk}) and (d x pad) @ (pad x {pk}), {SEEDS} seeds, "
+        f"{steps} steps): "
+        + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in rates.items())
+        + f" GFLOP/s; roofline {rate_shape / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"short best-of matmul rates: one step's pair for one seed {rate_one_step / 1e9:.1f}"
+        f" GFLOP/s, {SQUARE}^3 square {rate_square / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"vmapped sweep: {t_sweep:.2f} s, {runs / t_sweep:.2f} runs/s, {rate_sweep / 1e9:.1f}"
+        " GFLOP/s"
+    )
     print(f"loop:          {t_loop:.2f} s, {runs / t_loop:.2f} runs/s")
-    print(f"fraction of the short best-of rates: one-step pair {rate_sweep / rate_one_step:.2f}, "
-          f"{SQUARE}^3 square {rate_sweep / rate_square:.2f}")
+    print(
+        f"fraction of the short best-of rates: one-step pair {rate_sweep / rate_one_step:.2f}, "
+        f"{SQUARE}^3 square {rate_sweep / rate_square:.2f}"
+    )
     print(f"sweep speedup vmapped/loop: {t_loop / t_sweep:.1f}")
     print(f"sweep roofline fraction: {rate_sweep / rate_shape:.2f}")
+
 
 if __name__ == "__main__":
     main()

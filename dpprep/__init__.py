@@ -50,7 +50,16 @@ _EXPORTS = {
     "sweep_points": "dpprep.sweeps",
     "train": "dpprep.algorithms",
 }
-_SUBMODULES = ("extensions", "features", "frameworks", "models", "optimizers", "sampling", "selection", "streams")
+_SUBMODULES = (
+    "extensions",
+    "features",
+    "frameworks",
+    "models",
+    "optimizers",
+    "sampling",
+    "selection",
+    "streams",
+)
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])  # noqa: PLE0605 (sorted() returns a list)
 

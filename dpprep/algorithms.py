@@ -54,7 +54,8 @@ the model, their own clipped sum or privatizer, a wrapper around the update. E.g
 batch) and :class:`dpprep.optimizers.L2BallProjection` (projected updates); the papers' modules
 add theirs (e.g. :class:`dpprep.corrdp.sgd.CoordinateNoise`).
 Non-private training is the same code under :meth:`dpprep.plan.DPPlan.non_private`, requested
-explicitly (its results say "no DP guarantee"). Randomness comes from named streams of the run's key (:mod:`dpprep.streams`: ``"batch"``,
+explicitly (its results say "no DP guarantee"). Randomness comes from named streams of the run's key
+(:mod:`dpprep.streams`: ``"batch"``,
 ``"noise"``, ``"stop"``), so runs with the same key and sampler share their batches.
 
 **Only the returned parameters are the private output.** ``metrics`` are diagnostics computed
@@ -150,14 +151,16 @@ class Traced:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Static description of a run (hashable; one compilation per config, plan layout and data shape).
+    """Static description of a run (hashable; one compilation per config, plan layout and data
+    shape).
 
     Attributes:
       model: the :class:`~dpprep.models.Model`. Compilations are cached on the config (with the
         plan's layout and the swept names): models from :mod:`dpprep.models`' factories and
         optimizers from :func:`dpprep.optimizers.optimizer` compare by what they are (name and
         arguments), so equal configs share a compilation; a model or optax transformation built
-        by hand (e.g. :mod:`dpprep.frameworks`, ``optax.adam(1.0)``) is reused only as the same object.
+        by hand (e.g. :mod:`dpprep.frameworks`, ``optax.adam(1.0)``) is reused only as the same
+        object.
       hyper: the traced values (learning rate, extensions' fields).
       plan: the :class:`~dpprep.plan.DPPlan` of the run: sampler, ``n``, batch size, steps, clip
         bound, noise, δ and ε, stated there once (:meth:`~dpprep.plan.DPPlan.create`, or
@@ -234,42 +237,66 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     plan = config.plan
     if plan is None:
-        raise ValueError("config.plan is required: the DPPlan that states the run's sampler, steps, clip bound and "
-                         "noise (DPPlan.create(..., target_epsilon=..., delta=...)), or DPPlan.non_private(...) "
-                         "for a run that claims no DP guarantee")
+        raise ValueError(
+            "config.plan is required: the DPPlan that states the run's sampler, steps, clip bound"
+            " and noise (DPPlan.create(..., target_epsilon=..., delta=...)), or"
+            " DPPlan.non_private(...) for a run that claims no DP guarantee"
+        )
     if not isinstance(plan, DPPlan):
         raise TypeError(f"config.plan must be a DPPlan, got {type(plan).__name__}")
     clipping.check_method(config.clip_method, "clip_method")
     if clipping.check_microbatch_size(config.microbatch_size) is not None:
-        own = [type(ext).__name__ for ext in config.extensions if type(ext).clipped_grad is not Extension.clipped_grad]
+        own = [
+            type(ext).__name__
+            for ext in config.extensions
+            if type(ext).clipped_grad is not Extension.clipped_grad
+        ]
         if own:
-            raise ValueError(f"microbatch_size is for the core's clipped sum; extension {own[0]} computes its own "
-                             "(its batch at once): drop one of them")
+            raise ValueError(
+                f"microbatch_size is for the core's clipped sum; extension {own[0]} computes its"
+                " own (its batch at once): drop one of them"
+            )
     if config.iterates not in ITERATES:
         raise ValueError(f"iterates must be one of {ITERATES}, got {config.iterates!r}")
     per_call = config.steps_per_call
-    if per_call is not None and not (per_call == "auto" if isinstance(per_call, str) else
-                                     isinstance(per_call, int) and not isinstance(per_call, bool) and per_call >= 1):
-        raise ValueError(f"steps_per_call must be 'auto', None or an integer >= 1, got {per_call!r}")
+    if per_call is not None and not (
+        per_call == "auto"
+        if isinstance(per_call, str)
+        else isinstance(per_call, int) and not isinstance(per_call, bool) and per_call >= 1
+    ):
+        raise ValueError(
+            f"steps_per_call must be 'auto', None or an integer >= 1, got {per_call!r}"
+        )
     if config.matmul_precision not in PRECISIONS:
-        raise ValueError(f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}")
+        raise ValueError(
+            f"matmul_precision must be one of {PRECISIONS}, got {config.matmul_precision!r}"
+        )
     if not isinstance(config.extensions, tuple):
-        raise TypeError(f"extensions must be a tuple of Extension objects, got {type(config.extensions).__name__}")
+        raise TypeError(
+            "extensions must be a tuple of Extension objects, got"
+            f" {type(config.extensions).__name__}"
+        )
     ext_lib.field_specs(config.extensions, SCALAR_FIELDS)
     if n is not None and n != plan.n:
-        raise ValueError(f"the data has {n} rows but the plan was made for n={plan.n}: its sampler, normaliser and "
-                         f"epsilon are those of n={plan.n} (make the plan with the data's size)")
+        raise ValueError(
+            f"the data has {n} rows but the plan was made for n={plan.n}: its sampler, normaliser"
+            f" and epsilon are those of n={plan.n} (make the plan with the data's size)"
+        )
     if plan.private:
         for ext in config.extensions:
             unvouched = ext_lib.unvouched_hooks(ext)
             if unvouched:
-                raise ValueError(f"extension {type(ext).__name__} replaces {unvouched} of the private mechanism without "
-                                 "vouching for them (Extension.vouches): in a private plan, a clipped sum must keep "
-                                 "each example within C, a privatizer add at least the plan's noise, a wrapper only "
-                                 "post-process the privatized update")
+                raise ValueError(
+                    f"extension {type(ext).__name__} replaces {unvouched} of the private mechanism"
+                    " without vouching for them (Extension.vouches): in a private plan, a clipped"
+                    " sum must keep each example within C, a privatizer add at least the plan's"
+                    " noise, a wrapper only post-process the privatized update"
+                )
     if config.clip_method == "none" and math.isfinite(plan.l2_clip_norm):
-        raise ValueError("clip_method='none' computes no per-example gradients: it is for unclipped non-private "
-                         f"plans, this plan clips to {plan.l2_clip_norm!r}")
+        raise ValueError(
+            "clip_method='none' computes no per-example gradients: it is for unclipped non-private "
+            f"plans, this plan clips to {plan.l2_clip_norm!r}"
+        )
     if plan.execution.random_stop:
         _check_iteration_run(config, plan)
     return plan
@@ -280,15 +307,25 @@ def _check_iteration_run(config: TrainConfig, plan: DPPlan) -> None:
     steps: no optimizer state, the last iterate only, ``η ≤ 2/β`` (checked per learning rate by
     :func:`check_hyper`), no privatizer of an extension's own."""
     if config.optimizer is not None and config.optimizer != optimizers.optimizer("sgd"):
-        raise ValueError("DP-SGD by iteration is accounted by amplification by iteration, whose proof covers plain "
-                         "SGD only: leave config.optimizer None (momentum, Adam or any stateful optimizer voids it)")
+        raise ValueError(
+            "DP-SGD by iteration is accounted by amplification by iteration, whose proof covers"
+            " plain SGD only: leave config.optimizer None (momentum, Adam or any stateful optimizer"
+            " voids it)"
+        )
     if config.iterates != "last":
-        raise ValueError("DP-SGD by iteration hides the intermediate iterates: it releases the last one only "
-                         f"(iterates='last'), got {config.iterates!r}")
+        raise ValueError(
+            "DP-SGD by iteration hides the intermediate iterates: it releases the last one only "
+            f"(iterates='last'), got {config.iterates!r}"
+        )
     for ext in config.extensions:
-        if type(ext).privatizer is not Extension.privatizer or type(ext).clipped_grad is not Extension.clipped_grad:
-            raise ValueError(f"DP-SGD by iteration: extension {type(ext).__name__} replaces the clipped sum or the "
-                             "privatizer, which amplification by iteration does not cover")
+        if (
+            type(ext).privatizer is not Extension.privatizer
+            or type(ext).clipped_grad is not Extension.clipped_grad
+        ):
+            raise ValueError(
+                f"DP-SGD by iteration: extension {type(ext).__name__} replaces the clipped sum or"
+                " the privatizer, which amplification by iteration does not cover"
+            )
 
 
 def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransformation:
@@ -303,23 +340,40 @@ def add_gradient_of(penalty: Callable[[Params], Array]) -> optax.GradientTransfo
     return optax.GradientTransformation(optax.init_empty_state, update_fn)
 
 
-def update_transform(config: TrainConfig, plan: ExecutionPlan, values: Traced, noise_key: Array
-                     ) -> optax.GradientTransformation:
+def update_transform(
+    config: TrainConfig, plan: ExecutionPlan, values: Traced, noise_key: Array
+) -> optax.GradientTransformation:
     """The optax chain a run applies to each step's clipped gradient sum: the privatizer (the
     Gaussian noise and the plan's normaliser, or an extension's), the model's regulariser, the
     unit-rate optimizer and the learning rate; then the extensions' wrappers and, for
     ``iterates != "last"``, :func:`dpprep.optimizers.average_iterates` around it all."""
     exts = config.extensions
-    options = dict(key=noise_key, l2_clip_norm=jnp.asarray(values.clip_norm, jnp.float32),
-                   noise_multiplier=values.noise_multiplier, normalize_by=plan.normaliser)
-    privatizer = ext_lib.the_one(exts, "privatizer",
-                                 lambda ext: ext.privatizer(ext_lib.values_for(ext, values.extra), **options))
-    links = [privatizer if privatizer is not None else noise_lib.privatizer(
-        noise_key, options["l2_clip_norm"], values.noise_multiplier, None, plan.normaliser)]
+    options = dict(
+        key=noise_key,
+        l2_clip_norm=jnp.asarray(values.clip_norm, jnp.float32),
+        noise_multiplier=values.noise_multiplier,
+        normalize_by=plan.normaliser,
+    )
+    privatizer = ext_lib.the_one(
+        exts,
+        "privatizer",
+        lambda ext: ext.privatizer(ext_lib.values_for(ext, values.extra), **options),
+    )
+    links = [
+        (
+            privatizer
+            if privatizer is not None
+            else noise_lib.privatizer(
+                noise_key, options["l2_clip_norm"], values.noise_multiplier, None, plan.normaliser
+            )
+        )
+    ]
     if config.model.regularizer is not None:
         links.append(add_gradient_of(config.model.regularizer))
-    links += [config.optimizer if config.optimizer is not None else optax.sgd(1.0),
-              optax.scale(jnp.asarray(values.learning_rate, jnp.float32))]
+    links += [
+        config.optimizer if config.optimizer is not None else optax.sgd(1.0),
+        optax.scale(jnp.asarray(values.learning_rate, jnp.float32)),
+    ]
     tx = optax.chain(*links)
     for ext in exts:
         tx = ext.wrap(tx, ext_lib.values_for(ext, values.extra))
@@ -357,20 +411,34 @@ def _with_precision(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_with_precision
-def _begin(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, key: Array
-           ) -> tuple[tuple[Params, Any], _Invariants]:
+def _begin(
+    config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, key: Array
+) -> tuple[tuple[Params, Any], _Invariants]:
     """A run's start: the carry ``(params0, optimizer state)`` and its :class:`_Invariants`."""
     tx = update_transform(config, plan, values, streams.stream(key, streams.NOISE))
     prepared = plan.impl.prepare(streams.stream(key, streams.BATCH), plan)
-    stop = (sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
-            if plan.random_stop else jnp.int32(plan.steps))
+    stop = (
+        sampling.stopping_time(streams.stream(key, streams.STOP), plan.n, plan.kappa)
+        if plan.random_stop
+        else jnp.int32(plan.steps)
+    )
     return (params0, tx.init(params0)), _Invariants(prepared, stop)
 
 
 @_with_precision
-def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y: Array, key: Array,
-             carry: tuple[Params, Any], invariants: _Invariants, t0: Any, count: int, unroll: bool
-             ) -> tuple[tuple[Params, Any], dict[str, Array]]:
+def _advance(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    values: Traced,
+    x: Any,
+    y: Array,
+    key: Array,
+    carry: tuple[Params, Any],
+    invariants: _Invariants,
+    t0: Any,
+    count: int,
+    unroll: bool,
+) -> tuple[tuple[Params, Any], dict[str, Array]]:
     """Steps ``t0 .. t0 + count − 1`` of the run from ``carry``: the new carry and the steps'
     metrics (leading axis ``count``); one ``lax.scan``, fully unrolled when ``unroll``."""
     sampler = plan.impl
@@ -378,12 +446,22 @@ def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y
     k_batch, k_model = streams.stream(key, streams.BATCH), streams.stream(key, streams.MODEL)
     clip = jnp.asarray(values.clip_norm, jnp.float32)
     grad_fn = ext_lib.the_one(
-        config.extensions, "clipped_grad",
-        lambda ext: ext.clipped_grad(config.model, ext_lib.values_for(ext, values.extra), l2_clip_norm=clip,
-                                     method=config.clip_method))
+        config.extensions,
+        "clipped_grad",
+        lambda ext: ext.clipped_grad(
+            config.model,
+            ext_lib.values_for(ext, values.extra),
+            l2_clip_norm=clip,
+            method=config.clip_method,
+        ),
+    )
     if grad_fn is None:
-        grad_fn = clipping.clipped_grad(model, l2_clip_norm=clip, method=config.clip_method,
-                                        microbatch_size=config.microbatch_size)
+        grad_fn = clipping.clipped_grad(
+            model,
+            l2_clip_norm=clip,
+            method=config.clip_method,
+            microbatch_size=config.microbatch_size,
+        )
     tx = update_transform(config, plan, values, streams.stream(key, streams.NOISE))
 
     def step(carry, t):
@@ -393,11 +471,14 @@ def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y
         step_grad_fn = grad_fn
         if config.model.stochastic:  # this step's key, split per example by the clipping
             step_grad_fn = functools.partial(grad_fn, key=jax.random.fold_in(k_model, t))
-        new_params, new_opt_state, clipped = apply_step(params, opt_state, (xb, yb), grad_fn=step_grad_fn, tx=tx,
-                                                        mask=mask)
+        new_params, new_opt_state, clipped = apply_step(
+            params, opt_state, (xb, yb), grad_fn=step_grad_fn, tx=tx, mask=mask
+        )
         # After the random stop the run keeps its parameters (and the iterate sum its count).
         active = t < invariants.stop
-        keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)  # noqa: E731
+        keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
+            lambda a, b: jnp.where(active, a, b), new, old
+        )
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
         out = {"batch_size": size, "overflow": overflow}
         if config.track_clip_fraction:
@@ -408,13 +489,17 @@ def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y
             losses = model.per_example_loss(params, xb, yb)
             real = jnp.ones_like(losses) if mask is None else mask
             loss = jnp.sum(losses * real) / jnp.maximum(jnp.sum(real), 1.0)
-            out["loss"] = loss + (model.regularizer(params) if model.regularizer is not None else 0.0)
+            out["loss"] = loss + (
+                model.regularizer(params) if model.regularizer is not None else 0.0
+            )
         if config.track_params:
             out["params"] = new_params
         return (new_params, new_opt_state), out
 
     if not unroll:
-        return jax.lax.scan(step, carry, jnp.asarray(t0, jnp.int32) + jnp.arange(count, dtype=jnp.int32))
+        return jax.lax.scan(
+            step, carry, jnp.asarray(t0, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
+        )
     # Straight-line steps: no XLA while loop (lax.scan of length 1 still emits one), whose body
     # XLA:CPU compiles with slower convolution layouts.
     outs = []
@@ -424,8 +509,12 @@ def _advance(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y
     return carry, jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *outs)
 
 
-def _end(config: TrainConfig, carry: tuple[Params, Any], invariants: _Invariants, metrics: dict[str, Array]
-         ) -> tuple[Params, dict[str, Array]]:
+def _end(
+    config: TrainConfig,
+    carry: tuple[Params, Any],
+    invariants: _Invariants,
+    metrics: dict[str, Array],
+) -> tuple[Params, dict[str, Array]]:
     """A run's output from its last carry: the iterate(s) ``config.iterates`` asks for, and the
     metrics with the stopping time."""
     last, opt_state = carry
@@ -436,12 +525,21 @@ def _end(config: TrainConfig, carry: tuple[Params, Any], invariants: _Invariants
     return ({"last": last, "average": mean} if config.iterates == "both" else mean), metrics
 
 
-def _run(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Array, y: Array,
-         key: Array) -> tuple[Params, dict[str, Array]]:
+def _run(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    values: Traced,
+    params0: Params,
+    x: Array,
+    y: Array,
+    key: Array,
+) -> tuple[Params, dict[str, Array]]:
     """The pure training function (``config``/``plan`` static; everything else traceable): the
     whole run as one ``lax.scan``, for callers that ``jit``/``vmap`` it themselves."""
     carry, invariants = _begin(config, plan, values, params0, key)
-    carry, metrics = _advance(config, plan, values, x, y, key, carry, invariants, 0, plan.steps, False)
+    carry, metrics = _advance(
+        config, plan, values, x, y, key, carry, invariants, 0, plan.steps, False
+    )
     return _end(config, carry, invariants, metrics)
 
 
@@ -454,19 +552,42 @@ class _RunState(NamedTuple):
     metrics: dict[str, Array]
 
 
-def _begin_state(config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, x: Any, y: Array,
-                 key: Array) -> _RunState:
+def _begin_state(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    values: Traced,
+    params0: Params,
+    x: Any,
+    y: Array,
+    key: Array,
+) -> _RunState:
     carry, invariants = _begin(config, plan, values, params0, key)
-    shapes = jax.eval_shape(lambda: _advance(config, plan, values, x, y, key, carry, invariants, 0, 1, True)[1])
-    buffer = jax.tree_util.tree_map(lambda s: jnp.zeros((plan.steps, *s.shape[1:]), s.dtype), shapes)
+    shapes = jax.eval_shape(
+        lambda: _advance(config, plan, values, x, y, key, carry, invariants, 0, 1, True)[1]
+    )
+    buffer = jax.tree_util.tree_map(
+        lambda s: jnp.zeros((plan.steps, *s.shape[1:]), s.dtype), shapes
+    )
     return _RunState(carry, invariants, buffer)
 
 
-def _advance_state(config: TrainConfig, plan: ExecutionPlan, values: Traced, x: Any, y: Array, key: Array,
-                   state: _RunState, t0: Any, count: int) -> _RunState:
-    carry, metrics = _advance(config, plan, values, x, y, key, state.carry, state.invariants, t0, count, True)
-    buffer = jax.tree_util.tree_map(lambda b, m: jax.lax.dynamic_update_slice_in_dim(b, m, t0, axis=0),
-                                    state.metrics, metrics)
+def _advance_state(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    values: Traced,
+    x: Any,
+    y: Array,
+    key: Array,
+    state: _RunState,
+    t0: Any,
+    count: int,
+) -> _RunState:
+    carry, metrics = _advance(
+        config, plan, values, x, y, key, state.carry, state.invariants, t0, count, True
+    )
+    buffer = jax.tree_util.tree_map(
+        lambda b, m: jax.lax.dynamic_update_slice_in_dim(b, m, t0, axis=0), state.metrics, metrics
+    )
     return _RunState(carry, state.invariants, buffer)
 
 
@@ -497,7 +618,8 @@ def _primitives(jaxpr: Any) -> set[str]:
 
 
 def convolves(model: Model, params0: Params, x: Any) -> bool:
-    """Whether ``model``'s forward pass on one example of ``x`` has a convolution (traced, not run)."""
+    """Whether ``model``'s forward pass on one example of ``x`` has a convolution (traced, not
+    run)."""
     jaxpr = jax.make_jaxpr(model.apply)(params0, _example_structs(x, 1))
     return "conv_general_dilated" in _primitives(jaxpr.jaxpr)
 
@@ -509,17 +631,25 @@ def steps_per_call(config: TrainConfig, params0: Params, x: Any) -> int | None:
 
     ``config.steps_per_call="auto"`` takes ``CONV_STEPS_PER_CALL`` when the model's forward pass
     convolves — XLA:CPU compiles the convolutions inside a loop body with layouts its fast
-    convolution routine cannot take (a scanned tanh CNN step is much slower than its jitted step) — and one
+    convolution routine cannot take (a scanned tanh CNN step is much slower than its jitted step) —
+    and one
     scan otherwise, where a step is too cheap for a host call per step (the GLM fast path, MLPs)."""
     per_call = config.steps_per_call
     if not isinstance(per_call, str):
         return per_call
-    fast = (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
+    fast = (
+        config.model.has_fast_path and config.clip_method != "vmap"
+    ) or config.clip_method == "none"
     return None if fast or not convolves(config.model, params0, x) else CONV_STEPS_PER_CALL
 
 
-def run_in_calls(begin: Callable[[], Any], advance: Callable[..., Any], end: Callable[[Any], Any], steps: int,
-                 per_call: int) -> Any:
+def run_in_calls(
+    begin: Callable[[], Any],
+    advance: Callable[..., Any],
+    end: Callable[[Any], Any],
+    steps: int,
+    per_call: int,
+) -> Any:
     """``end(advance(... advance(begin(), 0, k) ..., t0, k'))``: a run of ``steps`` steps as a host
     loop over compiled calls of ``k = per_call`` steps (the last call takes the remainder)."""
     state = begin()
@@ -531,17 +661,21 @@ def run_in_calls(begin: Callable[[], Any], advance: Callable[..., Any], end: Cal
 @functools.lru_cache(maxsize=64)
 def _host_fns(config: TrainConfig, plan: ExecutionPlan) -> tuple[Callable[..., Any], ...]:
     """The jitted pieces of :func:`train`'s host loop for one static config and plan layout."""
-    return (jax.jit(functools.partial(_begin_state, config, plan)),
-            jax.jit(functools.partial(_advance_state, config, plan), static_argnames="count",
-                    donate_argnames="state"),
-            jax.jit(functools.partial(_end_state, config)))
-
+    return (
+        jax.jit(functools.partial(_begin_state, config, plan)),
+        jax.jit(
+            functools.partial(_advance_state, config, plan),
+            static_argnames="count",
+            donate_argnames="state",
+        ),
+        jax.jit(functools.partial(_end_state, config)),
+    )
 
 
 def static_config(config: TrainConfig) -> TrainConfig:
     """The compilation key of ``config``: everything but the traced values and the plan (whose
-    layout, an :class:`~dpprep.plan.ExecutionPlan`, is passed on its own; ``z`` and ``C`` are traced,
-    so runs of one layout at any noise share a compilation)."""
+    layout, an :class:`~dpprep.plan.ExecutionPlan`, is passed on its own; ``z`` and ``C`` are
+    traced, so runs of one layout at any noise share a compilation)."""
     return dataclasses.replace(config, hyper=None, plan=None)
 
 
@@ -555,7 +689,9 @@ def engine_fn(config: TrainConfig) -> Callable[..., tuple[Params, dict[str, Arra
     return functools.partial(_run, static_config(config), plan.execution)
 
 
-def make_train_fn(config: TrainConfig, params0: Params) -> Callable[..., tuple[Params, dict[str, Array]]]:
+def make_train_fn(
+    config: TrainConfig, params0: Params
+) -> Callable[..., tuple[Params, dict[str, Array]]]:
     """The pure function ``(params0, x, y, key) -> (params, metrics)`` of ``config``'s run — its
     plan's noise and clip bound, its hyper's values and its extensions, checked here against the
     plan as :func:`train` checks them (``params0`` gives the parameters' shapes) — for callers
@@ -564,8 +700,12 @@ def make_train_fn(config: TrainConfig, params0: Params) -> Callable[..., tuple[P
     :func:`check_data` first)."""
     plan = checked_plan(config)
     values = traced(config)
-    _check_charged(plan, check_hyper(values, params0, plan=plan, extensions=config.extensions,
-                                     clip_method=config.clip_method))
+    _check_charged(
+        plan,
+        check_hyper(
+            values, params0, plan=plan, extensions=config.extensions, clip_method=config.clip_method
+        ),
+    )
     run = functools.partial(_run, static_config(config), plan.execution)
 
     def fn(params0: Params, x: Any, y: Any, key: Array) -> tuple[Params, dict[str, Array]]:
@@ -587,9 +727,16 @@ def _numeric(value: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collection[str] = (),
-                num_features: int | None = None, extensions: tuple[Extension, ...] = (),
-                clip_method: str = "auto") -> dict[str, Any]:
+def check_hyper(
+    values: Traced,
+    params: Params,
+    *,
+    plan: DPPlan,
+    swept: Collection[str] = (),
+    num_features: int | None = None,
+    extensions: tuple[Extension, ...] = (),
+    clip_method: str = "auto",
+) -> dict[str, Any]:
     """Host-side checks of a run's (or a grid's) traced values against ``plan``; raises ValueError
     naming the field. Returns what the plan must account: ``{"noise_multiplier": z per point}``
     (the plan's multiplier times the extensions' noise factor, per point when anything swept
@@ -616,22 +763,30 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
         raise TypeError(f"hyper.extra must be a dict {{field: value}}, got {type(extra).__name__}")
     unknown = sorted(set(extra) - set(specs))
     if unknown:
-        raise ValueError(f"hyper.extra sets {unknown}, which no extension of the config declares "
-                         f"(declared: {sorted(specs)}); add the extension to TrainConfig.extensions")
+        raise ValueError(
+            f"hyper.extra sets {unknown}, which no extension of the config declares "
+            f"(declared: {sorted(specs)}); add the extension to TrainConfig.extensions"
+        )
     lengths = set()
     for name in SCALAR_FIELDS:
         shape = np.shape(getattr(values, name))
         if name in swept:
             if len(shape) != 1 or shape[0] == 0:
-                raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {shape}")
+                raise ValueError(
+                    f"{name} values must be a non-empty 1-D sequence, got shape {shape}"
+                )
             lengths.add(shape[0])
         elif shape != ():
-            raise ValueError(f"{name} must be a scalar, got shape {shape}; "
-                             "to vary it, make it an axis of the sweep")
+            raise ValueError(
+                f"{name} must be a scalar, got shape {shape}; "
+                "to vary it, make it an axis of the sweep"
+            )
     arrays = {name: _numeric(getattr(values, name), name) for name in SCALAR_FIELDS}
     if clip_method == "none" and np.any(np.isfinite(arrays["clip_norm"])):
-        raise ValueError("clip_method='none' computes no per-example gradients: every clip_norm must be inf, "
-                         f"got {values.clip_norm!r}")
+        raise ValueError(
+            "clip_method='none' computes no per-example gradients: every clip_norm must be inf, "
+            f"got {values.clip_norm!r}"
+        )
     lr = arrays["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
         raise ValueError(f"learning_rate must be finite and >= 0, got {values.learning_rate!r}")
@@ -639,23 +794,35 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
         noise_lib.check_noise(arrays["noise_multiplier"], arrays["clip_norm"])
         lipschitz = getattr(plan.accountant, "lipschitz", None)
         if lipschitz is not None and np.any(arrays["clip_norm"] != float(lipschitz)):
-            raise ValueError(f"the plan's accountant assumes per-example gradients bounded by lipschitz={lipschitz!r}: "
-                             f"every clip bound must be that number, got {values.clip_norm!r}")
+            raise ValueError(
+                "the plan's accountant assumes per-example gradients bounded by"
+                f" lipschitz={lipschitz!r}: every clip bound must be that number, got"
+                f" {values.clip_norm!r}"
+            )
     else:
         if np.any(arrays["noise_multiplier"] != 0):
-            raise ValueError("a non-private plan takes no noise_multiplier (it claims no guarantee); make a private "
-                             "plan with DPPlan.create(..., noise_multiplier=z) to add the Gaussian mechanism")
+            raise ValueError(
+                "a non-private plan takes no noise_multiplier (it claims no guarantee); make a"
+                " private plan with DPPlan.create(..., noise_multiplier=z) to add the Gaussian"
+                " mechanism"
+            )
         if np.any(~(arrays["clip_norm"] > 0)):
             raise ValueError(f"clip_norm must be > 0 (inf: no clipping), got {values.clip_norm!r}")
     if plan.smoothness is not None and plan.smoothness > 0 and np.any(lr > 2.0 / plan.smoothness):
-        raise ValueError(f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g} (β = "
-                         f"smoothness={plan.smoothness!r}: amplification by iteration needs contractive steps), got "
-                         f"{values.learning_rate!r}")
+        raise ValueError(
+            f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g} (β ="
+            f" smoothness={plan.smoothness!r}: amplification by iteration needs contractive steps),"
+            f" got {values.learning_rate!r}"
+        )
     for ext in extensions:
         own = ext_lib.values_for(ext, extra)
-        lengths |= ext.check(own, params, swept=[name for name in swept if name in own], num_features=num_features)
+        lengths |= ext.check(
+            own, params, swept=[name for name in swept if name in own], num_features=num_features
+        )
     if len(lengths) > 1:
-        raise ValueError(f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}")
+        raise ValueError(
+            f"swept fields must share one leading (points) axis, got lengths {sorted(lengths)}"
+        )
     if not plan.private:
         return {}
     size = lengths.pop() if lengths else 1
@@ -665,12 +832,16 @@ def check_hyper(values: Traced, params: Params, *, plan: DPPlan, swept: Collecti
         own = ext_lib.values_for(ext, extra)
         points = ext_lib.per_point(ext, own, [name for name in swept if name in own])
         factors = factors * np.array([ext.noise_factor(point) for point in points])
-        events = [tuple(e) + tuple(ext.fixed_events(point)) for e, point in
-                  zip(events, points if len(points) == size else points * size)]
+        events = [
+            tuple(e) + tuple(ext.fixed_events(point))
+            for e, point in zip(events, points if len(points) == size else points * size)
+        ]
     if np.any(~(factors > 0)):
-        raise ValueError("an extension takes the noise away on some coordinate (its noise factor is 0): the run "
-                         "would release them without noise, which no epsilon covers; use scales > 0, or a "
-                         "non-private plan (DPPlan.non_private) for a mechanism that claims no guarantee")
+        raise ValueError(
+            "an extension takes the noise away on some coordinate (its noise factor is 0): the run "
+            "would release them without noise, which no epsilon covers; use scales > 0, or a "
+            "non-private plan (DPPlan.non_private) for a mechanism that claims no guarantee"
+        )
     z = np.broadcast_to(arrays["noise_multiplier"], (size,)) * factors
     return {"noise_multiplier": z, "fixed_events": events}
 
@@ -690,17 +861,26 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
     x = check_inputs(data[0])
     y = check_finite_array(data[1], "y", ndim=1, float32=True)
     if rows(x) != y.shape[0]:
-        raise ValueError(f"x and y must have the same number of rows, got {rows(x)} and {y.shape[0]}")
+        raise ValueError(
+            f"x and y must have the same number of rows, got {rows(x)} and {y.shape[0]}"
+        )
     for leaf in jax.tree_util.tree_leaves(params0):
         check_finite_array(leaf, "params0")
     if model is None or model.has_fast_path:
         # GLMs (and model-less callers): params["w"] is (d, k) and x is (n, d).
         first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
-        if first is not None and (not isinstance(x, np.ndarray) or x.ndim != 2 or np.shape(first)[0] != x.shape[1]):
-            has = (f"{x.shape[1]} features" if isinstance(x, np.ndarray) and x.ndim == 2
-                   else f"examples of shape {example_shape(x)}")
+        if first is not None and (
+            not isinstance(x, np.ndarray) or x.ndim != 2 or np.shape(first)[0] != x.shape[1]
+        ):
+            has = (
+                f"{x.shape[1]} features"
+                if isinstance(x, np.ndarray) and x.ndim == 2
+                else f"examples of shape {example_shape(x)}"
+            )
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
-    if model is not None:  # the params and the examples first: reading y's classes applies the model
+    if (
+        model is not None
+    ):  # the params and the examples first: reading y's classes applies the model
         check_params(model, params0)
         check_model_fits(model, params0, x, _label_dtype(model, y))
     targets = check_targets(model, params0, x, y)
@@ -719,7 +899,9 @@ def check_inputs(x: Any, name: str = "x") -> Any:
         for key, leaf in x.items():
             arr = check_finite_array(leaf, f"{name}[{key!r}]", float32=True)
             if arr.ndim < 1:
-                raise ValueError(f"{name}[{key!r}] is a scalar; every input needs a leading example axis")
+                raise ValueError(
+                    f"{name}[{key!r}] is a scalar; every input needs a leading example axis"
+                )
             out[key] = arr
         sizes = {k: a.shape[0] for k, a in out.items()}
         if len(set(sizes.values())) != 1:
@@ -729,8 +911,10 @@ def check_inputs(x: Any, name: str = "x") -> Any:
         return out
     arr = check_finite_array(x, name, float32=True)
     if arr.ndim < 2:
-        raise ValueError(f"{name} must have a leading example axis and the examples' axes (e.g. (n, d)), "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have a leading example axis and the examples' axes (e.g. (n, d)), "
+            f"got shape {arr.shape}"
+        )
     if arr.shape[0] == 0:
         raise ValueError(f"{name} must contain at least one example")
     return arr
@@ -759,19 +943,27 @@ def _as_jax(x: Any) -> Any:
     as int32."""
     if not isinstance(x, dict):
         return jnp.asarray(x, jnp.float32)
-    return {k: jnp.asarray(a, jnp.int32 if a.dtype.kind in "iub" else jnp.float32) for k, a in x.items()}
+    return {
+        k: jnp.asarray(a, jnp.int32 if a.dtype.kind in "iub" else jnp.float32) for k, a in x.items()
+    }
 
 
 def _example_structs(x: Any, count: int) -> Any:
     """``count`` abstract examples of ``x``'s shape and dtype (for abstract evaluation)."""
     if isinstance(x, dict):
-        return {k: jax.ShapeDtypeStruct((count, *np.shape(a)[1:]), jnp.int32 if np.asarray(a).dtype.kind in "iub"
-                                        else jnp.float32) for k, a in x.items()}
+        return {
+            k: jax.ShapeDtypeStruct(
+                (count, *np.shape(a)[1:]),
+                jnp.int32 if np.asarray(a).dtype.kind in "iub" else jnp.float32,
+            )
+            for k, a in x.items()
+        }
     return jax.ShapeDtypeStruct((count, *np.shape(x)[1:]), jnp.float32)
 
 
 def _label_dtype(model: Model, y: np.ndarray) -> Any:
-    """The dtype :func:`dpprep.models.check_targets` gives ``y`` for ``model`` (without applying it)."""
+    """The dtype :func:`dpprep.models.check_targets` gives ``y`` for ``model`` (without applying
+    it)."""
     if model.target == "class" or (model.target is None and y.dtype.kind in "iub"):
         return jnp.int32
     return jnp.float32
@@ -786,32 +978,47 @@ def check_model_fits(model: Model, params0: Params, x: Any, label_dtype: Any = N
     try:
         out = jax.eval_shape(model.apply, params0, example)
     except Exception as err:  # any tracing error of user code: say where it came from
-        raise ValueError(f"model {model.name!r} cannot be applied to examples of shape {example_shape(x)} "
-                         f"with these params: {type(err).__name__}: {err}") from err
+        raise ValueError(
+            f"model {model.name!r} cannot be applied to examples of shape {example_shape(x)} "
+            f"with these params: {type(err).__name__}: {err}"
+        ) from err
     if label_dtype is None:
         label_dtype = jnp.int32 if model.target == "class" else jnp.float32
     labels = jax.ShapeDtypeStruct((2,), label_dtype)
     try:
         losses = jax.eval_shape(model.per_example_loss, params0, example, labels)
     except Exception as err:
-        raise ValueError(f"model {model.name!r}: per_example_loss fails on outputs of shape "
-                         f"{getattr(out, 'shape', None)}: {type(err).__name__}: {err}") from err
+        raise ValueError(
+            f"model {model.name!r}: per_example_loss fails on outputs of shape "
+            f"{getattr(out, 'shape', None)}: {type(err).__name__}: {err}"
+        ) from err
     if getattr(losses, "shape", None) != (2,):
-        raise ValueError(f"model {model.name!r}: per_example_loss must return one scalar per example "
-                         f"(shape (b,)), got shape {getattr(losses, 'shape', None)} for a batch of 2")
+        raise ValueError(
+            f"model {model.name!r}: per_example_loss must return one scalar per example "
+            f"(shape (b,)), got shape {getattr(losses, 'shape', None)} for a batch of 2"
+        )
+
+
 def check_params(model: Model, params0: Params) -> None:
     """Host-side check that ``params0`` has the tree structure and leaf shapes ``model.init``
     gives (traced abstractly, nothing is computed); raises ValueError naming the mismatch."""
     expected = jax.eval_shape(model.init, jax.random.key(0))
     want, got = jax.tree_util.tree_structure(expected), jax.tree_util.tree_structure(params0)
     if want != got:  # type: ignore[operator]  # jax's PyTreeDef stub
-        raise ValueError(f"params0 does not fit model {model.name!r}: its structure is {got}, "
-                         f"the model's is {want} (build it with model.init)")
-    for path, e, p in zip(jax.tree_util.tree_leaves_with_path(expected), jax.tree_util.tree_leaves(expected),
-                          jax.tree_util.tree_leaves(params0)):
+        raise ValueError(
+            f"params0 does not fit model {model.name!r}: its structure is {got}, "
+            f"the model's is {want} (build it with model.init)"
+        )
+    for path, e, p in zip(
+        jax.tree_util.tree_leaves_with_path(expected),
+        jax.tree_util.tree_leaves(expected),
+        jax.tree_util.tree_leaves(params0),
+    ):
         if np.shape(p) != e.shape:
-            raise ValueError(f"params0{jax.tree_util.keystr(path[0])} has shape {np.shape(p)}, "
-                             f"model {model.name!r} expects {e.shape}")
+            raise ValueError(
+                f"params0{jax.tree_util.keystr(path[0])} has shape {np.shape(p)}, "
+                f"model {model.name!r} expects {e.shape}"
+            )
 
 
 def warn_on_overflow(metrics: dict[str, Array], plan: DPPlan) -> None:
@@ -819,26 +1026,37 @@ def warn_on_overflow(metrics: dict[str, Array], plan: DPPlan) -> None:
     count = int(np.sum(np.asarray(metrics["overflow"])))
     if count:
         warnings.warn(
-            f"{count} Poisson draw(s) exceeded the padded batch and were truncated; the run is within "
-            f"the documented TV bound (max_overflow_prob={plan.execution.max_overflow_prob}) of ideal Poisson "
-            "sampling, whose δ slack (1 + e^ε)·max_overflow_prob the plan's epsilon already charges: add "
-            "nothing more to delta (if you accounted the run another way, add "
-            "sampling.overflow_delta(epsilon, max_overflow_prob) to its delta)",
-            RuntimeWarning, stacklevel=3)
+            f"{count} Poisson draw(s) exceeded the padded batch and were truncated; the run is"
+            " within the documented TV bound"
+            f" (max_overflow_prob={plan.execution.max_overflow_prob}) of ideal Poisson sampling,"
+            " whose δ slack (1 + e^ε)·max_overflow_prob the plan's epsilon already charges: add"
+            " nothing more to delta (if you accounted the run another way, add"
+            " sampling.overflow_delta(epsilon, max_overflow_prob) to its delta)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def warn_if_not_finite(tree: Any, what: str) -> None:
     """Warn when a run ended with non-finite values (a learning rate or noise too large for
     float32, a diverging loss): a NaN model should never pass silently."""
-    bad = sum(int(np.size(leaf) - np.count_nonzero(np.isfinite(np.asarray(leaf))))
-              for leaf in jax.tree_util.tree_leaves(tree) if np.asarray(leaf).dtype.kind == "f")
+    bad = sum(
+        int(np.size(leaf) - np.count_nonzero(np.isfinite(np.asarray(leaf))))
+        for leaf in jax.tree_util.tree_leaves(tree)
+        if np.asarray(leaf).dtype.kind == "f"
+    )
     if bad:
-        warnings.warn(f"{bad} non-finite value(s) in the {what}: the run diverged or overflowed float32 "
-                      "(learning rate, noise or feature scale too large?)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{bad} non-finite value(s) in the {what}: the run diverged or overflowed float32 "
+            "(learning rate, noise or feature scale too large?)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
-def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
-              ) -> tuple[DPPlan, Traced, Array, Array]:
+def check_run(
+    config: TrainConfig, params0: Params, data: tuple[Any, Any]
+) -> tuple[DPPlan, Traced, Array, Array]:
     """Every host-side check of one run, before anything is compiled: the config against its plan,
     the data (``plan.n`` rows) and the values; returns the plan, the values and the data as arrays.
     An extension that lowers the noise below the plan's (a noise factor < 1) is refused: the
@@ -847,8 +1065,14 @@ def check_run(config: TrainConfig, params0: Params, data: tuple[Any, Any]
     x, y = check_data(data, params0, config.model)
     checked_plan(config, rows(x))
     values = traced(config)
-    charged = check_hyper(values, params0, plan=plan, num_features=num_features(x), extensions=config.extensions,
-                          clip_method=config.clip_method)
+    charged = check_hyper(
+        values,
+        params0,
+        plan=plan,
+        num_features=num_features(x),
+        extensions=config.extensions,
+        clip_method=config.clip_method,
+    )
     _check_charged(plan, charged)
     return plan, values, x, y
 
@@ -861,22 +1085,29 @@ def _check_charged(plan: DPPlan, charged: dict[str, Any]) -> None:
         return
     if float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
         factor = float(np.min(charged["noise_multiplier"])) / plan.noise_multiplier
-        raise ValueError(f"an extension scales the noise by {factor:.4g} < 1 on some coordinate: the run adds less "
-                         f"noise than the plan charges (z = {plan.noise_multiplier:.6g}); keep the factors >= 1 or "
-                         f"make the plan with z/{factor:.4g}")
+        raise ValueError(
+            f"an extension scales the noise by {factor:.4g} < 1 on some coordinate: the run adds"
+            f" less noise than the plan charges (z = {plan.noise_multiplier:.6g}); keep the factors"
+            f" >= 1 or make the plan with z/{factor:.4g}"
+        )
     if any(charged["fixed_events"]):
-        raise ValueError("an extension declares a private statistic the run depends on (e.g. a private mean): give "
-                         "its event to the plan (DPPlan.create(..., fixed_events=...)), which then accounts it")
+        raise ValueError(
+            "an extension declares a private statistic the run depends on (e.g. a private mean):"
+            " give its event to the plan (DPPlan.create(..., fixed_events=...)), which then"
+            " accounts it"
+        )
 
 
-def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
-          ) -> tuple[Params, dict[str, Any]]:
+def train(
+    config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
+) -> tuple[Params, dict[str, Any]]:
     """Run ``config.plan``'s run once; returns ``(params, metrics)``.
 
     Only ``params`` is the differentially private output (with ``iterates="both"`` a dict of
     the last and the averaged iterate), at ``metrics["epsilon"]``, ``metrics["delta"]`` (the
     plan's: ``inf``/None for a non-private plan) and ``metrics["guarantee"]`` (one line:
-    :meth:`~dpprep.plan.DPPlan.describe`). The other ``metrics`` are non-private diagnostics computed
+    :meth:`~dpprep.plan.DPPlan.describe`). The other ``metrics`` are non-private diagnostics
+    computed
     from the data and the secret sampling without noise: they must not be released as part of
     the DP output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson
     draw larger than the pad), optionally ``clip_fraction`` (share of real examples with norm >
@@ -893,12 +1124,21 @@ def train(config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Arra
         params, metrics = _run_jit(static, layout, values, params0, x, y, key)
     else:
         begin, advance, end = _host_fns(static, layout)
-        params, metrics = run_in_calls(lambda: begin(values, params0, x, y, key),
-                                       lambda state, t0, count: advance(values, x, y, key, state, t0, count=count),
-                                       end, layout.steps, per_call)
+        params, metrics = run_in_calls(
+            lambda: begin(values, params0, x, y, key),
+            lambda state, t0, count: advance(values, x, y, key, state, t0, count=count),
+            end,
+            layout.steps,
+            per_call,
+        )
     warn_on_overflow(metrics, plan)
     warn_if_not_finite(params, "trained parameters")
-    metrics = {**metrics, "epsilon": plan.epsilon, "delta": plan.delta, "guarantee": plan.describe()}
+    metrics = {
+        **metrics,
+        "epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "guarantee": plan.describe(),
+    }
     return params, metrics
 
 
@@ -915,10 +1155,23 @@ class FitResult:
     metrics: dict[str, Any]
 
 
-def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, target_epsilon: float,
-        delta: float, l2_clip_norm: float, learning_rate: float, sampling: str = "poisson",
-        batch_size: int | None = None, epochs: float | None = None, steps: int | None = None,
-        optimizer: optax.GradientTransformation | None = None, **options: Any) -> FitResult:
+def fit(
+    model: Model,
+    params0: Params,
+    data: tuple[Any, Any],
+    key: Array,
+    *,
+    target_epsilon: float,
+    delta: float,
+    l2_clip_norm: float,
+    learning_rate: float,
+    sampling: str = "poisson",
+    batch_size: int | None = None,
+    epochs: float | None = None,
+    steps: int | None = None,
+    optimizer: optax.GradientTransformation | None = None,
+    **options: Any,
+) -> FitResult:
     """Ask for ``(ε, δ)``, get a trained model and the ε it spent, in one call: makes the
     :class:`~dpprep.plan.DPPlan` (sampler, ``n`` from the data, batch size, steps or epochs, clip
     bound, noise calibrated to ``(target_epsilon, delta)``) and runs it with :func:`train`.
@@ -931,8 +1184,9 @@ def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, tar
     >>> x = np.random.default_rng(0).normal(size=(1000, 3)).astype(np.float32)
     >>> y = (x[:, 0] > 0).astype(np.float32)
     >>> model = models.logistic_regression(3)
-    >>> out = fit(model, model.init(None), (x, y), jax.random.key(0), target_epsilon=1.0, delta=1e-5,
-    ...           l2_clip_norm=1.0, learning_rate=0.5, batch_size=100, epochs=5)
+    >>> out = fit(model, model.init(None), (x, y), jax.random.key(0),
+    ...           target_epsilon=1.0, delta=1e-5, l2_clip_norm=1.0, learning_rate=0.5,
+    ...           batch_size=100, epochs=5)
     >>> out.epsilon <= 1.0, out.plan.steps
     (True, 50)
     """
@@ -941,9 +1195,23 @@ def fit(model: Model, params0: Params, data: tuple[Any, Any], key: Array, *, tar
     n = rows(check_inputs(data[0]))
     plan_names = set(inspect.signature(DPPlan.create).parameters) - {"cls", "sampling", "n"}
     plan_options = {k: v for k, v in options.items() if k in plan_names}
-    plan = DPPlan.create(sampling, n, batch_size=batch_size, epochs=epochs, steps=steps, l2_clip_norm=l2_clip_norm,
-                         target_epsilon=target_epsilon, delta=delta, **plan_options)
-    config = TrainConfig(model, Hyper(learning_rate), plan, optimizer=optimizer,
-                         **{k: v for k, v in options.items() if k not in plan_names})
+    plan = DPPlan.create(
+        sampling,
+        n,
+        batch_size=batch_size,
+        epochs=epochs,
+        steps=steps,
+        l2_clip_norm=l2_clip_norm,
+        target_epsilon=target_epsilon,
+        delta=delta,
+        **plan_options,
+    )
+    config = TrainConfig(
+        model,
+        Hyper(learning_rate),
+        plan,
+        optimizer=optimizer,
+        **{k: v for k, v in options.items() if k not in plan_names},
+    )
     params, metrics = train(config, params0, data, key)
     return FitResult(params, plan.epsilon, plan.delta, plan, metrics)

@@ -21,7 +21,8 @@ Threat models (:data:`THREAT_MODELS`):
   (Neyman–Pearson: the most powerful test of this pair), so white-box bounds are close to tight.
 * ``"final_model"``: only the last iterate is released; the canary is an *input-space* record of a
   logistic regression (``x_c = a·e_d``, label 1, large enough that clipping binds early on) and the
-  score is the final model's margin ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its amplification-by-iteration
+  score is the final model's margin ``⟨θ_T, x_c⟩``. DP-SGD by iteration is audited only here: its
+  amplification-by-iteration
   guarantee hides the intermediate iterates (white-box is outside its threat model and refused).
 
 **The yardstick is not the code under test.** DP-GD, DP-SGD and DPSGD-F are held to the (ε, δ)
@@ -39,8 +40,8 @@ rigorous bounds and the noise test, at a split significance.
 **Canaries that stress the rules.** White-box DP-GD and DP-SGD draw the canary's position per run
 (first, last, random: :data:`CANARY_POSITIONS`) and make every other record oppose it (about C per
 batch), so slot-bound bugs and batch-level clipping rules show; the paths a user runs are audited
-too (:data:`PATHS`: one point of a vmapped sweep, the vmap clipping path of a two-leaf model; DPSGD-F's
-grid path, CorrDP's sensitive coordinates, a private selection end to end).
+too (:data:`PATHS`: one point of a vmapped sweep, the vmap clipping path of a two-leaf model;
+DPSGD-F's grid path, CorrDP's sensitive coordinates, a private selection end to end).
 
 Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
 DP-GD, Poisson DP-SGD (the yardstick, overflow slack included), shuffled DP-SGD (the rigorous
@@ -76,8 +77,8 @@ no-amplification bound, ``epochs`` Gaussian releases): the attack's (FPR, FNR) p
 Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
 with power where the one-point Clopper–Pearson bound has none (subsampled learners).
 :attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
-It is the union of k ≤ 4 tests (with the noise test), so each is computed at ``significance / k`` (Bonferroni,
-:func:`test_significance`): an honest learner is flagged with probability at most
+It is the union of k ≤ 4 tests (with the noise test), so each is computed at ``significance / k``
+(Bonferroni, :func:`test_significance`): an honest learner is flagged with probability at most
 ``significance`` (5 % by default), not k times it.
 
 **Bug catalogue.** The catalogue of planted privacy bugs the audit is tested against lives outside
@@ -111,7 +112,13 @@ from dpprep import models
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, Traced, TrainConfig, engine_fn
 from dpprep.plan import DPPlan
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 
 THREAT_MODELS = ("white_box", "final_model")
 #: The lower bounds an audit reports (:class:`Bounds`): ``"gdp"`` (``epsilon_gdp``),
@@ -181,14 +188,19 @@ class AuditTarget:
 
     def __post_init__(self) -> None:
         if not callable(self.runner):
-            raise TypeError(f"runner must be a callable runner(keys, inside) -> scores, got {type(self.runner).__name__}")
+            raise TypeError(
+                "runner must be a callable runner(keys, inside) -> scores, got"
+                f" {type(self.runner).__name__}"
+            )
         for name in ("theoretical", "claimed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
                 raise TypeError(f"{name} must be a number (an epsilon), got {type(value).__name__}")
             if math.isnan(value) or value <= 0:
-                raise ValueError(f"{name} must be an epsilon > 0 (inf allowed: no guarantee), got {value!r}: a NaN "
-                                 "yardstick would make every bound compare False and every audit pass")
+                raise ValueError(
+                    f"{name} must be an epsilon > 0 (inf allowed: no guarantee), got {value!r}: a"
+                    " NaN yardstick would make every bound compare False and every audit pass"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +217,13 @@ class Learner:
 REGISTRY: dict[str, Learner] = {}
 
 
-def register(name: str, build: Callable[[Any, jax.Array], AuditTarget], *,
-             threat_models: tuple[str, ...] = ("white_box",), why_not: dict[str, str] | None = None) -> None:
+def register(
+    name: str,
+    build: Callable[[Any, jax.Array], AuditTarget],
+    *,
+    threat_models: tuple[str, ...] = ("white_box",),
+    why_not: dict[str, str] | None = None,
+) -> None:
     """Makes ``AuditConfig(name, …)`` audit a learner of your own: ``build(cfg, key)`` returns its
     :class:`AuditTarget` (a runner of in/out trainings and the ε it claims) for the config's ε, δ,
     sizes and ``noise_factor``; :func:`audit` then runs pilot and evaluation runs and bounds ε."""
@@ -216,13 +233,16 @@ def register(name: str, build: Callable[[Any, jax.Array], AuditTarget], *,
         raise TypeError("build must be callable: build(cfg, key) -> AuditTarget")
     unknown = sorted(set(threat_models) - set(THREAT_MODELS))
     if unknown or not threat_models:
-        raise ValueError(f"threat_models must be a non-empty subset of {THREAT_MODELS}, got {threat_models!r}")
+        raise ValueError(
+            f"threat_models must be a non-empty subset of {THREAT_MODELS}, got {threat_models!r}"
+        )
     REGISTRY[name] = Learner(build, tuple(threat_models), dict(why_not or {}))
 
 
 @dataclasses.dataclass(frozen=True)
 class AuditConfig:
-    """One audit: a learner calibrated to ``epsilon`` at ``delta``, attacked ``runs`` times per world.
+    """One audit: a learner calibrated to ``epsilon`` at ``delta``, attacked ``runs`` times per
+    world.
 
     Attributes:
       learner, threat_model: see :data:`LEARNERS`, :data:`THREAT_MODELS`, :data:`SUPPORTED`.
@@ -285,17 +305,42 @@ class AuditConfig:
         check_epsilon(self.epsilon)
         check_delta(self.delta)
         # Whole numbers, stored as ints (a float like 100.0 is normalised, 2000.5 refused).
-        minimums = {"n": 4, "dim": 1, "steps": 1, "epochs": 1, "batch_size": 1, "levels": 2, "chunk": 1, "runs": 1}
+        minimums = {
+            "n": 4,
+            "dim": 1,
+            "steps": 1,
+            "epochs": 1,
+            "batch_size": 1,
+            "levels": 2,
+            "chunk": 1,
+            "runs": 1,
+        }
         for name, minimum in minimums.items():
-            object.__setattr__(self, name, check_positive_int(getattr(self, name), name, minimum=minimum))
-        object.__setattr__(self, "pilot_runs", check_positive_int(self.pilot_runs, "pilot_runs", minimum=self.levels))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**63:
+            object.__setattr__(
+                self, name, check_positive_int(getattr(self, name), name, minimum=minimum)
+            )
+        object.__setattr__(
+            self,
+            "pilot_runs",
+            check_positive_int(self.pilot_runs, "pilot_runs", minimum=self.levels),
+        )
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, (int, np.integer))
+            or not 0 <= self.seed < 2**63
+        ):
             raise ValueError(f"seed must be an integer in [0, 2**63), got {self.seed!r}")
         check_positive(self.noise_factor, "noise_factor")
         check_positive(self.learning_rate, "learning_rate")
-        if not (isinstance(self.canary_norm, (int, float, np.floating)) and math.isfinite(self.canary_norm)
-                and self.canary_norm >= 1.0):
-            raise ValueError(f"canary_norm must be a finite number >= 1 (units of the clip bound), got {self.canary_norm!r}")
+        if not (
+            isinstance(self.canary_norm, (int, float, np.floating))
+            and math.isfinite(self.canary_norm)
+            and self.canary_norm >= 1.0
+        ):
+            raise ValueError(
+                "canary_norm must be a finite number >= 1 (units of the clip bound), got"
+                f" {self.canary_norm!r}"
+            )
         check_probability(self.tv, "tv")
         if not 0 < self.significance < 0.5:
             raise ValueError(f"significance must be in (0, 0.5), got {self.significance!r}")
@@ -304,26 +349,42 @@ class AuditConfig:
         if self.learner in ("dpsgdf", "dpsgdf_grid") and not 0 < self.eps_f < self.epsilon:
             raise ValueError(f"eps_f must be in (0, epsilon={self.epsilon}), got {self.eps_f!r}")
         positions = self.canary_positions
-        if (isinstance(positions, str) or not isinstance(positions, (tuple, list)) or not positions
-                or not set(positions) <= set(CANARY_POSITIONS)):
-            raise ValueError(f"canary_positions must be a non-empty tuple of {CANARY_POSITIONS}, got {positions!r}")
+        if (
+            isinstance(positions, str)
+            or not isinstance(positions, (tuple, list))
+            or not positions
+            or not set(positions) <= set(CANARY_POSITIONS)
+        ):
+            raise ValueError(
+                f"canary_positions must be a non-empty tuple of {CANARY_POSITIONS}, got"
+                f" {positions!r}"
+            )
         object.__setattr__(self, "canary_positions", tuple(positions))
         if not isinstance(self.opposer, (bool, np.bool_)):
             raise ValueError(f"opposer must be True or False, got {self.opposer!r}")
         minibatch = ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf", "dpsgdf_grid") + tuple(
-            f"dp_sgd_poisson_{p}" for p in PATHS[1:])
+            f"dp_sgd_poisson_{p}" for p in PATHS[1:]
+        )
         if self.learner in minibatch and self.batch_size >= self.n:
-            raise ValueError(f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}")
-        # Each bound runs at significance / k for the k tests of the verdict (at most _MAX_TESTS: the
+            raise ValueError(
+                f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}"
+            )
+        # Each bound runs at significance / k for the k tests of the verdict (at most _MAX_TESTS:
+        # the
         # rigorous bounds and the noise test; the learner, hence k, is known only when it is built).
-        needed = required_runs(self.epsilon_to_certify, self.delta, significance=self.significance / _MAX_TESTS,
-                               levels=self.levels)
+        needed = required_runs(
+            self.epsilon_to_certify,
+            self.delta,
+            significance=self.significance / _MAX_TESTS,
+            levels=self.levels,
+        )
         if self.runs < needed:
             raise ValueError(
-                f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson bound "
-                f"cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta} with fewer than "
-                f"{needed} runs per world (significance {self.significance} split over up to "
-                f"{_MAX_TESTS} tests, {self.levels} thresholds)")
+                f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson"
+                f" bound cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta}"
+                f" with fewer than {needed} runs per world (significance {self.significance} split"
+                f" over up to {_MAX_TESTS} tests, {self.levels} thresholds)"
+            )
 
     @property
     def epsilon_to_certify(self) -> float:
@@ -336,14 +397,21 @@ def check_learner(learner: str, threat_model: str) -> None:
     """ValueError naming what is known, for an unknown learner or a threat model it is not audited
     under."""
     if learner not in REGISTRY:
-        raise ValueError(f"unknown learner {learner!r}; known: {', '.join(REGISTRY)} (or auditing.register your own)")
+        raise ValueError(
+            f"unknown learner {learner!r}; known: {', '.join(REGISTRY)} (or auditing.register your"
+            " own)"
+        )
     if threat_model not in THREAT_MODELS:
-        raise ValueError(f"unknown threat_model {threat_model!r}; known: {', '.join(THREAT_MODELS)}")
+        raise ValueError(
+            f"unknown threat_model {threat_model!r}; known: {', '.join(THREAT_MODELS)}"
+        )
     entry = REGISTRY[learner]
     if threat_model not in entry.threat_models:
         why = entry.why_not.get(threat_model, "")
-        raise ValueError(f"learner {learner!r} is audited under {', '.join(entry.threat_models)} only, not "
-                         f"{threat_model!r}" + (f": {why}" if why else ""))
+        raise ValueError(
+            f"learner {learner!r} is audited under {', '.join(entry.threat_models)} only, not "
+            f"{threat_model!r}" + (f": {why}" if why else "")
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -364,15 +432,20 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return dp.analytic_gaussian_epsilon(1.0 / mu, delta)
 
 
-def gdp_lower_bound(in_scores: Any, out_scores: Any, *, significance: float, delta: float) -> tuple[float, float]:
+def gdp_lower_bound(
+    in_scores: Any, out_scores: Any, *, significance: float, delta: float
+) -> tuple[float, float]:
     """``(μ_lb, ε_lb)``: the Gaussian-DP lower bound of Nasr et al. (2023) for scores oriented so
     that in-canary runs score high: at every threshold ``t`` of the test "in iff score ≥ t",
     Clopper–Pearson upper bounds ``FPR⁺``, ``FNR⁺`` (Bonferroni over all ``2·#thresholds``) give
     ``μ_t = Φ⁻¹(1 − FPR⁺) − Φ⁻¹(FNR⁺)``; ``μ_lb = max(0, max_t μ_t)`` and ε is its GDP conversion.
     jax-privacy's ``epsilon_from_gdp`` is the same estimator with ``|μ_t|`` (module docstring)."""
-    inside, outside = np.sort(np.asarray(in_scores, np.float64)), np.sort(np.asarray(out_scores, np.float64))
+    inside, outside = (
+        np.sort(np.asarray(in_scores, np.float64)),
+        np.sort(np.asarray(out_scores, np.float64)),
+    )
     thresholds = np.unique(np.concatenate([inside, outside]))
-    fn = np.searchsorted(inside, thresholds, side="left")            # in-runs below t
+    fn = np.searchsorted(inside, thresholds, side="left")  # in-runs below t
     fp = outside.size - np.searchsorted(outside, thresholds, side="left")  # out-runs at or above t
     alpha = significance / (2 * thresholds.size)
     fpr, fnr = _cp_upper(fp, outside.size, alpha), _cp_upper(fn, inside.size, alpha)
@@ -392,7 +465,9 @@ def test_significance(significance: float, rigorous: tuple[str, ...]) -> float:
     return significance / max(1, len(rigorous))
 
 
-def required_runs(epsilon: float, delta: float, *, significance: float = 0.05, levels: int = 32) -> int:
+def required_runs(
+    epsilon: float, delta: float, *, significance: float = 0.05, levels: int = 32
+) -> int:
     """Fewest runs per world with which a *perfect* attack (no overlap of the scores) reaches a
     Clopper–Pearson lower bound of ``epsilon``: with 0 false positives of ``N`` the bound is
     ``log((1 − δ − u)/u)``, ``u = 1 − a^{1/N}``, ``a = significance/(2·levels)``."""
@@ -425,8 +500,14 @@ def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance:
 TRADEOFF_EPSILONS = np.linspace(0.02, 10.0, 500)
 
 
-def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarray], np.ndarray], *,
-                    significance: float, epsilons: np.ndarray = TRADEOFF_EPSILONS) -> tuple[float, float]:
+def tradeoff_excess(
+    in_scores: Any,
+    out_scores: Any,
+    profile: Callable[[np.ndarray], np.ndarray],
+    *,
+    significance: float,
+    epsilons: np.ndarray = TRADEOFF_EPSILONS,
+) -> tuple[float, float]:
     """``(excess, ε*)``: the trade-off test of a claimed privacy profile ``δ(ε)``.
 
     (ε, δ)-DP forces every test to satisfy ``e^ε·FPR + FNR ≥ 1 − δ`` and ``e^ε·FNR + FPR ≥ 1 − δ``.
@@ -437,7 +518,10 @@ def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarr
     δ(ε)`` > 0 therefore refutes the claimed profile for any mechanism — rigorous like Clopper–
     Pearson, but it tests the whole curve the accountant claims instead of its one (ε, δ) point,
     which is where a subsampled learner's bugs show. ``ε*`` is where the excess is largest."""
-    inside, outside = np.sort(np.asarray(in_scores, np.float64)), np.sort(np.asarray(out_scores, np.float64))
+    inside, outside = (
+        np.sort(np.asarray(in_scores, np.float64)),
+        np.sort(np.asarray(out_scores, np.float64)),
+    )
     thresholds = np.unique(np.concatenate([inside, outside]))
     fn = np.searchsorted(inside, thresholds, side="left")
     fp = outside.size - np.searchsorted(outside, thresholds, side="left")
@@ -451,8 +535,9 @@ def tradeoff_excess(in_scores: Any, out_scores: Any, profile: Callable[[np.ndarr
     return float(gap[i]), float(epsilons[i])
 
 
-def privacy_profile(event: Any, *, overflow_prob: float = 0.0, discretization: float = 1e-4
-                    ) -> Callable[[np.ndarray], np.ndarray]:
+def privacy_profile(
+    event: Any, *, overflow_prob: float = 0.0, discretization: float = 1e-4
+) -> Callable[[np.ndarray], np.ndarray]:
     """``ε ↦ δ(ε)`` of a dp-accounting event under add/remove neighbours (PLD, pessimistic, so
     the claimed curve is never below the true one and the trade-off test stays valid), plus the
     Poisson overflow slack ``(1 + e^ε)·overflow_prob`` the plan charges."""
@@ -461,13 +546,23 @@ def privacy_profile(event: Any, *, overflow_prob: float = 0.0, discretization: f
 
     from dpprep import sampling
 
-    accountant = pld_privacy_accountant.PLDAccountant(privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                                      value_discretization_interval=discretization)
+    accountant = pld_privacy_accountant.PLDAccountant(
+        privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        value_discretization_interval=discretization,
+    )
     accountant.compose(event)
 
     def profile(epsilons: np.ndarray) -> np.ndarray:
-        return np.array([min(1.0, accountant.get_delta(float(e)) + sampling.overflow_delta(float(e), overflow_prob))
-                         for e in np.atleast_1d(epsilons)])
+        return np.array(
+            [
+                min(
+                    1.0,
+                    accountant.get_delta(float(e))
+                    + sampling.overflow_delta(float(e), overflow_prob),
+                )
+                for e in np.atleast_1d(epsilons)
+            ]
+        )
 
     return profile
 
@@ -500,7 +595,9 @@ def linear_loss_model(num_features: int) -> models.Model:
         del params, x
         return -y[:, None]
 
-    return models.Model("audit_linear_loss", init, apply, per_example_loss, residual, task="regression")
+    return models.Model(
+        "audit_linear_loss", init, apply, per_example_loss, residual, task="regression"
+    )
 
 
 def _model(kind: str, num_features: int) -> models.Model:
@@ -530,8 +627,10 @@ def _chunked(fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int) -> An
     if pad:
         keys = jnp.concatenate([keys, keys[:pad]])
         inside = jnp.concatenate([inside, inside[:pad]])
-    out = [jax.tree_util.tree_map(np.asarray, fn(keys[i:i + chunk], inside[i:i + chunk]))
-           for i in range(0, total + pad, chunk)]
+    out = [
+        jax.tree_util.tree_map(np.asarray, fn(keys[i : i + chunk], inside[i : i + chunk]))
+        for i in range(0, total + pad, chunk)
+    ]
     return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:total], *out)
 
 
@@ -563,15 +662,23 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DP-GD, Poisson / shuffled DP-SGD: white-box through :func:`_trajectory_setup` (what
     :func:`~dpprep.algorithms.train` runs), final-model here (zero-out neighbours; the margin of the
     canary under the last iterate, held to the plan's account)."""
-    sampling = {"dp_gd": "full", "dp_sgd_poisson": "poisson", "dp_sgd_shuffle": "shuffle"}[cfg.learner]
+    sampling = {"dp_gd": "full", "dp_sgd_poisson": "poisson", "dp_sgd_shuffle": "shuffle"}[
+        cfg.learner
+    ]
     if cfg.threat_model == "white_box":
         return _trajectory_setup(cfg, key, sampling, "train")
     d = cfg.dim + 1
     model = _model("logistic", d)
     x_bg, y_bg = background(cfg, key)
     clip = 1.0
-    kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
-    dp_plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs)
+    kwargs = (
+        {"steps": cfg.steps}
+        if sampling == "full"
+        else {"epochs": cfg.epochs, "batch_size": cfg.batch_size}
+    )
+    dp_plan = DPPlan.create(
+        sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs
+    )
     plan, z, claimed = dp_plan.execution, dp_plan.noise_multiplier, dp_plan.epsilon
     ref = yardstick(sampling, cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, pad=plan.pad, **kwargs)
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)
@@ -589,24 +696,42 @@ def _sgd_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         params, _ = train_fn(hyper, params0, x, y, run_key)
         return (params["w"][:, 0] @ canary_x) / clip
 
-    details = {"noise_multiplier": float(z), "reference_noise_multiplier": float(ref.noise_multiplier),
-               "steps": float(plan.steps), "sampling_rate": float(ref.sampling_rate),
-               "requested_epsilon": float(cfg.epsilon)}
+    details = {
+        "noise_multiplier": float(z),
+        "reference_noise_multiplier": float(ref.noise_multiplier),
+        "steps": float(plan.steps),
+        "sampling_rate": float(ref.sampling_rate),
+        "requested_epsilon": float(cfg.epsilon),
+    }
     rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
-    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(claimed), details,
-                       rigorous=rigorous + ("tradeoff",), profile=ref.profile(), checks=ref.checks(dp_plan))
+    return AuditTarget(
+        jax.jit(jax.vmap(one)),
+        float(ref.epsilon),
+        float(claimed),
+        details,
+        rigorous=rigorous + ("tradeoff",),
+        profile=ref.profile(),
+        checks=ref.checks(dp_plan),
+    )
 
 
 def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
-    """DP-SGD by iteration (fixed order, random stop), final model, replace-one canary at record 0."""
+    """DP-SGD by iteration (fixed order, random stop), final model, replace-one canary at record
+    0."""
     d = cfg.dim + 1
     model = _model("linear", d)
     x_bg, _ = background(cfg, key)
     y_bg = np.zeros(cfg.n - 1, np.float32)
     clip = 1.0
     # The linear loss is 0-smooth: amplification by iteration holds at every learning rate.
-    dp_plan = DPPlan.create("fixed_order", cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta,
-                            smoothness=0.0)
+    dp_plan = DPPlan.create(
+        "fixed_order",
+        cfg.n,
+        l2_clip_norm=clip,
+        target_epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        smoothness=0.0,
+    )
     z, theoretical = dp_plan.noise_multiplier, dp_plan.epsilon
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip)
@@ -616,7 +741,8 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_bg, y_bg = jnp.asarray(x_bg), jnp.asarray(y_bg)
 
     def one(run_key, inside):
-        # Replace-one: the canary (clipped gradient −C·e_d) or its mirror (+C·e_d), first in the order.
+        # Replace-one: the canary (clipped gradient −C·e_d) or its mirror (+C·e_d), first in the
+        # order.
         label = jnp.where(inside, 1.0, -1.0)
         x = jnp.concatenate([canary_x[None], x_bg])
         y = jnp.concatenate([label[None], y_bg])
@@ -624,9 +750,13 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return params["w"][cfg.dim, 0]
 
     # Held to the requested ε: the plan's own account of its noise must be within it.
-    return AuditTarget(jax.jit(jax.vmap(one)), float(cfg.epsilon), float(theoretical),
-                       {"noise_multiplier": float(z), "steps": float(cfg.n)},
-                       checks={"plan_account": bool(theoretical <= cfg.epsilon * (1 + 1e-9))})
+    return AuditTarget(
+        jax.jit(jax.vmap(one)),
+        float(cfg.epsilon),
+        float(theoretical),
+        {"noise_multiplier": float(z), "steps": float(cfg.n)},
+        checks={"plan_account": bool(theoretical <= cfg.epsilon * (1 + 1e-9))},
+    )
 
 
 def _dpsgdf_data(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -637,15 +767,22 @@ def _dpsgdf_data(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarr
 
     d = cfg.dim + 3
     x_bg, _ = background(cfg, key)
-    unit_bg = np.asarray(dpsgdf.unit_normalize(x_bg[:, :cfg.dim]), np.float32)
+    unit_bg = np.asarray(dpsgdf.unit_normalize(x_bg[:, : cfg.dim]), np.float32)
     unit_bg = np.concatenate([unit_bg, np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1)
     e_d = np.zeros(d, np.float32)
     e_d[cfg.dim] = 1.0
     return unit_bg, e_d
 
 
-def _dpsgdf_score(cfg: AuditConfig, ref: Yardstick, updates: Any, mu_hat: Any, feature_norm: float, clip: float,
-                  xp: Any = jnp) -> Any:
+def _dpsgdf_score(
+    cfg: AuditConfig,
+    ref: Yardstick,
+    updates: Any,
+    mu_hat: Any,
+    feature_norm: float,
+    clip: float,
+    xp: Any = jnp,
+) -> Any:
     """The DPSGD-F attack on one run (``xp``: jnp traced, np on the host): the released mean's
     evidence on the canary's column plus the Poisson likelihood ratio of every update along the
     canary's clipped (centred) gradient, at the reference noises."""
@@ -656,10 +793,19 @@ def _dpsgdf_score(cfg: AuditConfig, ref: Yardstick, updates: Any, mu_hat: Any, f
     # The canary's clipped gradient −C·v, v = unit(C_F e_d − μ̂), is known from the released μ̂.
     v = feature_norm * e_d - mu_hat
     v = v / xp.linalg.norm(v, axis=-1, keepdims=True)
-    a = xp.einsum("...td,...d->...t", updates, v) * ref.normaliser / (cfg.learning_rate * z_ref * clip)
+    a = (
+        xp.einsum("...td,...d->...t", updates, v)
+        * ref.normaliser
+        / (cfg.learning_rate * z_ref * clip)
+    )
     m = (mu_hat[..., cfg.dim] * cfg.n / feature_norm) / s_ref  # N(b/s, 1): the mean's evidence
-    score = m / s_ref - 0.5 / s_ref**2 + xp.asarray(jnp.sum(_poisson_log_lr(jnp.asarray(a), 1.0 / z_ref,
-                                                                            ref.sampling_rate), axis=-1))
+    score = (
+        m / s_ref
+        - 0.5 / s_ref**2
+        + xp.asarray(
+            jnp.sum(_poisson_log_lr(jnp.asarray(a), 1.0 / z_ref, ref.sampling_rate), axis=-1)
+        )
+    )
     # Exact-release check: without the canary the noiseless mean's coordinate is exactly 0 (no
     # background record uses it). A Gaussian release hits it with probability 0, so this never
     # moves an honest run's score, but a mean released without its noise is then separated
@@ -667,11 +813,17 @@ def _dpsgdf_score(cfg: AuditConfig, ref: Yardstick, updates: Any, mu_hat: Any, f
     return xp.where(mu_hat[..., cfg.dim] == 0.0, -_EXACT_RELEASE, score)
 
 
-def _dpsgdf_null(cfg: AuditConfig, ref: Yardstick, updates: Any, inside: Any, clip: float, xp: Any = jnp) -> Any:
+def _dpsgdf_null(
+    cfg: AuditConfig, ref: Yardstick, updates: Any, inside: Any, clip: float, xp: Any = jnp
+) -> Any:
     """The noise test's columns of DPSGD-F: in the out world no record has a gradient (the zero
     record has label 0), so the untouched columns carry the noise alone; in the in world the
     canary's centred gradient touches them through μ̂, so those runs are left out (NaN)."""
-    null = updates[..., cfg.dim + 1:cfg.dim + 3] * ref.normaliser / (cfg.learning_rate * ref.floor * clip)
+    null = (
+        updates[..., cfg.dim + 1 : cfg.dim + 3]
+        * ref.normaliser
+        / (cfg.learning_rate * ref.floor * clip)
+    )
     return xp.where(xp.reshape(inside, inside.shape + (1, 1)), xp.nan, null)
 
 
@@ -689,17 +841,36 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     d = unit_bg.shape[1]
     model = _model("linear", d)
     feature_norm, clip = 2.0, 1.0
-    run = dpsgdf.DpsgdfConfig(method="dpsgdf", epsilon=cfg.epsilon, delta=cfg.delta, eps_F=cfg.eps_f,
-                              feature_norm=feature_norm, batch_size=cfg.batch_size, epochs=cfg.epochs,
-                              learning_rate=cfg.learning_rate, clip_norm=clip, iterates="last")
+    run = dpsgdf.DpsgdfConfig(
+        method="dpsgdf",
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        eps_F=cfg.eps_f,
+        feature_norm=feature_norm,
+        batch_size=cfg.batch_size,
+        epochs=cfg.epochs,
+        learning_rate=cfg.learning_rate,
+        clip_norm=clip,
+        iterates="last",
+    )
     dp_plan = dpsgdf.plan(run, cfg.n)  # z calibrated for [mean, DP-SGD] at (ε, δ)
     calibration = dpsgdf.calibrate(run, cfg.n)
     z, s = dp_plan.noise_multiplier, calibration.mean_multiplier
     assert s is not None
-    ref = yardstick("poisson", cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, epochs=cfg.epochs,
-                    batch_size=cfg.batch_size, pad=dp_plan.pad, mean_epsilon=cfg.eps_f)
+    ref = yardstick(
+        "poisson",
+        cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        pad=dp_plan.pad,
+        mean_epsilon=cfg.eps_f,
+    )
     assert ref.mean_multiplier is not None
-    tc = dataclasses.replace(dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True)
+    tc = dataclasses.replace(
+        dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True
+    )
     plan = dp_plan.execution
     train_fn = engine_fn(tc)
     params0 = model.init(None)
@@ -717,21 +888,40 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         x = _with_canary(unit_bg, row, index)
         y = _with_canary(y_bg, jnp.where(inside, 1.0, 0.0), index)
         xi = dpsgdf.mean_noise(k_run, d)
-        mu_hat = dpsgdf.mean_from_parts((bg_sum + row) / cfg.n, cfg.n, feature_norm, mean_noise_sd, xi)
-        hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, clip,
-                       extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat})
+        mu_hat = dpsgdf.mean_from_parts(
+            (bg_sum + row) / cfg.n, cfg.n, feature_norm, mean_noise_sd, xi
+        )
+        hyper = Traced(
+            cfg.learning_rate,
+            z * cfg.noise_factor,
+            clip,
+            extra={"feature_scale": jnp.float32(feature_norm), "feature_shift": mu_hat},
+        )
         _, metrics = train_fn(hyper, params0, x, y, k_run)
         updates = _updates(metrics["params"], params0)
-        return {"score": _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip),
-                "null": _dpsgdf_null(cfg, ref, updates, inside, clip)}
+        return {
+            "score": _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip),
+            "null": _dpsgdf_null(cfg, ref, updates, inside, clip),
+        }
 
-    details = {"noise_multiplier": float(z), "mean_multiplier": float(s), "steps": float(plan.steps),
-               "reference_noise_multiplier": float(ref.noise_multiplier),
-               "reference_mean_multiplier": float(ref.mean_multiplier)}
+    details = {
+        "noise_multiplier": float(z),
+        "mean_multiplier": float(s),
+        "steps": float(plan.steps),
+        "reference_noise_multiplier": float(ref.noise_multiplier),
+        "reference_mean_multiplier": float(ref.mean_multiplier),
+    }
     checks = {**ref.checks(dp_plan), **ref.mean_checks(s)}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(dp_plan.epsilon), details,
-                       rigorous=("clopper_pearson", "tradeoff"), profile=ref.profile(), checks=checks,
-                       releases=ref.steps)
+    return AuditTarget(
+        jax.jit(jax.vmap(one)),
+        float(ref.epsilon),
+        float(dp_plan.epsilon),
+        details,
+        rigorous=("clopper_pearson", "tradeoff"),
+        profile=ref.profile(),
+        checks=checks,
+        releases=ref.steps,
+    )
 
 
 def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -749,54 +939,113 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     d = unit_bg.shape[1]
     model = _model("linear", d)
     feature_norm, clip, audited = 2.0, 1.0, 1
-    model_list = dpsgdf.grid_models(["dpsgdf"], [1.0, feature_norm], [cfg.learning_rate], [cfg.eps_f], cfg.epsilon)
-    worlds = {True: np.concatenate([e_d[None], unit_bg]), False: np.concatenate([np.zeros((1, d), np.float32), unit_bg])}
-    labels = {world: np.concatenate([[1.0 if world else 0.0], np.zeros(cfg.n - 1)]).astype(np.float32)
-              for world in worlds}
+    model_list = dpsgdf.grid_models(
+        ["dpsgdf"], [1.0, feature_norm], [cfg.learning_rate], [cfg.eps_f], cfg.epsilon
+    )
+    worlds = {
+        True: np.concatenate([e_d[None], unit_bg]),
+        False: np.concatenate([np.zeros((1, d), np.float32), unit_bg]),
+    }
+    labels = {
+        world: np.concatenate([[1.0 if world else 0.0], np.zeros(cfg.n - 1)]).astype(np.float32)
+        for world in worlds
+    }
     params0 = model.init(None)
 
     def group(world: bool, seed_keys: jax.Array) -> Any:
-        found = dpsgdf.grid_group("audit", model_list, cfg.batch_size, cfg.epochs, cfg.n, worlds[world].mean(axis=0),
-                                  seed_keys, delta=cfg.delta, fit_intercept=False, num_classes=2, num_features=d)
+        found = dpsgdf.grid_group(
+            "audit",
+            model_list,
+            cfg.batch_size,
+            cfg.epochs,
+            cfg.n,
+            worlds[world].mean(axis=0),
+            seed_keys,
+            delta=cfg.delta,
+            fit_intercept=False,
+            num_classes=2,
+            num_features=d,
+        )
         points = dict(found.points)
         points["noise_multiplier"] = points["noise_multiplier"] * np.float32(cfg.noise_factor)
-        return dataclasses.replace(found.config, model=model, track_params=True), points, found.per_seed
+        return (
+            dataclasses.replace(found.config, model=model, track_params=True),
+            points,
+            found.per_seed,
+        )
 
     probe_config, probe, _ = group(True, jax.random.split(key, 1))
     dp_plan = probe_config.plan
-    z, s = float(probe["noise_multiplier"][audited]) / cfg.noise_factor, float(probe["mean_multiplier"][audited])
-    ref = yardstick("poisson", cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, epochs=cfg.epochs,
-                    batch_size=cfg.batch_size, pad=dp_plan.pad, mean_epsilon=cfg.eps_f)
+    z, s = (
+        float(probe["noise_multiplier"][audited]) / cfg.noise_factor,
+        float(probe["mean_multiplier"][audited]),
+    )
+    ref = yardstick(
+        "poisson",
+        cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        pad=dp_plan.pad,
+        mean_epsilon=cfg.eps_f,
+    )
     assert ref.mean_multiplier is not None
 
     def runner(keys, inside):
         inside = np.asarray(inside)
-        run_keys = jax.vmap(lambda k: jax.random.split(k)[1])(keys)  # the engine target's training keys
+        run_keys = jax.vmap(lambda k: jax.random.split(k)[1])(
+            keys
+        )  # the engine target's training keys
         score = np.empty(inside.shape[0])
         null = np.empty((inside.shape[0], ref.steps, 2))
         for world in (True, False):
             (mine,) = np.nonzero(inside == world)
             if mine.size == 0:
                 continue
-            # This world's runs, padded (repeated) to the chunk's length: one compilation for any mix.
+            # This world's runs, padded (repeated) to the chunk's length: one compilation for any
+            # mix.
             take = np.resize(mine, inside.shape[0])
             config, points, per_seed = group(world, run_keys[take])
-            result = sweeps.sweep_points(config, params0, (worlds[world], labels[world]), run_keys[take], points,
-                                         per_seed=per_seed, return_params=False)
-            trajectory = np.asarray(result.metrics["params"]["w"])[: mine.size, audited, :, :, 0]  # (runs, T, d)
-            updates = np.diff(np.concatenate([np.zeros_like(trajectory[:, :1]), trajectory], axis=1), axis=1)
+            result = sweeps.sweep_points(
+                config,
+                params0,
+                (worlds[world], labels[world]),
+                run_keys[take],
+                points,
+                per_seed=per_seed,
+                return_params=False,
+            )
+            trajectory = np.asarray(result.metrics["params"]["w"])[
+                : mine.size, audited, :, :, 0
+            ]  # (runs, T, d)
+            updates = np.diff(
+                np.concatenate([np.zeros_like(trajectory[:, :1]), trajectory], axis=1), axis=1
+            )
             mu_hat = np.asarray(points["feature_shift"])[: mine.size, audited]
             score[mine] = _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, xp=np)
             null[mine] = _dpsgdf_null(cfg, ref, updates, np.full(mine.size, world), clip, xp=np)
         return {"score": score, "null": null}
 
-    details = {"noise_multiplier": z, "mean_multiplier": s, "steps": float(dp_plan.steps),
-               "reference_noise_multiplier": float(ref.noise_multiplier),
-               "reference_mean_multiplier": float(ref.mean_multiplier)}
+    details = {
+        "noise_multiplier": z,
+        "mean_multiplier": s,
+        "steps": float(dp_plan.steps),
+        "reference_noise_multiplier": float(ref.noise_multiplier),
+        "reference_mean_multiplier": float(ref.mean_multiplier),
+    }
     checks = {**ref.checks(dp_plan), **ref.mean_checks(s), "calibration": bool(z >= ref.floor)}
-    return AuditTarget(runner, float(ref.epsilon), float(dp_plan.epsilon), details,
-                       rigorous=("clopper_pearson", "tradeoff"), profile=ref.profile(), checks=checks, host=True,
-                       releases=ref.steps)
+    return AuditTarget(
+        runner,
+        float(ref.epsilon),
+        float(dp_plan.epsilon),
+        details,
+        rigorous=("clopper_pearson", "tradeoff"),
+        profile=ref.profile(),
+        checks=checks,
+        host=True,
+        releases=ref.steps,
+    )
 
 
 def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensitive") -> AuditTarget:
@@ -804,7 +1053,8 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
     that differs from its neighbour only in one coordinate of the class ``coordinate`` — the
     insensitive coordinate ``dim`` or the sensitive coordinate 0 — each held to its own σ.
 
-    The reference is derived here from the paper's Eq. 4 — ``σ_j² = K_δ L² T/(n² ε²)·w_j``, ``w = 1``
+    The reference is derived here from the paper's Eq. 4 — ``σ_j² = K_δ L² T/(n² ε²)·w_j``, ``w =
+    1``
     on sensitive features and ``max{TV, m_s²/m²}`` on insensitive ones — and the closed form of T
     Gaussian releases of a ``2L/n`` shift, not from :func:`dpprep.corrdp.noise.corrdp_factors` or
     the accountant the learner uses: a bug in the learner's noise factors must not move the
@@ -813,35 +1063,63 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
     from dpprep.corrdp import noise as corr_noise
     from dpprep.corrdp import sgd as corr_sgd
 
-    # Columns: background (sensitive, 0..dim−1) | canary's insensitive column | null sensitive | null insensitive.
+    # Columns: background (sensitive, 0..dim−1) | canary's insensitive column | null sensitive |
+    # null insensitive.
     d = cfg.dim + 3
     null_s, null_u = cfg.dim + 1, cfg.dim + 2
     model = _model("linear", d)
     lipschitz = 1.0
-    run = corr_sgd.CorrDPSGD(model, steps=cfg.steps, learning_rate=cfg.learning_rate, delta=cfg.delta,
-                             clip_mode="per_example", clip_norm=lipschitz)
+    run = corr_sgd.CorrDPSGD(
+        model,
+        steps=cfg.steps,
+        learning_rate=cfg.learning_rate,
+        delta=cfg.delta,
+        clip_mode="per_example",
+        clip_norm=lipschitz,
+    )
     sensitive = list(range(cfg.dim)) + [null_s]
     factors = corr_noise.corrdp_factors(d, sensitive, cfg.tv)
     params0 = model.init(None)
-    point = corr_sgd.Point("corrdp", cfg.epsilon, corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
-                           corr_noise.param_factors(params0, factors))
+    point = corr_sgd.Point(
+        "corrdp",
+        cfg.epsilon,
+        corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
+        corr_noise.param_factors(params0, factors),
+    )
     values = corr_sgd.point_values(run, params0, cfg.n, [point])
     # Eq. 4 written out (K_δ = log(1/δ) + 1; the floor m_s²/m² with m_s sensitive of m = d).
     weight_u = max(cfg.tv, (len(sensitive) / d) ** 2)
-    base = math.sqrt((math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2))
-    sigma_s, sigma_u = base, base * math.sqrt(weight_u)  # noise std of a coordinate of the mean gradient
+    base = math.sqrt(
+        (math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2)
+    )
+    sigma_s, sigma_u = (
+        base,
+        base * math.sqrt(weight_u),
+    )  # noise std of a coordinate of the mean gradient
     column, sigma_c = (cfg.dim, sigma_u) if coordinate == "insensitive" else (0, sigma_s)
     # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_c).
     theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_c), cfg.delta)
     tc = dataclasses.replace(run.train_config(cfg.n), track_params=True)
-    hyper = Traced(cfg.learning_rate, 0.0, lipschitz, extra={
-        "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
-        "noise_scales": jax.tree_util.tree_map(lambda v: jnp.asarray(v[0]), values["noise_scales"])})
+    hyper = Traced(
+        cfg.learning_rate,
+        0.0,
+        lipschitz,
+        extra={
+            "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
+            "noise_scales": jax.tree_util.tree_map(
+                lambda v: jnp.asarray(v[0]), values["noise_scales"]
+            ),
+        },
+    )
     train_fn = engine_fn(tc)
     x_bg, _ = background(cfg, key)
-    x_bg = np.concatenate([x_bg[:, :cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1)
+    x_bg = np.concatenate(
+        [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1
+    )
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
-    canary = jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)  # clipped to L·e_c
+    canary = (
+        jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)
+    )  # clipped to L·e_c
     null_scale = jnp.asarray([1 / sigma_s, 1 / sigma_u], jnp.float32) / cfg.learning_rate
 
     def one(run_key, inside):
@@ -851,14 +1129,26 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
         _, metrics = train_fn(hyper, params0, x, y, run_key)
         updates = _updates(metrics["params"], params0)
-        return {"score": jnp.sum(updates[:, column]) / (cfg.learning_rate * sigma_c),
-                "null": updates[:, jnp.asarray([null_s, null_u])] * null_scale}
+        return {
+            "score": jnp.sum(updates[:, column]) / (cfg.learning_rate * sigma_c),
+            "null": updates[:, jnp.asarray([null_s, null_u])] * null_scale,
+        }
 
-    details = {"nominal_epsilon": float(cfg.epsilon), "sigma_canary_coordinate": float(sigma_c),
-               "factor_insensitive": float(weight_u), "factor_insensitive_library": float(factors[cfg.dim]),
-               "factor_sensitive_library": float(factors[0])}
-    return AuditTarget(jax.jit(jax.vmap(one)), float(theoretical), float(cfg.epsilon), details,
-                       rigorous=_GAUSSIAN_RIGOROUS, releases=cfg.steps)
+    details = {
+        "nominal_epsilon": float(cfg.epsilon),
+        "sigma_canary_coordinate": float(sigma_c),
+        "factor_insensitive": float(weight_u),
+        "factor_insensitive_library": float(factors[cfg.dim]),
+        "factor_sensitive_library": float(factors[0]),
+    }
+    return AuditTarget(
+        jax.jit(jax.vmap(one)),
+        float(theoretical),
+        float(cfg.epsilon),
+        details,
+        rigorous=_GAUSSIAN_RIGOROUS,
+        releases=cfg.steps,
+    )
 
 
 def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
@@ -881,17 +1171,40 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_in[0], y_in[0] = 0.0, 1
     x_in[0, 0] = 0.9
     selection = PrivateSelection(Repetitions(2.0, 1.0), score_noise=8.0, validation_size=4)
-    plan = selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
-                          neighbouring="replace_one", target_epsilon=cfg.epsilon)
+    plan = selection.plan(
+        "full",
+        cfg.n,
+        steps=cfg.steps,
+        l2_clip_norm=1.0,
+        delta=cfg.delta,
+        neighbouring="replace_one",
+        target_epsilon=cfg.epsilon,
+    )
     if cfg.noise_factor != 1.0:  # a deliberately broken learner: less noise than its account claims
-        plan = selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
-                              neighbouring="replace_one", noise_multiplier=plan.noise_multiplier * cfg.noise_factor)
+        plan = selection.plan(
+            "full",
+            cfg.n,
+            steps=cfg.steps,
+            l2_clip_norm=1.0,
+            delta=cfg.delta,
+            neighbouring="replace_one",
+            noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
+        )
     model = models.logistic_regression(d, fit_intercept=False)
     config = TrainConfig(model=model, hyper=Hyper(learning_rate=1.0), plan=plan, iterates="last")
     params0 = model.init(jax.random.key(0))
     grid = {"learning_rate": [2.0, 4.0]}
-    claimed = float(selection.plan("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, delta=cfg.delta,
-                                   neighbouring="replace_one", target_epsilon=cfg.epsilon).epsilon)
+    claimed = float(
+        selection.plan(
+            "full",
+            cfg.n,
+            steps=cfg.steps,
+            l2_clip_norm=1.0,
+            delta=cfg.delta,
+            neighbouring="replace_one",
+            target_epsilon=cfg.epsilon,
+        ).epsilon
+    )
 
     def runner(keys, inside):
         out = []
@@ -901,20 +1214,30 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         return np.asarray(out)
 
     details = {"noise_multiplier": float(plan.noise_multiplier), "steps": float(cfg.steps)}
-    return AuditTarget(runner, float(cfg.epsilon), claimed, details, host=True,
-                       checks={"plan_account": bool(claimed <= cfg.epsilon * (1 + 1e-9))})
+    return AuditTarget(
+        runner,
+        float(cfg.epsilon),
+        claimed,
+        details,
+        host=True,
+        checks={"plan_account": bool(claimed <= cfg.epsilon * (1 + 1e-9))},
+    )
 
 
-def impute_canary_datasets(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+def impute_canary_datasets(
+    cfg: AuditConfig, key: jax.Array
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
     """The pipeline audit's two raw datasets, mean-imputed: column 0 is missing in a share
-    ``missing_fraction`` of the rows (label 1: their imputed value enters the gradients), observed in
-    the others (label 0: they only set the mean), and the canary (label 1) has column 0 = +1 (in)
+    ``missing_fraction`` of the rows (label 1: their imputed value enters the gradients), observed
+    in the others (label 0: they only set the mean), and the canary (label 1) has column 0 = +1 (in)
     or −1 (out). Returns ``(x_in, x_out, y, sensitivity)``; the sensitivity is the larger of the two
     datasets' (Cor. 4 depends on n and p only, which they share)."""
     from dpprep.preprocess import impute_mean
 
     n, p = cfg.n, int(round(cfg.missing_fraction * (cfg.n - 1)))
-    observed = np.asarray(jax.random.uniform(key, (n - 1 - p,), minval=-0.5, maxval=0.5), np.float64)
+    observed = np.asarray(
+        jax.random.uniform(key, (n - 1 - p,), minval=-0.5, maxval=0.5), np.float64
+    )
     col = np.concatenate([np.full(p, np.nan), observed])
     raw = np.stack([col, np.zeros(n - 1)], axis=1)
     y = np.concatenate([np.ones(p), np.zeros(n - 1 - p), [1.0]]).astype(np.float32)
@@ -933,13 +1256,22 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_in, x_out, y, sens = impute_canary_datasets(cfg, key)
     mechanism = table1.dp_gd(epsilon=cfg.epsilon, lipschitz=1.0, smoothness=1.0)
     overall = meta.overall_privacy(mechanism, sens, delta=cfg.delta)
-    candidates = [overall.epsilon] + ([overall.group_epsilon] if overall.group_epsilon is not None else [])
+    candidates = [overall.epsilon] + (
+        [overall.group_epsilon] if overall.group_epsilon is not None else []
+    )
     theoretical = float(min(candidates))
     alone = gdp_epsilon(2.0 * cfg.epsilon, cfg.delta)  # DP-GD's own RDP 2αε² is 2ε-GDP
     model = _model("linear", 2)
     z = math.sqrt(cfg.steps) / cfg.epsilon  # noise std L√T/ε on the gradient sum (L = C = 1)
-    dp_plan = DPPlan.create("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, noise_multiplier=z, delta=cfg.delta,
-                            neighbouring="replace_one")
+    dp_plan = DPPlan.create(
+        "full",
+        cfg.n,
+        steps=cfg.steps,
+        l2_clip_norm=1.0,
+        noise_multiplier=z,
+        delta=cfg.delta,
+        neighbouring="replace_one",
+    )
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, 1.0)
     train_fn = engine_fn(tc)
@@ -954,15 +1286,22 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     def one(run_key, inside):
         x = jnp.where(inside, x_in, x_out)
         _, metrics = train_fn(hyper, params0, x, y, run_key)
-        sums = -_updates(metrics["params"], params0) * cfg.n / cfg.learning_rate  # noisy gradient sums
+        sums = (
+            -_updates(metrics["params"], params0) * cfg.n / cfg.learning_rate
+        )  # noisy gradient sums
         return jnp.sum((sums - g_out) @ direction) / z
 
-    details = {"mechanism_epsilon_alone": float(alone), "theorem2_epsilon": float(overall.epsilon),
-               "group_epsilon": float(overall.group_epsilon or math.nan),
-               "linf": float(sens.linf), "l2": float(sens.l2),
-               "gradient_shift": float(np.linalg.norm(delta_vec))}
-    return AuditTarget(jax.jit(jax.vmap(one)), theoretical, float(alone), details, rigorous=_GAUSSIAN_RIGOROUS)
-
+    details = {
+        "mechanism_epsilon_alone": float(alone),
+        "theorem2_epsilon": float(overall.epsilon),
+        "group_epsilon": float(overall.group_epsilon or math.nan),
+        "linf": float(sens.linf),
+        "l2": float(sens.l2),
+        "gradient_shift": float(np.linalg.norm(delta_vec)),
+    }
+    return AuditTarget(
+        jax.jit(jax.vmap(one)), theoretical, float(alone), details, rigorous=_GAUSSIAN_RIGOROUS
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -973,7 +1312,8 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
 #: the same run (different grids and brackets) agree to ~3e-5 here; a noise within 1 % of the
 #: reference is not refuted, and the curves the audit holds a learner to are those at ``(1 − τ)·z``.
 YARDSTICK_TOLERANCE = 0.01
-#: PLD grid of the reference accountant (coarser than the plan's 1e-4: pessimistic, and ~10x fewer points).
+# : PLD grid of the reference accountant (coarser than the plan's 1e-4: pessimistic, and ~10x fewer
+# points).
 _REFERENCE_DISCRETIZATION = 1e-3
 
 
@@ -1016,26 +1356,38 @@ class Yardstick:
 
     @property
     def mean_floor(self) -> float | None:
-        """``(1 − τ)·σ_F``: the least noise multiplier an honest private mean has (None: no mean)."""
-        return None if self.mean_multiplier is None else (1.0 - YARDSTICK_TOLERANCE) * self.mean_multiplier
+        """``(1 − τ)·σ_F``: the least noise multiplier an honest private mean has (None: no
+        mean)."""
+        return (
+            None
+            if self.mean_multiplier is None
+            else (1.0 - YARDSTICK_TOLERANCE) * self.mean_multiplier
+        )
 
     def event(self, noise_multiplier: float) -> dp_event_lib.DpEvent:
         """The proven event of the stated run at ``noise_multiplier`` (with the private mean at
         its floor, for DPSGD-F)."""
-        return _reference_event(self.proven, self.sampling_rate, self.releases, noise_multiplier, self.mean_floor)
+        return _reference_event(
+            self.proven, self.sampling_rate, self.releases, noise_multiplier, self.mean_floor
+        )
 
     def profile(self) -> Callable[[np.ndarray], np.ndarray]:
         """The curve ``ε ↦ δ(ε)`` the learner is held to: the proven event at ``floor``, plus the
         overflow slack."""
-        return privacy_profile(self.event(self.floor), overflow_prob=self.overflow_prob,
-                               discretization=_REFERENCE_DISCRETIZATION)
+        return privacy_profile(
+            self.event(self.floor),
+            overflow_prob=self.overflow_prob,
+            discretization=_REFERENCE_DISCRETIZATION,
+        )
 
     def checks(self, plan: DPPlan) -> dict[str, bool]:
         """The deterministic checks of a plan against the yardstick: ``calibration`` — its noise is
         at least the reference's floor; ``plan_account`` — the plan's own account of its noise is
         within the requested ε (``plan.epsilon(plan.calibrate(ε)) ≤ ε``)."""
-        return {"calibration": bool(plan.noise_multiplier >= self.floor),
-                "plan_account": bool(plan.epsilon <= self.requested * (1 + 1e-9))}
+        return {
+            "calibration": bool(plan.noise_multiplier >= self.floor),
+            "plan_account": bool(plan.epsilon <= self.requested * (1 + 1e-9)),
+        }
 
     def mean_checks(self, mean_multiplier: float) -> dict[str, bool]:
         """DPSGD-F: the private mean's multiplier (on the sum's C_F) against the reference floor."""
@@ -1043,12 +1395,17 @@ class Yardstick:
         return {"mean_calibration": bool(mean_multiplier >= self.mean_floor)}
 
 
-def _reference_event(kind: str, q: float, releases: int, z: float, mean: float | None = None
-                     ) -> dp_event_lib.DpEvent:
+def _reference_event(
+    kind: str, q: float, releases: int, z: float, mean: float | None = None
+) -> dp_event_lib.DpEvent:
     gaussian = dp_event_lib.GaussianDpEvent(z)
     one = gaussian if kind == "full" else dp_event_lib.PoissonSampledDpEvent(q, gaussian)
     run = dp_event_lib.SelfComposedDpEvent(one, releases)
-    return run if mean is None else dp_event_lib.ComposedDpEvent([dp_event_lib.GaussianDpEvent(mean), run])
+    return (
+        run
+        if mean is None
+        else dp_event_lib.ComposedDpEvent([dp_event_lib.GaussianDpEvent(mean), run])
+    )
 
 
 def analytic_gaussian_multiplier(epsilon: float, delta: float) -> float:
@@ -1071,8 +1428,10 @@ def _reference_accountant() -> Any:
     from dp_accounting import privacy_accountant
     from dp_accounting.pld import pld_privacy_accountant
 
-    return pld_privacy_accountant.PLDAccountant(privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                                value_discretization_interval=_REFERENCE_DISCRETIZATION)
+    return pld_privacy_accountant.PLDAccountant(
+        privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        value_discretization_interval=_REFERENCE_DISCRETIZATION,
+    )
 
 
 def _slack(epsilon: float, overflow_prob: float) -> float:
@@ -1080,24 +1439,41 @@ def _slack(epsilon: float, overflow_prob: float) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _reference_epsilon(kind: str, q: float, releases: int, z: float, delta: float, overflow_prob: float,
-                       mean: float | None = None) -> float:
+def _reference_epsilon(
+    kind: str,
+    q: float,
+    releases: int,
+    z: float,
+    delta: float,
+    overflow_prob: float,
+    mean: float | None = None,
+) -> float:
     accountant = _reference_accountant()
     accountant.compose(_reference_event(kind, q, releases, z, mean))
     eps = float(accountant.get_epsilon(delta))
     if overflow_prob > 0:  # the slack at the (larger) ε of the slack-free δ is a valid charge
-        eps = float(accountant.get_epsilon(max(delta - _slack(2 * eps + 1, overflow_prob), delta / 2)))
+        eps = float(
+            accountant.get_epsilon(max(delta - _slack(2 * eps + 1, overflow_prob), delta / 2))
+        )
     return eps
 
 
 @functools.lru_cache(maxsize=256)
-def _reference_calibration(kind: str, q: float, releases: int, epsilon: float, delta: float,
-                           overflow_prob: float, mean: float | None = None) -> float:
+def _reference_calibration(
+    kind: str,
+    q: float,
+    releases: int,
+    epsilon: float,
+    delta: float,
+    overflow_prob: float,
+    mean: float | None = None,
+) -> float:
     from dp_accounting import mechanism_calibration
 
     target_delta = delta - _slack(epsilon, overflow_prob)
     if not target_delta > 0:
         raise ValueError(f"the stated run's Poisson overflow slack leaves nothing of delta={delta}")
+
     def eps_of(z: float) -> float:
         accountant = _reference_accountant()
         accountant.compose(_reference_event(kind, q, releases, z, mean))
@@ -1109,16 +1485,34 @@ def _reference_calibration(kind: str, q: float, releases: int, epsilon: float, d
         lo, hi = hi, 2 * hi
     while lo == hi or eps_of(lo) <= epsilon:
         if lo < 1e-2:
-            raise ValueError(f"the stated run is (epsilon={epsilon}, delta={delta})-DP with almost no noise")
+            raise ValueError(
+                f"the stated run is (epsilon={epsilon}, delta={delta})-DP with almost no noise"
+            )
         lo, hi = lo / 2, lo
-    return float(mechanism_calibration.calibrate_dp_mechanism(
-        _reference_accountant, lambda z: _reference_event(kind, q, releases, z, mean), epsilon, target_delta,
-        mechanism_calibration.ExplicitBracketInterval(lo, hi), tol=1e-5))
+    return float(
+        mechanism_calibration.calibrate_dp_mechanism(
+            _reference_accountant,
+            lambda z: _reference_event(kind, q, releases, z, mean),
+            epsilon,
+            target_delta,
+            mechanism_calibration.ExplicitBracketInterval(lo, hi),
+            tol=1e-5,
+        )
+    )
 
 
-def yardstick(sampler: str, n: int, *, epsilon: float, delta: float, steps: int | None = None,
-              epochs: int | None = None, batch_size: int | None = None, pad: int | None = None,
-              mean_epsilon: float | None = None) -> Yardstick:
+def yardstick(
+    sampler: str,
+    n: int,
+    *,
+    epsilon: float,
+    delta: float,
+    steps: int | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    pad: int | None = None,
+    mean_epsilon: float | None = None,
+) -> Yardstick:
     """The :class:`Yardstick` of the run a user states: ``sampler`` in ``"full"`` (``steps``),
     ``"poisson"`` (``epochs`` at expected batch ``batch_size``: ``⌈E·n/B⌉`` steps; ``pad``: the
     stated padded batch, whose overflow is charged) or ``"shuffle"`` (``epochs`` × ``⌈n/B⌉`` steps,
@@ -1129,16 +1523,29 @@ def yardstick(sampler: str, n: int, *, epsilon: float, delta: float, steps: int 
     definitions, not from :mod:`dpprep.sampling`, :mod:`dpprep.dpsgdf` or the plan."""
     from scipy import stats as sps
 
-    needed = {"full": ("steps",), "poisson": ("epochs", "batch_size"), "shuffle": ("epochs", "batch_size")}
+    needed = {
+        "full": ("steps",),
+        "poisson": ("epochs", "batch_size"),
+        "shuffle": ("epochs", "batch_size"),
+    }
     if sampler not in needed:
-        raise ValueError(f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'")
+        raise ValueError(
+            f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'"
+        )
     given = {"steps": steps, "epochs": epochs, "batch_size": batch_size}
     missing = [name for name in needed[sampler] if given[name] is None]
     if missing:
         raise ValueError(f"the reference of sampler {sampler!r} needs {', '.join(missing)}")
     if sampler == "full":
         steps = check_positive_int(steps, "steps")
-        q, calibrated, claimed_steps, releases, normaliser, over = 1.0, "full", steps, steps, float(n), 0.0
+        q, calibrated, claimed_steps, releases, normaliser, over = (
+            1.0,
+            "full",
+            steps,
+            steps,
+            float(n),
+            0.0,
+        )
     elif sampler in ("poisson", "shuffle"):
         b, e = check_positive_int(batch_size, "batch_size"), check_positive_int(epochs, "epochs")
         q = b / n
@@ -1151,15 +1558,36 @@ def yardstick(sampler: str, n: int, *, epsilon: float, delta: float, steps: int 
         else:
             claimed_steps, releases, over, calibrated = e * -(-n // b), e, 0.0, "poisson"
     else:
-        raise ValueError(f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'")
-    mean = None if mean_epsilon is None else analytic_gaussian_multiplier(float(mean_epsilon), float(delta))
-    z_ref = _reference_calibration(calibrated, q, claimed_steps, float(epsilon), float(delta), over, mean)
+        raise ValueError(
+            f"no reference for sampler {sampler!r}: one of 'full', 'poisson', 'shuffle'"
+        )
+    mean = (
+        None
+        if mean_epsilon is None
+        else analytic_gaussian_multiplier(float(mean_epsilon), float(delta))
+    )
+    z_ref = _reference_calibration(
+        calibrated, q, claimed_steps, float(epsilon), float(delta), over, mean
+    )
     proven = "full" if sampler in ("full", "shuffle") else "poisson"
     floor = (1.0 - YARDSTICK_TOLERANCE) * z_ref
     mean_floor = None if mean is None else (1.0 - YARDSTICK_TOLERANCE) * mean
     held_to = _reference_epsilon(proven, q, releases, floor, float(delta), over, mean_floor)
-    return Yardstick(float(epsilon), float(delta), z_ref, floor, held_to, claimed_steps, releases, normaliser, q,
-                     over, sampler, proven, mean)
+    return Yardstick(
+        float(epsilon),
+        float(delta),
+        z_ref,
+        floor,
+        held_to,
+        claimed_steps,
+        releases,
+        normaliser,
+        q,
+        over,
+        sampler,
+        proven,
+        mean,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1195,7 +1623,9 @@ class NoiseTest:
 
     @property
     def flagged(self) -> tuple[str, ...]:
-        return tuple(part for part, p in self.p_values.items() if p < self.significance / len(NOISE_PARTS))
+        return tuple(
+            part for part, p in self.p_values.items() if p < self.significance / len(NOISE_PARTS)
+        )
 
 
 def _f_test(values: np.ndarray, axis: int, two_sided: bool) -> float:
@@ -1203,7 +1633,9 @@ def _f_test(values: np.ndarray, axis: int, two_sided: bool) -> float:
     has the same variance as the orthogonal rest (i.i.d. Gaussian entries)."""
     k = values.shape[axis]
     along = np.sum(values, axis=axis) ** 2 / k
-    rest = np.sum((values - np.mean(values, axis=axis, keepdims=True)) ** 2, axis=axis)  # no cancellation
+    rest = np.sum(
+        (values - np.mean(values, axis=axis, keepdims=True)) ** 2, axis=axis
+    )  # no cancellation
     dfn, dfd = along.size, along.size * (k - 1)
     numerator, denominator = along.sum() / dfn, rest.sum() / dfd
     f = numerator / denominator if denominator > 0 else (math.inf if numerator > 0 else 1.0)
@@ -1219,18 +1651,22 @@ def noise_test(null: Any, *, significance: float) -> NoiseTest:
     if z.ndim == 3:  # runs whose columns are NaN are not tested (the target says they are touched)
         z = z[~np.any(np.isnan(z), axis=(1, 2))]
     if z.ndim != 3 or min(z.shape) < 2:
-        raise ValueError(f"the noise test needs (runs, steps, coordinates) with each >= 2 (runs with NaN left out), "
-                         f"got shape {z.shape}")
+        raise ValueError(
+            "the noise test needs (runs, steps, coordinates) with each >= 2 (runs with NaN left"
+            f" out), got shape {z.shape}"
+        )
     total = float(np.sum(z**2))
-    p = {"scale": float(stats.chi2.cdf(total, z.size)),
-         "steps": _f_test(z, 1, True), "runs": _f_test(z, 0, False), "coordinates": _f_test(z, 2, True)}
+    p = {
+        "scale": float(stats.chi2.cdf(total, z.size)),
+        "steps": _f_test(z, 1, True),
+        "runs": _f_test(z, 0, False),
+        "coordinates": _f_test(z, 2, True),
+    }
     return NoiseTest(p, float(significance), int(z.size))
 
 
 # --------------------------------------------------------------------------------------------------
 # White-box trajectory audits of the SGD family: canaries that stress the rules, every path
-
-
 
 
 @models.spec_factory
@@ -1241,7 +1677,10 @@ def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model
 
     def init(key):
         del key
-        return {"w": jnp.zeros((w_features, 1), jnp.float32), "v": jnp.zeros((v_features, 1), jnp.float32)}
+        return {
+            "w": jnp.zeros((w_features, 1), jnp.float32),
+            "v": jnp.zeros((v_features, 1), jnp.float32),
+        }
 
     def apply(params, x):
         return x[:, :w_features] @ params["w"] + x[:, w_features:] @ params["v"]
@@ -1249,7 +1688,9 @@ def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model
     def per_example_loss(params, x, y):
         return -y * apply(params, x)[:, 0]
 
-    return models.Model("audit_two_leaf_linear_loss", init, apply, per_example_loss, None, task="regression")
+    return models.Model(
+        "audit_two_leaf_linear_loss", init, apply, per_example_loss, None, task="regression"
+    )
 
 
 class _Layout(NamedTuple):
@@ -1277,10 +1718,19 @@ def _layout(cfg: AuditConfig, path: str) -> _Layout:
 
 
 def _place(key: jax.Array, positions: tuple[str, ...], n: int) -> jax.Array:
-    """A canary index drawn uniformly from ``positions`` (``"random"``: a uniform interior index)."""
+    """A canary index drawn uniformly from ``positions`` (``"random"``: a uniform interior
+    index)."""
     k_which, k_index = jax.random.split(key)
-    choices = jnp.stack([jnp.asarray({"first": 0, "last": n - 1}.get(p, 0), jnp.int32) if p != "random"
-                         else jax.random.randint(k_index, (), 1, max(n - 1, 2), jnp.int32) for p in positions])
+    choices = jnp.stack(
+        [
+            (
+                jnp.asarray({"first": 0, "last": n - 1}.get(p, 0), jnp.int32)
+                if p != "random"
+                else jax.random.randint(k_index, (), 1, max(n - 1, 2), jnp.int32)
+            )
+            for p in positions
+        ]
+    )
     return choices[jax.random.randint(k_which, (), 0, len(positions))]
 
 
@@ -1289,10 +1739,14 @@ def _with_canary(background: jax.Array, row: jax.Array, index: jax.Array) -> jax
     n = background.shape[0] + 1
     slots = jnp.arange(n)
     source = jnp.clip(slots - (slots > index), 0, n - 2)
-    return jnp.where((slots == index).reshape((n,) + (1,) * (background.ndim - 1)), row, background[source])
+    return jnp.where(
+        (slots == index).reshape((n,) + (1,) * (background.ndim - 1)), row, background[source]
+    )
 
 
-def _poisson_opposed_log_lr(a: jax.Array, s: float, q: float, others: int, weight: float) -> jax.Array:
+def _poisson_opposed_log_lr(
+    a: jax.Array, s: float, q: float, others: int, weight: float
+) -> jax.Array:
     """Per-step log-likelihood ratio of the normalised update ``a = s·(b − w·K) + N(0, 1)`` (the
     canary's ``b`` ~ Bern(q); ``K`` ~ Bin(others, q) opposers of weight ``w``) against the out
     world's ``−s·w·K + N(0, 1)``."""
@@ -1307,12 +1761,16 @@ def _poisson_opposed_log_lr(a: jax.Array, s: float, q: float, others: int, weigh
     return inside - mixture(base)
 
 
-def _shuffle_opposed_log_lr(a: jax.Array, s: float, n: int, sizes: np.ndarray, weight: float) -> jax.Array:
+def _shuffle_opposed_log_lr(
+    a: jax.Array, s: float, n: int, sizes: np.ndarray, weight: float
+) -> jax.Array:
     """Log-likelihood ratio of one epoch's normalised updates ``a`` (k batches): every record but
     the canary (or its zero record) moves its batch's update by ``−s·w``; the canary sits in batch
     i with probability ``sizes[i]/n`` and moves it by ``+s`` instead."""
     log_p = jnp.asarray(np.log(sizes / n))
-    shifted = a + s * weight * jnp.asarray(sizes, jnp.float32)  # the batches as if without that record's slot
+    shifted = a + s * weight * jnp.asarray(
+        sizes, jnp.float32
+    )  # the batches as if without that record's slot
 
     def mixture(mean):
         return jax.nn.logsumexp(log_p + mean * shifted - 0.5 * mean**2, axis=-1)
@@ -1320,7 +1778,9 @@ def _shuffle_opposed_log_lr(a: jax.Array, s: float, n: int, sizes: np.ndarray, w
     return mixture(s * (1.0 + weight)) - mixture(s * weight)
 
 
-def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str = "train") -> AuditTarget:
+def _trajectory_setup(
+    cfg: AuditConfig, key: jax.Array, sampling: str, path: str = "train"
+) -> AuditTarget:
     """White-box DP-GD / Poisson / shuffled DP-SGD on the code path ``path`` (:data:`PATHS`),
     held to the independent :class:`Yardstick` of the run ``cfg`` states.
 
@@ -1339,8 +1799,14 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
 
     layout = _layout(cfg, path)
     clip = 1.0
-    kwargs = ({"steps": cfg.steps} if sampling == "full" else {"epochs": cfg.epochs, "batch_size": cfg.batch_size})
-    dp_plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs)
+    kwargs = (
+        {"steps": cfg.steps}
+        if sampling == "full"
+        else {"epochs": cfg.epochs, "batch_size": cfg.batch_size}
+    )
+    dp_plan = DPPlan.create(
+        sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs
+    )
     plan, z = dp_plan.execution, dp_plan.noise_multiplier
     ref = yardstick(sampling, cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, pad=plan.pad, **kwargs)
     tc = TrainConfig(layout.model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
@@ -1351,8 +1817,10 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
         # The linear loss's gradient in the parameters is −y times the features, leaf by leaf.
         if path == "vmap_clip":
             w_cols = cfg.dim + 2
-            tree = {"w": jnp.asarray(features[:w_cols, None], jnp.float32),
-                    "v": jnp.asarray(features[w_cols:, None], jnp.float32)}
+            tree = {
+                "w": jnp.asarray(features[:w_cols, None], jnp.float32),
+                "v": jnp.asarray(features[w_cols:, None], jnp.float32),
+            }
         else:
             tree = {"w": jnp.asarray(features[:, None], jnp.float32)}
         return np.asarray(ravel_pytree(tree)[0])
@@ -1360,9 +1828,15 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
     u_flat = jnp.asarray(to_flat(layout.direction))
     null_flat = [int(np.argmax(to_flat(np.eye(layout.features)[c]))) for c in layout.null]
     x_bg, _ = background(cfg, key)
-    x_bg = np.concatenate([x_bg[:, :cfg.dim], np.zeros((cfg.n - 1, layout.features - cfg.dim))], axis=1)
+    x_bg = np.concatenate(
+        [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, layout.features - cfg.dim))], axis=1
+    )
     y_bg = np.zeros(cfg.n - 1, np.float32)
-    expected_batch = {"full": cfg.n - 1, "poisson": ref.sampling_rate * (cfg.n - 1), "shuffle": cfg.batch_size}[sampling]
+    expected_batch = {
+        "full": cfg.n - 1,
+        "poisson": ref.sampling_rate * (cfg.n - 1),
+        "shuffle": cfg.batch_size,
+    }[sampling]
     weight = 1.0 / expected_batch if cfg.opposer else 0.0
     if cfg.opposer:  # gradient −y·x = +w·C·u (y = 1, x = −w·C·u): no norm near C, never clipped
         x_bg = np.broadcast_to(-weight * clip * layout.direction, x_bg.shape).copy()
@@ -1386,6 +1860,7 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
         def run(x, y, run_key):
             _, metrics, _ = fn(base, params0, x, y, run_key[None], values, None, None)
             return jax.tree_util.tree_map(lambda leaf: leaf[0, 1], metrics["params"])
+
     else:
         train_fn = engine_fn(tc)
         hyper = Traced(cfg.learning_rate, z_run, clip)
@@ -1393,7 +1868,9 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
         def run(x, y, run_key):
             return train_fn(hyper, params0, x, y, run_key)[1]["params"]
 
-    sizes = np.minimum(plan.batch_size, cfg.n - plan.batch_size * np.arange(-(-cfg.n // plan.batch_size)))
+    sizes = np.minimum(
+        plan.batch_size, cfg.n - plan.batch_size * np.arange(-(-cfg.n // plan.batch_size))
+    )
 
     def one(run_key, inside):
         k_place, k_run = jax.random.split(run_key)
@@ -1410,34 +1887,80 @@ def _trajectory_setup(cfg: AuditConfig, key: jax.Array, sampling: str, path: str
             score = jnp.sum(_poisson_opposed_log_lr(a, s, ref.sampling_rate, cfg.n - 1, weight))
         else:
             per_epoch = a.reshape(-1, sizes.size)
-            score = jnp.sum(_shuffle_opposed_log_lr(per_epoch, s, cfg.n, sizes.astype(np.float64), weight))
+            score = jnp.sum(
+                _shuffle_opposed_log_lr(per_epoch, s, cfg.n, sizes.astype(np.float64), weight)
+            )
         return {"score": score, "null": updates[:, jnp.asarray(null_flat)] * to_null}
 
-    details = {"noise_multiplier": float(z), "reference_noise_multiplier": float(ref.noise_multiplier),
-               "steps": float(plan.steps), "sampling_rate": float(ref.sampling_rate),
-               "requested_epsilon": float(cfg.epsilon)}
+    details = {
+        "noise_multiplier": float(z),
+        "reference_noise_multiplier": float(ref.noise_multiplier),
+        "steps": float(plan.steps),
+        "sampling_rate": float(ref.sampling_rate),
+        "requested_epsilon": float(cfg.epsilon),
+    }
     rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
-    return AuditTarget(jax.jit(jax.vmap(one)), float(ref.epsilon), float(dp_plan.epsilon), details,
-                       rigorous=rigorous + ("tradeoff",), profile=ref.profile(), releases=ref.steps,
-                       checks=ref.checks(dp_plan))
+    return AuditTarget(
+        jax.jit(jax.vmap(one)),
+        float(ref.epsilon),
+        float(dp_plan.epsilon),
+        details,
+        rigorous=rigorous + ("tradeoff",),
+        profile=ref.profile(),
+        releases=ref.steps,
+        checks=ref.checks(dp_plan),
+    )
 
 
 for _name in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle"):
     register(_name, _sgd_setup, threat_models=THREAT_MODELS)
 for _path in PATHS[1:]:
-    register(f"dp_sgd_poisson_{_path}", functools.partial(_trajectory_setup, sampling="poisson", path=_path),
-             why_not={"final_model": f"the {_path} path is audited white-box (the final model is dp_sgd_poisson's)"})
-register("private_selection", _selection_setup, threat_models=("final_model",), why_not={
-    "white_box": "a selection releases one candidate's final model (its iterates and the others stay hidden)"})
-register("dp_sgd_iteration", _iteration_setup, threat_models=("final_model",), why_not={
-    "white_box": "its amplification-by-iteration guarantee hides the intermediate iterates"})
-for _name, _build in (("dpsgdf", _dpsgdf_setup), ("dpsgdf_grid", _dpsgdf_grid_setup), ("corrdp_sgd", _corrdp_setup),
-                      ("corrdp_sgd_sensitive", functools.partial(_corrdp_setup, coordinate="sensitive")),
-                      ("impute_dp_gd", _impute_setup)):
-    register(_name, _build, why_not={"final_model": (
-        "not implemented (the white-box audit scores the released mean and every update)"
-        if _name.startswith("dpsgdf")
-        else "not implemented (the white-box audit is the tight one for this pair)")})
+    register(
+        f"dp_sgd_poisson_{_path}",
+        functools.partial(_trajectory_setup, sampling="poisson", path=_path),
+        why_not={
+            "final_model": (
+                f"the {_path} path is audited white-box (the final model is dp_sgd_poisson's)"
+            )
+        },
+    )
+register(
+    "private_selection",
+    _selection_setup,
+    threat_models=("final_model",),
+    why_not={
+        "white_box": (
+            "a selection releases one candidate's final model (its iterates and the others stay"
+            " hidden)"
+        )
+    },
+)
+register(
+    "dp_sgd_iteration",
+    _iteration_setup,
+    threat_models=("final_model",),
+    why_not={
+        "white_box": "its amplification-by-iteration guarantee hides the intermediate iterates"
+    },
+)
+for _name, _build in (
+    ("dpsgdf", _dpsgdf_setup),
+    ("dpsgdf_grid", _dpsgdf_grid_setup),
+    ("corrdp_sgd", _corrdp_setup),
+    ("corrdp_sgd_sensitive", functools.partial(_corrdp_setup, coordinate="sensitive")),
+    ("impute_dp_gd", _impute_setup),
+):
+    register(
+        _name,
+        _build,
+        why_not={
+            "final_model": (
+                "not implemented (the white-box audit scores the released mean and every update)"
+                if _name.startswith("dpsgdf")
+                else "not implemented (the white-box audit is the tight one for this pair)"
+            )
+        },
+    )
 
 #: dpprep's own learners (:data:`REGISTRY` also holds any registered later).
 LEARNERS = tuple(REGISTRY)
@@ -1476,7 +1999,8 @@ class AuditResult:
 
     @property
     def ratio(self) -> float:
-        """GDP lower bound over the theoretical ε (rigorous only where ``"gdp"`` is in ``rigorous``)."""
+        """GDP lower bound over the theoretical ε (rigorous only where ``"gdp"`` is in
+        ``rigorous``)."""
         return self.bounds.epsilon_gdp / self.theoretical
 
     @property
@@ -1491,7 +2015,11 @@ class AuditResult:
         ε (``"clopper_pearson"``, ``"gdp"``), the trade-off test (``"tradeoff"``), the noise test's
         parts (``"noise:<part>"``) and the failed deterministic checks (``"check:<name>"``)."""
         values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
-        out = [name for name in ("clopper_pearson", "gdp") if name in self.rigorous and values[name] > self.theoretical]
+        out = [
+            name
+            for name in ("clopper_pearson", "gdp")
+            if name in self.rigorous and values[name] > self.theoretical
+        ]
         if "tradeoff" in self.rigorous and self.bounds.delta_excess > 0:
             out.append("tradeoff")
         if self.noise is not None:
@@ -1511,21 +2039,37 @@ class AuditResult:
     def row(self) -> dict[str, Any]:
         c = self.config
         tests = self.rigorous + (("noise",) if self.noise is not None else ())
-        return {"learner": c.learner, "threat_model": c.threat_model, "epsilon_target": c.epsilon,
-                "delta": c.delta, "runs_per_world": c.runs, "theoretical_epsilon": self.theoretical,
-                "claimed_epsilon": self.claimed, "epsilon_lb_gdp": self.bounds.epsilon_gdp,
-                "mu_lb_gdp": self.bounds.mu_gdp, "epsilon_lb_cp": self.bounds.epsilon_cp,
-                "tradeoff_delta_excess": self.bounds.delta_excess,
-                "tradeoff_epsilon": self.bounds.epsilon_at_excess,
-                "auroc": self.bounds.auroc, "ratio_gdp": self.ratio,
-                "rigorous_bounds": "+".join(self.rigorous), "epsilon_lb_rigorous": self.rigorous_epsilon,
-                "noise_p_min": (min(self.noise.p_values.values()) if self.noise is not None else math.nan),
-                "caught_by": "+".join(self.caught_by),
-                "violation": self.violation, "significance": c.significance,
-                "significance_per_test": test_significance(c.significance, tests), "canary_norm": c.canary_norm,
-                "runs_per_second": self.runs_per_second, "seconds": self.seconds,
-                "noise_factor": c.noise_factor, "seed": c.seed,
-                **{f"detail_{k}": v for k, v in self.details.items()}}
+        return {
+            "learner": c.learner,
+            "threat_model": c.threat_model,
+            "epsilon_target": c.epsilon,
+            "delta": c.delta,
+            "runs_per_world": c.runs,
+            "theoretical_epsilon": self.theoretical,
+            "claimed_epsilon": self.claimed,
+            "epsilon_lb_gdp": self.bounds.epsilon_gdp,
+            "mu_lb_gdp": self.bounds.mu_gdp,
+            "epsilon_lb_cp": self.bounds.epsilon_cp,
+            "tradeoff_delta_excess": self.bounds.delta_excess,
+            "tradeoff_epsilon": self.bounds.epsilon_at_excess,
+            "auroc": self.bounds.auroc,
+            "ratio_gdp": self.ratio,
+            "rigorous_bounds": "+".join(self.rigorous),
+            "epsilon_lb_rigorous": self.rigorous_epsilon,
+            "noise_p_min": (
+                min(self.noise.p_values.values()) if self.noise is not None else math.nan
+            ),
+            "caught_by": "+".join(self.caught_by),
+            "violation": self.violation,
+            "significance": c.significance,
+            "significance_per_test": test_significance(c.significance, tests),
+            "canary_norm": c.canary_norm,
+            "runs_per_second": self.runs_per_second,
+            "seconds": self.seconds,
+            "noise_factor": c.noise_factor,
+            "seed": c.seed,
+            **{f"detail_{k}": v for k, v in self.details.items()},
+        }
 
 
 def _check_outputs(learner: str, out: Any, runs: int) -> None:
@@ -1533,12 +2077,22 @@ def _check_outputs(learner: str, out: Any, runs: int) -> None:
     ``{"score": (runs,), "null": (runs, T, m)}`` (:class:`AuditTarget`)."""
     if isinstance(out, dict):
         shape = {k: tuple(np.shape(v)) for k, v in out.items()}
-        if (set(shape) != {"score", "null"} or shape["score"] != (runs,) or len(shape["null"]) != 3
-                or shape["null"][0] != runs or min(shape["null"][1:]) < 2):
-            raise ValueError(f"learner {learner!r}: a runner returning a dict returns {{'score': ({runs},), "
-                             f"'null': ({runs}, T, m)}} with T, m >= 2, got {shape}")
+        if (
+            set(shape) != {"score", "null"}
+            or shape["score"] != (runs,)
+            or len(shape["null"]) != 3
+            or shape["null"][0] != runs
+            or min(shape["null"][1:]) < 2
+        ):
+            raise ValueError(
+                f"learner {learner!r}: a runner returning a dict returns {{'score': ({runs},), "
+                f"'null': ({runs}, T, m)}} with T, m >= 2, got {shape}"
+            )
     elif tuple(np.shape(out)) != (runs,):
-        raise ValueError(f"learner {learner!r}: the runner must return ({runs},) scores, got shape {np.shape(out)}")
+        raise ValueError(
+            f"learner {learner!r}: the runner must return ({runs},) scores, got shape"
+            f" {np.shape(out)}"
+        )
 
 
 def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) -> AuditResult:
@@ -1546,19 +2100,28 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     function, fixes ``levels`` thresholds on the pilot scores and returns the lower bounds of the
     evaluation scores."""
     if not isinstance(cfg, AuditConfig):
-        raise TypeError(f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))")
+        raise TypeError(
+            f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))"
+        )
     key = jax.random.key(int(cfg.seed))
     k_data, k_pilot, k_eval = jax.random.split(key, 3)
     setup = REGISTRY[cfg.learner].build(cfg, k_data)
     if not isinstance(setup, AuditTarget):
-        raise TypeError(f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}")
+        raise TypeError(
+            f"learner {cfg.learner!r}: build must return an AuditTarget, got {type(setup).__name__}"
+        )
     unknown = sorted(set(setup.rigorous) - set(BOUND_NAMES))
     if unknown or not set(setup.rigorous) & {"gdp", "clopper_pearson"}:
-        raise ValueError(f"learner {cfg.learner!r}: AuditTarget.rigorous must be a subset of {BOUND_NAMES} with "
-                         f"'gdp' or 'clopper_pearson' in it, got {setup.rigorous!r}")
+        raise ValueError(
+            f"learner {cfg.learner!r}: AuditTarget.rigorous must be a subset of {BOUND_NAMES} with "
+            f"'gdp' or 'clopper_pearson' in it, got {setup.rigorous!r}"
+        )
     if "tradeoff" in setup.rigorous and setup.profile is None:
-        raise ValueError(f"learner {cfg.learner!r}: a trade-off test needs AuditTarget.profile (the claimed "
-                         "privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf")
+        raise ValueError(
+            f"learner {cfg.learner!r}: a trade-off test needs AuditTarget.profile (the claimed"
+            " privacy profile ε ↦ δ(ε)); dpprep's learners with one: dp_gd, dp_sgd_poisson,"
+            " dp_sgd_shuffle, dpsgdf"
+        )
 
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
@@ -1567,7 +2130,9 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
         values, null = (out["score"], out["null"]) if isinstance(out, dict) else (out, None)
         values = np.asarray(values)
         if not np.all(np.isfinite(values)) or (null is not None and np.any(np.isinf(null))):
-            raise FloatingPointError(f"{cfg.learner}: non-finite attack scores (an overflowing run?)")
+            raise FloatingPointError(
+                f"{cfg.learner}: non-finite attack scores (an overflowing run?)"
+            )
         return out, values[:runs], values[runs:], null
 
     chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
@@ -1575,16 +2140,19 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     if setup.host:  # the runner calls compiled code itself (e.g. a public driver per chunk of runs)
         compiled = setup.runner
     else:
-        # Compiled ahead of the timed runs (without running a chunk twice); every chunk has this shape.
+        # Compiled ahead of the timed runs (without running a chunk twice); every chunk has this
+        # shape.
         runner = setup.runner if hasattr(setup.runner, "lower") else jax.jit(setup.runner)
         try:
             lowered = runner.lower(jax.random.split(k_pilot, chunk), jnp.ones(chunk, bool))
             compiled = lowered.compile()
         except Exception as err:  # a user's runner: say what the protocol needs
-            raise ValueError(f"learner {cfg.learner!r}: AuditTarget.runner(keys, inside) must be jittable and vmapped "
-                             f"over runs (keys: ({chunk},) PRNG keys, inside: ({chunk},) bool) returning ({chunk},) "
-                             f"scores (or give AuditTarget(host=True)); tracing it failed: {type(err).__name__}: {err}"
-                             ) from err
+            raise ValueError(
+                f"learner {cfg.learner!r}: AuditTarget.runner(keys, inside) must be jittable and"
+                f" vmapped over runs (keys: ({chunk},) PRNG keys, inside: ({chunk},) bool)"
+                f" returning ({chunk},) scores (or give AuditTarget(host=True)); tracing it failed:"
+                f" {type(err).__name__}: {err}"
+            ) from err
         shapes = lowered.out_info
         _check_outputs(cfg.learner, shapes, chunk)
     start = time.perf_counter()
@@ -1596,11 +2164,16 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     checks = dict(setup.checks)
     if setup.releases is not None:
         if not with_null:
-            raise ValueError(f"learner {cfg.learner!r}: AuditTarget.releases is checked against the runner's 'null' "
-                             "output, which it does not return")
+            raise ValueError(
+                f"learner {cfg.learner!r}: AuditTarget.releases is checked against the runner's"
+                " 'null' output, which it does not return"
+            )
         checks["releases"] = bool(np.shape(shapes["null"])[1] == setup.releases)
     if progress:
-        progress(f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: pilot done, {2 * cfg.runs} runs to go")
+        progress(
+            f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: pilot done, {2 * cfg.runs} runs"
+            " to go"
+        )
     _, eval_in, eval_out, null = scores(k_eval, cfg.runs)
     seconds = time.perf_counter() - start
     pilot = np.concatenate([pilot_in, pilot_out])
@@ -1615,13 +2188,50 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
         bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
     noise = noise_test(null, significance=per_test) if with_null else None
     total = 2 * (cfg.runs + cfg.pilot_runs)
-    return AuditResult(cfg, setup.theoretical, setup.claimed, bounds, total / seconds, seconds, setup.details,
-                       tuple(setup.rigorous), noise, checks)
+    return AuditResult(
+        cfg,
+        setup.theoretical,
+        setup.claimed,
+        bounds,
+        total / seconds,
+        seconds,
+        setup.details,
+        tuple(setup.rigorous),
+        noise,
+        checks,
+    )
 
 
-__all__ = ["AuditConfig", "AuditResult", "AuditTarget", "BOUND_NAMES", "Bounds", "CANARY_POSITIONS", "LEARNERS",
-           "Learner", "NOISE_PARTS", "NoiseTest", "PATHS", "YARDSTICK_TOLERANCE", "Yardstick", "noise_test",
-           "two_leaf_linear_loss_model", "yardstick",
-           "REGISTRY", "SUPPORTED", "THREAT_MODELS", "audit", "check_learner", "discretise",
-           "gdp_epsilon", "gdp_lower_bound", "impute_canary_datasets", "linear_loss_model", "lower_bounds",
-           "privacy_profile", "register", "required_runs", "tradeoff_excess"]
+__all__ = [
+    "AuditConfig",
+    "AuditResult",
+    "AuditTarget",
+    "BOUND_NAMES",
+    "Bounds",
+    "CANARY_POSITIONS",
+    "LEARNERS",
+    "Learner",
+    "NOISE_PARTS",
+    "NoiseTest",
+    "PATHS",
+    "YARDSTICK_TOLERANCE",
+    "Yardstick",
+    "noise_test",
+    "two_leaf_linear_loss_model",
+    "yardstick",
+    "REGISTRY",
+    "SUPPORTED",
+    "THREAT_MODELS",
+    "audit",
+    "check_learner",
+    "discretise",
+    "gdp_epsilon",
+    "gdp_lower_bound",
+    "impute_canary_datasets",
+    "linear_loss_model",
+    "lower_bounds",
+    "privacy_profile",
+    "register",
+    "required_runs",
+    "tradeoff_excess",
+]

@@ -69,7 +69,7 @@ def check_method(method: str, name: str = "method") -> str:
 
 
 #: float32's unit roundoff.
-_ROUNDOFF = 2.0 ** -24
+_ROUNDOFF = 2.0**-24
 
 
 def rounding_pad(roundings: int) -> float:
@@ -93,9 +93,10 @@ def pairwise_depth(size: int) -> int:
 def pairwise_row_sum(a: Array) -> Array:
     """Row sums of a ``(b, m)`` array by explicit pairwise halving (``m`` padded with exact zeros to
     a power of two, then ``a[:, :h] + a[:, h:]`` until one column is left), so that each term goes
-    through exactly :func:`pairwise_depth` ``(m)`` additions in an order XLA does not choose (it does
-    not reassociate floating-point additions): the error bound of :func:`rounding_pad` then holds for
-    how the sum is computed, not for how a reduction might be."""
+    through exactly :func:`pairwise_depth` ``(m)`` additions in an order XLA does not choose (it
+    does
+    not reassociate floating-point additions): the error bound of :func:`rounding_pad` then holds
+    for how the sum is computed, not for how a reduction might be."""
     m = a.shape[1]
     width = 1 << pairwise_depth(m)
     if width != m:
@@ -110,7 +111,9 @@ def _pairwise_list_sum(terms: list[Array]) -> Array:
     """The sum of a list of arrays by the same pairwise halving (depth ``ceil(log2 len)``)."""
     while len(terms) > 1:
         half = (len(terms) + 1) // 2
-        terms = [terms[i] + terms[i + half] if i + half < len(terms) else terms[i] for i in range(half)]
+        terms = [
+            terms[i] + terms[i + half] if i + half < len(terms) else terms[i] for i in range(half)
+        ]
     return terms[0]
 
 
@@ -154,8 +157,10 @@ def batch_size_of(batch: Any, name: str = "batch") -> int:
     for path, leaf in leaves:
         shape = np.shape(leaf)
         if not shape:
-            raise ValueError(f"{name}{jax.tree_util.keystr(path)} is a scalar; every leaf of a batch "
-                             "needs a leading example axis")
+            raise ValueError(
+                f"{name}{jax.tree_util.keystr(path)} is a scalar; every leaf of a batch "
+                "needs a leading example axis"
+            )
         sizes.setdefault(shape[0], jax.tree_util.keystr(path))
     if 0 in sizes:
         raise ValueError(f"{name} is empty: {name}{sizes[0]} has no examples on its leading axis")
@@ -172,19 +177,26 @@ def _checked_mask(mask: Any, size: int) -> Array | None:
     if mask is None:
         return None
     if np.shape(mask) != (size,):
-        raise ValueError(f"mask must have shape ({size},), one 0/1 weight per example, got {np.shape(mask)}")
+        raise ValueError(
+            f"mask must have shape ({size},), one 0/1 weight per example, got {np.shape(mask)}"
+        )
     if not isinstance(mask, jax.core.Tracer):
         values = np.asarray(mask, np.float64)
         if not np.all((values == 0) | (values == 1)):
             bad = values[(values != 0) & (values != 1)]
-            raise ValueError(f"mask must hold 0 (padding) or 1 (a real example) only, got e.g. {bad[0]!r}")
+            raise ValueError(
+                f"mask must hold 0 (padding) or 1 (a real example) only, got e.g. {bad[0]!r}"
+            )
     return jnp.clip(jnp.asarray(mask, jnp.float32), 0.0, 1.0)
 
 
 def check_microbatch_size(microbatch_size: Any) -> int | None:
     """The one check of a microbatch size: a positive int, or None (all examples at once)."""
-    if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
-                                        or microbatch_size < 1):
+    if microbatch_size is not None and (
+        isinstance(microbatch_size, bool)
+        or not isinstance(microbatch_size, int)
+        or microbatch_size < 1
+    ):
         raise ValueError(f"microbatch_size must be a positive int or None, got {microbatch_size!r}")
     return microbatch_size
 
@@ -192,7 +204,9 @@ def check_microbatch_size(microbatch_size: Any) -> int | None:
 def _check_clip_norm(l2_clip_norm: Any) -> None:
     if l2_clip_norm is None:
         raise ValueError("l2_clip_norm is required (a float > 0, or inf for no clipping)")
-    if not isinstance(l2_clip_norm, jax.core.Tracer) and not np.all(np.asarray(l2_clip_norm, np.float64) > 0):
+    if not isinstance(l2_clip_norm, jax.core.Tracer) and not np.all(
+        np.asarray(l2_clip_norm, np.float64) > 0
+    ):
         raise ValueError(f"l2_clip_norm must be > 0 (inf: no clipping), got {l2_clip_norm!r}")
 
 
@@ -248,11 +262,17 @@ def clipped_grad(
     check_method(method)
     if isinstance(loss_fn, Model):
         if has_aux or prng_argnum is not None or not keep_batch_dim:
-            raise ValueError("has_aux, prng_argnum and keep_batch_dim are for loss functions; a Model's loss "
-                             "has none of them")
-        return _model_clipped_grad(loss_fn, l2_clip_norm, method, check_microbatch_size(microbatch_size))
+            raise ValueError(
+                "has_aux, prng_argnum and keep_batch_dim are for loss functions; a Model's loss "
+                "has none of them"
+            )
+        return _model_clipped_grad(
+            loss_fn, l2_clip_norm, method, check_microbatch_size(microbatch_size)
+        )
     if method != "auto":
-        raise ValueError("method is for a Model; a loss function is clipped on the general (vmap) path")
+        raise ValueError(
+            "method is for a Model; a loss function is clipped on the general (vmap) path"
+        )
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
     _check_clip_norm(l2_clip_norm)
@@ -267,49 +287,72 @@ def clipped_grad(
     def grad_fn(params: Params, batch: Any, *args: Any, mask: Array | None = None) -> ClippedGrad:
         size = batch_size_of(batch)
         if prng_argnum is not None and not 0 <= prng_argnum < len(args):
-            raise ValueError(f"prng_argnum={prng_argnum} but only {len(args)} extra argument(s) were given")
+            raise ValueError(
+                f"prng_argnum={prng_argnum} but only {len(args)} extra argument(s) were given"
+            )
         first = jax.tree_util.tree_map(lambda a: a[0], batch)
         try:
             value = jax.eval_shape(lambda p, e, *a: example_loss(p, e, *a), params, first, *args)
         except (TypeError, ValueError) as err:
             if has_aux:
-                raise ValueError(f"has_aux=True: loss_fn must return a pair (loss, aux), and calling it failed: "
-                                 f"{type(err).__name__}: {err}") from err
+                raise ValueError(
+                    "has_aux=True: loss_fn must return a pair (loss, aux), and calling it failed: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
             raise
         if has_aux and not (isinstance(value, tuple) and len(value) == 2):
-            raise ValueError("has_aux=True: loss_fn must return a pair (loss, aux), got "
-                             f"{type(value).__name__} of shape {getattr(value, 'shape', None)}")
+            raise ValueError(
+                "has_aux=True: loss_fn must return a pair (loss, aux), got "
+                f"{type(value).__name__} of shape {getattr(value, 'shape', None)}"
+            )
         loss_value = value[0]
         if getattr(loss_value, "shape", None) != ():
-            raise ValueError("loss_fn must return a scalar per example (the loss of one example); got "
-                             f"shape {getattr(loss_value, 'shape', None)} — reduce it (e.g. .sum() or [0])")
+            raise ValueError(
+                "loss_fn must return a scalar per example (the loss of one example); got "
+                f"shape {getattr(loss_value, 'shape', None)} — reduce it (e.g. .sum() or [0])"
+            )
         weights = _checked_mask(mask, size)
         axes: list[int | None] = [None] * len(args)
         if prng_argnum is not None:
             args = list(args)  # type: ignore[assignment]  # a mutable copy of the positional args
-            args[prng_argnum] = jax.random.split(args[prng_argnum], size)  # type: ignore[index]  # (a list now)
+            # (a list now)
+            args[prng_argnum] = jax.random.split(args[prng_argnum], size)  # type: ignore[index]
             axes[prng_argnum] = 0
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
 
         def clipped(batch: Any, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
             grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
-                params, batch, *args)
+                params, batch, *args
+            )
             norms = _global_norms(grads)
             roundings = norm_roundings([np.shape(g) for g in jax.tree_util.tree_leaves(grads)])
             scale = clip_factors(norms * rounding_pad(roundings), clip, weights)
-            return jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads), norms, aux
+            return (
+                jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads),
+                norms,
+                aux,
+            )
 
         if microbatch_size is None or microbatch_size >= size:
             summed, norms, aux = clipped(batch, weights, *args)
         else:
-            summed, norms, aux = _microbatched(clipped, microbatch_size, size, batch, weights, args, axes)
+            summed, norms, aux = _microbatched(
+                clipped, microbatch_size, size, batch, weights, args, axes
+            )
         return ClippedGrad(summed, norms, aux if has_aux else None)
 
     return grad_fn
 
 
-def _microbatched(clipped: Callable[..., tuple[Params, Array, Any]], m: int, size: int, batch: Any,
-                  weights: Array | None, args: Any, axes: list[int | None]) -> tuple[Params, Array, Any]:
+def _microbatched(
+    clipped: Callable[..., tuple[Params, Array, Any]],
+    m: int,
+    size: int,
+    batch: Any,
+    weights: Array | None,
+    args: Any,
+    axes: list[int | None],
+) -> tuple[Params, Array, Any]:
     """``clipped`` over ``ceil(size/m)`` microbatches of ``m`` examples in a ``lax.scan``, summing
     the clipped sums; padded slots (to a multiple of ``m``) are masked, and a microbatch whose mask
     is all 0 is skipped (``lax.cond``). Norms (and aux) come back for the ``size`` slots; a skipped
@@ -317,22 +360,43 @@ def _microbatched(clipped: Callable[..., tuple[Params, Array, Any]], m: int, siz
     count = -(-size // m)
     extra = count * m - size
     mask = jnp.ones((size,), jnp.float32) if weights is None else weights
-    split = lambda a: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1)).reshape(count, m, *a.shape[1:])  # noqa: E731
-    # Padding rows repeat the batch's first example (real data, so no NaN or domain error), masked 0.
-    pad_rows = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (extra, *a.shape[1:]))]) if extra else a  # noqa: E731
-    micro_batch = jax.tree_util.tree_map(lambda a: pad_rows(jnp.asarray(a)).reshape(count, m, *np.shape(a)[1:]), batch)
+
+    def split(a):
+        return jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1)).reshape(count, m, *a.shape[1:])
+
+    # Padding rows repeat the batch's first example (real data, so no NaN or domain error),
+    # masked 0.
+    def pad_rows(a):
+        if not extra:
+            return a
+        return jnp.concatenate([a, jnp.broadcast_to(a[:1], (extra, *a.shape[1:]))])
+
+    micro_batch = jax.tree_util.tree_map(
+        lambda a: pad_rows(jnp.asarray(a)).reshape(count, m, *np.shape(a)[1:]), batch
+    )
     micro_mask = split(mask)
-    micro_args = [pad_rows(a).reshape(count, m, *a.shape[1:]) if axis == 0 else a for a, axis in zip(args, axes)]
-    shapes = jax.eval_shape(lambda b, w, *a: clipped(b, w, *a), jax.tree_util.tree_map(lambda a: a[0], micro_batch),
-                            micro_mask[0], *[a[0] if axis == 0 else a for a, axis in zip(micro_args, axes)])
+    micro_args = [
+        pad_rows(a).reshape(count, m, *a.shape[1:]) if axis == 0 else a
+        for a, axis in zip(args, axes)
+    ]
+    shapes = jax.eval_shape(
+        lambda b, w, *a: clipped(b, w, *a),
+        jax.tree_util.tree_map(lambda a: a[0], micro_batch),
+        micro_mask[0],
+        *[a[0] if axis == 0 else a for a, axis in zip(micro_args, axes)],
+    )
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-    def body(total: Params, chunk: tuple[Any, Array, list[Any]]) -> tuple[Params, tuple[Array, Any]]:
+    def body(
+        total: Params, chunk: tuple[Any, Array, list[Any]]
+    ) -> tuple[Params, tuple[Array, Any]]:
         part, w, part_args = chunk
         full = [a if axis == 0 else b for a, b, axis in zip(part_args, args, axes)]
         summed, norms, aux = jax.lax.cond(
-            jnp.any(w > 0), lambda: clipped(part, w, *full),
-            lambda: (zeros[0], jnp.zeros((m,), jnp.float32), zeros[2]))
+            jnp.any(w > 0),
+            lambda: clipped(part, w, *full),
+            lambda: (zeros[0], jnp.zeros((m,), jnp.float32), zeros[2]),
+        )
         return jax.tree_util.tree_map(jnp.add, total, summed), (norms, aux)
 
     scanned_args = [a if axis == 0 else jnp.zeros((count,)) for a, axis in zip(micro_args, axes)]
@@ -358,8 +422,8 @@ def per_example_grads(model: Model, params: Params, x: Array, y: Array) -> Param
 # row that overflowed (its norm is above ~1.8e19). The fallback sits behind a ``lax.cond`` on
 # "some row overflowed", so an unbatched run (``train``) only pays for the plain sum; under
 # ``vmap`` with a batched batch (sweeps over seeds) the cond becomes a select and both sums run.
-_DOWN = 2.0 ** -100
-_UP = 2.0 ** 100
+_DOWN = 2.0**-100
+_UP = 2.0**100
 
 
 def _safe_norms(sq_norms: Callable[[float], Array]) -> Array:
@@ -378,17 +442,25 @@ def _global_norms(tree: Params) -> Array:
     """Per-example global L2 norms over every leaf (leading batch axis), overflow-safe; the squares
     are summed pairwise within and across leaves (:func:`norm_roundings` bounds the roundings)."""
     leaves = [g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)]
-    return _safe_norms(lambda c: _pairwise_list_sum([pairwise_row_sum(jnp.square(c * g)) for g in leaves]))
+    return _safe_norms(
+        lambda c: _pairwise_list_sum([pairwise_row_sum(jnp.square(c * g)) for g in leaves])
+    )
 
 
 def _clipped_sum_vmap(
-    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
+    model: Model,
+    params: Params,
+    x: Array,
+    y: Array,
+    clip_norm: Array,
+    mask: Array | None = None,
     microbatch_size: int | None = None,
 ) -> tuple[Params, Array]:
     """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
     per-example norms before clipping)."""
     out = clipped_grad(_model_loss(model), l2_clip_norm=clip_norm, microbatch_size=microbatch_size)(
-        params, (x, y), mask=mask)
+        params, (x, y), mask=mask
+    )
     return out.grad, out.norms
 
 
@@ -398,12 +470,18 @@ def _feature_norms(x: Array, bias: bool) -> Array:
 
 
 def _clipped_sum_fast(
-    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None = None,
+    model: Model,
+    params: Params,
+    x: Array,
+    y: Array,
+    clip_norm: Array,
+    mask: Array | None = None,
 ) -> tuple[Params, Array]:
     """GLM path: norms as products of norms, the clipped sum as one matrix product."""
     if not model.has_fast_path:
         raise ValueError(f"model {model.name!r} has no fast clipping path; use the vmap path")
-    residual = model.residual(params, x, y)  # type: ignore[misc]  # (b, k); has_fast_path checked above
+    # (b, k); has_fast_path checked above
+    residual = model.residual(params, x, y)  # type: ignore[misc]
     r_norm = jnp.linalg.norm(residual, axis=1)
     norms = _feature_norms(x, "b" in params) * r_norm
     # The realised contribution x_i ⊗ (c_i r_i): d (+1) squares, k squares, two more roundings.
@@ -416,51 +494,80 @@ def _clipped_sum_fast(
 
 
 def _grad_sum_unclipped(
-    model: Model, params: Params, x: Array, y: Array, mask: Array | None = None, key: Array | None = None,
+    model: Model,
+    params: Params,
+    x: Array,
+    y: Array,
+    mask: Array | None = None,
+    key: Array | None = None,
 ) -> tuple[Params, Array]:
     """``method="none"``: the plain gradient of the (masked) loss sum, without per-example
     gradients (for unclipped runs of any model, e.g. CorrDP-SGD's networks). Norms are NaN: they
     are not computed."""
 
     def total(p):
-        losses = model.per_example_loss(p, x, y, key=key) if model.stochastic and key is not None else \
-            model.per_example_loss(p, x, y)
+        losses = (
+            model.per_example_loss(p, x, y, key=key)
+            if model.stochastic and key is not None
+            else model.per_example_loss(p, x, y)
+        )
         return jnp.sum(losses if mask is None else losses * mask)
 
     return jax.grad(total)(params), jnp.full((x.shape[0],), jnp.nan, jnp.float32)
 
 
-def _model_clipped_grad(model: Model, l2_clip_norm: Any, method: str, microbatch_size: int | None = None
-                        ) -> Callable[..., ClippedGrad]:
+def _model_clipped_grad(
+    model: Model, l2_clip_norm: Any, method: str, microbatch_size: int | None = None
+) -> Callable[..., ClippedGrad]:
     """:func:`clipped_grad` of a Model on ``(x, y)`` batches: the GLM fast path when the model has
     one (``method="auto"``), otherwise the general path (in microbatches of ``microbatch_size``:
     the fast path and ``"none"`` hold no per-example gradients, so they ignore it); ``"none"``:
     unclipped."""
     if method == "none":
-        if not isinstance(l2_clip_norm, jax.core.Tracer) and np.any(np.isfinite(np.asarray(l2_clip_norm, np.float64))):
-            raise ValueError(f"method='none' clips nothing: l2_clip_norm must be inf, got {l2_clip_norm!r}")
+        if not isinstance(l2_clip_norm, jax.core.Tracer) and np.any(
+            np.isfinite(np.asarray(l2_clip_norm, np.float64))
+        ):
+            raise ValueError(
+                f"method='none' clips nothing: l2_clip_norm must be inf, got {l2_clip_norm!r}"
+            )
     else:
         _check_clip_norm(l2_clip_norm)
     use_fast = method == "fast" or (method == "auto" and model.has_fast_path)
     if method == "fast" and not model.has_fast_path:
         raise ValueError(f"model {model.name!r} has no fast clipping path; use method='vmap'")
 
-    def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None, key: Array | None = None
-                ) -> ClippedGrad:
+    def grad_fn(
+        params: Params,
+        batch: tuple[Array, Array],
+        mask: Array | None = None,
+        key: Array | None = None,
+    ) -> ClippedGrad:
         x, y = batch
         weights = _checked_mask(mask, batch_size_of(batch))
         if method == "none":
             grad, norms = _grad_sum_unclipped(model, params, x, y, weights, key)
-        elif model.stochastic and key is not None:  # each example its own key (e.g. its dropout mask)
+        elif (
+            model.stochastic and key is not None
+        ):  # each example its own key (e.g. its dropout mask)
             loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
-            out = clipped_grad(loss, l2_clip_norm=l2_clip_norm, prng_argnum=0, microbatch_size=microbatch_size)(
-                params, (x, y), key, mask=weights)
+            out = clipped_grad(
+                loss, l2_clip_norm=l2_clip_norm, prng_argnum=0, microbatch_size=microbatch_size
+            )(params, (x, y), key, mask=weights)
             grad, norms = out.grad, out.norms
         elif use_fast:
-            grad, norms = _clipped_sum_fast(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights)
+            grad, norms = _clipped_sum_fast(
+                model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights
+            )
         else:
-            grad, norms = _clipped_sum_vmap(model, params, x, y, jnp.asarray(l2_clip_norm, jnp.float32), weights,
-                                            microbatch_size)
+            grad, norms = _clipped_sum_vmap(
+                model,
+                params,
+                x,
+                y,
+                jnp.asarray(l2_clip_norm, jnp.float32),
+                weights,
+                microbatch_size,
+            )
         return ClippedGrad(grad, norms)
 
     return grad_fn

@@ -74,8 +74,14 @@ class Extension:
     #: The mechanism hooks it overrides and vouches keep the plan's guarantee (module docstring).
     vouches: ClassVar[tuple[str, ...]] = ()
 
-    def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
-              num_features: int | None) -> set[int]:
+    def check(
+        self,
+        values: Mapping[str, Any],
+        params: Params,
+        *,
+        swept: Collection[str],
+        num_features: int | None,
+    ) -> set[int]:
         """Host-side checks of this extension's ``values`` (``{field: value}``, defaults filled in);
         raise ValueError naming the field. Fields in ``swept`` carry a leading grid axis (every
         grid value must be checked); return the set of those axes' lengths."""
@@ -89,8 +95,10 @@ class Extension:
         is 1 for an extension without privacy fields and a refusal otherwise (override it)."""
         del values
         if any(spec.privacy for spec in self.fields.values()):
-            raise ValueError(f"{type(self).__name__} declares privacy fields but not how a plan's account covers "
-                             "them (noise_factor): it cannot run in a private plan")
+            raise ValueError(
+                f"{type(self).__name__} declares privacy fields but not how a plan's account covers"
+                " them (noise_factor): it cannot run in a private plan"
+            )
         return 1.0
 
     def fixed_events(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -105,46 +113,63 @@ class Extension:
         del values
         return model
 
-    def clipped_grad(self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str
-                     ) -> Callable[..., Any] | None:
+    def clipped_grad(
+        self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str
+    ) -> Callable[..., Any] | None:
         """A ``grad_fn(params, (x, y), mask=None) -> ClippedGrad`` replacing the core's
         :func:`dpprep.clipping.clipped_grad` of :meth:`model` (None: the core's)."""
         del model, values, l2_clip_norm, method
         return None
 
-    def privatizer(self, values: Mapping[str, Any], **options: Any) -> optax.GradientTransformation | None:
+    def privatizer(
+        self, values: Mapping[str, Any], **options: Any
+    ) -> optax.GradientTransformation | None:
         """A privatizer replacing the core's (None: the core's). ``options`` are the core
-        privatizer's: ``key``, ``l2_clip_norm``, ``noise_multiplier`` and ``normalize_by``; its noise
+        privatizer's: ``key``, ``l2_clip_norm``, ``noise_multiplier`` and ``normalize_by``; its
+        noise
         must be what :meth:`noise_factor` says (:func:`dpprep.noise.privatizer` with scales)."""
         del values, options
         return None
 
-    def wrap(self, tx: optax.GradientTransformation, values: Mapping[str, Any]) -> optax.GradientTransformation:
+    def wrap(
+        self, tx: optax.GradientTransformation, values: Mapping[str, Any]
+    ) -> optax.GradientTransformation:
         """The update transformation with this extension around it (default: unchanged)."""
         del values
         return tx
 
 
-def field_specs(extensions: Sequence[Extension], reserved: Collection[str] = ()) -> dict[str, tuple[Extension, Field]]:
+def field_specs(
+    extensions: Sequence[Extension], reserved: Collection[str] = ()
+) -> dict[str, tuple[Extension, Field]]:
     """``{field name: (extension, Field)}`` of ``extensions``; ValueError when two extensions (or an
-    extension and a core field in ``reserved``) declare the same name, or an entry is no Extension."""
+    extension and a core field in ``reserved``) declare the same name, or an entry is no Extension.
+    """
     out: dict[str, tuple[Extension, Field]] = {}
     for ext in extensions:
         if not isinstance(ext, Extension):
-            raise TypeError(f"extensions must be dpprep.extensions.Extension objects, got {type(ext).__name__}")
+            raise TypeError(
+                f"extensions must be dpprep.extensions.Extension objects, got {type(ext).__name__}"
+            )
         params = getattr(type(ext), "__dataclass_params__", None)
         if params is None or not params.frozen:
-            raise TypeError(f"extension {type(ext).__name__} must be a frozen dataclass "
-                            "(@dataclasses.dataclass(frozen=True)): its options are part of the compilation key")
+            raise TypeError(
+                f"extension {type(ext).__name__} must be a frozen dataclass "
+                "(@dataclasses.dataclass(frozen=True)): its options are part of the compilation key"
+            )
         for name, spec in ext.fields.items():
             if name in out or name in reserved:
-                raise ValueError(f"field {name!r} is declared twice (by {type(ext).__name__} and "
-                                 f"{type(out[name][0]).__name__ if name in out else 'the core Hyper'})")
+                raise ValueError(
+                    f"field {name!r} is declared twice (by {type(ext).__name__} and "
+                    f"{type(out[name][0]).__name__ if name in out else 'the core Hyper'})"
+                )
             out[name] = (ext, spec)
     return out
 
 
-def per_point(extension: Extension, values: Mapping[str, Any], swept: Collection[str]) -> list[Mapping[str, Any]]:
+def per_point(
+    extension: Extension, values: Mapping[str, Any], swept: Collection[str]
+) -> list[Mapping[str, Any]]:
     """The extension's values of each point (one mapping when nothing of it is swept): fields in
     ``swept`` carry the grid axis (every leaf of a pytree field)."""
     import jax
@@ -152,10 +177,21 @@ def per_point(extension: Extension, values: Mapping[str, Any], swept: Collection
 
     if not swept:
         return [values]
-    count = {int(np.shape(leaf)[0]) for name in swept for leaf in jax.tree_util.tree_leaves(values[name])}
+    count = {
+        int(np.shape(leaf)[0]) for name in swept for leaf in jax.tree_util.tree_leaves(values[name])
+    }
     size = count.pop() if len(count) == 1 else 0
-    return [{name: (jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[i], value) if name in swept else value)
-             for name, value in values.items()} for i in range(size)]
+    return [
+        {
+            name: (
+                jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[i], value)
+                if name in swept
+                else value
+            )
+            for name, value in values.items()
+        }
+        for i in range(size)
+    ]
 
 
 #: The hooks that replace part of the private mechanism.
@@ -163,8 +199,13 @@ MECHANISM_HOOKS = ("clipped_grad", "privatizer", "wrap")
 
 
 def unvouched_hooks(extension: Extension) -> list[str]:
-    """The mechanism hooks ``extension`` overrides without vouching for them (refused in private plans)."""
-    overridden = [hook for hook in MECHANISM_HOOKS if getattr(type(extension), hook) is not getattr(Extension, hook)]
+    """The mechanism hooks ``extension`` overrides without vouching for them (refused in private
+    plans)."""
+    overridden = [
+        hook
+        for hook in MECHANISM_HOOKS
+        if getattr(type(extension), hook) is not getattr(Extension, hook)
+    ]
     return [hook for hook in overridden if hook not in extension.vouches]
 
 
@@ -179,5 +220,7 @@ def the_one(extensions: Sequence[Extension], hook: str, call: Callable[[Extensio
     than one is an error (which of two clipped sums or privatizers would be meant?)."""
     found = [(ext, out) for ext in extensions if (out := call(ext)) is not None]
     if len(found) > 1:
-        raise ValueError(f"more than one extension provides {hook}: {[type(e).__name__ for e, _ in found]}")
+        raise ValueError(
+            f"more than one extension provides {hook}: {[type(e).__name__ for e, _ in found]}"
+        )
     return found[0][1] if found else None

@@ -14,7 +14,8 @@ columns masked out), in one compiled call:
 >>> plan = DPPlan.create("full", 3, steps=5, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5)
 >>> config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
 >>> x, y = np.array([[1.0, 2.0], [3.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0, 1.0])
->>> out = sweeps.sweep_points(config, model.init(None), (x, y), jax.random.split(jax.random.key(0), 2),
+>>> keys = jax.random.split(jax.random.key(0), 2)
+>>> out = sweeps.sweep_points(config, model.init(None), (x, y), keys,
 ...                           {"feature_shift": np.array([[0.0, 0.0], [1.0, 1.0]])})
 >>> out.params["w"].shape                                       # (seeds, points, d, 1)
 (2, 2, 2, 1)
@@ -49,7 +50,8 @@ from dpprep.validation import check_finite_array
 
 
 def affine_features(x: Array, scale: Array | None = None, shift: Array | None = None) -> Array:
-    """``scale ⊙ x − shift`` (``scale``: scalar or ``(d,)``; ``shift``: ``(d,)``; None: identity)."""
+    """``scale ⊙ x − shift`` (``scale``: scalar or ``(d,)``; ``shift``: ``(d,)``; None:
+    identity)."""
     out = x if scale is None else x * scale
     return out if shift is None else out - shift
 
@@ -74,8 +76,14 @@ def glm_params_for_raw_features(params: Params, scale: Array | None, shift: Arra
     return out
 
 
-def apply_transformed(model: Model, params: Params, x: Array, scale: Array | None = None,
-                      shift: Array | None = None, **kw: Any) -> Array:
+def apply_transformed(
+    model: Model,
+    params: Params,
+    x: Array,
+    scale: Array | None = None,
+    shift: Array | None = None,
+    **kw: Any,
+) -> Array:
     """``model.apply(params, scale ⊙ x − shift)``, without forming the transformed ``x`` for GLMs
     (``kw``: a stochastic model's ``key``)."""
     if scale is None and shift is None:
@@ -85,8 +93,15 @@ def apply_transformed(model: Model, params: Params, x: Array, scale: Array | Non
     return model.apply(params, affine_features(x, scale, shift), **kw)
 
 
-def per_example_loss_transformed(model: Model, params: Params, x: Array, y: Array,
-                                 scale: Array | None = None, shift: Array | None = None, **kw: Any) -> Array:
+def per_example_loss_transformed(
+    model: Model,
+    params: Params,
+    x: Array,
+    y: Array,
+    scale: Array | None = None,
+    shift: Array | None = None,
+    **kw: Any,
+) -> Array:
     """``model.per_example_loss`` on ``scale ⊙ x − shift`` (GLMs: on raw ``x``, see above)."""
     if scale is None and shift is None:
         return model.per_example_loss(params, x, y, **kw)
@@ -95,7 +110,9 @@ def per_example_loss_transformed(model: Model, params: Params, x: Array, y: Arra
     return model.per_example_loss(params, affine_features(x, scale, shift), y, **kw)
 
 
-def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None, bias: bool) -> Array:
+def transformed_feature_norms(
+    x: Array, scale: Array | None, shift: Array | None, bias: bool
+) -> Array:
     """``sqrt(||scale ⊙ x_i − shift||² + bias)`` per row, from the raw rows, with every term
     divided by ``max(m_i, M)²`` (``m_i = max(1, max_j |x_ij|)``, ``M = max(1, max_j |shift_j|)``)
     so that squares cannot overflow.
@@ -108,8 +125,8 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
     result is never below the true norm (it over-clips rows near the shift by at most about
     ``(d + 8)·2⁻²³`` of the terms' size); the products run at full float32 precision so that the
     bound holds on every backend. So is the rounding of the contribution the fast path then forms,
-    ``(scale ⊙ x_i)·c − shift·c`` (at most ``3u(‖scale ⊙ x_i‖ + ‖shift‖)`` per unit of ``c``), so that
-    clipping by this norm leaves every contribution within the bound."""
+    ``(scale ⊙ x_i)·c − shift·c`` (at most ``3u(‖scale ⊙ x_i‖ + ‖shift‖)`` per unit of ``c``), so
+    that clipping by this norm leaves every contribution within the bound."""
     highest = jax.lax.Precision.HIGHEST
     # Per-row scale m (from the batch alone: shared by every point of a sweep) and, with a shift,
     # per-point scale M of the shift; every term is divided by R² = max(m, M)² before summing.
@@ -119,7 +136,11 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
         sq = jnp.sum(u * u, axis=1)
     else:
         s = jnp.asarray(scale, jnp.float32)
-        sq = jnp.sum(u * u, axis=1) * s * s if s.ndim == 0 else jnp.matmul(u * u, s * s, precision=highest)
+        sq = (
+            jnp.sum(u * u, axis=1) * s * s
+            if s.ndim == 0
+            else jnp.matmul(u * u, s * s, precision=highest)
+        )
     if shift is None:
         r = m
         sq = sq + (1.0 / (m * m) if bias else 0.0)
@@ -134,16 +155,30 @@ def transformed_feature_norms(x: Array, scale: Array | None, shift: Array | None
         x_sq = sq * a * a
         cross = 2.0 * a * b * jnp.matmul(u, v, precision=highest)
         size = x_sq + 2.0 * a * b * jnp.matmul(jnp.abs(u), jnp.abs(v), precision=highest) + mu_sq
-        sq = x_sq - cross + mu_sq + (x.shape[1] + 8) * 2.0**-23 * size + (1.0 / (r * r) if bias else 0.0)
+        sq = (
+            x_sq
+            - cross
+            + mu_sq
+            + (x.shape[1] + 8) * 2.0**-23 * size
+            + (1.0 / (r * r) if bias else 0.0)
+        )
         # The contribution (scale ⊙ x_i)·c − shift·c is formed by the expansion too: its float32
         # error, up to 3u(‖scale ⊙ x_i‖ + ‖shift‖)·|c|, is added to the norm it is clipped by.
-        return r * (jnp.sqrt(jnp.maximum(sq, 0.0)) + 4 * 2.0**-24 * (jnp.sqrt(x_sq) + jnp.sqrt(mu_sq)))
+        return r * (
+            jnp.sqrt(jnp.maximum(sq, 0.0)) + 4 * 2.0**-24 * (jnp.sqrt(x_sq) + jnp.sqrt(mu_sq))
+        )
     return r * jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
 def _clipped_sum_fast(
-    model: Model, params: Params, x: Array, y: Array, clip_norm: Array, mask: Array | None,
-    scale: Array | None, shift: Array | None,
+    model: Model,
+    params: Params,
+    x: Array,
+    y: Array,
+    clip_norm: Array,
+    mask: Array | None,
+    scale: Array | None,
+    shift: Array | None,
 ) -> tuple[Params, Array]:
     """The GLM fast path on ``scale ⊙ x − shift``: norms from :func:`transformed_feature_norms`,
     the clipped sum as one matrix product on the raw batch plus rank-1 corrections. Returns
@@ -183,8 +218,14 @@ class AffineFeatures(Extension):
 
     fields: ClassVar[Mapping[str, Field]] = {"feature_scale": Field(), "feature_shift": Field()}
 
-    def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
-              num_features: int | None) -> set[int]:
+    def check(
+        self,
+        values: Mapping[str, Any],
+        params: Params,
+        *,
+        swept: Collection[str],
+        num_features: int | None,
+    ) -> set[int]:
         lengths = set()
         for name, ndims in (("feature_scale", (0, 1)), ("feature_shift", (1,))):
             value = values[name]
@@ -196,13 +237,19 @@ class AffineFeatures(Extension):
             arr = check_finite_array(arr.astype(np.float64), name)
             if name in swept:
                 if arr.ndim == 0 or arr.shape[0] == 0:
-                    raise ValueError(f"{name} values need a non-empty leading (grid) axis, got shape {arr.shape}")
+                    raise ValueError(
+                        f"{name} values need a non-empty leading (grid) axis, got shape {arr.shape}"
+                    )
                 lengths.add(arr.shape[0])
                 arr = arr[0]
-            if arr.ndim not in ndims or (arr.ndim == 1 and num_features is not None and arr.shape[0] != num_features):
+            if arr.ndim not in ndims or (
+                arr.ndim == 1 and num_features is not None and arr.shape[0] != num_features
+            ):
                 want = "a scalar or " if 0 in ndims else ""
-                raise ValueError(f"{name} must be {want}a vector of the {num_features or 'd'} features, "
-                                 f"got shape {arr.shape}")
+                raise ValueError(
+                    f"{name} must be {want}a vector of the {num_features or 'd'} features, "
+                    f"got shape {arr.shape}"
+                )
         return lengths
 
     def model(self, model: Model, values: Mapping[str, Any]) -> Model:
@@ -210,24 +257,36 @@ class AffineFeatures(Extension):
         if scale is None and shift is None:
             return model
         return dataclasses.replace(
-            model, apply=lambda params, x, **kw: apply_transformed(model, params, x, scale, shift, **kw),
-            per_example_loss=lambda params, x, y, **kw: per_example_loss_transformed(model, params, x, y, scale, shift,
-                                                                                     **kw),
-            residual=None, spec=None)
+            model,
+            apply=lambda params, x, **kw: apply_transformed(model, params, x, scale, shift, **kw),
+            per_example_loss=lambda params, x, y, **kw: per_example_loss_transformed(
+                model, params, x, y, scale, shift, **kw
+            ),
+            residual=None,
+            spec=None,
+        )
 
-    def clipped_grad(self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str):
+    def clipped_grad(
+        self, model: Model, values: Mapping[str, Any], *, l2_clip_norm: Array, method: str
+    ):
         scale, shift = values["feature_scale"], values["feature_shift"]
         if (scale is None and shift is None) or method == "none":
             return None  # the core's, on model(): the plain gradient of the transformed loss
         fast = method == "fast" or (method == "auto" and model.has_fast_path)
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
 
-        def grad_fn(params: Params, batch: tuple[Array, Array], mask: Array | None = None,
-                    key: Array | None = None) -> clipping.ClippedGrad:
+        def grad_fn(
+            params: Params,
+            batch: tuple[Array, Array],
+            mask: Array | None = None,
+            key: Array | None = None,
+        ) -> clipping.ClippedGrad:
             x, y = batch
             if fast:
                 weights = clipping._checked_mask(mask, x.shape[0])
-                return clipping.ClippedGrad(*_clipped_sum_fast(model, params, x, y, clip, weights, scale, shift))
+                return clipping.ClippedGrad(
+                    *_clipped_sum_fast(model, params, x, y, clip, weights, scale, shift)
+                )
             inner = clipping.clipped_grad(model, l2_clip_norm=clip, method="vmap")
             return inner(params, (affine_features(x, scale, shift), y), mask=mask, key=key)
 

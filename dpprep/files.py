@@ -35,15 +35,20 @@ def code_text(source: bytes) -> bytes:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 # A body cannot be empty: a docstring-only body becomes ``pass`` (same behaviour).
                 node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree, annotate_fields=True, include_attributes=False).encode()
 
 
 def tree_digest(root: Path | str, sources: Iterable[str]) -> str:
-    """sha256 over the ``.py`` files of ``sources`` under ``root`` (each a file, or a folder searched
+    """sha256 over the ``.py`` files of ``sources`` under ``root`` (each a file, or a folder
+    searched
     recursively; missing ones skipped): relative path and :func:`code_text` only (no absolute
     paths, mtimes, docstrings, comments or layout), so a fresh clone of the same commit gets the
     same digest and a documentation edit keeps cached results valid."""
@@ -51,8 +56,13 @@ def tree_digest(root: Path | str, sources: Iterable[str]) -> str:
     files = sorted(
         (path.relative_to(root).as_posix(), path)
         for source in sources
-        for path in ((root / source).rglob("*.py") if (root / source).is_dir()
-                     else [root / source] if (root / source).is_file() else [])
+        for path in (
+            (root / source).rglob("*.py")
+            if (root / source).is_dir()
+            else [root / source]
+            if (root / source).is_file()
+            else []
+        )
     )
     digest = hashlib.sha256()
     for relpath, path in files:
@@ -67,7 +77,8 @@ def umask_mode() -> int:
     would briefly give other threads' files a mask of 0."""
     try:
         status = Path("/proc/self/status").read_text()
-        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)  # type: ignore[index]  # no match: TypeError, caught
+        # no match: TypeError, caught
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.M)[1], 8)  # type: ignore[index]
     except (OSError, TypeError):
         mask = os.umask(0)
         os.umask(mask)

@@ -51,22 +51,36 @@ LOSSES: dict[str, tuple[Callable[[Array, Array], Array], str, str, bool]] = {
 }
 
 
-def from_init_apply(init: Callable[[Array], Params], apply: Callable[..., Array], *,
-                    loss: Loss, name: str = "custom", task: str = "classification", stochastic: bool = False) -> Model:
+def from_init_apply(
+    init: Callable[[Array], Params],
+    apply: Callable[..., Array],
+    *,
+    loss: Loss,
+    name: str = "custom",
+    task: str = "classification",
+    stochastic: bool = False,
+) -> Model:
     """A :class:`~dpprep.models.Model` from ``init(key) -> params`` and a batched
     ``apply(params, x) -> outputs`` (``stochastic``: ``apply(params, x, key=None)``, deterministic
     at ``key=None``). ``loss``: a name in :data:`LOSSES` or a callable ``loss(outputs, y) -> (b,)``
     (then ``task`` says whether accuracy applies and ``y`` is only checked for finiteness)."""
     if not callable(init) or not callable(apply):
-        raise TypeError("init and apply must be callables: init(key) -> params, apply(params, x) -> outputs")
+        raise TypeError(
+            "init and apply must be callables: init(key) -> params, apply(params, x) -> outputs"
+        )
     if isinstance(loss, str):
         if loss not in LOSSES:
-            raise ValueError(f"loss must be one of {sorted(LOSSES)} or a callable (outputs, y) -> (b,), got {loss!r}")
+            raise ValueError(
+                f"loss must be one of {sorted(LOSSES)} or a callable (outputs, y) -> (b,), got"
+                f" {loss!r}"
+            )
         fn, target, task, flatten = LOSSES[loss]
     elif callable(loss):
         fn, target, flatten = loss, None, False
     else:
-        raise TypeError(f"loss must be one of {sorted(LOSSES)} or a callable, got {type(loss).__name__}")
+        raise TypeError(
+            f"loss must be one of {sorted(LOSSES)} or a callable, got {type(loss).__name__}"
+        )
 
     def batched(params: Params, x: Array, **kw: Any) -> Array:
         out = apply(params, x, **kw)
@@ -75,11 +89,20 @@ def from_init_apply(init: Callable[[Array], Params], apply: Callable[..., Array]
     def per_example_loss(params: Params, x: Array, y: Array, **kw: Any) -> Array:
         return fn(batched(params, x, **kw), y)
 
-    return Model(name, init, batched, per_example_loss, task=task, target=target, stochastic=stochastic)
+    return Model(
+        name, init, batched, per_example_loss, task=task, target=target, stochastic=stochastic
+    )
 
 
-def from_flax_linen(module: Any, example_x: Any, *, loss: Loss, name: str | None = None,
-                    rngs: tuple[str, ...] = (), train_kwarg: str | None = None) -> Model:
+def from_flax_linen(
+    module: Any,
+    example_x: Any,
+    *,
+    loss: Loss,
+    name: str | None = None,
+    rngs: tuple[str, ...] = (),
+    train_kwarg: str | None = None,
+) -> Model:
     """A flax.linen ``module`` (``module.init(key, x)["params"]``, ``module.apply({"params": p},
     x)``); ``example_x`` is a batch (or one example with its leading axis) that fixes the input
     shape. Modules with collections other than ``params`` (e.g. ``batch_stats``) are refused.
@@ -88,14 +111,21 @@ def from_flax_linen(module: Any, example_x: Any, *, loss: Loss, name: str | None
     ``train_kwarg`` its training flag (e.g. ``"train"``): training calls ``apply(..., train=True,
     rngs={"dropout": key})``, evaluation ``apply(..., train=False)``."""
     if bool(rngs) != (train_kwarg is not None):
-        raise ValueError("give rngs (the module's random collections) and train_kwarg (its training flag) together")
+        raise ValueError(
+            "give rngs (the module's random collections) and train_kwarg (its training flag)"
+            " together"
+        )
     sample = jnp.asarray(example_x)[:1]
     flag = {train_kwarg: False} if train_kwarg is not None else {}
-    collections = jax.eval_shape(lambda key, xs: module.init(key, xs, **flag), jax.random.key(0), sample)
+    collections = jax.eval_shape(
+        lambda key, xs: module.init(key, xs, **flag), jax.random.key(0), sample
+    )
     extra = sorted(set(collections) - {"params"})
     if extra:
-        raise ValueError(f"linen module has mutable collections {extra}; per-example clipping needs a "
-                         "module whose only variables are 'params' (batch statistics mix examples)")
+        raise ValueError(
+            f"linen module has mutable collections {extra}; per-example clipping needs a "
+            "module whose only variables are 'params' (batch statistics mix examples)"
+        )
 
     def init(key: Array) -> Params:
         return module.init(key, sample, **flag)["params"]
@@ -106,7 +136,9 @@ def from_flax_linen(module: Any, example_x: Any, *, loss: Loss, name: str | None
         keys = dict(zip(rngs, jax.random.split(key, len(rngs))))
         return module.apply({"params": params}, x, **{train_kwarg: True}, rngs=keys)
 
-    return from_init_apply(init, apply, loss=loss, name=name or type(module).__name__, stochastic=bool(rngs))
+    return from_init_apply(
+        init, apply, loss=loss, name=name or type(module).__name__, stochastic=bool(rngs)
+    )
 
 
 def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
@@ -119,10 +151,13 @@ def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
     ``nnx.BatchStat`` variables are refused (batch statistics mix examples)."""
     from flax import nnx
 
-    graphdef, params, rest = nnx.split(module, nnx.Param, ...)  # type: ignore[misc]  # two filters: three parts
+    # two filters: three parts
+    graphdef, params, rest = nnx.split(module, nnx.Param, ...)  # type: ignore[misc]
     if jax.tree_util.tree_leaves(nnx.state(module, nnx.BatchStat)):
-        raise ValueError("nnx module has BatchStat variables (batch norm); per-example clipping needs a "
-                         "module whose outputs for one example do not depend on the others")
+        raise ValueError(
+            "nnx module has BatchStat variables (batch norm); per-example clipping needs a "
+            "module whose outputs for one example do not depend on the others"
+        )
     stochastic = bool(jax.tree_util.tree_leaves(nnx.state(module, nnx.RngState)))
 
     def apply(p: Params, x: Array, key: Array | None = None) -> Array:
@@ -139,7 +174,9 @@ def from_flax_nnx(module: Any, *, loss: Loss, name: str | None = None) -> Model:
         del key  # nnx modules are initialised when built
         return params
 
-    return from_init_apply(init, apply, loss=loss, name=name or type(module).__name__, stochastic=stochastic)
+    return from_init_apply(
+        init, apply, loss=loss, name=name or type(module).__name__, stochastic=stochastic
+    )
 
 
 def _rng_streams(nnx: Any, model: Any) -> list[str]:
@@ -161,16 +198,27 @@ def from_equinox(module: Any, *, loss: Loss, name: str | None = None) -> Model:
     import equinox as eqx
 
     layers = jax.tree_util.tree_leaves(module, is_leaf=lambda m: isinstance(m, eqx.Module))
-    stateful = sorted({type(m).__name__ for m in jax.tree_util.tree_leaves(
-        module, is_leaf=lambda m: isinstance(m, (eqx.nn.StateIndex, eqx.nn.BatchNorm)))
-        if isinstance(m, (eqx.nn.StateIndex, eqx.nn.BatchNorm))})
+    stateful = sorted(
+        {
+            type(m).__name__
+            for m in jax.tree_util.tree_leaves(
+                module, is_leaf=lambda m: isinstance(m, (eqx.nn.StateIndex, eqx.nn.BatchNorm))
+            )
+            if isinstance(m, (eqx.nn.StateIndex, eqx.nn.BatchNorm))
+        }
+    )
     if stateful:
-        raise ValueError(f"equinox module holds state ({', '.join(stateful)}): per-example clipping needs a module "
-                         "whose outputs for one example do not depend on the others or on state it updates "
-                         "(batch norm's statistics mix examples); use a stateless normalisation (e.g. LayerNorm)")
+        raise ValueError(
+            f"equinox module holds state ({', '.join(stateful)}): per-example clipping needs a"
+            " module whose outputs for one example do not depend on the others or on state it"
+            " updates (batch norm's statistics mix examples); use a stateless normalisation (e.g."
+            " LayerNorm)"
+        )
     del layers
-    stochastic = any(isinstance(m, eqx.nn.Dropout) for m in jax.tree_util.tree_leaves(
-        module, is_leaf=lambda m: isinstance(m, eqx.nn.Dropout)))
+    stochastic = any(
+        isinstance(m, eqx.nn.Dropout)
+        for m in jax.tree_util.tree_leaves(module, is_leaf=lambda m: isinstance(m, eqx.nn.Dropout))
+    )
     params, static = eqx.partition(module, eqx.is_inexact_array)
 
     def init(key: Array) -> Params:
@@ -185,4 +233,6 @@ def from_equinox(module: Any, *, loss: Loss, name: str | None = None) -> Model:
             return jax.vmap(eqx.nn.inference_mode(model))(x)
         return jax.vmap(lambda xi, ki: model(xi, key=ki))(x, jax.random.split(key, x.shape[0]))
 
-    return from_init_apply(init, apply, loss=loss, name=name or type(module).__name__, stochastic=stochastic)
+    return from_init_apply(
+        init, apply, loss=loss, name=name or type(module).__name__, stochastic=stochastic
+    )

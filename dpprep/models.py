@@ -51,7 +51,11 @@ def spec_factory(factory: _F) -> _F:
         model = factory(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        spec = (f"{factory.__module__}.{factory.__qualname__}", bound.args, tuple(sorted(bound.kwargs.items())))
+        spec = (
+            f"{factory.__module__}.{factory.__qualname__}",
+            bound.args,
+            tuple(sorted(bound.kwargs.items())),
+        )
         try:
             hash(spec)
         except TypeError:
@@ -104,8 +108,18 @@ class Model:
     def _identity(self) -> tuple[Any, ...]:
         if self.spec is not None:
             return ("spec", self.spec)
-        return ("functions", self.name, self.init, self.apply, self.per_example_loss, self.residual, self.regularizer,
-                self.task, self.target, self.stochastic)
+        return (
+            "functions",
+            self.name,
+            self.init,
+            self.apply,
+            self.per_example_loss,
+            self.residual,
+            self.regularizer,
+            self.task,
+            self.target,
+            self.stochastic,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Model) and self._identity() == other._identity()
@@ -129,7 +143,9 @@ class Model:
         return value
 
 
-def _glm_params(num_features: int, num_outputs: int, fit_intercept: bool) -> Callable[[Array], Params]:
+def _glm_params(
+    num_features: int, num_outputs: int, fit_intercept: bool
+) -> Callable[[Array], Params]:
     def init(key: Array) -> Params:
         del key  # GLMs start at θ = 0 (Hu et al., Wang et al.); the key keeps one init signature.
         params = {"w": jnp.zeros((num_features, num_outputs), jnp.float32)}
@@ -142,8 +158,10 @@ def _glm_params(num_features: int, num_outputs: int, fit_intercept: bool) -> Cal
 
 def _softmax_cross_entropy(logits: Array, y: Array) -> Array:
     """Per-example ``−log softmax(logits)[y]`` for integer labels ``y``."""
-    return jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(
-        logits, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return (
+        jax.nn.logsumexp(logits, axis=-1)
+        - jnp.take_along_axis(logits, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    )
 
 
 def _logistic_loss(z: Array, y: Array) -> Array:
@@ -157,7 +175,9 @@ def _logits(params: Params, x: Array) -> Array:
 
 
 @spec_factory
-def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: bool = True) -> Model:
+def linear_regression(
+    num_features: int, *, ridge: float = 0.0, fit_intercept: bool = True
+) -> Model:
     """Squared loss ``(y − θᵀx − b)²`` with optional ridge ``ridge·||w||²``; targets ``y`` float."""
     check_positive_int(num_features, "num_features")
     ridge = check_positive(ridge, "ridge", allow_zero=True)
@@ -172,8 +192,16 @@ def linear_regression(num_features: int, *, ridge: float = 0.0, fit_intercept: b
         return (2.0 * (apply(params, x) - y))[:, None]
 
     regularizer = (lambda params: ridge * jnp.sum(params["w"] ** 2)) if ridge > 0 else None
-    return Model("linear_regression", _glm_params(num_features, 1, fit_intercept), apply,
-                 per_example_loss, residual, regularizer, task="regression", target="real")
+    return Model(
+        "linear_regression",
+        _glm_params(num_features, 1, fit_intercept),
+        apply,
+        per_example_loss,
+        residual,
+        regularizer,
+        task="regression",
+        target="real",
+    )
 
 
 @spec_factory
@@ -190,8 +218,14 @@ def logistic_regression(num_features: int, *, fit_intercept: bool = True) -> Mod
     def residual(params, x, y):
         return (jax.nn.sigmoid(apply(params, x)) - y)[:, None]
 
-    return Model("logistic_regression", _glm_params(num_features, 1, fit_intercept), apply,
-                 per_example_loss, residual, target="binary")
+    return Model(
+        "logistic_regression",
+        _glm_params(num_features, 1, fit_intercept),
+        apply,
+        per_example_loss,
+        residual,
+        target="binary",
+    )
 
 
 @spec_factory
@@ -206,12 +240,21 @@ def softmax_regression(num_features: int, num_classes: int, *, fit_intercept: bo
     def residual(params, x, y):
         return jax.nn.softmax(_logits(params, x), axis=-1) - jax.nn.one_hot(y, num_classes)
 
-    return Model("softmax_regression", _glm_params(num_features, num_classes, fit_intercept),
-                 _logits, per_example_loss, residual, target="class")
+    return Model(
+        "softmax_regression",
+        _glm_params(num_features, num_classes, fit_intercept),
+        _logits,
+        per_example_loss,
+        residual,
+        target="class",
+    )
 
 
 _ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
-    "softplus": jax.nn.softplus, "relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid,
+    "softplus": jax.nn.softplus,
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
 }
 
 
@@ -246,8 +289,12 @@ def mlp(
         k1, k2, k3, k4 = jax.random.split(key, 4)
         b1, b2 = 1.0 / jnp.sqrt(num_features), 1.0 / jnp.sqrt(hidden)
         u = lambda k, shape, bound: jax.random.uniform(k, shape, jnp.float32, -bound, bound)  # noqa: E731
-        return {"w1": u(k1, (num_features, hidden), b1), "b1": u(k2, (hidden,), b1),
-                "w2": u(k3, (hidden, num_outputs), b2), "b2": u(k4, (num_outputs,), b2)}
+        return {
+            "w1": u(k1, (num_features, hidden), b1),
+            "b1": u(k2, (hidden,), b1),
+            "w2": u(k3, (hidden, num_outputs), b2),
+            "b2": u(k4, (num_outputs,), b2),
+        }
 
     def apply(params, x):
         out = act(x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
@@ -263,13 +310,16 @@ def mlp(
 
     task = "regression" if loss == "squared" else "classification"
     target = {"softmax": "class", "logistic": "binary", "squared": "real"}[loss]
-    return Model(f"mlp_{activation}_{hidden}", init, apply, per_example_loss, task=task, target=target)
+    return Model(
+        f"mlp_{activation}_{hidden}", init, apply, per_example_loss, task=task, target=target
+    )
 
 
 def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
-    (shape ``(n, ...)``, or a dict of such inputs) only gives the input shape from which the number of classes ``K`` (the
+    (shape ``(n, ...)``, or a dict of such inputs) only gives the input shape from which the number
+    of classes ``K`` (the
     output dimension of ``model.apply``) is read. Raises ValueError naming ``y``."""
     y = check_finite_array(y, "y", ndim=1)
     if model is None or model.target is None:
@@ -279,19 +329,32 @@ def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.nda
     if model.target == "binary":
         if not np.all((y == 0) | (y == 1)):
             bad = y[(y != 0) & (y != 1)]
-            raise ValueError(f"y must hold binary labels in {{0, 1}} for {model.name}, got e.g. {bad[0]}")
+            raise ValueError(
+                f"y must hold binary labels in {{0, 1}} for {model.name}, got e.g. {bad[0]}"
+            )
         return y.astype(np.float32)
     if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
         raise ValueError(
-            f"y must hold integer class labels for {model.name}, got non-integer {y.dtype} values")
-    example = ({k: jax.ShapeDtypeStruct((1, *np.shape(a)[1:]), jnp.int32 if np.asarray(a).dtype.kind in "iub"
-                                        else jnp.float32) for k, a in x.items()} if isinstance(x, dict)
-               else jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.float32))
+            f"y must hold integer class labels for {model.name}, got non-integer {y.dtype} values"
+        )
+    example = (
+        {
+            k: jax.ShapeDtypeStruct(
+                (1, *np.shape(a)[1:]),
+                jnp.int32 if np.asarray(a).dtype.kind in "iub" else jnp.float32,
+            )
+            for k, a in x.items()
+        }
+        if isinstance(x, dict)
+        else jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.float32)
+    )
     out = jax.eval_shape(model.apply, params, example)
     num_classes = out.shape[-1]
     if y.size and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(f"y must hold class labels in [0, {num_classes}) for {model.name}, "
-                         f"got values in [{y.min()}, {y.max()}]")
+        raise ValueError(
+            f"y must hold class labels in [0, {num_classes}) for {model.name}, "
+            f"got values in [{y.min()}, {y.max()}]"
+        )
     return y.astype(np.int32)
 
 

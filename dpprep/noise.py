@@ -56,7 +56,9 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
     p_leaves, p_def = jax.tree_util.tree_flatten(params)
     s_leaves, s_def = jax.tree_util.tree_flatten(scales)
     if p_def != s_def:  # type: ignore[operator]  # jax's PyTreeDef stub
-        raise ValueError(f"{name} must have the same tree structure as the params: {s_def} vs {p_def}")
+        raise ValueError(
+            f"{name} must have the same tree structure as the params: {s_def} vs {p_def}"
+        )
     for p, s in zip(p_leaves, s_leaves):
         arr = check_finite_array(s, name)
         if np.any(arr < 0):
@@ -66,7 +68,9 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
         except ValueError:
             out = None
         if out != np.shape(p):
-            raise ValueError(f"{name} leaf of shape {arr.shape} does not broadcast to {np.shape(p)}")
+            raise ValueError(
+                f"{name} leaf of shape {arr.shape} does not broadcast to {np.shape(p)}"
+            )
     return scales
 
 
@@ -77,14 +81,20 @@ def check_noise(noise_multiplier: Any, clip_norm: Any) -> None:
     z = np.asarray(noise_multiplier, np.float64)
     c = np.asarray(clip_norm, np.float64)
     if z.size == 0 or not np.all(np.isfinite(z) & (z > 0)):
-        raise ValueError(f"noise_multiplier must be finite and > 0, got {z.tolist()!r} (a run without noise has no "
-                         "DP guarantee: make it explicit with DPPlan.non_private(...))")
+        raise ValueError(
+            f"noise_multiplier must be finite and > 0, got {z.tolist()!r} (a run without noise has"
+            " no DP guarantee: make it explicit with DPPlan.non_private(...))"
+        )
     if c.size == 0 or not np.all(np.isfinite(c) & (c > 0)):
-        raise ValueError(f"clip_norm must be finite and > 0 in a private run (the noise std is z·C), got {c.tolist()!r}")
+        raise ValueError(
+            "clip_norm must be finite and > 0 in a private run (the noise std is z·C), got"
+            f" {c.tolist()!r}"
+        )
 
 
-def noise_std(noise_multiplier: Array, clip_norm: Array, scales: Scales, params: Params,
-              stddev: Any = 0.0) -> Params:
+def noise_std(
+    noise_multiplier: Array, clip_norm: Array, scales: Scales, params: Params, stddev: Any = 0.0
+) -> Params:
     """Per-leaf standard deviation of the noise on the gradient *sum*: ``(z·C + stddev)·scale``
     (see the module docstring; ``stddev`` is an extension's absolute std, nominal runs only)."""
     z = jnp.asarray(noise_multiplier, jnp.float32)
@@ -94,8 +104,10 @@ def noise_std(noise_multiplier: Array, clip_norm: Array, scales: Scales, params:
     if scales is None:
         scales = isotropic_scales(params)
     elif jax.tree_util.tree_structure(scales) != jax.tree_util.tree_structure(params):  # type: ignore[operator]
-        raise ValueError(f"scales must have the tree structure of the params: {jax.tree_util.tree_structure(scales)} "
-                         f"vs {jax.tree_util.tree_structure(params)}")
+        raise ValueError(
+            "scales must have the tree structure of the params:"
+            f" {jax.tree_util.tree_structure(scales)} vs {jax.tree_util.tree_structure(params)}"
+        )
     return jax.tree_util.tree_map(lambda p, s: base * jnp.asarray(s, jnp.float32), params, scales)
 
 
@@ -104,12 +116,20 @@ def gaussian_noise(key: Array, params: Params, std: Params) -> Params:
     leaves, treedef = jax.tree_util.tree_flatten(params)
     stds = treedef.flatten_up_to(std)  # type: ignore[attr-defined]  # jax's PyTreeDef stub
     keys = jax.random.split(key, len(leaves))
-    noise = [s * jax.random.normal(k, jnp.shape(p), jnp.float32) for k, p, s in zip(keys, leaves, stds)]
+    noise = [
+        s * jax.random.normal(k, jnp.shape(p), jnp.float32) for k, p, s in zip(keys, leaves, stds)
+    ]
     return jax.tree_util.tree_unflatten(treedef, noise)
 
 
-def add_noise(key: Array, grad_sum: Params, noise_multiplier: Array, clip_norm: Array, scales: Scales = None,
-              stddev: Any = 0.0) -> Params:
+def add_noise(
+    key: Array,
+    grad_sum: Params,
+    noise_multiplier: Array,
+    clip_norm: Array,
+    scales: Scales = None,
+    stddev: Any = 0.0,
+) -> Params:
     """``grad_sum + N(0, ((z·C + stddev)·scale)²)`` per coordinate."""
     std = noise_std(noise_multiplier, clip_norm, scales, grad_sum, stddev)
     noise = gaussian_noise(key, grad_sum, std)
@@ -132,13 +152,21 @@ def check_key_arg(key: Any, name: str = "key") -> Array:
     else:
         ok = dtype == np.uint32 and np.shape(key) == (2,)
     if not ok:
-        raise TypeError(f"{name} must be a PRNG key, e.g. jax.random.key(seed), got {type(key).__name__}"
-                        + (f" of shape {np.shape(key)} and dtype {dtype}" if dtype is not None else ""))
+        raise TypeError(
+            f"{name} must be a PRNG key, e.g. jax.random.key(seed), got {type(key).__name__}"
+            + (f" of shape {np.shape(key)} and dtype {dtype}" if dtype is not None else "")
+        )
     return key
 
 
-def privatizer(key: Array, l2_clip_norm: Any, noise_multiplier: Any, scales: Scales, normalize_by: Any,
-               stddev: Any = 0.0) -> optax.GradientTransformation:
+def privatizer(
+    key: Array,
+    l2_clip_norm: Any,
+    noise_multiplier: Any,
+    scales: Scales,
+    normalize_by: Any,
+    stddev: Any = 0.0,
+) -> optax.GradientTransformation:
     """The engine's privatizer, unchecked (its values may be traced): ``(sum + noise) /
     normalize_by`` with noise std ``(z·C + stddev)·scale`` drawn from ``fold_in(key, t)`` at the
     ``t``-th update. Public code uses :func:`gaussian_privatizer` or a plan's
@@ -148,11 +176,18 @@ def privatizer(key: Array, l2_clip_norm: Any, noise_multiplier: Any, scales: Sca
         del params
         return PrivatizerState(key, jnp.zeros((), jnp.int32))
 
-    def update_fn(updates: Params, state: PrivatizerState, params: Params | None = None
-                  ) -> tuple[Params, PrivatizerState]:
+    def update_fn(
+        updates: Params, state: PrivatizerState, params: Params | None = None
+    ) -> tuple[Params, PrivatizerState]:
         del params
-        noisy = add_noise(jax.random.fold_in(state.key, state.count), updates, noise_multiplier, l2_clip_norm,
-                          scales, stddev)
+        noisy = add_noise(
+            jax.random.fold_in(state.key, state.count),
+            updates,
+            noise_multiplier,
+            l2_clip_norm,
+            scales,
+            stddev,
+        )
         out = jax.tree_util.tree_map(lambda g: g / normalize_by, noisy)
         return out, PrivatizerState(state.key, state.count + 1)
 
@@ -202,10 +237,14 @@ def gaussian_privatizer(
         check_noise(z, c)
     if n is not None and not (np.all(np.isfinite(n)) and np.all(n > 0)):
         raise ValueError(f"normalize_by must be finite and > 0, got {normalize_by!r}")
-    if scales is not None and not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(scales)):
+    if scales is not None and not any(
+        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(scales)
+    ):
         for leaf in jax.tree_util.tree_leaves(scales):
             arr = np.asarray(leaf, np.float64)
             if not np.all(np.isfinite(arr) & (arr > 0)):
-                raise ValueError(f"scales must be finite and > 0 (a zero scale adds no noise there), got a leaf with "
-                                 f"values in [{arr.min():g}, {arr.max():g}]")
+                raise ValueError(
+                    "scales must be finite and > 0 (a zero scale adds no noise there), got a leaf"
+                    f" with values in [{arr.min():g}, {arr.max():g}]"
+                )
     return privatizer(key, l2_clip_norm, noise_multiplier, scales, normalize_by)

@@ -82,20 +82,29 @@ def optimizer(name: str, **options: Any) -> NamedOptimizer:
       ValueError: an unknown name, a ``learning_rate`` option, an option the optimizer does not
         take, or an unhashable option (build that optimizer once and reuse the object instead).
     """
-    factory = getattr(optax, name, None) if isinstance(name, str) and not name.startswith("_") else None
+    factory = (
+        getattr(optax, name, None) if isinstance(name, str) and not name.startswith("_") else None
+    )
     try:
         parameters = inspect.signature(factory).parameters if callable(factory) else {}
     except (TypeError, ValueError):
         parameters = {}
     if factory is None or "learning_rate" not in parameters:
-        raise ValueError(f"optimizer name must be an optax optimizer that takes a learning_rate "
-                         f"(e.g. 'sgd', 'adam'), got {name!r}")
+        raise ValueError(
+            "optimizer name must be an optax optimizer that takes a learning_rate "
+            f"(e.g. 'sgd', 'adam'), got {name!r}"
+        )
     if "learning_rate" in options:
-        raise ValueError("optimizers are unit-rate: the engine applies hyper.learning_rate; "
-                         "do not pass learning_rate")
+        raise ValueError(
+            "optimizers are unit-rate: the engine applies hyper.learning_rate; "
+            "do not pass learning_rate"
+        )
     unknown = sorted(set(options) - set(parameters))
     if unknown:
-        raise ValueError(f"optax.{name} takes no option(s) {unknown}; it takes {sorted(set(parameters) - {'learning_rate'})}")
+        raise ValueError(
+            f"optax.{name} takes no option(s) {unknown}; it takes"
+            f" {sorted(set(parameters) - {'learning_rate'})}"
+        )
     # Defaults spelled out: optimizer("adam") and optimizer("adam", b1=0.9) are one object.
     bound = inspect.signature(factory).bind_partial(learning_rate=1.0, **options)
     bound.apply_defaults()
@@ -103,8 +112,10 @@ def optimizer(name: str, **options: Any) -> NamedOptimizer:
     try:
         hash(key)
     except TypeError as err:
-        raise ValueError(f"optimizer options must be hashable to be compared ({err}); build the "
-                         f"optimizer once and reuse that object instead") from err
+        raise ValueError(
+            f"optimizer options must be hashable to be compared ({err}); build the "
+            "optimizer once and reuse that object instead"
+        ) from err
     return NamedOptimizer(name, key)
 
 
@@ -146,10 +157,14 @@ class L2BallProjection(Extension):
     radius: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.radius, (int, float)) and self.radius > 0 and math.isfinite(self.radius)):
+        if not (
+            isinstance(self.radius, (int, float)) and self.radius > 0 and math.isfinite(self.radius)
+        ):
             raise ValueError(f"radius must be a finite number > 0, got {self.radius!r}")
 
-    def wrap(self, tx: optax.GradientTransformation, values: Mapping[str, Any]) -> optax.GradientTransformation:
+    def wrap(
+        self, tx: optax.GradientTransformation, values: Mapping[str, Any]
+    ) -> optax.GradientTransformation:
         del values
         return optax.chain(tx, project_l2_ball(self.radius))
 
@@ -168,8 +183,11 @@ def average_iterates(inner: optax.GradientTransformation) -> optax.GradientTrans
     skips a step keeps the old state, so skipped steps are not counted. Needs the params."""
 
     def init_fn(params):
-        return AverageIteratesState(inner.init(params), jax.tree_util.tree_map(jnp.zeros_like, params),
-                                    jnp.zeros((), jnp.int32))
+        return AverageIteratesState(
+            inner.init(params),
+            jax.tree_util.tree_map(jnp.zeros_like, params),
+            jnp.zeros((), jnp.int32),
+        )
 
     def update_fn(updates, state, params=None):
         if params is None:

@@ -1,4 +1,5 @@
-"""The plan of a run: what it touches (:class:`ExecutionPlan`) and what it guarantees (:class:`DPPlan`).
+"""The plan of a run: what it touches (:class:`ExecutionPlan`) and what it guarantees
+(:class:`DPPlan`).
 
 :class:`ExecutionPlan` fixes a run's data access: the sampler, the dataset size, the (expected)
 batch size, the number of noisy releases, the padded batch shape, the normaliser and the
@@ -41,7 +42,13 @@ from scipy import optimize
 from dpprep import clipping, noise, sampling, streams
 from dpprep.models import Model
 from dpprep.accounting import dp
-from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int, check_probability
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 
 SHUFFLE_BOUNDS = ("as_poisson", "no_amplification")
 _SLACK_PASSES = 50  # fixed-point passes of ExecutionPlan.epsilon (each a valid guarantee)
@@ -70,13 +77,17 @@ class PlanAccountant(Protocol):
         ...
 
 
-def epsilon_with_overflow_slack(ideal: Callable[[float], float], delta: float, overflow: float, what: str) -> float:
+def epsilon_with_overflow_slack(
+    ideal: Callable[[float], float], delta: float, overflow: float, what: str
+) -> float:
     """ε at ``delta`` of a run whose padded Poisson batches overflow with probability ``overflow``:
     the ideal run is ``(ε, ideal⁻¹(ε))``-DP and the implemented one pays the slack
-    ``(1 + e^ε)·overflow`` (:func:`dpprep.sampling.overflow_delta`), so the answer is the fixed point
+    ``(1 + e^ε)·overflow`` (:func:`dpprep.sampling.overflow_delta`), so the answer is the fixed
+    point
     ``ε = ideal(delta − slack(ε))``. Starting above it at ``ideal(delta/2)``, every iterate is a
     valid ``(ε, delta)`` guarantee; iterating to a relative change of 1e-10 (one or two passes at
-    the default ``max_overflow_prob``). ``what`` names the run in the error when no ε leaves any δ."""
+    the default ``max_overflow_prob``). ``what`` names the run in the error when no ε leaves any δ.
+    """
     if overflow == 0.0:
         return ideal(delta)
     eps = ideal(delta / 2)
@@ -87,10 +98,11 @@ def epsilon_with_overflow_slack(ideal: Callable[[float], float], delta: float, o
             slack = sampling.overflow_delta(eps, overflow) if math.isfinite(eps) else math.inf
         if not slack < delta / 2:
             raise ValueError(
-                f"{what} is only epsilon={eps:.4g}-DP, where the padded Poisson batch's overflow slack "
-                f"(1 + e^epsilon)*p = {slack:.3g} (p = {overflow:.3g}) leaves nothing of delta={delta}: "
-                f"no guarantee of the run as implemented follows; use more noise or a smaller "
-                f"max_overflow_prob")
+                f"{what} is only epsilon={eps:.4g}-DP, where the padded Poisson batch's overflow"
+                f" slack (1 + e^epsilon)*p = {slack:.3g} (p = {overflow:.3g}) leaves nothing of"
+                f" delta={delta}: no guarantee of the run as implemented follows; use more noise or"
+                " a smaller max_overflow_prob"
+            )
         tighter = ideal(delta - slack)
         if not tighter < eps:
             break
@@ -141,13 +153,25 @@ class ExecutionPlan:
     shuffle_bound: str = "as_poisson"
 
     @classmethod
-    def create(cls, sampler: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
-               epochs: float | None = None, kappa: int = 1, max_overflow_prob: float = 1e-10,
-               neighbouring: str | None = None, shuffle_bound: str = "as_poisson") -> ExecutionPlan:
+    def create(
+        cls,
+        sampler: str,
+        n: int,
+        *,
+        batch_size: int | None = None,
+        steps: int | None = None,
+        epochs: float | None = None,
+        kappa: int = 1,
+        max_overflow_prob: float = 1e-10,
+        neighbouring: str | None = None,
+        shuffle_bound: str = "as_poisson",
+    ) -> ExecutionPlan:
         """Lays out a run of ``sampler`` on ``n`` records (ValueError naming a bad argument).
         ``neighbouring=None`` takes the sampler's own relation."""
         if shuffle_bound not in SHUFFLE_BOUNDS:
-            raise ValueError(f"shuffle_bound must be one of {SHUFFLE_BOUNDS}, got {shuffle_bound!r}")
+            raise ValueError(
+                f"shuffle_bound must be one of {SHUFFLE_BOUNDS}, got {shuffle_bound!r}"
+            )
         if shuffle_bound != "as_poisson" and sampler != "shuffle":
             raise ValueError(f"shuffle_bound is for sampling='shuffle', got sampling={sampler!r}")
         n = check_positive_int(n, "n")
@@ -155,20 +179,42 @@ class ExecutionPlan:
         check_probability(max_overflow_prob, "max_overflow_prob")
         relation = impl.neighbouring if neighbouring is None else neighbouring
         if relation not in dp.NEIGHBOURINGS:
-            raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
+            raise ValueError(
+                f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}"
+            )
         if impl.name == "fixed_order" and relation != impl.neighbouring:
-            raise ValueError("fixed_order visits record t at step t: adding or removing a record shifts every later "
-                             "step, which its bounds (one release per record; amplification by iteration) do not "
-                             "cover; they are replace-one guarantees (neighbouring='replace_one')")
-        layout = impl.layout(n, batch_size, steps, epochs, kappa=kappa,
-                             max_overflow_prob=max_overflow_prob)
+            raise ValueError(
+                "fixed_order visits record t at step t: adding or removing a record shifts every"
+                " later step, which its bounds (one release per record; amplification by iteration)"
+                " do not cover; they are replace-one guarantees (neighbouring='replace_one')"
+            )
+        layout = impl.layout(
+            n, batch_size, steps, epochs, kappa=kappa, max_overflow_prob=max_overflow_prob
+        )
         if layout.steps > MAX_STEPS:
-            asked = f"steps={steps!r}" if steps is not None else f"epochs={epochs!r} (on n={n}, batch size {layout.batch_size})"
-            raise ValueError(f"{asked} is {layout.steps:.4g} steps; a run takes at most 2**31 - 1 = {MAX_STEPS} "
-                             "(its step counter is a JAX int32)")
-        return cls(sampler, n, layout.batch_size, layout.steps, layout.pad, layout.normaliser,
-                   layout.epochs, relation, layout.random_stop, int(kappa), float(max_overflow_prob),
-                   shuffle_bound)
+            asked = (
+                f"steps={steps!r}"
+                if steps is not None
+                else f"epochs={epochs!r} (on n={n}, batch size {layout.batch_size})"
+            )
+            raise ValueError(
+                f"{asked} is {layout.steps:.4g} steps; a run takes at most 2**31 - 1 = {MAX_STEPS} "
+                "(its step counter is a JAX int32)"
+            )
+        return cls(
+            sampler,
+            n,
+            layout.batch_size,
+            layout.steps,
+            layout.pad,
+            layout.normaliser,
+            layout.epochs,
+            relation,
+            layout.random_stop,
+            int(kappa),
+            float(max_overflow_prob),
+            shuffle_bound,
+        )
 
     @property
     def sampling_rate(self) -> float:
@@ -194,8 +240,9 @@ class ExecutionPlan:
             return dp.DpSgdSchedule(self.epochs, "full")
         schedule = self.impl.schedule(self)
         if schedule is None:
-            raise ValueError(f"sampling={self.sampler!r} has no dp-accounting event: "
-                             f"{self.impl.no_event_reason}")
+            raise ValueError(
+                f"sampling={self.sampler!r} has no dp-accounting event: {self.impl.no_event_reason}"
+            )
         return schedule
 
     def dp_event(self, noise_multiplier: float) -> dp_event.DpEvent:
@@ -205,27 +252,48 @@ class ExecutionPlan:
 
     def _options(self, options: dp.AccountingOptions | None) -> dp.AccountingOptions:
         if options is None:
-            return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]  # validated in __post_init__
+            # validated in __post_init__
+            return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]
         if not isinstance(options, dp.AccountingOptions):
-            raise TypeError(f"options must be an AccountingOptions or None, got {type(options).__name__}")
+            raise TypeError(
+                f"options must be an AccountingOptions or None, got {type(options).__name__}"
+            )
         if options.neighbouring != self.neighbouring:
-            raise ValueError(f"this plan is a {self.neighbouring} guarantee; got options.neighbouring="
-                             f"{options.neighbouring!r} (set it when creating the plan)")
+            raise ValueError(
+                f"this plan is a {self.neighbouring} guarantee; got options.neighbouring="
+                f"{options.neighbouring!r} (set it when creating the plan)"
+            )
         return options
 
-    def _check_accountant(self, accountant: PlanAccountant, fixed_events: tuple[DpEvent, ...],
-                          options: dp.AccountingOptions | None) -> None:
-        if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
-            raise TypeError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
-                             f"(a PlanAccountant), got {type(accountant).__name__}")
+    def _check_accountant(
+        self,
+        accountant: PlanAccountant,
+        fixed_events: tuple[DpEvent, ...],
+        options: dp.AccountingOptions | None,
+    ) -> None:
+        if not (
+            callable(getattr(accountant, "epsilon", None))
+            and callable(getattr(accountant, "calibrate", None))
+        ):
+            raise TypeError(
+                "accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
+                f"(a PlanAccountant), got {type(accountant).__name__}"
+            )
         if fixed_events or options is not None:
-            raise ValueError("an accountant accounts the run on its own: fixed_events and options do not "
-                             "compose with it here")
+            raise ValueError(
+                "an accountant accounts the run on its own: fixed_events and options do not "
+                "compose with it here"
+            )
 
-    def epsilon(self, noise_multiplier: float, delta: float, *,
-                fixed_events: tuple[DpEvent, ...] = (),
-                options: dp.AccountingOptions | None = None,
-                accountant: PlanAccountant | None = None) -> float:
+    def epsilon(
+        self,
+        noise_multiplier: float,
+        delta: float,
+        *,
+        fixed_events: tuple[DpEvent, ...] = (),
+        options: dp.AccountingOptions | None = None,
+        accountant: PlanAccountant | None = None,
+    ) -> float:
         """ε at ``delta`` of the run *as implemented* at multiplier ``z``, composed with
         ``fixed_events`` (e.g. DPSGD-F's private mean). For Poisson sampling the implemented run is
         ``(ε, δ_ideal(ε) + slack(ε))``-DP with the padded batch's overflow slack
@@ -233,7 +301,8 @@ class ExecutionPlan:
         fixed point ``ε = f(ε) := ε_ideal(delta − slack(ε))``. Starting above it at
         ``f(ε_ideal(delta/2))``, every iterate ``e`` satisfies ``f(e) ≤ e`` (f increases), i.e. is
         a valid ``(e, delta)`` guarantee; iterating to a relative change of 1e-10 (one or two
-        passes at the default ``max_overflow_prob``) gives ``epsilon(calibrate(ε, δ), δ) ≤ ε``. ``options``: how to account
+        passes at the default ``max_overflow_prob``) gives ``epsilon(calibrate(ε, δ), δ) ≤ ε``.
+        ``options``: how to account
         (:class:`dpprep.accounting.dp.AccountingOptions`; None = defaults under the plan's
         relation, a different relation is refused). ``accountant``: account the run with it
         instead of dp-accounting (:class:`PlanAccountant`)."""
@@ -249,13 +318,22 @@ class ExecutionPlan:
                 return self._iteration_epsilon(noise_multiplier, delta, fixed_events, options)
             events = [*fixed_events, self.dp_event(noise_multiplier)]
             ideal = lambda d: dp.composed_epsilon(events, d, options=options)  # noqa: E731
-        return epsilon_with_overflow_slack(ideal, delta, self.overflow_probability(),
-                                           f"at noise_multiplier={noise_multiplier!r} the ideal run")
+        return epsilon_with_overflow_slack(
+            ideal,
+            delta,
+            self.overflow_probability(),
+            f"at noise_multiplier={noise_multiplier!r} the ideal run",
+        )
 
-    def calibrate(self, target_epsilon: float, delta: float, *,
-                  fixed_events: tuple[DpEvent, ...] = (),
-                  options: dp.AccountingOptions | None = None,
-                  accountant: PlanAccountant | None = None) -> float:
+    def calibrate(
+        self,
+        target_epsilon: float,
+        delta: float,
+        *,
+        fixed_events: tuple[DpEvent, ...] = (),
+        options: dp.AccountingOptions | None = None,
+        accountant: PlanAccountant | None = None,
+    ) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
         out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`);
@@ -282,42 +360,68 @@ class ExecutionPlan:
             raise ValueError(
                 f"at target_epsilon={target_epsilon!r} the padded Poisson batch's overflow slack "
                 f"(1 + e^epsilon)*p = {slack:.3g} (p = {p:.3g}) exceeds delta={delta}; ask for a "
-                f"smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)")
+                "smaller target_epsilon or a max_overflow_prob below delta/(1 + e^epsilon)"
+            )
         if accountant is not None:
             return float(accountant.calibrate(self, target_epsilon, delta - slack))
-        return dp.calibrate_noise(target_epsilon, delta - slack, self.schedule(),
-                                  fixed_events=fixed_events, options=self._options(options))
+        return dp.calibrate_noise(
+            target_epsilon,
+            delta - slack,
+            self.schedule(),
+            fixed_events=fixed_events,
+            options=self._options(options),
+        )
 
     def _warn_if_assumed(self) -> None:
         """Shuffled epochs accounted as if Poisson: say so (the warnings registry shows it once
         per plan and call site)."""
         if self.sampler == "shuffle" and self.shuffle_bound == "as_poisson":
             warnings.warn(
-                f"shuffled DP-SGD (n={self.n}, B={self.batch_size}, {self.epochs} epochs) is accounted as if "
-                "Poisson-subsampled: the customary number, not a proven guarantee (shuffled batches can leak "
-                "more, Chua et al. 2024). The proven bound, without amplification, is "
-                "DPPlan.create('shuffle', ..., shuffle_bound='no_amplification'); or sample with "
-                "sampling='poisson'", UserWarning, stacklevel=3)
+                f"shuffled DP-SGD (n={self.n}, B={self.batch_size}, {self.epochs} epochs) is"
+                " accounted as if Poisson-subsampled: the customary number, not a proven guarantee"
+                " (shuffled batches can leak more, Chua et al. 2024). The proven bound, without"
+                " amplification, is DPPlan.create('shuffle', ...,"
+                " shuffle_bound='no_amplification'); or sample with sampling='poisson'",
+                UserWarning,
+                stacklevel=3,
+            )
 
-    def _check_iteration(self, fixed_events: tuple[DpEvent, ...],
-                         options: dp.AccountingOptions) -> None:
+    def _check_iteration(
+        self, fixed_events: tuple[DpEvent, ...], options: dp.AccountingOptions
+    ) -> None:
         if fixed_events:
-            raise ValueError("DP-SGD by iteration is accounted by amplification by iteration (an RDP "
-                             "curve), which does not compose with fixed_events here")
+            raise ValueError(
+                "DP-SGD by iteration is accounted by amplification by iteration (an RDP "
+                "curve), which does not compose with fixed_events here"
+            )
         if options != self._options(None):
-            raise ValueError("DP-SGD by iteration has one accounting (amplification by iteration); "
-                             "options other than the defaults do not apply")
+            raise ValueError(
+                "DP-SGD by iteration has one accounting (amplification by iteration); "
+                "options other than the defaults do not apply"
+            )
         if self.kappa != 1:
-            raise ValueError(f"DP-SGD by iteration is accounted for kappa = 1 only, got kappa={self.kappa}")
+            raise ValueError(
+                f"DP-SGD by iteration is accounted for kappa = 1 only, got kappa={self.kappa}"
+            )
 
-    def _iteration_epsilon(self, noise_multiplier: float, delta: float,
-                           fixed_events: tuple[DpEvent, ...], options: dp.AccountingOptions) -> float:
+    def _iteration_epsilon(
+        self,
+        noise_multiplier: float,
+        delta: float,
+        fixed_events: tuple[DpEvent, ...],
+        options: dp.AccountingOptions,
+    ) -> float:
         self._check_iteration(fixed_events, options)
         z = check_positive(noise_multiplier, "noise_multiplier")
         return dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=self.n)[0]
 
-    def _iteration_calibrate(self, target_epsilon: float, delta: float,
-                             fixed_events: tuple[DpEvent, ...], options: dp.AccountingOptions) -> float:
+    def _iteration_calibrate(
+        self,
+        target_epsilon: float,
+        delta: float,
+        fixed_events: tuple[DpEvent, ...],
+        options: dp.AccountingOptions,
+    ) -> float:
         self._check_iteration(fixed_events, options)
 
         def excess(z: float) -> float:
@@ -329,8 +433,10 @@ class ExecutionPlan:
                 break
             lo, hi = hi, hi * 2
         else:
-            raise ValueError(f"target_epsilon={target_epsilon!r} needs a noise multiplier above {hi:.3g} for "
-                             f"DP-SGD by iteration on n={self.n}; ask for a larger target_epsilon")
+            raise ValueError(
+                f"target_epsilon={target_epsilon!r} needs a noise multiplier above {hi:.3g} for "
+                f"DP-SGD by iteration on n={self.n}; ask for a larger target_epsilon"
+            )
         while True:  # the smallest multiplier may lie below the first bracket
             try:
                 if excess(lo) > 0:
@@ -349,7 +455,11 @@ class ExecutionPlan:
 
 def _number(value: object, name: str) -> float:
     """``value`` as a float; TypeError for a non-number (a string, None, an array)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        and not hasattr(value, "__float__")
+    ):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if hasattr(value, "shape") and value.shape != ():
         raise TypeError(f"{name} must be a scalar, got an array of shape {value.shape}")
@@ -360,8 +470,10 @@ def check_clip_norm(value: object, name: str = "l2_clip_norm") -> float:
     """A clip bound of a private run: a finite number > 0 (TypeError for a non-number)."""
     c = _number(value, name)
     if not (math.isfinite(c) and c > 0):
-        raise ValueError(f"{name} must be a finite number > 0 (the bound each example's gradient is clipped "
-                         f"to), got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number > 0 (the bound each example's gradient is clipped "
+            f"to), got {value!r}"
+        )
     return c
 
 
@@ -369,8 +481,10 @@ def check_noise_multiplier(value: object, name: str = "noise_multiplier") -> flo
     """A noise multiplier of a private run: a finite number > 0 (TypeError for a non-number)."""
     z = _number(value, name)
     if not (math.isfinite(z) and z > 0):
-        raise ValueError(f"{name} must be a finite number > 0 (a run without noise has no DP guarantee: "
-                         f"make it explicit with DPPlan.non_private(...)), got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number > 0 (a run without noise has no DP guarantee: "
+            f"make it explicit with DPPlan.non_private(...)), got {value!r}"
+        )
     return z
 
 
@@ -387,16 +501,21 @@ class PlanGradFn:
     prng_argnum: int | None = None
     stochastic: bool = False
 
-    def __call__(self, params: Any, batch: Any, *args: Any, mask: Any = None, key: Any = None
-                 ) -> clipping.ClippedGrad:
+    def __call__(
+        self, params: Any, batch: Any, *args: Any, mask: Any = None, key: Any = None
+    ) -> clipping.ClippedGrad:
         size = clipping.batch_size_of(batch)
         if size != self.plan.pad:
-            raise ValueError(f"the batch has {size} examples on its leading axis, the plan's batches have "
-                             f"{self.plan.pad} (plan.batch(key, t, data) draws them; every leaf's first axis is the "
-                             "example axis)")
+            raise ValueError(
+                f"the batch has {size} examples on its leading axis, the plan's batches have"
+                f" {self.plan.pad} (plan.batch(key, t, data) draws them; every leaf's first axis is"
+                " the example axis)"
+            )
         if mask is None:
-            raise ValueError("a plan's batch comes with its mask (plan.batch(key, t, data) gives both): without it, "
-                             "padded slots would count as examples")
+            raise ValueError(
+                "a plan's batch comes with its mask (plan.batch(key, t, data) gives both): without"
+                " it, padded slots would count as examples"
+            )
         if self.stochastic:
             return self.fn(params, batch, *args, mask=mask, key=key)
         return self.fn(params, batch, *args, mask=mask)
@@ -421,8 +540,11 @@ class PrivateTransformation:
 
     def init(self, params: Any) -> Any:
         if self._initialised:
-            raise ValueError("this plan optimizer was initialised already: a second state would restart its count of "
-                             "releases and replay its noise; make a new plan (and optimizer) for a new run")
+            raise ValueError(
+                "this plan optimizer was initialised already: a second state would restart its"
+                " count of releases and replay its noise; make a new plan (and optimizer) for a"
+                " new run"
+            )
         self._initialised.append(True)
         return self.chained.init(params)
 
@@ -433,7 +555,9 @@ class PrivateTransformation:
 def _privatizer_state(opt_state: Any) -> noise.PrivatizerState:
     first = opt_state[0] if isinstance(opt_state, tuple) and opt_state else None
     if not isinstance(first, noise.PrivatizerState):
-        raise ValueError("opt_state is not the state of a plan's optimizer (plan.optimizer(...).init(params))")
+        raise ValueError(
+            "opt_state is not the state of a plan's optimizer (plan.optimizer(...).init(params))"
+        )
     return first
 
 
@@ -462,7 +586,8 @@ class DPPlan:
     'no DP guarantee (non-private run requested): shuffle, n=1000, batch 100, 10 steps, no clipping'
 
     Attributes:
-      execution: the run's :class:`ExecutionPlan` (what the engine scans and the accountant charges).
+      execution: the run's :class:`ExecutionPlan` (what the engine scans and the accountant
+                 charges).
       l2_clip_norm: ``C`` (``inf``: no clipping, non-private plans only).
       noise_multiplier: ``z``, noise std ``z·C`` on each step's clipped sum (0: non-private).
       delta: ``δ`` of the guarantee (None: non-private).
@@ -490,12 +615,21 @@ class DPPlan:
         """A plan is consistent or it is not made: a plan built by hand, or changed with
         :func:`dataclasses.replace`, must state the ε of its own run (recomputed here, cached)."""
         if not isinstance(self.execution, ExecutionPlan):
-            raise TypeError(f"execution must be an ExecutionPlan, got {type(self.execution).__name__}")
+            raise TypeError(
+                f"execution must be an ExecutionPlan, got {type(self.execution).__name__}"
+            )
         if self.noise_multiplier == 0:
-            if (self.delta is not None or self.epsilon != math.inf or self.fixed_events or self.accountant is not None
-                    or self.target_epsilon is not None):
-                raise ValueError("a plan without noise is non-private: delta None, epsilon inf, nothing accounted "
-                                 "(DPPlan.non_private)")
+            if (
+                self.delta is not None
+                or self.epsilon != math.inf
+                or self.fixed_events
+                or self.accountant is not None
+                or self.target_epsilon is not None
+            ):
+                raise ValueError(
+                    "a plan without noise is non-private: delta None, epsilon inf, nothing"
+                    " accounted (DPPlan.non_private)"
+                )
             return
         check_clip_norm(self.l2_clip_norm)
         check_noise_multiplier(self.noise_multiplier)
@@ -503,30 +637,62 @@ class DPPlan:
             raise ValueError("a private plan needs its delta")
         spent = _account(self._spec(), self.noise_multiplier, self.steps, ())
         if self.epsilon != spent:
-            raise ValueError(f"this plan states epsilon={self.epsilon!r} but its run (z={self.noise_multiplier!r}, "
-                             f"{self.steps} steps) spends {spent!r}: make plans with DPPlan.create, which computes it")
+            raise ValueError(
+                f"this plan states epsilon={self.epsilon!r} but its run"
+                f" (z={self.noise_multiplier!r}, {self.steps} steps) spends {spent!r}: make plans"
+                " with DPPlan.create, which computes it"
+            )
 
     def _spec(self) -> tuple[Any, ...]:
         """What the account of the plan's run depends on besides the multiplier (a cache key)."""
-        return (self.execution, self.l2_clip_norm, self.delta, self.fixed_events, self.accountant, self.options)
+        return (
+            self.execution,
+            self.l2_clip_norm,
+            self.delta,
+            self.fixed_events,
+            self.accountant,
+            self.options,
+        )
 
     @classmethod
-    def create(cls, sampling: str, n: int, *, l2_clip_norm: float, delta: float,
-               noise_multiplier: float | None = None, target_epsilon: float | None = None,
-               batch_size: int | None = None, steps: int | None = None, epochs: float | None = None,
-               fixed_events: tuple[DpEvent, ...] = (), accountant: PlanAccountant | None = None,
-               options: dp.AccountingOptions | None = None, neighbouring: str | None = None,
-               kappa: int = 1, max_overflow_prob: float = 1e-10, shuffle_bound: str = "as_poisson",
-               smoothness: float | None = None) -> DPPlan:
+    def create(
+        cls,
+        sampling: str,
+        n: int,
+        *,
+        l2_clip_norm: float,
+        delta: float,
+        noise_multiplier: float | None = None,
+        target_epsilon: float | None = None,
+        batch_size: int | None = None,
+        steps: int | None = None,
+        epochs: float | None = None,
+        fixed_events: tuple[DpEvent, ...] = (),
+        accountant: PlanAccountant | None = None,
+        options: dp.AccountingOptions | None = None,
+        neighbouring: str | None = None,
+        kappa: int = 1,
+        max_overflow_prob: float = 1e-10,
+        shuffle_bound: str = "as_poisson",
+        smoothness: float | None = None,
+    ) -> DPPlan:
         """A private plan: give exactly one of ``noise_multiplier`` and ``target_epsilon`` (then
         ``z`` is the smallest multiplier with the run ``(target_epsilon, delta)``-DP, calibrated
         here, once). Everything is checked before anything is computed (TypeError for a value of
         the wrong type, ValueError naming a bad one). ``smoothness``: required for DP-SGD by
         iteration (``sampling="fixed_order"`` without ``steps``), whose amplification-by-iteration
         proof covers plain SGD with ``η ≤ 2/β`` only (the drivers then refuse anything else)."""
-        execution = ExecutionPlan.create(sampling, n, batch_size=batch_size, steps=steps, epochs=epochs,
-                                         kappa=kappa, max_overflow_prob=max_overflow_prob,
-                                         neighbouring=neighbouring, shuffle_bound=shuffle_bound)
+        execution = ExecutionPlan.create(
+            sampling,
+            n,
+            batch_size=batch_size,
+            steps=steps,
+            epochs=epochs,
+            kappa=kappa,
+            max_overflow_prob=max_overflow_prob,
+            neighbouring=neighbouring,
+            shuffle_bound=shuffle_bound,
+        )
         clip = check_clip_norm(l2_clip_norm)
         delta = check_delta(_number(delta, "delta"))
         if (noise_multiplier is None) == (target_epsilon is None):
@@ -534,47 +700,92 @@ class DPPlan:
         fixed_events = tuple(fixed_events)
         for event in fixed_events:
             if not isinstance(event, DpEvent):
-                raise TypeError(f"fixed_events must hold dp_accounting DpEvents, got {type(event).__name__}")
+                raise TypeError(
+                    f"fixed_events must hold dp_accounting DpEvents, got {type(event).__name__}"
+                )
         if accountant is not None:
-            if not (callable(getattr(accountant, "epsilon", None)) and callable(getattr(accountant, "calibrate", None))):
-                raise TypeError(f"accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon, delta) "
-                                f"(a PlanAccountant), got {type(accountant).__name__}")
+            if not (
+                callable(getattr(accountant, "epsilon", None))
+                and callable(getattr(accountant, "calibrate", None))
+            ):
+                raise TypeError(
+                    "accountant must have epsilon(plan, z, delta) and calibrate(plan, epsilon,"
+                    f" delta) (a PlanAccountant), got {type(accountant).__name__}"
+                )
             if fixed_events or options is not None:
-                raise ValueError("an accountant accounts the run on its own: fixed_events and options do not compose "
-                                 "with it (a private selection takes its statistics in its own fixed_events)")
+                raise ValueError(
+                    "an accountant accounts the run on its own: fixed_events and options do not"
+                    " compose with it (a private selection takes its statistics in its own"
+                    " fixed_events)"
+                )
             lipschitz = getattr(accountant, "lipschitz", None)
             if lipschitz is not None and float(lipschitz) != clip:
                 raise ValueError(
-                    f"the accountant assumes per-example gradients bounded by lipschitz={lipschitz!r} and noise std "
-                    f"z·{lipschitz!r}, but this plan clips to l2_clip_norm={clip!r} and adds z·{clip!r}: the "
-                    "guarantee holds only when they are the same number; state it once (lipschitz = l2_clip_norm)")
+                    "the accountant assumes per-example gradients bounded by"
+                    f" lipschitz={lipschitz!r} and noise std z·{lipschitz!r}, but this plan clips"
+                    f" to l2_clip_norm={clip!r} and adds z·{clip!r}: the guarantee holds only when"
+                    " they are the same number; state it once (lipschitz = l2_clip_norm)"
+                )
         if execution.random_stop:
             if smoothness is None:
                 raise ValueError(
-                    "DP-SGD by iteration (fixed_order without steps) is accounted by amplification by iteration, "
-                    "whose proof needs a β-smooth convex loss and learning rate ≤ 2/β: give smoothness=β")
-            smoothness = check_positive(_number(smoothness, "smoothness"), "smoothness", allow_zero=True)
+                    "DP-SGD by iteration (fixed_order without steps) is accounted by amplification"
+                    " by iteration, whose proof needs a β-smooth convex loss and learning rate ≤"
+                    " 2/β: give smoothness=β"
+                )
+            smoothness = check_positive(
+                _number(smoothness, "smoothness"), "smoothness", allow_zero=True
+            )
         elif smoothness is not None:
-            raise ValueError("smoothness is only used by DP-SGD by iteration (fixed_order without steps)")
+            raise ValueError(
+                "smoothness is only used by DP-SGD by iteration (fixed_order without steps)"
+            )
         spec = (execution, clip, delta, fixed_events, accountant, options)
         if target_epsilon is not None:
             target = check_epsilon(_number(target_epsilon, "target_epsilon"), "target_epsilon")
             z = _calibrate(spec, target)
         else:
             target, z = None, check_noise_multiplier(noise_multiplier)
-        return cls(execution, clip, z, delta, _account(spec, z, execution.steps, ()), target, fixed_events, accountant,
-                   options, smoothness)
+        return cls(
+            execution,
+            clip,
+            z,
+            delta,
+            _account(spec, z, execution.steps, ()),
+            target,
+            fixed_events,
+            accountant,
+            options,
+            smoothness,
+        )
 
     @classmethod
-    def non_private(cls, sampling: str, n: int, *, batch_size: int | None = None, steps: int | None = None,
-                    epochs: float | None = None, l2_clip_norm: float = math.inf, kappa: int = 1,
-                    max_overflow_prob: float = 1e-10, neighbouring: str | None = None) -> DPPlan:
+    def non_private(
+        cls,
+        sampling: str,
+        n: int,
+        *,
+        batch_size: int | None = None,
+        steps: int | None = None,
+        epochs: float | None = None,
+        l2_clip_norm: float = math.inf,
+        kappa: int = 1,
+        max_overflow_prob: float = 1e-10,
+        neighbouring: str | None = None,
+    ) -> DPPlan:
         """A run that claims **no** DP guarantee: no noise from the plan (``z = 0``); clipping only
         if ``l2_clip_norm`` is given. Its :attr:`epsilon` is ``inf`` and every driver says "no DP
         guarantee". Extensions may still add noise of their own (e.g. a nominal-ε mechanism)."""
-        execution = ExecutionPlan.create(sampling, n, batch_size=batch_size, steps=steps, epochs=epochs,
-                                         kappa=kappa, max_overflow_prob=max_overflow_prob,
-                                         neighbouring=neighbouring)
+        execution = ExecutionPlan.create(
+            sampling,
+            n,
+            batch_size=batch_size,
+            steps=steps,
+            epochs=epochs,
+            kappa=kappa,
+            max_overflow_prob=max_overflow_prob,
+            neighbouring=neighbouring,
+        )
         clip = _number(l2_clip_norm, "l2_clip_norm")
         if not clip > 0:
             raise ValueError(f"l2_clip_norm must be > 0 (inf: no clipping), got {l2_clip_norm!r}")
@@ -624,28 +835,42 @@ class DPPlan:
             return f"no DP guarantee (non-private run requested): {layout}, {clip}"
         how = [f"z={self.noise_multiplier:.6g}"]
         if ex.sampler == "shuffle":
-            how.append("shuffled epochs accounted as if Poisson (an assumption)" if ex.shuffle_bound == "as_poisson"
-                       else "no amplification (neighbours: replace-one or zero-out)")
+            how.append(
+                "shuffled epochs accounted as if Poisson (an assumption)"
+                if ex.shuffle_bound == "as_poisson"
+                else "no amplification (neighbours: replace-one or zero-out)"
+            )
         if self.fixed_events:
             how.append(f"{len(self.fixed_events)} private statistic(s)")
         if self.accountant is not None:
             how.append(f"accounted by {type(self.accountant).__name__}")
-        return (f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighbouring}): {layout}, {clip}, " + ", ".join(how))
+        return (
+            f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighbouring}): {layout}, {clip}, "
+            + ", ".join(how)
+        )
 
     def __str__(self) -> str:
         return self.describe()
 
-    # -- accounting ---------------------------------------------------------------------------------
+    # -- accounting --------------------------------------------------------------------------------
 
-    def epsilon_at(self, noise_multiplier: float, steps: int | None = None,
-                   fixed_events: tuple[DpEvent, ...] = ()) -> float:
+    def epsilon_at(
+        self,
+        noise_multiplier: float,
+        steps: int | None = None,
+        fixed_events: tuple[DpEvent, ...] = (),
+    ) -> float:
         """ε at :attr:`delta` of this plan's run at multiplier ``noise_multiplier`` (and, when
         given, after ``steps`` ≤ :attr:`steps` steps, or composed with more ``fixed_events``, e.g.
         a sweep point's private statistics); ``inf`` for a non-private plan. Cached."""
         if self.delta is None:
             return math.inf
-        return _account(self._spec(), check_noise_multiplier(noise_multiplier),
-                        self.steps if steps is None else steps, tuple(fixed_events))
+        return _account(
+            self._spec(),
+            check_noise_multiplier(noise_multiplier),
+            self.steps if steps is None else steps,
+            tuple(fixed_events),
+        )
 
     def dp_event(self) -> DpEvent:
         """dp-accounting's event of the planned run (private statistics first, then the steps)."""
@@ -662,21 +887,36 @@ class DPPlan:
         if steps == self.steps:
             return self
         execution = dataclasses.replace(self.execution, steps=steps)
-        return dataclasses.replace(self, execution=execution, epsilon=self.epsilon_at(self.noise_multiplier, steps)
-                                   if self.private else math.inf)
+        return dataclasses.replace(
+            self,
+            execution=execution,
+            epsilon=self.epsilon_at(self.noise_multiplier, steps) if self.private else math.inf,
+        )
 
     # -- what the plan hands out ------------------------------------------------------------------
 
-    def clipped_grad(self, loss_fn: Any, *, has_aux: bool = False, keep_batch_dim: bool = True,
-                     prng_argnum: int | None = None, microbatch_size: int | None = None) -> PlanGradFn:
+    def clipped_grad(
+        self,
+        loss_fn: Any,
+        *,
+        has_aux: bool = False,
+        keep_batch_dim: bool = True,
+        prng_argnum: int | None = None,
+        microbatch_size: int | None = None,
+    ) -> PlanGradFn:
         """:func:`dpprep.clipping.clipped_grad` of ``loss_fn`` (a loss ``(params, batch, *args)``
         or a :class:`~dpprep.models.Model`, whose GLM fast path is then used; a stochastic model
         gets each example its own key) at this plan's ``C``, for batches of this plan's shape,
         ``microbatch_size`` per-example gradients at a time (None: all; padding-only microbatches
         are skipped). Microbatching changes memory and work, not the clipped sum or the account."""
-        fn = clipping.clipped_grad(loss_fn, l2_clip_norm=self.l2_clip_norm, has_aux=has_aux,
-                                   keep_batch_dim=keep_batch_dim, prng_argnum=prng_argnum,
-                                   microbatch_size=microbatch_size)
+        fn = clipping.clipped_grad(
+            loss_fn,
+            l2_clip_norm=self.l2_clip_norm,
+            has_aux=has_aux,
+            keep_batch_dim=keep_batch_dim,
+            prng_argnum=prng_argnum,
+            microbatch_size=microbatch_size,
+        )
         return PlanGradFn(self, fn, prng_argnum, isinstance(loss_fn, Model) and loss_fn.stochastic)
 
     def privatizer(self, key: Any) -> optax.GradientTransformation:
@@ -684,7 +924,9 @@ class DPPlan:
         divided by the plan's normaliser, from the ``"noise"`` stream of the run key ``key`` (the
         stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN."""
         noise_key = streams.stream(noise.check_key_arg(key), streams.NOISE)
-        inner = noise.privatizer(noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normaliser)
+        inner = noise.privatizer(
+            noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normaliser
+        )
         steps = self.steps
 
         def update_fn(updates, state, params=None):
@@ -695,7 +937,9 @@ class DPPlan:
 
         return optax.GradientTransformation(inner.init, update_fn)
 
-    def optimizer(self, tx: optax.GradientTransformation | None = None, *, key: Any) -> PrivateTransformation:
+    def optimizer(
+        self, tx: optax.GradientTransformation | None = None, *, key: Any
+    ) -> PrivateTransformation:
         """``optax.chain(privatizer(key), tx)``: the plan's privatizer first, then ``tx`` (default
         ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` of the run with key ``key``
         for :func:`dpprep.step.dp_step`."""
@@ -703,8 +947,13 @@ class DPPlan:
         if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
             raise TypeError(f"tx must be an optax GradientTransformation, got {type(tx).__name__}")
         if isinstance(tx, PrivateTransformation):
-            raise ValueError("tx already holds a privatizer (it is a plan's optimizer): the noise would be added twice")
-        return PrivateTransformation(self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx))
+            raise ValueError(
+                "tx already holds a privatizer (it is a plan's optimizer): the noise would be added"
+                " twice"
+            )
+        return PrivateTransformation(
+            self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx)
+        )
 
     def batch(self, key: Any, t: Any, data: Any) -> tuple[Any, Any]:
         """Step ``t``'s batch of ``data`` (a pytree whose every leaf has the plan's ``n`` rows)
@@ -712,14 +961,20 @@ class DPPlan:
         ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them, and their 0/1
         mask (padded slots 0). Data of another size, or a step outside the plan, is refused."""
         ex = self.execution
-        rows = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(data)}
+        rows = {
+            np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(data)
+        }
         if rows != {ex.n}:
-            raise ValueError(f"the data's leaves have {sorted(rows, key=str)} rows; the plan was made for n={ex.n} "
-                             "(every leaf's first axis is the example axis)")
+            raise ValueError(
+                f"the data's leaves have {sorted(rows, key=str)} rows; the plan was made for"
+                f" n={ex.n} (every leaf's first axis is the example axis)"
+            )
         if not isinstance(t, jax.core.Tracer) and not 0 <= int(t) < ex.steps:
             raise ValueError(f"step t={t} is outside the plan's steps 0..{ex.steps - 1}")
         k_batch = streams.stream(noise.check_key_arg(key), streams.BATCH)
-        idx, mask, _, _ = ex.impl.select(k_batch, ex, jnp.asarray(t, jnp.int32), ex.impl.prepare(k_batch, ex))
+        idx, mask, _, _ = ex.impl.select(
+            k_batch, ex, jnp.asarray(t, jnp.int32), ex.impl.prepare(k_batch, ex)
+        )
         if idx is None:
             return data, jnp.ones((ex.pad,), jnp.float32)
         batch = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx], data)
@@ -748,8 +1003,10 @@ def _run_multiplier(z: float, clip: float) -> float:
     z32 = float(np.float32(z))
     std = np.float32(z32) * np.float32(clip)
     if not (np.isfinite(std) and std >= np.finfo(np.float32).tiny):
-        raise ValueError(f"noise_multiplier={z!r} with l2_clip_norm={clip!r} gives a noise std z·C that float32 cannot "
-                         "hold (the run would add no noise, or overflow): no guarantee follows")
+        raise ValueError(
+            f"noise_multiplier={z!r} with l2_clip_norm={clip!r} gives a noise std z·C that float32"
+            " cannot hold (the run would add no noise, or overflow): no guarantee follows"
+        )
     return min(z, z32)
 
 
@@ -762,21 +1019,30 @@ def _account(spec: tuple[Any, ...], z: float, steps: int, more: tuple[DpEvent, .
     if steps != execution.steps:
         execution = dataclasses.replace(execution, steps=steps)
     if accountant is not None and more:
-        raise ValueError("a point's private statistics do not compose with the plan's accountant here: give them "
-                         "to the accountant (e.g. the selection's fixed_events)")
+        raise ValueError(
+            "a point's private statistics do not compose with the plan's accountant here: give them"
+            " to the accountant (e.g. the selection's fixed_events)"
+        )
     if accountant is not None and _whole_procedure(accountant):
         return float(accountant.epsilon(execution, z, delta))
-    return execution.epsilon(z, delta, fixed_events=(*fixed_events, *more), options=options, accountant=accountant)
+    return execution.epsilon(
+        z, delta, fixed_events=(*fixed_events, *more), options=options, accountant=accountant
+    )
 
 
 def _calibrate(spec: tuple[Any, ...], target: float) -> float:
-    """The smallest multiplier with the run ``spec`` ``(target, δ)``-DP as it runs: calibrated by the
-    accountant, then (rarely) raised to the next float32 when float32 rounds it down past the target."""
+    """The smallest multiplier with the run ``spec`` ``(target, δ)``-DP as it runs: calibrated by
+    the
+    accountant, then (rarely) raised to the next float32 when float32 rounds it down past the
+    target.
+    """
     execution, clip, delta, fixed_events, accountant, options = spec
     if accountant is not None and _whole_procedure(accountant):
         z = float(accountant.calibrate(execution, target, delta))
     else:
-        z = execution.calibrate(target, delta, fixed_events=fixed_events, options=options, accountant=accountant)
+        z = execution.calibrate(
+            target, delta, fixed_events=fixed_events, options=options, accountant=accountant
+        )
     if _account(spec, z, execution.steps, ()) > target:
         z = float(np.nextafter(np.float32(z), np.float32(np.inf)))
     return z

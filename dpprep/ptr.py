@@ -1,4 +1,5 @@
-"""Moved to :mod:`dpprep.preprocess.ptr` (Hu et al.'s package); this name stays an alias of that module, so that
+"""Moved to :mod:`dpprep.preprocess.ptr` (Hu et al.'s package); this name stays an alias of that
+module, so that
 imports written before the move keep working. New code imports :mod:`dpprep.preprocess.ptr`."""
 
 import importlib

@@ -43,7 +43,8 @@ Array = jax.Array
 
 
 def poisson_pad_size(n: int, q: float, steps: int = 1, *, max_overflow_prob: float = 1e-10) -> int:
-    """Smallest ``pad`` with ``P[some of `steps` Binomial(n, q) draws > pad] <= max_overflow_prob``."""
+    """Smallest ``pad`` with ``P[some of `steps` Binomial(n, q) draws > pad] <=
+    max_overflow_prob``."""
     n = check_positive_int(n, "n")
     q = check_probability(q, "q")
     steps = check_positive_int(steps, "steps")
@@ -57,7 +58,8 @@ def poisson_pad_size(n: int, q: float, steps: int = 1, *, max_overflow_prob: flo
 
 
 def overflow_probability(n: int, q: float, pad: int, steps: int = 1) -> float:
-    """Probability that at least one of ``steps`` Poisson draws selects more than ``pad`` examples."""
+    """Probability that at least one of ``steps`` Poisson draws selects more than ``pad``
+    examples."""
     n = check_positive_int(n, "n")
     q = check_probability(q, "q")
     pad = check_positive_int(pad, "pad")
@@ -144,7 +146,6 @@ def stopping_time(key: Array, n: int, kappa: int = 1) -> Array:
     return jax.random.randint(key, (), 1, n - kappa + 2, dtype=jnp.int32)
 
 
-
 def without_replacement_batch(key: Array, n: int, batch_size: int) -> Array:
     """``batch_size`` distinct indices, uniform over the subsets of that size (a fresh draw per
     step): the first ``B`` of a random permutation."""
@@ -180,13 +181,22 @@ class Sampler(Protocol):
     neighbouring: str
     no_event_reason: str
 
-    def layout(self, n: int, batch_size: int | None, steps: int | None, epochs: float | None,
-               *, kappa: int, max_overflow_prob: float) -> Layout: ...
+    def layout(
+        self,
+        n: int,
+        batch_size: int | None,
+        steps: int | None,
+        epochs: float | None,
+        *,
+        kappa: int,
+        max_overflow_prob: float,
+    ) -> Layout: ...
 
     def prepare(self, key: Array, plan: Any) -> Any: ...
 
-    def select(self, key: Array, plan: Any, t: Array, prepared: Any
-               ) -> tuple[Array | None, Array | None, Array, Array]: ...
+    def select(
+        self, key: Array, plan: Any, t: Array, prepared: Any
+    ) -> tuple[Array | None, Array | None, Array, Array]: ...
 
     def schedule(self, plan: Any) -> Any: ...
 
@@ -225,7 +235,9 @@ class FullBatch(_Base):
     name: str = "full"
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
-        steps = _steps_or_epochs(self.name, steps, epochs, lambda e: check_positive_int(e, "epochs"))
+        steps = _steps_or_epochs(
+            self.name, steps, epochs, lambda e: check_positive_int(e, "epochs")
+        )
         return Layout(n, steps, n, float(n))
 
     def select(self, key, plan, t, prepared):
@@ -250,7 +262,8 @@ class PoissonSampler(_Base):
 
     def select(self, key, plan, t, prepared):
         idx, mask, size, overflow = poisson_batch(
-            jax.random.fold_in(key, t), plan.n, plan.batch_size / plan.n, plan.pad)
+            jax.random.fold_in(key, t), plan.n, plan.batch_size / plan.n, plan.pad
+        )
         return idx, mask, size, overflow
 
     def schedule(self, plan):
@@ -270,8 +283,9 @@ class ShuffleSampler(PoissonSampler):
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         b = _need_batch(self.name, batch_size, n)
         per_epoch = steps_per_epoch(n, b)
-        steps = _steps_or_epochs(self.name, steps, epochs,
-                                 lambda e: check_positive_int(e, "epochs") * per_epoch)
+        steps = _steps_or_epochs(
+            self.name, steps, epochs, lambda e: check_positive_int(e, "epochs") * per_epoch
+        )
         return Layout(b, steps, b, float(b), epochs=-(-steps // per_epoch))
 
     def prepare(self, key, plan):
@@ -301,7 +315,9 @@ class WithoutReplacementSampler(_Base):
         return idx, None, jnp.int32(plan.pad), jnp.bool_(False)
 
     def schedule(self, plan):
-        return DpSgdSchedule(plan.steps, "without_replacement", plan.batch_size / plan.n, dataset_size=plan.n)
+        return DpSgdSchedule(
+            plan.steps, "without_replacement", plan.batch_size / plan.n, dataset_size=plan.n
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,8 +326,10 @@ class WithReplacementSampler(_Base):
     ``B``. dp-accounting has no accountant for it."""
 
     name: str = "replacement"
-    no_event_reason: str = ("dp-accounting has no accountant for sampling with replacement; "
-                            "use sampling='poisson' or 'without_replacement' for an accounted run")
+    no_event_reason: str = (
+        "dp-accounting has no accountant for sampling with replacement; "
+        "use sampling='poisson' or 'without_replacement' for an accounted run"
+    )
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         b = _need_batch(self.name, batch_size, n, at_most_n=False)
@@ -339,11 +357,14 @@ class FixedOrderSampler(_Base):
     no_event_reason: str = (
         "DP-SGD by iteration (fixed_order with a random stop) is accounted by amplification by "
         "iteration, not by a dp-accounting event: use plan.epsilon / plan.calibrate "
-        "(dpprep.accounting.dp.sgd_iter_epsilon with noise std z·C and L = C)")
+        "(dpprep.accounting.dp.sgd_iter_epsilon with noise std z·C and L = C)"
+    )
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         if epochs is not None:
-            raise ValueError("fixed_order takes steps (or None for the random stopping time), not epochs")
+            raise ValueError(
+                "fixed_order takes steps (or None for the random stopping time), not epochs"
+            )
         if steps is None:
             kappa = check_positive_int(kappa, "kappa")
             if kappa > n:
@@ -351,7 +372,9 @@ class FixedOrderSampler(_Base):
             return Layout(1, n - kappa + 1, 1, 1.0, random_stop=True)
         steps = check_positive_int(steps, "steps")
         if steps > n:
-            raise ValueError(f"steps must be <= n = {n} for fixed_order (one record per step), got {steps}")
+            raise ValueError(
+                f"steps must be <= n = {n} for fixed_order (one record per step), got {steps}"
+            )
         return Layout(1, steps, 1, 1.0)
 
     def select(self, key, plan, t, prepared):
@@ -362,9 +385,9 @@ class FixedOrderSampler(_Base):
         return None if plan.random_stop else _schedule(1, "full")
 
 
-
 def _schedule(steps: int, sampling: str, rate: float = 1.0) -> DpSgdSchedule:
-    return DpSgdSchedule(steps, sampling, rate)  # type: ignore[arg-type]  # DpSgdSchedule validates the name
+    # DpSgdSchedule validates the name
+    return DpSgdSchedule(steps, sampling, rate)  # type: ignore[arg-type]
 
 
 SAMPLERS: dict[str, Sampler] = {}
@@ -377,13 +400,22 @@ def register(sampler: Sampler) -> Sampler:
     if not getattr(sampler, "name", ""):
         raise ValueError("sampler.name must be a non-empty string")
     if sampler.name in SAMPLERS:
-        raise ValueError(f"a sampler named {sampler.name!r} is registered already; register yours under a new name")
+        raise ValueError(
+            f"a sampler named {sampler.name!r} is registered already; register yours under a new"
+            " name"
+        )
     SAMPLERS[sampler.name] = sampler
     return sampler
 
 
-for _sampler in (FullBatch(), PoissonSampler(), ShuffleSampler(), WithoutReplacementSampler(),
-                 WithReplacementSampler(), FixedOrderSampler()):
+for _sampler in (
+    FullBatch(),
+    PoissonSampler(),
+    ShuffleSampler(),
+    WithoutReplacementSampler(),
+    WithReplacementSampler(),
+    FixedOrderSampler(),
+):
     register(_sampler)  # type: ignore[arg-type]  # each implements the Sampler protocol
 
 

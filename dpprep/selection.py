@@ -24,7 +24,8 @@ here is an RDP bound.
 4. return the candidate with the highest noisy score: its parameters, grid point and noisy score.
 
 The theorem needs each candidate's *whole* output to be private, so a candidate's event is the
-composition ``[plan.dp_event(z), Gaussian(score_noise)]`` (:meth:`PrivateSelection.candidate_event`),
+composition ``[plan.dp_event(z), Gaussian(score_noise)]``
+(:meth:`PrivateSelection.candidate_event`),
 the selection's is ``RepeatAndSelectDpEvent(candidate, mean, shape)`` and private statistics
 shared by every candidate (``fixed_events``, e.g. DPSGD-F's mean, computed once) compose once,
 outside the repetition. **Only the best candidate's output is private**: ``K``, the other
@@ -48,9 +49,12 @@ to ``chunk_size``), so a selection compiles once per chunk shape, like a grid.
 The selection is its plan's accountant (:meth:`PrivateSelection.plan`): the plan of every
 candidate's run on the training part, its multiplier calibrated for the whole procedure:
 
->>> selection = PrivateSelection(Repetitions(mean=10, shape=1), score_noise=20.0, validation_size=200)
->>> plan = selection.plan("full", 1200, steps=50, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5)
->>> plan.n, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0   # 1000 training rows; all of it (2, 1e-5)-DP
+>>> selection = PrivateSelection(Repetitions(mean=10, shape=1), score_noise=20.0,
+...                              validation_size=200)
+>>> plan = selection.plan("full", 1200, steps=50, l2_clip_norm=1.0, target_epsilon=2.0,
+...                       delta=1e-5)
+>>> # 1000 training rows; all of it (2, 1e-5)-DP
+>>> plan.n, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0
 (1000, 31.161, True)
 >>> round(plan.execution.epsilon(plan.noise_multiplier, 1e-5), 3)  # one candidate's training alone
 0.833
@@ -89,7 +93,13 @@ from dpprep.algorithms import (
 from dpprep.extensions import field_specs
 from dpprep.models import Array, Params
 from dpprep.plan import DPPlan, ExecutionPlan, epsilon_with_overflow_slack
-from dpprep.validation import check_delta, check_epsilon, check_key, check_positive, check_positive_int
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_key,
+    check_positive,
+    check_positive_int,
+)
 
 #: The named streams of a selection's key (:mod:`dpprep.streams`).
 SPLIT, NUM_CANDIDATES, CANDIDATES = "validation_split", "num_candidates", "candidates"
@@ -105,7 +115,9 @@ MAX_CHUNK = 64
 #: The four parts of an end-to-end account, in order.
 PARTS = ("pre-processing", "private statistics", "selection", "training")
 
-_MAX_COUNT = 2**23  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
+_MAX_COUNT = (
+    2**23
+)  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
 _GAMMA_BISECTIONS = 200  # halvings of (0, 1]: float64 resolution long before
 _BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
 
@@ -163,7 +175,9 @@ def _logser_quantile(u: np.ndarray, p: float) -> np.ndarray:
     norm = -math.log1p(-p)
     smallest = float(np.min(1.0 - u))
     last = 64
-    while p ** (last + 1) / ((last + 1) * (1.0 - p) * norm) > 1e-3 * smallest:  # bound on P[K > last]
+    while (
+        p ** (last + 1) / ((last + 1) * (1.0 - p) * norm) > 1e-3 * smallest
+    ):  # bound on P[K > last]
         last *= 2
     k = np.arange(1, last + 1, dtype=np.float64)
     pmf = np.exp(k * math.log(p) - np.log(k) - math.log(norm))
@@ -191,10 +205,16 @@ class Repetitions:
     def __post_init__(self) -> None:
         shape = float(self.shape)
         if math.isnan(shape) or shape < 0:
-            raise ValueError(f"shape (η) must be >= 0 (0: logarithmic, 1: geometric, inf: Poisson), got {self.shape!r}")
+            raise ValueError(
+                "shape (η) must be >= 0 (0: logarithmic, 1: geometric, inf: Poisson), got"
+                f" {self.shape!r}"
+            )
         mean = float(self.mean)
         if not math.isfinite(mean) or mean < 1:
-            raise ValueError(f"mean (the mean number of candidates) must be a finite number >= 1, got {self.mean!r}")
+            raise ValueError(
+                "mean (the mean number of candidates) must be a finite number >= 1, got"
+                f" {self.mean!r}"
+            )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "mean", mean)
 
@@ -210,7 +230,9 @@ class Repetitions:
     def describe(self) -> str:
         if self.poisson:
             return f"Poisson(mean {self.mean:g})"
-        name = {0.0: "logarithmic", 1.0: "geometric"}.get(self.shape, f"truncated negative binomial (η = {self.shape:g})")
+        name = {0.0: "logarithmic", 1.0: "geometric"}.get(
+            self.shape, f"truncated negative binomial (η = {self.shape:g})"
+        )
         return f"{name}, mean {self.mean:g}"
 
     def pmf(self, k: Any) -> np.ndarray:
@@ -224,10 +246,15 @@ class Repetitions:
         if self.shape == 0.0:
             return stats.logser.pmf(k, 1.0 - gamma)
         # The negative binomial on {0, 1, ...} conditioned on K >= 1: P[K >= 1] = 1 − γ^η.
-        return np.where(k >= 1, stats.nbinom.pmf(k, self.shape, gamma) / -math.expm1(self.shape * math.log(gamma)), 0.0)
+        return np.where(
+            k >= 1,
+            stats.nbinom.pmf(k, self.shape, gamma) / -math.expm1(self.shape * math.log(gamma)),
+            0.0,
+        )
 
     def quantile(self, u: Any) -> np.ndarray:
-        """The inverse CDF at ``u ∈ (0, 1)`` (the smallest ``k`` with ``P[K ≤ k] ≥ u``), as int64."""
+        """The inverse CDF at ``u ∈ (0, 1)`` (the smallest ``k`` with ``P[K ≤ k] ≥ u``), as
+        int64."""
         u = np.asarray(u, np.float64)
         if np.any((u <= 0) | (u >= 1)):
             raise ValueError("u must lie in the open interval (0, 1)")
@@ -243,14 +270,18 @@ class Repetitions:
         else:
             # Truncated at k >= 1 through the survival function, which keeps its precision when
             # P[K >= 1] = 1 − γ^η is small (small η): P[K > k | K >= 1] = sf(k)/sf(0) <= 1 − u.
-            k = stats.nbinom.isf((1.0 - u) * -math.expm1(self.shape * math.log(gamma)), self.shape, gamma)
+            k = stats.nbinom.isf(
+                (1.0 - u) * -math.expm1(self.shape * math.log(gamma)), self.shape, gamma
+            )
         return np.asarray(k).astype(np.int64)
 
     def sample(self, key: Array, shape: tuple[int, ...] = ()) -> np.ndarray:
         """``K`` drawn from ``key`` (int64 array of ``shape``): a 53-bit uniform from the key's bits
         (float64 on the host, whatever JAX's x64 setting), through :meth:`quantile`."""
         bits = np.asarray(jax.random.bits(key, (*shape, 2), jnp.uint32)).astype(np.uint64)
-        whole = (bits[..., 0] >> np.uint64(5)) * np.uint64(2**26) + (bits[..., 1] >> np.uint64(6))  # 53 bits
+        whole = (bits[..., 0] >> np.uint64(5)) * np.uint64(2**26) + (
+            bits[..., 1] >> np.uint64(6)
+        )  # 53 bits
         return self.quantile((whole.astype(np.float64) + 0.5) / 2.0**53)
 
     def dp_event(self, candidate: DpEvent) -> dp_event.RepeatAndSelectDpEvent:
@@ -301,47 +332,71 @@ class EndToEnd:
         raise ValueError(f"no part {name!r}; parts are {PARTS}")
 
     def describe(self) -> str:
-        """The breakdown, one line per part (each part's ε alone, one accountant), then the total."""
-        lines = [f"end-to-end ({self.accountant}): epsilon = {self.epsilon:.4g} at delta = {self.delta:g}, charging "
-                 f"{' + '.join(self.charged) or 'nothing'}"]
+        """The breakdown, one line per part (each part's ε alone, one accountant), then the
+        total."""
+        lines = [
+            f"end-to-end ({self.accountant}): epsilon = {self.epsilon:.4g} at delta ="
+            f" {self.delta:g}, charging {' + '.join(self.charged) or 'nothing'}"
+        ]
         for part in self.parts:
             value = "—" if part.epsilon is None else f"{part.epsilon:.4g}"
             mark = "charged" if part.charged else "not charged"
             lines.append(f"  {part.name:<19} epsilon alone {value:>8} ({mark})")
-            lines += textwrap.wrap(part.note, 96, initial_indent="      ", subsequent_indent="      ")
+            lines += textwrap.wrap(
+                part.note, 96, initial_indent="      ", subsequent_indent="      "
+            )
         return "\n".join(lines)
 
     def as_row(self) -> dict[str, Any]:
         """Flat columns for a results row: the total, each part's ε and which parts were charged."""
-        row: dict[str, Any] = {"epsilon_end_to_end": self.epsilon, "delta": self.delta,
-                               "charged": "+".join(self.charged) or "nothing", "accountant": self.accountant}
+        row: dict[str, Any] = {
+            "epsilon_end_to_end": self.epsilon,
+            "delta": self.delta,
+            "charged": "+".join(self.charged) or "nothing",
+            "accountant": self.accountant,
+        }
         for part in self.parts:
             row[f"epsilon_{part.name.replace(' ', '_').replace('-', '_')}"] = part.epsilon
         return row
 
 
-def _preprocessed(plan: ExecutionPlan, noise_multiplier: float, delta: float, preprocessing: Any) -> tuple[float, Part, str]:
+def _preprocessed(
+    plan: ExecutionPlan, noise_multiplier: float, delta: float, preprocessing: Any
+) -> tuple[float, Part, str]:
     """The pipeline's ε (pre-processing then the run), as the pre-processing accountant charges it
-    (e.g. :meth:`dpprep.preprocess.privacy.meta.PreprocessedAccountant.pipeline`: the smaller of a theorem
-    for pre-processed data and group privacy, each through ``plan.epsilon``)."""
+    (e.g. :meth:`dpprep.preprocess.privacy.meta.PreprocessedAccountant.pipeline`: the smaller of a
+    theorem for pre-processed data and group privacy, each through ``plan.epsilon``)."""
     if not callable(getattr(preprocessing, "pipeline", None)):
-        raise TypeError("preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) "
-                         f"(e.g. dpprep.preprocess.privacy.meta.PreprocessedAccountant), got {type(preprocessing).__name__}")
+        raise TypeError(
+            "preprocessing must be a pre-processing accountant with pipeline(plan, z, delta) (e.g."
+            " dpprep.preprocess.privacy.meta.PreprocessedAccountant), got"
+            f" {type(preprocessing).__name__}"
+        )
     charge = preprocessing.pipeline(plan, noise_multiplier, delta)
-    return charge.epsilon, Part("pre-processing", charge.epsilon, True, charge.note), charge.accountant
+    return (
+        charge.epsilon,
+        Part("pre-processing", charge.epsilon, True, charge.note),
+        charge.accountant,
+    )
 
 
-def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
-                  fixed_events: tuple[DpEvent, ...] = (), tuned: bool = True,
-                  options: dp.AccountingOptions | None = None,
-                  preprocessing: Any = None) -> EndToEnd:
+def training_only(
+    plan: ExecutionPlan,
+    noise_multiplier: float,
+    delta: float,
+    *,
+    fixed_events: tuple[DpEvent, ...] = (),
+    tuned: bool = True,
+    options: dp.AccountingOptions | None = None,
+    preprocessing: Any = None,
+) -> EndToEnd:
     """The customary account: one run (and its ``fixed_events``) charged, by ``plan.epsilon``;
     ``tuned``: its hyperparameters were chosen on the private data, which this account does not
     charge (the selection part is listed as not charged, to say so).
 
     ``preprocessing``: the run trains on data pre-processed with the accountant's sensitivity
-    (replace-one plans; :class:`dpprep.preprocess.privacy.meta.PreprocessedAccountant`): the total is then
-    the pipeline's ε, the smaller of Hu et al.'s Theorem 2 and group privacy (at group size
+    (replace-one plans; :class:`dpprep.preprocess.privacy.meta.PreprocessedAccountant`): the total
+    is then the pipeline's ε, the smaller of Hu et al.'s Theorem 2 and group privacy (at group size
     ``ceil(Δ∞) + 1``), and the pre-processing part carries it (it cannot be split from the run's).
     Not with ``fixed_events`` or ``options`` (a statistic of pre-processed data would need its own
     Theorem 2). ValueError otherwise, as the plan's own checks."""
@@ -350,25 +405,51 @@ def training_only(plan: ExecutionPlan, noise_multiplier: float, delta: float, *,
     pre = Part("pre-processing", None, False, "none declared")
     if preprocessing is not None:
         if fixed_events or options is not None:
-            raise ValueError("preprocessing: the pipeline is accounted by Theorem 2 or group privacy alone; "
-                             "fixed_events and options do not compose with it")
+            raise ValueError(
+                "preprocessing: the pipeline is accounted by Theorem 2 or group privacy alone; "
+                "fixed_events and options do not compose with it"
+            )
         total, pre, accountant = _preprocessed(plan, noise_multiplier, delta, preprocessing)
     else:
         total = plan.epsilon(noise_multiplier, delta, fixed_events=fixed_events, options=options)
-    return EndToEnd(total, delta, (
-        pre,
-        _statistics_part(fixed_events, delta, options or dp.AccountingOptions(neighbouring=plan.neighbouring)),  # type: ignore[arg-type]
-        Part("selection", None, False, "hyperparameters chosen on the private data, not charged" if tuned
-             else "none: hyperparameters fixed in advance"),
-        Part("training", train, True, f"one run of {plan.steps} steps ({plan.sampler})"),
-    ), accountant)
+    return EndToEnd(
+        total,
+        delta,
+        (
+            pre,
+            _statistics_part(
+                fixed_events,
+                delta,
+                options or dp.AccountingOptions(neighbouring=plan.neighbouring),  # type: ignore[arg-type]
+            ),
+            Part(
+                "selection",
+                None,
+                False,
+                (
+                    "hyperparameters chosen on the private data, not charged"
+                    if tuned
+                    else "none: hyperparameters fixed in advance"
+                ),
+            ),
+            Part("training", train, True, f"one run of {plan.steps} steps ({plan.sampler})"),
+        ),
+        accountant,
+    )
 
 
-def _statistics_part(fixed_events: tuple[DpEvent, ...], delta: float, options: dp.AccountingOptions) -> Part:
+def _statistics_part(
+    fixed_events: tuple[DpEvent, ...], delta: float, options: dp.AccountingOptions
+) -> Part:
     if not fixed_events:
         return Part("private statistics", None, False, "none")
     eps = dp.composed_epsilon(list(fixed_events), delta, options=options)
-    return Part("private statistics", eps, True, f"{len(fixed_events)} event(s) released once, shared by every run")
+    return Part(
+        "private statistics",
+        eps,
+        True,
+        f"{len(fixed_events)} event(s) released once, shared by every run",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -399,13 +480,20 @@ class PrivateSelection:
 
     def __post_init__(self) -> None:
         if not isinstance(self.repetitions, Repetitions):
-            raise TypeError(f"repetitions must be a Repetitions(mean, shape), got {type(self.repetitions).__name__}")
+            raise TypeError(
+                "repetitions must be a Repetitions(mean, shape), got"
+                f" {type(self.repetitions).__name__}"
+            )
         object.__setattr__(self, "score_noise", check_positive(self.score_noise, "score_noise"))
-        object.__setattr__(self, "validation_size", check_positive_int(self.validation_size, "validation_size"))
+        object.__setattr__(
+            self, "validation_size", check_positive_int(self.validation_size, "validation_size")
+        )
         fixed = tuple(self.fixed_events)
         for event in fixed:
             if not isinstance(event, DpEvent):
-                raise TypeError(f"fixed_events must contain dp_accounting DpEvents, got {type(event).__name__}")
+                raise TypeError(
+                    f"fixed_events must contain dp_accounting DpEvents, got {type(event).__name__}"
+                )
         object.__setattr__(self, "fixed_events", fixed)
 
     def check_size(self, n: int) -> int:
@@ -413,8 +501,10 @@ class PrivateSelection:
         validation part would leave no training row)."""
         n = check_positive_int(n, "n")
         if self.validation_size >= n:
-            raise ValueError(f"validation_size={self.validation_size} must be smaller than the data ({n} rows): "
-                             "at least one row must remain to train on")
+            raise ValueError(
+                f"validation_size={self.validation_size} must be smaller than the data ({n} rows): "
+                "at least one row must remain to train on"
+            )
         return n - self.validation_size
 
     def plan(self, sampling: str, n: int, **options: Any) -> DPPlan:
@@ -425,22 +515,34 @@ class PrivateSelection:
         ``noise_multiplier``, ``batch_size``, ``steps`` or ``epochs``, …); the procedure's
         private statistics are this selection's ``fixed_events``."""
         if "accountant" in options or "fixed_events" in options:
-            raise ValueError("the selection is the plan's accountant, and its fixed_events are the selection's")
+            raise ValueError(
+                "the selection is the plan's accountant, and its fixed_events are the selection's"
+            )
         return DPPlan.create(sampling, self.check_size(n), accountant=self, **options)
 
     def score_event(self, plan: ExecutionPlan) -> dp_event.GaussianDpEvent:
         """The noisy count's event. A count moves by at most 1 under either relation; the
         accountants read a Gaussian's multiplier as relative to a sum that moves by 2 units under
         replace-one, so there the multiplier is ``2·score_noise`` (the same ``1/σ``)."""
-        return dp_event.GaussianDpEvent(self.score_noise * (2.0 if plan.neighbouring == "replace_one" else 1.0))
+        return dp_event.GaussianDpEvent(
+            self.score_noise * (2.0 if plan.neighbouring == "replace_one" else 1.0)
+        )
 
-    def candidate_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.ComposedDpEvent:
+    def candidate_event(
+        self, plan: ExecutionPlan, noise_multiplier: float
+    ) -> dp_event.ComposedDpEvent:
         """One candidate's whole output: its training run composed with its noisy score (the event
         :meth:`epsilon` repeats and selects under add/remove; see :meth:`splits_parts`)."""
-        return dp_event.ComposedDpEvent([plan.dp_event(check_positive(noise_multiplier, "noise_multiplier")),
-                                         self.score_event(plan)])
+        return dp_event.ComposedDpEvent(
+            [
+                plan.dp_event(check_positive(noise_multiplier, "noise_multiplier")),
+                self.score_event(plan),
+            ]
+        )
 
-    def selection_event(self, plan: ExecutionPlan, noise_multiplier: float) -> dp_event.RepeatAndSelectDpEvent:
+    def selection_event(
+        self, plan: ExecutionPlan, noise_multiplier: float
+    ) -> dp_event.RepeatAndSelectDpEvent:
         """dp-accounting's event of the selection of :meth:`candidate_event` (without the shared
         statistics): what :meth:`epsilon` charges under add/remove at one noise level."""
         return self.repetitions.dp_event(self.candidate_event(plan, noise_multiplier))
@@ -460,16 +562,22 @@ class PrivateSelection:
     def _check_levels(self, noise_multipliers: Any) -> tuple[float, ...]:
         levels = np.asarray(noise_multipliers, np.float64).ravel()
         if levels.size == 0 or not np.all(np.isfinite(levels)) or not np.all(levels > 0):
-            raise ValueError(f"noise_multipliers must be a non-empty sequence of finite multipliers > 0, got {noise_multipliers!r}")
+            raise ValueError(
+                "noise_multipliers must be a non-empty sequence of finite multipliers > 0, got"
+                f" {noise_multipliers!r}"
+            )
         return tuple(float(z) for z in levels)
 
-    def _candidate_curve(self, plan: ExecutionPlan, levels: tuple[float, ...], *, trained: bool, scored: bool) -> np.ndarray:
+    def _candidate_curve(
+        self, plan: ExecutionPlan, levels: tuple[float, ...], *, trained: bool, scored: bool
+    ) -> np.ndarray:
         """RDP, at each of :data:`dp.RDP_ORDERS`, of one candidate that draws its training
         multiplier uniformly from ``levels`` (its grid point, drawn independently of the data and
         released with the candidate): the output is a mixture with disjoint supports, so its
         Rényi divergence of order α is exactly ``log(mean_i exp((α−1)·ε_i(α)))/(α−1)`` for
         per-point divergences ``ε_i(α)`` — the log-mean-exp of the points' curves, at most the
         least noisy point's."""
+
         def events(z: float) -> list[DpEvent]:
             return [plan.dp_event(z)] * trained + [self.score_event(plan)] * scored
 
@@ -480,15 +588,22 @@ class PrivateSelection:
             return curves[0]
         orders = np.asarray(dp.RDP_ORDERS)[None, :]
         weights = np.log(counts / counts.sum())[:, None]
-        return np.asarray(special.logsumexp(weights + (orders - 1.0) * curves, axis=0) / (orders[0] - 1.0), np.float64)
+        return np.asarray(
+            special.logsumexp(weights + (orders - 1.0) * curves, axis=0) / (orders[0] - 1.0),
+            np.float64,
+        )
 
     def _selected(self, curve: np.ndarray) -> np.ndarray:
         """The RDP curve of the best of ``K`` candidates with RDP ``curve`` (Papernot & Steinke
         2022, Theorems 2 and 6, as dp-accounting applies them to a RepeatAndSelectDpEvent)."""
         # dp-accounting computes this only inside its accountant, from an event; a mixture has no
         # event, so its curve goes through the same function (tests pin both routes equal).
-        return np.asarray(rdp_privacy_accountant._compute_rdp_repeat_and_select(  # noqa: SLF001
-            dp.RDP_ORDERS, curve, self.repetitions.mean, self.repetitions.shape), np.float64)
+        return np.asarray(
+            rdp_privacy_accountant._compute_rdp_repeat_and_select(  # noqa: SLF001
+                dp.RDP_ORDERS, curve, self.repetitions.mean, self.repetitions.shape
+            ),
+            np.float64,
+        )
 
     def _rdp_epsilon(self, curve: np.ndarray, delta: float) -> float:
         return float(rdp_privacy_accountant.compute_epsilon(dp.RDP_ORDERS, curve, delta)[0])
@@ -498,37 +613,62 @@ class PrivateSelection:
         at most E[K]·p (a union bound over the candidates, K independent of the data)."""
         return min(1.0, self.repetitions.mean * plan.overflow_probability())
 
-    def _epsilon(self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float, *, shared: bool = True
-                 ) -> tuple[float, float | None, float | None]:
+    def _epsilon(
+        self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float, *, shared: bool = True
+    ) -> tuple[float, float | None, float | None]:
         """ε of the procedure (with the shared statistics when ``shared``) and, where
         :meth:`splits_parts`, the two parts' ε (training runs, noisy counts); else ``None``s."""
         self._check_plan(plan)
         relation: Any = plan.neighbouring  # a dp.Neighbouring: the plan validated it
-        fixed = (dp.rdp_curve(self.fixed_events, neighbouring=relation)
-                 if shared and self.fixed_events else np.zeros(len(dp.RDP_ORDERS)))
+        fixed = (
+            dp.rdp_curve(self.fixed_events, neighbouring=relation)
+            if shared and self.fixed_events
+            else np.zeros(len(dp.RDP_ORDERS))
+        )
         what = f"at noise_multiplier={min(levels)!r} the selection"
 
         def ideal(trained: bool, scored: bool) -> Callable[[float], float]:
-            curve = fixed + self._selected(self._candidate_curve(plan, levels, trained=trained, scored=scored))
+            curve = fixed + self._selected(
+                self._candidate_curve(plan, levels, trained=trained, scored=scored)
+            )
             return lambda d: self._rdp_epsilon(curve, d)
 
         if not self.splits_parts(plan):
-            return epsilon_with_overflow_slack(ideal(True, True), delta, self._overflow(plan), what), None, None
-        training = epsilon_with_overflow_slack(ideal(True, False), delta, self._overflow(plan), what)
+            return (
+                epsilon_with_overflow_slack(ideal(True, True), delta, self._overflow(plan), what),
+                None,
+                None,
+            )
+        training = epsilon_with_overflow_slack(
+            ideal(True, False), delta, self._overflow(plan), what
+        )
         counts = ideal(False, True)(delta)  # the training runs are identical: no overflow to charge
         return max(training, counts), training, counts
 
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
-            raise TypeError(f"plan must be an ExecutionPlan (PrivateSelection.plan(...).execution), got {type(plan).__name__}")
+            raise TypeError(
+                "plan must be an ExecutionPlan (PrivateSelection.plan(...).execution), got"
+                f" {type(plan).__name__}"
+            )
         schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
-        if plan.neighbouring == "replace_one" and schedule.sampling in ("poisson", "shuffle") and schedule.sampling_rate < 1:
-            raise ValueError("private selection is accounted by dp-accounting's RDP accountant (the only one with "
-                             "RepeatAndSelectDpEvent), which has no replace-one bound for Poisson sampling: use "
-                             "neighbouring='add_remove', or full / without_replacement batches")
+        if (
+            plan.neighbouring == "replace_one"
+            and schedule.sampling in ("poisson", "shuffle")
+            and schedule.sampling_rate < 1
+        ):
+            raise ValueError(
+                "private selection is accounted by dp-accounting's RDP accountant (the only one"
+                " with RepeatAndSelectDpEvent), which has no replace-one bound for Poisson"
+                " sampling: use neighbouring='add_remove', or full / without_replacement batches"
+            )
         if plan.sampler == "shuffle" and plan.shuffle_bound == "as_poisson":
-            warnings.warn("shuffled DP-SGD candidates are accounted as if Poisson-subsampled (an assumption, "
-                          "not a proof; see ExecutionPlan): the selection's ε inherits it", UserWarning, stacklevel=4)
+            warnings.warn(
+                "shuffled DP-SGD candidates are accounted as if Poisson-subsampled (an assumption, "
+                "not a proof; see ExecutionPlan): the selection's ε inherits it",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def epsilon(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> float:
         """ε at ``delta`` of the whole procedure (shared statistics + selection) with training
@@ -537,33 +677,49 @@ class PrivateSelection:
         larger of the two parts' ε (:meth:`splits_parts`), else both parts composed.
 
         >>> from dpprep.plan import ExecutionPlan
-        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0, validation_size=200)
+        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0,
+        ...                              validation_size=200)
         >>> both = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50), 25.0, 1e-5)
-        >>> split = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50, neighbouring="replace_one"), 50.0, 1e-5)
-        >>> round(both, 4), round(split, 4)   # replace-one at z = 2·25: the same training divergence
+        >>> replace_one = ExecutionPlan.create("full", 1000, steps=50, neighbouring="replace_one")
+        >>> split = selection.epsilon(replace_one, 50.0, 1e-5)
+        >>> # replace-one at z = 2·25: the same training divergence
+        >>> round(both, 4), round(split, 4)
         (2.1438, 2.1104)
         """
         delta = check_delta(delta)
-        return self._epsilon(plan, (check_positive(noise_multiplier, "noise_multiplier"),), delta)[0]
+        return self._epsilon(plan, (check_positive(noise_multiplier, "noise_multiplier"),), delta)[
+            0
+        ]
 
     def scores_epsilon(self, plan: ExecutionPlan, delta: float) -> float:
         """ε at ``delta`` of the ``K`` noisy validation scores alone (repeated and selected, no
         training, no shared statistics): what the scores cost whatever the training noise."""
         self._check_plan(plan)
-        return dp.composed_epsilon([self.repetitions.dp_event(self.score_event(plan))], check_delta(delta),
-                                   options=_rdp(plan))
+        return dp.composed_epsilon(
+            [self.repetitions.dp_event(self.score_event(plan))],
+            check_delta(delta),
+            options=_rdp(plan),
+        )
 
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
         shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
         self._check_plan(plan)
         selection = self.repetitions.dp_event(self.score_event(plan))
-        return dp.composed_epsilon([*self.fixed_events, selection], check_delta(delta), options=_rdp(plan))
+        return dp.composed_epsilon(
+            [*self.fixed_events, selection], check_delta(delta), options=_rdp(plan)
+        )
 
-    def calibrate(self, plan: ExecutionPlan, target_epsilon: float, delta: float, *, tol: float = dp.CALIBRATION_TOL
-                  ) -> float:
-        """The smallest training multiplier ``z`` (within ``tol``; Brent's method, cached) with the whole
-        procedure ``(target_epsilon, delta)``-DP; ValueError naming target_epsilon when even
+    def calibrate(
+        self,
+        plan: ExecutionPlan,
+        target_epsilon: float,
+        delta: float,
+        *,
+        tol: float = dp.CALIBRATION_TOL,
+    ) -> float:
+        """The smallest training multiplier ``z`` (within ``tol``; Brent's method, cached) with the
+        whole procedure ``(target_epsilon, delta)``-DP; ValueError naming target_epsilon when even
         ``z → ∞`` leaves it above the target (:meth:`floor`)."""
         target = check_epsilon(target_epsilon, "target_epsilon")
         delta = check_delta(delta)
@@ -573,17 +729,26 @@ class PrivateSelection:
             raise ValueError(
                 f"target_epsilon={target_epsilon!r} is too small for any candidate to run: K ~ "
                 f"{self.repetitions.describe()} noisy scores (score_noise={self.score_noise:g})"
-                + (f" and {len(self.fixed_events)} shared statistic(s)" if self.fixed_events else "")
-                + f" alone cost epsilon={floor:.4g} at delta={delta:g}; ask for more, raise score_noise or "
-                  "lower the mean number of candidates")
+                + (
+                    f" and {len(self.fixed_events)} shared statistic(s)"
+                    if self.fixed_events
+                    else ""
+                )
+                + f" alone cost epsilon={floor:.4g} at delta={delta:g}; ask for more, raise"
+                " score_noise or lower the mean number of candidates"
+            )
 
         return _calibrate(self, plan, target, delta, tol)
 
     def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
-        return _end_to_end(self, plan, (check_positive(noise_multiplier, "noise_multiplier"),), check_delta(delta))
+        return _end_to_end(
+            self, plan, (check_positive(noise_multiplier, "noise_multiplier"),), check_delta(delta)
+        )
 
-    def end_to_end_of_grid(self, plan: ExecutionPlan, noise_multipliers: Any, delta: float) -> EndToEnd:
+    def end_to_end_of_grid(
+        self, plan: ExecutionPlan, noise_multipliers: Any, delta: float
+    ) -> EndToEnd:
         """The :class:`EndToEnd` account of a search whose grid points carry their **own** training
         multipliers (:func:`search_many`; e.g. a constant that sets σ), each candidate drawing its
         point uniformly from the grid's entries.
@@ -597,7 +762,8 @@ class PrivateSelection:
 
         >>> from dpprep.plan import ExecutionPlan
         >>> plan = ExecutionPlan.create("full", 1000, steps=50)
-        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0, validation_size=200)
+        >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0,
+        ...                              validation_size=200)
         >>> grid = selection.end_to_end_of_grid(plan, [40.0, 25.0, 60.0], 1e-5)
         >>> least_noisy = selection.end_to_end(plan, 25.0, 1e-5).epsilon
         >>> round(grid.epsilon, 4), round(least_noisy, 4)
@@ -611,34 +777,58 @@ class PrivateSelection:
         scores = self.scores_epsilon(plan, delta)
         z = min(levels)
         train = plan.epsilon(z, delta, options=_rdp(plan))
-        how = (f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each a training run "
-               f"and a noisy count of correct predictions (std {self.score_noise:g}) on {self.validation_size} "
-               f"validation rows; the noisy counts alone cost epsilon = {scores:.4g}")
+        how = (
+            f"best of K ~ {self.repetitions.describe()} candidates (Papernot & Steinke 2022), each"
+            f" a training run and a noisy count of correct predictions (std {self.score_noise:g})"
+            f" on {self.validation_size} validation rows; the noisy counts alone cost epsilon ="
+            f" {scores:.4g}"
+        )
         if len(set(levels)) > 1:
-            how += (f"; each candidate draws one of {len(levels)} grid points whose training multipliers run from "
-                    f"z = {z:.4g} to {max(levels):.4g}, charged as their mixture (log-mean-exp of the points' RDP "
-                    "curves; the least noisy point alone would charge more)")
+            how += (
+                f"; each candidate draws one of {len(levels)} grid points whose training"
+                f" multipliers run from z = {z:.4g} to {max(levels):.4g}, charged as their mixture"
+                " (log-mean-exp of the points' RDP curves; the least noisy point alone would"
+                " charge more)"
+            )
         if training is not None and counts is not None:
-            how += (f"; replace-one: the replaced record sits in the training part or in the validation part, so "
-                    f"the larger of the training runs' selection (epsilon = {training:.4g}) and the noisy counts' "
-                    f"(epsilon = {counts:.4g}) is charged, not their composition")
-        trained = "the least noisy grid point's run" if len(set(levels)) > 1 else "one candidate's run"
-        return EndToEnd(total, delta, (
-            Part("pre-processing", None, False, "none declared"),
-            _statistics_part(self.fixed_events, delta, _rdp(plan)),
-            Part("selection", alone, True, how),
-            Part("training", train, True, f"{trained} of {plan.steps} steps ({plan.sampler}), "
-                 "charged within the selection"),
-        ), "rdp")
+            how += (
+                "; replace-one: the replaced record sits in the training part or in the validation"
+                f" part, so the larger of the training runs' selection (epsilon = {training:.4g})"
+                f" and the noisy counts' (epsilon = {counts:.4g}) is charged, not their composition"
+            )
+        trained = (
+            "the least noisy grid point's run" if len(set(levels)) > 1 else "one candidate's run"
+        )
+        return EndToEnd(
+            total,
+            delta,
+            (
+                Part("pre-processing", None, False, "none declared"),
+                _statistics_part(self.fixed_events, delta, _rdp(plan)),
+                Part("selection", alone, True, how),
+                Part(
+                    "training",
+                    train,
+                    True,
+                    f"{trained} of {plan.steps} steps ({plan.sampler}), "
+                    "charged within the selection",
+                ),
+            ),
+            "rdp",
+        )
 
 
 @functools.lru_cache(maxsize=128)
-def _end_to_end(selection: PrivateSelection, plan: ExecutionPlan, levels: tuple[float, ...], delta: float) -> EndToEnd:
+def _end_to_end(
+    selection: PrivateSelection, plan: ExecutionPlan, levels: tuple[float, ...], delta: float
+) -> EndToEnd:
     return selection._end_to_end(plan, levels, delta)
 
 
 @functools.lru_cache(maxsize=128)
-def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, delta: float, tol: float) -> float:
+def _calibrate(
+    selection: PrivateSelection, plan: ExecutionPlan, target: float, delta: float, tol: float
+) -> float:
     """:meth:`PrivateSelection.calibrate` past its checks (cached: the arguments are hashable)."""
 
     seen: dict[float, float] = {}  # the bracket, its checks and Brent's method revisit points
@@ -647,7 +837,9 @@ def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, 
         if z not in seen:
             try:
                 seen[z] = selection.epsilon(plan, z, delta) - target
-            except ValueError:  # the overflow slack leaves nothing of delta: too little noise, far above
+            except (
+                ValueError
+            ):  # the overflow slack leaves nothing of delta: too little noise, far above
                 seen[z] = math.inf
         return seen[z]
 
@@ -657,15 +849,21 @@ def _calibrate(selection: PrivateSelection, plan: ExecutionPlan, target: float, 
             break
         hi *= 2.0
     else:
-        raise ValueError(f"target_epsilon={target!r} needs a noise multiplier above {hi:.3g}; ask for more")
+        raise ValueError(
+            f"target_epsilon={target!r} needs a noise multiplier above {hi:.3g}; ask for more"
+        )
     lo = hi / 2.0
     while excess(lo) <= 0:
         if lo < tol:
             return lo
         lo, hi = lo / 2.0, lo
-    if math.isfinite(excess(lo)):  # ε is continuous and decreasing in z: Brent's method on the bracket
+    if math.isfinite(
+        excess(lo)
+    ):  # ε is continuous and decreasing in z: Brent's method on the bracket
         root = optimize.brentq(excess, lo, hi, xtol=tol / 4)
-        up = min(hi, root + tol / 2)  # the exact root is within tol/4 of Brent's: up meets the target
+        up = min(
+            hi, root + tol / 2
+        )  # the exact root is within tol/4 of Brent's: up meets the target
         if excess(up) <= 0:
             return up
     while hi - lo > tol:  # otherwise (or when the slack refused lo), plain bisection
@@ -705,13 +903,18 @@ def candidate_key(key: Array, index: int) -> Array:
     return jax.random.fold_in(streams.stream(key, CANDIDATES), index)
 
 
-def split(data: tuple[Any, Any], validation_size: int, key: Array) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
+def split(
+    data: tuple[Any, Any], validation_size: int, key: Array
+) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
     """``((x_train, y_train), (x_validation, y_validation))``: a random permutation of the rows
-    from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out."""
+    from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out.
+    """
     x, y = data
     n = int(np.shape(y)[0])
     if isinstance(validation_size, bool) or not isinstance(validation_size, (int, np.integer)):
-        raise TypeError(f"validation_size must be an integer number of rows, got {validation_size!r}")
+        raise TypeError(
+            f"validation_size must be an integer number of rows, got {validation_size!r}"
+        )
     if not 1 <= validation_size < n:
         raise ValueError(f"validation_size={validation_size} must be between 1 and n − 1 = {n - 1}")
     order = np.asarray(jax.random.permutation(streams.stream(key, SPLIT), n))
@@ -739,19 +942,32 @@ def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -
     known = sweepable_fields(config)
     reserved = sorted(set(grid) & set(RESERVED))
     if reserved and not noise_levels:
-        raise ValueError(f"grid cannot vary {reserved}: the selection sets the training noise itself "
-                         "(the plan's noise_multiplier, calibrated for the whole procedure)")
+        raise ValueError(
+            f"grid cannot vary {reserved}: the selection sets the training noise itself "
+            "(the plan's noise_multiplier, calibrated for the whole procedure)"
+        )
     unknown = sorted(set(grid) - set(known))
     if unknown:
-        raise ValueError(f"grid cannot vary {unknown}; sweepable fields of this config are {list(known)}")
-    # A list is a pytree of scalars: make plain fields arrays, keep pytree fields (e.g. noise scales) as trees.
+        raise ValueError(
+            f"grid cannot vary {unknown}; sweepable fields of this config are {list(known)}"
+        )
+    # A list is a pytree of scalars: make plain fields arrays, keep pytree fields (e.g. noise
+    # scales) as trees.
     pytrees = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.pytree}
-    values = {name: jax.tree_util.tree_map(np.asarray, value) if name in pytrees else np.asarray(value)
-              for name, value in grid.items()}
-    lengths = {int(np.shape(leaf)[0]) if np.ndim(leaf) else -1
-               for value in values.values() for leaf in jax.tree_util.tree_leaves(value)}
+    values = {
+        name: jax.tree_util.tree_map(np.asarray, value) if name in pytrees else np.asarray(value)
+        for name, value in grid.items()
+    }
+    lengths = {
+        int(np.shape(leaf)[0]) if np.ndim(leaf) else -1
+        for value in values.values()
+        for leaf in jax.tree_util.tree_leaves(value)
+    }
     if lengths != {next(iter(lengths))} or -1 in lengths:
-        raise ValueError(f"grid values need one shared leading axis (the grid points), got lengths {sorted(lengths)}")
+        raise ValueError(
+            "grid values need one shared leading axis (the grid points), got lengths"
+            f" {sorted(lengths)}"
+        )
     if 0 in lengths:
         raise ValueError("grid is empty: it needs at least one point")
     return values
@@ -759,14 +975,19 @@ def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -
 
 def _check_search_config(config: TrainConfig) -> tuple[DPPlan, Traced]:
     """What every private search needs of its config (:func:`select`, :func:`search_many`): a
-    plan, ``config.hyper``, a classifier and one released iterate. Returns the plan and the values."""
+    plan, ``config.hyper``, a classifier and one released iterate. Returns the plan and the values.
+    """
     plan = checked_plan(config)
     values = traced(config)
     if config.model.task != "classification":
-        raise ValueError(f"config.model must be a classifier: the score is a noisy count of correct predictions "
-                         f"(got task {config.model.task!r})")
+        raise ValueError(
+            "config.model must be a classifier: the score is a noisy count of correct predictions "
+            f"(got task {config.model.task!r})"
+        )
     if config.iterates == "both":
-        raise ValueError("config.iterates='both' releases two models; a search returns one ('last' or 'average')")
+        raise ValueError(
+            "config.iterates='both' releases two models; a search returns one ('last' or 'average')"
+        )
     return plan, values
 
 
@@ -774,18 +995,35 @@ def _check_selection(selection: Any) -> PrivateSelection:
     if not isinstance(selection, PrivateSelection):
         raise TypeError(f"selection must be a PrivateSelection, got {type(selection).__name__}")
     if selection.validation_size >= _MAX_COUNT:
-        raise ValueError(f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
-                         "predictions is recovered exactly from a float32 accuracy only up to there")
+        raise ValueError(
+            f"validation_size={selection.validation_size} must be below 2^23: the count of correct "
+            "predictions is recovered exactly from a float32 accuracy only up to there"
+        )
     return selection
 
 
-def _checked_grid(config: TrainConfig, plan: DPPlan, values0: Traced, grid: Any, params0: Params, num_features: int | None,
-                  *, noise_levels: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+def _checked_grid(
+    config: TrainConfig,
+    plan: DPPlan,
+    values0: Traced,
+    grid: Any,
+    params0: Params,
+    num_features: int | None,
+    *,
+    noise_levels: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`_check_grid`, then every point's values (``values0`` with the point's) checked
     against the plan, the model and the extensions; returns the grid and what each point charges."""
     values = _check_grid(config, grid, noise_levels=noise_levels)
-    charged = check_hyper(with_values(values0, values), params0, plan=plan, swept=tuple(values),
-                          num_features=num_features, extensions=config.extensions, clip_method=config.clip_method)
+    charged = check_hyper(
+        with_values(values0, values),
+        params0,
+        plan=plan,
+        swept=tuple(values),
+        num_features=num_features,
+        extensions=config.extensions,
+        clip_method=config.clip_method,
+    )
     return values, charged
 
 
@@ -796,9 +1034,13 @@ def _warn_if_scores_dominate(account: EndToEnd, scores: float, shared: bool) -> 
     do not share it (:meth:`PrivateSelection.splits_parts`): the scores cost the training nothing
     below the target, and at or above it calibration refuses."""
     if shared and scores > 0.5 * account.epsilon:
-        warnings.warn(f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's "
-                      f"{account.epsilon:.4g} (more than half): raise score_noise or lower the mean number of "
-                      f"candidates to leave the training more\n{account.describe()}", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's"
+            f" {account.epsilon:.4g} (more than half): raise score_noise or lower the mean number"
+            f" of candidates to leave the training more\n{account.describe()}",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def select(
@@ -836,42 +1078,70 @@ def select(
     plan, values0 = _check_search_config(config)
     selection = plan.accountant
     if not isinstance(selection, PrivateSelection):
-        raise ValueError("config.plan must be a selection's plan: PrivateSelection.plan(sampling, n, ...), whose "
-                         "noise is calibrated for (and whose epsilon accounts) the whole procedure; got "
-                         f"{plan.describe()}")
+        raise ValueError(
+            "config.plan must be a selection's plan: PrivateSelection.plan(sampling, n, ...),"
+            " whose noise is calibrated for (and whose epsilon accounts) the whole procedure; got"
+            f" {plan.describe()}"
+        )
     _check_selection(selection)
     key = check_key(key)
     x, y = check_data(data, params0, config.model)
     n = algorithms.rows(x)
     if n - selection.validation_size != plan.n:
-        raise ValueError(f"the data has {n} rows: {n - selection.validation_size} train after the "
-                         f"{selection.validation_size} validation rows, but the plan was made for n={plan.n} "
-                         "(make it with selection.plan(sampling, len(data), ...))")
-    values, charged = _checked_grid(config, plan, values0, grid, params0, algorithms.num_features(x))
+        raise ValueError(
+            f"the data has {n} rows: {n - selection.validation_size} train after the "
+            f"{selection.validation_size} validation rows, but the plan was made for n={plan.n} "
+            "(make it with selection.plan(sampling, len(data), ...))"
+        )
+    values, charged = _checked_grid(
+        config, plan, values0, grid, params0, algorithms.num_features(x)
+    )
     if float(np.min(charged["noise_multiplier"])) < plan.noise_multiplier:
-        raise ValueError("a grid point (or hyper.extra) lowers an extension's noise below the plan's (noise factor < 1): "
-                         "the selection's epsilon, calibrated for the plan's noise, would not cover that candidate")
+        raise ValueError(
+            "a grid point (or hyper.extra) lowers an extension's noise below the plan's (noise"
+            " factor < 1): the selection's epsilon, calibrated for the plan's noise, would not"
+            " cover that candidate"
+        )
     if chunk_size is not None:
         chunk_size = check_positive_int(chunk_size, "chunk_size")
     z = plan.noise_multiplier
     assert plan.delta is not None
     accounting = selection.end_to_end(plan.execution, z, plan.delta)
-    _warn_if_scores_dominate(accounting, selection.scores_epsilon(plan.execution, plan.delta),
-                             not selection.splits_parts(plan.execution))
+    _warn_if_scores_dominate(
+        accounting,
+        selection.scores_epsilon(plan.execution, plan.delta),
+        not selection.splits_parts(plan.execution),
+    )
     if verbose:
         print(accounting.describe(), file=sys.stderr)
 
     train_data, validation = split((x, y), selection.validation_size, key)
     num = _num_candidates(selection, key)
     if num == 0:  # the Poisson K: nothing runs, the output is ⊥
-        return SelectionResult(None, None, None, z, accounting, {"num_candidates": 0, "grid_indices": np.zeros(0, np.int64)})
+        return SelectionResult(
+            None,
+            None,
+            None,
+            z,
+            accounting,
+            {"num_candidates": 0, "grid_indices": np.zeros(0, np.int64)},
+        )
     chunk = chunk_size or min(MAX_CHUNK, 1 << (num - 1).bit_length())
-    (found,) = _run_searches(config, params0, train_data, validation, [(key, values)], selection, chunk)
+    (found,) = _run_searches(
+        config, params0, train_data, validation, [(key, values)], selection, chunk
+    )
     assert found.index is not None
-    # The chosen point as given in the grid (Python floats for scalar fields, arrays for pytree ones).
-    point = {name: jax.tree_util.tree_map(lambda v: v[found.index].item() if np.ndim(v) == 1 else v[found.index], value)
-             for name, value in values.items()}
-    return SelectionResult(found.params, point, found.score, z, accounting, {**found.diagnostics, "chunk_size": chunk})
+    # The chosen point as given in the grid (Python floats for scalar fields, arrays for pytree
+    # ones).
+    point = {
+        name: jax.tree_util.tree_map(
+            lambda v: v[found.index].item() if np.ndim(v) == 1 else v[found.index], value
+        )
+        for name, value in values.items()
+    }
+    return SelectionResult(
+        found.params, point, found.score, z, accounting, {**found.diagnostics, "chunk_size": chunk}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -903,11 +1173,19 @@ def _num_candidates(selection: PrivateSelection, key: Array) -> int:
     return int(selection.repetitions.sample(streams.stream(key, NUM_CANDIDATES)))
 
 
-def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], validation: tuple[Any, Any],
-                  searches: list[tuple[Array, dict[str, Any]]], selection: PrivateSelection, chunk: int) -> list[SearchResult]:
+def _run_searches(
+    config: TrainConfig,
+    params0: Params,
+    train: tuple[Any, Any],
+    validation: tuple[Any, Any],
+    searches: list[tuple[Array, dict[str, Any]]],
+    selection: PrivateSelection,
+    chunk: int,
+) -> list[SearchResult]:
     """Every search's candidates (drawn from its key's streams), trained ``chunk`` at a time as one
     compiled call (each candidate a "seed" of :func:`dpprep.sweeps.sweep_points` with its own key
-    and point; the last call padded with copies of the last candidate) and scored on ``validation``."""
+    and point; the last call padded with copies of the last candidate) and scored on ``validation``.
+    """
     names = tuple(searches[0][1])
     m = int(np.shape(validation[1])[0])
     drawn: list[tuple[int, np.ndarray, np.ndarray, Any]] = []  # K, grid indices, score noise, keys
@@ -916,10 +1194,15 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
         if num == 0:
             drawn.append((0, np.zeros(0, np.int64), np.zeros(0), None))
             continue
-        # One _draws shape per power of two (the padding repeats the last candidate, then is dropped).
+        # One _draws shape per power of two (the padding repeats the last candidate, then is
+        # dropped).
         which = np.minimum(np.arange(1 << (num - 1).bit_length()), num - 1)
-        keys, idx, noise = _draws(key, jnp.asarray(which), int(jax.tree_util.tree_leaves(values)[0].shape[0]))
-        drawn.append((num, np.asarray(idx, np.int64)[:num], np.asarray(noise, np.float64)[:num], keys[:num]))
+        keys, idx, noise = _draws(
+            key, jnp.asarray(which), int(jax.tree_util.tree_leaves(values)[0].shape[0])
+        )
+        drawn.append(
+            (num, np.asarray(idx, np.int64)[:num], np.asarray(noise, np.float64)[:num], keys[:num])
+        )
     owners = [(s, j) for s, (num, *_) in enumerate(drawn) for j in range(num)]
     accuracies = [np.zeros(num) for num, *_ in drawn]
     scores = [np.zeros(num) for num, *_ in drawn]
@@ -930,12 +1213,21 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
         real = min(chunk, len(owners) - start)
         keys = jnp.stack([drawn[s][3][j] for s, j in take])
         # Each candidate's point of its own search's grid (per_seed: one point per candidate).
-        points = {name: jax.tree_util.tree_map(lambda *leaves: np.stack(leaves)[:, None],
-                                               *[jax.tree_util.tree_map(lambda v, i=drawn[s][1][j]: np.asarray(v)[i],
-                                                                        searches[s][1][name]) for s, j in take])
-                  for name in names}
-        result = sweeps.sweep_points(config, params0, train, keys, points, eval_data=validation, per_seed=names,
-                                     chunk_size=1)
+        points = {
+            name: jax.tree_util.tree_map(
+                lambda *leaves: np.stack(leaves)[:, None],
+                *[
+                    jax.tree_util.tree_map(
+                        lambda v, i=drawn[s][1][j]: np.asarray(v)[i], searches[s][1][name]
+                    )
+                    for s, j in take
+                ],
+            )
+            for name in names
+        }
+        result = sweeps.sweep_points(
+            config, params0, train, keys, points, eval_data=validation, per_seed=names, chunk_size=1
+        )
         assert result.evaluation is not None
         acc = np.asarray(result.evaluation["accuracy"], np.float64)[:, 0]
         for c, (s, j) in enumerate(take[:real]):
@@ -944,7 +1236,9 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
             scores[s][j] = (np.rint(acc[c] * m) + selection.score_noise * drawn[s][2][j]) / m
             if best[s] < 0 or scores[s][j] > scores[s][best[s]]:  # ties: the earliest candidate
                 best[s] = j
-                best_params[s] = jax.tree_util.tree_map(lambda a, c=c: np.asarray(a)[c, 0], result.params)
+                best_params[s] = jax.tree_util.tree_map(
+                    lambda a, c=c: np.asarray(a)[c, 0], result.params
+                )
     out = []
     for s, (num, idx, _, _) in enumerate(drawn):
         diagnostics: dict[str, Any] = {"num_candidates": num, "grid_indices": idx}
@@ -952,7 +1246,9 @@ def _run_searches(config: TrainConfig, params0: Params, train: tuple[Any, Any], 
             out.append(SearchResult(None, None, None, diagnostics))
             continue
         diagnostics.update(noisy_scores=scores[s], accuracies=accuracies[s], best=best[s])
-        out.append(SearchResult(best_params[s], int(idx[best[s]]), float(scores[s][best[s]]), diagnostics))
+        out.append(
+            SearchResult(best_params[s], int(idx[best[s]]), float(scores[s][best[s]]), diagnostics)
+        )
     return out
 
 
@@ -973,7 +1269,8 @@ def search_many(
     point** (``noise_multiplier`` or an extension's noise field). Under a private plan every point
     is checked against it (noise > 0, every extension's noise covered) and each search is accounted
     by :meth:`PrivateSelection.end_to_end_of_grid` (every candidate charged as the mixture over the
-    grid's points, which it draws uniformly): its :attr:`SearchResult.accounting`. Under a non-private plan nothing is
+    grid's points, which it draws uniformly): its :attr:`SearchResult.accounting`. Under a
+    non-private plan nothing is
     claimed (``accounting`` None: e.g. a nominal-ε mechanism whose guarantee, if any, its caller
     derives). Each search is private on its own; releasing several outputs composes, which the
     caller charges.
@@ -983,7 +1280,8 @@ def search_many(
         training part; ``config.hyper`` gives the fields no grid varies). Classifiers only; one
         iterate.
       params0: initial parameters.
-      train, validation: the split (:func:`split`); ``validation`` has ``selection.validation_size`` rows.
+      train, validation: the split (:func:`split`); ``validation`` has ``selection.validation_size``
+      rows.
       searches: the :class:`Search` es (every grid varies the same fields).
       selection: ``K``'s distribution, the score noise and the validation size.
       chunk_size: candidates per compiled call.
@@ -993,11 +1291,16 @@ def search_many(
     plan, values0 = _check_search_config(config)
     selection = _check_selection(selection)
     if plan.accountant is not None and plan.accountant != selection:
-        raise ValueError("config.plan is accounted by another accountant; search_many accounts each search itself "
-                         "(PrivateSelection.end_to_end_of_grid)")
+        raise ValueError(
+            "config.plan is accounted by another accountant; search_many accounts each search"
+            " itself (PrivateSelection.end_to_end_of_grid)"
+        )
     if plan.fixed_events:
-        raise ValueError("config.plan carries private statistics (fixed_events): a search composes them once, outside "
-                         "the repetition, as the selection's own fixed_events (PrivateSelection(..., fixed_events=...))")
+        raise ValueError(
+            "config.plan carries private statistics (fixed_events): a search composes them once,"
+            " outside the repetition, as the selection's own fixed_events (PrivateSelection(...,"
+            " fixed_events=...))"
+        )
     searches = list(searches)
     if not searches or not all(isinstance(s, Search) for s in searches):
         raise ValueError("searches must be a non-empty sequence of Search(key, grid)")
@@ -1005,32 +1308,69 @@ def search_many(
     checked_plan(config, algorithms.rows(x))
     xv, _ = check_data(validation, params0, config.model)
     if algorithms.rows(xv) != selection.validation_size:
-        raise ValueError(f"validation has {algorithms.rows(xv)} rows, selection.validation_size="
-                         f"{selection.validation_size}")
+        raise ValueError(
+            f"validation has {algorithms.rows(xv)} rows, selection.validation_size="
+            f"{selection.validation_size}"
+        )
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     checked: list[tuple[Array, dict[str, Any]]] = []
     accounts: list[EndToEnd | None] = []
     for i, search in enumerate(searches):
-        values, charged = _checked_grid(config, plan, values0, search.grid, params0, algorithms.num_features(x),
-                                        noise_levels=True)
+        values, charged = _checked_grid(
+            config,
+            plan,
+            values0,
+            search.grid,
+            params0,
+            algorithms.num_features(x),
+            noise_levels=True,
+        )
         if i and tuple(values) != tuple(checked[0][1]):
-            raise ValueError(f"every search's grid must vary the same fields: searches[{i}] varies {list(values)}, "
-                             f"searches[0] {list(checked[0][1])}")
+            raise ValueError(
+                f"every search's grid must vary the same fields: searches[{i}] varies"
+                f" {list(values)}, searches[0] {list(checked[0][1])}"
+            )
         checked.append((check_key(search.key), values))
         if plan.private and any(charged["fixed_events"]):
-            raise ValueError(f"searches[{i}]'s grid declares private statistics per point (e.g. a private mean): a "
-                             "search composes statistics once, as the selection's fixed_events")
+            raise ValueError(
+                f"searches[{i}]'s grid declares private statistics per point (e.g. a private mean):"
+                " a search composes statistics once, as the selection's fixed_events"
+            )
         if plan.private:
             assert plan.delta is not None
-            accounts.append(selection.end_to_end_of_grid(plan.execution, charged["noise_multiplier"], plan.delta))
+            accounts.append(
+                selection.end_to_end_of_grid(
+                    plan.execution, charged["noise_multiplier"], plan.delta
+                )
+            )
         else:
             accounts.append(None)
     found = _run_searches(config, params0, train, validation, checked, selection, chunk_size)
-    return [dataclasses.replace(result, accounting=account) for result, account in zip(found, accounts)]
+    return [
+        dataclasses.replace(result, accounting=account) for result, account in zip(found, accounts)
+    ]
 
 
 __all__ = [
-    "CANDIDATES", "EndToEnd", "GRID_POINT", "MAX_CHUNK", "NUM_CANDIDATES", "PARTS", "Part", "PrivateSelection",
-    "Repetitions", "SCORE", "SPLIT", "Search", "SearchResult", "SelectionResult", "candidate_key", "search_many",
-    "select", "split", "tnb_gamma", "tnb_mean", "training_only",
+    "CANDIDATES",
+    "EndToEnd",
+    "GRID_POINT",
+    "MAX_CHUNK",
+    "NUM_CANDIDATES",
+    "PARTS",
+    "Part",
+    "PrivateSelection",
+    "Repetitions",
+    "SCORE",
+    "SPLIT",
+    "Search",
+    "SearchResult",
+    "SelectionResult",
+    "candidate_key",
+    "search_many",
+    "select",
+    "split",
+    "tnb_gamma",
+    "tnb_mean",
+    "training_only",
 ]

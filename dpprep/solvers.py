@@ -57,7 +57,10 @@ def logistic_ball_optimum(x, y01, radius: float, steps: int) -> BallOptimum:
     x = np.asarray(check_finite_array(x, "x", ndim=2), np.float64)
     y01 = np.asarray(check_finite_array(y01, "y01", ndim=1), np.float64)
     if x.shape[0] != y01.shape[0] or x.shape[0] == 0:
-        raise ValueError(f"x and y01 must have the same, non-zero number of rows, got {x.shape[0]} and {y01.shape[0]}")
+        raise ValueError(
+            f"x and y01 must have the same, non-zero number of rows, got {x.shape[0]} and"
+            f" {y01.shape[0]}"
+        )
     if np.any(np.linalg.norm(x, axis=1) > 1.0 + 1e-6):
         raise ValueError("x rows must lie in the unit ball (the step size 4 assumes ‖x_i‖ ≤ 1)")
     if not np.all((y01 == 0) | (y01 == 1)):
@@ -84,7 +87,9 @@ def logistic_ball_optimum(x, y01, radius: float, steps: int) -> BallOptimum:
         (t, _, _), _ = jax.lax.scan(body, (t0, t0, jnp.float32(1.0)), None, length=steps)
         return t
 
-    theta = np.asarray(fista32(jnp.asarray(x, jnp.float32), jnp.asarray(y01, jnp.float32)), np.float64)
+    theta = np.asarray(
+        fista32(jnp.asarray(x, jnp.float32), jnp.asarray(y01, jnp.float32)), np.float64
+    )
     t, v, m = theta, theta, 1.0
     for _ in range(max(50, steps // 20)):  # float64 polish (warm-started FISTA)
         nt = project(v - 4.0 * grad(v, x, y01, np), np)

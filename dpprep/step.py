@@ -49,9 +49,15 @@ from dpprep.models import Array, Params
 from dpprep.plan import PlanGradFn, PrivateTransformation, _privatizer_state
 
 
-def apply_step(params: Params, opt_state: optax.OptState, batch: Any, *, grad_fn: Callable[..., ClippedGrad],
-               tx: optax.GradientTransformation, mask: Array | None = None
-               ) -> tuple[Params, optax.OptState, ClippedGrad]:
+def apply_step(
+    params: Params,
+    opt_state: optax.OptState,
+    batch: Any,
+    *,
+    grad_fn: Callable[..., ClippedGrad],
+    tx: optax.GradientTransformation,
+    mask: Array | None = None,
+) -> tuple[Params, optax.OptState, ClippedGrad]:
     """The step itself, unchecked (the engine's: its pieces come from the driver, which checked
     them against the plan): ``grad_fn`` → ``tx`` → apply."""
     clipped = grad_fn(params, batch, mask=mask)
@@ -89,32 +95,53 @@ def dp_step(
     (outside ``jit``) when the plan's steps are used up.
     """
     if not isinstance(grad_fn, PlanGradFn):
-        raise TypeError("grad_fn must come from a plan (plan.clipped_grad(loss)), so that it clips to the "
-                        f"plan's bound; got {type(grad_fn).__name__}")
+        raise TypeError(
+            "grad_fn must come from a plan (plan.clipped_grad(loss)), so that it clips to the "
+            f"plan's bound; got {type(grad_fn).__name__}"
+        )
     if not isinstance(tx, PrivateTransformation):
-        raise TypeError("tx must come from a plan (plan.optimizer(optax_optimizer, key=...)), which puts its "
-                        f"privatizer first; got {type(tx).__name__}")
+        raise TypeError(
+            "tx must come from a plan (plan.optimizer(optax_optimizer, key=...)), which puts its "
+            f"privatizer first; got {type(tx).__name__}"
+        )
     if grad_fn.plan != tx.plan:
-        raise ValueError("grad_fn and tx come from different plans: they would clip to one bound and add noise for "
-                         f"another ({grad_fn.plan.describe()} vs {tx.plan.describe()})")
+        raise ValueError(
+            "grad_fn and tx come from different plans: they would clip to one bound and add noise"
+            f" for another ({grad_fn.plan.describe()} vs {tx.plan.describe()})"
+        )
     expected = jax.tree_util.tree_structure(jax.eval_shape(tx.chained.init, params))
-    if jax.tree_util.tree_structure(opt_state) != expected:  # type: ignore[operator]  # jax's PyTreeDef stub
-        raise ValueError("opt_state is not the state of tx (build it with tx.init(params)): its structure is "
-                         f"{jax.tree_util.tree_structure(opt_state)}, tx's is {expected}")
+    # jax's PyTreeDef stub
+    if jax.tree_util.tree_structure(opt_state) != expected:  # type: ignore[operator]
+        raise ValueError(
+            "opt_state is not the state of tx (build it with tx.init(params)): its structure is "
+            f"{jax.tree_util.tree_structure(opt_state)}, tx's is {expected}"
+        )
     plan = tx.plan
     count = _privatizer_state(opt_state).count
     if not isinstance(count, jax.core.Tracer) and int(np.asarray(count)) >= plan.steps:
-        raise ValueError(f"the plan charges {plan.steps} steps and all of them were taken: a further step is "
-                         "not covered by its epsilon (make a plan with more steps)")
-    t = jnp.minimum(jnp.asarray(count, jnp.int32), plan.steps - 1)  # past the last step the privatizer gives NaN
+        raise ValueError(
+            f"the plan charges {plan.steps} steps and all of them were taken: a further step is "
+            "not covered by its epsilon (make a plan with more steps)"
+        )
+    t = jnp.minimum(
+        jnp.asarray(count, jnp.int32), plan.steps - 1
+    )  # past the last step the privatizer gives NaN
     batch, mask = plan.batch(tx.key, t, data)
     step_key = jax.random.fold_in(streams.stream(tx.key, streams.MODEL), t)
     call_args = list(args)
     if grad_fn.prng_argnum is not None:
         if not 0 <= grad_fn.prng_argnum <= len(call_args):
-            raise ValueError(f"prng_argnum={grad_fn.prng_argnum}: dp_step puts the step's key there, but only "
-                             f"{len(call_args)} other argument(s) were given")
+            raise ValueError(
+                f"prng_argnum={grad_fn.prng_argnum}: dp_step puts the step's key there, but only "
+                f"{len(call_args)} other argument(s) were given"
+            )
         call_args.insert(grad_fn.prng_argnum, step_key)
     step_fn = functools.partial(grad_fn, key=step_key) if grad_fn.stochastic else grad_fn
-    return apply_step(params, opt_state, batch, grad_fn=lambda p, b, mask: step_fn(p, b, *call_args, mask=mask),
-                      tx=tx, mask=mask)
+    return apply_step(
+        params,
+        opt_state,
+        batch,
+        grad_fn=lambda p, b, mask: step_fn(p, b, *call_args, mask=mask),
+        tx=tx,
+        mask=mask,
+    )

@@ -105,7 +105,9 @@ def _as_values(config: TrainConfig, points: Mapping[str, Any]) -> dict[str, Any]
     known = sweepable_fields(config)
     unknown = sorted(set(points) - set(known))
     if unknown:
-        raise ValueError(f"cannot sweep {unknown}; sweepable fields of this config are {list(known)}")
+        raise ValueError(
+            f"cannot sweep {unknown}; sweepable fields of this config are {list(known)}"
+        )
     pytrees = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.pytree}
     return {name: value if name in pytrees else np.asarray(value) for name, value in points.items()}
 
@@ -138,7 +140,9 @@ def vmaps_runs(config: TrainConfig, mesh: Any = None) -> bool:
     they run one after the other."""
     if mesh is not None or jax.default_backend() != "cpu":
         return True
-    return (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
+    return (
+        config.model.has_fast_path and config.clip_method != "vmap"
+    ) or config.clip_method == "none"
 
 
 class _PointFns(NamedTuple):
@@ -151,14 +155,22 @@ class _PointFns(NamedTuple):
     end: Callable[..., Any]  # (base, values, state, x_eval, y_eval) -> outputs
 
 
-def _point_fns(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-               with_params: bool) -> _PointFns:
+def _point_fns(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    names: tuple[str, ...],
+    with_eval: bool,
+    with_params: bool,
+) -> _PointFns:
     def outputs(hyper, params, metrics, x_eval, y_eval):
         evaluation = None
         if with_eval:
             score = lambda p: evaluate(run_model(config, hyper), p, x_eval, y_eval)  # noqa: E731
-            evaluation = ({k: score(v) for k, v in params.items()} if config.iterates == "both"
-                          else score(params))
+            evaluation = (
+                {k: score(v) for k, v in params.items()}
+                if config.iterates == "both"
+                else score(params)
+            )
         return (params if with_params else None), metrics, evaluation
 
     hyper_of = lambda base, values: with_values(base, dict(zip(names, values)))  # noqa: E731
@@ -171,10 +183,14 @@ def _point_fns(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...],
         return algorithms._begin_state(config, plan, hyper_of(base, values), params0, x, y, key)
 
     def advance(base, x, y, key, values, state, t0, count):
-        return algorithms._advance_state(config, plan, hyper_of(base, values), x, y, key, state, t0, count)
+        return algorithms._advance_state(
+            config, plan, hyper_of(base, values), x, y, key, state, t0, count
+        )
 
     def end(base, values, state, x_eval, y_eval):
-        return outputs(hyper_of(base, values), *algorithms._end_state(config, state), x_eval, y_eval)
+        return outputs(
+            hyper_of(base, values), *algorithms._end_state(config, state), x_eval, y_eval
+        )
 
     return _PointFns(whole, begin, advance, end)
 
@@ -193,36 +209,62 @@ class _Compiled(NamedTuple):
         return sum(fn._cache_size() for fn in self.jitted)
 
 
-def _compiled(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-              with_params: bool, per_seed: tuple[bool, ...] | None = None,
-              params0_per_seed: bool = False, per_call: int | None = None, batched: bool = True
-              ) -> _Compiled:
+def _compiled(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    names: tuple[str, ...],
+    with_eval: bool,
+    with_params: bool,
+    per_seed: tuple[bool, ...] | None = None,
+    params0_per_seed: bool = False,
+    per_call: int | None = None,
+    batched: bool = True,
+) -> _Compiled:
     """The ``(hyper_base, params0, x, y, keys, values, x_eval, y_eval) -> results`` of one static
     group, results with leading axes ``(seeds, points)`` (cached: groups that share a config, plan
-    and swept names share a compilation). ``batched``: the runs batched (``vmap``) into one computation,
+    and swept names share a compilation). ``batched``: the runs batched (``vmap``) into one
+    computation,
     else one compiled run called per seed and point (:func:`vmaps_runs`); ``per_call``: steps
     per compiled call (:func:`dpprep.algorithms.steps_per_call`)."""
-    return _compiled_group(config, plan, names, with_eval, with_params, per_seed, params0_per_seed, per_call,
-                           batched)
+    return _compiled_group(
+        config, plan, names, with_eval, with_params, per_seed, params0_per_seed, per_call, batched
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_group(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, ...], with_eval: bool,
-                    with_params: bool, per_seed: tuple[bool, ...] | None, params0_per_seed: bool,
-                    per_call: int | None, batched: bool) -> _Compiled:
+def _compiled_group(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    names: tuple[str, ...],
+    with_eval: bool,
+    with_params: bool,
+    per_seed: tuple[bool, ...] | None,
+    params0_per_seed: bool,
+    per_call: int | None,
+    batched: bool,
+) -> _Compiled:
     fns = _point_fns(config, plan, names, with_eval, with_params)
-    seeded = tuple(0 if flag else None for flag in (per_seed or (False,) * len(names)))
+    seeded = tuple(0 if flag else None for flag in per_seed or (False,) * len(names))
     p0 = 0 if params0_per_seed else None
 
     def over(fn, point_axes, seed_axes):
         return jax.vmap(jax.vmap(fn, in_axes=point_axes), in_axes=seed_axes) if batched else fn
 
-    whole = jax.jit(over(fns.whole, (None,) * 5 + (0, None, None), (None, p0, None, None, 0, seeded, None, None)))
+    whole = jax.jit(
+        over(
+            fns.whole, (None,) * 5 + (0, None, None), (None, p0, None, None, 0, seeded, None, None)
+        )
+    )
     begin = jax.jit(over(fns.begin, (None,) * 5 + (0,), (None, p0, None, None, 0, seeded)))
-    advance = jax.jit(lambda base, x, y, key, values, state, t0, count: over(
-        functools.partial(fns.advance, count=count), (None, None, None, None, 0, 0, None),
-        (None, None, None, 0, seeded, 0, None))(base, x, y, key, values, state, t0),
-        static_argnames="count", donate_argnames="state")
+    advance = jax.jit(
+        lambda base, x, y, key, values, state, t0, count: over(
+            functools.partial(fns.advance, count=count),
+            (None, None, None, None, 0, 0, None),
+            (None, None, None, 0, seeded, 0, None),
+        )(base, x, y, key, values, state, t0),
+        static_argnames="count",
+        donate_argnames="state",
+    )
     end = jax.jit(over(fns.end, (None, 0, 0, None, None), (None, seeded, 0, None, None)))
 
     def run(base, params0, x, y, key, values, x_eval, y_eval):
@@ -231,39 +273,60 @@ def _compiled_group(config: TrainConfig, plan: ExecutionPlan, names: tuple[str, 
         return algorithms.run_in_calls(
             lambda: begin(base, params0, x, y, key, values),
             lambda state, t0, count: advance(base, x, y, key, values, state, t0, count=count),
-            lambda state: end(base, values, state, x_eval, y_eval), plan.steps, per_call)
+            lambda state: end(base, values, state, x_eval, y_eval),
+            plan.steps,
+            per_call,
+        )
 
     def batched_run(base, params0, x, y, keys, values, x_eval, y_eval):
         # ``values`` as a tuple, whatever sequence the caller passes, to match the in_axes prefix.
         return run(base, params0, x, y, keys, tuple(values), x_eval, y_eval)
 
     def one_by_one(base, params0, x, y, keys, values, x_eval, y_eval):
-        points = {np.shape(leaf)[1 if flag is not None else 0]
-                  for value, flag in zip(values, seeded) for leaf in jax.tree_util.tree_leaves(value)}
+        points = {
+            np.shape(leaf)[1 if flag is not None else 0]
+            for value, flag in zip(values, seeded)
+            for leaf in jax.tree_util.tree_leaves(value)
+        }
         (count,) = points
         outs = []
         for s in range(keys.shape[0]):
             start = jax.tree_util.tree_map(lambda a: a[s], params0) if params0_per_seed else params0
             for p in range(count):
-                point = tuple(jax.tree_util.tree_map(lambda v: v[s, p] if flag is not None else v[p], value)
-                              for value, flag in zip(values, seeded))
+                point = tuple(
+                    jax.tree_util.tree_map(lambda v: v[s, p] if flag is not None else v[p], value)
+                    for value, flag in zip(values, seeded)
+                )
                 outs.append(run(base, start, x, y, keys[s], point, x_eval, y_eval))
         stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *outs)
-        return jax.tree_util.tree_map(lambda a: a.reshape(keys.shape[0], count, *a.shape[1:]), stacked)
+        return jax.tree_util.tree_map(
+            lambda a: a.reshape(keys.shape[0], count, *a.shape[1:]), stacked
+        )
 
     return _Compiled(batched_run if batched else one_by_one, (whole, begin, advance, end))
 
 
-def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, num_features: Any,
-                     num_seeds: int, *, memory_budget: float = MEMORY_BUDGET, eval_rows: int = 0) -> int:
-    """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1; ``num_features``:
+def points_per_chunk(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    params0: Params,
+    num_features: Any,
+    num_seeds: int,
+    *,
+    memory_budget: float = MEMORY_BUDGET,
+    eval_rows: int = 0,
+) -> int:
+    """How many points of ``num_seeds`` seeds fit in ``memory_budget`` bytes (at least 1;
+    ``num_features``:
     an example's shape, or for dict inputs a dict of one abstract example of each input): a
     float32 estimate of the per-point working set (logits/residuals of the padded batch, a
     handful of parameter-sized buffers, tracked iterates, per-example gradients on the vmap path,
     test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
     memory_budget = _check_budget(memory_budget)
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
-    if isinstance(num_features, dict):  # dict inputs: one abstract example of each (their shape and dtype)
+    if isinstance(
+        num_features, dict
+    ):  # dict inputs: one abstract example of each (their shape and dtype)
         example: Any = num_features
         num_features = sum(int(np.prod(leaf.shape[1:])) for leaf in num_features.values())
     else:
@@ -275,7 +338,9 @@ def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, 
     per_point = 4 * (6 * plan.pad * k + 10 * size + 2 * eval_rows * k + 8 * plan.steps)
     if config.track_params:
         per_point += 4 * plan.steps * size
-    fast = (config.model.has_fast_path and config.clip_method != "vmap") or config.clip_method == "none"
+    fast = (
+        config.model.has_fast_path and config.clip_method != "vmap"
+    ) or config.clip_method == "none"
     if not fast:
         per_point += 4 * 3 * plan.pad * size
     shared = 4 * (2 * plan.pad * num_features + plan.epochs * plan.n)
@@ -285,15 +350,22 @@ def points_per_chunk(config: TrainConfig, plan: ExecutionPlan, params0: Params, 
 
 def _check_budget(memory_budget: Any) -> float:
     if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, float, np.number)):
-        raise TypeError(f"memory_budget must be a number of bytes, got {type(memory_budget).__name__}")
+        raise TypeError(
+            f"memory_budget must be a number of bytes, got {type(memory_budget).__name__}"
+        )
     if not (np.isfinite(memory_budget) and memory_budget > 0):
-        raise ValueError(f"memory_budget must be a finite number of bytes > 0, got {memory_budget!r}")
+        raise ValueError(
+            f"memory_budget must be a finite number of bytes > 0, got {memory_budget!r}"
+        )
     return float(memory_budget)
 
 
 def _check_on_chunk(on_chunk: Any) -> None:
     if on_chunk is not None and not callable(on_chunk):
-        raise TypeError(f"on_chunk must be a callable on_chunk(done, chunks) or None, got {type(on_chunk).__name__}")
+        raise TypeError(
+            "on_chunk must be a callable on_chunk(done, chunks) or None, got"
+            f" {type(on_chunk).__name__}"
+        )
 
 
 def _replicate(tree: Any, sharding: NamedSharding) -> Any:
@@ -319,7 +391,9 @@ def _mesh(devices: int | Sequence[Any] | None) -> jax.sharding.Mesh | None:
     if isinstance(devices, int):
         available = jax.devices()
         if not 1 <= devices <= len(available):
-            raise ValueError(f"devices must be between 1 and {len(available)} (jax.devices()), got {devices}")
+            raise ValueError(
+                f"devices must be between 1 and {len(available)} (jax.devices()), got {devices}"
+            )
         devices = available[:devices]
     devices = list(devices)
     if len(devices) < 2:
@@ -333,22 +407,36 @@ def _limit_steps(plan: ExecutionPlan, max_steps: int | None) -> ExecutionPlan:
     sampler stay, so the compiled call has the same array shapes (a shorter loop)."""
     if max_steps is None:
         return plan
-    return dataclasses.replace(plan, steps=min(plan.steps, check_positive_int(max_steps, "max_steps")))
+    return dataclasses.replace(
+        plan, steps=min(plan.steps, check_positive_int(max_steps, "max_steps"))
+    )
 
 
-def _check_eval_data(eval_data, params0: Params, model, example_shape: tuple[int, ...], data_name: str):
-    """``(x_eval, y_eval)`` checked against the model and the training examples' shape, or ``(None, None)``."""
+def _check_eval_data(
+    eval_data, params0: Params, model, example_shape: tuple[int, ...], data_name: str
+):
+    """``(x_eval, y_eval)`` checked against the model and the training examples' shape, or ``(None,
+    None)``."""
     if eval_data is None:
         return None, None
     x_eval, y_eval = check_data(eval_data, params0, model)
     if algorithms.example_shape(x_eval) != example_shape:
-        raise ValueError(f"eval_data has examples of shape {algorithms.example_shape(x_eval)}, {data_name} has "
-                         f"{example_shape}")
+        raise ValueError(
+            f"eval_data has examples of shape {algorithms.example_shape(x_eval)}, {data_name} has "
+            f"{example_shape}"
+        )
     return x_eval, y_eval
 
 
-def _over_chunks(call: Callable[[np.ndarray], Any], total: int, chunk_size: int, *, axis: int,
-                 on_chunk: Callable[[int, int], None] | None, first_chunk_only: bool = False) -> Any:
+def _over_chunks(
+    call: Callable[[np.ndarray], Any],
+    total: int,
+    chunk_size: int,
+    *,
+    axis: int,
+    on_chunk: Callable[[int, int], None] | None,
+    first_chunk_only: bool = False,
+) -> Any:
     """``call(take)`` on fixed-size chunks of the indices ``0..total−1`` (the last chunk padded
     with copies of its last index, dropped from the result: one shape, one compilation), results
     concatenated along ``axis``; ``on_chunk(done, chunks)`` before the first call and after each.
@@ -411,7 +499,8 @@ def sweep_points(
         and after each (e.g. :meth:`experiments.results.Progress.chunk`, for a progress bar).
       max_steps: train at most this many steps (same batch size, padding and chunk size), and
       first_chunk_only: compute the first chunk only (later chunks repeat its output): a check that
-        the full sweep compiles and fits, for ``run_all.py --validate``; the results are meaningless.
+        the full sweep compiles and fits, for ``run_all.py --validate``; the results are
+        meaningless.
 
     Returns:
       a :class:`SweepResult` with leading axes ``(len(keys), P)``.
@@ -424,9 +513,13 @@ def sweep_points(
     if params0_per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(params0)}
         if lead != {(keys.shape[0],)}:
-            raise ValueError(f"params0_per_seed needs a leading axis of {keys.shape[0]} seeds on every "
-                             f"params0 leaf, got leading shapes {sorted(lead)}")
-        params0 = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0)  # one seed's, for the checks
+            raise ValueError(
+                f"params0_per_seed needs a leading axis of {keys.shape[0]} seeds on every "
+                f"params0 leaf, got leading shapes {sorted(lead)}"
+            )
+        params0 = jax.tree_util.tree_map(
+            lambda p: np.asarray(p)[0], params0
+        )  # one seed's, for the checks
         for leaf in jax.tree_util.tree_leaves(stacked_params0):
             check_finite_array(leaf, "params0")
     x, y = check_data(data, params0, config.model)
@@ -440,72 +533,140 @@ def sweep_points(
     if unknown:
         raise ValueError(f"per_seed names {unknown} are not swept in points")
     privacy = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.privacy}
-    noisy = bool(set(per_seed) & (privacy | {"noise_multiplier"}))  # each seed's point its own noise, own ε
+    noisy = bool(
+        set(per_seed) & (privacy | {"noise_multiplier"})
+    )  # each seed's point its own noise, own ε
     seeded = tuple(name in per_seed for name in names)
     for name in per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(points[name])}
         if lead != {(keys.shape[0],)}:
-            raise ValueError(f"per_seed field {name} needs a leading axis of {keys.shape[0]} seeds, "
-                             f"got leading shapes {sorted(lead)}")
-    first_seed = {name: (jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value)
-                  for name, value in points.items()}
+            raise ValueError(
+                f"per_seed field {name} needs a leading axis of {keys.shape[0]} seeds, "
+                f"got leading shapes {sorted(lead)}"
+            )
+    first_seed = {
+        name: (
+            jax.tree_util.tree_map(lambda v: np.asarray(v)[0], value) if name in per_seed else value
+        )
+        for name, value in points.items()
+    }
     base_values = traced(config)
-    check = functools.partial(check_hyper, params=params0, plan=dp_plan, swept=names,
-                              num_features=algorithms.num_features(x), extensions=config.extensions,
-                              clip_method=config.clip_method)
+    check = functools.partial(
+        check_hyper,
+        params=params0,
+        plan=dp_plan,
+        swept=names,
+        num_features=algorithms.num_features(x),
+        extensions=config.extensions,
+        clip_method=config.clip_method,
+    )
     charged = check(with_values(base_values, first_seed))
     per_seed_charged = None
-    if per_seed:  # every seed's values checked (and, when they carry the noise, accounted), not only the first's
-        per_seed_charged = [check(with_values(base_values, {
-            name: (jax.tree_util.tree_map(lambda v, s=s: np.asarray(v)[s], value) if name in per_seed else value)
-            for name, value in points.items()})) for s in range(keys.shape[0])]
+    # every seed's values checked (and, when they carry the noise, accounted), not only the first's
+    if per_seed:
+        per_seed_charged = [
+            check(
+                with_values(
+                    base_values,
+                    {
+                        name: (
+                            jax.tree_util.tree_map(lambda v, s=s: np.asarray(v)[s], value)
+                            if name in per_seed
+                            else value
+                        )
+                        for name, value in points.items()
+                    },
+                )
+            )
+            for s in range(keys.shape[0])
+        ]
     for name in per_seed:  # every seed's values, not only the first one's
         for leaf in jax.tree_util.tree_leaves(points[name]):
             if not np.all(np.isfinite(np.asarray(leaf, np.float64))):
                 raise ValueError(f"{name} values must be finite")
-    x_eval, y_eval = _check_eval_data(eval_data, params0, config.model, algorithms.example_shape(x), "data")
+    x_eval, y_eval = _check_eval_data(
+        eval_data, params0, config.model, algorithms.example_shape(x), "data"
+    )
     plan = dp_plan.execution
     static = static_config(config)
     total = _point_count(first_seed)
-    epsilons = (np.stack([point_epsilons(dp_plan, c, total) for c in per_seed_charged])
-                if noisy and per_seed_charged is not None else point_epsilons(dp_plan, charged, total))
+    epsilons = (
+        np.stack([point_epsilons(dp_plan, c, total) for c in per_seed_charged])
+        if noisy and per_seed_charged is not None
+        else point_epsilons(dp_plan, charged, total)
+    )
     # Chunk size from the full plan (its tracked iterates and step count), as the real run's.
     full_plan, plan = plan, _limit_steps(plan, max_steps)
     if chunk_size is None:
-        shape = algorithms._example_structs(x, 1) if isinstance(x, dict) else algorithms.example_shape(x)
-        chunk_size = points_per_chunk(config, full_plan, params0, shape, keys.shape[0],
-                                      memory_budget=memory_budget,
-                                      eval_rows=0 if x_eval is None else algorithms.rows(x_eval))
+        shape = (
+            algorithms._example_structs(x, 1)
+            if isinstance(x, dict)
+            else algorithms.example_shape(x)
+        )
+        chunk_size = points_per_chunk(
+            config,
+            full_plan,
+            params0,
+            shape,
+            keys.shape[0],
+            memory_budget=memory_budget,
+            eval_rows=0 if x_eval is None else algorithms.rows(x_eval),
+        )
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), total)
     mesh = _mesh(devices)
     if mesh is not None:  # every device gets the same number of points
         chunk_size = -(-chunk_size // mesh.size) * mesh.size
-    fn = _compiled(static, plan, names, x_eval is not None, return_params, seeded if any(seeded) else None,
-                   params0_per_seed, algorithms.steps_per_call(config, params0, x), vmaps_runs(config, mesh))
+    fn = _compiled(
+        static,
+        plan,
+        names,
+        x_eval is not None,
+        return_params,
+        seeded if any(seeded) else None,
+        params0_per_seed,
+        algorithms.steps_per_call(config, params0, x),
+        vmaps_runs(config, mesh),
+    )
     base = with_values(base_values, {name: None for name in names})
     shared = (base, stacked_params0 if params0_per_seed else params0, x, y, keys)
     if mesh is not None:
         replicated = NamedSharding(mesh, PartitionSpec())
         shared = _replicate(shared, replicated)
         x_eval, y_eval = _replicate((x_eval, y_eval), replicated)
-    values = [jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names]
+    values = [
+        jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names
+    ]
 
     def call(take: np.ndarray) -> Any:
-        chunk = [jax.tree_util.tree_map(lambda v, f=flag: jnp.asarray(v[:, take] if f else v[take]), value)
-                 for value, flag in zip(values, seeded)]
+        chunk = [
+            jax.tree_util.tree_map(
+                lambda v, f=flag: jnp.asarray(v[:, take] if f else v[take]), value
+            )
+            for value, flag in zip(values, seeded)
+        ]
         if mesh is not None:
-            chunk = [jax.device_put(c, NamedSharding(mesh, PartitionSpec(None, "points") if f else PartitionSpec("points")))
-                     for c, f in zip(chunk, seeded)]
+            chunk = [
+                jax.device_put(
+                    c,
+                    NamedSharding(
+                        mesh, PartitionSpec(None, "points") if f else PartitionSpec("points")
+                    ),
+                )
+                for c, f in zip(chunk, seeded)
+            ]
         out = fn(*shared, tuple(chunk), x_eval, y_eval)
         if jax.process_count() > 1:  # shards on other hosts' devices: gather them first
             out = multihost_utils.process_allgather(out, tiled=True)
         return out
 
-    params, metrics, evaluation = _over_chunks(call, total, chunk_size, axis=1, on_chunk=on_chunk,
-                                               first_chunk_only=first_chunk_only)
+    params, metrics, evaluation = _over_chunks(
+        call, total, chunk_size, axis=1, on_chunk=on_chunk, first_chunk_only=first_chunk_only
+    )
     warn_on_overflow(metrics, dp_plan)
-    warn_if_not_finite(params if return_params else evaluation, "trained parameters" if return_params
-                       else "evaluation of the trained models")
+    warn_if_not_finite(
+        params if return_params else evaluation,
+        "trained parameters" if return_params else "evaluation of the trained models",
+    )
     return SweepResult(params, metrics, evaluation, epsilons, dp_plan.delta)
 
 
@@ -529,18 +690,28 @@ def sweep(
     lengths = []
     for name, values in axes.items():  # each axis on its own first, for errors that name it
         if not isinstance(values, Mapping) and (np.ndim(values) == 0 or len(values) == 0):
-            raise ValueError(f"{name} values must be a non-empty 1-D sequence, got shape {np.shape(values)}")
-        leading = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(values)}
+            raise ValueError(
+                f"{name} values must be a non-empty 1-D sequence, got shape {np.shape(values)}"
+            )
+        leading = {
+            np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(values)
+        }
         if len(leading) != 1 or 0 in leading:
             raise ValueError(f"every {name} leaf needs the same non-empty leading (grid) axis")
         lengths.append(leading.pop())
-    grid = np.array(list(itertools.product(*[range(k) for k in lengths])), dtype=np.int64).reshape(-1, len(axes))
-    points = {name: jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[grid[:, i]], values)
-              for i, (name, values) in enumerate(axes.items())}
+    grid = np.array(list(itertools.product(*[range(k) for k in lengths])), dtype=np.int64).reshape(
+        -1, len(axes)
+    )
+    points = {
+        name: jax.tree_util.tree_map(lambda v, i=i: np.asarray(v)[grid[:, i]], values)
+        for i, (name, values) in enumerate(axes.items())
+    }
     result = sweep_points(config, params0, data, keys, points)
     unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])  # noqa: E731
     params, metrics = jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
-    return SweepResult(params, metrics, None, np.asarray(result.epsilon).reshape(tuple(lengths)), result.delta)
+    return SweepResult(
+        params, metrics, None, np.asarray(result.epsilon).reshape(tuple(lengths)), result.delta
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,7 +743,8 @@ def sweep_datasets(
     max_steps: int | None = None,
     first_chunk_only: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g. data
+    """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g.
+    data
     projected by a per-seed private PCA), key ``keys[u]`` and Hyper values ``unit_points`` (leading
     axis ``U``), crossed with the shared ``points`` (leading axis ``P``, e.g. learning rates): one
     compiled call per chunk of units (every chunk the same shape, so one compilation).
@@ -604,15 +776,24 @@ def sweep_datasets(
             raise ValueError(f"{name} must be a non-empty mapping {{Hyper field: values}}")
         _as_values(config, mapping)
     if set(unit_points) & set(points):
-        raise ValueError(f"a field is either per unit or per point, not both: {sorted(set(unit_points) & set(points))}")
+        raise ValueError(
+            "a field is either per unit or per point, not both:"
+            f" {sorted(set(unit_points) & set(points))}"
+        )
     unit_points = {k: np.asarray(v) for k, v in unit_points.items()}
     points = {k: np.asarray(v) for k, v in points.items()}
     if {np.shape(v)[0] if np.ndim(v) else None for v in unit_points.values()} != {num_units}:
         raise ValueError(f"unit_points values need a leading axis of {num_units} units")
     first = lambda m: {k: v[0] for k, v in m.items()}  # noqa: E731
     base_values = traced(config)
-    check = functools.partial(check_hyper, params=params0, plan=dp_plan, num_features=x0.shape[1],
-                              extensions=config.extensions, clip_method=config.clip_method)
+    check = functools.partial(
+        check_hyper,
+        params=params0,
+        plan=dp_plan,
+        num_features=x0.shape[1],
+        extensions=config.extensions,
+        clip_method=config.clip_method,
+    )
     check(with_values(base_values, {**unit_points, **first(points)}), swept=tuple(unit_points))
     check(with_values(base_values, {**first(unit_points), **points}), swept=tuple(points))
     epsilon = _grid_epsilons(dp_plan, config, check, base_values, unit_points, points)
@@ -622,7 +803,10 @@ def sweep_datasets(
     num_points = _point_count(points)
     if chunk_size is None:
         per_unit = 4 * (2 * xs.shape[1] * xs.shape[2]) + num_points * 4 * (
-            6 * plan.pad + 10 * sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0)) + 8 * plan.steps)
+            6 * plan.pad
+            + 10 * sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
+            + 8 * plan.steps
+        )
         chunk_size = max(1, int(memory_budget // per_unit))
     chunk_size = min(check_positive_int(chunk_size, "chunk_size"), num_units)
     plan = _limit_steps(plan, max_steps)  # after the chunk size, which the full plan decides
@@ -632,15 +816,32 @@ def sweep_datasets(
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
 
     def call(take: np.ndarray) -> Any:
-        return fn(base, params0, jnp.asarray(xs[take], jnp.float32), y, keys[take],
-                  tuple(jnp.asarray(v[take]) for v in unit_values), point_values, x_eval, y_eval)
+        return fn(
+            base,
+            params0,
+            jnp.asarray(xs[take], jnp.float32),
+            y,
+            keys[take],
+            tuple(jnp.asarray(v[take]) for v in unit_values),
+            point_values,
+            x_eval,
+            y_eval,
+        )
 
-    out = _over_chunks(call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only)
+    out = _over_chunks(
+        call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only
+    )
     return {**out, "epsilon": epsilon}
 
 
-def _grid_epsilons(plan: DPPlan, config: TrainConfig, check: Callable[..., dict[str, Any]], base: Traced,
-                   unit_points: dict[str, Any], points: dict[str, Any]) -> np.ndarray:
+def _grid_epsilons(
+    plan: DPPlan,
+    config: TrainConfig,
+    check: Callable[..., dict[str, Any]],
+    base: Traced,
+    unit_points: dict[str, Any],
+    points: dict[str, Any],
+) -> np.ndarray:
     """``(units, points)`` ε of a :func:`sweep_datasets` grid: the plan's, or, where a field that
     carries the noise varies, each run's own (checked and accounted run by run)."""
     units, count = int(np.shape(next(iter(unit_points.values())))[0]), _point_count(points)
@@ -652,24 +853,46 @@ def _grid_epsilons(plan: DPPlan, config: TrainConfig, check: Callable[..., dict[
     out = np.empty((units, count))
     for u in range(units):
         for p in range(count):
-            charged = check(with_values(base, {**{k: v[u] for k, v in unit_points.items()},
-                                               **{k: v[p] for k, v in points.items()}}))
+            charged = check(
+                with_values(
+                    base,
+                    {
+                        **{k: v[u] for k, v in unit_points.items()},
+                        **{k: v[p] for k, v in points.items()},
+                    },
+                )
+            )
             if any(charged["fixed_events"]):
-                raise ValueError("sweep_datasets does not account points' private statistics; account them per run")
+                raise ValueError(
+                    "sweep_datasets does not account points' private statistics; account them"
+                    " per run"
+                )
             out[u, p] = plan.epsilon_at(float(charged["noise_multiplier"][0]))
     return out
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_datasets(config: TrainConfig, plan: ExecutionPlan, unit_names: tuple[str, ...],
-                       point_names: tuple[str, ...], with_eval: bool) -> Callable[..., Any]:
+def _compiled_datasets(
+    config: TrainConfig,
+    plan: ExecutionPlan,
+    unit_names: tuple[str, ...],
+    point_names: tuple[str, ...],
+    with_eval: bool,
+) -> Callable[..., Any]:
     def point(base, params0, x, y, key, unit_values, point_values, x_eval, y_eval):
-        hyper = with_values(base, {**dict(zip(unit_names, unit_values)), **dict(zip(point_names, point_values))})
+        hyper = with_values(
+            base, {**dict(zip(unit_names, unit_values)), **dict(zip(point_names, point_values))}
+        )
         params, _ = _run(config, plan, hyper, params0, x, y, key)
         model = run_model(config, hyper)
-        return evaluate(model, params, x_eval, y_eval) if with_eval else evaluate(model, params, x, y)
+        return (
+            evaluate(model, params, x_eval, y_eval) if with_eval else evaluate(model, params, x, y)
+        )
 
     over_points = jax.vmap(point, in_axes=(None, None, None, None, None, None, 0, None, None))
     over_units = jax.vmap(over_points, in_axes=(None, None, 0, None, 0, 0, None, None, None))
-    return jax.jit(lambda base, params0, xs, y, keys, unit_values, point_values, x_eval, y_eval: over_units(
-        base, params0, xs, y, keys, tuple(unit_values), tuple(point_values), x_eval, y_eval))
+    return jax.jit(
+        lambda base, params0, xs, y, keys, unit_values, point_values, x_eval, y_eval: over_units(
+            base, params0, xs, y, keys, tuple(unit_values), tuple(point_values), x_eval, y_eval
+        )
+    )

@@ -51,7 +51,9 @@ def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_finite_array(array: Any, name: str, *, ndim: int | None = None, float32: bool = False) -> np.ndarray:
+def check_finite_array(
+    array: Any, name: str, *, ndim: int | None = None, float32: bool = False
+) -> np.ndarray:
     """Returns ``array`` as numpy after checking it is numeric (bool, integer or float: an object
     array, e.g. ``DataFrame.to_numpy()`` of mixed columns, is refused), finite, of rank ``ndim``
     if given, and with ``float32`` within float32's range (so the engine's cast cannot make inf)."""
@@ -62,16 +64,20 @@ def check_finite_array(array: Any, name: str, *, ndim: int | None = None, float3
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if arr.dtype.kind not in "biufc":
-        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype} (convert it, e.g. "
-                         f"np.asarray(values, dtype=np.float32), after handling missing or text values)")
+        raise ValueError(
+            f"{name} must be numeric, got dtype {arr.dtype} (convert it, e.g. "
+            "np.asarray(values, dtype=np.float32), after handling missing or text values)"
+        )
     if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
     if float32 and arr.size and arr.dtype.kind in "fiu":
         largest = float(np.max(np.abs(arr)))
         if largest > np.finfo(np.float32).max:
-            raise ValueError(f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
-                             "engine computes in float32: rescale the data")
+            raise ValueError(
+                f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
+                "engine computes in float32: rescale the data"
+            )
     return arr
 
 
@@ -85,7 +91,8 @@ def check_same_length(a: Any, b: Any, name_a: str, name_b: str) -> None:
 
 def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Any:
     """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
-    or with ``stacked`` a 1-D stack of them (``jax.random.split``); TypeError naming it otherwise."""
+    or with ``stacked`` a 1-D stack of them (``jax.random.split``); TypeError naming it otherwise.
+    """
     import jax  # here: the rest of this module runs without JAX
     import jax.numpy as jnp
 
@@ -96,6 +103,8 @@ def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Any:
         ok = dtype == np.uint32 and np.ndim(key) == 1 + int(stacked) and np.shape(key)[-1] == 2
     if not ok:
         what = "a stack of PRNG keys (jax.random.split)" if stacked else "a PRNG key"
-        raise TypeError(f"{name} must be {what}, e.g. from jax.random.key(seed), got "
-                        f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}")
+        raise TypeError(
+            f"{name} must be {what}, e.g. from jax.random.key(seed), got "
+            f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}"
+        )
     return jnp.asarray(key)

@@ -2,10 +2,11 @@
 
 Every experiment module exposes ``run(ctx: RunContext) -> list[Comparison]`` and ends with
 ``if __name__ == "__main__": main_for("<id>")``.
-It writes its tables/figures into ``ctx.out_dir`` through ``experiments.results`` (atomic writes), caches
-each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many``, which
+It writes its tables/figures into ``ctx.out_dir`` through ``experiments.results`` (atomic writes),
+caches each finished unit of work in ``ctx.store`` (grids through ``ctx.store.run_many``, which
 ``run_all --shard`` spreads over machines) and returns the paper-vs-ours rows for REPORT.md.
-A table's ``versions`` column says what produced each row: ``provenance_json(ctx.store.provenance(key))``
+A table's ``versions`` column says what produced each row:
+``provenance_json(ctx.store.provenance(key))``
 for a row from unit ``key`` (computed now or by an earlier run), ``provenance_json()`` for a row
 computed now without a unit.
 A grid unit whose work is sweeps should be an ``experiments.results.SweepUnit`` (``run_groups``'
@@ -30,8 +31,16 @@ from pathlib import Path
 from types import ModuleType
 
 from dpprep.accounting.dp import ENV_CALIBRATION_CACHE
-from experiments.results import (Comparison, Progress, UnitsElsewhere, UnitStore, atomic_write_text, comparisons_frame,
-                                 experiment_digest, write_csv)
+from experiments.results import (
+    Comparison,
+    Progress,
+    UnitsElsewhere,
+    UnitStore,
+    atomic_write_text,
+    comparisons_frame,
+    experiment_digest,
+    write_csv,
+)
 
 PROFILES = ("smoke", "quick", "paper")
 # Written into results/<id>/ when the experiment's latest run failed (removed when one succeeds), so
@@ -46,45 +55,118 @@ def default_out(profile: str) -> Path:
     the committed quick numbers."""
     return Path("results" if profile == COMMITTED_PROFILE else f"results-{profile}")
 
+
 # Experiment id -> (module under experiments/, one-line title). Order is the order of REPORT.md.
 REGISTRY: dict[str, tuple[str, str]] = {
-    "datasets": ("experiments.datasets", "Every dataset: rows, columns, class balance, feature norms"),
-    "hu2024_table1": ("experiments.hu2024_table1", "Hu et al. 2024 Table 1: RDP and SRDP of six mechanisms"),
-    "hu2024_table2": ("experiments.hu2024_table2", "Hu et al. 2024 Table 2: overall RDP of pre-processed pipelines"),
-    "hu2024_table3": ("experiments.hu2024_table3", "Hu et al. 2024 Table 3: imputation sensitivities"),
+    "datasets": (
+        "experiments.datasets",
+        "Every dataset: rows, columns, class balance, feature norms",
+    ),
+    "hu2024_table1": (
+        "experiments.hu2024_table1",
+        "Hu et al. 2024 Table 1: RDP and SRDP of six mechanisms",
+    ),
+    "hu2024_table2": (
+        "experiments.hu2024_table2",
+        "Hu et al. 2024 Table 2: overall RDP of pre-processed pipelines",
+    ),
+    "hu2024_table3": (
+        "experiments.hu2024_table3",
+        "Hu et al. 2024 Table 3: imputation sensitivities",
+    ),
     "hu2024_fig2": ("experiments.hu2024_fig2", "Hu et al. 2024 Figure 2: SRDP vs group privacy"),
-    "hu2024_pipeline_demo": ("experiments.hu2024_pipeline_demo", "Worked example: overall privacy of a pre-processed Adult pipeline"),
-    "hu2024_fig3": ("experiments.hu2024_fig3", "Hu et al. 2024 Figure 3: non-private PCA vs DP-PCA vs none vs PTR on low-rank data"),
-    "hu2024_fig3_selection": ("experiments.hu2024_fig3_selection",
-                              "Hu et al. 2024 Figure 3 (c) with the step size selected privately, tuning paid (issue 22)"),
-    "sun2024_accounting": ("experiments.sun2024_accounting",
-                           "Sun et al. 2024 (DPSGD-F): sigma_F, the z table, PLD vs RDP, the cost of eps_F (C1-C4)"),
-    "sun2024_table2": ("experiments.sun2024_table2", "Sun et al. 2024 Table 2: diameter and distances to the mean (C5, C6)"),
-    "sun2024_table1": ("experiments.sun2024_table1", "Sun et al. 2024 Table 1: DPSGD vs DPSGD-F vs non-private SGD (C11-C16)"),
-    "sun2024_selection": ("experiments.sun2024_selection",
-                          "Sun et al. 2024 Table 1 with the tuning paid: DPSGD-F vs DPSGD at end-to-end epsilon (issue 22)"),
-    "sun2024_counterexample": ("experiments.sun2024_counterexample", "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)"),
-    "wang2026_table2": ("experiments.wang2026_table2",
-                        "Wang et al. 2026 Table 2 / App. E: the paper's TV factors beside our estimators (items 9-13)"),
-    "wang2026_checks": ("experiments.wang2026_checks", "Wang et al. 2026: definition, data and mechanism checks (items 1-8, 14, 24, 25)"),
-    "wang2026_fig1": ("experiments.wang2026_fig1", "Wang et al. 2026 Figure 1: CorrDP-SGD vs Standard / Semi / Partial, panels a-f (items 14-22)"),
-    "wang2026_selection": ("experiments.wang2026_selection",
-                           "Wang et al. 2026 Figure 1 (b), (d) with C selected privately, paid: "
-                           "standard-DP epsilon of selection + training (issue 22)"),
-    "wang2026_fig2": ("experiments.wang2026_fig2", "Wang et al. 2026 Figure 2: synthetic m_s sweep (item 23)"),
-    "audit": ("experiments.audit", "Privacy audit of every learner: empirical epsilon lower bounds vs theory"),
+    "hu2024_pipeline_demo": (
+        "experiments.hu2024_pipeline_demo",
+        "Worked example: overall privacy of a pre-processed Adult pipeline",
+    ),
+    "hu2024_fig3": (
+        "experiments.hu2024_fig3",
+        "Hu et al. 2024 Figure 3: non-private PCA vs DP-PCA vs none vs PTR on low-rank data",
+    ),
+    "hu2024_fig3_selection": (
+        "experiments.hu2024_fig3_selection",
+        "Hu et al. 2024 Figure 3 (c) with the step size selected privately, tuning paid (issue 22)",
+    ),
+    "sun2024_accounting": (
+        "experiments.sun2024_accounting",
+        "Sun et al. 2024 (DPSGD-F): sigma_F, the z table, PLD vs RDP, the cost of eps_F (C1-C4)",
+    ),
+    "sun2024_table2": (
+        "experiments.sun2024_table2",
+        "Sun et al. 2024 Table 2: diameter and distances to the mean (C5, C6)",
+    ),
+    "sun2024_table1": (
+        "experiments.sun2024_table1",
+        "Sun et al. 2024 Table 1: DPSGD vs DPSGD-F vs non-private SGD (C11-C16)",
+    ),
+    "sun2024_selection": (
+        "experiments.sun2024_selection",
+        (
+            "Sun et al. 2024 Table 1 with the tuning paid: DPSGD-F vs DPSGD at end-to-end epsilon"
+            " (issue 22)"
+        ),
+    ),
+    "sun2024_counterexample": (
+        "experiments.sun2024_counterexample",
+        "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)",
+    ),
+    "wang2026_table2": (
+        "experiments.wang2026_table2",
+        (
+            "Wang et al. 2026 Table 2 / App. E: the paper's TV factors beside our estimators (items"
+            " 9-13)"
+        ),
+    ),
+    "wang2026_checks": (
+        "experiments.wang2026_checks",
+        "Wang et al. 2026: definition, data and mechanism checks (items 1-8, 14, 24, 25)",
+    ),
+    "wang2026_fig1": (
+        "experiments.wang2026_fig1",
+        (
+            "Wang et al. 2026 Figure 1: CorrDP-SGD vs Standard / Semi / Partial, panels a-f (items"
+            " 14-22)"
+        ),
+    ),
+    "wang2026_selection": (
+        "experiments.wang2026_selection",
+        (
+            "Wang et al. 2026 Figure 1 (b), (d) with C selected privately, paid: "
+            "standard-DP epsilon of selection + training (issue 22)"
+        ),
+    ),
+    "wang2026_fig2": (
+        "experiments.wang2026_fig2",
+        "Wang et al. 2026 Figure 2: synthetic m_s sweep (item 23)",
+    ),
+    "audit": (
+        "experiments.audit",
+        "Privacy audit of every learner: empirical epsilon lower bounds vs theory",
+    ),
 }
 
 
-# Experiments with no ``run_many`` grid (their units go through ``store.run`` one after another, each
+# Experiments with no ``run_many`` grid (their units go through ``store.run`` one after another,
+# each
 # needing the last). ``run_all --shard K/N`` cannot split them unit by unit, so each is run whole
 # by one shard (:func:`whole_owner`) and skipped by the others; before, every shard computed all of
 # them. tests/test_run_all.py checks this set against the modules' sources.
-UNSHARDED = frozenset({
-    "datasets", "hu2024_table1", "hu2024_table2", "hu2024_table3", "hu2024_fig2", "hu2024_pipeline_demo",
-    "sun2024_accounting", "sun2024_table2", "sun2024_counterexample", "wang2026_table2", "wang2026_checks",
-    "wang2026_fig2",
-})
+UNSHARDED = frozenset(
+    {
+        "datasets",
+        "hu2024_table1",
+        "hu2024_table2",
+        "hu2024_table3",
+        "hu2024_fig2",
+        "hu2024_pipeline_demo",
+        "sun2024_accounting",
+        "sun2024_table2",
+        "sun2024_counterexample",
+        "wang2026_table2",
+        "wang2026_checks",
+        "wang2026_fig2",
+    }
+)
 
 
 def whole_owner(experiment_id: str, n: int) -> int:
@@ -99,8 +181,11 @@ class ExperimentElsewhere(UnitsElsewhere):
 
     def __init__(self, experiment_id: str, owner: int, shard: tuple[int, int]):
         self.pending, self.shard = {owner: 1}, shard
-        RuntimeError.__init__(self, f"skipped: {experiment_id} has no grid to split, so shard {owner}/{shard[1]} "
-                                    "runs it whole")
+        RuntimeError.__init__(
+            self,
+            f"skipped: {experiment_id} has no grid to split, so shard {owner}/{shard[1]} "
+            "runs it whole",
+        )
 
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -121,12 +206,16 @@ def disk_full(err: BaseException | None) -> OSError | None:
 def disk_full_message(err: OSError) -> str:
     """One line for a full disk: what happened, that nothing finished is lost, how to go on."""
     where = f" writing {err.filename}" if err.filename else ""
-    return (f"the disk is full ({err.strerror or os.strerror(err.errno)}{where}); every finished unit of work is "
-            "kept (files are replaced whole, never half-written): free some space and rerun to resume")
+    return (
+        f"the disk is full ({err.strerror or os.strerror(err.errno)}{where}); every finished unit"
+        " of work is kept (files are replaced whole, never half-written): free some space and"
+        " rerun to resume"
+    )
 
 
 def unwritable(out: Path) -> str | None:
-    """Why nothing can be written into ``out`` (checked once, before hours of computing), or None."""
+    """Why nothing can be written into ``out`` (checked once, before hours of computing), or
+    None."""
     if out.exists() and not out.is_dir():
         return f"--out {out} is a file, not a directory"
     try:
@@ -197,7 +286,9 @@ def run_experiment(
 
     Progress goes to stderr (:class:`Progress`: a bar on a terminal, a plain line at most every 30 s
     elsewhere); ``verbose`` adds the experiment's detail lines (one per unit, group or item) and
-    dp-accounting's convergence warnings, ``quiet`` shows nothing. ``progress`` replaces that default (e.g. to read its unit counts)."""
+    dp-accounting's convergence warnings, ``quiet`` shows nothing. ``progress`` replaces that
+    default (e.g. to read its unit counts).
+    """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     # Grids calibrate hundreds of settings: keep them on disk across processes (verified on every
@@ -214,8 +305,14 @@ def run_experiment(
     # Unit caches are keyed by profile so a smoke run never satisfies a paper run.
     if progress is None:
         progress = Progress(experiment_id, quiet=quiet, verbose=verbose)
-    store = UnitStore(out_dir / ".units" / profile, fresh=fresh, shard=shard, merge=merge, progress=progress,
-                      source=unit_source(experiment_id))
+    store = UnitStore(
+        out_dir / ".units" / profile,
+        fresh=fresh,
+        shard=shard,
+        merge=merge,
+        progress=progress,
+        source=unit_source(experiment_id),
+    )
     ctx = RunContext(profile, out_dir, store, progress, data_dir)
     failure = out_dir / FAILURE_FILE
     noise = None if progress.verbose else _ConvergenceNoise()
@@ -231,7 +328,9 @@ def run_experiment(
         except OSError as unrecorded:
             # Most often the disk is full and the run failed for the same reason: raise the run's
             # error alone (no traceback inside a traceback), noting that the marker is missing.
-            err.add_note(f"(could not record this failure in {failure}: {unrecorded.strerror or unrecorded})")
+            err.add_note(
+                f"(could not record this failure in {failure}: {unrecorded.strerror or unrecorded})"
+            )
         raise
     finally:
         progress.close()
@@ -246,13 +345,19 @@ def run_experiment(
 
 def main_for(experiment_id: str, argv: list[str] | None = None) -> None:
     """``python -m experiments.<module>`` entry point."""
-    parser = argparse.ArgumentParser(prog=f"python -m {REGISTRY[experiment_id][0]}",
-                                     description=f"Run experiment {experiment_id!r} alone.")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {REGISTRY[experiment_id][0]}",
+        description=f"Run experiment {experiment_id!r} alone.",
+    )
     parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: results/ (quick), else results-<profile>/"
+    )
     parser.add_argument("--fresh", action="store_true", help="ignore finished units of work")
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--verbose", action="store_true", help="a progress line per unit of work (default: a bar)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="a progress line per unit of work (default: a bar)"
+    )
     args = parser.parse_args(argv)
     out = args.out or default_out(args.profile)
     problem = unwritable(out)
@@ -260,8 +365,14 @@ def main_for(experiment_id: str, argv: list[str] | None = None) -> None:
         parser.exit(2, f"{parser.prog}: error: {problem}\n")
     print(f"profile {args.profile} -> {out}/")
     try:
-        comparisons = run_experiment(experiment_id, args.profile, out, fresh=args.fresh, data_dir=args.data_dir,
-                                     verbose=args.verbose)
+        comparisons = run_experiment(
+            experiment_id,
+            args.profile,
+            out,
+            fresh=args.fresh,
+            data_dir=args.data_dir,
+            verbose=args.verbose,
+        )
     except Exception as err:
         full = disk_full(err)
         if full is None:

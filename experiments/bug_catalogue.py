@@ -22,6 +22,7 @@ import optax
 
 from dpprep.auditing import AuditConfig, AuditResult, audit
 
+
 @dataclasses.dataclass(frozen=True)
 class Bug:
     """A class of privacy bug that :func:`inject` plants in dpprep's own code (never in the
@@ -43,14 +44,19 @@ class Bug:
 def _scaled_noise(factor: float) -> Callable[[Callable], Callable]:
     def wrap(add_noise):
         def broken(key, grad_sum, noise_multiplier, clip_norm, scales=None, stddev=0.0):
-            return add_noise(key, grad_sum, noise_multiplier * factor, clip_norm, scales, stddev * factor)
+            return add_noise(
+                key, grad_sum, noise_multiplier * factor, clip_norm, scales, stddev * factor
+            )
+
         return broken
+
     return wrap
 
 
 def _clip_to(multiple: float) -> Callable[[Callable], Callable]:
     def wrap(clip_factors):
         return lambda norms, clip_norm, mask: clip_factors(norms, clip_norm * multiple, mask)
+
     return wrap
 
 
@@ -67,8 +73,11 @@ def _last_row_unclipped(clip_factors: Callable) -> Callable:
         if mask is None:
             return scale.at[-1].set(1.0)
         kept = mask > 0
-        last = kept.shape[-1] - 1 - jnp.argmax(kept[::-1])  # last real row (0 if none: mask 0 keeps it out)
+        last = (
+            kept.shape[-1] - 1 - jnp.argmax(kept[::-1])
+        )  # last real row (0 if none: mask 0 keeps it out)
         return scale.at[last].set(mask[last])
+
     return broken
 
 
@@ -85,13 +94,18 @@ def _doubled_pad_rate(poisson_pad_size: Callable) -> Callable:
 def _twice(apply_step: Callable) -> Callable:
     # Each accounted step runs the private update twice (a retried step, fresh noise each time).
     def broken(params, opt_state, batch, *, grad_fn, tx, mask=None):
-        params, opt_state, _ = apply_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
+        params, opt_state, _ = apply_step(
+            params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask
+        )
         return apply_step(params, opt_state, batch, grad_fn=grad_fn, tx=tx, mask=mask)
+
     return broken
 
 
 def _noiseless_mean(mean_from_parts: Callable) -> Callable:
-    return lambda unit_mean, n, feature_norm, noise_std_unit, xi: mean_from_parts(unit_mean, n, feature_norm, 0.0, xi)
+    return lambda unit_mean, n, feature_norm, noise_std_unit, xi: mean_from_parts(
+        unit_mean, n, feature_norm, 0.0, xi
+    )
 
 
 def _calibrated_low(calibrate: Callable) -> Callable:
@@ -105,7 +119,10 @@ def _half_steps_charged(dpsgd_event: Callable) -> Callable:
     # plan calibrates to, and reports, the ε of half its run — consistently, so the plan agrees
     # with itself.
     def broken(noise_multiplier, schedule):
-        return dpsgd_event(noise_multiplier, dataclasses.replace(schedule, steps=max(1, schedule.steps // 2)))
+        return dpsgd_event(
+            noise_multiplier, dataclasses.replace(schedule, steps=max(1, schedule.steps // 2))
+        )
+
     return broken
 
 
@@ -116,9 +133,13 @@ def _frozen_noise_key(privatizer: Callable) -> Callable:
         tx = privatizer(*args, **kwargs)
 
         def update(updates, state, params=None):
-            out, new_state = tx.update(updates, state._replace(count=jnp.zeros_like(state.count)), params)
+            out, new_state = tx.update(
+                updates, state._replace(count=jnp.zeros_like(state.count)), params
+            )
             return out, new_state._replace(count=state.count + 1)
+
         return optax.GradientTransformation(tx.init, update)
+
     return broken
 
 
@@ -130,6 +151,7 @@ def _batch_max_scaling(clip_factors: Callable) -> Callable:
         real = jnp.ones_like(norms) if mask is None else mask
         worst = jnp.max(jnp.where(real > 0, norms, 0.0))
         return jnp.minimum(1.0, clip_norm / jnp.maximum(worst, 1e-30)) * real
+
     return broken
 
 
@@ -139,6 +161,7 @@ def _padding_slots_real(poisson_batch: Callable) -> Callable:
     def broken(key, n, q, pad):
         indices, mask, size, overflow = poisson_batch(key, n, q, pad)
         return indices, jnp.ones_like(mask), size, overflow
+
     return broken
 
 
@@ -152,6 +175,7 @@ def _first_record_always(poisson_batch: Callable) -> Callable:
         indices = jnp.where(add, indices.at[slot].set(0), indices)
         mask = jnp.where(add, mask.at[slot].set(1.0), mask)
         return indices, mask, size + add.astype(size.dtype), overflow
+
     return broken
 
 
@@ -160,7 +184,10 @@ def _per_leaf_norms(global_norms: Callable) -> Callable:
     # leaves: each leaf is held to C on its own, the whole gradient to C·sqrt(leaves).
     def broken(tree):
         leaves = [g.reshape(g.shape[0], -1) for g in jax.tree_util.tree_leaves(tree)]
-        return jnp.max(jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g), axis=1)) for g in leaves]), axis=0)
+        return jnp.max(
+            jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g), axis=1)) for g in leaves]), axis=0
+        )
+
     return broken
 
 
@@ -169,6 +196,7 @@ def _halved_sensitive(corrdp_factors: Callable) -> Callable:
         factors = np.array(corrdp_factors(m, sensitive, tv, **kwargs), np.float64)
         factors[np.asarray(list(sensitive), int)] *= 0.5
         return factors
+
     return broken
 
 
@@ -185,63 +213,129 @@ def _halved_factors(corrdp_factors: Callable) -> Callable:
         insensitive = np.setdiff1d(np.arange(m), np.asarray(list(sensitive), int))
         factors[insensitive] *= 0.5
         return factors
+
     return broken
 
 
 _PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid")
-_GAUSSIAN_NOISE_LEARNERS = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf", "corrdp_sgd",
-                            "corrdp_sgd_sensitive", "impute_dp_gd") + _PATHS
+_GAUSSIAN_NOISE_LEARNERS = (
+    "dp_gd",
+    "dp_sgd_poisson",
+    "dp_sgd_shuffle",
+    "dp_sgd_iteration",
+    "dpsgdf",
+    "corrdp_sgd",
+    "corrdp_sgd_sensitive",
+    "impute_dp_gd",
+) + _PATHS
 #: Learners whose noise the plan calibrates (through dpprep.plan and the DP-SGD event).
-_PLAN_CALIBRATED = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf") + _PATHS
+_PLAN_CALIBRATED = (
+    "dp_gd",
+    "dp_sgd_poisson",
+    "dp_sgd_shuffle",
+    "dp_sgd_iteration",
+    "dpsgdf",
+) + _PATHS
 _POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
 _DPSGDF = ("dpsgdf", "dpsgdf_grid")
 
 #: The catalogue of issue 19 by name (:func:`inject`).
 BUGS: dict[str, Bug] = {
-    "noise_0.7x": Bug("the Gaussian noise is 0.7× the std the accountant assumes (dpprep.noise.add_noise)",
-                      (("dpprep.noise", "add_noise", _scaled_noise(0.7)),), _GAUSSIAN_NOISE_LEARNERS),
-    "clip_2c": Bug("per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
-                   (("dpprep.clipping", "clip_factors", _clip_to(2.0)),), _GAUSSIAN_NOISE_LEARNERS),
-    "one_unclipped": Bug("the last real example (per the mask) of each batch is not clipped (dpprep.clipping.clip_factors)",
-                         (("dpprep.clipping", "clip_factors", _last_row_unclipped),), _GAUSSIAN_NOISE_LEARNERS),
-    "calibration_0.7x": Bug("the plan's calibration returns 0.7x the multiplier its accountant needs (dpprep.plan._calibrate)",
-                            (("dpprep.plan", "_calibrate", _calibrated_low),), _PLAN_CALIBRATED),
-    "half_steps_charged": Bug("the accountant's DP-SGD event composes half the steps the run takes "
-                              "(dpprep.accounting.dp.dpsgd_event)",
-                              (("dpprep.accounting.dp", "dpsgd_event", _half_steps_charged),),
-                              tuple(name for name in _PLAN_CALIBRATED if name != "dp_sgd_iteration")),
-    "noise_key_frozen": Bug("every step of a run draws the same noise (the privatizer's counter does not reach its "
-                            "key; dpprep.noise.privatizer)",
-                            (("dpprep.noise", "privatizer", _frozen_noise_key),),
-                            ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf") + _PATHS),
-    "batch_max_scaling": Bug("a batch is scaled by C over its largest gradient norm instead of clipping each example "
-                             "(dpprep.clipping.clip_factors)",
-                             (("dpprep.clipping", "clip_factors", _batch_max_scaling),), _GAUSSIAN_NOISE_LEARNERS),
-    "padding_slots_real": Bug("the padded slots of a Poisson batch (index 0) keep weight 1 (dpprep.sampling.poisson_batch)",
-                              (("dpprep.sampling", "poisson_batch", _padding_slots_real),), _POISSON),
-    "first_record_always": Bug("record 0 joins every Poisson batch that missed it (dpprep.sampling.poisson_batch)",
-                               (("dpprep.sampling", "poisson_batch", _first_record_always),), _POISSON),
-    "per_leaf_norms": Bug("the clipping norm of a multi-leaf gradient is its largest leaf's (dpprep.clipping._global_norms)",
-                          (("dpprep.clipping", "_global_norms", _per_leaf_norms),), ("dp_sgd_poisson_vmap_clip",)),
-    "poisson_2q": Bug("the Poisson sampler includes each record at rate 2q, the accountant charges q "
-                      "(dpprep.sampling.poisson_batch, poisson_pad_size)",
-                      (("dpprep.sampling", "poisson_batch", _doubled_batch_rate),
-                       ("dpprep.sampling", "poisson_pad_size", _doubled_pad_rate)), _POISSON),
-    "double_releases": Bug("every accounted step releases two noisy updates (dpprep.algorithms' apply_step runs twice)",
-                           (("dpprep.algorithms", "apply_step", _twice),), _GAUSSIAN_NOISE_LEARNERS),
-    "mean_noiseless": Bug("DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
-                          (("dpprep.dpsgdf", "mean_from_parts", _noiseless_mean),), _DPSGDF),
-    "mean_sigma_halved": Bug("DPSGD-F's private-mean multiplier σ_F is half what (ε_F, δ) needs, and the run is "
-                             "calibrated around it (dpprep.dpsgdf.mean_sigma)",
-                             (("dpprep.dpsgdf", "mean_sigma", _mean_sigma_halved),), _DPSGDF),
-    "corrdp_factors_halved": Bug("CorrDP's insensitive-feature noise variance factors are halved "
-                                 "(dpprep.corrdp.noise.corrdp_factors)",
-                                 (("dpprep.corrdp.noise", "corrdp_factors", _halved_factors),),
-                                 ("corrdp_sgd", "corrdp_sgd_sensitive")),
-    "corrdp_sensitive_factors_halved": Bug("CorrDP's sensitive-feature noise variance factors are halved "
-                                           "(dpprep.corrdp.noise.corrdp_factors)",
-                                           (("dpprep.corrdp.noise", "corrdp_factors", _halved_sensitive),),
-                                           ("corrdp_sgd", "corrdp_sgd_sensitive")),
+    "noise_0.7x": Bug(
+        "the Gaussian noise is 0.7× the std the accountant assumes (dpprep.noise.add_noise)",
+        (("dpprep.noise", "add_noise", _scaled_noise(0.7)),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "clip_2c": Bug(
+        "per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", _clip_to(2.0)),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "one_unclipped": Bug(
+        "the last real example (per the mask) of each batch is not clipped"
+        " (dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", _last_row_unclipped),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "calibration_0.7x": Bug(
+        "the plan's calibration returns 0.7x the multiplier its accountant needs"
+        " (dpprep.plan._calibrate)",
+        (("dpprep.plan", "_calibrate", _calibrated_low),),
+        _PLAN_CALIBRATED,
+    ),
+    "half_steps_charged": Bug(
+        "the accountant's DP-SGD event composes half the steps the run takes "
+        "(dpprep.accounting.dp.dpsgd_event)",
+        (("dpprep.accounting.dp", "dpsgd_event", _half_steps_charged),),
+        tuple(name for name in _PLAN_CALIBRATED if name != "dp_sgd_iteration"),
+    ),
+    "noise_key_frozen": Bug(
+        "every step of a run draws the same noise (the privatizer's counter does not reach its "
+        "key; dpprep.noise.privatizer)",
+        (("dpprep.noise", "privatizer", _frozen_noise_key),),
+        ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf") + _PATHS,
+    ),
+    "batch_max_scaling": Bug(
+        "a batch is scaled by C over its largest gradient norm instead of clipping each example "
+        "(dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", _batch_max_scaling),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "padding_slots_real": Bug(
+        "the padded slots of a Poisson batch (index 0) keep weight 1"
+        " (dpprep.sampling.poisson_batch)",
+        (("dpprep.sampling", "poisson_batch", _padding_slots_real),),
+        _POISSON,
+    ),
+    "first_record_always": Bug(
+        "record 0 joins every Poisson batch that missed it (dpprep.sampling.poisson_batch)",
+        (("dpprep.sampling", "poisson_batch", _first_record_always),),
+        _POISSON,
+    ),
+    "per_leaf_norms": Bug(
+        "the clipping norm of a multi-leaf gradient is its largest leaf's"
+        " (dpprep.clipping._global_norms)",
+        (("dpprep.clipping", "_global_norms", _per_leaf_norms),),
+        ("dp_sgd_poisson_vmap_clip",),
+    ),
+    "poisson_2q": Bug(
+        "the Poisson sampler includes each record at rate 2q, the accountant charges q "
+        "(dpprep.sampling.poisson_batch, poisson_pad_size)",
+        (
+            ("dpprep.sampling", "poisson_batch", _doubled_batch_rate),
+            ("dpprep.sampling", "poisson_pad_size", _doubled_pad_rate),
+        ),
+        _POISSON,
+    ),
+    "double_releases": Bug(
+        "every accounted step releases two noisy updates (dpprep.algorithms' apply_step runs"
+        " twice)",
+        (("dpprep.algorithms", "apply_step", _twice),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "mean_noiseless": Bug(
+        "DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
+        (("dpprep.dpsgdf", "mean_from_parts", _noiseless_mean),),
+        _DPSGDF,
+    ),
+    "mean_sigma_halved": Bug(
+        "DPSGD-F's private-mean multiplier σ_F is half what (ε_F, δ) needs, and the run is "
+        "calibrated around it (dpprep.dpsgdf.mean_sigma)",
+        (("dpprep.dpsgdf", "mean_sigma", _mean_sigma_halved),),
+        _DPSGDF,
+    ),
+    "corrdp_factors_halved": Bug(
+        "CorrDP's insensitive-feature noise variance factors are halved "
+        "(dpprep.corrdp.noise.corrdp_factors)",
+        (("dpprep.corrdp.noise", "corrdp_factors", _halved_factors),),
+        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+    ),
+    "corrdp_sensitive_factors_halved": Bug(
+        "CorrDP's sensitive-feature noise variance factors are halved "
+        "(dpprep.corrdp.noise.corrdp_factors)",
+        (("dpprep.corrdp.noise", "corrdp_factors", _halved_sensitive),),
+        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+    ),
 }
 
 
@@ -287,7 +381,9 @@ def inject(name: str) -> Iterator[Bug]:
 
     bug = check_bug(name)
     saved: list[tuple[Any, str, Any]] = []
-    disk_cache = os.environ.pop(dp.ENV_CALIBRATION_CACHE, None)  # no broken calibration reaches the disk
+    disk_cache = os.environ.pop(
+        dp.ENV_CALIBRATION_CACHE, None
+    )  # no broken calibration reaches the disk
     clear_compilations()
     try:
         for module_name, attribute, wrap in bug.patches:
@@ -311,7 +407,10 @@ def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditRes
         return audit(cfg, **kwargs)
     entry = check_bug(bug)
     if cfg.learner not in entry.learners:
-        raise ValueError(f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches {', '.join(entry.learners)}")
+        raise ValueError(
+            f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches"
+            f" {', '.join(entry.learners)}"
+        )
     with inject(bug):
         return audit(cfg, **kwargs)
 

@@ -1,4 +1,5 @@
-"""Every dataset at a glance: rows, columns, class balance (or target moments) and row-norm statistics.
+"""Every dataset at a glance: rows, columns, class balance (or target moments) and row-norm
+statistics.
 
 Writes ``datasets.csv`` and ``datasets.md`` into ``ctx.out_dir`` and compares the counts stated by
 the issue and the CorrDP spec (sections 5.3-5.6) and the Sun et al. spec (section 6.1) with ours.
@@ -13,7 +14,13 @@ import pandas as pd
 from dpprep.data import DATASETS, DataNotFoundError, Dataset, load, search_dirs
 from dpprep.data.registry import CIFAR100_FEATURES_RELPATH
 from dpprep.data.synthetic import corrdp_synthetic
-from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import (
+    Comparison,
+    atomic_write_text,
+    config_json,
+    provenance_json,
+    write_csv,
+)
 from experiments import RunContext, main_for
 
 SYNTHETIC_CONFIG = {"n": 2000, "m": 100, "m_s": 10, "noise_std": 5.0, "seed": 0}
@@ -65,7 +72,11 @@ def _markdown(frame: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fmt(row[c]) for c in columns) + " |" for _, row in frame.iterrows()]
     versions = frame["versions"].iloc[0] if len(frame) else ""
-    return "# Datasets\n\n" + "\n".join(lines) + f"\n\nNorms are L2 norms of all rows (train and test).\nVersions: `{versions}`\n"
+    return (
+        "# Datasets\n\n"
+        + "\n".join(lines)
+        + f"\n\nNorms are L2 norms of all rows (train and test).\nVersions: `{versions}`\n"
+    )
 
 
 def run(ctx: RunContext) -> list[Comparison]:
@@ -78,17 +89,38 @@ def run(ctx: RunContext) -> list[Comparison]:
         except DataNotFoundError:
             if name != "cifar100_features":  # the only dataset allowed to be absent
                 raise
-            note = f"user-provided {CIFAR100_FEATURES_RELPATH} not found; format in the dpprep.data docstring"
-            ctx.progress(f"{name} absent (user-provided; not in {[str(d) for d, _ in search_dirs(ctx.data_dir)]})")
-            rows.append({"dataset": name, "status": "absent", "note": note, "seed": "", "config": config})
+            note = (
+                f"user-provided {CIFAR100_FEATURES_RELPATH} not found; format in the dpprep.data"
+                " docstring"
+            )
+            ctx.progress(
+                f"{name} absent (user-provided; not in"
+                f" {[str(d) for d, _ in search_dirs(ctx.data_dir)]})"
+            )
+            rows.append(
+                {"dataset": name, "status": "absent", "note": note, "seed": "", "config": config}
+            )
             continue
-        rows.append({**summarise(loaded[name]), "status": "loaded", "note": "", "seed": "", "config": config})
+        rows.append(
+            {
+                **summarise(loaded[name]),
+                "status": "loaded",
+                "note": "",
+                "seed": "",
+                "config": config,
+            }
+        )
     ctx.progress("generating corrdp_synthetic")
     synthetic = corrdp_synthetic(**SYNTHETIC_CONFIG).dataset
     rows.append(
-        {**summarise(synthetic), "status": "generated", "note": "", "seed": SYNTHETIC_CONFIG["seed"],
-         "config": config_json(SYNTHETIC_CONFIG)}
-    )  # fmt: skip
+        {
+            **summarise(synthetic),
+            "status": "generated",
+            "note": "",
+            "seed": SYNTHETIC_CONFIG["seed"],
+            "config": config_json(SYNTHETIC_CONFIG),
+        }
+    )
     frame = pd.DataFrame(rows)
     for column in ("n_train", "n_test", "n_columns", "n_raw_features", "num_classes"):
         frame[column] = frame[column].astype("Int64")  # integers, with <NA> for the absent rows
@@ -101,29 +133,64 @@ def run(ctx: RunContext) -> list[Comparison]:
     rate = {"abs_tol": 5e-5}  # a rate stated to 4 digits: exact after rounding
     comparisons = [
         Comparison.numeric("adult rows (spec 5.3)", 45175, stats["adult"]["n_train"], **count),
-        Comparison.numeric("adult columns after one-hot (spec 5.3)", 31, stats["adult"]["n_columns"], **count),
-        Comparison.numeric("adult positive rate >50K (spec 5.3)", 0.2480, stats["adult"]["positive_rate"], **rate),
-        Comparison.numeric("adult max row norm (spec 5.3)", 2.79, stats["adult"]["norm_max"], rel_tol=0.01),
+        Comparison.numeric(
+            "adult columns after one-hot (spec 5.3)", 31, stats["adult"]["n_columns"], **count
+        ),
+        Comparison.numeric(
+            "adult positive rate >50K (spec 5.3)", 0.2480, stats["adult"]["positive_rate"], **rate
+        ),
+        Comparison.numeric(
+            "adult max row norm (spec 5.3)", 2.79, stats["adult"]["norm_max"], rel_tol=0.01
+        ),
         Comparison.numeric("sepsis rows (spec 5.4)", 110204, stats["sepsis"]["n_train"], **count),
-        Comparison.numeric("sepsis fraction alive (spec 5.4)", 0.9265, stats["sepsis"]["positive_rate"], **rate),
-        Comparison.numeric("credit_default rows (spec 5.5)", 30000, stats["credit_default"]["n_train"], **count),
-        Comparison.numeric("credit_default raw features (spec 5.5)", 23, stats["credit_default"]["n_columns"], **count),
-        Comparison.numeric("credit_default positive rate (spec 5.5)", 0.2212, stats["credit_default"]["positive_rate"], **rate),
-        Comparison.numeric("insurance rows after dedup (spec 5.6)", 1337, stats["insurance"]["n_train"], **count),
-        Comparison.numeric("insurance encoded columns (spec 5.6)", 8, stats["insurance"]["n_columns"], **count),
+        Comparison.numeric(
+            "sepsis fraction alive (spec 5.4)", 0.9265, stats["sepsis"]["positive_rate"], **rate
+        ),
+        Comparison.numeric(
+            "credit_default rows (spec 5.5)", 30000, stats["credit_default"]["n_train"], **count
+        ),
+        Comparison.numeric(
+            "credit_default raw features (spec 5.5)",
+            23,
+            stats["credit_default"]["n_columns"],
+            **count,
+        ),
+        Comparison.numeric(
+            "credit_default positive rate (spec 5.5)",
+            0.2212,
+            stats["credit_default"]["positive_rate"],
+            **rate,
+        ),
+        Comparison.numeric(
+            "insurance rows after dedup (spec 5.6)", 1337, stats["insurance"]["n_train"], **count
+        ),
+        Comparison.numeric(
+            "insurance encoded columns (spec 5.6)", 8, stats["insurance"]["n_columns"], **count
+        ),
     ]
     for name in ("mnist", "fashion_mnist"):
         comparisons += [
-            Comparison.numeric(f"{name} train rows (Sun et al. 6.1)", 60000, stats[name]["n_train"], **count),
-            Comparison.numeric(f"{name} test rows (Sun et al. 6.1)", 10000, stats[name]["n_test"], **count),
-            Comparison.numeric(f"{name} features (Sun et al. 6.1)", 784, stats[name]["n_columns"], **count),
+            Comparison.numeric(
+                f"{name} train rows (Sun et al. 6.1)", 60000, stats[name]["n_train"], **count
+            ),
+            Comparison.numeric(
+                f"{name} test rows (Sun et al. 6.1)", 10000, stats[name]["n_test"], **count
+            ),
+            Comparison.numeric(
+                f"{name} features (Sun et al. 6.1)", 784, stats[name]["n_columns"], **count
+            ),
         ]
     cifar = stats["cifar100_features"]
     if cifar["status"] == "absent":
-        comparisons.append(Comparison.info("cifar100_features", "absent (user-provided file)", note=cifar["note"]))
+        comparisons.append(
+            Comparison.info("cifar100_features", "absent (user-provided file)", note=cifar["note"])
+        )
     else:
         comparisons.append(
-            Comparison.info("cifar100_features rows/columns", f"{cifar['n_train']}/{cifar['n_test']} x {cifar['n_columns']}")
+            Comparison.info(
+                "cifar100_features rows/columns",
+                f"{cifar['n_train']}/{cifar['n_test']} x {cifar['n_columns']}",
+            )
         )
     return comparisons
 

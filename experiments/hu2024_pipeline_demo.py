@@ -7,7 +7,8 @@ A user's pipeline on Adult (rows scaled into the unit ball by the public bound 3
 3. **PCA rank reduction** to k = 1 (Adult's largest eigen-gap) of the quantized rows.
 
 For every step ``dpprep.preprocess`` returns the data *and* its data-dependent sensitivity
-(Δ∞, Δ2); we then ask ``dpprep.preprocess.privacy.meta`` what the pre-processing costs a mechanism run on
+(Δ∞, Δ2); we then ask ``dpprep.preprocess.privacy.meta`` what the pre-processing costs a mechanism
+run on
 that step's output — DP-GD for logistic regression (L = 1, μ = 1 + R/4 = 1.25 with R = 1) and a
 Gaussian mechanism for a statistic with L = Δ_f = 1 (Table 2's setting):
 
@@ -39,7 +40,13 @@ from dpprep.preprocess.privacy.meta import calibrate, default_group_size, overal
 from dpprep.preprocess.privacy.table1 import dp_gd, gaussian
 from dpprep.preprocess import Pipeline, Sensitivity, impute_mean, pca_reduce, quantize
 from dpprep.preprocess import pipeline as pl
-from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from experiments.results import (
+    Comparison,
+    atomic_write_text,
+    config_json,
+    provenance_json,
+    write_csv,
+)
 from experiments import RunContext, main_for
 from experiments.hu2024_table3 import inject_mcar, load_adult_unit_ball
 
@@ -69,9 +76,15 @@ PROFILES = {
 }
 
 MECHANISMS = {
-    "dp_gd": ("DP-GD (logistic, L=1, μ=1.25)", lambda cfg: (lambda e: dp_gd(epsilon=e, lipschitz=1.0, smoothness=cfg.smoothness))),
-    "gaussian": ("Gaussian mechanism (L=Δ_f=1)", lambda cfg: (lambda e: gaussian(epsilon=e, lipschitz=1.0, sensitivity=1.0))),
-}  # fmt: skip
+    "dp_gd": (
+        "DP-GD (logistic, L=1, μ=1.25)",
+        lambda cfg: lambda e: dp_gd(epsilon=e, lipschitz=1.0, smoothness=cfg.smoothness),
+    ),
+    "gaussian": (
+        "Gaussian mechanism (L=Δ_f=1)",
+        lambda cfg: lambda e: gaussian(epsilon=e, lipschitz=1.0, sensitivity=1.0),
+    ),
+}
 
 
 def preprocess_steps(x: np.ndarray, groups: dict, cfg: DemoConfig) -> list[dict]:
@@ -98,8 +111,9 @@ def preprocess_steps(x: np.ndarray, groups: dict, cfg: DemoConfig) -> list[dict]
         {
             "step": f"quantization (η={cfg.eta:g})",
             "detail": (
-                f"{len(quantized.clusters.sizes)} good clusters, largest {quantized.max_cluster_size} rows; "
-                f"{int(quantized.changed_mask.sum())} rows moved; p = 2·max|B| = {quantized.p}; Δ2 = 2η (conservative)"
+                f"{len(quantized.clusters.sizes)} good clusters, largest"
+                f" {quantized.max_cluster_size} rows; {int(quantized.changed_mask.sum())} rows"
+                f" moved; p = 2·max|B| = {quantized.p}; Δ2 = 2η (conservative)"
             ),
             "sensitivity": quantized.sensitivity,
         },
@@ -114,14 +128,17 @@ def preprocess_steps(x: np.ndarray, groups: dict, cfg: DemoConfig) -> list[dict]
         {
             "step": "imputation → quantization (composed)",
             "detail": (
-                f"Pipeline: quantization's inputs differ in up to p + 1 = {imputed.p + 1} rows; Δ∞ = p + (p+1)·{quantized.p} "
-                f"= {composed.linf:.0f}, Δ2 = 2/(n−p) + 2η"
+                f"Pipeline: quantization's inputs differ in up to p + 1 = {imputed.p + 1} rows; Δ∞"
+                f" = p + (p+1)·{quantized.p} = {composed.linf:.0f}, Δ2 = 2/(n−p) + 2η"
             ),
             "sensitivity": composed,
         },
         {
             "step": f"imputation → quantization → PCA rank-{cfg.pca_k} (composed)",
-            "detail": f"PCA after {composed.linf:.0f} changed rows: Δ2 = r + k·Δ2_PCA, capped at 2 (unit ball)",
+            "detail": (
+                f"PCA after {composed.linf:.0f} changed rows: Δ2 = r + k·Δ2_PCA, capped at 2 (unit"
+                " ball)"
+            ),
             "sensitivity": three,
         },
     ]
@@ -130,16 +147,34 @@ def preprocess_steps(x: np.ndarray, groups: dict, cfg: DemoConfig) -> list[dict]
 def analyse(step: dict, mechanism: str, base_epsilon: float, cfg: DemoConfig, n: int) -> dict:
     factory = MECHANISMS[mechanism][1](cfg)
     sens = step["sensitivity"]
-    row = {"step": step["step"], "mechanism": mechanism, "linf": sens.linf, "l2": sens.l2, "tau": sens.tau,
-           "mechanism_epsilon": base_epsilon}  # fmt: skip
+    row = {
+        "step": step["step"],
+        "mechanism": mechanism,
+        "linf": sens.linf,
+        "l2": sens.l2,
+        "tau": sens.tau,
+        "mechanism_epsilon": base_epsilon,
+    }
     for mode in ("exact", "table2"):
-        res = overall_privacy(factory(base_epsilon), sens, delta=cfg.delta, mode=mode,
-                              group_size=default_group_size(sens.linf, n))
+        res = overall_privacy(
+            factory(base_epsilon),
+            sens,
+            delta=cfg.delta,
+            mode=mode,
+            group_size=default_group_size(sens.linf, n),
+        )
         row[f"overall_epsilon_{mode}"] = res.epsilon
         row["group_size"] = res.group_size
         row["group_epsilon"] = res.group_epsilon
-        cal = calibrate(factory, sens, target_epsilon=cfg.target_epsilon, delta=cfg.delta, mode=mode,
-                        initial=base_epsilon, rtol=cfg.calibration_rtol)  # fmt: skip
+        cal = calibrate(
+            factory,
+            sens,
+            target_epsilon=cfg.target_epsilon,
+            delta=cfg.delta,
+            mode=mode,
+            initial=base_epsilon,
+            rtol=cfg.calibration_rtol,
+        )
         row[f"calibrated_epsilon_{mode}"] = cal.mechanism_epsilon
         if mechanism == "dp_gd":
             row[f"sigma_{mode}"] = math.sqrt(cfg.steps) / (cal.mechanism_epsilon * n)  # L = 1
@@ -160,23 +195,49 @@ def run(ctx: RunContext) -> list[Comparison]:
     n = x.shape[0]
     ctx.progress(f"pre-processing {n} Adult rows")
     # The three steps take ~25 s on all of Adult: cache their (JSON-able) outcome as a unit too.
-    cached = ctx.store.run(f"preprocess|n={n}|{config_json(cfg)}", lambda: {"steps": [
-        step | {"sensitivity": [step["sensitivity"].linf, step["sensitivity"].l2]}
-        for step in preprocess_steps(x, groups, cfg)]})
+    cached = ctx.store.run(
+        f"preprocess|n={n}|{config_json(cfg)}",
+        lambda: {
+            "steps": [
+                step | {"sensitivity": [step["sensitivity"].linf, step["sensitivity"].l2]}
+                for step in preprocess_steps(x, groups, cfg)
+            ]
+        },
+    )
     steps = [step | {"sensitivity": Sensitivity(*step["sensitivity"])} for step in cached["steps"]]
 
     rows, versions = [], []
     for mechanism in cfg.mechanisms:
         factory = MECHANISMS[mechanism][1](cfg)
-        key = f"base|{mechanism}|{cfg.target_epsilon}|{cfg.delta}|{cfg.smoothness}|{cfg.calibration_rtol}"
-        base = ctx.store.run(key, lambda: {"eps": calibrate(
-            factory, Sensitivity(0.0, 0.0), target_epsilon=cfg.target_epsilon, delta=cfg.delta, rtol=cfg.calibration_rtol
-        ).mechanism_epsilon})["eps"]  # fmt: skip
+        key = (
+            f"base|{mechanism}|{cfg.target_epsilon}|{cfg.delta}|{cfg.smoothness}"
+            f"|{cfg.calibration_rtol}"
+        )
+        base = ctx.store.run(
+            key,
+            lambda: {
+                "eps": (
+                    calibrate(
+                        factory,
+                        Sensitivity(0.0, 0.0),
+                        target_epsilon=cfg.target_epsilon,
+                        delta=cfg.delta,
+                        rtol=cfg.calibration_rtol,
+                    ).mechanism_epsilon
+                )
+            },
+        )["eps"]
         for step in steps:
             s = step["sensitivity"]
-            key = f"{mechanism}|{step['step']}|n={n}|linf={s.linf!r}|l2={s.l2!r}|base={base!r}|{config_json(cfg)}"
+            key = (
+                f"{mechanism}|{step['step']}|n={n}|linf={s.linf!r}|l2={s.l2!r}|base={base!r}"
+                f"|{config_json(cfg)}"
+            )
             ctx.progress(f"{mechanism}: {step['step']}")
-            rows.append(ctx.store.run(key, lambda: analyse(step, mechanism, base, cfg, n)) | {"detail": step["detail"]})
+            rows.append(
+                ctx.store.run(key, lambda: analyse(step, mechanism, base, cfg, n))
+                | {"detail": step["detail"]}
+            )
             versions.append(provenance_json(ctx.store.provenance(key)))  # of the unit's computation
     frame = pd.DataFrame(rows)
     frame["n"] = n
@@ -189,36 +250,66 @@ def run(ctx: RunContext) -> list[Comparison]:
     comparisons = []
     for r in frame.itertuples():
         if r.step == "none":
-            comparisons.append(Comparison.numeric(
-                f"{r.mechanism}: no pre-processing, overall ε at the calibrated noise (exact mode)",
-                cfg.target_epsilon, r.overall_epsilon_exact, rel_tol=max(cfg.calibration_rtol, 1e-6) * 10,
-            ))  # fmt: skip
+            comparisons.append(
+                Comparison.numeric(
+                    f"{r.mechanism}: no pre-processing, overall ε at the calibrated noise (exact"
+                    " mode)",
+                    cfg.target_epsilon,
+                    r.overall_epsilon_exact,
+                    rel_tol=max(cfg.calibration_rtol, 1e-6) * 10,
+                )
+            )
             continue
-        comparisons.append(Comparison.info(
-            f"{r.mechanism} after {r.step}: overall ε (exact / Table-2 mode / group privacy)",
-            f"{r.overall_epsilon_exact:.4g} / {r.overall_epsilon_table2:.4g} / {_fmt(r.group_epsilon)} "
-            f"(Δ∞={r.linf:.0f}, Δ2={r.l2:.3g}, τ*={r.tau:.3g})",
-        ))  # fmt: skip
-        comparisons.append(Comparison.claim(
-            f"{r.mechanism} after {r.step}: Theorem 2 (exact) ≥ no-pre-processing ε and calibrated ε ≤ baseline",
-            "pre-processing can only cost privacy",
-            f"{r.overall_epsilon_exact:.4g} ≥ {cfg.target_epsilon:g}; mechanism ε {r.calibrated_epsilon_exact:.4g} ≤ {r.mechanism_epsilon:.4g}",
-            bool(r.overall_epsilon_exact >= cfg.target_epsilon * (1 - 1e-6) and r.calibrated_epsilon_exact <= r.mechanism_epsilon * (1 + 1e-9)),
-        ))  # fmt: skip
+        comparisons.append(
+            Comparison.info(
+                f"{r.mechanism} after {r.step}: overall ε (exact / Table-2 mode / group privacy)",
+                f"{r.overall_epsilon_exact:.4g} / {r.overall_epsilon_table2:.4g} /"
+                f" {_fmt(r.group_epsilon)} (Δ∞={r.linf:.0f}, Δ2={r.l2:.3g}, τ*={r.tau:.3g})",
+            )
+        )
+        comparisons.append(
+            Comparison.claim(
+                f"{r.mechanism} after {r.step}: Theorem 2 (exact) ≥ no-pre-processing ε and"
+                " calibrated ε ≤ baseline",
+                "pre-processing can only cost privacy",
+                f"{r.overall_epsilon_exact:.4g} ≥ {cfg.target_epsilon:g}; mechanism ε"
+                f" {r.calibrated_epsilon_exact:.4g} ≤ {r.mechanism_epsilon:.4g}",
+                bool(
+                    r.overall_epsilon_exact >= cfg.target_epsilon * (1 - 1e-6)
+                    and r.calibrated_epsilon_exact <= r.mechanism_epsilon * (1 + 1e-9)
+                ),
+            )
+        )
         if "composed" in r.step and "PCA" in r.step:
-            comparisons.append(Comparison.info(
-                f"{r.mechanism} after {r.step}: valid overall ε = min(Theorem 2, group privacy)",
-                f"{min(r.overall_epsilon_exact, r.group_epsilon):.4g} (Theorem 2 {r.overall_epsilon_exact:.4g}, group {r.group_epsilon:.4g})",
-                note="PCA after thousands of changed rows: Δ2 hits the unit ball's diameter, group privacy over all n rows wins",
-            ))  # fmt: skip
-        elif "composed" in r.step and r.group_epsilon is not None and not math.isnan(r.group_epsilon):
-            comparisons.append(Comparison.claim(
-                f"{r.mechanism} after {r.step}: Theorem 2 on the composed (Δ∞, Δ2) beats group privacy over Δ∞+1 records",
-                "SRDP-based analysis < group privacy (paper §4.2, for one step)",
-                f"{r.overall_epsilon_exact:.4g} vs group {r.group_epsilon:.4g} (k={r.group_size})",
-                bool(r.overall_epsilon_exact < r.group_epsilon),
-                note="composed sensitivity from dpprep.preprocess.pipeline (chain argument for quantization after imputation)",
-            ))  # fmt: skip
+            comparisons.append(
+                Comparison.info(
+                    f"{r.mechanism} after {r.step}: valid overall ε = min(Theorem 2, group"
+                    " privacy)",
+                    f"{min(r.overall_epsilon_exact, r.group_epsilon):.4g} (Theorem 2"
+                    f" {r.overall_epsilon_exact:.4g}, group {r.group_epsilon:.4g})",
+                    note=(
+                        "PCA after thousands of changed rows: Δ2 hits the unit ball's diameter,"
+                        " group privacy over all n rows wins"
+                    ),
+                )
+            )
+        elif (
+            "composed" in r.step and r.group_epsilon is not None and not math.isnan(r.group_epsilon)
+        ):
+            comparisons.append(
+                Comparison.claim(
+                    f"{r.mechanism} after {r.step}: Theorem 2 on the composed (Δ∞, Δ2) beats group"
+                    " privacy over Δ∞+1 records",
+                    "SRDP-based analysis < group privacy (paper §4.2, for one step)",
+                    f"{r.overall_epsilon_exact:.4g} vs group {r.group_epsilon:.4g}"
+                    f" (k={r.group_size})",
+                    bool(r.overall_epsilon_exact < r.group_epsilon),
+                    note=(
+                        "composed sensitivity from dpprep.preprocess.pipeline (chain argument for"
+                        " quantization after imputation)"
+                    ),
+                )
+            )
     return comparisons
 
 
@@ -226,8 +317,11 @@ def markdown(frame: pd.DataFrame, steps: list[dict], cfg: DemoConfig, n: int, pr
     lines = [
         "# Worked example: the privacy cost of pre-processing Adult",
         "",
-        f"Profile `{profile}`: {n} rows of Adult (31 encoded columns, scaled into the unit ball by the "
-        f"public bound 3). Target: an overall ({cfg.target_epsilon:g}, {cfg.delta:g})-DP pipeline.",
+        (
+            f"Profile `{profile}`: {n} rows of Adult (31 encoded columns, scaled into the unit ball"
+            f" by the public bound 3). Target: an overall ({cfg.target_epsilon:g},"
+            f" {cfg.delta:g})-DP pipeline."
+        ),
         "",
         "## 1. What each pre-processing step returns",
         "",
@@ -236,11 +330,16 @@ def markdown(frame: pd.DataFrame, steps: list[dict], cfg: DemoConfig, n: int, pr
     ]
     for s in steps[1:]:
         sens = s["sensitivity"]
-        lines.append(f"| {s['step']} | {sens.linf:.0f} | {sens.l2:.4g} | {sens.tau:.4g} | {s['detail']} |")
+        lines.append(
+            f"| {s['step']} | {sens.linf:.0f} | {sens.l2:.4g} | {sens.tau:.4g} | {s['detail']} |"
+        )
     lines += [
         "",
-        "τ* is the L12 distance budget Theorem 2 charges the mechanism's Smooth-RDP: the pre-processed "
-        "versions of two neighbouring datasets differ in up to Δ∞ common records, each moved by ≤ Δ2.",
+        (
+            "τ* is the L12 distance budget Theorem 2 charges the mechanism's Smooth-RDP: the"
+            " pre-processed versions of two neighbouring datasets differ in up to Δ∞ common"
+            " records, each moved by ≤ Δ2."
+        ),
         "",
     ]
     for number, mechanism in enumerate(cfg.mechanisms, start=2):
@@ -250,18 +349,28 @@ def markdown(frame: pd.DataFrame, steps: list[dict], cfg: DemoConfig, n: int, pr
         lines += [
             f"## {number}. {title}",
             "",
-            f"Noise level fixed so that the mechanism alone is ({cfg.target_epsilon:g}, {cfg.delta:g})-DP "
-            f"(its Table-1 ε = {base:.4g}). Overall ε of the pre-processed pipeline at that noise level, "
-            f"and the mechanism ε that restores an overall ε of {cfg.target_epsilon:g}:",
+            (
+                f"Noise level fixed so that the mechanism alone is ({cfg.target_epsilon:g},"
+                f" {cfg.delta:g})-DP (its Table-1 ε = {base:.4g}). Overall ε of the pre-processed"
+                " pipeline at that noise level, and the mechanism ε that restores an overall ε of"
+                f" {cfg.target_epsilon:g}:"
+            ),
             "",
-            "| step | τ* | overall ε, Theorem 2 exact | overall ε, Table 2 (α ≥ 11) | group privacy (k = Δ∞+1, ≤ n) "
-            "| mechanism ε for target, exact | … Table 2 mode |"
+            "| step | τ* | overall ε, Theorem 2 exact | overall ε, Table 2 (α ≥ 11) | group privacy"
+            " (k = Δ∞+1, ≤ n) | mechanism ε for target, exact | … Table 2 mode |"
             + (" DP-GD σ (T=100), exact |" if mechanism == "dp_gd" else ""),
             "|---|---|---|---|---|---|---|" + ("---|" if mechanism == "dp_gd" else ""),
         ]
         for r in sub.itertuples():
-            cells = [r.step, _fmt(r.tau), _fmt(r.overall_epsilon_exact), _fmt(r.overall_epsilon_table2),
-                     f"{_fmt(r.group_epsilon)} (k={r.group_size})", _fmt(r.calibrated_epsilon_exact), _fmt(r.calibrated_epsilon_table2)]  # fmt: skip
+            cells = [
+                r.step,
+                _fmt(r.tau),
+                _fmt(r.overall_epsilon_exact),
+                _fmt(r.overall_epsilon_table2),
+                f"{_fmt(r.group_epsilon)} (k={r.group_size})",
+                _fmt(r.calibrated_epsilon_exact),
+                _fmt(r.calibrated_epsilon_table2),
+            ]
             if mechanism == "dp_gd":
                 cells.append(_fmt(r.sigma_exact))
             lines.append("| " + " | ".join(cells) + " |")
@@ -269,20 +378,31 @@ def markdown(frame: pd.DataFrame, steps: list[dict], cfg: DemoConfig, n: int, pr
     lines += [
         f"## {len(cfg.mechanisms) + 2}. Reading the numbers",
         "",
-        "- Mean imputation of a few missing values is nearly free: τ* = 2p/(n−p) is tiny, so the "
-        "noise barely changes. Group privacy, which must protect p records at once, is far worse.",
+        (
+            "- Mean imputation of a few missing values is nearly free: τ* = 2p/(n−p) is tiny, so"
+            " the noise barely changes. Group privacy, which must protect p records at once, is far"
+            " worse."
+        ),
         "- Quantization costs depend on the largest good cluster (p = 2·max|B|) times 2η.",
-        "- PCA moves every record (Δ∞ = n); its cost is governed by the eigen-gap: τ* ≈ 12/δ_k. "
-        "Adult's covariance has small gaps, so non-private PCA is expensive here.",
-        "- Chained steps (rows marked *composed*, `dpprep.preprocess.Pipeline`): imputation moves p rows "
-        "slightly, so quantization's two inputs differ in p + 1 rows and its Δ∞ becomes p + (p+1)·2·max|B| "
-        "(each replaced row can re-cluster up to 2·max|B| others). The single-step rows understate the "
-        "cost of the chained pipeline; the composed rows are its guarantee. PCA after that many changed "
-        "rows is in the group-privacy regime (Δ2 capped at the unit ball's diameter 2).",
-        "- Caveats: each step's sensitivity is computed on that step's input and holds over the "
-        "collection ℒ of datasets sharing these properties (the paper's conditional guarantee; the "
-        "composition extends it to the datasets between two neighbours' intermediates). Prop. 3's Δ∞ for "
-        "quantization can be exceeded by crafted neighbours (see tests/preprocess/test_dedup_quantize.py).",
+        (
+            "- PCA moves every record (Δ∞ = n); its cost is governed by the eigen-gap: τ* ≈ 12/δ_k."
+            " Adult's covariance has small gaps, so non-private PCA is expensive here."
+        ),
+        (
+            "- Chained steps (rows marked *composed*, `dpprep.preprocess.Pipeline`): imputation"
+            " moves p rows slightly, so quantization's two inputs differ in p + 1 rows and its Δ∞"
+            " becomes p + (p+1)·2·max|B| (each replaced row can re-cluster up to 2·max|B| others)."
+            " The single-step rows understate the cost of the chained pipeline; the composed rows"
+            " are its guarantee. PCA after that many changed rows is in the group-privacy regime"
+            " (Δ2 capped at the unit ball's diameter 2)."
+        ),
+        (
+            "- Caveats: each step's sensitivity is computed on that step's input and holds over the"
+            " collection ℒ of datasets sharing these properties (the paper's conditional guarantee;"
+            " the composition extends it to the datasets between two neighbours' intermediates)."
+            " Prop. 3's Δ∞ for quantization can be exceeded by crafted neighbours (see"
+            " tests/preprocess/test_dedup_quantize.py)."
+        ),
         "",
     ]
     return "\n".join(lines)

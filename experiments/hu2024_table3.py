@@ -35,8 +35,18 @@ from dpprep.preprocess import (
     impute_trimmed_mean,
     scale_into_unit_ball,
 )
-from dpprep.preprocess.sensitivity import mean_imputation_sensitivity, pca_covariance_perturbation, pca_rank_tau_constant
-from experiments.results import Comparison, atomic_write_text, config_json, provenance_json, write_csv
+from dpprep.preprocess.sensitivity import (
+    mean_imputation_sensitivity,
+    pca_covariance_perturbation,
+    pca_rank_tau_constant,
+)
+from experiments.results import (
+    Comparison,
+    atomic_write_text,
+    config_json,
+    provenance_json,
+    write_csv,
+)
 from experiments import RunContext, main_for
 
 EXPERIMENT = "hu2024_table3"
@@ -60,7 +70,9 @@ PROFILES = {
 }
 
 
-def load_adult_unit_ball(data_dir, n_rows: int | None, seed: int) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, ...]]]:
+def load_adult_unit_ball(
+    data_dir, n_rows: int | None, seed: int
+) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, ...]]]:
     """Adult features scaled into the unit ball by the public bound ``sqrt(#raw features)`` (one-hot
     groups contribute 1 and [0,1] features at most 1 to the squared norm); optional seeded row
     subsample. Returns ``(x, y, feature_groups)``."""
@@ -96,7 +108,9 @@ def imputer(method: str, n: int, regressors: list[int], trim_fraction: float = 0
     raise ValueError(f"unknown imputation method {method!r}")
 
 
-def _neighbour(x: np.ndarray, rng: np.random.Generator, columns: list[int]) -> tuple[int, np.ndarray]:
+def _neighbour(
+    x: np.ndarray, rng: np.random.Generator, columns: list[int]
+) -> tuple[int, np.ndarray]:
     i = int(rng.integers(x.shape[0]))
     if rng.random() < 0.5:
         return i, x[int(rng.integers(x.shape[0]))].copy()  # another real record (with its NaNs)
@@ -108,7 +122,9 @@ def _neighbour(x: np.ndarray, rng: np.random.Generator, columns: list[int]) -> t
     return i, z
 
 
-def measure(x: np.ndarray, impute, base: ImputeResult, columns: list[int], neighbours: int, seed: int) -> dict:
+def measure(
+    x: np.ndarray, impute, base: ImputeResult, columns: list[int], neighbours: int, seed: int
+) -> dict:
     """Largest Hamming distance and L2 change of the common records over sampled neighbours."""
     rng = np.random.default_rng(seed)
     worst_h, worst_l2, worst_ratio = 0, 0.0, 0.0
@@ -129,7 +145,14 @@ def measure(x: np.ndarray, impute, base: ImputeResult, columns: list[int], neigh
     return {"measured_linf": worst_h, "measured_l2": worst_l2, "worst_ratio": worst_ratio}
 
 
-def run_setting(x: np.ndarray, groups: dict, columns_named: tuple[str, ...], rate: float, method: str, cfg: Table3Config) -> dict:
+def run_setting(
+    x: np.ndarray,
+    groups: dict,
+    columns_named: tuple[str, ...],
+    rate: float,
+    method: str,
+    cfg: Table3Config,
+) -> dict:
     columns = [groups[c][0] for c in columns_named]
     continuous = [groups[c][0] for c in ("age", "fnlwgt", "educational-num", "hours-per-week")]
     regressors = [c for c in continuous if c not in columns]
@@ -159,24 +182,45 @@ def run_setting(x: np.ndarray, groups: dict, columns_named: tuple[str, ...], rat
 
 SYMBOLIC = [
     # (model, printed Δ2 (markdown), printed Δ2 (LaTeX), what dpprep computes)
-    ("Mean", "2/(n − p)", r"$\frac{2}{n-p}$", "2·sqrt(q)/(n − p), q = most missing entries in a row (q = 1: as printed)"),
-    ("Median", "x^max_((n+1)/2) − x^min_(n/2)", r"$x_{((n+1)/2)}^{\max}-x_{(n/2)}^{\min}$",
-     "sqrt(q)·max_j (exact largest change of column j's median over all replace-one neighbours)"),
-    ("m-trimmed mean", "(x^max_(m) − x^min_(n−m)) / (n − 2m − p)", r"$\frac{x_{(m)}^{\max}-x_{(n-m)}^{\min}}{n-2m-p}$",
-     "sqrt(q)·max_j (exact largest change of column j's trimmed mean over all neighbours)"),
-    ("Linear regression", "λmax² / ((λmax+1) λmin²) + 1/λmin",
-     r"$\frac{\lambda_{\max}^2}{(\lambda_{\max}+1)\lambda_{\min}^2}+\frac{1}{\lambda_{\min}}$",
-     "replace-one: 2·[λmax²/((λmax+1)(λmin−1)²) + 1/(λmin−1)] (printed form is add-one)"),
-]  # fmt: skip
+    (
+        "Mean",
+        "2/(n − p)",
+        r"$\frac{2}{n-p}$",
+        "2·sqrt(q)/(n − p), q = most missing entries in a row (q = 1: as printed)",
+    ),
+    (
+        "Median",
+        "x^max_((n+1)/2) − x^min_(n/2)",
+        r"$x_{((n+1)/2)}^{\max}-x_{(n/2)}^{\min}$",
+        "sqrt(q)·max_j (exact largest change of column j's median over all replace-one neighbours)",
+    ),
+    (
+        "m-trimmed mean",
+        "(x^max_(m) − x^min_(n−m)) / (n − 2m − p)",
+        r"$\frac{x_{(m)}^{\max}-x_{(n-m)}^{\min}}{n-2m-p}$",
+        "sqrt(q)·max_j (exact largest change of column j's trimmed mean over all neighbours)",
+    ),
+    (
+        "Linear regression",
+        "λmax² / ((λmax+1) λmin²) + 1/λmin",
+        r"$\frac{\lambda_{\max}^2}{(\lambda_{\max}+1)\lambda_{\min}^2}+\frac{1}{\lambda_{\min}}$",
+        "replace-one: 2·[λmax²/((λmax+1)(λmin−1)²) + 1/(λmin−1)] (printed form is add-one)",
+    ),
+]
 
 
 def symbolic_markdown() -> str:
     lines = [
         "# Table 3 (Hu, Sanyal, Schölkopf 2024): L2 sensitivity of imputation models",
         "",
-        "Δ∞ = p (largest number of records with a missing value over ℒ) for every model (Prop. 15).",
-        "Notation: x^max_(m) / x^min_(m) the largest / smallest m-th order statistic of any feature "
-        "in any S ∈ ℒ; λmax / λmin the largest / smallest eigenvalue of XᵀX over ℒ.",
+        (
+            "Δ∞ = p (largest number of records with a missing value over ℒ) for every model (Prop."
+            " 15)."
+        ),
+        (
+            "Notation: x^max_(m) / x^min_(m) the largest / smallest m-th order statistic of any"
+            " feature in any S ∈ ℒ; λmax / λmin the largest / smallest eigenvalue of XᵀX over ℒ."
+        ),
         "",
         "| Imputation model | Δ2 as printed | dpprep.preprocess computes |",
         "|---|---|---|",
@@ -184,12 +228,15 @@ def symbolic_markdown() -> str:
     lines += [f"| {m} | {md} | {ours} |" for m, md, _, ours in SYMBOLIC]
     lines += [
         "",
-        "Median and trimmed mean: Table 3's entries are per-feature scalars; a record with q missing "
-        "features moves by at most sqrt(q) times the largest (spec §5.5). Both statistics are "
-        "non-decreasing in every value, so the extreme neighbours (drop the smallest/largest observed "
-        "value and/or add ±1) give the exact local sensitivity, which never exceeds the printed spread. "
-        "Regression: the paper derives the printed form for add-one neighbours; replace-one is a removal "
-        "and an addition around the common part, whose Gram matrix has λmin ≥ λmin(S) − 1.",
+        (
+            "Median and trimmed mean: Table 3's entries are per-feature scalars; a record with q"
+            " missing features moves by at most sqrt(q) times the largest (spec §5.5). Both"
+            " statistics are non-decreasing in every value, so the extreme neighbours (drop the"
+            " smallest/largest observed value and/or add ±1) give the exact local sensitivity,"
+            " which never exceeds the printed spread. Regression: the paper derives the printed"
+            " form for add-one neighbours; replace-one is a removal and an addition around the"
+            " common part, whose Gram matrix has λmin ≥ λmin(S) − 1."
+        ),
         "",
     ]
     return "\n".join(lines)
@@ -198,8 +245,8 @@ def symbolic_markdown() -> str:
 def symbolic_latex() -> str:
     rows = "\n".join(f"{m} & {tex} \\\\" for m, _, tex, _ in SYMBOLIC)
     return (
-        "\\begin{tabular}{ll}\n\\toprule\nImputation model $f$ & $\\Delta_2(\\mathcal{L},\\pi_f)$ \\\\\n"
-        "\\midrule\n" + rows + "\n\\bottomrule\n\\end{tabular}\n"
+        "\\begin{tabular}{ll}\n\\toprule\nImputation model $f$ & $\\Delta_2(\\mathcal{L},\\pi_f)$"
+        " \\\\\n\\midrule\n" + rows + "\n\\bottomrule\n\\end{tabular}\n"
     )
 
 
@@ -210,24 +257,58 @@ def _md_table(frame: pd.DataFrame, columns: list[str]) -> str:
         return str(v)
 
     head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    return head + "\n".join("| " + " | ".join(fmt(r[c]) for c in columns) + " |" for _, r in frame.iterrows()) + "\n"
+    return (
+        head
+        + "\n".join(
+            "| " + " | ".join(fmt(r[c]) for c in columns) + " |" for _, r in frame.iterrows()
+        )
+        + "\n"
+    )
 
 
 def constants_comparisons() -> list[Comparison]:
     out = [
-        Comparison.numeric("4(3n+2)/(n−1) at n=101 (PCA τ*·δ)", 12.2, pca_rank_tau_constant(101), rel_tol=1e-9),
-        Comparison.numeric("4(3n+2)/(n−1) at n=1000", 12.0200, pca_rank_tau_constant(1000), rel_tol=5e-5),
-        Comparison.numeric("2(3n+2)/(n−1) at n=101 (n·||Σ̃−Σ||_F)", 6.1, 101 * pca_covariance_perturbation(101), rel_tol=1e-9),
+        Comparison.numeric(
+            "4(3n+2)/(n−1) at n=101 (PCA τ*·δ)", 12.2, pca_rank_tau_constant(101), rel_tol=1e-9
+        ),
+        Comparison.numeric(
+            "4(3n+2)/(n−1) at n=1000", 12.0200, pca_rank_tau_constant(1000), rel_tol=5e-5
+        ),
+        Comparison.numeric(
+            "2(3n+2)/(n−1) at n=101 (n·||Σ̃−Σ||_F)",
+            6.1,
+            101 * pca_covariance_perturbation(101),
+            rel_tol=1e-9,
+        ),
     ]
     # Table 2 mean-imputation cells at the §11.2 point (α = 11, ε = 1, p = 10, n = 1000).
     tau = mean_imputation_sensitivity(1000, 10).tau
-    out.append(Comparison.numeric("Laplace × mean imputation ε(1 + 2p/(n−p)) at p=10, n=1000", 1.0202,
-                                  laplace(epsilon=1.0).rdp(math.inf) + laplace(epsilon=1.0).srdp(math.inf, tau), rel_tol=5e-5))
+    out.append(
+        Comparison.numeric(
+            "Laplace × mean imputation ε(1 + 2p/(n−p)) at p=10, n=1000",
+            1.0202,
+            laplace(epsilon=1.0).rdp(math.inf) + laplace(epsilon=1.0).srdp(math.inf, tau),
+            rel_tol=5e-5,
+        )
+    )
     gd = eq43(dp_gd(epsilon=1.0), tau, 11.0)
-    out.append(Comparison.numeric("DP-GD × mean imputation at α=11, ε=1, p=10, n=1000 (Table 2)", 46.2047, gd, rel_tol=5e-5))
-    out.append(Comparison.numeric("DP-GD × mean imputation constant 4.2 = ε̂/(α(1 + p²/(n−p)²))", 4.2,
-                                  gd / (11.0 * (1 + 10**2 / 990**2)), rel_tol=1e-9))
-    return out  # fmt: skip
+    out.append(
+        Comparison.numeric(
+            "DP-GD × mean imputation at α=11, ε=1, p=10, n=1000 (Table 2)",
+            46.2047,
+            gd,
+            rel_tol=5e-5,
+        )
+    )
+    out.append(
+        Comparison.numeric(
+            "DP-GD × mean imputation constant 4.2 = ε̂/(α(1 + p²/(n−p)²))",
+            4.2,
+            gd / (11.0 * (1 + 10**2 / 990**2)),
+            rel_tol=1e-9,
+        )
+    )
+    return out
 
 
 def run(ctx: RunContext) -> list[Comparison]:
@@ -243,8 +324,12 @@ def run(ctx: RunContext) -> list[Comparison]:
             for method in METHODS:
                 key = f"{'+'.join(columns)}|{rate}|{method}|n={x.shape[0]}|{config_json(cfg)}"
                 ctx.progress(f"{key}")
-                rows.append(ctx.store.run(key, lambda: run_setting(x, groups, columns, rate, method, cfg)))
-                versions.append(provenance_json(ctx.store.provenance(key)))  # of the unit's computation
+                rows.append(
+                    ctx.store.run(key, lambda: run_setting(x, groups, columns, rate, method, cfg))
+                )
+                versions.append(
+                    provenance_json(ctx.store.provenance(key))
+                )  # of the unit's computation
     frame = pd.DataFrame(rows)
     frame["seed"] = cfg.seed
     frame["config"] = config_json(cfg)
@@ -252,35 +337,62 @@ def run(ctx: RunContext) -> list[Comparison]:
     write_csv(frame, ctx.out_dir / "table3_adult.csv")
 
     ok = frame[frame["error"].isna()] if "error" in frame else frame
-    shown = ["columns", "missing_rate", "method", "n", "p", "linf", "l2", "tau", "table3_l2", "measured_linf", "measured_l2", "worst_ratio"]
+    shown = [
+        "columns",
+        "missing_rate",
+        "method",
+        "n",
+        "p",
+        "linf",
+        "l2",
+        "tau",
+        "table3_l2",
+        "measured_linf",
+        "measured_l2",
+        "worst_ratio",
+    ]
     text = [
         "# Table 3 on Adult: imputation sensitivities, bound vs measured",
         "",
-        f"Profile `{ctx.profile}`: {x.shape[0]} rows of Adult scaled into the unit ball (÷3), values "
-        f"missing completely at random (seed {cfg.seed}); m-trimmed mean with m = {cfg.trim_fraction:.0%} of n; "
-        "regression on the other continuous features (no intercept). `l2` = our Δ2 (local to this "
-        "dataset), `table3_l2` = Table 3's printed form on the same data, `measured_*` = worst over "
-        f"{cfg.neighbours} sampled replace-one neighbours, `worst_ratio` = max measured/bound over "
-        "those pairs (≤ 1 means the bound held). Median Δ2 = 0: `age` and `hours-per-week` take "
-        "few distinct values, so no single replacement moves their medians (an exact local "
-        "sensitivity — a conditional guarantee for datasets with the same ties, not a global one).",
+        (
+            f"Profile `{ctx.profile}`: {x.shape[0]} rows of Adult scaled into the unit ball (÷3),"
+            f" values missing completely at random (seed {cfg.seed}); m-trimmed mean with m ="
+            f" {cfg.trim_fraction:.0%} of n; regression on the other continuous features (no"
+            " intercept). `l2` = our Δ2 (local to this dataset), `table3_l2` = Table 3's printed"
+            f" form on the same data, `measured_*` = worst over {cfg.neighbours} sampled"
+            " replace-one neighbours, `worst_ratio` = max measured/bound over those pairs (≤ 1"
+            " means the bound held). Median Δ2 = 0: `age` and `hours-per-week` take few distinct"
+            " values, so no single replacement moves their medians (an exact local sensitivity — a"
+            " conditional guarantee for datasets with the same ties, not a global one)."
+        ),
         "",
         _md_table(ok, shown),
     ]
     if "error" in frame and frame["error"].notna().any():
         text += ["Settings without a finite bound:", ""]
-        text += [f"- {r.columns}, {r.missing_rate:.0%}, {r.method}: {r.error}" for r in frame[frame["error"].notna()].itertuples()]
+        text += [
+            f"- {r.columns}, {r.missing_rate:.0%}, {r.method}: {r.error}"
+            for r in frame[frame["error"].notna()].itertuples()
+        ]
     atomic_write_text(ctx.out_dir / "table3_adult.md", "\n".join(text) + "\n")
 
     for r in ok.itertuples():
         label = f"{r.method} imputation, {r.columns} {r.missing_rate:.0%} missing (n={r.n})"
-        comparisons.append(Comparison.claim(
-            f"{label}: measured Δ2 ≤ bound over {cfg.neighbours} neighbours", "bound holds",
-            f"worst measured/bound {r.worst_ratio:.3g}; Δ2 {r.l2:.3g}, measured {r.measured_l2:.3g}",
-            bool(r.worst_ratio <= 1 + 1e-9) and r.measured_linf <= r.linf,
-        ))
-        comparisons.append(Comparison.info(f"{label}: (Δ∞, Δ2, τ*)",
-                                           f"({r.linf:.0f}, {r.l2:.4g}, {r.tau:.4g}); Table 3 printed Δ2 {r.table3_l2:.4g}"))
+        comparisons.append(
+            Comparison.claim(
+                f"{label}: measured Δ2 ≤ bound over {cfg.neighbours} neighbours",
+                "bound holds",
+                f"worst measured/bound {r.worst_ratio:.3g}; Δ2 {r.l2:.3g}, measured"
+                f" {r.measured_l2:.3g}",
+                bool(r.worst_ratio <= 1 + 1e-9) and r.measured_linf <= r.linf,
+            )
+        )
+        comparisons.append(
+            Comparison.info(
+                f"{label}: (Δ∞, Δ2, τ*)",
+                f"({r.linf:.0f}, {r.l2:.4g}, {r.tau:.4g}); Table 3 printed Δ2 {r.table3_l2:.4g}",
+            )
+        )
     return comparisons
 
 

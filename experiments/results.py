@@ -31,12 +31,27 @@ import pandas as pd
 
 from dpprep import files, sweeps
 from dpprep.models import Array, Params
-from dpprep.files import atomic_write_bytes, atomic_write_text, umask_mode  # noqa: F401 (re-exported)
+from dpprep.files import (
+    atomic_write_bytes,  # noqa: F401 (re-exported)
+    atomic_write_text,
+    umask_mode,
+)
 
 # Every package a result can depend on: the engine, the accountants, the auditor's statistics
 # (jax-privacy) and the Sepsis rebalancing (imbalanced-learn, scikit-learn).
-_TRACKED_PACKAGES = ("dpprep", "jax", "jaxlib", "optax", "numpy", "scipy", "pandas", "dp-accounting",
-                     "jax-privacy", "imbalanced-learn", "scikit-learn")
+_TRACKED_PACKAGES = (
+    "dpprep",
+    "jax",
+    "jaxlib",
+    "optax",
+    "numpy",
+    "scipy",
+    "pandas",
+    "dp-accounting",
+    "jax-privacy",
+    "imbalanced-learn",
+    "scikit-learn",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -84,11 +99,17 @@ def _imported_experiment_files(root: Path, relpath: str) -> set[str]:
             if node.level and node.module:
                 base = f"experiments.{node.module}"
             names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)  # ``from experiments import results``
+            names.update(
+                f"{base}.{alias.name}" for alias in node.names
+            )  # ``from experiments import results``
     found = set()
     for name in names:
         parts = name.split(".")
-        if parts[0] == "experiments" and len(parts) >= 2 and (root / "experiments" / f"{parts[1]}.py").is_file():
+        if (
+            parts[0] == "experiments"
+            and len(parts) >= 2
+            and (root / "experiments" / f"{parts[1]}.py").is_file()
+        ):
             found.add(f"experiments/{parts[1]}.py")
     return found
 
@@ -129,7 +150,9 @@ def code_identity(source: str | None = None) -> dict[str, Any]:
 def provenance(source: str | None = None, seconds: float | None = None) -> dict[str, Any]:
     """:func:`code_identity` plus the time (UTC), for a record computed now, and how long its
     computation took (``seconds``, when known: what ``run_all --plan`` reads as measured cost)."""
-    record = code_identity(source) | {"computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = code_identity(source) | {
+        "computed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    }
     return record if seconds is None else record | {"seconds": round(float(seconds), 3)}
 
 
@@ -141,8 +164,11 @@ _WHEN = ("computed", "seconds")
 def provenance_json(record: dict[str, Any] | None = None) -> str:
     """The code that produced a row, as compact JSON for a ``versions`` column: ``record``'s (e.g.
     a cached unit's, from :meth:`UnitStore.provenance`), else this code's. The time a unit was
-    computed stays in its unit file, so regenerated tables are byte-identical when nothing changed."""
-    identity = code_identity() if record is None else {k: v for k, v in record.items() if k not in _WHEN}
+    computed stays in its unit file, so regenerated tables are byte-identical when nothing changed.
+    """
+    identity = (
+        code_identity() if record is None else {k: v for k, v in record.items() if k not in _WHEN}
+    )
     return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
@@ -263,7 +289,9 @@ class UnitStore:
             if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
                 raise ValueError(f"shard must be (K, N) with 1 <= K <= N, got {shard!r}")
             if merge is not None:
-                raise ValueError("shard and merge exclude each other: merge assembles every shard's units")
+                raise ValueError(
+                    "shard and merge exclude each other: merge assembles every shard's units"
+                )
         if merge is not None and not (isinstance(merge, int) and merge >= 1):
             raise ValueError(f"merge must be the number of shards (>= 1), got {merge!r}")
         self.directory = Path(directory)
@@ -280,11 +308,16 @@ class UnitStore:
     def load(self, key: str) -> dict | None:
         """The value of a unit finished by this code, or None (absent, stale or damaged)."""
         path = self._path(key)
-        if path.is_dir():  # nothing this module writes: move it aside, or the unit could never be saved
+        if (
+            path.is_dir()
+        ):  # nothing this module writes: move it aside, or the unit could never be saved
             aside = path.with_name(f"{path.name}.not-a-unit-{os.getpid()}-{time.time_ns()}")
             path.rename(aside)
-            warnings.warn(f"unit file {path} is a directory, not a unit; moved it to {aside.name} and recomputing the unit",
-                          stacklevel=2)
+            warnings.warn(
+                f"unit file {path} is a directory, not a unit; moved it to {aside.name} and"
+                " recomputing the unit",
+                stacklevel=2,
+            )
             return None
         if self.fresh or not path.exists():
             return None
@@ -299,12 +332,17 @@ class UnitStore:
         return record["value"]
 
     def save(self, key: str, value: dict, seconds: float | None = None) -> dict:
-        """Records ``value`` as computed now by this code (in ``seconds``, when given); returns it as
-        a reload would (JSON types)."""
+        """Records ``value`` as computed now by this code (in ``seconds``, when given); returns it
+        as a reload would (JSON types)."""
         # Key order is kept (tables built from values keep their column order); the checksum is
         # over the canonical (sorted) form, so it does not depend on it.
-        payload = json.loads(json.dumps({"key": key, "provenance": provenance(self.source, seconds), "value": value},
-                                        separators=(",", ":"), default=float))
+        payload = json.loads(
+            json.dumps(
+                {"key": key, "provenance": provenance(self.source, seconds), "value": value},
+                separators=(",", ":"),
+                default=float,
+            )
+        )
         atomic_write_text(self._path(key), json.dumps(payload | {"checksum": _checksum(payload)}))
         self._provenance[key] = payload["provenance"]
         return payload["value"]
@@ -332,20 +370,35 @@ class UnitStore:
         if self.progress is not None:
             self.progress.unit(cached=cached, seconds=seconds)
 
-    def _run_step(self, key: str, compute: Callable[[], dict], keys: Sequence[str], index: int, outer: bool,
-                  costs: Sequence[float] | None = None) -> dict:
+    def _run_step(
+        self,
+        key: str,
+        compute: Callable[[], dict],
+        keys: Sequence[str],
+        index: int,
+        outer: bool,
+        costs: Sequence[float] | None = None,
+    ) -> dict:
         """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``;
         ``costs``: the keys' costs, for the estimate)."""
         before = self.progress.computed if outer else 0
         start = time.perf_counter()
         value = self.run(key, compute)
         if outer:
-            # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it), in order.
+            # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it),
+            # in order.
             later = range(index + 1, len(keys))
-            rest = lambda: [1.0 if costs is None else costs[j] for j in later  # noqa: E731
-                            if self.fresh or not self._path(keys[j]).exists()]
-            self.progress.step(computed=self.progress.computed > before, seconds=time.perf_counter() - start,
-                               remaining=rest, cost=None if costs is None else costs[index])
+            rest = lambda: [  # noqa: E731
+                1.0 if costs is None else costs[j]
+                for j in later
+                if self.fresh or not self._path(keys[j]).exists()
+            ]
+            self.progress.step(
+                computed=self.progress.computed > before,
+                seconds=time.perf_counter() - start,
+                remaining=rest,
+                cost=None if costs is None else costs[index],
+            )
         return value
 
     def shard_of(self, keys: Sequence[str], n: int) -> dict[str, int]:
@@ -354,8 +407,12 @@ class UnitStore:
         ranked = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
         return {k: i % n + 1 for i, k in enumerate(ranked)}
 
-    def run_many(self, items: Sequence[tuple[str, Callable[[], dict]]], *,
-                 costs: Sequence[float] | None = None) -> list[dict]:
+    def run_many(
+        self,
+        items: Sequence[tuple[str, Callable[[], dict]]],
+        *,
+        costs: Sequence[float] | None = None,
+    ) -> list[dict]:
         """``[run(key, compute) for key, compute in items]``, spread over shards in shard mode.
         ``costs``: each item's relative cost (e.g. its size), which the progress ETA weights by.
 
@@ -368,13 +425,22 @@ class UnitStore:
         if len(set(keys)) != len(keys):
             raise ValueError("items must have distinct keys")
         with contextlib.ExitStack() as stack:
-            outer = self.progress is not None and stack.enter_context(self.progress.grid(len(items), costs=costs))
+            outer = self.progress is not None and stack.enter_context(
+                self.progress.grid(len(items), costs=costs)
+            )
             if self.shard is None and self.merge is None:
-                return [self._run_step(key, compute, keys, i, outer, costs) for i, (key, compute) in enumerate(items)]
+                return [
+                    self._run_step(key, compute, keys, i, outer, costs)
+                    for i, (key, compute) in enumerate(items)
+                ]
             n = self.shard[1] if self.shard else self.merge
             owner = self.shard_of(keys, n)
             values: dict[str, dict] = {}
-            mine = [(key, compute) for key, compute in items if self.shard is not None and owner[key] == self.shard[0]]
+            mine = [
+                (key, compute)
+                for key, compute in items
+                if self.shard is not None and owner[key] == self.shard[0]
+            ]
             mine_keys = [key for key, _ in mine]
             cost_of = dict(zip(keys, costs)) if costs is not None else None
             mine_costs = None if cost_of is None else [cost_of[key] for key in mine_keys]
@@ -399,8 +465,9 @@ class UnitStore:
         if missing:
             listed = ", ".join(f"{k!r} (shard {owner[k]}/{n})" for k in missing[:5])
             raise MissingUnits(
-                f"{len(missing)} of {len(keys)} grid unit(s) missing from {self.directory} (not delivered by "
-                f"their shard, or computed by other code): {listed}" + (" ..." if len(missing) > 5 else "")
+                f"{len(missing)} of {len(keys)} grid unit(s) missing from {self.directory} (not"
+                f" delivered by their shard, or computed by other code): {listed}"
+                + (" ..." if len(missing) > 5 else "")
             )
         return [values[key] for key in keys]
 
@@ -439,7 +506,9 @@ class _Grid:
 
     label: str  # what one step is ("unit", or a loop's label)
     steps: int
-    costs: list[float] | None  # each step's cost as the experiment states it (its size); None: assumed equal
+    costs: (
+        list[float] | None
+    )  # each step's cost as the experiment states it (its size); None: assumed equal
     started: float  # when the running step started
     next_cost: float  # cost of the step running now (the first still to compute)
     left: float  # cost of the steps still to compute, the running one included
@@ -466,7 +535,8 @@ class Progress:
     The ETA is the running grid's: the time its computed steps took per unit of cost, times the cost
     of its steps still to compute (loaded units cost nothing). A step's cost is its size when the
     experiment states one (``costs=``: e.g. seeds × points × steps × batch size for a sweep group);
-    otherwise the steps are assumed to cost the same, and the estimate says so. Before the first step
+    otherwise the steps are assumed to cost the same, and the estimate says so. Before the first
+    step
     of a grid is done, the running step's chunks (from its second; the first also compiles) give it.
     Every estimate line carries one ETA and its basis. Once per grid, when a first estimate exceeds
     ``long_after`` seconds, one line says so ("N of M units left ≈ T (from ...)").
@@ -474,9 +544,18 @@ class Progress:
     always are. ``quiet`` shows nothing (the counts are kept). ``clock`` (seconds) is for tests.
     """
 
-    def __init__(self, prefix: str, *, stream=None, quiet: bool = False, verbose: bool = True,
-                 label: str | None = None, interval: float = 30.0, long_after: float = 30.0,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        stream=None,
+        quiet: bool = False,
+        verbose: bool = True,
+        label: str | None = None,
+        interval: float = 30.0,
+        long_after: float = 30.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.prefix = prefix
         self.label = label or prefix
         self.stream = stream or sys.stderr
@@ -491,11 +570,22 @@ class Progress:
         self.done = 0
         self._level = 0  # nesting depth of grids and loops: only the outermost moves the bar
         self._grid: _Grid | None = None  # the outermost grid now running (None between grids)
-        self._forecast = False  # the running grid's (or lone sweep's) estimate line is printed (or not needed)
+        self._forecast = (
+            False  # the running grid's (or lone sweep's) estimate line is printed (or not needed)
+        )
         # The running step's sweep: chunks done, total, when the latest and the first finished.
         self._chunk: tuple[int, int, float, float | None] | None = None
-        self._mode = "off" if quiet else ("notebook" if _notebook_widgets() and self.stream is sys.stderr
-                                          else "bar" if _isatty(self.stream) else "lines")
+        self._mode = (
+            "off"
+            if quiet
+            else (
+                "notebook"
+                if _notebook_widgets() and self.stream is sys.stderr
+                else "bar"
+                if _isatty(self.stream)
+                else "lines"
+            )
+        )
         self._bar = None
         self._chunk_started = self._start = self._last_line = self.clock()
 
@@ -542,13 +632,20 @@ class Progress:
         chunks = self._running_chunks(now)
         grid = self._grid
         if grid is None:  # a lone step's sweep: only that step
-            return None if chunks is None else (chunks[0], "this unit, from its chunks after the first")
+            return (
+                None
+                if chunks is None
+                else (chunks[0], "this unit, from its chunks after the first")
+            )
         if grid.left_steps <= 0:
             return None
         sized = "weighted by size" if grid.costs is not None else "assuming equal cost"
         if grid.computed:
             rate = grid.seconds / max(grid.cost, 1e-12)
-            basis = f"from {grid.computed} computed {grid.label}{'s' if grid.computed > 1 else ''}, {sized}"
+            basis = (
+                f"from {grid.computed} computed {grid.label}{'s' if grid.computed > 1 else ''},"
+                f" {sized}"
+            )
             if chunks is not None:  # the running step from its own chunks, the rest from the rate
                 return chunks[0] + rate * max(grid.left - grid.next_cost, 0.0), basis
             return max(rate * grid.left - (now - grid.started), 0.0), basis
@@ -575,14 +672,19 @@ class Progress:
             self.note(f"{total - done} of {total} chunks left ≈ {_duration(seconds)} ({basis})")
         else:
             plural = "s" if grid.steps > 1 else ""
-            self.note(f"{grid.left_steps} of {grid.steps} {grid.label}{plural} left ≈ {_duration(seconds)} ({basis})")
+            self.note(
+                f"{grid.left_steps} of {grid.steps} {grid.label}{plural} left ≈"
+                f" {_duration(seconds)} ({basis})"
+            )
 
     # -- the bar -----------------------------------------------------------------------------------
     def _refresh(self) -> None:
         estimate = self.time_left()
         eta = [] if estimate is None else [f"ETA ~{_duration(estimate[0])}"]
-        postfix = ", ".join(([self.counts()] if self.computed or self.cached else [])
-                            + ([] if self._chunk is None else [f"chunk {self._chunk[0]}/{self._chunk[1]}"]))
+        postfix = ", ".join(
+            ([self.counts()] if self.computed or self.cached else [])
+            + ([] if self._chunk is None else [f"chunk {self._chunk[0]}/{self._chunk[1]}"])
+        )
         now = self.clock()
         if self._mode in ("bar", "notebook"):
             if self._bar is not None and now - self._last_line < 0.2 and self.done < self.total:
@@ -593,27 +695,45 @@ class Progress:
                     from tqdm import tqdm
                 else:
                     from tqdm.auto import tqdm
-                # tqdm's own ETA (steps/s) is left out: steps differ in cost, and the bar shows ours.
-                self._bar = tqdm(total=self.total, desc=self.label, unit="unit", file=self.stream, leave=False,
-                                 dynamic_ncols=True, mininterval=0.5,
-                                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+                # tqdm's own ETA (steps/s) is left out: steps differ in cost, and the bar shows
+                # ours.
+                self._bar = tqdm(
+                    total=self.total,
+                    desc=self.label,
+                    unit="unit",
+                    file=self.stream,
+                    leave=False,
+                    dynamic_ncols=True,
+                    mininterval=0.5,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+                )
             self._bar.total = self.total
             self._bar.n = self.done
-            self._bar.set_postfix_str(", ".join(([postfix] if postfix else []) + eta), refresh=False)
+            self._bar.set_postfix_str(
+                ", ".join(([postfix] if postfix else []) + eta), refresh=False
+            )
             self._bar.refresh()
         elif self._mode == "lines":
             if now - self._last_line < self.interval:
                 return
             self._last_line = now
-            self._print(f"{self.done}/{self.total} units" + (f" ({postfix})" if postfix else "")
-                        + (f", {eta[0]}" if eta and self.done < self.total else ""))
+            self._print(
+                f"{self.done}/{self.total} units"
+                + (f" ({postfix})" if postfix else "")
+                + (f", {eta[0]}" if eta and self.done < self.total else "")
+            )
 
     def _grow(self, steps: int) -> None:
         self.total += steps
         self._refresh()
 
-    def _advance(self, computed: bool, seconds: float, remaining: "int | Sequence[float] | Callable | None" = None,
-                 cost: float | None = None) -> None:
+    def _advance(
+        self,
+        computed: bool,
+        seconds: float,
+        remaining: "int | Sequence[float] | Callable | None" = None,
+        cost: float | None = None,
+    ) -> None:
         self.done += 1
         grid = self._grid
         if grid is not None and self._level > 0:
@@ -652,9 +772,19 @@ class Progress:
             if costs is not None:
                 costs = [float(c) for c in costs]
                 if len(costs) != steps or not all(math.isfinite(c) and c > 0 for c in costs):
-                    raise ValueError(f"costs must be {steps} positive finite numbers, got {costs!r}")
+                    raise ValueError(
+                        f"costs must be {steps} positive finite numbers, got {costs!r}"
+                    )
             first = costs[0] if costs else 1.0
-            self._grid = _Grid(label, steps, costs, self.clock(), first, sum(costs) if costs else float(steps), steps)
+            self._grid = _Grid(
+                label,
+                steps,
+                costs,
+                self.clock(),
+                first,
+                sum(costs) if costs else float(steps),
+                steps,
+            )
             self._forecast = False
             self._chunk = None
             self._grow(steps)
@@ -666,8 +796,14 @@ class Progress:
             if outer:
                 self._grid = None
 
-    def step(self, *, computed: bool, seconds: float, remaining: "int | Sequence[float] | Callable | None" = None,
-             cost: float | None = None) -> None:
+    def step(
+        self,
+        *,
+        computed: bool,
+        seconds: float,
+        remaining: "int | Sequence[float] | Callable | None" = None,
+        cost: float | None = None,
+    ) -> None:
         """One step of the outermost grid is done (``computed`` now or loaded, in ``seconds``).
         ``remaining``: the steps still to compute after it, as a count or as their costs in the
         order they will run, or a function returning either (asked once); ``cost``: this step's
@@ -686,8 +822,11 @@ class Progress:
             self._advance(not cached, seconds)
 
     def chunk(self, done: int, total: int) -> None:
-        """Sweep engines' callback: ``done`` of ``total`` compiled chunks finished (0 when starting).
-        The running step's time left is projected from its chunks after the first (which also compiles)."""
+        """Sweep engines' callback: ``done`` of ``total`` compiled chunks finished (0 when
+        starting).
+        The running step's time left is projected from its chunks after the first (which also
+        compiles).
+        """
         now = self.clock()
         if done == 0 or self._chunk is None:
             self._chunk_started = now
@@ -701,9 +840,11 @@ class Progress:
         if total > 1:
             self._refresh()
 
-    def track(self, items: Iterable[Any], label: str, *, costs: Sequence[float] | None = None) -> Iterable[Any]:
-        """Yields ``items``, one step each (a detail line per item when ``verbose``); ``costs``: each
-        item's relative cost, for the ETA (see :meth:`grid`)."""
+    def track(
+        self, items: Iterable[Any], label: str, *, costs: Sequence[float] | None = None
+    ) -> Iterable[Any]:
+        """Yields ``items``, one step each (a detail line per item when ``verbose``); ``costs``:
+        each item's relative cost, for the ETA (see :meth:`grid`)."""
         items = list(items)
         with self.grid(len(items), costs=costs, label=label) as outer:
             for i, item in enumerate(items, 1):
@@ -713,9 +854,12 @@ class Progress:
                 if outer:
                     # computed unless the step only loaded units
                     computed = self.computed > before[0] or self.cached == before[1]
-                    self._advance(computed, self.clock() - start,
-                                  len(items) - i if costs is None else list(costs[i:]),
-                                  None if costs is None else costs[i - 1])
+                    self._advance(
+                        computed,
+                        self.clock() - start,
+                        len(items) - i if costs is None else list(costs[i:]),
+                        None if costs is None else costs[i - 1],
+                    )
 
     def close(self) -> None:
         """Removes the bar (the caller prints its one line per experiment)."""
@@ -757,12 +901,23 @@ class Comparison:
             measured, paper, rel_tol=rel_tol or 0.0, abs_tol=abs_tol or 0.0
         )
         tol = " or ".join(
-            t for t in (f"rel {rel_tol:g}" if rel_tol else "", f"abs {abs_tol:g}" if abs_tol else "") if t
+            t
+            for t in (f"rel {rel_tol:g}" if rel_tol else "", f"abs {abs_tol:g}" if abs_tol else "")
+            if t
         )
-        return cls(quantity, f"{paper:.{digits}g}", f"{measured:.{digits}g}", tol, "pass" if ok else "miss", note)
+        return cls(
+            quantity,
+            f"{paper:.{digits}g}",
+            f"{measured:.{digits}g}",
+            tol,
+            "pass" if ok else "miss",
+            note,
+        )
 
     @classmethod
-    def claim(cls, quantity: str, paper: str, measured: str, holds: bool, note: str = "") -> "Comparison":
+    def claim(
+        cls, quantity: str, paper: str, measured: str, holds: bool, note: str = ""
+    ) -> "Comparison":
         """A qualitative claim (e.g. an ordering) that our run either confirms or not."""
         return cls(quantity, paper, measured, "qualitative", "pass" if holds else "miss", note)
 
@@ -816,43 +971,85 @@ def run_groups(
     Returns, per group, ``{"evaluation": nested lists with leading axes (seeds, points)}``.
     ``progress`` gets a line per group computed; one with a ``chunk`` method (a
     :class:`Progress`) is also told of each chunk, unless ``options`` give ``on_chunk``.
-    ``options`` go to :func:`dpprep.sweeps.sweep_points` (``chunk_size``, ``memory_budget``, ``devices``, ``on_chunk``).
-    ``store``: anything with ``run_many(items, costs=...)``; the costs (:func:`group_cost`) weight the ETA.
+    ``options`` go to :func:`dpprep.sweeps.sweep_points` (``chunk_size``, ``memory_budget``,
+    ``devices``, ``on_chunk``).
+    ``store``: anything with ``run_many(items, costs=...)``; the costs (:func:`group_cost`) weight
+    the ETA.
     Each item's callable is a :class:`SweepUnit` (``run_all --validate`` runs it cut short)."""
     if not groups:
         raise ValueError("groups must not be empty")
     if len({g.key for g in groups}) != len(groups):
         raise ValueError("group keys must be distinct")
     if "on_chunk" not in options and callable(getattr(progress, "chunk", None)):
-        options = options | {"on_chunk": progress.chunk}  # type: ignore[union-attr]  # getattr check above
+        # getattr check above
+        options = options | {"on_chunk": progress.chunk}  # type: ignore[union-attr]
 
     def unit(i: int, group: sweeps.Group, **limits: Any) -> dict[str, Any]:
         if progress is not None:
             progress(f"group {i + 1}/{len(groups)}: {group.key}")
-        result = sweeps.sweep_points(group.config, params0, data, keys, group.points, eval_data=eval_data,
-                              return_params=False, per_seed=group.per_seed, **options, **limits)
-        return {"evaluation": jax.tree_util.tree_map(lambda a: np.asarray(a).tolist(), result.evaluation)}
+        result = sweeps.sweep_points(
+            group.config,
+            params0,
+            data,
+            keys,
+            group.points,
+            eval_data=eval_data,
+            return_params=False,
+            per_seed=group.per_seed,
+            **options,
+            **limits,
+        )
+        return {
+            "evaluation": jax.tree_util.tree_map(
+                lambda a: np.asarray(a).tolist(), result.evaluation
+            )
+        }
 
     n = int(np.shape(jax.tree_util.tree_leaves(data[0])[0])[0])
     costs = [group_cost(g, n, int(np.shape(keys)[0])) for g in groups]
-    return store.run_many([(g.key, SweepUnit(functools.partial(unit, i, g), _sweep_shape(g, n, (data, eval_data), keys, options)))
-                           for i, g in enumerate(groups)],
-                          costs=None if None in costs else costs)
+    return store.run_many(
+        [
+            (
+                g.key,
+                SweepUnit(
+                    functools.partial(unit, i, g),
+                    _sweep_shape(g, n, (data, eval_data), keys, options),
+                ),
+            )
+            for i, g in enumerate(groups)
+        ],
+        costs=None if None in costs else costs,
+    )
 
 
-def _sweep_shape(group: sweeps.Group, n: int, data: Any, keys: Array, options: dict[str, Any]) -> Any:
+def _sweep_shape(
+    group: sweeps.Group, n: int, data: Any, keys: Array, options: dict[str, Any]
+) -> Any:
     """What decides ``group``'s compiled program once validation cuts its steps: its static config
     but the step count (steps, epochs), its plan but steps, the swept names and point count, the
     shapes of ``data`` (training and evaluation) and keys, and the sweep options; None when it
     cannot be told here (run it)."""
     try:
         plan = group.config.plan.execution
-        config = tuple((f.name, getattr(group.config, f.name)) for f in dataclasses.fields(group.config)
-                       if f.name not in ("hyper", "plan"))
-        shape = (config, tuple((f.name, getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name != "steps"),
-                 tuple(group.points), max((int(np.shape(v)[0]) for v in group.points.values() if np.ndim(v) > 0), default=1),
-                 group.per_seed, tuple(np.shape(leaf) for leaf in jax.tree_util.tree_leaves(data)), np.shape(keys),
-                 tuple(sorted((k, repr(v)) for k, v in options.items() if k != "on_chunk")))
+        config = tuple(
+            (f.name, getattr(group.config, f.name))
+            for f in dataclasses.fields(group.config)
+            if f.name not in ("hyper", "plan")
+        )
+        shape = (
+            config,
+            tuple(
+                (f.name, getattr(plan, f.name))
+                for f in dataclasses.fields(plan)
+                if f.name != "steps"
+            ),
+            tuple(group.points),
+            max((int(np.shape(v)[0]) for v in group.points.values() if np.ndim(v) > 0), default=1),
+            group.per_seed,
+            tuple(np.shape(leaf) for leaf in jax.tree_util.tree_leaves(data)),
+            np.shape(keys),
+            tuple(sorted((k, repr(v)) for k, v in options.items() if k != "on_chunk")),
+        )
         hash(shape)
     except (ValueError, TypeError, AttributeError):
         return None

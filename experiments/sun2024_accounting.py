@@ -57,11 +57,17 @@ def z_row(n: int, b: int, e: int, eps: float) -> dict:
     out = {"n": n, "B": b, "E": e, "T": schedule.steps, "epsilon": eps}
     out["z_pld"] = dp.calibrate_noise(eps, DELTA, schedule)
     for f in (0.02, 0.05):
-        out[f"z_pld_F{f}"] = dp.calibrate_noise(eps, DELTA, schedule, fixed_events=(dpsgdf.mean_event(f, DELTA),))
-    out["z_rdp"] = dp.calibrate_noise(eps, DELTA, schedule, options=dp.AccountingOptions(accountant="rdp"))
+        out[f"z_pld_F{f}"] = dp.calibrate_noise(
+            eps, DELTA, schedule, fixed_events=(dpsgdf.mean_event(f, DELTA),)
+        )
+    out["z_rdp"] = dp.calibrate_noise(
+        eps, DELTA, schedule, options=dp.AccountingOptions(accountant="rdp")
+    )
     plan = ExecutionPlan.create("poisson", n, batch_size=b, epochs=e)
     out["z_pld_as_run"] = plan.calibrate(eps, DELTA)
-    out["z_pld_F0.05_as_run"] = plan.calibrate(eps, DELTA, fixed_events=(dpsgdf.mean_event(0.05, DELTA),))
+    out["z_pld_F0.05_as_run"] = plan.calibrate(
+        eps, DELTA, fixed_events=(dpsgdf.mean_event(0.05, DELTA),)
+    )
     out["seconds"] = time.perf_counter() - start
     return out
 
@@ -69,54 +75,110 @@ def z_row(n: int, b: int, e: int, eps: float) -> dict:
 def run(ctx: RunContext) -> list[Comparison]:
     comparisons: list[Comparison] = []
     # C1
-    sig = pd.DataFrame([{"eps_F": f, "sigma_F": dpsgdf.mean_sigma(f, DELTA), "paper": v} for f, v in SIGMA_F.items()])
+    sig = pd.DataFrame(
+        [
+            {"eps_F": f, "sigma_F": dpsgdf.mean_sigma(f, DELTA), "paper": v}
+            for f, v in SIGMA_F.items()
+        ]
+    )
     write_csv(sig, ctx.out_dir / "sigma_f.csv")
     for _, r in sig.iterrows():
-        comparisons.append(Comparison.numeric(f"C1 sigma_F(eps_F={r.eps_F:g}, 1e-5)", r.paper, r.sigma_F,
-                                              rel_tol=1e-3, digits=5))
+        comparisons.append(
+            Comparison.numeric(
+                f"C1 sigma_F(eps_F={r.eps_F:g}, 1e-5)", r.paper, r.sigma_F, rel_tol=1e-3, digits=5
+            )
+        )
     # C2 / C3
     rows = list(Z_TABLE.items())
     if ctx.profile == "smoke":
         rows = rows[1:2] + rows[-1:]
     table = []
     for (n, b, e, t, eps), paper in ctx.progress.track(rows, "z row"):
-        rec = ctx.store.run(f"z/{n}/{b}/{e}/{eps}", lambda n=n, b=b, e=e, eps=eps: z_row(n, b, e, eps))
+        rec = ctx.store.run(
+            f"z/{n}/{b}/{e}/{eps}", lambda n=n, b=b, e=e, eps=eps: z_row(n, b, e, eps)
+        )
         rec = dict(rec)
-        rec.update({"paper_z_pld": paper[0], "paper_z_pld_F0.02": paper[1], "paper_z_pld_F0.05": paper[2],
-                    "paper_z_rdp": paper[3]})
+        rec.update(
+            {
+                "paper_z_pld": paper[0],
+                "paper_z_pld_F0.02": paper[1],
+                "paper_z_pld_F0.05": paper[2],
+                "paper_z_rdp": paper[3],
+            }
+        )
         table.append(rec)
         label = f"n={n} B={b} E={e} eps={eps:g}"
         if rec["T"] != t:
             comparisons.append(Comparison.numeric(f"C2 T ({label})", t, rec["T"], abs_tol=0.5))
         for col, p in zip(("z_pld", "z_pld_F0.02", "z_pld_F0.05", "z_rdp"), paper):
-            comparisons.append(Comparison.numeric(f"C2 {col} ({label})", p, rec[col], rel_tol=Z_REL_TOL, digits=5))
+            comparisons.append(
+                Comparison.numeric(f"C2 {col} ({label})", p, rec[col], rel_tol=Z_REL_TOL, digits=5)
+            )
         ratio = rec["z_pld"] / rec["z_rdp"]
-        comparisons.append(Comparison.claim(f"C3 PLD/RDP ratio ({label})", "0.92–0.95", f"{ratio:.4f}",
-                                            0.92 <= ratio <= 0.95))
-        comparisons.append(Comparison.info(
-            f"z as run ({label})", f"{rec['z_pld_as_run']:.4f} / +F0.05 {rec['z_pld_F0.05_as_run']:.4f}",
-            note="the engine's padded Poisson batch: overflow slack (≤ 1e-10 per run) charged to δ"))
+        comparisons.append(
+            Comparison.claim(
+                f"C3 PLD/RDP ratio ({label})", "0.92–0.95", f"{ratio:.4f}", 0.92 <= ratio <= 0.95
+            )
+        )
+        comparisons.append(
+            Comparison.info(
+                f"z as run ({label})",
+                f"{rec['z_pld_as_run']:.4f} / +F0.05 {rec['z_pld_F0.05_as_run']:.4f}",
+                note=(
+                    "the engine's padded Poisson batch: overflow slack (≤ 1e-10 per run) charged"
+                    " to δ"
+                ),
+            )
+        )
     write_csv(pd.DataFrame(table), ctx.out_dir / "z_table.csv")
     # C4
     schedule = paper_schedule(80, 4096, 60000)
     fs = [None, 0.02, 0.05] if ctx.profile == "smoke" else list(EPS_F_COST)
 
     def cost() -> dict:
-        return {str(f): dp.calibrate_noise(1.0, DELTA, schedule,
-                                           fixed_events=() if f is None else (dpsgdf.mean_event(f, DELTA),))
-                for f in fs}
+        return {
+            str(f): dp.calibrate_noise(
+                1.0,
+                DELTA,
+                schedule,
+                fixed_events=() if f is None else (dpsgdf.mean_event(f, DELTA),),
+            )
+            for f in fs
+        }
 
     zs = ctx.store.run("eps_f_cost/" + ",".join(map(str, fs)), cost)
     base = zs["None"]
-    frame = pd.DataFrame([{"eps_F": "none" if f is None else f, "z": zs[str(f)], "paper": EPS_F_COST[f], "extra_noise": zs[str(f)] / base - 1}
-                          for f in fs])
+    frame = pd.DataFrame(
+        [
+            {
+                "eps_F": "none" if f is None else f,
+                "z": zs[str(f)],
+                "paper": EPS_F_COST[f],
+                "extra_noise": zs[str(f)] / base - 1,
+            }
+            for f in fs
+        ]
+    )
     write_csv(frame, ctx.out_dir / "eps_f_cost.csv")
     for _, r in frame.iterrows():
-        comparisons.append(Comparison.numeric(f"C4 z at eps_F={r.eps_F} (60000/4096/80, eps=1)", r.paper, r.z,
-                                              rel_tol=Z_REL_TOL, digits=5))
+        comparisons.append(
+            Comparison.numeric(
+                f"C4 z at eps_F={r.eps_F} (60000/4096/80, eps=1)",
+                r.paper,
+                r.z,
+                rel_tol=Z_REL_TOL,
+                digits=5,
+            )
+        )
     worst = frame[frame.eps_F.apply(lambda f: f != "none" and f <= 0.05)].extra_noise.max()
-    comparisons.append(Comparison.claim("C4 extra DP-SGD noise from the mean step at eps_F <= 0.05", "<= 0.3 %",
-                                        f"{100 * worst:.3f} %", worst <= 3e-3))
+    comparisons.append(
+        Comparison.claim(
+            "C4 extra DP-SGD noise from the mean step at eps_F <= 0.05",
+            "<= 0.3 %",
+            f"{100 * worst:.3f} %",
+            worst <= 3e-3,
+        )
+    )
     return comparisons
 
 

@@ -71,16 +71,34 @@ DATASETS = ("mnist", "fashion_mnist", "cifar100_features")
 LABEL = {"mnist": "MNIST", "fashion_mnist": "FMNIST", "cifar100_features": "CIFAR-100"}
 # Table 1 as printed: dataset -> {(method, eps): (mean, std)}; non-private has eps None.
 PAPER: dict[str, dict[tuple[str, float | None], tuple[float, float]]] = {
-    "mnist": {("dpsgd", 1.0): (87.4, 0.1), ("dpsgdf", 1.0): (92.0, 0.1), ("dpsgd", 2.0): (89.6, 1.2),
-              ("dpsgdf", 2.0): (92.3, 0.1), ("nonprivate", None): (92.9, 0.1)},
-    "fashion_mnist": {("dpsgd", 1.0): (77.2, 0.4), ("dpsgdf", 1.0): (84.0, 0.1), ("dpsgd", 2.0): (78.7, 0.4),
-                      ("dpsgdf", 2.0): (84.5, 0.2), ("nonprivate", None): (85.0, 0.1)},
-    "cifar100_features": {("dpsgd", 1.0): (70.6, 0.3), ("dpsgdf", 1.0): (71.6, 0.2), ("dpsgd", 2.0): (73.8, 0.2),
-                          ("dpsgdf", 2.0): (74.4, 0.2), ("nonprivate", None): (78.5, 0.1)},
+    "mnist": {
+        ("dpsgd", 1.0): (87.4, 0.1),
+        ("dpsgdf", 1.0): (92.0, 0.1),
+        ("dpsgd", 2.0): (89.6, 1.2),
+        ("dpsgdf", 2.0): (92.3, 0.1),
+        ("nonprivate", None): (92.9, 0.1),
+    },
+    "fashion_mnist": {
+        ("dpsgd", 1.0): (77.2, 0.4),
+        ("dpsgdf", 1.0): (84.0, 0.1),
+        ("dpsgd", 2.0): (78.7, 0.4),
+        ("dpsgdf", 2.0): (84.5, 0.2),
+        ("nonprivate", None): (85.0, 0.1),
+    },
+    "cifar100_features": {
+        ("dpsgd", 1.0): (70.6, 0.3),
+        ("dpsgdf", 1.0): (71.6, 0.2),
+        ("dpsgd", 2.0): (73.8, 0.2),
+        ("dpsgdf", 2.0): (74.4, 0.2),
+        ("nonprivate", None): (78.5, 0.1),
+    },
 }
 # Our tolerances: C11/C12 within 1 pp (issue #10; the spec's §8 says 0.5 pp for the full grid).
 TOL = {"dpsgdf": 1.0, "nonprivate": 1.0}
-SELECTION_RULE = "best mean test accuracy (last iterate) over all seeds of the profile, over the whole grid; std ddof=1"
+SELECTION_RULE = (
+    "best mean test accuracy (last iterate) over all seeds of the profile, over the whole grid; std"
+    " ddof=1"
+)
 
 
 SEARCHES = ("full", "staged")
@@ -122,25 +140,63 @@ class Grid:
 
     @property
     def rerun_spread(self) -> bool:
-        """Whether the selected configurations are rerun at ``spread_seeds`` seeds (more than the search's)."""
+        """Whether the selected configurations are rerun at ``spread_seeds`` seeds (more than the
+        search's)."""
         return self.spread_seeds > self.seeds
 
 
 PAPER_B = (256, 512, 1024, 2048, 4096, 8192, 16384)
 PAPER_E = (20, 40, 80, 160, 320)
-#: Runs per Table 1 number in the paper ("an average over 10 independent runs"): its s.d.s are 10-run ones.
+# : Runs per Table 1 number in the paper ("an average over 10 independent runs"): its s.d.s are
+# 10-run ones.
 PAPER_SEEDS = 10
 PAPER_LR = (0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 GRIDS = {
-    "smoke": Grid(("mnist",), (1.0,), 2, ((512, 1),), (10.0,), (1.0,), (0.05,), ((512, 1),), (1.0,), (2.0,),
-                  subset=3000, top_k=1),
-    "quick": Grid(("mnist", "fashion_mnist", "cifar100_features"), (1.0, 2.0), 3, ((4096, 40),), (10.0, 100.0), (0.5, 2.0), (0.02, 0.05),
-                  ((1024, 80),), (10.0,), (0.0625, 0.25, 1.0), sensitivity_seeds=2, top_k=2,
-                  spread_seeds=PAPER_SEEDS),
-    "paper": Grid(DATASETS, (1.0, 2.0), 10, tuple((b, e) for b in PAPER_B for e in PAPER_E), (1.0, 10.0, 100.0, 1000.0),
-                  PAPER_LR, (0.02, 0.05, 0.1, 0.15, 0.2), tuple((b, e) for b in PAPER_B for e in PAPER_E),
-                  (1.0, 10.0, 100.0, 1000.0), PAPER_LR, sensitivity_seeds=0, matmul_precision="float32",
-                  memory_budget=16 * 2**30, spread_seeds=PAPER_SEEDS),
+    "smoke": Grid(
+        ("mnist",),
+        (1.0,),
+        2,
+        ((512, 1),),
+        (10.0,),
+        (1.0,),
+        (0.05,),
+        ((512, 1),),
+        (1.0,),
+        (2.0,),
+        subset=3000,
+        top_k=1,
+    ),
+    "quick": Grid(
+        ("mnist", "fashion_mnist", "cifar100_features"),
+        (1.0, 2.0),
+        3,
+        ((4096, 40),),
+        (10.0, 100.0),
+        (0.5, 2.0),
+        (0.02, 0.05),
+        ((1024, 80),),
+        (10.0,),
+        (0.0625, 0.25, 1.0),
+        sensitivity_seeds=2,
+        top_k=2,
+        spread_seeds=PAPER_SEEDS,
+    ),
+    "paper": Grid(
+        DATASETS,
+        (1.0, 2.0),
+        10,
+        tuple((b, e) for b in PAPER_B for e in PAPER_E),
+        (1.0, 10.0, 100.0, 1000.0),
+        PAPER_LR,
+        (0.02, 0.05, 0.1, 0.15, 0.2),
+        tuple((b, e) for b in PAPER_B for e in PAPER_E),
+        (1.0, 10.0, 100.0, 1000.0),
+        PAPER_LR,
+        sensitivity_seeds=0,
+        matmul_precision="float32",
+        memory_budget=16 * 2**30,
+        spread_seeds=PAPER_SEEDS,
+    ),
 }
 
 
@@ -173,14 +229,22 @@ def load_dataset(name: str, grid: Grid, data_dir) -> dict | None:
     if grid.subset:
         x, y = x[: grid.subset], y[: grid.subset]
     unit = dpsgdf.unit_normalize(x)
-    return {"name": name, "x_raw": np.asarray(x, np.float32), "unit": unit, "y": np.asarray(y),
-            "unit_mean": unit.astype(np.float64).mean(axis=0), "x_test_unit": dpsgdf.unit_normalize(ds.x_test),
-            "x_test_raw": np.asarray(ds.x_test, np.float32), "y_test": np.asarray(ds.y_test),
-            "num_classes": int(ds.num_classes)}
+    return {
+        "name": name,
+        "x_raw": np.asarray(x, np.float32),
+        "unit": unit,
+        "y": np.asarray(y),
+        "unit_mean": unit.astype(np.float64).mean(axis=0),
+        "x_test_unit": dpsgdf.unit_normalize(ds.x_test),
+        "x_test_raw": np.asarray(ds.x_test, np.float32),
+        "y_test": np.asarray(ds.y_test),
+        "num_classes": int(ds.num_classes),
+    }
 
 
 def seed_keys(name: str, seeds: int) -> jax.Array:
-    """The seeds' keys (the same for every method, ε, B and E of a dataset: common random numbers)."""
+    """The seeds' keys (the same for every method, ε, B and E of a dataset: common random
+    numbers)."""
     return jax.random.split(jax.random.key(int(_digest(name)[:6], 16)), seeds)
 
 
@@ -208,16 +272,27 @@ def _unit_digest(models: Sequence[dpsgdf.Model], seeds: int, n: int, grid: Grid)
 
 
 def _private_models(grid: Grid, eps: float) -> tuple[dpsgdf.Model, ...]:
-    return tuple(dpsgdf.grid_models(["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps))
+    return tuple(
+        dpsgdf.grid_models(
+            ["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps
+        )
+    )
 
 
 def _nonprivate_models(grid: Grid) -> tuple[dpsgdf.Model, ...]:
-    return tuple(dpsgdf.grid_models(["nonprivate"], grid.np_feature_norms, grid.np_learning_rates, (), None))
+    return tuple(
+        dpsgdf.grid_models(["nonprivate"], grid.np_feature_norms, grid.np_learning_rates, (), None)
+    )
 
 
 def _main_key(name: str, eps: float | None, b: int, e: float, tag: str) -> str:
-    """``<dataset>/eps=<ε>/B=<B>/E=<E>/main/<tag>`` (private) or ``<dataset>/nonprivate/B=…/E=…/<tag>``."""
-    return f"{name}/eps={eps:g}/B={b}/E={e:g}/main/{tag}" if eps is not None else f"{name}/nonprivate/B={b}/E={e:g}/{tag}"
+    """``<dataset>/eps=<ε>/B=<B>/E=<E>/main/<tag>`` (private) or
+    ``<dataset>/nonprivate/B=…/E=…/<tag>``."""
+    return (
+        f"{name}/eps={eps:g}/B={b}/E={e:g}/main/{tag}"
+        if eps is not None
+        else f"{name}/nonprivate/B={b}/E={e:g}/{tag}"
+    )
 
 
 def build_units(ds: dict, grid: Grid) -> list[Unit]:
@@ -239,30 +314,72 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
     for eps in grid.epsilons:
         models = _private_models(grid, eps)
         for b, e in grid.private_groups:
-            out.append(Unit(_main_key(name, eps, b, e, tag(models)),
-                            {"dataset": name, "epsilon": eps, "B": b, "E": e, "variant": "main"}, models, b, e, seeds,
-                            stage=stage))
+            out.append(
+                Unit(
+                    _main_key(name, eps, b, e, tag(models)),
+                    {"dataset": name, "epsilon": eps, "B": b, "E": e, "variant": "main"},
+                    models,
+                    b,
+                    e,
+                    seeds,
+                    stage=stage,
+                )
+            )
     np_models = _nonprivate_models(grid)
     for b, e in grid.np_groups:
-        out.append(Unit(_main_key(name, None, b, e, tag(np_models)),
-                        {"dataset": name, "epsilon": None, "B": b, "E": e, "variant": "main"}, np_models, b, e, seeds,
-                        stage=stage))
+        out.append(
+            Unit(
+                _main_key(name, None, b, e, tag(np_models)),
+                {"dataset": name, "epsilon": None, "B": b, "E": e, "variant": "main"},
+                np_models,
+                b,
+                e,
+                seeds,
+                stage=stage,
+            )
+        )
     digest = lambda models, s: _unit_digest(models, s, n, grid)  # noqa: E731
     if grid.sensitivity_seeds:
         b, e = grid.private_groups[0]
         s = grid.sensitivity_seeds
         nb = tuple(dpsgdf.grid_models(["dpsgd"], grid.feature_norms, grid.learning_rates, (), 1.0))
-        out.append(Unit(f"{name}/eps=1/B={b}/E={e:g}/no_bias/{digest(nb, s)}",
-                        {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "no_bias"}, nb, b, e, s,
-                        "no_bias", (("fit_intercept", False),)))
-        raw = tuple(dpsgdf.Model("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw)
-        out.append(Unit(f"{name}/eps=1/B={b}/E={e:g}/raw_pixels/{digest(raw, s)}",
-                        {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "raw_pixels"}, raw, b, e, s,
-                        "raw_pixels", (("raw_features", True),)))
+        out.append(
+            Unit(
+                f"{name}/eps=1/B={b}/E={e:g}/no_bias/{digest(nb, s)}",
+                {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "no_bias"},
+                nb,
+                b,
+                e,
+                s,
+                "no_bias",
+                (("fit_intercept", False),),
+            )
+        )
+        raw = tuple(
+            dpsgdf.Model("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw
+        )
+        out.append(
+            Unit(
+                f"{name}/eps=1/B={b}/E={e:g}/raw_pixels/{digest(raw, s)}",
+                {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "raw_pixels"},
+                raw,
+                b,
+                e,
+                s,
+                "raw_pixels",
+                (("raw_features", True),),
+            )
+        )
     return out
 
 
-CONFIG = ["B", "E", "C_F", "lr", "eps_F"]  # what a configuration is, within (dataset, variant, method, ε)
+CONFIG = [
+    "B",
+    "E",
+    "C_F",
+    "lr",
+    "eps_F",
+]  # what a configuration is, within (dataset, variant, method, ε)
 CELL = ["dataset", "variant", "method", "epsilon"]  # what selection picks one configuration for
 
 
@@ -280,7 +397,9 @@ def top_k(stage1: pd.DataFrame, k: int) -> pd.DataFrame:
     (seed 0); other seeds are ignored."""
     f = _filled(stage1[stage1["seed"] == 0]).reset_index(drop=True)
     f["_order"] = np.arange(len(f))
-    f = f.sort_values(CELL + ["acc_last", "_order"], ascending=[True] * len(CELL) + [False, True], kind="stable")
+    f = f.sort_values(
+        CELL + ["acc_last", "_order"], ascending=[True] * len(CELL) + [False, True], kind="stable"
+    )
     f["rank"] = f.groupby(CELL, dropna=False).cumcount() + 1
     best = f[f["rank"] <= k].sort_values("_order")
     best = best[CELL + CONFIG + ["rank", "acc_last"]].rename(columns={"acc_last": "acc_stage1"})
@@ -289,37 +408,45 @@ def top_k(stage1: pd.DataFrame, k: int) -> pd.DataFrame:
     return best.reset_index(drop=True)
 
 
-def stage2_units(ds: dict, grid: Grid, stage1_units: Sequence[Unit], chosen: pd.DataFrame) -> list[Unit]:
+def stage2_units(
+    ds: dict, grid: Grid, stage1_units: Sequence[Unit], chosen: pd.DataFrame
+) -> list[Unit]:
     """Stage 2 of the staged search for one dataset: the ``chosen`` configurations (:func:`top_k`
     of stage 1) at every seed of the profile, one unit per (ε, B, E) (private: DPSGD's and
     DPSGD-F's chosen models together, as they share a sampler) or per (B, E) (non-private), its
     models in grid order. Keys end in ``…/stage2/<digest of models and seeds>``, distinct from
     stage 1's and from the full search's; the noise multipliers are stage 1's (same B, E, n, ε)."""
-    return _rerun_units(ds, grid, [u for u in stage1_units if u.stage == "stage1"], chosen, "stage2", grid.seeds)
+    return _rerun_units(
+        ds, grid, [u for u in stage1_units if u.stage == "stage1"], chosen, "stage2", grid.seeds
+    )
 
 
-def spread_units(ds: dict, grid: Grid, search_units: Sequence[Unit], best: pd.DataFrame) -> list[Unit]:
+def spread_units(
+    ds: dict, grid: Grid, search_units: Sequence[Unit], best: pd.DataFrame
+) -> list[Unit]:
     """The C16 rerun for one dataset: the configuration each Table 1 cell reports (``best``, main
     variant, from :func:`select`) at ``grid.spread_seeds`` seeds, the paper's count of runs behind
     each printed standard deviation (Sun et al. 2024, Table 1: "Each number is an average over 10
     independent runs. The number in the parenthesis represents the standard deviation of the
     accuracy under the optimal parameter settings"), so the spread is tested at the seed count it
     is printed for. One unit per (ε, B, E) (DPSGD's and DPSGD-F's models together, as they share a
-    sampler) or per (B, E) (non-private), models in grid order, from the search's main units (``search_units``: the full search's, or
+    sampler) or per (B, E) (non-private), models in grid order, from the search's main units
+    (``search_units``: the full search's, or
     stage 1's under the staged search). Keys end in ``…/spread/<digest of models and seeds>``:
     distinct from every search unit's, and the same under either protocol when both select the
     same configurations. Seed ``i`` has the search's seed-``i`` key (:func:`seed_keys` of more seeds
     extends those of fewer), so its first ``grid.seeds`` runs repeat the search's up to float
-    rounding (another compiled shape); the noise multipliers are the search unit's (same B, E, n, ε).
-    Empty unless ``grid.rerun_spread``."""
+    rounding (another compiled shape); the noise multipliers are the search unit's (same B, E, n,
+    ε). Empty unless ``grid.rerun_spread``."""
     if not grid.rerun_spread:
         return []
     units = [u for u in search_units if u.variant == "main" and u.stage in ("full", "stage1")]
     return _rerun_units(ds, grid, units, best, "spread", grid.spread_seeds)
 
 
-def _rerun_units(ds: dict, grid: Grid, units: Sequence[Unit], chosen: pd.DataFrame, stage: str,
-                 seeds: int) -> list[Unit]:
+def _rerun_units(
+    ds: dict, grid: Grid, units: Sequence[Unit], chosen: pd.DataFrame, stage: str, seeds: int
+) -> list[Unit]:
     """Each of ``units`` cut to the ``chosen`` configurations of its dataset (main variant) at
     ``seeds`` seeds, as a unit keyed ``…/<stage>/<digest>`` whose noise multipliers are its
     source unit's; units with none of them are dropped."""
@@ -330,19 +457,41 @@ def _rerun_units(ds: dict, grid: Grid, units: Sequence[Unit], chosen: pd.DataFra
     out = []
     for unit in units:
         eps = -1 if unit.meta["epsilon"] is None else unit.meta["epsilon"]
-        models = tuple(m for m in unit.models
-                       if (eps, unit.batch_size, unit.epochs, -1 if m.feature_norm is None else m.feature_norm,
-                           m.learning_rate, -1 if m.eps_F is None else m.eps_F, m.method) in picked)
+        models = tuple(
+            m
+            for m in unit.models
+            if (
+                eps,
+                unit.batch_size,
+                unit.epochs,
+                -1 if m.feature_norm is None else m.feature_norm,
+                m.learning_rate,
+                -1 if m.eps_F is None else m.eps_F,
+                m.method,
+            )
+            in picked
+        )
         if not models:
             continue
         tag = f"{stage}/" + _unit_digest(models, seeds, n, grid)
-        out.append(Unit(_main_key(name, unit.meta["epsilon"], unit.batch_size, unit.epochs, tag), dict(unit.meta),
-                        models, unit.batch_size, unit.epochs, seeds, stage=stage, calibration=unit.key))
+        out.append(
+            Unit(
+                _main_key(name, unit.meta["epsilon"], unit.batch_size, unit.epochs, tag),
+                dict(unit.meta),
+                models,
+                unit.batch_size,
+                unit.epochs,
+                seeds,
+                stage=stage,
+                calibration=unit.key,
+            )
+        )
     return out
 
 
-def prepare_dataset(ctx: RunContext, ds: dict, grid: Grid, collect: _Collect,
-                    units: Sequence[Unit] | None = None) -> list[tuple[Unit, sweeps.Group]]:
+def prepare_dataset(
+    ctx: RunContext, ds: dict, grid: Grid, collect: _Collect, units: Sequence[Unit] | None = None
+) -> list[tuple[Unit, sweeps.Group]]:
     """Every unit of one dataset (``units``, default :func:`build_units`) as a group, submitted to
     ``collect``. A unit's noise multipliers are a unit of their own (calibrated once, kept on
     disk), so a resumed run neither recalibrates nor recomputes a finished unit. A unit of
@@ -354,17 +503,52 @@ def prepare_dataset(ctx: RunContext, ds: dict, grid: Grid, collect: _Collect,
     for unit in build_units(ds, grid) if units is None else units:
         private = unit.models[0].method != "nonprivate"
         owner = unit.calibration or unit.key
-        source = next((u for u in build_units(ds, grid) if u.key == owner), unit) if unit.calibration else unit
-        zs = (ctx.store.run(owner + "/calibration", lambda u=source: dpsgdf.calibrate_models(
-            u.models, u.batch_size, u.epochs, n, delta=DELTA, unit=u.key)) if private else None)
+        source = (
+            next((u for u in build_units(ds, grid) if u.key == owner), unit)
+            if unit.calibration
+            else unit
+        )
+        zs = (
+            ctx.store.run(
+                owner + "/calibration",
+                lambda u=source: dpsgdf.calibrate_models(
+                    u.models, u.batch_size, u.epochs, n, delta=DELTA, unit=u.key
+                ),
+            )
+            if private
+            else None
+        )
         keys = seed_keys(ds["name"], max(grid.seeds, unit.seeds))[: unit.seeds]
         mean = np.zeros(ds["unit"].shape[1]) if unit.variant == "raw_pixels" else ds["unit_mean"]
-        group = dpsgdf.grid_group(unit.key, list(unit.models), unit.batch_size, unit.epochs, n, mean, keys,
-                                  num_classes=ds["num_classes"], matmul_precision=grid.matmul_precision, delta=DELTA,
-                                  noise_multipliers=zs, **dict(unit.options))
-        x, xt = (ds["x_raw"], ds["x_test_raw"]) if unit.variant == "raw_pixels" else (ds["unit"], ds["x_test_unit"])
-        results.run_groups([group], group.config.model.init(None), (x, ds["y"]), keys, collect,
-                          eval_data=(xt, ds["y_test"]), progress=ctx.progress, memory_budget=grid.memory_budget)
+        group = dpsgdf.grid_group(
+            unit.key,
+            list(unit.models),
+            unit.batch_size,
+            unit.epochs,
+            n,
+            mean,
+            keys,
+            num_classes=ds["num_classes"],
+            matmul_precision=grid.matmul_precision,
+            delta=DELTA,
+            noise_multipliers=zs,
+            **dict(unit.options),
+        )
+        x, xt = (
+            (ds["x_raw"], ds["x_test_raw"])
+            if unit.variant == "raw_pixels"
+            else (ds["unit"], ds["x_test_unit"])
+        )
+        results.run_groups(
+            [group],
+            group.config.model.init(None),
+            (x, ds["y"]),
+            keys,
+            collect,
+            eval_data=(xt, ds["y_test"]),
+            progress=ctx.progress,
+            memory_budget=grid.memory_budget,
+        )
         out.append((unit, group))
     return out
 
@@ -377,10 +561,21 @@ def rows_for(unit: Unit, group: sweeps.Group, record: dict) -> list[dict]:
     rows = []
     for p, m in enumerate(unit.models):
         for s in range(acc_last.shape[0]):
-            rows.append({**unit.meta, "method": m.method, "eps_F": m.eps_F, "C_F": m.feature_norm,
-                         "lr": m.learning_rate, "seed": s, "z": None if z is None else float(z[p]),
-                         "acc_last": 100 * float(acc_last[s, p]), "acc_average": 100 * float(acc_avg[s, p]),
-                         "group": group.key, "stage": unit.stage})
+            rows.append(
+                {
+                    **unit.meta,
+                    "method": m.method,
+                    "eps_F": m.eps_F,
+                    "C_F": m.feature_norm,
+                    "lr": m.learning_rate,
+                    "seed": s,
+                    "z": None if z is None else float(z[p]),
+                    "acc_last": 100 * float(acc_last[s, p]),
+                    "acc_average": 100 * float(acc_avg[s, p]),
+                    "group": group.key,
+                    "stage": unit.stage,
+                }
+            )
     return rows
 
 
@@ -388,9 +583,16 @@ def select(frame: pd.DataFrame, rule: str = SELECTION_RULE) -> pd.DataFrame:
     """Per (dataset, variant, method, ε): the configuration with the best seed-mean accuracy."""
     keys = CELL + CONFIG
     f = _filled(frame)
-    agg = f.groupby(keys, dropna=False).agg(mean=("acc_last", "mean"),
-                                            std=("acc_last", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan),
-                                            seeds=("acc_last", "size"), mean_average_iterate=("acc_average", "mean")).reset_index()
+    agg = (
+        f.groupby(keys, dropna=False)
+        .agg(
+            mean=("acc_last", "mean"),
+            std=("acc_last", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan),
+            seeds=("acc_last", "size"),
+            mean_average_iterate=("acc_average", "mean"),
+        )
+        .reset_index()
+    )
     best = agg.loc[agg.groupby(CELL)["mean"].idxmax()].copy()
     best["rule"] = rule
     for col in ("epsilon", "eps_F", "C_F"):
@@ -399,8 +601,11 @@ def select(frame: pd.DataFrame, rule: str = SELECTION_RULE) -> pd.DataFrame:
 
 
 def staged_rule(grid: Grid) -> str:
-    return (f"staged: every configuration at seed 0, then the top {grid.top_k} per (dataset, eps, method) by "
-            f"seed-0 accuracy rerun at all {grid.seeds} seeds; best mean over those seeds (last iterate); std ddof=1")
+    return (
+        f"staged: every configuration at seed 0, then the top {grid.top_k} per (dataset, eps,"
+        f" method) by seed-0 accuracy rerun at all {grid.seeds} seeds; best mean over those seeds"
+        " (last iterate); std ddof=1"
+    )
 
 
 def staged_selection(frame: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -420,7 +625,12 @@ def staged_selection(frame: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def _best_eps_f(frame: pd.DataFrame, dataset: str, eps: float) -> tuple[float, pd.Series]:
-    f = frame[(frame.dataset == dataset) & (frame.variant == "main") & (frame.method == "dpsgdf") & (frame.epsilon == eps)]
+    f = frame[
+        (frame.dataset == dataset)
+        & (frame.variant == "main")
+        & (frame.method == "dpsgdf")
+        & (frame.epsilon == eps)
+    ]
     per = f.groupby(["B", "E", "C_F", "lr", "eps_F"])["acc_last"].mean()
     best = per.groupby(level="eps_F").max()
     return float(best.idxmax()), best
@@ -428,11 +638,15 @@ def _best_eps_f(frame: pd.DataFrame, dataset: str, eps: float) -> tuple[float, p
 
 def with_spread(best: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """``best`` (:func:`select`) with what the C16 spread test reads: per cell, ``spread_seeds``,
-    ``spread_mean`` and ``spread_std`` (ddof = 1) of its configuration's rerun (``rows``: the runs of
-    :func:`spread_units`; ``spread_source`` ``"rerun"``) or, for a cell with no rerun, of the
+    ``spread_mean`` and ``spread_std`` (ddof = 1) of its configuration's rerun (``rows``: the runs
+    of :func:`spread_units`; ``spread_source`` ``"rerun"``) or, for a cell with no rerun, of the
     search's own seeds (``"search"``)."""
     out = best.reset_index(drop=True).copy()
-    out["spread_seeds"], out["spread_mean"], out["spread_std"] = out["seeds"], out["mean"], out["std"]
+    out["spread_seeds"], out["spread_mean"], out["spread_std"] = (
+        out["seeds"],
+        out["mean"],
+        out["std"],
+    )
     out["spread_source"] = "search"
     if rows.empty:
         return out
@@ -442,7 +656,11 @@ def with_spread(best: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         acc = reruns.get(key)
         if acc is not None:
             std = float(np.std(acc, ddof=1)) if len(acc) > 1 else math.nan
-            out.loc[i, ["spread_seeds", "spread_mean", "spread_std"]] = [len(acc), float(acc.mean()), std]
+            out.loc[i, ["spread_seeds", "spread_mean", "spread_std"]] = [
+                len(acc),
+                float(acc.mean()),
+                std,
+            ]
             out.loc[i, "spread_source"] = "rerun"
     out["spread_seeds"] = out["spread_seeds"].astype(int)
     return out
@@ -458,66 +676,113 @@ def factor2_false_failure(seeds: int, paper_seeds: int | None = None, factor: fl
     from scipy import stats
 
     if seeds < 2 or (paper_seeds is not None and paper_seeds < 2) or factor <= 1:
-        raise ValueError(f"need seeds, paper_seeds >= 2 and factor > 1, got {seeds!r}, {paper_seeds!r}, {factor!r}")
-    low, high = factor ** -2, factor ** 2
+        raise ValueError(
+            f"need seeds, paper_seeds >= 2 and factor > 1, got {seeds!r}, {paper_seeds!r},"
+            f" {factor!r}"
+        )
+    low, high = factor**-2, factor**2
     if paper_seeds is None:
         dof = seeds - 1
         return float(stats.chi2.cdf(low * dof, dof) + stats.chi2.sf(high * dof, dof))
-    return float(stats.f.cdf(low, seeds - 1, paper_seeds - 1) + stats.f.sf(high, seeds - 1, paper_seeds - 1))
+    return float(
+        stats.f.cdf(low, seeds - 1, paper_seeds - 1) + stats.f.sf(high, seeds - 1, paper_seeds - 1)
+    )
 
 
 def spread_rows_note(seeds: Sequence[int], fair_rows: int, search_seeds: int) -> Comparison:
     """The info row that says how often C16's factor-2 test fails a perfect reproduction
     (:func:`factor2_false_failure`) at the seed counts of this run's C16 rows (``seeds``), and how
-    often at least one of its ``fair_rows`` like-for-like rows (DPSGD-F and non-private SGD) does."""
+    often at least one of its ``fair_rows`` like-for-like rows (DPSGD-F and non-private SGD) does.
+    """
     counts = sorted(set(seeds))
     per = {s: (factor2_false_failure(s), factor2_false_failure(s, PAPER_SEEDS)) for s in counts}
-    measured = "; ".join(f"{s} seeds: {chi:.1%} ({PAPER_SEEDS}-run paper s.d.: {f:.1%})" for s, (chi, f) in per.items())
+    measured = "; ".join(
+        f"{s} seeds: {chi:.1%} ({PAPER_SEEDS}-run paper s.d.: {f:.1%})"
+        for s, (chi, f) in per.items()
+    )
     worst = per[max(counts, key=lambda s: per[s][1])][1]
-    note = (f"per row: our s.d. outside [1/2, 2] x the paper's when the accuracies are normal with the paper's sigma; "
-            f"chi-square if the paper's printed s.d. were sigma itself, F({max(counts) - 1}, {PAPER_SEEDS - 1}) as it is "
-            f"itself a {PAPER_SEEDS}-run estimate (its rounding to 0.1 not counted)")
+    note = (
+        "per row: our s.d. outside [1/2, 2] x the paper's when the accuracies are normal with the"
+        " paper's sigma; chi-square if the paper's printed s.d. were sigma itself,"
+        f" F({max(counts) - 1}, {PAPER_SEEDS - 1}) as it is itself a {PAPER_SEEDS}-run estimate"
+        " (its rounding to 0.1 not counted)"
+    )
     if fair_rows:
-        note += (f"; at least one miss among the {fair_rows} DPSGD-F and non-private rows: "
-                 f"{1 - (1 - worst) ** fair_rows:.0%} (F)")
+        note += (
+            f"; at least one miss among the {fair_rows} DPSGD-F and non-private rows: "
+            f"{1 - (1 - worst) ** fair_rows:.0%} (F)"
+        )
     if search_seeds not in per and search_seeds >= 2:
-        chi, f = factor2_false_failure(search_seeds), factor2_false_failure(search_seeds, PAPER_SEEDS)
+        chi, f = (
+            factor2_false_failure(search_seeds),
+            factor2_false_failure(search_seeds, PAPER_SEEDS),
+        )
         note += f"; at the search's {search_seeds} seeds it would be {chi:.1%} ({f:.1%})"
-    return Comparison.info("C16 factor-2 test on a s.d.: chance a perfect reproduction misses", measured, note=note)
+    return Comparison.info(
+        "C16 factor-2 test on a s.d.: chance a perfect reproduction misses", measured, note=note
+    )
 
 
-def _dpsgd_spread_reason(frame: pd.DataFrame, dataset: str, eps: float, ours: float, paper: float,
-                         paper_std: float) -> tuple[str, bool]:
+def _dpsgd_spread_reason(
+    frame: pd.DataFrame, dataset: str, eps: float, ours: float, paper: float, paper_std: float
+) -> tuple[str, bool]:
     """Why a DPSGD row's spread need not be the paper's, and whether that is expected: where our
     selected baseline is stronger than the paper's (C13), its spread is another configuration's;
     beside it, how many DPSGD configurations of this grid at (dataset, ε) have a spread within a
-    factor 2 of the paper's ``paper_std`` at the search's seeds (``frame``; at 3 seeds a weak check)."""
-    f = frame[(frame.dataset == dataset) & (frame.variant == "main") & (frame.method == "dpsgd") & (frame.epsilon == eps)]
-    per = f.groupby(["B", "E", "C_F", "lr"])["acc_last"].agg(["mean", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan])
+    factor 2 of the paper's ``paper_std`` at the search's seeds (``frame``; at 3 seeds a weak
+    check).
+    """
+    f = frame[
+        (frame.dataset == dataset)
+        & (frame.variant == "main")
+        & (frame.method == "dpsgd")
+        & (frame.epsilon == eps)
+    ]
+    per = f.groupby(["B", "E", "C_F", "lr"])["acc_last"].agg(
+        ["mean", lambda a: float(np.std(a, ddof=1)) if len(a) > 1 else math.nan]
+    )
     per.columns = ["mean", "std"]
     stronger = ours > paper
     if stronger:
-        text = (f"DPSGD's spread is that of a stronger configuration than the paper's (as in C13: under the stated "
-                f"protocol our baseline's mean is {ours:.2f} against the paper's {paper}), so the paper's spread is not "
-                "this configuration's")
+        text = (
+            "DPSGD's spread is that of a stronger configuration than the paper's (as in C13: under"
+            f" the stated protocol our baseline's mean is {ours:.2f} against the paper's {paper}),"
+            " so the paper's spread is not this configuration's"
+        )
     else:
-        text = f"DPSGD's selected configuration has mean {ours:.2f} against the paper's {paper} (C13)"
+        text = (
+            f"DPSGD's selected configuration has mean {ours:.2f} against the paper's {paper} (C13)"
+        )
     if per["std"].notna().any():
         seeds = int(f.groupby(["B", "E", "C_F", "lr"]).size().min())
         near = per[(per["std"] >= paper_std / 2) & (per["std"] <= 2 * paper_std)]
-        text += (f"; of this grid's {len(per)} DPSGD configurations at this eps (means {per['mean'].min():.2f}-"
-                 f"{per['mean'].max():.2f}; {seeds}-seed s.d. {per['std'].min():.2f}-{per['std'].max():.2f}), "
-                 f"{len(near)} within a factor 2 of the paper's {paper_std:g}"
-                 + "".join(f"{'; ' if i == 0 else ', '}C_F={c:g} lr={lr:g}: s.d. {r['std']:.2f}, mean {r['mean']:.2f}"
-                           for i, ((_, _, c, lr), r) in enumerate(near.iterrows())))
+        text += (
+            f"; of this grid's {len(per)} DPSGD configurations at this eps (means"
+            f" {per['mean'].min():.2f}-{per['mean'].max():.2f}; {seeds}-seed s.d."
+            f" {per['std'].min():.2f}-{per['std'].max():.2f}), {len(near)} within a factor 2 of the"
+            f" paper's {paper_std:g}"
+            + "".join(
+                f"{'; ' if i == 0 else ', '}C_F={c:g} lr={lr:g}: s.d. {r['std']:.2f}, mean"
+                f" {r['mean']:.2f}"
+                for i, ((_, _, c, lr), r) in enumerate(near.iterrows())
+            )
+        )
     return text, stronger
 
 
-def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile: str, missing: list[str]) -> list[Comparison]:
+def comparisons_for(
+    frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile: str, missing: list[str]
+) -> list[Comparison]:
     out: list[Comparison] = []
     rule = SELECTION_RULE if grid.search == "full" else staged_rule(grid)
-    out.append(Comparison.info("selection rule", rule + f"; {grid.seeds} seeds", paper="best of grid, 10 runs",
-                               note=f"search={grid.search}"))
+    out.append(
+        Comparison.info(
+            "selection rule",
+            rule + f"; {grid.seeds} seeds",
+            paper="best of grid, 10 runs",
+            note=f"search={grid.search}",
+        )
+    )
     spread_seeds: list[int] = []
     fair_rows = 0
     smoke = profile == "smoke"
@@ -525,90 +790,176 @@ def comparisons_for(frame: pd.DataFrame, best: pd.DataFrame, grid: Grid, profile
         label = LABEL[name]
         if name in missing:
             for (method, eps), (m, s) in PAPER[name].items():
-                out.append(Comparison.info(f"Table 1 {label} {method} eps={eps}", "features not supplied",
-                                           paper=f"{m} ({s})", note="user-provided cifar100_features (spec §6.1, A11)"))
+                out.append(
+                    Comparison.info(
+                        f"Table 1 {label} {method} eps={eps}",
+                        "features not supplied",
+                        paper=f"{m} ({s})",
+                        note="user-provided cifar100_features (spec §6.1, A11)",
+                    )
+                )
             continue
-        cell = lambda method, eps, variant="main": best[(best.dataset == name) & (best.variant == variant) & (best.method == method)  # noqa: E731
-                                                        & ((best.epsilon == eps) if eps is not None else best.epsilon.isna())]
+        cell = lambda method, eps, variant="main": best[  # noqa: E731
+            (best.dataset == name)
+            & (best.variant == variant)
+            & (best.method == method)
+            & ((best.epsilon == eps) if eps is not None else best.epsilon.isna())
+        ]
         for (method, eps), (pm, ps) in PAPER[name].items():
             row = cell(method, eps)
             if row.empty:
                 continue
             r = row.iloc[0]
-            cfgtxt = (f"B={int(r.B)} E={r.E:g} C_F={r.C_F:g} lr={r.lr:g}" + (f" eps_F={r.eps_F:g}" if method == "dpsgdf" else "")
-                      + f"; {int(r.seeds)} seeds, std {r['std']:.2f} (ddof=1); average iterate {r.mean_average_iterate:.2f}")
-            qty = f"Table 1 {label} {method} eps={eps:g}" if eps is not None else f"Table 1 {label} non-private SGD"
+            cfgtxt = (
+                f"B={int(r.B)} E={r.E:g} C_F={r.C_F:g} lr={r.lr:g}"
+                + (f" eps_F={r.eps_F:g}" if method == "dpsgdf" else "")
+                + f"; {int(r.seeds)} seeds, std {r['std']:.2f} (ddof=1); average iterate"
+                f" {r.mean_average_iterate:.2f}"
+            )
+            qty = (
+                f"Table 1 {label} {method} eps={eps:g}"
+                if eps is not None
+                else f"Table 1 {label} non-private SGD"
+            )
             if smoke:
-                out.append(Comparison.info(qty, f"{r['mean']:.2f}", note="smoke: 3000-row subset, tiny grid; " + cfgtxt,
-                                           paper=f"{pm} ({ps})"))
+                out.append(
+                    Comparison.info(
+                        qty,
+                        f"{r['mean']:.2f}",
+                        note="smoke: 3000-row subset, tiny grid; " + cfgtxt,
+                        paper=f"{pm} ({ps})",
+                    )
+                )
                 continue
             if method == "dpsgd":
                 tol = max(0.5, 2 * ps)
-                c = Comparison.numeric("C13 " + qty, pm, r["mean"], abs_tol=tol, digits=4, note=cfgtxt)
+                c = Comparison.numeric(
+                    "C13 " + qty, pm, r["mean"], abs_tol=tol, digits=4, note=cfgtxt
+                )
                 if c.status == "miss":
-                    c = dataclasses.replace(c, note=(
-                        "expected miss (spec §8 warning, A15): under the stated protocol (normalised features, "
-                        "C_G=1, Poisson DP-SGD, PLD) the baseline is much stronger than the paper's; see the "
-                        "no-bias and raw-pixel variants. " + cfgtxt))
+                    c = dataclasses.replace(
+                        c,
+                        note=(
+                            "expected miss (spec §8 warning, A15): under the stated protocol"
+                            " (normalised features, C_G=1, Poisson DP-SGD, PLD) the baseline is"
+                            " much stronger than the paper's; see the no-bias and raw-pixel"
+                            " variants. " + cfgtxt
+                        ),
+                    )
                 out.append(c)
             else:
                 tag = "C11 " if method == "dpsgdf" else "C12 "
-                out.append(Comparison.numeric(tag + qty, pm, r["mean"], abs_tol=TOL[method], digits=4, note=cfgtxt))
+                out.append(
+                    Comparison.numeric(
+                        tag + qty, pm, r["mean"], abs_tol=TOL[method], digits=4, note=cfgtxt
+                    )
+                )
             rerun = "spread_std" in r.index and r.spread_source == "rerun"
-            seeds, std = (int(r.spread_seeds), float(r.spread_std)) if rerun else (int(r.seeds), float(r["std"]))
+            seeds, std = (
+                (int(r.spread_seeds), float(r.spread_std))
+                if rerun
+                else (int(r.seeds), float(r["std"]))
+            )
             if not math.isnan(std):
                 ok = ps / 2 <= std <= 2 * ps
-                note = (f"{seeds} seeds: the selected configuration rerun, mean {r.spread_mean:.2f} (the search's "
-                        f"{int(r.seeds)} seeds: s.d. {r['std']:.2f}); ddof=1" if rerun else f"{seeds} seeds, ddof=1")
+                note = (
+                    f"{seeds} seeds: the selected configuration rerun, mean {r.spread_mean:.2f}"
+                    f" (the search's {int(r.seeds)} seeds: s.d. {r['std']:.2f}); ddof=1"
+                    if rerun
+                    else f"{seeds} seeds, ddof=1"
+                )
                 if method == "dpsgd":
                     reason, stronger = _dpsgd_spread_reason(frame, name, eps, r["mean"], pm, ps)
                     if stronger:
-                        reason = ("expected miss: " if not ok else "passes, but not like for like: ") + reason
+                        reason = (
+                            "expected miss: " if not ok else "passes, but not like for like: "
+                        ) + reason
                     note = reason + ". " + note
                 else:
                     fair_rows += 1
                 spread_seeds.append(seeds)
-                out.append(Comparison.claim(f"C16 std {qty}", f"{ps} (factor 2)", f"{std:.2f}", ok, note=note))
+                out.append(
+                    Comparison.claim(
+                        f"C16 std {qty}", f"{ps} (factor 2)", f"{std:.2f}", ok, note=note
+                    )
+                )
         for eps in grid.epsilons:
             f_row, b_row = cell("dpsgdf", eps), cell("dpsgd", eps)
             if f_row.empty or b_row.empty:
                 continue
             fm, bm = f_row.iloc[0]["mean"], b_row.iloc[0]["mean"]
             if smoke:
-                out.append(Comparison.info(f"C15 {label} eps={eps:g}: DPSGD-F - DPSGD", f"{fm - bm:+.2f} pp",
-                                           note="smoke: 3000-row subset, tiny grid"))
+                out.append(
+                    Comparison.info(
+                        f"C15 {label} eps={eps:g}: DPSGD-F - DPSGD",
+                        f"{fm - bm:+.2f} pp",
+                        note="smoke: 3000-row subset, tiny grid",
+                    )
+                )
                 continue
             pf, pb = PAPER[name][("dpsgdf", eps)][0], PAPER[name][("dpsgd", eps)][0]
-            # The difference in standard errors of the two seed means: a pass by less than 2 is within noise.
+            # The difference in standard errors of the two seed means: a pass by less than 2 is
+            # within noise.
             fr, br = f_row.iloc[0], b_row.iloc[0]
             se = math.sqrt(fr["std"] ** 2 / fr["seeds"] + br["std"] ** 2 / br["seeds"])
             t = (fm - bm) / se if se > 0 else math.inf
-            strength = (f"t = {t:.1f} ({int(fr['seeds'])} and {int(br['seeds'])} seeds)"
-                        + (": within noise, the sign is not established" if abs(t) < 2 else ""))
-            out.append(Comparison.claim(f"C15 {label} eps={eps:g}: DPSGD-F >= DPSGD", f"+{pf - pb:.1f} pp",
-                                        f"{fm - bm:+.2f} pp ({fm:.2f} vs {bm:.2f})", fm >= bm, note=strength))
+            strength = f"t = {t:.1f} ({int(fr['seeds'])} and {int(br['seeds'])} seeds)" + (
+                ": within noise, the sign is not established" if abs(t) < 2 else ""
+            )
+            out.append(
+                Comparison.claim(
+                    f"C15 {label} eps={eps:g}: DPSGD-F >= DPSGD",
+                    f"+{pf - pb:.1f} pp",
+                    f"{fm - bm:+.2f} pp ({fm:.2f} vs {bm:.2f})",
+                    fm >= bm,
+                    note=strength,
+                )
+            )
             best_f, per = _best_eps_f(frame, name, eps)
             seen = "" if grid.search == "full" else "stage 1 (seed 0 only); "
-            out.append(Comparison.claim(f"C15 {label} eps={eps:g}: best eps_F", "0.02 or 0.05", f"{best_f:g}",
-                                        best_f in (0.02, 0.05),
-                                        note=seen + "best accuracy per eps_F: " + ", ".join(f"{k:g}: {v:.2f}" for k, v in per.items())))
+            out.append(
+                Comparison.claim(
+                    f"C15 {label} eps={eps:g}: best eps_F",
+                    "0.02 or 0.05",
+                    f"{best_f:g}",
+                    best_f in (0.02, 0.05),
+                    note=seen
+                    + "best accuracy per eps_F: "
+                    + ", ".join(f"{k:g}: {v:.2f}" for k, v in per.items()),
+                )
+            )
         for variant in ("no_bias", "raw_pixels"):
             row = cell("dpsgd", 1.0, variant)
             if row.empty:
                 continue
             r = row.iloc[0]
-            out.append(Comparison.info(f"C13 sensitivity {label} DPSGD eps=1 ({variant.replace('_', ' ')})", f"{r['mean']:.2f}",
-                                       paper=f"{PAPER[name][('dpsgd', 1.0)][0]}",
-                                       note=f"spec A15 variant, {int(r.seeds)} seeds; B={int(r.B)} E={r.E:g} lr={r.lr:g}"
-                                            + ("" if variant == "raw_pixels" else f" C_F={r.C_F:g}")))
+            out.append(
+                Comparison.info(
+                    f"C13 sensitivity {label} DPSGD eps=1 ({variant.replace('_', ' ')})",
+                    f"{r['mean']:.2f}",
+                    paper=f"{PAPER[name][('dpsgd', 1.0)][0]}",
+                    note=(
+                        f"spec A15 variant, {int(r.seeds)} seeds; B={int(r.B)} E={r.E:g}"
+                        f" lr={r.lr:g}"
+                    )
+                    + ("" if variant == "raw_pixels" else f" C_F={r.C_F:g}"),
+                )
+            )
     if not smoke:
         out += gain_order(best, grid)
     dropped = sorted(set(GRIDS["paper"].feature_norms) - set(grid.feature_norms))
     if dropped:
-        out.append(Comparison.info("private grid: feature clip norms C_F", ", ".join(f"{c:g}" for c in grid.feature_norms),
-                                   paper=", ".join(f"{c:g}" for c in GRIDS["paper"].feature_norms),
-                                   note=f"C_F = {', '.join(f'{c:g}' for c in dropped)} of the paper's grid not run at this "
-                                        "profile (the paper profile runs them)"))
+        out.append(
+            Comparison.info(
+                "private grid: feature clip norms C_F",
+                ", ".join(f"{c:g}" for c in grid.feature_norms),
+                paper=", ".join(f"{c:g}" for c in GRIDS["paper"].feature_norms),
+                note=(
+                    f"C_F = {', '.join(f'{c:g}' for c in dropped)} of the paper's grid not run at"
+                    " this profile (the paper profile runs them)"
+                ),
+            )
+        )
     if grid.search == "full" and not frame.empty:
         out += protocol_comparisons(frame, grid.top_k)
     if spread_seeds:
@@ -631,17 +982,28 @@ def gain_order(best: pd.DataFrame, grid: Grid) -> list[Comparison]:
                 break
             gain[name] = float(rows["dpsgdf"] - rows["dpsgd"])
         else:
-            paper = {name: PAPER[name][("dpsgdf", eps)][0] - PAPER[name][("dpsgd", eps)][0] for name in gain}
-            out.append(Comparison.claim(
-                f"gain order eps={eps:g}: DPSGD-F gains more on FMNIST than on MNIST",
-                f"FMNIST +{paper['fashion_mnist']:.1f} pp > MNIST +{paper['mnist']:.1f} pp",
-                f"FMNIST {gain['fashion_mnist']:+.2f} pp vs MNIST {gain['mnist']:+.2f} pp",
-                gain["fashion_mnist"] > gain["mnist"], note="DPSGD-F − DPSGD, best configurations' seed means"))
+            paper = {
+                name: PAPER[name][("dpsgdf", eps)][0] - PAPER[name][("dpsgd", eps)][0]
+                for name in gain
+            }
+            out.append(
+                Comparison.claim(
+                    f"gain order eps={eps:g}: DPSGD-F gains more on FMNIST than on MNIST",
+                    f"FMNIST +{paper['fashion_mnist']:.1f} pp > MNIST +{paper['mnist']:.1f} pp",
+                    f"FMNIST {gain['fashion_mnist']:+.2f} pp vs MNIST {gain['mnist']:+.2f} pp",
+                    gain["fashion_mnist"] > gain["mnist"],
+                    note="DPSGD-F − DPSGD, best configurations' seed means",
+                )
+            )
     return out
 
 
 def _config_text(r: Any) -> str:
-    text = f"B={int(r.B)} E={r.E:g} C_F={r.C_F:g} lr={r.lr:g}" if not pd.isna(r.C_F) else f"B={int(r.B)} E={r.E:g} lr={r.lr:g}"
+    text = (
+        f"B={int(r.B)} E={r.E:g} C_F={r.C_F:g} lr={r.lr:g}"
+        if not pd.isna(r.C_F)
+        else f"B={int(r.B)} E={r.E:g} lr={r.lr:g}"
+    )
     return text + ("" if pd.isna(r.eps_F) else f" eps_F={r.eps_F:g}")
 
 
@@ -653,20 +1015,43 @@ def protocol_comparisons(frame: pd.DataFrame, k: int) -> list[Comparison]:
     full, staged = select(main), staged_selection(main, k)
     out = []
     for f in full.itertuples():
-        s = staged[(staged.dataset == f.dataset) & (staged.method == f.method)
-                   & ((staged.epsilon == f.epsilon) if not pd.isna(f.epsilon) else staged.epsilon.isna())].iloc[0]
-        configs = int(_filled(main[(main.dataset == f.dataset) & (main.method == f.method)
-                                   & ((main.epsilon == f.epsilon) if not pd.isna(f.epsilon) else main.epsilon.isna())])
-                      .groupby(CONFIG).ngroups)
+        s = staged[
+            (staged.dataset == f.dataset)
+            & (staged.method == f.method)
+            & ((staged.epsilon == f.epsilon) if not pd.isna(f.epsilon) else staged.epsilon.isna())
+        ].iloc[0]
+        configs = int(
+            _filled(
+                main[
+                    (main.dataset == f.dataset)
+                    & (main.method == f.method)
+                    & (
+                        (main.epsilon == f.epsilon)
+                        if not pd.isna(f.epsilon)
+                        else main.epsilon.isna()
+                    )
+                ]
+            )
+            .groupby(CONFIG)
+            .ngroups
+        )
         same = _config_text(f) == _config_text(s)
         eps = "non-private" if pd.isna(f.epsilon) else f"eps={f.epsilon:g}"
-        measured = ("same configuration" if same else f"differs: staged {_config_text(s)}") + \
-            f"; staged - full mean {s['mean'] - f.mean:+.2f} pp"
-        out.append(Comparison.info(f"staged vs full search {LABEL.get(f.dataset, f.dataset)} {f.method} {eps}", measured,
-                                   note=f"top {k} of {configs} configurations by seed-0 accuracy, then {int(f.seeds)} "
-                                        f"seeds (estimated from this full run, which has stage 2's seed keys; a real staged run "
-                                        f"rounds differently, which unstable configurations amplify); "
-                                        f"full: {_config_text(f)} {f.mean:.2f}, staged {s['mean']:.2f}"))
+        measured = (
+            "same configuration" if same else f"differs: staged {_config_text(s)}"
+        ) + f"; staged - full mean {s['mean'] - f.mean:+.2f} pp"
+        out.append(
+            Comparison.info(
+                f"staged vs full search {LABEL.get(f.dataset, f.dataset)} {f.method} {eps}",
+                measured,
+                note=(
+                    f"top {k} of {configs} configurations by seed-0 accuracy, then {int(f.seeds)}"
+                    " seeds (estimated from this full run, which has stage 2's seed keys; a real"
+                    " staged run rounds differently, which unstable configurations amplify); full:"
+                    f" {_config_text(f)} {f.mean:.2f}, staged {s['mean']:.2f}"
+                ),
+            )
+        )
     return out
 
 
@@ -675,8 +1060,13 @@ def protocol_comparisons(frame: pd.DataFrame, k: int) -> list[Comparison]:
 
 #: (training rows, feature dimension, classes) of each dataset. CIFAR-100's are the paper's
 #: linear probe on 640-d penultimate features of an ImageNet-pretrained WRN-28-10 (De et al. 2022);
-#: the features are user-supplied, so d = 640 is what those features have, not something checked here.
-DATASET_SHAPES = {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10), "cifar100_features": (50_000, 640, 100)}
+# : the features are user-supplied, so d = 640 is what those features have, not something checked
+# here.
+DATASET_SHAPES = {
+    "mnist": (60_000, 784, 10),
+    "fashion_mnist": (60_000, 784, 10),
+    "cifar100_features": (50_000, 640, 100),
+}
 #: The FLOP rate GPU projections assume: an H100 SXM's float32 (non-tensor-core) peak, 67 TFLOP/s.
 #: The paper profile runs float32 matmuls, so TF32 tensor cores do not apply; at peak the time is a
 #: lower bound, and a sustained fraction of it (``efficiency``) is a guess until measured on a GPU.
@@ -705,7 +1095,9 @@ def _unit_rows(unit: Unit, n: int, rows: str) -> float:
     return float(plan.steps * (plan.pad if rows == "padded" else plan.batch_size))
 
 
-def grid_flops(profile: "str | Grid", search: str | None = None, *, rows: str = "expected") -> dict[str, float]:
+def grid_flops(
+    profile: "str | Grid", search: str | None = None, *, rows: str = "expected"
+) -> dict[str, float]:
     """FLOPs of a Table 1 grid: Σ over units of seeds × models × examples per model-seed
     (:func:`_unit_rows`) × :func:`example_step_flops` (clipped for DPSGD / DPSGD-F, not for
     non-private SGD), with each dataset's shape from :data:`DATASET_SHAPES` (``subset`` applied).
@@ -717,9 +1109,10 @@ def grid_flops(profile: "str | Grid", search: str | None = None, *, rows: str = 
     configuration at seed 0), ``"stage2"`` (an upper bound: per (dataset, ε, method) the ``top_k``
     most expensive configurations, i.e. the largest E, at all seeds; which configurations stage 2
     runs is only known after stage 1) and ``"stage2_mean"`` (``top_k`` configurations of average
-    cost); ``"total"`` is ``stage1 + stage2``. The A15 sensitivity variants count in full either way.
-    When the grid reruns the selected configurations for C16 (``grid.rerun_spread``), also
-    ``"spread"``, added to ``"total"`` and the datasets' (and outside ``"stage1"``/``"stage2"``): per (dataset, ε, method) its most
+    cost); ``"total"`` is ``stage1 + stage2``. The A15 sensitivity variants count in full either
+    way. When the grid reruns the selected configurations for C16 (``grid.rerun_spread``), also
+    ``"spread"``, added to ``"total"`` and the datasets' (and outside ``"stage1"``/``"stage2"``):
+    per (dataset, ε, method) its most
     expensive configuration at ``spread_seeds`` seeds (an upper bound, as which one is selected is
     only known after the search; exact when a cell's configurations cost the same, as at quick)."""
     if rows not in ("expected", "padded"):
@@ -736,7 +1129,9 @@ def grid_flops(profile: "str | Grid", search: str | None = None, *, rows: str = 
         n, d, k = DATASET_SHAPES[name]
         n = min(n, grid.subset) if grid.subset else n
         per_config: dict[tuple, list[float]] = {}
-        per_seed: dict[tuple, float] = {}  # the most expensive main configuration's one-seed FLOPs per cell
+        per_seed: dict[
+            tuple, float
+        ] = {}  # the most expensive main configuration's one-seed FLOPs per cell
         total = 0.0
         for unit in build_units({"name": name, "unit": np.zeros((n, 0), np.float32)}, grid):
             examples = _unit_rows(unit, n, rows)
@@ -746,9 +1141,13 @@ def grid_flops(profile: "str | Grid", search: str | None = None, *, rows: str = 
                 if unit.stage == "stage1":
                     per_config.setdefault((m.method, m.epsilon), []).append(grid.seeds * flops)
                 if unit.variant == "main":
-                    per_seed[(m.method, m.epsilon)] = max(flops, per_seed.get((m.method, m.epsilon), 0.0))
+                    per_seed[(m.method, m.epsilon)] = max(
+                        flops, per_seed.get((m.method, m.epsilon), 0.0)
+                    )
         if grid.search == "staged":
-            top = sum(sum(sorted(costs, reverse=True)[: grid.top_k]) for costs in per_config.values())
+            top = sum(
+                sum(sorted(costs, reverse=True)[: grid.top_k]) for costs in per_config.values()
+            )
             mean = sum(min(grid.top_k, len(c)) * float(np.mean(c)) for c in per_config.values())
             out["stage1"] += total
             out["stage2"] += top
@@ -763,28 +1162,39 @@ def grid_flops(profile: "str | Grid", search: str | None = None, *, rows: str = 
     return out
 
 
-def projected_gpu_hours(flops: float, *, rate: float = GPU_FLOP_RATE, efficiency: float = 1.0) -> float:
+def projected_gpu_hours(
+    flops: float, *, rate: float = GPU_FLOP_RATE, efficiency: float = 1.0
+) -> float:
     """A PROJECTION, not a measurement: hours to compute ``flops`` at ``efficiency`` × ``rate``
     FLOP/s (default: the H100 float32 peak, :data:`GPU_FLOP_RATE`)."""
     if not (rate > 0 and 0 < efficiency <= 1):
-        raise ValueError(f"need rate > 0 and 0 < efficiency <= 1, got rate={rate!r}, efficiency={efficiency!r}")
+        raise ValueError(
+            f"need rate > 0 and 0 < efficiency <= 1, got rate={rate!r}, efficiency={efficiency!r}"
+        )
     return flops / (rate * efficiency) / 3600
 
 
-NAMES = {"dpsgd": "DPSGD", "dpsgdf": "DPSGD-F", "nonprivate": "non-private SGD"}  # the paper's names
+NAMES = {
+    "dpsgd": "DPSGD",
+    "dpsgdf": "DPSGD-F",
+    "nonprivate": "non-private SGD",
+}  # the paper's names
 
 
 def accuracy_figure(selection: pd.DataFrame):
     """Table 1 as a figure (``selection.csv``, main variant): per dataset and ε, DPSGD and DPSGD-F,
     ours (mean ± s.d. over seeds, filled) beside the paper's (open), and non-private SGD as lines.
-    Points, not bars: a bar's length would have to start at 0 %, where every difference here vanishes;
-    a point's position needs no zero, so the axis spans the values and says so."""
+    Points, not bars: a bar's length would have to start at 0 %, where every difference here
+    vanishes; a point's position needs no zero, so the axis spans the values and says so."""
     import matplotlib.figure
 
     main = selection[selection["variant"] == "main"]
     private = main[main["method"] != "nonprivate"]
     order = {name: i for i, name in enumerate(DATASETS)}
-    cells = sorted({(row.dataset, row.epsilon) for row in private.itertuples()}, key=lambda c: (order.get(c[0], 99), c))
+    cells = sorted(
+        {(row.dataset, row.epsilon) for row in private.itertuples()},
+        key=lambda c: (order.get(c[0], 99), c),
+    )
     fig = matplotlib.figure.Figure(figsize=(max(5.0, 2.4 * len(cells)) + 2.6, 3.8))
     ax = fig.subplots()
     style = {"dpsgd": ("C3", "o", -0.2), "dpsgdf": ("C0", "s", 0.2)}
@@ -792,11 +1202,28 @@ def accuracy_figure(selection: pd.DataFrame):
     for method, (colour, marker, offset) in style.items():
         ours = private[private["method"] == method].set_index(["dataset", "epsilon"]).reindex(cells)
         xs = np.arange(len(cells)) + offset
-        ax.errorbar(xs - 0.06, ours["mean"], yerr=ours["std"], color=colour, marker=marker, ls="none", capsize=3,
-                    label=f"{NAMES[method]} (ours, mean ± s.d.)")
+        ax.errorbar(
+            xs - 0.06,
+            ours["mean"],
+            yerr=ours["std"],
+            color=colour,
+            marker=marker,
+            ls="none",
+            capsize=3,
+            label=f"{NAMES[method]} (ours, mean ± s.d.)",
+        )
         paper = [PAPER.get(ds, {}).get((method, eps), (np.nan, np.nan)) for ds, eps in cells]
-        ax.errorbar(xs + 0.06, [m for m, _ in paper], yerr=[s for _, s in paper], color=colour, marker=marker,
-                    mfc="white", ls="none", capsize=3, label=f"{NAMES[method]} (paper)")
+        ax.errorbar(
+            xs + 0.06,
+            [m for m, _ in paper],
+            yerr=[s for _, s in paper],
+            color=colour,
+            marker=marker,
+            mfc="white",
+            ls="none",
+            capsize=3,
+            label=f"{NAMES[method]} (paper)",
+        )
         values += list(ours["mean"] - ours["std"].fillna(0)) + [m - s for m, s in paper]
     for dataset in dict.fromkeys(ds for ds, _ in cells):
         xs = [i for i, cell in enumerate(cells) if cell[0] == dataset]
@@ -813,15 +1240,27 @@ def accuracy_figure(selection: pd.DataFrame):
     ax.plot([], [], ls=":", color="grey", label="non-private SGD (paper)")
     finite = [v for v in values if np.isfinite(v)]
     low = math.floor(min(finite) - 1) if finite else 0
-    ax.set(xticks=range(len(cells)), xticklabels=[f"{LABEL.get(ds, ds)}\nε = {eps:g}" for ds, eps in cells],
-           ylabel=f"test accuracy (%; axis from {low} %)", xlim=(-0.6, len(cells) - 0.4))
+    ax.set(
+        xticks=range(len(cells)),
+        xticklabels=[f"{LABEL.get(ds, ds)}\nε = {eps:g}" for ds, eps in cells],
+        ylabel=f"test accuracy (%; axis from {low} %)",
+        xlim=(-0.6, len(cells) - 0.4),
+    )
     ax.set_ylim(bottom=low)
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    last = [i for i, text in enumerate(labels) if text.startswith("non-private")]  # the private methods first
+    last = [
+        i for i, text in enumerate(labels) if text.startswith("non-private")
+    ]  # the private methods first
     keep = [i for i in range(len(labels)) if i not in last] + last
-    ax.legend([handles[i] for i in keep], [labels[i] for i in keep], fontsize=9, loc="upper left",
-              bbox_to_anchor=(1.01, 1), frameon=False)
+    ax.legend(
+        [handles[i] for i in keep],
+        [labels[i] for i in keep],
+        fontsize=9,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        frameon=False,
+    )
     fig.tight_layout()
     return fig
 
@@ -834,7 +1273,9 @@ def grid_for(profile: str, search: str | None = None) -> Grid:
     return dataclasses.replace(grid, search=search)
 
 
-def _collect_rows(ctx: RunContext, datasets: dict[str, dict], grid: Grid, units_for) -> tuple[pd.DataFrame, list[Unit]]:
+def _collect_rows(
+    ctx: RunContext, datasets: dict[str, dict], grid: Grid, units_for
+) -> tuple[pd.DataFrame, list[Unit]]:
     """Submits every dataset's units (``units_for(ds)``) to the store in ONE ``run_many`` (so
     ``run_all --shard`` spreads them all) and returns their rows and the units."""
     prepared, collect = [], _Collect()
@@ -847,7 +1288,11 @@ def _collect_rows(ctx: RunContext, datasets: dict[str, dict], grid: Grid, units_
     start = time.perf_counter()
     records = ctx.store.run_many(collect.items, costs=collect.costs)
     ctx.progress(f"{len(records)} units in {time.perf_counter() - start:.1f}s")
-    rows = [row for (unit, group), record in zip(prepared, records) for row in rows_for(unit, group, record)]
+    rows = [
+        row
+        for (unit, group), record in zip(prepared, records)
+        for row in rows_for(unit, group, record)
+    ]
     return pd.DataFrame(rows), [unit for unit, _ in prepared]
 
 
@@ -905,8 +1350,14 @@ def run_grid(ctx: RunContext, grid: Grid) -> list[Comparison]:
         grid_frame = frame[frame["stage"] == "stage1"]
         chosen = top_k(grid_frame, grid.top_k)
         write_csv(chosen, ctx.out_dir / "stage1_top_k.csv")
-        second, _ = _collect_rows(ctx, datasets, grid, lambda ds: stage2_units(
-            ds, grid, [u for u in units if u.meta["dataset"] == ds["name"]], chosen))
+        second, _ = _collect_rows(
+            ctx,
+            datasets,
+            grid,
+            lambda ds: stage2_units(
+                ds, grid, [u for u in units if u.meta["dataset"] == ds["name"]], chosen
+            ),
+        )
         frame = pd.concat([frame, second], ignore_index=True)
     best = select(frame[frame["stage"] != "stage1"], rule)
     staged = (best["variant"] == "main") & (grid.search == "staged")
@@ -914,11 +1365,20 @@ def run_grid(ctx: RunContext, grid: Grid) -> list[Comparison]:
     best.loc[~staged, "rule"] = SELECTION_RULE
     spread = pd.DataFrame()
     if grid.rerun_spread:
-        spread, _ = _collect_rows(ctx, datasets, grid, lambda ds: spread_units(
-            ds, grid, [u for u in units if u.meta["dataset"] == ds["name"]], best))
+        spread, _ = _collect_rows(
+            ctx,
+            datasets,
+            grid,
+            lambda ds: spread_units(
+                ds, grid, [u for u in units if u.meta["dataset"] == ds["name"]], best
+            ),
+        )
         frame = pd.concat([frame, spread], ignore_index=True)
-    frame["search"] = np.where(frame["stage"] == "spread", grid.search,
-                               np.where(frame["stage"] == "full", "full", "staged"))
+    frame["search"] = np.where(
+        frame["stage"] == "spread",
+        grid.search,
+        np.where(frame["stage"] == "full", "full", "staged"),
+    )
     frame["config"] = config_json(dataclasses.asdict(grid))
     frame["versions"] = provenance_json()
     write_csv(frame, ctx.out_dir / "runs.csv")

@@ -34,7 +34,9 @@ BLOCK = 4096
 
 
 @jax.jit
-def _block_min(a: jax.Array, b: jax.Array, na: jax.Array, nb: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _block_min(
+    a: jax.Array, b: jax.Array, na: jax.Array, nb: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """Largest squared distance between rows of ``a`` and ``b`` and its flat index."""
     with jax.default_matmul_precision("float32"):
         sq = na[:, None] + nb[None, :] - 2.0 * (a @ b.T)
@@ -50,10 +52,16 @@ def diameter(x: np.ndarray, block: int = BLOCK) -> tuple[float, tuple[int, int]]
     sq = np.sum(x.astype(np.float64) ** 2, axis=1).astype(np.float32)
     starts = list(range(0, n, block))
     best, pair = -1.0, (0, 0)
-    pad = lambda arr, s: np.pad(arr[s:s + block], [(0, block - len(arr[s:s + block]))] + [(0, 0)] * (arr.ndim - 1))  # noqa: E731
+
+    def pad(arr, s):
+        part = arr[s : s + block]
+        return np.pad(part, [(0, block - len(part))] + [(0, 0)] * (arr.ndim - 1))
+
     for bi, i in enumerate(starts):
         a, na = pad(x, i), pad(sq, i)
-        na = np.where(np.arange(block) < n - i, na, -np.inf).astype(np.float32)  # padded rows never win
+        na = np.where(np.arange(block) < n - i, na, -np.inf).astype(
+            np.float32
+        )  # padded rows never win
         for j in starts[bi:]:
             b, nb = pad(x, j), pad(sq, j)
             nb = np.where(np.arange(block) < n - j, nb, -np.inf).astype(np.float32)
@@ -72,9 +80,17 @@ def stats(x: np.ndarray, *, diam_rows: int | None = None) -> dict:
     start = time.perf_counter()
     sub = unit if diam_rows is None else unit[:diam_rows]
     diam, pair = diameter(sub)
-    return {"n": int(x.shape[0]), "d": int(x.shape[1]), "diam": diam, "diam_pair": list(pair),
-            "diam_rows": int(sub.shape[0]), "max_dist": float(dist.max()), "mean_dist": float(dist.mean()),
-            "mean_norm": float(np.linalg.norm(mu)), "diam_seconds": time.perf_counter() - start}
+    return {
+        "n": int(x.shape[0]),
+        "d": int(x.shape[1]),
+        "diam": diam,
+        "diam_pair": list(pair),
+        "diam_rows": int(sub.shape[0]),
+        "max_dist": float(dist.max()),
+        "mean_dist": float(dist.mean()),
+        "mean_norm": float(np.linalg.norm(mu)),
+        "diam_seconds": time.perf_counter() - start,
+    }
 
 
 def run(ctx: RunContext) -> list[Comparison]:
@@ -85,18 +101,37 @@ def run(ctx: RunContext) -> list[Comparison]:
         try:
             ds = data.load(name, ctx.data_dir)
         except DataNotFoundError:
-            comparisons.append(Comparison.info(f"C6 Table 2 {name}", "features not supplied", paper=printed,
-                                               note="user-provided .npz (spec §6.1, A11); not checkable offline"))
+            comparisons.append(
+                Comparison.info(
+                    f"C6 Table 2 {name}",
+                    "features not supplied",
+                    paper=printed,
+                    note="user-provided .npz (spec §6.1, A11); not checkable offline",
+                )
+            )
             continue
         ctx.progress(f"{name}: diameter over {diam_rows or ds.x_train.shape[0]} rows")
-        rec = ctx.store.run(f"table2/{name}/{diam_rows}", lambda ds=ds: stats(ds.x_train, diam_rows=diam_rows))
+        rec = ctx.store.run(
+            f"table2/{name}/{diam_rows}", lambda ds=ds: stats(ds.x_train, diam_rows=diam_rows)
+        )
         rows.append({"dataset": name, **rec})
         tag = "C5" if name != "cifar100_features" else "C6"
         note = "" if diam_rows is None else f"smoke: diameter over the first {diam_rows} rows only"
-        for label, value, ref in zip(("diam(D)", "max ||x - mu||", "mean ||x - mu||"),
-                                     (rec["diam"], rec["max_dist"], rec["mean_dist"]), paper):
-            comparisons.append(Comparison.numeric(f"{tag} Table 2 {name} {label}", ref, value, abs_tol=tol,
-                                                  digits=5, note=note if label == "diam(D)" else ""))
+        for label, value, ref in zip(
+            ("diam(D)", "max ||x - mu||", "mean ||x - mu||"),
+            (rec["diam"], rec["max_dist"], rec["mean_dist"]),
+            paper,
+        ):
+            comparisons.append(
+                Comparison.numeric(
+                    f"{tag} Table 2 {name} {label}",
+                    ref,
+                    value,
+                    abs_tol=tol,
+                    digits=5,
+                    note=note if label == "diam(D)" else "",
+                )
+            )
     write_csv(pd.DataFrame(rows), ctx.out_dir / "table2.csv")
     return comparisons
 

@@ -50,8 +50,12 @@ def check_example_2_6(ctx: RunContext) -> list[Comparison]:
     insens = defs.corrdp_distance(joint, [0], (1, 1), (1, 0))  # e = (1, 2), e' = (1, 1)
     note = "Eq. 1 evaluated over every I ⊆ [m] on the joint law (P(X2) uniform)"
     return [
-        Comparison.numeric("1 Ex. 2.6 d(e=(1,2), e'=(0,1))", 1.0, sens, abs_tol=1e-12, digits=12, note=note),
-        Comparison.numeric("1 Ex. 2.6 d(e=(1,2), e'=(1,1))", 1 / 3, insens, abs_tol=1e-12, digits=12, note=note),
+        Comparison.numeric(
+            "1 Ex. 2.6 d(e=(1,2), e'=(0,1))", 1.0, sens, abs_tol=1e-12, digits=12, note=note
+        ),
+        Comparison.numeric(
+            "1 Ex. 2.6 d(e=(1,2), e'=(1,1))", 1 / 3, insens, abs_tol=1e-12, digits=12, note=note
+        ),
     ]
 
 
@@ -65,25 +69,50 @@ def check_data(ctx: RunContext) -> list[Comparison]:
     non_intercept = adult.m - (adult.intercept is not None)
     out = [
         Comparison.numeric("2 Adult rows after filtering", 45175, adult.n, **COUNT),
-        Comparison.numeric("3 Adult dims after one-hot", 31, non_intercept, **COUNT,
-                           note="plus our intercept column (A20)"),
+        Comparison.numeric(
+            "3 Adult dims after one-hot",
+            31,
+            non_intercept,
+            **COUNT,
+            note="plus our intercept column (A20)",
+        ),
         Comparison.numeric("4 Sepsis rows (primary cohort)", 110204, sepsis.n_train, **COUNT),
         Comparison.numeric("4 Sepsis majority (alive), %", 92.6, alive, abs_tol=0.1, digits=4),
         Comparison.numeric("5 Medical rows after dedup", 1337, medical_raw.n_train, **COUNT),
         Comparison.numeric("5 Medical sample rows", 1000, medical.n, **COUNT),
         Comparison.numeric("5 Medical encoded dims (drop_first)", 8, medical.m - 1, **COUNT),
         Comparison.numeric("6 Credit rows", 30000, credit.n, **COUNT),
-        Comparison.numeric("6 Credit sensitive raw features", 19, len(credit.sensitive_groups), **COUNT),
-        Comparison.numeric("6 Credit insensitive raw features", 4, len(credit.insensitive_groups), **COUNT,
-                           note=f"U = {', '.join(credit.insensitive_groups)}; {credit.m - 1} encoded columns (A15)"),
-    ]  # fmt: skip
+        Comparison.numeric(
+            "6 Credit sensitive raw features", 19, len(credit.sensitive_groups), **COUNT
+        ),
+        Comparison.numeric(
+            "6 Credit insensitive raw features",
+            4,
+            len(credit.insensitive_groups),
+            **COUNT,
+            note=(
+                f"U = {', '.join(credit.insensitive_groups)}; {credit.m - 1} encoded columns (A15)"
+            ),
+        ),
+    ]
     x, y = sepsis_rebalanced(ctx.data_dir)
     out += [
-        Comparison.numeric("4 Sepsis rebalanced rows (spec 5.4, SMOTENC + ENN on the majority)", 179971, x.shape[0],
-                           **COUNT, note="spec's [checked] value, not the paper's"),
-        Comparison.numeric("4 Sepsis rebalanced alive, % (spec 5.4)", 43.3, 100 * float(np.mean(y)), abs_tol=0.05,
-                           digits=4, note="the literal SMOTEENN (variant 'smoteenn') collapses to ≈ 99.8 % alive (A12)"),
-    ]  # fmt: skip
+        Comparison.numeric(
+            "4 Sepsis rebalanced rows (spec 5.4, SMOTENC + ENN on the majority)",
+            179971,
+            x.shape[0],
+            **COUNT,
+            note="spec's [checked] value, not the paper's",
+        ),
+        Comparison.numeric(
+            "4 Sepsis rebalanced alive, % (spec 5.4)",
+            43.3,
+            100 * float(np.mean(y)),
+            abs_tol=0.05,
+            digits=4,
+            note="the literal SMOTEENN (variant 'smoteenn') collapses to ≈ 99.8 % alive (A12)",
+        ),
+    ]
     return out
 
 
@@ -111,13 +140,26 @@ def check_inequality_chain(ctx: RunContext) -> list[Comparison]:
         middle = defs.lower_bound_dimension_term(v)
         checked += 1
         violations += not (v.max() ** 2 <= middle + 1e-12 and middle <= v.sum() + 1e-12)
-    return [Comparison.claim(
-        "24 (TV^(1))² ≤ max_k k(TV^(k))² ≤ Σ TV", "holds (Section 3.3)",
-        f"{violations} violations in {checked} random TV vectors", violations == 0,
-        note="vectors of 1–100 entries: uniform, sparse, near-constant, and edge cases")]  # fmt: skip
+    return [
+        Comparison.claim(
+            "24 (TV^(1))² ≤ max_k k(TV^(k))² ≤ Σ TV",
+            "holds (Section 3.3)",
+            f"{violations} violations in {checked} random TV vectors",
+            violations == 0,
+            note="vectors of 1–100 entries: uniform, sparse, near-constant, and edge cases",
+        )
+    ]
 
 
-LAPLACE_SETUP = {"m": 100, "m_s": 10, "tv": 0.364, "coord_sens": 1.0, "epsilon": 1.0, "beta": 0.1, "seed": 0}
+LAPLACE_SETUP = {
+    "m": 100,
+    "m_s": 10,
+    "tv": 0.364,
+    "coord_sens": 1.0,
+    "epsilon": 1.0,
+    "beta": 0.1,
+    "seed": 0,
+}
 
 
 def check_laplace_tail(ctx: RunContext) -> list[Comparison]:
@@ -130,19 +172,41 @@ def check_laplace_tail(ctx: RunContext) -> list[Comparison]:
     radius = defs.laplace_tail_bound(delta_c, c["epsilon"], c["m"], c["beta"])
     values = np.zeros(c["m"])
     keys = jax.random.split(jax.random.key(c["seed"]), draws)
-    noisy = jax.jit(jax.vmap(lambda k: defs.corrdp_laplace(k, values, coord, tv, s, u, c["epsilon"])))(keys)
+    noisy = jax.jit(
+        jax.vmap(lambda k: defs.corrdp_laplace(k, values, coord, tv, s, u, c["epsilon"]))
+    )(keys)
     errors = np.max(np.abs(np.asarray(noisy, np.float64) - values), axis=1)
     coverage = float(np.mean(errors <= radius))
     # Exact coverage of K iid Laplace(b) coordinates: (1 − β/K)^K for radius b·log(K/β).
     exact = (1 - c["beta"] / c["m"]) ** c["m"]
-    write_csv(pd.DataFrame([{**c, "draws": draws, "delta_c": delta_c, "radius": radius, "coverage": coverage,
-                             "exact_coverage": exact, "config": config_json(c)}]),
-              ctx.out_dir / "laplace_tail.csv")  # fmt: skip
-    return [Comparison.claim(
-        "25 Laplace tail bound P(‖err‖∞ ≤ Δ_C log(K/β)/ε) ≥ 1 − β, β = 0.1", "≥ 0.9 (Thm 2.10); test ≥ 0.89",
-        f"{coverage:.4f} over {draws} draws (exact {exact:.4f})", coverage >= 0.89,
-        note=f"K = m = {c['m']}, m_s = {c['m_s']}, TV = {c['tv']}, Δf_j = 1, ε = {c['epsilon']}: "
-        f"Δ_C = {delta_c:.2f} (vs Δf = {coord.sum():.0f})")]  # fmt: skip
+    write_csv(
+        pd.DataFrame(
+            [
+                {
+                    **c,
+                    "draws": draws,
+                    "delta_c": delta_c,
+                    "radius": radius,
+                    "coverage": coverage,
+                    "exact_coverage": exact,
+                    "config": config_json(c),
+                }
+            ]
+        ),
+        ctx.out_dir / "laplace_tail.csv",
+    )
+    return [
+        Comparison.claim(
+            "25 Laplace tail bound P(‖err‖∞ ≤ Δ_C log(K/β)/ε) ≥ 1 − β, β = 0.1",
+            "≥ 0.9 (Thm 2.10); test ≥ 0.89",
+            f"{coverage:.4f} over {draws} draws (exact {exact:.4f})",
+            coverage >= 0.89,
+            note=(
+                f"K = m = {c['m']}, m_s = {c['m_s']}, TV = {c['tv']}, Δf_j = 1, ε = {c['epsilon']}:"
+                f" Δ_C = {delta_c:.2f} (vs Δf = {coord.sum():.0f})"
+            ),
+        )
+    ]
 
 
 #: Seeds of the training checks in every profile (spec §5.1: seeds 0..9). Item 7 is full-batch GD
@@ -156,28 +220,50 @@ def check_nonprivate_accuracy(ctx: RunContext) -> list[Comparison]:
 
     seeds = TRAINING_SEEDS
     # Units of work (resumable, cached with the code digest), keyed on the panels' protocols.
-    adult = np.asarray(ctx.store.run(f"item7/{config_json(fig1.PANELS['b'])}", lambda: {
-        "accuracy": fig1.nonprivate_accuracy("b", ctx.data_dir, seeds=1).tolist()})["accuracy"])
-    sepsis = np.asarray(ctx.store.run(f"item8/{seeds}/{config_json(fig1.PANELS['c'])}", lambda: {
-        "accuracy": fig1.nonprivate_accuracy("c", ctx.data_dir, seeds=seeds).tolist()})["accuracy"])
+    adult = np.asarray(
+        ctx.store.run(
+            f"item7/{config_json(fig1.PANELS['b'])}",
+            lambda: {"accuracy": fig1.nonprivate_accuracy("b", ctx.data_dir, seeds=1).tolist()},
+        )["accuracy"]
+    )
+    sepsis = np.asarray(
+        ctx.store.run(
+            f"item8/{seeds}/{config_json(fig1.PANELS['c'])}",
+            lambda: {"accuracy": fig1.nonprivate_accuracy("c", ctx.data_dir, seeds=seeds).tolist()},
+        )["accuracy"]
+    )
     return [
-        Comparison.claim("7 Adult non-private accuracy (in-sample, GD α = 0.05, T = 5000)", "83 % (test: 81.5–84.0 %)",
-                         f"{adult[0]:.2f} %", bool(81.5 <= adult[0] <= 84.0),
-                         note="full-batch GD from θ = 0, intercept column; deterministic (spec [checked]: 82.0 %)"),
-        Comparison.claim("8 Sepsis non-private accuracy (in-sample, NN 3-5-2, Adam lr 0.005, T = 200, batch 1024)",
-                         "69 % (test: 66–72 %)",
-                         f"{sepsis.mean():.2f} % (median {np.median(sepsis):.1f}; "
-                         f"seeds: {', '.join(f'{a:.1f}' for a in sepsis)})",
-                         bool(66.0 <= sepsis.mean() <= 72.0),
-                         note=f"mean of {seeds} seeds (init, batches); clip of the mean gradient at 5; 10k-row rebalanced sample"),
+        Comparison.claim(
+            "7 Adult non-private accuracy (in-sample, GD α = 0.05, T = 5000)",
+            "83 % (test: 81.5–84.0 %)",
+            f"{adult[0]:.2f} %",
+            bool(81.5 <= adult[0] <= 84.0),
+            note=(
+                "full-batch GD from θ = 0, intercept column; deterministic (spec [checked]: 82.0 %)"
+            ),
+        ),
+        Comparison.claim(
+            "8 Sepsis non-private accuracy (in-sample, NN 3-5-2, Adam lr 0.005, T = 200, batch"
+            " 1024)",
+            "69 % (test: 66–72 %)",
+            f"{sepsis.mean():.2f} % (median {np.median(sepsis):.1f}; "
+            f"seeds: {', '.join(f'{a:.1f}' for a in sepsis)})",
+            bool(66.0 <= sepsis.mean() <= 72.0),
+            note=(
+                f"mean of {seeds} seeds (init, batches); clip of the mean gradient at 5; 10k-row"
+                " rebalanced sample"
+            ),
+        ),
     ]
 
 
 def check_standard_gap(ctx: RunContext) -> list[Comparison]:
     from experiments import wang2026_fig1 as fig1
 
-    record = ctx.store.run(f"item14/{TRAINING_SEEDS}/{config_json(fig1.PANELS['a'])}", lambda: dataclasses.asdict(
-        fig1.item14_check(ctx.data_dir, seeds=TRAINING_SEEDS)))
+    record = ctx.store.run(
+        f"item14/{TRAINING_SEEDS}/{config_json(fig1.PANELS['a'])}",
+        lambda: dataclasses.asdict(fig1.item14_check(ctx.data_dir, seeds=TRAINING_SEEDS)),
+    )
     return [Comparison(**record)]
 
 

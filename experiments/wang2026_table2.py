@@ -44,15 +44,31 @@ M_S = (5, 10, 20, 50, 80)
 #: Our derivation (spec §5.2 table / item 13): population TV(i) for every i ∈ U.
 POPULATION_TV = {5: 0.340, 10: 0.364, 20: 0.382, 50: 0.399, 80: 0.407}
 #: The spec's [checked] plug-in reference: mean (min–max over features and 5 data sets), n = 2000.
-PLUGIN_REFERENCE = {5: "0.38 (0.20–0.62)", 10: "0.44 (0.26–0.66)", 20: "0.53 (0.35–0.69)",
-                    50: "0.67 (0.51–0.80)", 80: "0.77 (0.68–0.86)"}  # fmt: skip
+PLUGIN_REFERENCE = {
+    5: "0.38 (0.20–0.62)",
+    10: "0.44 (0.26–0.66)",
+    20: "0.53 (0.35–0.69)",
+    50: "0.67 (0.51–0.80)",
+    80: "0.77 (0.68–0.86)",
+}
 SEPSIS_RANGE = (0.2, 0.4)
 
 GRIDS = {
-    "smoke": {"adult_rows": 5000, "adult_bins": (10,), "credit_bins": (20,), "sepsis_bins": (None, 20), "data_seeds": (0,)},
-    "quick": {"adult_rows": None, "adult_bins": (5, 10, 20), "credit_bins": (10, 20, 30),
-              "sepsis_bins": (None, 5, 10, 20, 50), "data_seeds": (0, 1, 2, 3, 4)},
-}  # fmt: skip
+    "smoke": {
+        "adult_rows": 5000,
+        "adult_bins": (10,),
+        "credit_bins": (20,),
+        "sepsis_bins": (None, 20),
+        "data_seeds": (0,),
+    },
+    "quick": {
+        "adult_rows": None,
+        "adult_bins": (5, 10, 20),
+        "credit_bins": (10, 20, 30),
+        "sepsis_bins": (None, 5, 10, 20, 50),
+        "data_seeds": (0, 1, 2, 3, 4),
+    },
+}
 GRIDS["paper"] = GRIDS["quick"]
 
 
@@ -65,14 +81,28 @@ def _bins_label(bins) -> str:
 
 def synthetic_unit(m_s: int, seeds) -> dict:
     truth = synthetic_truth(m_s, 0)
-    population = tv.synthetic_tv_factors(truth.mean, truth.cov, truth.sensitive, truth.insensitive, delta=DELTA)
-    plug = np.concatenate([
-        tv.plugin_tv_factors(synthetic_truth(m_s, s).dataset.x_train, truth.sensitive, truth.insensitive, delta=DELTA)
-        for s in seeds
-    ])  # fmt: skip
-    return {"population_min": float(population.min()), "population_max": float(population.max()),
-            "plugin_mean": float(plug.mean()), "plugin_min": float(plug.min()), "plugin_max": float(plug.max()),
-            "plugin_seed0": [float(v) for v in plug[: len(truth.insensitive)]]}  # fmt: skip
+    population = tv.synthetic_tv_factors(
+        truth.mean, truth.cov, truth.sensitive, truth.insensitive, delta=DELTA
+    )
+    plug = np.concatenate(
+        [
+            tv.plugin_tv_factors(
+                synthetic_truth(m_s, s).dataset.x_train,
+                truth.sensitive,
+                truth.insensitive,
+                delta=DELTA,
+            )
+            for s in seeds
+        ]
+    )
+    return {
+        "population_min": float(population.min()),
+        "population_max": float(population.max()),
+        "plugin_mean": float(plug.mean()),
+        "plugin_min": float(plug.min()),
+        "plugin_max": float(plug.max()),
+        "plugin_seed0": [float(v) for v in plug[: len(truth.insensitive)]],
+    }
 
 
 def adult_unit(data_dir, rows: int | None, bins_list) -> dict:
@@ -85,12 +115,19 @@ def adult_unit(data_dir, rows: int | None, bins_list) -> dict:
     out = {}
     base = tv.adult_tv(data, bins=bins_list[0])  # the LR parts do not depend on the bins
     for feature, result in base.items():
-        entry = {"kind": result.kind, "discrete": result.discrete_part, "continuous": {}, "total": {}}
+        entry = {
+            "kind": result.kind,
+            "discrete": result.discrete_part,
+            "continuous": {},
+            "total": {},
+        }
         for bins in bins_list:
             if result.kind == "continuous":  # Gaussian model: no bins
                 cont = result.continuous_part
             else:
-                codes = np.unique(x[:, list(data.insensitive_groups[feature])], axis=0, return_inverse=True)[1]
+                codes = np.unique(
+                    x[:, list(data.insensitive_groups[feature])], axis=0, return_inverse=True
+                )[1]
                 cont = tv.histogram_tv(s_cont, codes.reshape(-1), bins=bins)
             entry["continuous"][str(bins)] = float(cont)
             entry["total"][str(bins)] = float(min(result.discrete_part + cont, 1.0))
@@ -138,9 +175,18 @@ MEDICAL_PROCEDURE = {  # variant -> (continuous S, discrete S, continuous U)
 def medical_unit(data_dir) -> dict:
     out = {}
     for variant, (cont, disc, kinds) in MEDICAL_PROCEDURE.items():
-        result = tv.mixed_tv_factors(load_corrdp("medical", data_dir, variant=variant), cont, disc, kinds)
-        out[variant] = {f: {"kind": r.kind, "discrete": r.discrete_part, "continuous": r.continuous_part,
-                            "total": r.total} for f, r in result.items()}  # fmt: skip
+        result = tv.mixed_tv_factors(
+            load_corrdp("medical", data_dir, variant=variant), cont, disc, kinds
+        )
+        out[variant] = {
+            f: {
+                "kind": r.kind,
+                "discrete": r.discrete_part,
+                "continuous": r.continuous_part,
+                "total": r.total,
+            }
+            for f, r in result.items()
+        }
     return out
 
 
@@ -153,48 +199,109 @@ def run(ctx: RunContext) -> list[Comparison]:
     comparisons: list[Comparison] = []
 
     def add(key, dataset, feature, estimator, setting, paper, ours, **extra):
-        rows.append({"dataset": dataset, "feature": feature, "estimator": estimator, "setting": setting,
-                     "paper_factor": paper, "ours": ours, **extra,
-                     "versions": provenance_json(ctx.store.provenance(key))})  # fmt: skip
+        rows.append(
+            {
+                "dataset": dataset,
+                "feature": feature,
+                "estimator": estimator,
+                "setting": setting,
+                "paper_factor": paper,
+                "ours": ours,
+                **extra,
+                "versions": provenance_json(ctx.store.provenance(key)),
+            }
+        )
 
     # 13: synthetic
     seeds = grid["data_seeds"]
     for m_s in ctx.progress.track(M_S, "synthetic m_s"):
         key = f"synthetic/m_s={m_s}/seeds={','.join(map(str, seeds))}"
         rec = ctx.store.run(key, lambda m_s=m_s: synthetic_unit(m_s, seeds))
-        add(key, "synthetic", "every i in U", "Eq. 22 population (App. E.1)", f"m_s={m_s}", np.nan, rec["population_max"])
-        add(key, "synthetic", "every i in U", "Eq. 22 empirical plug-in, mean", f"m_s={m_s}, data seeds {seeds}", np.nan,
-            rec["plugin_mean"], low=rec["plugin_min"], high=rec["plugin_max"])  # fmt: skip
-        comparisons.append(Comparison.numeric(
-            f"13 synthetic population TV(i), m_s={m_s}", POPULATION_TV[m_s], rec["population_max"], abs_tol=0.001,
-            digits=4, note="spec's derivation (the paper reports none); equal for every i in U "
-            f"(min {rec['population_min']:.6f}, max {rec['population_max']:.6f})"))  # fmt: skip
-        comparisons.append(Comparison.info(
-            f"13 synthetic plug-in TV̂(i), m_s={m_s}",
-            f"mean {rec['plugin_mean']:.3f} ({rec['plugin_min']:.2f}–{rec['plugin_max']:.2f})",
-            note=f"empirical mean + full covariance of X (A21), n=2000, data seeds {list(seeds)}; upward biased",
-            paper=f"spec: {PLUGIN_REFERENCE[m_s]}"))  # fmt: skip
+        add(
+            key,
+            "synthetic",
+            "every i in U",
+            "Eq. 22 population (App. E.1)",
+            f"m_s={m_s}",
+            np.nan,
+            rec["population_max"],
+        )
+        add(
+            key,
+            "synthetic",
+            "every i in U",
+            "Eq. 22 empirical plug-in, mean",
+            f"m_s={m_s}, data seeds {seeds}",
+            np.nan,
+            rec["plugin_mean"],
+            low=rec["plugin_min"],
+            high=rec["plugin_max"],
+        )
+        comparisons.append(
+            Comparison.numeric(
+                f"13 synthetic population TV(i), m_s={m_s}",
+                POPULATION_TV[m_s],
+                rec["population_max"],
+                abs_tol=0.001,
+                digits=4,
+                note=(
+                    "spec's derivation (the paper reports none); equal for every i in U "
+                    f"(min {rec['population_min']:.6f}, max {rec['population_max']:.6f})"
+                ),
+            )
+        )
+        comparisons.append(
+            Comparison.info(
+                f"13 synthetic plug-in TV̂(i), m_s={m_s}",
+                f"mean {rec['plugin_mean']:.3f} ({rec['plugin_min']:.2f}–{rec['plugin_max']:.2f})",
+                note=(
+                    "empirical mean + full covariance of X (A21), n=2000, data seeds"
+                    f" {list(seeds)}; upward biased"
+                ),
+                paper=f"spec: {PLUGIN_REFERENCE[m_s]}",
+            )
+        )
 
     # 9: Adult
     ctx.progress("adult mixed procedure")
     key = f"adult/rows={grid['adult_rows']}/bins={grid['adult_bins']}"
-    adult = ctx.store.run(key, lambda: adult_unit(ctx.data_dir, grid["adult_rows"], grid["adult_bins"]))
-    subsample = "" if grid["adult_rows"] is None else f" (smoke: {grid['adult_rows']}-row subsample)"
+    adult = ctx.store.run(
+        key, lambda: adult_unit(ctx.data_dir, grid["adult_rows"], grid["adult_bins"])
+    )
+    subsample = (
+        "" if grid["adult_rows"] is None else f" (smoke: {grid['adult_rows']}-row subsample)"
+    )
     for feature, entry in adult.items():
         for bins in grid["adult_bins"]:
             cont, total = entry["continuous"][str(bins)], entry["total"][str(bins)]
             setting = "Gaussian (Eq. 22)" if entry["kind"] == "continuous" else f"{bins} bins/dim"
-            add(key, "adult", feature, "§5.3 mixed: min{discrete + continuous, 1}", setting, ADULT_FACTORS[feature],
-                total, discrete_part=entry["discrete"], continuous_part=cont)  # fmt: skip
+            add(
+                key,
+                "adult",
+                feature,
+                "§5.3 mixed: min{discrete + continuous, 1}",
+                setting,
+                ADULT_FACTORS[feature],
+                total,
+                discrete_part=entry["discrete"],
+                continuous_part=cont,
+            )
         totals = [entry["total"][str(b)] for b in grid["adult_bins"]]
         conts = [entry["continuous"][str(b)] for b in grid["adult_bins"]]
-        comparisons.append(Comparison.info(
-            f"9 Adult TV factor {feature}",
-            f"{_span(totals)} = discrete {entry['discrete']:.3f} + continuous {_span(conts)}"
-            + ("" if entry["kind"] == "continuous" else f" ({'/'.join(map(str, grid['adult_bins']))} bins/dim)")
-            + subsample,
-            paper=f"{ADULT_FACTORS[feature]:g} (Table 2; hard-coded in the runs)",
-            note=ADULT_NOTES[feature]))  # fmt: skip
+        comparisons.append(
+            Comparison.info(
+                f"9 Adult TV factor {feature}",
+                f"{_span(totals)} = discrete {entry['discrete']:.3f} + continuous {_span(conts)}"
+                + (
+                    ""
+                    if entry["kind"] == "continuous"
+                    else f" ({'/'.join(map(str, grid['adult_bins']))} bins/dim)"
+                )
+                + subsample,
+                paper=f"{ADULT_FACTORS[feature]:g} (Table 2; hard-coded in the runs)",
+                note=ADULT_NOTES[feature],
+            )
+        )
 
     # 10: Credit
     ctx.progress("credit conditional histograms")
@@ -202,15 +309,27 @@ def run(ctx: RunContext) -> list[Comparison]:
     credit = ctx.store.run(key, lambda: credit_unit(ctx.data_dir, grid["credit_bins"]))
     for feature, per_bins in credit.items():
         for bins, entry in per_bins.items():
-            add(key, "credit", feature, "1-D conditional histogram, max over the 19 sensitive features", f"{bins} bins",
-                CREDIT_FACTORS[feature], entry["tv"], argmax=entry["argmax"])  # fmt: skip
+            add(
+                key,
+                "credit",
+                feature,
+                "1-D conditional histogram, max over the 19 sensitive features",
+                f"{bins} bins",
+                CREDIT_FACTORS[feature],
+                entry["tv"],
+                argmax=entry["argmax"],
+            )
         values = [per_bins[str(b)]["tv"] for b in grid["credit_bins"]]
         argmax = sorted({per_bins[str(b)]["argmax"] for b in grid["credit_bins"]})
-        comparisons.append(Comparison.info(
-            f"10 Credit TV factor {feature}",
-            f"{_span(values)} ({'/'.join(map(str, grid['credit_bins']))} bins; max at {', '.join(argmax)})",
-            paper=f"{CREDIT_FACTORS[feature]:g} (App. E.4; hard-coded in the runs)",
-            note="conditioning on every raw value; the paper's histogram procedure is unstated"))  # fmt: skip
+        comparisons.append(
+            Comparison.info(
+                f"10 Credit TV factor {feature}",
+                f"{_span(values)} ({'/'.join(map(str, grid['credit_bins']))} bins; max at"
+                f" {', '.join(argmax)})",
+                paper=f"{CREDIT_FACTORS[feature]:g} (App. E.4; hard-coded in the runs)",
+                note="conditioning on every raw value; the paper's histogram procedure is unstated",
+            )
+        )
 
     # 11: Sepsis
     ctx.progress("sepsis joint-cell histograms")
@@ -219,21 +338,42 @@ def run(ctx: RunContext) -> list[Comparison]:
     paper_tv = SEPSIS_FACTORS["episode_number"]
     for label in ("original", "rebalanced", "sample"):
         for bins, value in sepsis[label].items():
-            add(key, "sepsis", "(sex, episode) jointly", f"§5.4 joint-cell histogram of age, {label} data", f"{bins} bins",
-                paper_tv, value)  # fmt: skip
+            add(
+                key,
+                "sepsis",
+                "(sex, episode) jointly",
+                f"§5.4 joint-cell histogram of age, {label} data",
+                f"{bins} bins",
+                paper_tv,
+                value,
+            )
     labels = "/".join(sepsis["rebalanced"])
     rebalanced = list(sepsis["rebalanced"].values())
     lo, hi = SEPSIS_RANGE
-    comparisons.append(Comparison.claim(
-        "11 Sepsis TV_max on the rebalanced data", f"{paper_tv:g} (App. E.3); spec: estimator in [{lo}, {hi}]",
-        f"{', '.join(f'{v:.3f}' for v in rebalanced)} ({labels} bins)", all(lo <= v <= hi for v in rebalanced),
-        note=f"SMOTENC + ENN on the majority class: {sepsis['rebalanced_rows']} rows, "
-        f"{sepsis['rebalanced_alive']:.1%} alive (spec 179,971 / 43.3%)"))  # fmt: skip
-    for label, note in (("original", "spec: 0.21–0.24 (5–50 bins)"),
-                        ("sample", "spec: 0.36–0.57; small cells (≈35 rows) inflate the plug-in")):  # fmt: skip
-        comparisons.append(Comparison.info(
-            f"11 Sepsis TV_max on the {label} data", f"{_span(sepsis[label].values())} ({labels} bins)",
-            paper=f"{paper_tv:g}", note=note))  # fmt: skip
+    comparisons.append(
+        Comparison.claim(
+            "11 Sepsis TV_max on the rebalanced data",
+            f"{paper_tv:g} (App. E.3); spec: estimator in [{lo}, {hi}]",
+            f"{', '.join(f'{v:.3f}' for v in rebalanced)} ({labels} bins)",
+            all(lo <= v <= hi for v in rebalanced),
+            note=(
+                f"SMOTENC + ENN on the majority class: {sepsis['rebalanced_rows']} rows, "
+                f"{sepsis['rebalanced_alive']:.1%} alive (spec 179,971 / 43.3%)"
+            ),
+        )
+    )
+    for label, note in (
+        ("original", "spec: 0.21–0.24 (5–50 bins)"),
+        ("sample", "spec: 0.36–0.57; small cells (≈35 rows) inflate the plug-in"),
+    ):
+        comparisons.append(
+            Comparison.info(
+                f"11 Sepsis TV_max on the {label} data",
+                f"{_span(sepsis[label].values())} ({labels} bins)",
+                paper=f"{paper_tv:g}",
+                note=note,
+            )
+        )
 
     # 12: Medical
     ctx.progress("medical mixed procedure")
@@ -241,16 +381,28 @@ def run(ctx: RunContext) -> list[Comparison]:
     medical = ctx.store.run(key, lambda: medical_unit(ctx.data_dir))
     for variant, per_feature in medical.items():
         for feature, entry in per_feature.items():
-            add(key, "medical", feature, f"§5.3 mixed procedure ({variant} split)", "default bins", MEDICAL_TV_MAX,
-                entry["total"], discrete_part=entry["discrete"], continuous_part=entry["continuous"])  # fmt: skip
+            add(
+                key,
+                "medical",
+                feature,
+                f"§5.3 mixed procedure ({variant} split)",
+                "default bins",
+                MEDICAL_TV_MAX,
+                entry["total"],
+                discrete_part=entry["discrete"],
+                continuous_part=entry["continuous"],
+            )
         cont, disc, _ = MEDICAL_PROCEDURE[variant]
-        comparisons.append(Comparison.info(
-            f"12 Medical TV per insensitive feature ({variant} split)",
-            ", ".join(f"{f} {e['total']:.3f}" for f, e in per_feature.items())
-            + f"; max {max(e['total'] for e in per_feature.values()):.3f}",
-            paper=f"{MEDICAL_TV_MAX:g} for every insensitive column (App. E.5; hard-coded)",
-            note=f"method not described by the paper; ours: S^c = {', '.join(cont)}"
-            + (f", S^d = {', '.join(disc)}" if disc else ", no discrete S")))  # fmt: skip
+        comparisons.append(
+            Comparison.info(
+                f"12 Medical TV per insensitive feature ({variant} split)",
+                ", ".join(f"{f} {e['total']:.3f}" for f, e in per_feature.items())
+                + f"; max {max(e['total'] for e in per_feature.values()):.3f}",
+                paper=f"{MEDICAL_TV_MAX:g} for every insensitive column (App. E.5; hard-coded)",
+                note=f"method not described by the paper; ours: S^c = {', '.join(cont)}"
+                + (f", S^d = {', '.join(disc)}" if disc else ", no discrete S"),
+            )
+        )
 
     frame = pd.DataFrame(rows)
     frame.insert(0, "profile", ctx.profile)

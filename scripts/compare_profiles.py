@@ -44,7 +44,13 @@ _NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?([eE][-+]?\d+)?")
 
 def _pair(left: pd.DataFrame, right: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     """Rows matched by quantity, then the rest by their quantity with every number masked."""
-    merged = left.merge(right, on=["quantity", "occurrence"], how="outer", suffixes=(f"_{a}", f"_{b}"), indicator=True)
+    merged = left.merge(
+        right,
+        on=["quantity", "occurrence"],
+        how="outer",
+        suffixes=(f"_{a}", f"_{b}"),
+        indicator=True,
+    )
     rest = {side: merged[merged["_merge"] == f"{side}_only"] for side in ("left", "right")}
     if rest["left"].empty or rest["right"].empty:
         return merged
@@ -58,10 +64,27 @@ def _pair(left: pd.DataFrame, right: pd.DataFrame, a: str, b: str) -> pd.DataFra
     paired["quantity"] = paired[f"quantity_{a}"] + " → " + paired[f"quantity_{b}"]
     paired["_merge"] = "both"
     used_a, used_b = set(paired[f"quantity_{a}"]), set(paired[f"quantity_{b}"])
-    keep = merged[(merged["_merge"] == "both") | ((merged["_merge"] == "left_only") & ~merged["quantity"].isin(used_a))
-                  | ((merged["_merge"] == "right_only") & ~merged["quantity"].isin(used_b))]
-    return pd.concat([keep, paired[["quantity", f"status_{a}", f"measured_{a}", f"status_{b}", f"measured_{b}", "_merge"]]],
-                     ignore_index=True)
+    keep = merged[
+        (merged["_merge"] == "both")
+        | ((merged["_merge"] == "left_only") & ~merged["quantity"].isin(used_a))
+        | ((merged["_merge"] == "right_only") & ~merged["quantity"].isin(used_b))
+    ]
+    return pd.concat(
+        [
+            keep,
+            paired[
+                [
+                    "quantity",
+                    f"status_{a}",
+                    f"measured_{a}",
+                    f"status_{b}",
+                    f"measured_{b}",
+                    "_merge",
+                ]
+            ],
+        ],
+        ignore_index=True,
+    )
 
 
 def _counts(frame: pd.DataFrame) -> str:
@@ -74,17 +97,26 @@ def _cell(text: str, limit: int = 160) -> str:
 
 
 def compare(first: Path, second: Path, names: tuple[str, str] = ("quick", "paper")) -> str:
-    """The markdown comparison of ``first``'s and ``second``'s comparisons, experiment by experiment."""
+    """The markdown comparison of ``first``'s and ``second``'s comparisons, experiment by
+    experiment."""
     a, b = names
-    summary = [f"| experiment | {a}: pass / miss / info | {b}: pass / miss / info | status changed | measured changed "
-               f"| only in {a} | only in {b} |", "|---|---|---|---|---|---|---|"]
+    summary = [
+        (
+            f"| experiment | {a}: pass / miss / info | {b}: pass / miss / info | status changed |"
+            f" measured changed | only in {a} | only in {b} |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
     details = []
     for experiment_id in experiments.REGISTRY:
         left, right = _rows(first, experiment_id), _rows(second, experiment_id)
         if left is None or right is None:
             missing = " and ".join(n for n, f in ((a, left), (b, right)) if f is None)
-            summary.append(f"| `{experiment_id}` | {'—' if left is None else _counts(left)} | "
-                           f"{'—' if right is None else _counts(right)} | not compared: no results in {missing} | | | |")
+            summary.append(
+                f"| `{experiment_id}` | {'—' if left is None else _counts(left)} |"
+                f" {'—' if right is None else _counts(right)} | not compared: no results in"
+                f" {missing} | | | |"
+            )
             continue
         merged = _pair(left, right, a, b)
         both = merged[merged["_merge"] == "both"]
@@ -92,31 +124,43 @@ def compare(first: Path, second: Path, names: tuple[str, str] = ("quick", "paper
         measured = both[both[f"measured_{a}"] != both[f"measured_{b}"]]
         only_a = merged[merged["_merge"] == "left_only"]
         only_b = merged[merged["_merge"] == "right_only"]
-        summary.append(f"| `{experiment_id}` | {_counts(left)} | {_counts(right)} | {len(status)} | {len(measured)} "
-                       f"| {len(only_a)} | {len(only_b)} |")
+        summary.append(
+            f"| `{experiment_id}` | {_counts(left)} | {_counts(right)} | {len(status)} |"
+            f" {len(measured)} | {len(only_a)} | {len(only_b)} |"
+        )
         parts = []
         if len(status):
             lines = [f"| quantity | {a} | {b} |", "|---|---|---|"]
             for _, r in status.iterrows():
-                lines.append(f"| {_cell(r['quantity'])} | {r[f'status_{a}']}: {_cell(r[f'measured_{a}'])} "
-                             f"| {r[f'status_{b}']}: {_cell(r[f'measured_{b}'])} |")
+                lines.append(
+                    f"| {_cell(r['quantity'])} | {r[f'status_{a}']}: {_cell(r[f'measured_{a}'])} "
+                    f"| {r[f'status_{b}']}: {_cell(r[f'measured_{b}'])} |"
+                )
             parts.append("Status changed:\n\n" + "\n".join(lines))
         if len(measured):
             lines = [f"| quantity | {a} | {b} |", "|---|---|---|"]
             for _, r in measured.iterrows():
-                lines.append(f"| {_cell(r['quantity'])} | {_cell(r[f'measured_{a}'])} | {_cell(r[f'measured_{b}'])} |")
+                lines.append(
+                    f"| {_cell(r['quantity'])} | {_cell(r[f'measured_{a}'])} |"
+                    f" {_cell(r[f'measured_{b}'])} |"
+                )
             parts.append("Measured value changed:\n\n" + "\n".join(lines))
         for label, rows, side in ((f"Only in {a}", only_a, a), (f"Only in {b}", only_b, b)):
             if len(rows):
-                items = "\n".join(f"- {_cell(r['quantity'])}: {r[f'status_{side}']}, {_cell(r[f'measured_{side}'])}"
-                                  for _, r in rows.iterrows())
+                items = "\n".join(
+                    f"- {_cell(r['quantity'])}: {r[f'status_{side}']},"
+                    f" {_cell(r[f'measured_{side}'])}"
+                    for _, r in rows.iterrows()
+                )
                 parts.append(f"{label}:\n\n{items}")
         if parts:
             details.append(f"## `{experiment_id}`\n\n" + "\n\n".join(parts) + "\n")
-    head = (f"# {a} vs {b}: the same experiments at two profiles\n\n"
-            f"Generated by `scripts/compare_profiles.py {first} {second}` from each experiment's `comparisons.csv` "
-            "(rows matched by their quantity). A status that changed between profiles is a conclusion that changed "
-            "with scale; a changed measured value may or may not be.\n\n")
+    head = (
+        f"# {a} vs {b}: the same experiments at two profiles\n\nGenerated by"
+        f" `scripts/compare_profiles.py {first} {second}` from each experiment's `comparisons.csv`"
+        " (rows matched by their quantity). A status that changed between profiles is a conclusion"
+        " that changed with scale; a changed measured value may or may not be.\n\n"
+    )
     return head + "\n".join(summary) + "\n\n" + "\n".join(details)
 
 
@@ -125,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("first", type=Path, help="e.g. results (quick)")
     parser.add_argument("second", type=Path, help="e.g. results-paper")
     parser.add_argument("--names", default="quick,paper", help="labels of the two, comma-separated")
-    parser.add_argument("--out", type=Path, default=None, help="write the markdown here instead of stdout")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the markdown here instead of stdout"
+    )
     args = parser.parse_args(argv)
     for directory in (args.first, args.second):
         if not directory.is_dir():

@@ -35,7 +35,10 @@ def data_dir() -> Path:
     for candidate in _candidate_data_dirs():
         if (candidate / "SHA256SUMS").exists() or (candidate / "mnist").is_dir():
             return candidate
-    message = f"real data not found (looked in {[str(c) for c in _candidate_data_dirs()]}); set DPPREP_DATA_DIR"
+    message = (
+        f"real data not found (looked in {[str(c) for c in _candidate_data_dirs()]}); set"
+        " DPPREP_DATA_DIR"
+    )
     if os.environ.get("DPPREP_REQUIRE_DATA") == "1":
         pytest.fail(message)
     pytest.skip(message)
@@ -67,9 +70,22 @@ def smoke_run(tmp_path_factory, data_dir) -> SmokeRun:
     computing every experiment again (test_run_all asserts the run itself succeeded)."""
     out = tmp_path_factory.mktemp("smoke-run") / "results"
     process = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "run_all.py"), "--profile", "smoke", "--out", str(out),
-         "--data-dir", str(data_dir)],
-        cwd=REPO, capture_output=True, text=True, timeout=3600, env=os.environ | _HERMETIC_ENV)
+        [
+            sys.executable,
+            str(REPO / "scripts" / "run_all.py"),
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(data_dir),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=os.environ | _HERMETIC_ENV,
+    )
     return SmokeRun(out, process)
 
 

@@ -1,4 +1,5 @@
-"""Auditing: the statistics against independent values, bad input, and that a broken learner is caught."""
+"""Auditing: the statistics against independent values, bad input, and that a broken learner is
+caught."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from dpprep.auditing import AuditConfig, audit
 def test_gdp_epsilon_matches_dp_accounting_gaussian():
     # μ-GDP is one Gaussian release with σ = 1/μ; pinned against dp-accounting's analytic value.
     for mu in (0.25, 1.0, 2.0):
-        assert auditing.gdp_epsilon(mu, 1e-5) == pytest.approx(dp.analytic_gaussian_epsilon(1 / mu, 1e-5))
+        assert auditing.gdp_epsilon(mu, 1e-5) == pytest.approx(
+            dp.analytic_gaussian_epsilon(1 / mu, 1e-5)
+        )
     assert auditing.gdp_epsilon(0.0, 1e-5) == 0.0
 
 
@@ -47,7 +50,8 @@ def test_gdp_lower_bound_close_to_jax_privacy_when_separated():
 
 def test_gdp_lower_bound_is_zero_on_identical_samples_where_jax_privacy_is_not():
     # jax-privacy 2.0.0 takes |μ_t| of upper-bound estimates (PR #270): ε > 0 from two identical
-    # distributions. Ours must stay a valid bound; the second assert documents why we do not call theirs.
+    # distributions. Ours must stay a valid bound; the second assert documents why we do not call
+    # theirs.
     rng = np.random.default_rng(1)
     inside, outside = rng.normal(0, 1, 10_000), rng.normal(0, 1, 10_000)
     _, ours = auditing.gdp_lower_bound(inside, outside, significance=0.05, delta=1e-5)
@@ -65,9 +69,14 @@ def test_gdp_lower_bound_is_valid_for_gaussian_scores():
     for _ in range(40):
         inside, outside = rng.normal(mu, 1, 3000), rng.normal(0, 1, 3000)
         thresholds = np.quantile(rng.normal(mu / 2, 1, 2000), np.linspace(0, 1, 34)[1:-1])
-        bounds.append(auditing.gdp_lower_bound(auditing.discretise(inside, thresholds),
-                                               auditing.discretise(outside, thresholds),
-                                               significance=0.05, delta=1e-5)[1])
+        bounds.append(
+            auditing.gdp_lower_bound(
+                auditing.discretise(inside, thresholds),
+                auditing.discretise(outside, thresholds),
+                significance=0.05,
+                delta=1e-5,
+            )[1]
+        )
     assert max(bounds) <= truth
     assert np.median(bounds) > 0.5 * truth  # and it is not vacuous
 
@@ -84,16 +93,22 @@ def test_required_runs_is_where_a_perfect_attack_first_reaches_epsilon():
     assert perfect_bound(n) >= eps > perfect_bound(n - 1)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"learner": "dp_sgd_adam"}, "unknown learner 'dp_sgd_adam'; known: dp_gd"),
-    ({"learner": "dp_gd", "threat_model": "grey_box"}, "unknown threat_model 'grey_box'"),
-    ({"learner": "dp_sgd_iteration", "threat_model": "white_box"}, "hides the intermediate iterates"),
-    ({"learner": "dp_gd", "runs": 10}, r"too few: .* fewer than \d+ runs per world"),
-    ({"learner": "dp_gd", "epsilon": 0.0}, "epsilon"),
-    ({"learner": "dp_gd", "delta": 1.5}, "delta"),
-    ({"learner": "dp_sgd_poisson", "batch_size": 100}, "batch_size must be < n"),
-    ({"learner": "dpsgdf", "eps_f": 1.0}, "eps_f"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"learner": "dp_sgd_adam"}, "unknown learner 'dp_sgd_adam'; known: dp_gd"),
+        ({"learner": "dp_gd", "threat_model": "grey_box"}, "unknown threat_model 'grey_box'"),
+        (
+            {"learner": "dp_sgd_iteration", "threat_model": "white_box"},
+            "hides the intermediate iterates",
+        ),
+        ({"learner": "dp_gd", "runs": 10}, r"too few: .* fewer than \d+ runs per world"),
+        ({"learner": "dp_gd", "epsilon": 0.0}, "epsilon"),
+        ({"learner": "dp_gd", "delta": 1.5}, "delta"),
+        ({"learner": "dp_sgd_poisson", "batch_size": 100}, "batch_size must be < n"),
+        ({"learner": "dpsgdf", "eps_f": 1.0}, "eps_f"),
+    ],
+)
 def test_bad_audit_configs_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AuditConfig(**kwargs)
@@ -101,7 +116,8 @@ def test_bad_audit_configs_raise(kwargs, match):
 
 def test_required_runs_error_names_the_number():
     # Each bound runs at significance / k for up to k = 4 tests (3 rigorous bounds and the noise
-    # test; Bonferroni), so a perfect attack needs the runs of significance 0.05 / 4, more than at 0.05.
+    # test; Bonferroni), so a perfect attack needs the runs of significance 0.05 / 4, more than at
+    # 0.05.
     needed = auditing.required_runs(4.0, 1e-5, significance=0.05 / (len(auditing.BOUND_NAMES) + 1))
     assert needed > auditing.required_runs(4.0, 1e-5)
     with pytest.raises(ValueError, match=f"fewer than {needed} runs per world"):
@@ -128,8 +144,12 @@ def test_shuffle_proven_bound_is_epochs_gaussian_releases():
     from dpprep.plan import ExecutionPlan
 
     z, epochs = 3.0, 4
-    plan = ExecutionPlan.create("shuffle", 100, batch_size=10, epochs=epochs, shuffle_bound="no_amplification")
-    assert plan.epsilon(z, 1e-5) == pytest.approx(dp.analytic_gaussian_epsilon(z / math.sqrt(epochs), 1e-5), rel=1e-3)
+    plan = ExecutionPlan.create(
+        "shuffle", 100, batch_size=10, epochs=epochs, shuffle_bound="no_amplification"
+    )
+    assert plan.epsilon(z, 1e-5) == pytest.approx(
+        dp.analytic_gaussian_epsilon(z / math.sqrt(epochs), 1e-5), rel=1e-3
+    )
 
 
 def test_pipeline_canary_moves_every_imputed_row():
@@ -142,14 +162,19 @@ def test_pipeline_canary_moves_every_imputed_row():
     assert len(changed) == p + 1  # the p imputed rows and the canary itself
     assert sens.linf == p
     # Each imputed value moves by exactly 2/(n − p) (the canary's ±1 in the mean of n − p observed).
-    np.testing.assert_allclose(np.abs(x_in[changed[:-1], 0] - x_out[changed[:-1], 0]), 2 / (cfg.n - p), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.abs(x_in[changed[:-1], 0] - x_out[changed[:-1], 0]), 2 / (cfg.n - p), rtol=1e-5
+    )
 
 
 @pytest.mark.slow
 def test_honest_dp_gd_bound_is_below_theory_and_a_broken_one_is_caught():
-    # The same audit twice: the learner as accounted, and one adding half the noise its accountant assumes.
+    # The same audit twice: the learner as accounted, and one adding half the noise its accountant
+    # assumes.
     honest = audit(AuditConfig("dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3))
-    broken = audit(AuditConfig("dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5))
+    broken = audit(
+        AuditConfig("dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5)
+    )
     # Held to the requested ε through the independent yardstick (its noise floor is 1 % below the
     # reference calibration, so the ε it holds to is a hair above the request).
     assert 1.0 < honest.theoretical == pytest.approx(1.0, rel=2 * auditing.YARDSTICK_TOLERANCE)
@@ -163,15 +188,24 @@ def test_honest_dp_gd_bound_is_below_theory_and_a_broken_one_is_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("learner, threat", [
-    ("dp_sgd_poisson", "white_box"), ("dp_sgd_shuffle", "white_box"), ("dp_sgd_iteration", "final_model"),
-    ("dpsgdf", "white_box"), ("corrdp_sgd", "white_box"), ("impute_dp_gd", "white_box"),
-    ("dp_sgd_poisson", "final_model"),
-])
+@pytest.mark.parametrize(
+    "learner, threat",
+    [
+        ("dp_sgd_poisson", "white_box"),
+        ("dp_sgd_shuffle", "white_box"),
+        ("dp_sgd_iteration", "final_model"),
+        ("dpsgdf", "white_box"),
+        ("corrdp_sgd", "white_box"),
+        ("impute_dp_gd", "white_box"),
+        ("dp_sgd_poisson", "final_model"),
+    ],
+)
 def test_every_learner_audits_below_its_theory(learner, threat):
     eps = 0.25 if learner == "impute_dp_gd" else 2.0
     shape = {"dp_sgd_iteration": {"n": 10}}.get(learner, {})
-    result = audit(AuditConfig(learner, threat, epsilon=eps, runs=3000, pilot_runs=500, seed=5, **shape))
+    result = audit(
+        AuditConfig(learner, threat, epsilon=eps, runs=3000, pilot_runs=500, seed=5, **shape)
+    )
     assert 0 <= result.bounds.epsilon_cp <= result.theoretical
     assert 0 <= result.bounds.epsilon_gdp <= result.theoretical
     assert np.isfinite(result.theoretical) and result.runs_per_second > 0
@@ -193,11 +227,26 @@ def _users_dp_gd(cfg, key):
     from dpprep import dp_step
     from dpprep.plan import DPPlan
 
-    plan = DPPlan.create("full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, target_epsilon=cfg.epsilon,
-                         delta=cfg.delta)
-    run = plan if cfg.noise_factor == 1.0 else DPPlan.create(
-        "full", cfg.n, steps=cfg.steps, l2_clip_norm=1.0, noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
-        delta=cfg.delta)
+    plan = DPPlan.create(
+        "full",
+        cfg.n,
+        steps=cfg.steps,
+        l2_clip_norm=1.0,
+        target_epsilon=cfg.epsilon,
+        delta=cfg.delta,
+    )
+    run = (
+        plan
+        if cfg.noise_factor == 1.0
+        else DPPlan.create(
+            "full",
+            cfg.n,
+            steps=cfg.steps,
+            l2_clip_norm=1.0,
+            noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
+            delta=cfg.delta,
+        )
+    )
     loss = lambda params, batch: -jnp.sum(params * batch[0])  # noqa: E731  (gradient −x: θ-free)
     grad_fn = run.clipped_grad(loss)
 
@@ -210,11 +259,17 @@ def _users_dp_gd(cfg, key):
             new, state, _ = dp_step(params, state, x, grad_fn=grad_fn, tx=tx)
             return (new, state), new[0] - params[0]
 
-        _, updates = jax.lax.scan(step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps)
-        return jnp.sum(updates) * run.normaliser  # the plan divides each noisy sum by n (full batch)
+        _, updates = jax.lax.scan(
+            step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps
+        )
+        return (
+            jnp.sum(updates) * run.normaliser
+        )  # the plan divides each noisy sum by n (full batch)
 
     claimed = plan.epsilon
-    return auditing.AuditTarget(jax.jit(jax.vmap(one)), claimed, claimed, {"noise_multiplier": plan.noise_multiplier})
+    return auditing.AuditTarget(
+        jax.jit(jax.vmap(one)), claimed, claimed, {"noise_multiplier": plan.noise_multiplier}
+    )
 
 
 @pytest.mark.slow
@@ -223,11 +278,21 @@ def test_a_registered_user_learner_is_audited_and_a_broken_one_caught():
     try:
         assert "users_dp_gd" in auditing.REGISTRY
         honest = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3))
-        broken = audit(AuditConfig("users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5))
-        assert honest.theoretical == pytest.approx(1.0, abs=1e-3)  # the user's target claims the plan's ε
-        assert 0.5 < honest.bounds.epsilon_gdp <= honest.theoretical  # a strong attack, no false alarm
+        broken = audit(
+            AuditConfig(
+                "users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5
+            )
+        )
+        assert honest.theoretical == pytest.approx(
+            1.0, abs=1e-3
+        )  # the user's target claims the plan's ε
+        assert (
+            0.5 < honest.bounds.epsilon_gdp <= honest.theoretical
+        )  # a strong attack, no false alarm
         assert honest.bounds.epsilon_cp <= honest.theoretical
-        assert broken.bounds.epsilon_gdp > broken.claimed  # full-batch Gaussian: the GDP bound is rigorous
+        assert (
+            broken.bounds.epsilon_gdp > broken.claimed
+        )  # full-batch Gaussian: the GDP bound is rigorous
         with pytest.raises(ValueError, match="audited under white_box only"):
             AuditConfig("users_dp_gd", "final_model")
     finally:
@@ -246,9 +311,13 @@ def test_register_refuses_bad_learners():
 def test_audit_config_numbers_are_whole_and_seeds_valid():
     cfg = AuditConfig("dp_gd", runs=3000.0, pilot_runs=200.0, n=100.0)
     assert (cfg.runs, cfg.pilot_runs, cfg.n) == (3000, 200, 100) and isinstance(cfg.n, int)
-    for kwargs, match in [({"runs": 3000.5}, "runs must be an integer"), ({"n": 100.5}, "n must be an integer"),
-                          ({"seed": 2**80}, "seed must be an integer"), ({"seed": "abc"}, "seed must be an integer"),
-                          ({"seed": -1}, "seed must be an integer")]:
+    for kwargs, match in [
+        ({"runs": 3000.5}, "runs must be an integer"),
+        ({"n": 100.5}, "n must be an integer"),
+        ({"seed": 2**80}, "seed must be an integer"),
+        ({"seed": "abc"}, "seed must be an integer"),
+        ({"seed": -1}, "seed must be an integer"),
+    ]:
         with pytest.raises(ValueError, match=match):
             AuditConfig("dp_gd", **{"runs": 3000, **kwargs})
     with pytest.raises(TypeError, match="audit takes an AuditConfig"):

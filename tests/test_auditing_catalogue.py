@@ -1,6 +1,7 @@
-"""The bug catalogue (issue 19, :mod:`experiments.bug_catalogue`): bugs planted in the library code a
-learner runs are caught by a rigorous bound; the honest learners are not flagged; the switches act where
-they say and nowhere else (nor after their block)."""
+"""The bug catalogue (issue 19, :mod:`experiments.bug_catalogue`): bugs planted in the library code
+a
+learner runs are caught by a rigorous bound; the honest learners are not flagged; the switches act
+where they say and nowhere else (nor after their block)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,15 @@ RUNS, PILOT = 8000, 1000
 
 
 def test_unknown_bug_names_the_available_ones():
-    for call in (lambda: bug_catalogue.check_bug("noise_half"), lambda: inject("noise_half").__enter__(),
-                 lambda: audit_with_bug("noise_half", AuditConfig("dp_gd", runs=RUNS))):
-        with pytest.raises(ValueError, match="unknown bug 'noise_half'; available: noise_0.7x, clip_2c, one_unclipped"):
+    for call in (
+        lambda: bug_catalogue.check_bug("noise_half"),
+        lambda: inject("noise_half").__enter__(),
+        lambda: audit_with_bug("noise_half", AuditConfig("dp_gd", runs=RUNS)),
+    ):
+        with pytest.raises(
+            ValueError,
+            match="unknown bug 'noise_half'; available: noise_0.7x, clip_2c, one_unclipped",
+        ):
             call()
     # A bug that does not reach the learner would make an honest audit look like a bug audit.
     with pytest.raises(ValueError, match="does not reach learner 'dp_gd'; it reaches dpsgdf"):
@@ -38,17 +45,40 @@ def test_inject_restores_the_library_even_on_error():
     from dpprep.accounting import dp
 
     def patched():  # every attribute the catalogue patches
-        return (noise.add_noise, clipping.clip_factors, sampling.poisson_batch, sampling.poisson_pad_size,
-                algorithms.apply_step, dpsgdf.mean_from_parts, corr_noise.corrdp_factors, plan._calibrate,
-                dp.dpsgd_event, noise.privatizer, clipping._global_norms, dpsgdf.mean_sigma)
+        return (
+            noise.add_noise,
+            clipping.clip_factors,
+            sampling.poisson_batch,
+            sampling.poisson_pad_size,
+            algorithms.apply_step,
+            dpsgdf.mean_from_parts,
+            corr_noise.corrdp_factors,
+            plan._calibrate,
+            dp.dpsgd_event,
+            noise.privatizer,
+            clipping._global_norms,
+            dpsgdf.mean_sigma,
+        )
 
     originals = patched()
-    assert {(module, attribute) for bug in bug_catalogue.BUGS.values() for module, attribute, _ in bug.patches} == {
-        ("dpprep.noise", "add_noise"), ("dpprep.clipping", "clip_factors"), ("dpprep.sampling", "poisson_batch"),
-        ("dpprep.sampling", "poisson_pad_size"), ("dpprep.algorithms", "apply_step"),
-        ("dpprep.dpsgdf", "mean_from_parts"), ("dpprep.corrdp.noise", "corrdp_factors"), ("dpprep.plan", "_calibrate"),
-        ("dpprep.accounting.dp", "dpsgd_event"), ("dpprep.noise", "privatizer"), ("dpprep.clipping", "_global_norms"),
-        ("dpprep.dpsgdf", "mean_sigma")}
+    assert {
+        (module, attribute)
+        for bug in bug_catalogue.BUGS.values()
+        for module, attribute, _ in bug.patches
+    } == {
+        ("dpprep.noise", "add_noise"),
+        ("dpprep.clipping", "clip_factors"),
+        ("dpprep.sampling", "poisson_batch"),
+        ("dpprep.sampling", "poisson_pad_size"),
+        ("dpprep.algorithms", "apply_step"),
+        ("dpprep.dpsgdf", "mean_from_parts"),
+        ("dpprep.corrdp.noise", "corrdp_factors"),
+        ("dpprep.plan", "_calibrate"),
+        ("dpprep.accounting.dp", "dpsgd_event"),
+        ("dpprep.noise", "privatizer"),
+        ("dpprep.clipping", "_global_norms"),
+        ("dpprep.dpsgdf", "mean_sigma"),
+    }
     for name in bug_catalogue.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
             with inject(name):
@@ -77,9 +107,13 @@ def test_each_bug_acts_in_the_library_function_it_names():
         # A padded (Poisson) batch: the last *real* row per the mask is unclipped, not the padding
         # slot after it (which stays at weight 0), and an all-padding batch stays all zero.
         norms = jnp.array([4.0, 4.0, 4.0, 4.0])
-        np.testing.assert_allclose(clipping.clip_factors(norms, 1.0, jnp.array([1.0, 1.0, 0.0, 0.0])),
-                                   [0.25, 1.0, 0.0, 0.0])
-        np.testing.assert_allclose(clipping.clip_factors(norms, 1.0, jnp.zeros(4)), [0.0, 0.0, 0.0, 0.0])
+        np.testing.assert_allclose(
+            clipping.clip_factors(norms, 1.0, jnp.array([1.0, 1.0, 0.0, 0.0])),
+            [0.25, 1.0, 0.0, 0.0],
+        )
+        np.testing.assert_allclose(
+            clipping.clip_factors(norms, 1.0, jnp.zeros(4)), [0.0, 0.0, 0.0, 0.0]
+        )
     # Noise: the privatizer's std on a zero sum is z·C, 0.7·z·C with noise_0.7x (and an
     # extension's absolute std is scaled the same way).
     zeros = jnp.zeros(200_000)
@@ -87,9 +121,15 @@ def test_each_bug_acts_in_the_library_function_it_names():
     honest_abs = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 0.0, 1.0, None, 3.0)))
     with inject("noise_0.7x"):
         broken = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 2.0, 1.5)))
-        broken_abs = np.std(np.asarray(noise.add_noise(jax.random.key(0), zeros, 0.0, 1.0, None, 3.0)))
-    assert honest == pytest.approx(3.0, rel=0.01) and broken == pytest.approx(0.7 * honest, rel=1e-5)
-    assert honest_abs == pytest.approx(3.0, rel=0.01) and broken_abs == pytest.approx(0.7 * honest_abs, rel=1e-5)
+        broken_abs = np.std(
+            np.asarray(noise.add_noise(jax.random.key(0), zeros, 0.0, 1.0, None, 3.0))
+        )
+    assert honest == pytest.approx(3.0, rel=0.01) and broken == pytest.approx(
+        0.7 * honest, rel=1e-5
+    )
+    assert honest_abs == pytest.approx(3.0, rel=0.01) and broken_abs == pytest.approx(
+        0.7 * honest_abs, rel=1e-5
+    )
     # Sampling: rate 2q, and a pad that holds the larger batches.
     with inject("poisson_2q"):
         _, _, size, _ = sampling.poisson_batch(jax.random.key(1), 100_000, 0.1, 30_000)
@@ -120,9 +160,15 @@ def test_a_catalogue_bug_does_not_leak_into_later_compilations():
     y = (x[:, 0] > 0).astype(np.float32)
     model = models.logistic_regression(3)
     params0 = model.init(None)
-    plan = DPPlan.create("poisson", 50, batch_size=10, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", 50, batch_size=10, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(0.5), plan)
-    key, keys, points = jax.random.key(3), jax.random.split(jax.random.key(4), 2), {"learning_rate": [0.5, 1.0]}
+    key, keys, points = (
+        jax.random.key(3),
+        jax.random.split(jax.random.key(4), 2),
+        {"learning_rate": [0.5, 1.0]},
+    )
 
     def runs():
         params, metrics = train(config, params0, (x, y), key)
@@ -136,7 +182,9 @@ def test_a_catalogue_bug_does_not_leak_into_later_compilations():
     after = runs()
     for h, i, a in zip(honest, injected, after, strict=True):
         np.testing.assert_allclose(a, h, rtol=0, atol=1e-7)
-        assert np.max(np.abs(i - h)) > 1e-3  # the bug acted inside the block (0.3 of the noise is missing)
+        assert (
+            np.max(np.abs(i - h)) > 1e-3
+        )  # the bug acted inside the block (0.3 of the noise is missing)
 
 
 def test_audit_target_refuses_a_nan_yardstick_and_audit_explains_an_untraceable_runner():
@@ -147,13 +195,18 @@ def test_audit_target_refuses_a_nan_yardstick_and_audit_explains_an_untraceable_
     for theoretical, claimed in ((math.nan, 1.0), (1.0, math.nan)):
         with pytest.raises(ValueError, match="NaN yardstick would make every bound compare False"):
             auditing.AuditTarget(runner, theoretical, claimed)
-    with pytest.raises(TypeError, match=r"runner must be a callable runner\(keys, inside\) -> scores"):
+    with pytest.raises(
+        TypeError, match=r"runner must be a callable runner\(keys, inside\) -> scores"
+    ):
         auditing.AuditTarget(None, 1.0, 1.0)
 
     auditing.register("untraceable", lambda cfg, key: auditing.AuditTarget(runner, 1.0, 1.0))
     try:
-        with pytest.raises(ValueError, match=r"learner 'untraceable': AuditTarget.runner\(keys, inside\) must be "
-                                             r"jittable and vmapped over runs .* tracing it failed"):
+        with pytest.raises(
+            ValueError,
+            match=r"learner 'untraceable': AuditTarget.runner\(keys, inside\) must be "
+            r"jittable and vmapped over runs .* tracing it failed",
+        ):
             auditing.audit(AuditConfig("untraceable", runs=RUNS, pilot_runs=PILOT))
     finally:
         auditing.REGISTRY.pop("untraceable", None)
@@ -162,7 +215,9 @@ def test_audit_target_refuses_a_nan_yardstick_and_audit_explains_an_untraceable_
 def test_dpsgdf_mean_from_parts_is_the_same_traced_and_on_the_host():
     unit_mean, xi = np.array([0.1, -0.2, 0.3]), np.array([0.5, 1.0, -2.0], np.float32)
     host = dpsgdf.mean_from_parts(unit_mean, 50, 2.0, 7.0, xi)
-    traced = jax.jit(lambda m, e: dpsgdf.mean_from_parts(m, 50, 2.0, 7.0, e))(jnp.asarray(unit_mean), jnp.asarray(xi))
+    traced = jax.jit(lambda m, e: dpsgdf.mean_from_parts(m, 50, 2.0, 7.0, e))(
+        jnp.asarray(unit_mean), jnp.asarray(xi)
+    )
     assert isinstance(host, np.ndarray) and host.dtype == np.float32
     np.testing.assert_allclose(np.asarray(traced), host, rtol=1e-6)
 
@@ -174,15 +229,20 @@ def _scores(cfg, keys, inside):
 
 def test_the_canary_exercises_clipping():
     # Honest learner: a canary of norm 4C is clipped to C, so its scores equal those of a canary of
-    # norm C run for run. With clipping to 2C they do not (at norm C they would: the old blind spot).
+    # norm C run for run. With clipping to 2C they do not (at norm C they would: the old blind
+    # spot).
     keys = jax.random.split(jax.random.key(7), 64)
     inside = jnp.arange(64) < 32
     big, unit = AuditConfig("dp_gd", runs=RUNS), AuditConfig("dp_gd", runs=RUNS, canary_norm=1.0)
-    np.testing.assert_allclose(_scores(big, keys, inside), _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        _scores(big, keys, inside), _scores(unit, keys, inside), rtol=1e-4, atol=1e-4
+    )
     with inject("clip_2c"):
         broken_big, broken_unit = _scores(big, keys, inside), _scores(unit, keys, inside)
     np.testing.assert_allclose(broken_unit, _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
-    assert np.all(broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5)  # in-runs move by T·C/(zC) ≈ 0.85
+    assert np.all(
+        broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5
+    )  # in-runs move by T·C/(zC) ≈ 0.85
     with pytest.raises(ValueError, match="canary_norm must be a finite number >= 1"):
         AuditConfig("dp_gd", canary_norm=0.5)
 
@@ -193,28 +253,42 @@ def test_corrdp_reference_is_independent_of_the_factors_under_test():
     cfg = AuditConfig("corrdp_sgd", runs=RUNS)
     honest = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
     # Eq. 4 by hand agrees with the library's own path when the library is honest (the audit's
-    # columns: dim background + one null column sensitive; the canary's and one null insensitive) ...
+    # columns: dim background + one null column sensitive; the canary's and one null insensitive)
+    # ...
     factors = corr_noise.corrdp_factors(cfg.dim + 3, [*range(cfg.dim), cfg.dim + 1], cfg.tv)
     c = corr_noise.theory_constant(1.0, cfg.steps, cfg.n)
     sigma_lib = math.sqrt(corr_noise.base_variance(cfg.epsilon, cfg.delta, c) * factors[cfg.dim])
     assert honest.details["sigma_canary_coordinate"] == pytest.approx(sigma_lib, rel=1e-9)
     assert honest.theoretical == pytest.approx(
-        corr_sgd.standard_dp_epsilon(sigma_lib, n=cfg.n, steps=cfg.steps, lipschitz=1.0, delta=cfg.delta), rel=2e-3)
+        corr_sgd.standard_dp_epsilon(
+            sigma_lib, n=cfg.n, steps=cfg.steps, lipschitz=1.0, delta=cfg.delta
+        ),
+        rel=2e-3,
+    )
     # ... and does not move with a bug in it.
     with inject("corrdp_factors_halved"):
         broken = auditing.REGISTRY["corrdp_sgd"].build(cfg, jax.random.key(0))
     assert broken.theoretical == honest.theoretical
-    assert broken.details["factor_insensitive_library"] == pytest.approx(0.5 * honest.details["factor_insensitive"])
+    assert broken.details["factor_insensitive_library"] == pytest.approx(
+        0.5 * honest.details["factor_insensitive"]
+    )
 
 
 @pytest.mark.filterwarnings("ignore:shuffled DP-SGD")
 def test_rigorous_bounds_are_stated_per_learner():
     # GDP: full-batch Gaussian learners only; the trade-off test: learners with an accountant curve.
-    expected = {"dp_gd": {"gdp", "clopper_pearson", "tradeoff"}, "dp_sgd_poisson": {"clopper_pearson", "tradeoff"},
-                "dp_sgd_shuffle": {"clopper_pearson", "tradeoff"}, "dpsgdf": {"clopper_pearson", "tradeoff"},
-                "corrdp_sgd": {"gdp", "clopper_pearson"}, "impute_dp_gd": {"gdp", "clopper_pearson"}}
+    expected = {
+        "dp_gd": {"gdp", "clopper_pearson", "tradeoff"},
+        "dp_sgd_poisson": {"clopper_pearson", "tradeoff"},
+        "dp_sgd_shuffle": {"clopper_pearson", "tradeoff"},
+        "dpsgdf": {"clopper_pearson", "tradeoff"},
+        "corrdp_sgd": {"gdp", "clopper_pearson"},
+        "impute_dp_gd": {"gdp", "clopper_pearson"},
+    }
     for learner, rigorous in expected.items():
-        target = auditing.REGISTRY[learner].build(AuditConfig(learner, runs=RUNS), jax.random.key(0))
+        target = auditing.REGISTRY[learner].build(
+            AuditConfig(learner, runs=RUNS), jax.random.key(0)
+        )
         assert set(target.rigorous) == rigorous
         assert (target.profile is not None) == ("tradeoff" in rigorous)
 
@@ -226,7 +300,9 @@ def test_tradeoff_test_is_valid_for_the_true_curve_and_refutes_a_false_one():
     from scipy import stats
 
     def gdp_profile(mu):
-        return lambda e: stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+        return lambda e: (
+            stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+        )
 
     rng = np.random.default_rng(4)
     mu = 1.0
@@ -234,9 +310,16 @@ def test_tradeoff_test_is_valid_for_the_true_curve_and_refutes_a_false_one():
     for _ in range(30):
         inside, outside = rng.normal(mu, 1, 5000), rng.normal(0, 1, 5000)
         thresholds = np.quantile(rng.normal(mu / 2, 1, 2000), np.linspace(0, 1, 34)[1:-1])
-        d_in, d_out = auditing.discretise(inside, thresholds), auditing.discretise(outside, thresholds)
-        true_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu), significance=0.05)[0])
-        false_excess.append(auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu / 2), significance=0.05)[0])
+        d_in, d_out = (
+            auditing.discretise(inside, thresholds),
+            auditing.discretise(outside, thresholds),
+        )
+        true_excess.append(
+            auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu), significance=0.05)[0]
+        )
+        false_excess.append(
+            auditing.tradeoff_excess(d_in, d_out, gdp_profile(mu / 2), significance=0.05)[0]
+        )
     assert max(true_excess) <= 0 < min(false_excess)
 
 
@@ -246,7 +329,8 @@ def test_privacy_profile_matches_the_accountant_at_its_delta():
     plan = ExecutionPlan.create("poisson", 100, batch_size=20, epochs=5)
     z = plan.calibrate(1.0, 1e-5)
     profile = auditing.privacy_profile(plan.dp_event(z), overflow_prob=plan.overflow_probability())
-    # δ(ε) at the calibrated ε is the δ the plan was calibrated to (PLD, same event), and it falls in ε.
+    # δ(ε) at the calibrated ε is the δ the plan was calibrated to (PLD, same event), and it falls
+    # in ε.
     assert profile(np.array([plan.epsilon(z, 1e-5)]))[0] == pytest.approx(1e-5, rel=0.05)
     values = profile(np.array([0.1, 0.5, 1.0, 2.0]))
     assert np.all(np.diff(values) < 0)
@@ -257,32 +341,54 @@ def test_a_tradeoff_claim_without_a_curve_is_refused():
         import dataclasses
 
         target = auditing.REGISTRY["dp_gd"].build(dataclasses.replace(cfg, learner="dp_gd"), key)
-        return auditing.AuditTarget(target.runner, target.theoretical, target.claimed,
-                                    rigorous=("clopper_pearson", "tradeoff"))
+        return auditing.AuditTarget(
+            target.runner,
+            target.theoretical,
+            target.claimed,
+            rigorous=("clopper_pearson", "tradeoff"),
+        )
 
     auditing.register("no_curve", build)
     try:
-        with pytest.raises(ValueError, match="needs AuditTarget.profile .* with one: "
-                                             "dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf"):
+        with pytest.raises(
+            ValueError,
+            match=(
+                "needs AuditTarget.profile .* with one: "
+                "dp_gd, dp_sgd_poisson, dp_sgd_shuffle, dpsgdf"
+            ),
+        ):
             auditing.audit(AuditConfig("no_curve", runs=RUNS))
     finally:
         auditing.REGISTRY.pop("no_curve", None)
 
 
-@pytest.mark.parametrize("learner, bug", [
-    ("dp_gd", None), ("dp_gd", "noise_0.7x"), ("dp_gd", "clip_2c"),
-    ("corrdp_sgd", None), ("corrdp_sgd", "corrdp_factors_halved"),
-])
+@pytest.mark.parametrize(
+    "learner, bug",
+    [
+        ("dp_gd", None),
+        ("dp_gd", "noise_0.7x"),
+        ("dp_gd", "clip_2c"),
+        ("corrdp_sgd", None),
+        ("corrdp_sgd", "corrdp_factors_halved"),
+    ],
+)
 def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(learner, bug):
     # Full-batch Gaussian learners: the GDP bound is rigorous (AuditTarget.rigorous) and the
     # verdict uses only rigorous bounds. Same seed for honest and broken runs. 1.5x the module's
     # runs: each test now runs at 5 %/4 (the noise test joined the verdict), not 5 %/3.
-    result = audit_with_bug(bug, AuditConfig(learner, epsilon=1.0, runs=3 * RUNS // 2, pilot_runs=PILOT, seed=3))
+    result = audit_with_bug(
+        bug, AuditConfig(learner, epsilon=1.0, runs=3 * RUNS // 2, pilot_runs=PILOT, seed=3)
+    )
     assert "gdp" in result.rigorous
     if bug is None:
         assert not result.violation
-        assert result.bounds.epsilon_gdp <= result.theoretical and result.bounds.epsilon_cp <= result.theoretical
-        assert result.bounds.epsilon_gdp > 0.6 * result.theoretical  # a strong attack, so a miss would mean something
+        assert (
+            result.bounds.epsilon_gdp <= result.theoretical
+            and result.bounds.epsilon_cp <= result.theoretical
+        )
+        assert (
+            result.bounds.epsilon_gdp > 0.6 * result.theoretical
+        )  # a strong attack, so a miss would mean something
     else:
         assert result.violation and result.bounds.epsilon_gdp > result.theoretical
     assert result.row()["violation"] == result.violation
@@ -292,23 +398,39 @@ def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(l
 def test_poisson_bugs_are_caught_by_the_tradeoff_test(bug):
     # Subsampled: Clopper–Pearson reaches ~0.9 of ε here and cannot catch these; the trade-off
     # test against the accountant's whole curve does, and does not flag the honest learner.
-    result = audit_with_bug(bug, AuditConfig("dp_sgd_poisson", epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3,
-                                             epochs=5, batch_size=20))
+    result = audit_with_bug(
+        bug,
+        AuditConfig(
+            "dp_sgd_poisson",
+            epsilon=1.0,
+            runs=RUNS,
+            pilot_runs=PILOT,
+            seed=3,
+            epochs=5,
+            batch_size=20,
+        ),
+    )
     assert result.rigorous == ("clopper_pearson", "tradeoff")
     assert result.bounds.epsilon_cp <= result.theoretical  # not caught by C-P at this size ...
     if bug is None:
         assert not result.violation and result.bounds.delta_excess <= 0
     else:
-        assert result.violation and result.bounds.delta_excess > 0  # ... but refuted by the trade-off test
+        assert (
+            result.violation and result.bounds.delta_excess > 0
+        )  # ... but refuted by the trade-off test
 
 
 def test_dpsgdf_noiseless_mean_is_caught_through_the_library_mean():
     # Subsampled learner: only Clopper–Pearson is rigorous, and it catches the noiseless mean
     # (true ε = ∞) because the audit releases μ̂ through dpsgdf.mean_from_parts.
     shape = {"epochs": 2, "batch_size": 20}
-    honest = audit_with_bug(None, AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **shape))
-    broken = audit_with_bug("mean_noiseless", AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3,
-                                                          **shape))
+    honest = audit_with_bug(
+        None, AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **shape)
+    )
+    broken = audit_with_bug(
+        "mean_noiseless",
+        AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **shape),
+    )
     assert honest.rigorous == ("clopper_pearson", "tradeoff") and not honest.violation
     assert broken.violation and broken.bounds.epsilon_cp > 3 * broken.theoretical
 
@@ -318,15 +440,26 @@ def test_the_verdict_splits_its_significance_over_its_rigorous_tests(monkeypatch
     # honest learner is flagged with probability <= 0.05, not up to k·0.05.
     seen: list[float] = []
     lower_bounds, tradeoff = auditing.lower_bounds, auditing.tradeoff_excess
-    monkeypatch.setattr(auditing, "lower_bounds",
-                        lambda *a, **kw: seen.append(kw["significance"]) or lower_bounds(*a, **kw))
-    monkeypatch.setattr(auditing, "tradeoff_excess",
-                        lambda *a, **kw: seen.append(kw["significance"]) or tradeoff(*a, **kw))
+    monkeypatch.setattr(
+        auditing,
+        "lower_bounds",
+        lambda *a, **kw: seen.append(kw["significance"]) or lower_bounds(*a, **kw),
+    )
+    monkeypatch.setattr(
+        auditing,
+        "tradeoff_excess",
+        lambda *a, **kw: seen.append(kw["significance"]) or tradeoff(*a, **kw),
+    )
     result = auditing.audit(AuditConfig("dp_gd", runs=1000, pilot_runs=200))
     # Three rigorous bounds and the noise test: k = 4.
-    assert result.rigorous == ("clopper_pearson", "gdp", "tradeoff") and seen == [0.05 / 4, 0.05 / 4]
+    assert result.rigorous == ("clopper_pearson", "gdp", "tradeoff") and seen == [
+        0.05 / 4,
+        0.05 / 4,
+    ]
     assert result.noise is not None and result.noise.significance == 0.05 / 4
-    assert result.row()["significance_per_test"] == 0.05 / 4 and result.row()["significance"] == 0.05
+    assert (
+        result.row()["significance_per_test"] == 0.05 / 4 and result.row()["significance"] == 0.05
+    )
     assert auditing.test_significance(0.05, ("clopper_pearson", "gdp")) == 0.025
 
 
@@ -342,7 +475,9 @@ def test_false_alarm_rate_of_the_verdict_on_exact_gaussian_scores():
     from scipy import stats
 
     def gdp_profile(mu):
-        return lambda e: stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+        return lambda e: (
+            stats.norm.cdf(-e / mu + mu / 2) - np.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+        )
 
     rng = np.random.default_rng(0)
     alarms, total = 0, 0
@@ -358,7 +493,9 @@ def test_false_alarm_rate_of_the_verdict_on_exact_gaussian_scores():
             excess, _ = auditing.tradeoff_excess(d_in, d_out, profile, significance=per_test)
             alarms += int(max(bounds.epsilon_gdp, bounds.epsilon_cp) > claimed or excess > 0)
             total += 1
-            assert bounds.epsilon_gdp > 0.5 * claimed  # the attack is strong: the verdicts were not vacuous
+            assert (
+                bounds.epsilon_gdp > 0.5 * claimed
+            )  # the attack is strong: the verdicts were not vacuous
     assert total == 300 and alarms <= 5
     assert alarms == 0  # measured: none of the 300 at seed 0
 
@@ -366,8 +503,18 @@ def test_false_alarm_rate_of_the_verdict_on_exact_gaussian_scores():
 def test_one_unclipped_reaches_the_poisson_canary():
     # The Poisson batch lists its sampled indices in order and the canary is the last record, so
     # the last *real* row is the canary whenever it is sampled (the padding slot after it is not).
-    result = audit_with_bug("one_unclipped", AuditConfig("dp_sgd_poisson", epsilon=1.0, runs=RUNS, pilot_runs=PILOT,
-                                                         seed=3, epochs=5, batch_size=20))
+    result = audit_with_bug(
+        "one_unclipped",
+        AuditConfig(
+            "dp_sgd_poisson",
+            epsilon=1.0,
+            runs=RUNS,
+            pilot_runs=PILOT,
+            seed=3,
+            epochs=5,
+            batch_size=20,
+        ),
+    )
     assert result.violation and result.bounds.delta_excess > 0
 
 
@@ -379,4 +526,6 @@ def test_shuffled_learner_is_tested_against_its_proven_profile():
     target = auditing.REGISTRY["dp_sgd_shuffle"].build(cfg, jax.random.key(0))
     assert "tradeoff" in target.rigorous and target.claimed < target.theoretical
     assert target.profile(np.array([target.theoretical]))[0] == pytest.approx(1e-5, rel=0.05)
-    assert target.profile(np.array([target.claimed]))[0] > 1e-3  # the as-if-Poisson ε is not what is tested
+    assert (
+        target.profile(np.array([target.claimed]))[0] > 1e-3
+    )  # the as-if-Poisson ε is not what is tested

@@ -26,13 +26,19 @@ POISSON = {"epochs": 5, "batch_size": 20}
 # The yardstick
 
 
-@pytest.mark.parametrize("sampler, kwargs", [("full", {"steps": 10}), ("poisson", POISSON), ("shuffle", POISSON)])
+@pytest.mark.parametrize(
+    "sampler, kwargs", [("full", {"steps": 10}), ("poisson", POISSON), ("shuffle", POISSON)]
+)
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 def test_reference_calibration_agrees_with_the_plan(sampler, kwargs, epsilon):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # shuffle's as-if-Poisson warning
-        plan = DPPlan.create(sampler, 100, l2_clip_norm=1.0, target_epsilon=epsilon, delta=1e-5, **kwargs)
-    ref = auditing.yardstick(sampler, 100, epsilon=epsilon, delta=1e-5, pad=plan.execution.pad, **kwargs)
+        plan = DPPlan.create(
+            sampler, 100, l2_clip_norm=1.0, target_epsilon=epsilon, delta=1e-5, **kwargs
+        )
+    ref = auditing.yardstick(
+        sampler, 100, epsilon=epsilon, delta=1e-5, pad=plan.execution.pad, **kwargs
+    )
     # Two PLD calibrations of the same run (different grids and brackets) agree far inside τ.
     assert ref.noise_multiplier == pytest.approx(plan.noise_multiplier, rel=1e-3)
     assert ref.floor == pytest.approx((1 - auditing.YARDSTICK_TOLERANCE) * ref.noise_multiplier)
@@ -40,14 +46,16 @@ def test_reference_calibration_agrees_with_the_plan(sampler, kwargs, epsilon):
     assert ref.steps == plan.steps
     if sampler == "shuffle":  # held to the proven bound: `epochs` Gaussian releases at the floor
         assert ref.releases == 5
-        assert ref.epsilon == pytest.approx(dp.analytic_gaussian_epsilon(ref.floor / math.sqrt(5), 1e-5), rel=0.01)
+        assert ref.epsilon == pytest.approx(
+            dp.analytic_gaussian_epsilon(ref.floor / math.sqrt(5), 1e-5), rel=0.01
+        )
     else:  # held to ε at the floor: a hair above the request, never below it
         assert epsilon < ref.epsilon < epsilon * 1.05
 
 
 def test_full_batch_yardstick_is_the_closed_form_of_t_gaussian_releases():
-    # T releases at multiplier z are one release at z/√T: dp-accounting's analytic Gaussian ε, computed
-    # without the PLD grid; the reference (pessimistic PLD) is at or a hair above it.
+    # T releases at multiplier z are one release at z/√T: dp-accounting's analytic Gaussian ε,
+    # computed without the PLD grid; the reference (pessimistic PLD) is at or a hair above it.
     ref = auditing.yardstick("full", 100, epsilon=2.0, delta=1e-5, steps=10)
     exact = dp.analytic_gaussian_epsilon(ref.floor / math.sqrt(10), 1e-5)
     assert exact <= ref.epsilon <= exact * 1.01
@@ -56,8 +64,11 @@ def test_full_batch_yardstick_is_the_closed_form_of_t_gaussian_releases():
 def test_the_yardstick_does_not_move_with_a_planted_calibration_bug():
     honest = auditing.yardstick("poisson", 100, epsilon=1.0, delta=1e-5, pad=51, **POISSON)
     with inject("half_steps_charged"):
-        plan = DPPlan.create("poisson", 100, l2_clip_norm=1.0, target_epsilon=1.0, delta=1e-5, **POISSON)
-        auditing._reference_calibration.cache_clear()  # computed afresh under the bug: still independent
+        plan = DPPlan.create(
+            "poisson", 100, l2_clip_norm=1.0, target_epsilon=1.0, delta=1e-5, **POISSON
+        )
+        # computed afresh under the bug: still independent
+        auditing._reference_calibration.cache_clear()
         broken_ref = auditing.yardstick("poisson", 100, epsilon=1.0, delta=1e-5, pad=51, **POISSON)
     assert broken_ref.noise_multiplier == pytest.approx(honest.noise_multiplier, rel=1e-9)
     # The plan agrees with itself (it charges half its steps consistently), not with the yardstick.
@@ -83,7 +94,9 @@ def test_noise_test_parts_are_exact_under_honest_noise():
     p_values = {part: [] for part in auditing.NOISE_PARTS}
     flagged = 0
     for _ in range(300):
-        z = rng.standard_normal((200, 10, 2)) * 1.0  # s = 1: the scale test's boundary, where it is exact
+        z = (
+            rng.standard_normal((200, 10, 2)) * 1.0
+        )  # s = 1: the scale test's boundary, where it is exact
         test = auditing.noise_test(z, significance=0.05)
         flagged += bool(test.flagged)
         for part, p in test.p_values.items():
@@ -95,13 +108,22 @@ def test_noise_test_parts_are_exact_under_honest_noise():
     assert flagged <= 35  # 300 verdicts at 5 %: expected ≤ 15 (Binomial upper tail far below 35)
 
 
-@pytest.mark.parametrize("part, make", [
-    ("scale", lambda z: 0.95 * z),
-    ("steps", lambda z: np.repeat(z[:, :1], z.shape[1], axis=1)),               # the same draw every step
-    ("steps", lambda z: z[:, :1] * (-1.0) ** np.arange(z.shape[1])[None, :, None]),  # antithetic steps
-    ("runs", lambda z: np.broadcast_to(z[:1], z.shape)),                          # one draw for every run
-    ("coordinates", lambda z: np.repeat(z[..., :1], z.shape[2], axis=2)),         # one draw per coordinate pair
-])
+@pytest.mark.parametrize(
+    "part, make",
+    [
+        ("scale", lambda z: 0.95 * z),
+        ("steps", lambda z: np.repeat(z[:, :1], z.shape[1], axis=1)),  # the same draw every step
+        (
+            "steps",
+            lambda z: z[:, :1] * (-1.0) ** np.arange(z.shape[1])[None, :, None],
+        ),  # antithetic steps
+        ("runs", lambda z: np.broadcast_to(z[:1], z.shape)),  # one draw for every run
+        (
+            "coordinates",
+            lambda z: np.repeat(z[..., :1], z.shape[2], axis=2),
+        ),  # one draw per coordinate pair
+    ],
+)
 def test_noise_test_catches_noise_of_another_structure(part, make):
     z = np.random.default_rng(1).standard_normal((2000, 10, 2))
     assert not auditing.noise_test(z, significance=0.05).flagged
@@ -124,29 +146,43 @@ def test_the_canary_lands_where_drawn_and_keeps_the_background_in_order():
         assert x.shape == (6, 2) and float(x[index, 0]) == -1.0
         assert np.array_equal(np.delete(np.asarray(x[:, 0]), index), np.arange(1.0, 6.0))
     drawn = jax.vmap(lambda k: auditing._place(k, auditing.CANARY_POSITIONS, 100))(
-        jax.random.split(jax.random.key(0), 3000))
+        jax.random.split(jax.random.key(0), 3000)
+    )
     drawn = np.asarray(drawn)
-    assert set(np.unique(drawn)) >= {0, 99} and ((drawn > 0) & (drawn < 99)).mean() == pytest.approx(1 / 3, abs=0.03)
+    assert set(np.unique(drawn)) >= {0, 99} and (
+        (drawn > 0) & (drawn < 99)
+    ).mean() == pytest.approx(1 / 3, abs=0.03)
     assert (drawn == 0).mean() == pytest.approx(1 / 3, abs=0.03)
-    only_last = jax.vmap(lambda k: auditing._place(k, ("last",), 100))(jax.random.split(jax.random.key(1), 50))
+    only_last = jax.vmap(lambda k: auditing._place(k, ("last",), 100))(
+        jax.random.split(jax.random.key(1), 50)
+    )
     assert set(np.asarray(only_last)) == {99}
 
 
 def test_opposed_likelihood_ratios_reduce_to_the_lone_canary_ones():
     a = jnp.linspace(-3, 3, 13)
-    np.testing.assert_allclose(auditing._poisson_opposed_log_lr(a, 0.3, 0.2, 99, 0.0),
-                               auditing._poisson_log_lr(a, 0.3, 0.2), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        auditing._poisson_opposed_log_lr(a, 0.3, 0.2, 99, 0.0),
+        auditing._poisson_log_lr(a, 0.3, 0.2),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     sizes = np.array([20.0, 20.0, 20.0, 20.0, 20.0])
     epoch = jnp.linspace(-1, 1, 5)[None]
     lone = jax.nn.logsumexp(epoch * 0.3 - 0.5 * 0.09 + jnp.log(sizes / 100), axis=-1)
-    np.testing.assert_allclose(auditing._shuffle_opposed_log_lr(epoch, 0.3, 100, sizes, 0.0), lone, rtol=1e-5)
+    np.testing.assert_allclose(
+        auditing._shuffle_opposed_log_lr(epoch, 0.3, 100, sizes, 0.0), lone, rtol=1e-5
+    )
 
 
 def test_poisson_target_states_its_releases_and_checks_and_returns_scores_with_null_columns():
-    target = auditing.REGISTRY["dp_sgd_poisson"].build(AuditConfig("dp_sgd_poisson", runs=RUNS, **POISSON),
-                                                       jax.random.key(0))
+    target = auditing.REGISTRY["dp_sgd_poisson"].build(
+        AuditConfig("dp_sgd_poisson", runs=RUNS, **POISSON), jax.random.key(0)
+    )
     assert target.releases == 25 and target.checks == {"calibration": True, "plan_account": True}
-    out = target.runner(jax.random.split(jax.random.key(1), 4), jnp.array([True, False, True, False]))
+    out = target.runner(
+        jax.random.split(jax.random.key(1), 4), jnp.array([True, False, True, False])
+    )
     assert out["score"].shape == (4,) and out["null"].shape == (4, 25, 2)
 
 
@@ -156,37 +192,49 @@ def test_poisson_target_states_its_releases_and_checks_and_returns_scores_with_n
 
 def _audit(learner, bug, **overrides):
     shape = {"dp_gd": {"steps": 10}}.get(learner, POISSON)
-    cfg = AuditConfig(learner, epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3, **{**shape, **overrides})
+    cfg = AuditConfig(
+        learner, epsilon=1.0, runs=RUNS, pilot_runs=PILOT, seed=3, **{**shape, **overrides}
+    )
     return audit_with_bug(bug, cfg)
 
 
-@pytest.mark.parametrize("learner, bug, by", [
-    ("dp_gd", "calibration_0.7x", "check:calibration"),
-    ("dp_sgd_poisson", "half_steps_charged", "check:calibration"),
-    ("dp_gd", "noise_key_frozen", "noise:steps"),
-    ("dp_sgd_poisson_sweep_point", "noise_key_frozen", "noise:steps"),
-    ("dp_gd", "batch_max_scaling", "gdp"),
-    ("dp_sgd_poisson", "padding_slots_real", "clopper_pearson"),
-    ("dp_sgd_poisson", "first_record_always", "tradeoff"),
-])
+@pytest.mark.parametrize(
+    "learner, bug, by",
+    [
+        ("dp_gd", "calibration_0.7x", "check:calibration"),
+        ("dp_sgd_poisson", "half_steps_charged", "check:calibration"),
+        ("dp_gd", "noise_key_frozen", "noise:steps"),
+        ("dp_sgd_poisson_sweep_point", "noise_key_frozen", "noise:steps"),
+        ("dp_gd", "batch_max_scaling", "gdp"),
+        ("dp_sgd_poisson", "padding_slots_real", "clopper_pearson"),
+        ("dp_sgd_poisson", "first_record_always", "tradeoff"),
+    ],
+)
 def test_new_bug_classes_are_caught_by_the_part_built_for_them(learner, bug, by):
     result = _audit(learner, bug)
     assert result.violation and by in result.caught_by, result.caught_by
     assert result.row()["caught_by"] == "+".join(result.caught_by)
 
 
-@pytest.mark.parametrize("learner", ["dp_gd", "dp_sgd_poisson", "dp_sgd_poisson_vmap_clip",
-                                     "dp_sgd_poisson_sweep_point"])
+@pytest.mark.parametrize(
+    "learner", ["dp_gd", "dp_sgd_poisson", "dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point"]
+)
 def test_honest_paths_are_not_flagged(learner):
     result = _audit(learner, None)
     assert not result.violation, result.caught_by
     assert result.noise is not None and result.checks["releases"]
 
 
-@pytest.mark.parametrize("bug, overrides", [
-    ("batch_max_scaling", {"opposer": False}),           # a lone canary: the rule looks like clipping
-    ("first_record_always", {"canary_positions": ("last",)}),  # the canary never in the broken slot
-])
+@pytest.mark.parametrize(
+    "bug, overrides",
+    [
+        ("batch_max_scaling", {"opposer": False}),  # a lone canary: the rule looks like clipping
+        (
+            "first_record_always",
+            {"canary_positions": ("last",)},
+        ),  # the canary never in the broken slot
+    ],
+)
 def test_without_the_stressing_canaries_the_same_bugs_pass(bug, overrides):
     # The ablation that shows what the canaries are for: the audit of issue 19 missed these.
     learner = "dp_gd" if bug == "batch_max_scaling" else "dp_sgd_poisson"
@@ -194,10 +242,15 @@ def test_without_the_stressing_canaries_the_same_bugs_pass(bug, overrides):
 
 
 def test_per_leaf_norms_reach_only_the_multi_leaf_path():
-    # The GLM fast path never takes a global norm over leaves; the vmap path of a two-leaf model does.
+    # The GLM fast path never takes a global norm over leaves; the vmap path of a two-leaf model
+    # does.
     assert BUGS["per_leaf_norms"].learners == ("dp_sgd_poisson_vmap_clip",)
-    result = audit_with_bug("per_leaf_norms", AuditConfig("dp_sgd_poisson_vmap_clip", epsilon=1.0, runs=20_000,
-                                                          pilot_runs=2000, **POISSON))
+    result = audit_with_bug(
+        "per_leaf_norms",
+        AuditConfig(
+            "dp_sgd_poisson_vmap_clip", epsilon=1.0, runs=20_000, pilot_runs=2000, **POISSON
+        ),
+    )
     assert result.violation and "tradeoff" in result.caught_by
 
 
@@ -206,14 +259,24 @@ def test_per_leaf_norms_reach_only_the_multi_leaf_path():
 
 
 def test_a_runner_releasing_more_updates_than_charged_is_flagged_and_bad_outputs_refused():
-    base = auditing.REGISTRY["dp_gd"].build(AuditConfig("dp_gd", runs=RUNS, steps=10), jax.random.key(0))
+    base = auditing.REGISTRY["dp_gd"].build(
+        AuditConfig("dp_gd", runs=RUNS, steps=10), jax.random.key(0)
+    )
 
     def build(releases, runner=base.runner):
-        return lambda cfg, key: auditing.AuditTarget(runner, base.theoretical, base.claimed, rigorous=base.rigorous,
-                                                     profile=base.profile, releases=releases)
+        return lambda cfg, key: auditing.AuditTarget(
+            runner,
+            base.theoretical,
+            base.claimed,
+            rigorous=base.rigorous,
+            profile=base.profile,
+            releases=releases,
+        )
 
     auditing.register("more_releases", build(9))
-    auditing.register("bad_null", build(None, jax.jit(lambda k, i: {"score": i * 1.0, "null": i * 1.0})))
+    auditing.register(
+        "bad_null", build(None, jax.jit(lambda k, i: {"score": i * 1.0, "null": i * 1.0}))
+    )
     try:
         result = auditing.audit(AuditConfig("more_releases", runs=RUNS, pilot_runs=PILOT, steps=10))
         assert result.checks["releases"] is False and "check:releases" in result.caught_by
@@ -224,12 +287,15 @@ def test_a_runner_releasing_more_updates_than_charged_is_flagged_and_bad_outputs
         auditing.REGISTRY.pop("bad_null", None)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"canary_positions": ("middle",)}, "canary_positions"),
-    ({"canary_positions": ()}, "canary_positions"),
-    ({"canary_positions": "first"}, "canary_positions"),
-    ({"opposer": 1}, "opposer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"canary_positions": ("middle",)}, "canary_positions"),
+        ({"canary_positions": ()}, "canary_positions"),
+        ({"canary_positions": "first"}, "canary_positions"),
+        ({"opposer": 1}, "opposer"),
+    ],
+)
 def test_bad_canary_settings_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AuditConfig("dp_gd", **kwargs)
@@ -244,22 +310,37 @@ def test_dpsgdf_grid_path_is_the_engine_path_and_its_bugs_show():
     # the engine's DPSGD-F run, reached through the grid: with the canary first in both, the same
     # scores and noise columns run for run.
     cfg = AuditConfig("dpsgdf_grid", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, **POISSON)
-    engine_cfg = AuditConfig("dpsgdf", epsilon=1.0, runs=2000, pilot_runs=500, seed=3, canary_positions=("first",),
-                             **POISSON)
+    engine_cfg = AuditConfig(
+        "dpsgdf",
+        epsilon=1.0,
+        runs=2000,
+        pilot_runs=500,
+        seed=3,
+        canary_positions=("first",),
+        **POISSON,
+    )
     grid_target = auditing.REGISTRY["dpsgdf_grid"].build(cfg, jax.random.key(0))
     engine_target = auditing.REGISTRY["dpsgdf"].build(engine_cfg, jax.random.key(0))
     keys, inside = jax.random.split(jax.random.key(1), 6), jnp.array([True, False] * 3)
     grid, engine = grid_target.runner(keys, inside), engine_target.runner(keys, inside)
     np.testing.assert_allclose(grid["score"], engine["score"], rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(grid["null"], engine["null"], rtol=1e-3, atol=1e-4)
-    assert np.isnan(grid["null"][0]).all() and np.isfinite(grid["null"][1]).all()  # in-world runs left out
-    assert grid_target.checks == {"calibration": True, "plan_account": True, "mean_calibration": True}
+    assert (
+        np.isnan(grid["null"][0]).all() and np.isfinite(grid["null"][1]).all()
+    )  # in-world runs left out
+    assert grid_target.checks == {
+        "calibration": True,
+        "plan_account": True,
+        "mean_calibration": True,
+    }
     assert not auditing.audit(cfg).violation
     assert "check:mean_calibration" in audit_with_bug("mean_sigma_halved", cfg).caught_by
     assert audit_with_bug("mean_noiseless", cfg).violation
 
 
-@pytest.mark.parametrize("bug, by", [("noise_key_frozen", "noise:steps"), ("padding_slots_real", "clopper_pearson")])
+@pytest.mark.parametrize(
+    "bug, by", [("noise_key_frozen", "noise:steps"), ("padding_slots_real", "clopper_pearson")]
+)
 def test_dpsgdf_noise_columns_and_positions_catch_what_its_lone_score_missed(bug, by):
     result = _audit("dpsgdf", bug)
     assert result.violation and by in result.caught_by, result.caught_by
@@ -275,9 +356,16 @@ def test_corrdp_canaries_on_each_coordinate_class_are_held_to_their_own_sigma():
     assert sensitive.details["factor_sensitive_library"] == 1.0
     # Halving the sensitive features' noise: the sensitive canary's bound exposes it, and the
     # insensitive audit's noise test (a sensitive column no record touches) does too.
-    broken = audit_with_bug("corrdp_sensitive_factors_halved", AuditConfig("corrdp_sgd_sensitive", **shape))
+    broken = audit_with_bug(
+        "corrdp_sensitive_factors_halved", AuditConfig("corrdp_sgd_sensitive", **shape)
+    )
     assert broken.violation and broken.bounds.epsilon_gdp > broken.theoretical
-    assert "noise:scale" in audit_with_bug("corrdp_sensitive_factors_halved", AuditConfig("corrdp_sgd", **shape)).caught_by
+    assert (
+        "noise:scale"
+        in audit_with_bug(
+            "corrdp_sensitive_factors_halved", AuditConfig("corrdp_sgd", **shape)
+        ).caught_by
+    )
 
 
 @pytest.mark.slow
@@ -287,15 +375,21 @@ def test_private_selection_is_audited_end_to_end_through_the_protocol():
     assert not honest.violation and honest.checks == {"plan_account": True}
     assert honest.bounds.auroc > 0.5  # the canary is seen
     # Positive control: the same selection with almost no training noise is exposed.
-    control = auditing.audit(AuditConfig("private_selection", "final_model", epsilon=2.0, noise_factor=1e-3, **sizes))
+    control = auditing.audit(
+        AuditConfig("private_selection", "final_model", epsilon=2.0, noise_factor=1e-3, **sizes)
+    )
     assert control.violation and "clopper_pearson" in control.caught_by
     with pytest.raises(ValueError, match="final_model only.*one candidate's final model"):
         AuditConfig("private_selection", "white_box")
 
 
 def test_a_host_runner_with_a_wrong_output_is_refused():
-    auditing.register("bad_host", lambda cfg, key: auditing.AuditTarget(
-        lambda keys, inside: np.zeros(3), 1.0, 1.0, host=True))
+    auditing.register(
+        "bad_host",
+        lambda cfg, key: auditing.AuditTarget(
+            lambda keys, inside: np.zeros(3), 1.0, 1.0, host=True
+        ),
+    )
     try:
         with pytest.raises(ValueError, match="must return \\(400,\\) scores"):
             auditing.audit(AuditConfig("bad_host", runs=RUNS, pilot_runs=200))
@@ -313,7 +407,9 @@ def test_the_train_path_audited_is_what_train_runs(learner, shape):
     layout = auditing._layout(cfg, "train")
     sampling = "full" if learner == "dp_gd" else "poisson"
     kwargs = {"steps": 10} if learner == "dp_gd" else POISSON
-    plan = DPPlan.create(sampling, cfg.n, l2_clip_norm=1.0, target_epsilon=1.0, delta=1e-5, **kwargs)
+    plan = DPPlan.create(
+        sampling, cfg.n, l2_clip_norm=1.0, target_epsilon=1.0, delta=1e-5, **kwargs
+    )
     config = algorithms.TrainConfig(layout.model, algorithms.Hyper(1.0), plan, track_params=True)
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(cfg.n, layout.features)), jnp.float32)

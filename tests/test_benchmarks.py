@@ -33,23 +33,32 @@ def test_resnet18_at_small_size_trains_privately_with_poisson_and_microbatches()
     """ResNet-18 (width 4) on CIFAR-10-shaped random data: a Poisson run in microbatches of 8
     trains (finite, moved parameters, the plan's ε), and the microbatched clipped sum needs less
     memory than the whole padded batch at once."""
-    model = frameworks.from_flax_nnx(nets.ResNet18(nnx.Rngs(0), width=4), loss="softmax_cross_entropy")
+    model = frameworks.from_flax_nnx(
+        nets.ResNet18(nnx.Rngs(0), width=4), loss="softmax_cross_entropy"
+    )
     params0 = model.init(None)
     rng = np.random.default_rng(0)
     n = 128
     x = rng.random((n, 32, 32, 3)).astype(np.float32)
     y = rng.integers(0, 10, n)
-    plan = DPPlan.create("poisson", n, batch_size=32, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", n, batch_size=32, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(0.1), plan, microbatch_size=8)
     params, metrics = train(config, params0, (x, y), jax.random.key(0))
     leaves = jax.tree_util.tree_leaves(params)
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in leaves)
-    assert any(not np.array_equal(np.asarray(a), np.asarray(b))
-               for a, b in zip(leaves, jax.tree_util.tree_leaves(params0), strict=True))
+    assert any(
+        not np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(leaves, jax.tree_util.tree_leaves(params0), strict=True)
+    )
     assert metrics["epsilon"] == plan.epsilon and np.all(np.asarray(metrics["batch_size"]) > 0)
     xs = jax.ShapeDtypeStruct((plan.pad, 32, 32, 3), jnp.float32)
     ys = jax.ShapeDtypeStruct((plan.pad,), jnp.int32)
-    assert real_models._temp_mib(model, params0, xs, ys, 8) < real_models._temp_mib(model, params0, xs, ys, None) / 2
+    assert (
+        real_models._temp_mib(model, params0, xs, ys, 8)
+        < real_models._temp_mib(model, params0, xs, ys, None) / 2
+    )
 
 
 def test_the_benchmark_tables_run_at_smoke_size(capsys):
@@ -58,8 +67,16 @@ def test_the_benchmark_tables_run_at_smoke_size(capsys):
     real_models.padded_work(sizes)
     real_models.clip_pad_table()
     out = capsys.readouterr().out
-    for row in ("JAX non-private step", "dpprep step API", "dpprep train (host calls, now)",
-                "dpprep train (one scan, before)", "jax_privacy 2.0, best microbatch", "Opacus ghost clipping"):
+    for row in (
+        "JAX non-private step",
+        "dpprep step API",
+        "dpprep train (host calls, now)",
+        "dpprep train (one scan, before)",
+        "jax_privacy 2.0, best microbatch",
+        "Opacus ghost clipping",
+    ):
         assert row in out
     pads = [line for line in out.splitlines() if line.startswith("| 11,173,962")]
-    assert len(pads) == 1 and float(pads[0].split("|")[3]) <= 1 + 1e-5 < float(pads[0].split("|")[2])
+    assert len(pads) == 1 and float(pads[0].split("|")[3]) <= 1 + 1e-5 < float(
+        pads[0].split("|")[2]
+    )

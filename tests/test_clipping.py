@@ -38,7 +38,8 @@ def _problem(name: str, seed: int, x_scale: float, w_scale: float):
     else:
         y = rng.normal(size=B).astype(np.float32)
     params = jax.tree_util.tree_map(
-        lambda p: jnp.asarray(w_scale * rng.normal(size=p.shape), jnp.float32), model.init(None))
+        lambda p: jnp.asarray(w_scale * rng.normal(size=p.shape), jnp.float32), model.init(None)
+    )
     return model, params, jnp.asarray(x), jnp.asarray(y)
 
 
@@ -55,7 +56,7 @@ def _loop_reference(model, params, x, y, clip_norm, mask=None):
         if mask is not None and mask[i] == 0:
             continue
         g = grad_fn(params, x[i], y[i])
-        norm = math.sqrt(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(g)))
+        norm = math.sqrt(sum(float(jnp.sum(leaf**2)) for leaf in jax.tree_util.tree_leaves(g)))
         factor = min(1.0, clip_norm / norm) if norm > 0 else 1.0
         total = jax.tree_util.tree_map(lambda a, b: a + factor * b, total, g)
     return total
@@ -63,7 +64,9 @@ def _loop_reference(model, params, x, y, clip_norm, mask=None):
 
 def _clipped_sum(model, params, x, y, clip_norm, mask=None, method="auto"):
     """The clipped gradient sum of a model's batch and the per-example norms before clipping."""
-    out = clipping.clipped_grad(model, l2_clip_norm=clip_norm, method=method)(params, (x, y), mask=mask)
+    out = clipping.clipped_grad(model, l2_clip_norm=clip_norm, method=method)(
+        params, (x, y), mask=mask
+    )
     return out.grad, out.norms
 
 
@@ -76,7 +79,8 @@ def _contributions(model, params, x, y, clip_norm, method):
     """Each example's actual float32 contribution to the library's clipped sum: the sum with a
     one-hot mask selecting that example alone (leading axis: examples)."""
     return jax.vmap(lambda m: _clipped_sum(model, params, x, y, clip_norm, m, method=method)[0])(
-        jnp.eye(x.shape[0]))
+        jnp.eye(x.shape[0])
+    )
 
 
 def _norms64(contributions) -> np.ndarray:
@@ -92,10 +96,13 @@ def _bound(clip_norm: float) -> float:
 
 
 def _compare(model, params, x, y, clip_norm):
-    """(fast sum, vmap sum, fast norms, vmap norms, per-example contribution norms of both paths)."""
+    """(fast sum, vmap sum, fast norms, vmap norms, per-example contribution norms of both
+    paths)."""
     fast, fast_norms = _clipped_sum(model, params, x, y, clip_norm, method="fast")
     slow, slow_norms = _clipped_sum(model, params, x, y, clip_norm, method="vmap")
-    contributions = [_contributions(model, params, x, y, clip_norm, method) for method in ("fast", "vmap")]
+    contributions = [
+        _contributions(model, params, x, y, clip_norm, method) for method in ("fast", "vmap")
+    ]
     return fast, slow, fast_norms, slow_norms, contributions
 
 
@@ -110,14 +117,18 @@ COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in 
     w_scale=st.floats(0.0, 3.0),
     clip_norm=st.floats(1e-3, 100.0),
 )
-@example(name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25)  # a saturated sigmoid
+@example(
+    name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25
+)  # a saturated sigmoid
 def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
     _, params, x, y = _problem(name, seed, x_scale, w_scale)
     fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, clip_norm)
     # Norms agree to 1e-5 relative to the larger of the norm and ||(x_i, 1)|| (the norm a unit
     # residual would give): a residual near 0 is a difference of O(1) terms in float32.
     x_norms = jnp.sqrt(jnp.sum(x * x, axis=1) + ("b" in params))
-    assert bool(jnp.all(jnp.abs(fast_norms - slow_norms) <= 1e-5 * jnp.maximum(slow_norms, x_norms)))
+    assert bool(
+        jnp.all(jnp.abs(fast_norms - slow_norms) <= 1e-5 * jnp.maximum(slow_norms, x_norms))
+    )
     # The sums agree to 1e-5 relative to the size of their terms, plus the float32 error of a
     # bounded link's residual: the fast path's σ(z) − y (or softmax − one-hot, |r| ≤ 1) and
     # autodiff's softplus/log-sum-exp gradient each come within a few ulps of 1 (< 2⁻²⁰) of the
@@ -125,7 +136,11 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
     # entry between the paths (e.g. seed 242: 4.8e-7 in r, 1.6e-5 in w).
     scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, clip_norm))))
     bounded_link = not name.startswith("linear")
-    rounding = 2.0**-20 * float(jnp.sum(jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0))) if bounded_link else 0.0
+    rounding = (
+        2.0**-20 * float(jnp.sum(jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)))
+        if bounded_link
+        else 0.0
+    )
     for u, v in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(slow)):
         assert float(jnp.max(jnp.abs(u - v))) <= 1e-5 * scale + rounding
     # Every example's contribution to the clipped sum, by either path, has norm <= C: exactly, in
@@ -154,15 +169,23 @@ def test_norms_are_summed_by_the_pairwise_tree_the_pad_assumes(size):
     need the much larger pad of a sequential sum: 1.66 at 11M parameters)."""
     rng = np.random.default_rng(size)
     a = (rng.standard_cauchy(size=(3, size)) * 1e3).astype(np.float32)
-    np.testing.assert_array_equal(np.asarray(jax.jit(clipping.pairwise_row_sum)(jnp.asarray(a))), _pairwise32(a))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(clipping.pairwise_row_sum)(jnp.asarray(a))), _pairwise32(a)
+    )
     assert clipping.pairwise_depth(size) == math.ceil(math.log2(size))
-    tree = {"a": jnp.asarray(a), "b": jnp.asarray(a[:, : max(1, size // 3)]), "c": jnp.asarray(a[:, :1])}
+    tree = {
+        "a": jnp.asarray(a),
+        "b": jnp.asarray(a[:, : max(1, size // 3)]),
+        "c": jnp.asarray(a[:, :1]),
+    }
     used = _primitives(jax.make_jaxpr(clipping._global_norms)(tree).jaxpr)
     assert "add" in used and "sqrt" in used
     assert not used & {"reduce_sum", "dot_general", "cumsum", "reduce_precision"}, used
     # Against float64: the squared norm is within the bound the pad charges (XLA may fuse a square
     # into the addition after it, an FMA, which only removes a rounding).
-    exact = np.sqrt(sum(np.sum(np.asarray(leaf, np.float64) ** 2, axis=1) for leaf in tree.values()))
+    exact = np.sqrt(
+        sum(np.sum(np.asarray(leaf, np.float64) ** 2, axis=1) for leaf in tree.values())
+    )
     got = np.asarray(jax.jit(clipping._global_norms)(tree), np.float64)
     pad = clipping.rounding_pad(clipping.norm_roundings([leaf.shape for leaf in tree.values()]))
     assert np.all(got * pad >= exact) and np.all(exact * pad >= got)
@@ -175,8 +198,10 @@ def test_clip_bound_holds_and_the_pad_stays_small_as_models_grow(parameters):
     the contribution is at least C/(1 + 1e-5) (a sequential sum's pad would be 1.66 at 11M)."""
     leaves = {"conv": parameters // 2, "dense": parameters - parameters // 2 - 10, "bias": 10}
     rng = np.random.default_rng(parameters)
-    batch = {name: jnp.asarray((rng.standard_cauchy(size=(3, size)) * 0.01).astype(np.float32))
-             for name, size in leaves.items()}
+    batch = {
+        name: jnp.asarray((rng.standard_cauchy(size=(3, size)) * 0.01).astype(np.float32))
+        for name, size in leaves.items()
+    }
     params = {name: jnp.zeros((size,), jnp.float32) for name, size in leaves.items()}
     # A loss whose per-example gradient is exactly the example: no rounding before the clipping.
     loss = lambda p, b: sum(jnp.sum(p[k] * b[k][0]) for k in p)  # noqa: E731
@@ -188,7 +213,12 @@ def test_clip_bound_holds_and_the_pad_stays_small_as_models_grow(parameters):
     assert np.all(exact > clip)  # every example is clipped
     for i in range(3):
         out = grad_fn(params, batch, mask=jnp.asarray(np.eye(3)[i], jnp.float32))
-        norm = math.sqrt(sum(float(np.sum(np.asarray(g, np.float64) ** 2)) for g in jax.tree_util.tree_leaves(out.grad)))
+        norm = math.sqrt(
+            sum(
+                float(np.sum(np.asarray(g, np.float64) ** 2))
+                for g in jax.tree_util.tree_leaves(out.grad)
+            )
+        )
         assert _bound(clip) / (1 + 1e-5) <= norm <= _bound(clip)
 
 
@@ -210,7 +240,9 @@ def test_masks_are_0_or_1():
     for method in ("fast", "vmap"):
         with pytest.raises(ValueError, match="mask must hold 0"):
             _clipped_sum(model, params, x, y, 0.7, heavy, method=method)
-        traced, _ = jax.jit(lambda m, method=method: _clipped_sum(model, params, x, y, 0.7, m, method=method))(heavy)
+        traced, _ = jax.jit(
+            lambda m, method=method: _clipped_sum(model, params, x, y, 0.7, m, method=method)
+        )(heavy)
         ones, _ = _clipped_sum(model, params, x, y, 0.7, jnp.minimum(heavy, 1.0), method=method)
         _assert_trees_close(traced, ones, rtol=1e-6, atol=1e-7)
 
@@ -256,19 +288,26 @@ def test_bad_method():
 # trains on scale ⊙ x − shift without forming it.
 
 
-def _transformed_sum(model, params, x, y, clip, mask=None, *, method="auto", feature_scale=None, feature_shift=None):
+def _transformed_sum(
+    model, params, x, y, clip, mask=None, *, method="auto", feature_scale=None, feature_shift=None
+):
     """The clipped sum a run with AffineFeatures computes (the core's without a transform)."""
     values = {"feature_scale": feature_scale, "feature_shift": feature_shift}
-    grad_fn = features.AffineFeatures().clipped_grad(model, values, l2_clip_norm=clip, method=method)
+    grad_fn = features.AffineFeatures().clipped_grad(
+        model, values, l2_clip_norm=clip, method=method
+    )
     if grad_fn is None:
         return _clipped_sum(model, params, x, y, clip, mask, method=method)
     out = grad_fn(params, (x, y), mask=mask)
     return out.grad, out.norms
 
+
 TRANSFORMS = {
     "scalar_scale_shift": (0.37, np.array([0.5, -1.0, 0.25, 2.0, -0.75], np.float32)),
-    "vector_scale_shift": (np.array([0.5, 2.0, 1.0, 0.1, 3.0], np.float32),
-                           np.array([0.3, -0.2, 1.5, 0.0, -2.0], np.float32)),
+    "vector_scale_shift": (
+        np.array([0.5, 2.0, 1.0, 0.1, 3.0], np.float32),
+        np.array([0.3, -0.2, 1.5, 0.0, -2.0], np.float32),
+    ),
     "vector_scale_only": (np.array([0.5, 2.0, 1.0, 0.1, 3.0], np.float32), None),
     "shift_only": (None, np.array([1.0, -1.0, 0.5, 0.0, 2.0], np.float32)),
 }
@@ -283,23 +322,34 @@ def _materialised(x, scale, shift):
     return jnp.asarray(out, jnp.float32)
 
 
-@pytest.mark.parametrize("name,transform", [
-    *[(name, transform) for name in ("linear", "linear_noint", "logistic", "softmax")
-      for transform in ("scalar_scale_shift", "vector_scale_shift")],
-    ("softmax_noint", "shift_only"),  # a shift on a model without intercept: a bias in the logits only
-    ("logistic", "vector_scale_only"),
-])
+@pytest.mark.parametrize(
+    "name,transform",
+    [
+        *[
+            (name, transform)
+            for name in ("linear", "linear_noint", "logistic", "softmax")
+            for transform in ("scalar_scale_shift", "vector_scale_shift")
+        ],
+        (
+            "softmax_noint",
+            "shift_only",
+        ),  # a shift on a model without intercept: a bias in the logits only
+        ("logistic", "vector_scale_only"),
+    ],
+)
 def test_fast_path_transform_equals_materialised_vmap_and_loop(name, transform):
     scale, shift = TRANSFORMS[transform]
     model, params, x, y = _problem(name, 5, 2.0, 0.7)
     mask = jnp.asarray([1, 1, 0, 1, 1, 1, 0, 1, 1], jnp.float32)
     clip = 0.8
-    fast, fast_norms = _transformed_sum(model, params, x, y, clip, mask, method="fast",
-                                        feature_scale=scale, feature_shift=shift)
+    fast, fast_norms = _transformed_sum(
+        model, params, x, y, clip, mask, method="fast", feature_scale=scale, feature_shift=shift
+    )
     xt = _materialised(x, scale, shift)
     slow, slow_norms = _clipped_sum(model, params, xt, y, clip, mask, method="vmap")
-    via_kwargs, kw_norms = _transformed_sum(model, params, x, y, clip, mask, method="vmap",
-                                            feature_scale=scale, feature_shift=shift)
+    via_kwargs, kw_norms = _transformed_sum(
+        model, params, x, y, clip, mask, method="vmap", feature_scale=scale, feature_shift=shift
+    )
     loop = _loop_reference(model, params, xt, y, clip, np.asarray(mask))
     assert set(fast) == set(params)  # a shift adds no "b" to the gradient of a model without one
     np.testing.assert_allclose(fast_norms, slow_norms, rtol=1e-5)
@@ -318,7 +368,9 @@ def test_mlp_vmap_path_applies_the_transform():
     y = jnp.asarray(rng.integers(0, K, size=B))
     params = model.init(jax.random.PRNGKey(2))
     scale, shift = TRANSFORMS["vector_scale_shift"]
-    got, norms = _transformed_sum(model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift)
+    got, norms = _transformed_sum(
+        model, params, x, y, 0.05, feature_scale=scale, feature_shift=shift
+    )
     expected = _loop_reference(model, params, _materialised(x, scale, shift), y, 0.05)
     _assert_trees_close(got, expected, rtol=1e-5, atol=1e-7)
     plain, _ = _clipped_sum(model, params, x, y, 0.05)
@@ -333,21 +385,45 @@ def test_apply_and_loss_transformed_equal_materialised(name):
     for transform in ("scalar_scale_shift", "vector_scale_shift", "shift_only"):
         scale, shift = TRANSFORMS[transform]
         xt = _materialised(x, scale, shift)
-        np.testing.assert_allclose(features.apply_transformed(model, params, x, scale, shift),
-                                   model.apply(params, xt), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(features.per_example_loss_transformed(model, params, x, y, scale, shift),
-                                   model.per_example_loss(params, xt, y), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(features.apply_transformed(mlp, mlp_params, x, scale, shift),
-                                   mlp.apply(mlp_params, xt), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(features.apply_transformed(model, params, x), model.apply(params, x))
+        np.testing.assert_allclose(
+            features.apply_transformed(model, params, x, scale, shift),
+            model.apply(params, xt),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        np.testing.assert_allclose(
+            features.per_example_loss_transformed(model, params, x, y, scale, shift),
+            model.per_example_loss(params, xt, y),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        np.testing.assert_allclose(
+            features.apply_transformed(mlp, mlp_params, x, scale, shift),
+            mlp.apply(mlp_params, xt),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+    np.testing.assert_array_equal(
+        features.apply_transformed(model, params, x), model.apply(params, x)
+    )
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
     model = MODELS[name]
-    return jax.vmap(lambda m: _transformed_sum(model, params, x, y, clip_norm, m, method="fast",
-                                               feature_scale=scale, feature_shift=shift)[0])(
-        jnp.eye(x.shape[0]))
+    return jax.vmap(
+        lambda m: _transformed_sum(
+            model,
+            params,
+            x,
+            y,
+            clip_norm,
+            m,
+            method="fast",
+            feature_scale=scale,
+            feature_shift=shift,
+        )[0]
+    )(jnp.eye(x.shape[0]))
 
 
 @settings(max_examples=30, deadline=None)
@@ -360,8 +436,18 @@ def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
     near=st.sampled_from([None, 0.0, 1e-4, 1e-2]),
     feature_norm=st.sampled_from([1.0, 100.0, 1000.0]),
 )
-@example(name="softmax", seed=0, x_scale=1.0, clip_norm=1.0, shift_size=0.0, near=1e-2, feature_norm=1000.0)
-def test_transformed_clipped_contributions_are_bounded(name, seed, x_scale, clip_norm, shift_size, near, feature_norm):
+@example(
+    name="softmax",
+    seed=0,
+    x_scale=1.0,
+    clip_norm=1.0,
+    shift_size=0.0,
+    near=1e-2,
+    feature_norm=1000.0,
+)
+def test_transformed_clipped_contributions_are_bounded(
+    name, seed, x_scale, clip_norm, shift_size, near, feature_norm
+):
     """Every example's contribution to the fast path's clipped sum (with a vector scale and a
     shift) has global norm <= C, bias included, exactly (float64 norms of the float32
     contributions); ``near``: the shift is within that distance of the first transformed row (as
@@ -436,8 +522,10 @@ def test_rows_near_the_shift_are_still_clipped(name):
     x = x[0] + jnp.asarray(distances[:, None] * rng.normal(size=(B, D)), jnp.float32)
     bias = "b" in params
     norms = np.asarray(features.transformed_feature_norms(x, scale, shift, bias), np.float64)
-    exact = np.asarray(x, np.float64) * np.asarray(scale, np.float64) - np.asarray(shift, np.float64)
-    exact = np.sqrt(np.sum(exact ** 2, axis=1) + bias)
+    exact = np.asarray(x, np.float64) * np.asarray(scale, np.float64) - np.asarray(
+        shift, np.float64
+    )
+    exact = np.sqrt(np.sum(exact**2, axis=1) + bias)
     assert np.all(norms >= exact * (1 - 1e-6)), norms / exact
     # At distance 1 (raw norm ~100) the rounding allowance over-clips by < 0.2 %.
     np.testing.assert_allclose(norms[-1], exact[-1], rtol=2e-3)
@@ -458,23 +546,39 @@ def test_norms_of_huge_features_are_finite_and_correct(magnitude, transform):
     x[1, 0] = 3.0 * magnitude  # one huge entry in an otherwise ordinary row
     y = rng.integers(0, K, size=B)
     # w = 0 and a random bias: finite logits (the bias), so the residuals are exact and O(1).
-    params = {"w": jnp.zeros((D, K), jnp.float32), "b": jnp.asarray(rng.normal(size=K), jnp.float32)}
+    params = {
+        "w": jnp.zeros((D, K), jnp.float32),
+        "b": jnp.asarray(rng.normal(size=K), jnp.float32),
+    }
     scale = rng.uniform(0.5, 2.0, size=D) if transform else None
     shift = magnitude * rng.normal(size=D) if transform else None
     x32 = jnp.asarray(x, jnp.float32)
     as32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)  # noqa: E731
-    # float64 reference: ||x'_i ⊗ r_i||² + ||r_i||² = (||x'_i||² + 1)·||r_i||², x' = scale ⊙ x − shift
-    x_ref = np.asarray(x32, np.float64) * (1.0 if scale is None else np.asarray(as32(scale), np.float64))
+    # float64 reference: ||x'_i ⊗ r_i||² + ||r_i||² = (||x'_i||² + 1)·||r_i||², x' = scale ⊙ x −
+    # shift
+    x_ref = np.asarray(x32, np.float64) * (
+        1.0 if scale is None else np.asarray(as32(scale), np.float64)
+    )
     x_ref = x_ref - (0.0 if shift is None else np.asarray(as32(shift), np.float64))
     logits = np.asarray(params["b"], np.float64)
     r = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum() - np.eye(K)[y]
     expected = np.sqrt(np.sum(x_ref**2, axis=1) + 1.0) * np.linalg.norm(r, axis=1)
     with np.errstate(over="ignore"):
-        assert not np.all(np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1)))  # the plain sum overflows
+        assert not np.all(
+            np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1))
+        )  # the plain sum overflows
     sums = {}
     for method in ("fast", "vmap"):
-        got, norms = _transformed_sum(model, params, x32, jnp.asarray(y), 1.0, method=method,
-                                      feature_scale=as32(scale), feature_shift=as32(shift))
+        got, norms = _transformed_sum(
+            model,
+            params,
+            x32,
+            jnp.asarray(y),
+            1.0,
+            method=method,
+            feature_scale=as32(scale),
+            feature_shift=as32(shift),
+        )
         assert bool(jnp.all(jnp.isfinite(norms))), (method, norms)
         np.testing.assert_allclose(np.asarray(norms, np.float64), expected, rtol=1e-5)
         assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(got))
@@ -496,8 +600,14 @@ def _dropout_loss(p, b, key):
 
 def _mlp_problem(rows: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    p = {"w1": jnp.asarray(rng.normal(size=(5, 16)), jnp.float32), "w2": jnp.asarray(rng.normal(size=(16,)), jnp.float32)}
-    b = {"x": jnp.asarray(rng.normal(size=(rows, 5)), jnp.float32), "y": jnp.asarray(rng.normal(size=(rows,)), jnp.float32)}
+    p = {
+        "w1": jnp.asarray(rng.normal(size=(5, 16)), jnp.float32),
+        "w2": jnp.asarray(rng.normal(size=(16,)), jnp.float32),
+    }
+    b = {
+        "x": jnp.asarray(rng.normal(size=(rows, 5)), jnp.float32),
+        "y": jnp.asarray(rng.normal(size=(rows,)), jnp.float32),
+    }
     return p, b
 
 
@@ -508,17 +618,32 @@ def test_microbatches_give_the_unbatched_clipped_sum(m):
     p, b = _mlp_problem(37)
     mask = jnp.asarray((np.random.default_rng(1).random(37) < 0.7).astype(np.float32))
     key = jax.random.key(3)
-    make = lambda size: clipping.clipped_grad(_dropout_loss, l2_clip_norm=0.5, has_aux=True, prng_argnum=0,  # noqa: E731
-                                              microbatch_size=size)
+    make = lambda size: clipping.clipped_grad(  # noqa: E731
+        _dropout_loss,
+        l2_clip_norm=0.5,
+        has_aux=True,
+        prng_argnum=0,
+        microbatch_size=size,
+    )
     ref = make(None)(p, b, key, mask=mask)
     got = jax.jit(lambda p, b, k, mk: make(m)(p, b, k, mask=mk))(p, b, key, mask)
     _assert_trees_close(got.grad, ref.grad, rtol=1e-6, atol=1e-6)
     # A microbatch with a real example is computed whole; one of padding only is skipped (zeros).
-    computed = np.repeat(np.asarray(mask).reshape(-1, 1) if m == 1 else
-                         np.add.reduceat(np.asarray(mask), np.arange(0, 37, m)) > 0, m)[:37].astype(bool)
-    np.testing.assert_allclose(np.asarray(got.norms)[computed], np.asarray(ref.norms)[computed], rtol=1e-5)
+    computed = np.repeat(
+        (
+            np.asarray(mask).reshape(-1, 1)
+            if m == 1
+            else np.add.reduceat(np.asarray(mask), np.arange(0, 37, m)) > 0
+        ),
+        m,
+    )[:37].astype(bool)
+    np.testing.assert_allclose(
+        np.asarray(got.norms)[computed], np.asarray(ref.norms)[computed], rtol=1e-5
+    )
     np.testing.assert_array_equal(np.asarray(got.norms)[~computed], 0.0)
-    np.testing.assert_allclose(np.asarray(got.aux["out"])[computed], np.asarray(ref.aux["out"])[computed], rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(got.aux["out"])[computed], np.asarray(ref.aux["out"])[computed], rtol=1e-5
+    )
 
 
 def test_microbatches_of_padding_only_are_skipped_not_computed():
@@ -531,7 +656,11 @@ def test_microbatches_of_padding_only_are_skipped_not_computed():
     loss = lambda p, b: _dropout_loss(p, b, jax.random.key(0))[0]  # noqa: E731
     whole = clipping.clipped_grad(loss, l2_clip_norm=0.5)(p, b, mask=mask)
     assert not all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(whole.grad))
-    got = jax.jit(lambda p, b, mk: clipping.clipped_grad(loss, l2_clip_norm=0.5, microbatch_size=8)(p, b, mask=mk))(p, b, mask)
+    got = jax.jit(
+        lambda p, b, mk: clipping.clipped_grad(loss, l2_clip_norm=0.5, microbatch_size=8)(
+            p, b, mask=mk
+        )
+    )(p, b, mask)
     real = clipping.clipped_grad(loss, l2_clip_norm=0.5)(p, {k: v[:8] for k, v in b.items()})
     _assert_trees_close(got.grad, real.grad, rtol=1e-6, atol=1e-7)
 
@@ -540,13 +669,24 @@ def test_microbatching_bounds_the_memory_of_per_example_gradients():
     """The compiled step's temporary memory holds m per-example gradients, not B: a 100k-parameter
     MLP at B = 512 (per-example gradients alone: 205 MB) with microbatches of 32."""
     rng = np.random.default_rng(0)
-    p = {"w1": jnp.asarray(rng.normal(size=(784, 128)) * 0.05, jnp.float32),
-         "w2": jnp.asarray(rng.normal(size=(128, 10)) * 0.05, jnp.float32)}
-    b = {"x": jnp.asarray(rng.normal(size=(512, 784)), jnp.float32), "y": jnp.asarray(rng.integers(0, 10, 512))}
-    loss = lambda p, b: -jnp.mean(jax.nn.log_softmax(jnp.tanh(b["x"] @ p["w1"]) @ p["w2"])[0, b["y"][0]])  # noqa: E731
+    p = {
+        "w1": jnp.asarray(rng.normal(size=(784, 128)) * 0.05, jnp.float32),
+        "w2": jnp.asarray(rng.normal(size=(128, 10)) * 0.05, jnp.float32),
+    }
+    b = {
+        "x": jnp.asarray(rng.normal(size=(512, 784)), jnp.float32),
+        "y": jnp.asarray(rng.integers(0, 10, 512)),
+    }
+    loss = lambda p, b: (  # noqa: E731
+        -jnp.mean(jax.nn.log_softmax(jnp.tanh(b["x"] @ p["w1"]) @ p["w2"])[0, b["y"][0]])
+    )
     temp = {}
     for m in (None, 32):
-        fn = jax.jit(lambda p, b, m=m: clipping.clipped_grad(loss, l2_clip_norm=1.0, microbatch_size=m)(p, b).grad)
+        fn = jax.jit(
+            lambda p, b, m=m: (
+                clipping.clipped_grad(loss, l2_clip_norm=1.0, microbatch_size=m)(p, b).grad
+            )
+        )
         temp[m] = fn.lower(p, b).compile().memory_analysis().temp_size_in_bytes
     per_example = 512 * (784 * 128 + 128 * 10) * 4
     assert temp[None] >= per_example and temp[32] <= per_example / 8, temp
@@ -555,4 +695,6 @@ def test_microbatching_bounds_the_memory_of_per_example_gradients():
 def test_microbatch_size_is_checked():
     for bad in (0, -1, 2.5, True, "8"):
         with pytest.raises(ValueError, match="microbatch_size"):
-            clipping.clipped_grad(lambda p, b: jnp.sum(p * b), l2_clip_norm=1.0, microbatch_size=bad)
+            clipping.clipped_grad(
+                lambda p, b: jnp.sum(p * b), l2_clip_norm=1.0, microbatch_size=bad
+            )

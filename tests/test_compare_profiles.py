@@ -8,23 +8,54 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("compare_profiles", REPO / "scripts" / "compare_profiles.py")
+_spec = importlib.util.spec_from_file_location(
+    "compare_profiles", REPO / "scripts" / "compare_profiles.py"
+)
 compare_profiles = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_profiles)
 
 
 def _write(directory: Path, experiment_id: str, rows: list[tuple[str, str, str]]) -> None:
     (directory / experiment_id).mkdir(parents=True)
-    pd.DataFrame([{"profile": directory.name, "quantity": q, "paper": "", "measured": m, "tolerance": "", "status": s,
-                   "note": ""} for q, m, s in rows]).to_csv(directory / experiment_id / "comparisons.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "profile": directory.name,
+                "quantity": q,
+                "paper": "",
+                "measured": m,
+                "tolerance": "",
+                "status": s,
+                "note": "",
+            }
+            for q, m, s in rows
+        ]
+    ).to_csv(directory / experiment_id / "comparisons.csv", index=False)
 
 
 def test_a_changed_status_a_changed_number_and_a_resized_quantity_are_reported(tmp_path):
     quick, paper = tmp_path / "quick", tmp_path / "paper"
-    _write(quick, "hu2024_fig3", [("ordering (a) < (c)", "yes", "pass"), ("PTR passes at n = 2000", "⊥", "miss"),
-                                  ("excess risk", "0.10", "info"), ("same", "1", "pass")])
-    _write(paper, "hu2024_fig3", [("ordering (a) < (c)", "no", "miss"), ("PTR passes at n = 10000", "0.2", "pass"),
-                                  ("excess risk", "0.05", "info"), ("same", "1", "pass"), ("new row", "x", "info")])
+    _write(
+        quick,
+        "hu2024_fig3",
+        [
+            ("ordering (a) < (c)", "yes", "pass"),
+            ("PTR passes at n = 2000", "⊥", "miss"),
+            ("excess risk", "0.10", "info"),
+            ("same", "1", "pass"),
+        ],
+    )
+    _write(
+        paper,
+        "hu2024_fig3",
+        [
+            ("ordering (a) < (c)", "no", "miss"),
+            ("PTR passes at n = 10000", "0.2", "pass"),
+            ("excess risk", "0.05", "info"),
+            ("same", "1", "pass"),
+            ("new row", "x", "info"),
+        ],
+    )
     _write(quick, "audit", [("a", "1", "pass")])
     text = compare_profiles.compare(quick, paper)
     assert "| `hu2024_fig3` | 2 / 1 / 1 | 2 / 1 / 2 | 2 | 3 | 0 | 1 |" in text

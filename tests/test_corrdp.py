@@ -30,7 +30,9 @@ def test_feature_scales_put_row_scales_on_the_named_leaf():
     glm = {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}
     scales = corrdp.feature_scales(glm, [0.0, 1.0, 2.5], "w")
     assert set(scales) == {"w", "b"}
-    np.testing.assert_array_equal(np.broadcast_to(scales["w"], (3, 2)), [[0, 0], [1, 1], [2.5, 2.5]])
+    np.testing.assert_array_equal(
+        np.broadcast_to(scales["w"], (3, 2)), [[0, 0], [1, 1], [2.5, 2.5]]
+    )
     assert float(scales["b"]) == 1.0
     mlp = models.mlp(3, 4, 2).init(jax.random.PRNGKey(0))
     scales = corrdp.feature_scales(mlp, [0.5, 1.0, 2.0], "w1")
@@ -56,11 +58,19 @@ def test_corrdp_sgd_step_has_std_sigma_sqrt_f_on_the_mean():
     params0 = model.init(None)
     # The paper's nominal-ε mechanism: a non-private plan (no clipping, no plan noise), the noise
     # is CoordinateNoise's absolute std on the sum.
-    hyper = algorithms.Hyper(1.0, extra={"noise_std": corrdp.sum_noise_std(sigma, n),
-                                         "noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w")})
-    cfg = algorithms.TrainConfig(model, hyper, DPPlan.non_private("full", n, steps=1), extensions=(CoordinateNoise(),))
-    params, _ = algorithms.train(cfg, params0, (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
-                                 jax.random.PRNGKey(0))
+    hyper = algorithms.Hyper(
+        1.0,
+        extra={
+            "noise_std": corrdp.sum_noise_std(sigma, n),
+            "noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w"),
+        },
+    )
+    cfg = algorithms.TrainConfig(
+        model, hyper, DPPlan.non_private("full", n, steps=1), extensions=(CoordinateNoise(),)
+    )
+    params, _ = algorithms.train(
+        cfg, params0, (np.zeros((n, d), np.float32), np.zeros(n, np.float32)), jax.random.PRNGKey(0)
+    )
     moved = -np.asarray(params["w"], np.float64)[:, 0]  # lr 1: θ1 = −(0 + noise/N)
     np.testing.assert_array_equal(moved[factors == 0], 0.0)
     for f in (1.0, 4.0):

@@ -43,8 +43,13 @@ def _blocks(text: str) -> list[tuple[str, str, str | None]]:
 
 BLOCKS = {name: _blocks(text) for name, text in TEXTS.items()}
 # (page, index of the example on that page, source)
-EXAMPLES = [(name, i, body) for name, blocks in BLOCKS.items()
-            for i, body in enumerate(body for info, body, reason in blocks if info == "python" and reason is None)]
+EXAMPLES = [
+    (name, i, body)
+    for name, blocks in BLOCKS.items()
+    for i, body in enumerate(
+        body for info, body, reason in blocks if info == "python" and reason is None
+    )
+]
 
 
 def test_every_python_block_is_found_and_runs_unless_a_reason_says_why():
@@ -55,8 +60,12 @@ def test_every_python_block_is_found_and_runs_unless_a_reason_says_why():
         # MyST directives (```{toctree}, ```{eval-rst}) are fences too.
         assert len(re.findall(r"^```", text, flags=re.M)) == 2 * len(BLOCKS[name]), name
         for info, body, reason in BLOCKS[name]:
-            assert info.lower() not in PYTHON_ALIASES, f"{name}: write ```python (not ```{info}) so the block is run:\n{body[:200]}"
-            assert reason is None or info == "python", f"{name}: only python blocks are run; the not-run mark on ```{info} is moot"
+            assert info.lower() not in PYTHON_ALIASES, (
+                f"{name}: write ```python (not ```{info}) so the block is run:\n{body[:200]}"
+            )
+            assert reason is None or info == "python", (
+                f"{name}: only python blocks are run; the not-run mark on ```{info} is moot"
+            )
 
 
 def test_a_not_run_block_must_say_why():
@@ -67,7 +76,8 @@ def test_a_not_run_block_must_say_why():
 
 
 def _bound_names(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """Names a block binds by ``import`` and names it binds any other way (assignment, def, loop...)."""
+    """Names a block binds by ``import`` and names it binds any other way (assignment, def,
+    loop...)."""
     imported, assigned = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -90,19 +100,37 @@ def test_no_example_rebinds_a_name_another_example_imports():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[f"{name}-{i}" for name, i, _ in EXAMPLES])
+@pytest.mark.parametrize(
+    "index", range(len(EXAMPLES)), ids=[f"{name}-{i}" for name, i, _ in EXAMPLES]
+)
 def test_example_runs(index, tmp_path, request):
     name, number, source = EXAMPLES[index]
-    env = {**os.environ, "MPLBACKEND": "Agg", "DPPREP_NO_DOWNLOAD": "1",
-           # Hermetic: nothing read from or written to the user's caches (as tests/conftest.py).
-           "DPPREP_CALIBRATION_CACHE": "0", "DPPREP_CORRDP_CACHE": "0"}
+    env = {
+        **os.environ,
+        "MPLBACKEND": "Agg",
+        "DPPREP_NO_DOWNLOAD": "1",
+        # Hermetic: nothing read from or written to the user's caches (as tests/conftest.py).
+        "DPPREP_CALIBRATION_CACHE": "0",
+        "DPPREP_CORRDP_CACHE": "0",
+    }
     if NEEDS_DATA.search(source):
         env["DPPREP_DATA_DIR"] = str(request.getfixturevalue("data_dir"))  # skips without the data
     script = tmp_path / f"example_{index}.py"
     script.write_text(source, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, f"{name} example {number} failed:\n{source}\n{done.stdout}\n{done.stderr[-3000:]}"
-    assert done.stdout.strip(), f"{name} example {number} prints nothing: a reader should see what it computes"
-    # What a snippet shows should be a few numbers, not a page of repr (e.g. a result with ~100 RDP orders).
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (
+        f"{name} example {number} failed:\n{source}\n{done.stdout}\n{done.stderr[-3000:]}"
+    )
+    assert done.stdout.strip(), (
+        f"{name} example {number} prints nothing: a reader should see what it computes"
+    )
+    # What a snippet shows should be a few numbers, not a page of repr (e.g. a result with ~100 RDP
+    # orders).
     assert max(map(len, done.stdout.splitlines())) <= 200, done.stdout[:1000]

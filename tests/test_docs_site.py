@@ -24,16 +24,30 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 # The pages a newcomer's path goes through: the how-to guides and the reproduction's entry point.
-GUIDES = ["getting-started", "guides/plan", "guides/own-model", "guides/own-loop", "guides/sweeps",
-          "guides/private-selection", "guides/auditing", "guides/preprocessing", "reproducing"]
+GUIDES = [
+    "getting-started",
+    "guides/plan",
+    "guides/own-model",
+    "guides/own-loop",
+    "guides/sweeps",
+    "guides/private-selection",
+    "guides/auditing",
+    "guides/preprocessing",
+    "reproducing",
+]
 
 
 def _package_modules() -> set[str]:
-    """Every module of the package but ``__main__``s and the aliases left at moved modules' old names."""
+    """Every module of the package but ``__main__``s and the aliases left at moved modules' old
+    names."""
     modules = set()
     for path in (REPO / "dpprep").rglob("*.py"):
         parts = path.relative_to(REPO).with_suffix("").parts
-        if "__pycache__" in parts or parts[-1] == "__main__" or "sys.modules[__name__] =" in path.read_text():
+        if (
+            "__pycache__" in parts
+            or parts[-1] == "__main__"
+            or "sys.modules[__name__] =" in path.read_text()
+        ):
             continue
         modules.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return modules
@@ -43,20 +57,43 @@ def _package_modules() -> set[str]:
 def site(tmp_path_factory) -> Path:
     """The site built afresh (never a stale ``docs/_build``), as ``make docs`` builds it."""
     out = tmp_path_factory.mktemp("docs") / "html"
-    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
-                           str(REPO / "docs"), str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-b",
+            "html",
+            "-W",
+            "--keep-going",
+            "-q",
+            str(REPO / "docs"),
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, f"the docs build failed or warned:\n{done.stderr[-6000:]}"
     return out
 
 
 def test_the_site_has_every_guide_the_tutorials_and_an_api_entry_for_every_module(site):
-    for page in [*GUIDES, "index", "results", "api/index", "tutorials/index",
-                 *(f"tutorials/{nb.stem}" for nb in (REPO / "notebooks").glob("*.ipynb"))]:
+    for page in [
+        *GUIDES,
+        "index",
+        "results",
+        "api/index",
+        "tutorials/index",
+        *(f"tutorials/{nb.stem}" for nb in (REPO / "notebooks").glob("*.ipynb")),
+    ]:
         assert (site / f"{page}.html").is_file(), page
     api = "".join(path.read_text(encoding="utf-8") for path in (site / "api").glob("*.html"))
     documented = set(re.findall(r'id="module-(dpprep[\w.]*)"', api))
-    assert documented == _package_modules(), "every module of dpprep has its section in the API reference"
+    assert documented == _package_modules(), (
+        "every module of dpprep has its section in the API reference"
+    )
     # Docstrings are rendered, not only named: the core page shows DPPlan's own words and a doctest.
     core = (site / "api" / "core.html").read_text(encoding="utf-8")
     assert 'id="dpprep.plan.DPPlan"' in core and "&gt;&gt;&gt;" in core
@@ -67,7 +104,8 @@ def test_the_site_has_every_guide_the_tutorials_and_an_api_entry_for_every_modul
 
 
 def test_the_site_fetches_nothing_from_the_network(site):
-    # A reader offline (and this project's CI) must get the whole page: no CDN scripts, styles or fonts.
+    # A reader offline (and this project's CI) must get the whole page: no CDN scripts, styles or
+    # fonts.
     for path in site.rglob("*.html"):
         text = path.read_text(encoding="utf-8")
         remote = re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?:)?//[^"]+"', text)
@@ -93,7 +131,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     if not (CHROMIUM and CHROMEDRIVER):
-        message = "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+        message = (
+            "Debian's chromium and chromium-driver are not installed (apt-get install chromium"
+            " chromium-driver)"
+        )
         if os.environ.get("DPPREP_REQUIRE_BROWSER") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -103,9 +144,18 @@ def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     # Headless, as root in a sandbox, and quiet on a closed network (no background connections).
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-quic", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -120,14 +170,19 @@ def _render(browser, url: str) -> list[dict]:
 
     browser.get_log("browser")  # drop what an earlier page logged
     browser.get(url)
-    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
     return [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-@pytest.mark.parametrize("page, expected", [
-    ("index.html", "Where to start"),
-    ("api/core.html", "DPPlan"),
-])
+@pytest.mark.parametrize(
+    "page, expected",
+    [
+        ("index.html", "Where to start"),
+        ("api/core.html", "DPPlan"),
+    ],
+)
 def test_a_page_renders_in_a_browser_without_console_errors(browser, server, page, expected):
     errors = _render(browser, f"{server}/{page}")
     assert not errors, f"{page}: console errors {errors}"
@@ -136,7 +191,9 @@ def test_a_page_renders_in_a_browser_without_console_errors(browser, server, pag
     assert expected in body.text, f"{page} does not show {expected!r}"
     # The theme's stylesheet applied (an unstyled page would also be "without errors"): furo's
     # sidebar is laid out beside the content, and the page has its scripts' navigation.
-    sheets = browser.execute_script("return Array.from(document.styleSheets).filter(s => s.cssRules.length).length")
+    sheets = browser.execute_script(
+        "return Array.from(document.styleSheets).filter(s => s.cssRules.length).length"
+    )
     assert sheets >= 2, f"{page}: stylesheets not loaded"
     assert browser.find_element("css selector", ".sidebar-drawer").is_displayed()
 
@@ -144,7 +201,9 @@ def test_a_page_renders_in_a_browser_without_console_errors(browser, server, pag
 def test_the_browser_check_fails_on_a_page_with_a_console_error(browser, server, site):
     # The check above can fail: a page whose script throws is reported with the error.
     broken = site / "broken.html"
-    broken.write_text("<html><head><title>dpprep</title></head><body><script>undefined_name();</script></body></html>")
+    broken.write_text(
+        "<html><head><title>dpprep</title></head><body><script>undefined_name();</script></body></html>"
+    )
     try:
         errors = _render(browser, f"{server}/broken.html")
     finally:

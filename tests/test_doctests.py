@@ -28,11 +28,19 @@ MODULES = _modules_with_examples()
 
 
 def test_examples_were_found():
-    assert {"dpprep.clipping", "dpprep.noise", "dpprep.step", "dpprep.frameworks", "dpprep.plan"} <= set(MODULES)
+    assert {
+        "dpprep.clipping",
+        "dpprep.noise",
+        "dpprep.step",
+        "dpprep.frameworks",
+        "dpprep.plan",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0, f"{result.failed} of {result.attempted} examples failed"
+    assert result.attempted > 0 and result.failed == 0, (
+        f"{result.failed} of {result.attempted} examples failed"
+    )

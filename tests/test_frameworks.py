@@ -55,8 +55,16 @@ def test_nnx_cnn_on_images_trains_privately_and_writes_back():
     model = frameworks.from_flax_nnx(module, loss="softmax_cross_entropy")
     assert not model.stochastic  # no random stream held: a deterministic model
     before = _accuracy(model, model.init(None), x, y)
-    plan = DPPlan.create("poisson", len(x), batch_size=32, steps=40, l2_clip_norm=1.0, noise_multiplier=0.5,
-                         delta=DELTA, max_overflow_prob=OVERFLOW)
+    plan = DPPlan.create(
+        "poisson",
+        len(x),
+        batch_size=32,
+        steps=40,
+        l2_clip_norm=1.0,
+        noise_multiplier=0.5,
+        delta=DELTA,
+        max_overflow_prob=OVERFLOW,
+    )
     config = TrainConfig(model, Hyper(1.0), plan)
     params, metrics = train(config, model.init(None), (x, y), jax.random.key(0))
     after = _accuracy(model, params, x, y)
@@ -76,12 +84,21 @@ def test_linen_module_trains_and_sweeps():
     model = frameworks.from_flax_linen(Dense(), x, loss="softmax_cross_entropy")
     assert not model.stochastic
     params0 = model.init(jax.random.key(1))
-    config = TrainConfig(model, Hyper(0.5), DPPlan.non_private("shuffle", len(x), batch_size=32, epochs=5,
-                                                               l2_clip_norm=1.0))
+    config = TrainConfig(
+        model,
+        Hyper(0.5),
+        DPPlan.non_private("shuffle", len(x), batch_size=32, epochs=5, l2_clip_norm=1.0),
+    )
     params, _ = train(config, params0, (x, y), jax.random.key(0))
     assert _accuracy(model, params, x, y) >= 0.95
-    result = sweeps.sweep_points(config, params0, (x, y), jax.random.split(jax.random.key(0), 2),
-                                 {"learning_rate": [0.0, 0.5]}, eval_data=(x, y))
+    result = sweeps.sweep_points(
+        config,
+        params0,
+        (x, y),
+        jax.random.split(jax.random.key(0), 2),
+        {"learning_rate": [0.0, 0.5]},
+        eval_data=(x, y),
+    )
     acc = np.asarray(result.evaluation["accuracy"])
     assert acc.shape == (2, 2) and np.all(acc[:, 1] >= 0.95) and np.all(acc[:, 1] > acc[:, 0])
 
@@ -107,8 +124,16 @@ def test_equinox_model_with_out_by_in_weights_trains():
     assert module.layers[0].weight.shape == (8, 6)  # out × in
     model = frameworks.from_equinox(module, loss="sigmoid_binary_cross_entropy")
     assert not model.stochastic
-    plan = DPPlan.create("poisson", len(x), batch_size=30, epochs=20, l2_clip_norm=1.0, noise_multiplier=0.3,
-                         delta=DELTA, max_overflow_prob=OVERFLOW)
+    plan = DPPlan.create(
+        "poisson",
+        len(x),
+        batch_size=30,
+        epochs=20,
+        l2_clip_norm=1.0,
+        noise_multiplier=0.3,
+        delta=DELTA,
+        max_overflow_prob=OVERFLOW,
+    )
     config = TrainConfig(model, Hyper(0.5), plan)
     params, _ = train(config, model.init(None), (x, y), jax.random.key(0))
     assert _accuracy(model, params, x, y) >= 0.9
@@ -121,25 +146,40 @@ def test_init_apply_pair_with_a_custom_loss():
     x = rng.normal(size=(50, 2, 3)).astype(np.float32)  # examples of shape (2, 3)
     y = x.sum(axis=(1, 2)).astype(np.float32)
     model = frameworks.from_init_apply(
-        lambda key: {"w": jnp.zeros((2, 3))}, lambda p, xb: jnp.einsum("bij,ij->b", xb, p["w"]),
-        loss=lambda out, yb: jnp.abs(out - yb), task="regression")
-    config = TrainConfig(model, Hyper(0.05), DPPlan.non_private("full", len(x), steps=200, l2_clip_norm=10.0))
+        lambda key: {"w": jnp.zeros((2, 3))},
+        lambda p, xb: jnp.einsum("bij,ij->b", xb, p["w"]),
+        loss=lambda out, yb: jnp.abs(out - yb),
+        task="regression",
+    )
+    config = TrainConfig(
+        model, Hyper(0.05), DPPlan.non_private("full", len(x), steps=200, l2_clip_norm=10.0)
+    )
     params, _ = train(config, model.init(None), (x, y), jax.random.key(0))
     np.testing.assert_allclose(params["w"], np.ones((2, 3)), atol=0.1)
 
 
 def test_bad_models_are_refused_before_compiling():
     x, y = _images()
-    eqx_model = frameworks.from_equinox(eqx.nn.MLP(36, 2, 4, 1, key=jax.random.key(0)),
-                                        loss="softmax_cross_entropy")
-    plan = DPPlan.create("poisson", len(x), batch_size=16, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=DELTA)
+    eqx_model = frameworks.from_equinox(
+        eqx.nn.MLP(36, 2, 4, 1, key=jax.random.key(0)), loss="softmax_cross_entropy"
+    )
+    plan = DPPlan.create(
+        "poisson",
+        len(x),
+        batch_size=16,
+        steps=2,
+        l2_clip_norm=1.0,
+        noise_multiplier=1.0,
+        delta=DELTA,
+    )
     config = TrainConfig(eqx_model, Hyper(0.1), plan)
     with pytest.raises(ValueError, match=r"cannot be applied to examples of shape \(6, 6, 1\)"):
         train(config, eqx_model.init(None), (x, y), jax.random.key(0))
     not_per_example = frameworks.from_init_apply(
-        lambda key: {"w": jnp.zeros((36, 2))}, lambda p, xb: xb.reshape(xb.shape[0], -1) @ p["w"],
-        loss=lambda out, yb: out)  # (b, 2): not one scalar per example
+        lambda key: {"w": jnp.zeros((36, 2))},
+        lambda p, xb: xb.reshape(xb.shape[0], -1) @ p["w"],
+        loss=lambda out, yb: out,
+    )  # (b, 2): not one scalar per example
     config = TrainConfig(not_per_example, Hyper(0.1), plan)
     with pytest.raises(ValueError, match="one scalar per example"):
         train(config, not_per_example.init(None), (x, y), jax.random.key(0))
@@ -205,8 +245,13 @@ def _dropout_model(framework):
 
         return model, model.init(None), forward
     if framework == "linen":
-        model = frameworks.from_flax_linen(LinenDropoutNet(), np.zeros((2, D), np.float32),
-                                           loss="softmax_cross_entropy", rngs=("dropout",), train_kwarg="train")
+        model = frameworks.from_flax_linen(
+            LinenDropoutNet(),
+            np.zeros((2, D), np.float32),
+            loss="softmax_cross_entropy",
+            rngs=("dropout",),
+            train_kwarg="train",
+        )
 
         def forward(p, x):
             h = relu(x @ p["hidden"]["kernel"] + p["hidden"]["bias"])
@@ -237,26 +282,38 @@ def test_dropout_gives_each_example_its_own_key(framework):
     assert model.stochastic
     n = 2000
     x, y = np.ones((n, D), np.float32), np.zeros(n, np.int32)
-    config = TrainConfig(model, Hyper(1.0), DPPlan.non_private("full", n, steps=1, l2_clip_norm=100.0))
+    config = TrainConfig(
+        model, Hyper(1.0), DPPlan.non_private("full", n, steps=1, l2_clip_norm=100.0)
+    )
     params, _ = train(config, params0, (x, y), jax.random.key(0))
-    expected = jax.grad(lambda p: jnp.mean(model.per_example_loss(p, jnp.asarray(x), jnp.asarray(y))))(params0)
-    moved = [np.ravel(np.asarray(a, np.float64) - np.asarray(b, np.float64))
-             for a, b in zip(jax.tree_util.tree_leaves(params0), jax.tree_util.tree_leaves(params))]
+    expected = jax.grad(
+        lambda p: jnp.mean(model.per_example_loss(p, jnp.asarray(x), jnp.asarray(y)))
+    )(params0)
+    moved = [
+        np.ravel(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+        for a, b in zip(jax.tree_util.tree_leaves(params0), jax.tree_util.tree_leaves(params))
+    ]
     grads = [np.ravel(np.asarray(g, np.float64)) for g in jax.tree_util.tree_leaves(expected)]
     moved, grads = np.concatenate(moved), np.concatenate(grads)
     live = np.abs(grads) > 1e-6  # the out layer's entries of the active hidden units, and its bias
     assert live.sum() >= 6
-    np.testing.assert_array_equal(moved[~live], 0.0)  # the hidden layer gets no gradient at a zero out kernel
+    np.testing.assert_array_equal(
+        moved[~live], 0.0
+    )  # the hidden layer gets no gradient at a zero out kernel
     ratio = moved[live] / grads[live]
-    assert np.all(np.abs(ratio - 1.0) < 0.15), ratio  # sd 1/sqrt(n) = 0.022: per-example masks averaged
+    assert np.all(np.abs(ratio - 1.0) < 0.15), (
+        ratio
+    )  # sd 1/sqrt(n) = 0.022: per-example masks averaged
     assert np.any(np.abs(ratio - 1.0) > 1e-3), ratio  # dropout was on while training
     # Same key, same run; another key, other masks (the batches and the noise are not random here).
     again, _ = train(config, params0, (x, y), jax.random.key(0))
     other, _ = train(config, params0, (x, y), jax.random.key(1))
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(again)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert not all(np.array_equal(np.asarray(a), np.asarray(c))
-                   for a, c in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(other)))
+    assert not all(
+        np.array_equal(np.asarray(a), np.asarray(c))
+        for a, c in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(other))
+    )
 
 
 def _separable(n=256, seed=0):
@@ -274,8 +331,16 @@ def test_dropout_model_trains_privately_through_train_and_the_sweeps(framework):
     x, y = _separable()
     x_test, y_test = _separable(seed=1)
     before = _accuracy(model, params0, x_test, y_test)
-    plan = DPPlan.create("poisson", len(x), batch_size=64, steps=60, l2_clip_norm=1.0, noise_multiplier=0.5,
-                         delta=DELTA, max_overflow_prob=OVERFLOW)
+    plan = DPPlan.create(
+        "poisson",
+        len(x),
+        batch_size=64,
+        steps=60,
+        l2_clip_norm=1.0,
+        noise_multiplier=0.5,
+        delta=DELTA,
+        max_overflow_prob=OVERFLOW,
+    )
     config = TrainConfig(model, Hyper(1.0), plan)
     keys = jax.random.split(jax.random.key(3), 2)
     params, metrics = train(config, params0, (x, y), keys[0])
@@ -283,28 +348,39 @@ def test_dropout_model_trains_privately_through_train_and_the_sweeps(framework):
     after = _accuracy(model, params, x_test, y_test)
     assert after >= 0.9 and after > before + 0.3, (before, after)
 
-    result = sweeps.sweep_points(config, params0, (x, y), keys, {"learning_rate": [0.0, 1.0]},
-                                 eval_data=(x_test, y_test))
+    result = sweeps.sweep_points(
+        config, params0, (x, y), keys, {"learning_rate": [0.0, 1.0]}, eval_data=(x_test, y_test)
+    )
     acc = np.asarray(result.evaluation["accuracy"])
     assert acc.shape == (2, 2) and np.all(acc[:, 1] >= 0.9) and np.all(acc[:, 0] == before)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(result.params)):
         np.testing.assert_allclose(np.asarray(b)[0, 1], np.asarray(a), rtol=1e-5, atol=1e-6)
-    assert abs(acc[0, 1] - after) <= 1 / len(y_test)  # the same model, up to float32 summation order
+    assert abs(acc[0, 1] - after) <= 1 / len(
+        y_test
+    )  # the same model, up to float32 summation order
 
     first = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))
     second = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))
     assert {k: float(v) for k, v in first.items()} == {k: float(v) for k, v in second.items()}
     logits = np.asarray(forward(params, jnp.asarray(x_test)))
-    np.testing.assert_allclose(np.asarray(model.apply(params, jnp.asarray(x_test))), logits, rtol=1e-5, atol=1e-5)
-    assert float(first["accuracy"]) == pytest.approx(float(np.mean(np.argmax(logits, axis=1) == y_test)))
+    np.testing.assert_allclose(
+        np.asarray(model.apply(params, jnp.asarray(x_test))), logits, rtol=1e-5, atol=1e-5
+    )
+    assert float(first["accuracy"]) == pytest.approx(
+        float(np.mean(np.argmax(logits, axis=1) == y_test))
+    )
     keyed = np.asarray(model.apply(params, jnp.asarray(x_test), key=jax.random.key(0)))
     assert not np.allclose(keyed, logits, atol=1e-3)  # with a key, units are dropped
 
 
 def test_linen_dropout_needs_its_rngs_and_training_flag_together():
     with pytest.raises(ValueError, match="together"):
-        frameworks.from_flax_linen(LinenDropoutNet(), np.zeros((2, D), np.float32), loss="softmax_cross_entropy",
-                                   rngs=("dropout",))
+        frameworks.from_flax_linen(
+            LinenDropoutNet(),
+            np.zeros((2, D), np.float32),
+            loss="softmax_cross_entropy",
+            rngs=("dropout",),
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -335,23 +411,31 @@ class EqxWithStateIndex(eqx.Module):
         return self.linear(x), state.set(self.count, state.get(self.count) + 1)
 
 
-@pytest.mark.parametrize("module, name", [(EqxWithBatchNorm, "BatchNorm"), (EqxWithStateIndex, "StateIndex")])
+@pytest.mark.parametrize(
+    "module, name", [(EqxWithBatchNorm, "BatchNorm"), (EqxWithStateIndex, "StateIndex")]
+)
 def test_equinox_state_is_refused(module, name):
     with pytest.raises(ValueError, match=rf"holds state \({name}\)"):
         frameworks.from_equinox(module(jax.random.key(0)), loss="softmax_cross_entropy")
     # Nested inside a larger model too.
     with pytest.raises(ValueError, match=name):
-        frameworks.from_equinox([eqx.nn.Linear(D, D, key=jax.random.key(1)), module(jax.random.key(0))],
-                                loss="softmax_cross_entropy")
+        frameworks.from_equinox(
+            [eqx.nn.Linear(D, D, key=jax.random.key(1)), module(jax.random.key(0))],
+            loss="softmax_cross_entropy",
+        )
 
 
 def test_equinox_stateless_normalisation_is_accepted():
     """The refusal is about state, not normalisation: LayerNorm (per example) trains."""
-    model = frameworks.from_equinox(eqx.nn.Sequential([eqx.nn.Linear(D, 2, key=jax.random.key(0)),
-                                                        eqx.nn.LayerNorm(2)]), loss="softmax_cross_entropy")
+    model = frameworks.from_equinox(
+        eqx.nn.Sequential([eqx.nn.Linear(D, 2, key=jax.random.key(0)), eqx.nn.LayerNorm(2)]),
+        loss="softmax_cross_entropy",
+    )
     assert not model.stochastic
     x, y = _separable()
-    config = TrainConfig(model, Hyper(0.5), DPPlan.non_private("full", len(x), steps=5, l2_clip_norm=1.0))
+    config = TrainConfig(
+        model, Hyper(0.5), DPPlan.non_private("full", len(x), steps=5, l2_clip_norm=1.0)
+    )
     params, _ = train(config, model.init(None), (x, y), jax.random.key(0))
     assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree_util.tree_leaves(params))
 
@@ -380,8 +464,16 @@ def test_a_cnn_run_is_cut_into_calls_and_stays_the_same_run():
     model = frameworks.from_flax_nnx(SmallCNN(nnx.Rngs(0)), loss="softmax_cross_entropy")
     params0 = model.init(None)
     assert algorithms.convolves(model, params0, x)
-    plan = DPPlan.create("poisson", len(x), batch_size=16, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=DELTA, max_overflow_prob=OVERFLOW)
+    plan = DPPlan.create(
+        "poisson",
+        len(x),
+        batch_size=16,
+        steps=5,
+        l2_clip_norm=1.0,
+        noise_multiplier=1.0,
+        delta=DELTA,
+        max_overflow_prob=OVERFLOW,
+    )
     config = TrainConfig(model, Hyper(0.5), plan, track_clip_fraction=True)
     assert algorithms.steps_per_call(config, params0, x) == algorithms.CONV_STEPS_PER_CALL
     key = jax.random.key(4)
@@ -396,18 +488,42 @@ def test_a_cnn_run_is_cut_into_calls_and_stays_the_same_run():
 
     # A sweep on this CPU runs the same runs one by one; batched, they are the same runs too.
     keys = jnp.stack([key, jax.random.key(5)])
-    one_by_one = sweeps.sweep_points(config, params0, (x, y), keys, {"learning_rate": [0.1, 0.5]},
-                                     eval_data=(x, y))
+    one_by_one = sweeps.sweep_points(
+        config, params0, (x, y), keys, {"learning_rate": [0.1, 0.5]}, eval_data=(x, y)
+    )
     assert not sweeps.vmaps_runs(config) or jax.default_backend() != "cpu"
-    for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(one_by_one.params), strict=True):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(one_by_one.params), strict=True
+    ):
         np.testing.assert_allclose(np.asarray(b)[0, 1], np.asarray(a), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(one_by_one.metrics["batch_size"][0, 1], metrics["batch_size"])
-    batched = sweeps._compiled(algorithms.static_config(config), plan.execution, ("learning_rate",), True, True,
-                               None, False, algorithms.CONV_STEPS_PER_CALL, True)
+    batched = sweeps._compiled(
+        algorithms.static_config(config),
+        plan.execution,
+        ("learning_rate",),
+        True,
+        True,
+        None,
+        False,
+        algorithms.CONV_STEPS_PER_CALL,
+        True,
+    )
     values = algorithms.traced(config)
-    out = batched(algorithms.with_values(values, {"learning_rate": None}), params0, jnp.asarray(x), jnp.asarray(y),
-                  keys, (np.array([0.1, 0.5], np.float32),), jnp.asarray(x), jnp.asarray(y))
-    for a, b in zip(jax.tree_util.tree_leaves(one_by_one.params), jax.tree_util.tree_leaves(out[0]), strict=True):
+    out = batched(
+        algorithms.with_values(values, {"learning_rate": None}),
+        params0,
+        jnp.asarray(x),
+        jnp.asarray(y),
+        keys,
+        (np.array([0.1, 0.5], np.float32),),
+        jnp.asarray(x),
+        jnp.asarray(y),
+    )
+    for a, b in zip(
+        jax.tree_util.tree_leaves(one_by_one.params), jax.tree_util.tree_leaves(out[0]), strict=True
+    ):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
     for name in ("loss", "accuracy"):
-        np.testing.assert_allclose(np.asarray(out[2][name]), one_by_one.evaluation[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(out[2][name]), one_by_one.evaluation[name], rtol=1e-5, atol=1e-6
+        )

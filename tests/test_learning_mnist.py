@@ -32,8 +32,15 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     n = ds.x_train.shape[0]
     model = models.softmax_regression(784, 10)
     # The plan calibrates z for (2, 1e-5) at construction.
-    dp_plan = DPPlan.create("poisson", n, batch_size=BATCH, epochs=EPOCHS, l2_clip_norm=CLIP, target_epsilon=EPSILON,
-                            delta=DELTA)
+    dp_plan = DPPlan.create(
+        "poisson",
+        n,
+        batch_size=BATCH,
+        epochs=EPOCHS,
+        l2_clip_norm=CLIP,
+        target_epsilon=EPSILON,
+        delta=DELTA,
+    )
     config = TrainConfig(model, Hyper(LR), dp_plan, track_clip_fraction=True)
     plan = config.plan.execution
     schedule = plan.schedule()
@@ -49,12 +56,20 @@ def test_dp_sgd_softmax_regression_on_mnist_reaches_85_percent(data_dir):
     assert plan.epsilon(z, DELTA) <= EPSILON  # the plan's own accounting round-trips
     # The plan's ε is that of the multiplier the float32 run has (float32 rounds this z down).
     z_run = min(z, float(np.float32(z)))
-    assert z_run < z and dp_plan.epsilon == plan.epsilon(z_run, DELTA) <= EPSILON and dp_plan.l2_clip_norm == CLIP
+    assert (
+        z_run < z
+        and dp_plan.epsilon == plan.epsilon(z_run, DELTA) <= EPSILON
+        and dp_plan.l2_clip_norm == CLIP
+    )
 
-    params, metrics = train(config, model.init(None), (ds.x_train, ds.y_train), jax.random.PRNGKey(0))
+    params, metrics = train(
+        config, model.init(None), (ds.x_train, ds.y_train), jax.random.PRNGKey(0)
+    )
     assert metrics["epsilon"] == dp_plan.epsilon <= EPSILON and metrics["delta"] == DELTA
     assert not metrics["overflow"].any()
     # Clipping is active (a real DP-SGD run): at θ = 0 every per-example norm is ~||x||·0.95 > C.
-    assert float(metrics["clip_fraction"][0]) == 1.0 and float(metrics["clip_fraction"].mean()) > 0.2
+    assert (
+        float(metrics["clip_fraction"][0]) == 1.0 and float(metrics["clip_fraction"].mean()) > 0.2
+    )
     accuracy = float(models.accuracy(model, params, ds.x_test, ds.y_test))
     assert accuracy >= 0.85, f"test accuracy {accuracy:.4f}"

@@ -20,7 +20,10 @@ def _pins(name: str) -> dict[str, str]:
 
 
 def _names(requirements: list[str]) -> set[str]:
-    return {re.sub(r"[-_.]+", "-", re.split(r"[<>=\[; ]", r, maxsplit=1)[0]).lower() for r in requirements}
+    return {
+        re.sub(r"[-_.]+", "-", re.split(r"[<>=\[; ]", r, maxsplit=1)[0]).lower()
+        for r in requirements
+    }
 
 
 def test_runtime_and_dev_locks_split_what_each_target_needs():

@@ -32,8 +32,7 @@ import pytest
 TOLERANCE = 1e-6
 TIMEOUT = 120  # seconds per subprocess; the whole test takes ~10 s on a 2-core CPU
 
-CHILD = textwrap.dedent(
-    """
+CHILD = textwrap.dedent("""
     import json, sys
 
     import jax
@@ -57,8 +56,8 @@ CHILD = textwrap.dedent(
     x_test = rng.normal(size=(60, D)).astype(np.float32)
     y_test = rng.integers(0, K, size=60)
     model = models.softmax_regression(D, K)
-    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=1e-5)
+    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0,
+                         noise_multiplier=1.0, delta=1e-5)
     config = TrainConfig(model, Hyper(0.5), plan)
     points = {"learning_rate": np.linspace(0.1, 0.6, P), "clip_norm": np.linspace(0.5, 2.0, P)}
     keys = jax.random.split(jax.random.key(0), 2)
@@ -80,8 +79,9 @@ CHILD = textwrap.dedent(
         return run
 
     sweeps._compiled = spy
-    result = sweeps.sweep_points(config, model.init(None), (x, y), keys, points, eval_data=(x_test, y_test),
-                                 devices=len(jax.devices()), chunk_size=3)
+    result = sweeps.sweep_points(config, model.init(None), (x, y), keys, points,
+                                 eval_data=(x_test, y_test), devices=len(jax.devices()),
+                                 chunk_size=3)
     print("REPORT " + json.dumps({
         "process_index": jax.process_index(), "process_count": jax.process_count(),
         "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
@@ -91,8 +91,7 @@ CHILD = textwrap.dedent(
     }), flush=True)
     if processes > 1:
         jax.distributed.shutdown()
-    """
-)
+    """)
 
 
 def _free_port() -> int:
@@ -105,21 +104,33 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
     # One CPU device per process (a pytest run may have set more for itself).
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    flags = [
+        f
+        for f in env.get("XLA_FLAGS", "").split()
+        if not f.startswith("--xla_force_host_platform_device_count")
+    ]
     env["XLA_FLAGS"] = " ".join(flags + ["--xla_force_host_platform_device_count=1"])
     return env
 
 
 def _parse(stdout: str) -> dict:
     line = next(line for line in stdout.splitlines() if line.startswith("REPORT "))
-    return json.loads(line[len("REPORT "):])
+    return json.loads(line[len("REPORT ") :])
 
 
 @pytest.fixture(scope="module")
 def reports() -> tuple[list[dict], dict]:
     port, env = _free_port(), _env()
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(i), "2", str(port)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(i), "2", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = []
     try:
         for proc in procs:
@@ -127,12 +138,19 @@ def reports() -> tuple[list[dict], dict]:
             assert proc.returncode == 0, stderr[-4000:]
             outs.append(_parse(stdout))
     finally:
-        for proc in procs:  # a hung peer (e.g. waiting on the coordinator) must not outlive the test
+        for (
+            proc
+        ) in procs:  # a hung peer (e.g. waiting on the coordinator) must not outlive the test
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    single = subprocess.run([sys.executable, "-c", CHILD, "0", "1", "0"], env=env, capture_output=True,
-                            text=True, timeout=TIMEOUT)
+    single = subprocess.run(
+        [sys.executable, "-c", CHILD, "0", "1", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert single.returncode == 0, single.stderr[-4000:]
     return outs, _parse(single.stdout)
 
@@ -171,4 +189,6 @@ def test_every_process_gets_the_one_process_result(reports):
         assert r["batch_size"] == single["batch_size"]  # the same Poisson batches per seed
         assert _diff(r["w"], single["w"]) < TOLERANCE
         assert _diff(r["b"], single["b"]) < TOLERANCE
-        assert _diff(r["loss"], single["loss"]) < TOLERANCE * max(1.0, float(np.max(np.abs(single["loss"]))))
+        assert _diff(r["loss"], single["loss"]) < TOLERANCE * max(
+            1.0, float(np.max(np.abs(single["loss"])))
+        )

@@ -16,7 +16,9 @@ from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.plan import DPPlan
 
 D, K, N = 400, 10, 8
-_MODEL = models.softmax_regression(D, K)  # one object, so runs of one hyper structure share a compilation
+_MODEL = models.softmax_regression(
+    D, K
+)  # one object, so runs of one hyper structure share a compilation
 
 
 def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_std=0.0):
@@ -34,12 +36,22 @@ def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_s
         nominal = scales is not None or noise_std != 0
         extra = {"noise_scales": scales, "noise_std": noise_std * on} if nominal else None
         if on and noise_multiplier > 0:
-            plan = DPPlan.create("full", N, steps=1, l2_clip_norm=clip_norm, noise_multiplier=noise_multiplier,
-                                 delta=1e-5)
+            plan = DPPlan.create(
+                "full",
+                N,
+                steps=1,
+                l2_clip_norm=clip_norm,
+                noise_multiplier=noise_multiplier,
+                delta=1e-5,
+            )
         else:
             plan = DPPlan.non_private("full", N, steps=1, l2_clip_norm=clip_norm)
-        cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0, extra=extra), plan,
-                                     extensions=(CoordinateNoise(),) if nominal else ())
+        cfg = algorithms.TrainConfig(
+            model,
+            algorithms.Hyper(1.0, extra=extra),
+            plan,
+            extensions=(CoordinateNoise(),) if nominal else (),
+        )
         return algorithms.train(cfg, model.init(key), (x, y), key)[0]
 
     noisy, clean = run(1.0), run(0.0)
@@ -112,11 +124,20 @@ def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, see
     0), so θ_t − θ_{t−1} = −noise_t / N. Returns (noise (steps, d), metrics)."""
     model = models.linear_regression(d, fit_intercept=False)
     x, y = np.zeros((n, d), np.float32), np.zeros(n, np.float32)
-    plan = DPPlan.create(sampling, n, batch_size=batch_size, steps=steps, l2_clip_norm=clip_norm,
-                         noise_multiplier=noise_multiplier, delta=1e-5)
+    plan = DPPlan.create(
+        sampling,
+        n,
+        batch_size=batch_size,
+        steps=steps,
+        l2_clip_norm=clip_norm,
+        noise_multiplier=noise_multiplier,
+        delta=1e-5,
+    )
     cfg = algorithms.TrainConfig(model, algorithms.Hyper(1.0), plan, track_params=True)
     _, metrics = algorithms.train(cfg, model.init(None), (x, y), jax.random.PRNGKey(seed))
-    iterates = np.concatenate([np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]])
+    iterates = np.concatenate(
+        [np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]]
+    )
     normaliser = n if sampling == "full" else batch_size
     return -np.diff(iterates, axis=0) * normaliser, metrics
 
@@ -137,14 +158,20 @@ def test_noise_and_batch_sampling_use_different_streams():
     sizes confirm which key is the sampling stream, and the noise that key would give is
     uncorrelated with the noise added."""
     n, b, steps, d, seed = 16, 4, 3, 1000, 5
-    noise_per_step, metrics = _zero_gradient_noise("poisson", steps, 1.0, 1.0, d, n, seed, batch_size=b)
+    noise_per_step, metrics = _zero_gradient_noise(
+        "poisson", steps, 1.0, 1.0, d, n, seed, batch_size=b
+    )
     k_sample = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
     pad = sampling.poisson_pad_size(n, b / n, steps)
     params = {"w": jnp.zeros((d, 1))}
     for t in range(steps):
         step_key = jax.random.fold_in(k_sample, t)
-        assert int(sampling.poisson_batch(step_key, n, b / n, pad)[2]) == int(metrics["batch_size"][t])
-        from_sampling_key = noise.gaussian_noise(step_key, params, noise.noise_std(1.0, 1.0, None, params))
+        assert int(sampling.poisson_batch(step_key, n, b / n, pad)[2]) == int(
+            metrics["batch_size"][t]
+        )
+        from_sampling_key = noise.gaussian_noise(
+            step_key, params, noise.noise_std(1.0, 1.0, None, params)
+        )
         r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
         assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"
 
@@ -178,7 +205,9 @@ def _plain_plan(l2_clip_norm=math.inf):
 
 def _config(plan, noise_std=None):
     extra = None if noise_std is None else {"noise_std": noise_std}
-    return algorithms.TrainConfig(_LOGISTIC, algorithms.Hyper(0.1, extra=extra), plan, extensions=(CoordinateNoise(),))
+    return algorithms.TrainConfig(
+        _LOGISTIC, algorithms.Hyper(0.1, extra=extra), plan, extensions=(CoordinateNoise(),)
+    )
 
 
 def test_a_multiplier_needs_a_finite_clip_norm():
@@ -188,14 +217,19 @@ def test_a_multiplier_needs_a_finite_clip_norm():
         _plan(l2_clip_norm=math.inf)
 
 
-@pytest.mark.parametrize("make_plan,noise_std,match", [
-    (_plan, 0.5, "noise_std .* has no unit in a private plan"),  # z > 0 and an absolute std
-    (_plain_plan, -0.5, "noise_std must be finite and >= 0"),
-    (_plain_plan, math.inf, "noise_std must be finite"),
-])
+@pytest.mark.parametrize(
+    "make_plan,noise_std,match",
+    [
+        (_plan, 0.5, "noise_std .* has no unit in a private plan"),  # z > 0 and an absolute std
+        (_plain_plan, -0.5, "noise_std must be finite and >= 0"),
+        (_plain_plan, math.inf, "noise_std must be finite"),
+    ],
+)
 def test_noise_units_are_checked_before_compiling_in_train(no_compile, make_plan, noise_std, match):
     with pytest.raises(ValueError, match=match):
-        algorithms.train(_config(make_plan(), noise_std), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0))
+        algorithms.train(
+            _config(make_plan(), noise_std), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0)
+        )
 
 
 def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
@@ -214,19 +248,39 @@ def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_multiplier": [1.0, 0.0]})
     plain = _config(_plain_plan(l2_clip_norm=1.0))
     with pytest.raises(ValueError, match="a non-private plan takes no noise_multiplier"):
-        sweeps.sweep_points(plain, params0, (_X, _Y), keys,
-                            {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]})
-    with pytest.raises(ValueError, match="noise_std .* has no unit in a private plan"):  # z > 0, a swept noise_std
+        sweeps.sweep_points(
+            plain,
+            params0,
+            (_X, _Y),
+            keys,
+            {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]},
+        )
+    with pytest.raises(
+        ValueError, match="noise_std .* has no unit in a private plan"
+    ):  # z > 0, a swept noise_std
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_std": [0.0, 0.5]})
     # Valid (checked without compiling): z and C per point in the private plan, each accounted ...
     private = {"noise_multiplier": np.array([1.0, 2.0]), "clip_norm": np.array([1.0, 0.5])}
-    charged = algorithms.check_hyper(algorithms.with_values(algorithms.traced(z_config), private), params0,
-                                     plan=z_config.plan, swept=tuple(private), extensions=z_config.extensions)
+    charged = algorithms.check_hyper(
+        algorithms.with_values(algorithms.traced(z_config), private),
+        params0,
+        plan=z_config.plan,
+        swept=tuple(private),
+        extensions=z_config.extensions,
+    )
     np.testing.assert_array_equal(charged["noise_multiplier"], [1.0, 2.0])
     # ... and nominal stds at any clip norm in the non-private one (which accounts nothing).
     nominal = {"noise_std": np.array([0.0, 0.5]), "clip_norm": np.array([1.0, math.inf])}
-    assert algorithms.check_hyper(algorithms.with_values(algorithms.traced(plain), nominal), params0,
-                                  plan=plain.plan, swept=tuple(nominal), extensions=plain.extensions) == {}
+    assert (
+        algorithms.check_hyper(
+            algorithms.with_values(algorithms.traced(plain), nominal),
+            params0,
+            plan=plain.plan,
+            swept=tuple(nominal),
+            extensions=plain.extensions,
+        )
+        == {}
+    )
 
 
 def test_absolute_noise_std_without_clipping_has_the_configured_std():

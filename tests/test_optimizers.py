@@ -15,7 +15,10 @@ def test_same_configuration_equal_optimizers():
     same way compare equal and share a compilation."""
     same = [
         (optimizers.optimizer("adam"), optimizers.optimizer("adam")),
-        (optimizers.optimizer("adam"), optimizers.optimizer("adam", b1=0.9, b2=0.999)),  # the defaults
+        (
+            optimizers.optimizer("adam"),
+            optimizers.optimizer("adam", b1=0.9, b2=0.999),
+        ),  # the defaults
         (optimizers.optimizer("sgd", momentum=0.9), optimizers.optimizer("sgd", momentum=0.9)),
     ]
     for a, b in same:
@@ -24,7 +27,9 @@ def test_same_configuration_equal_optimizers():
     assert optimizers.optimizer("sgd") != optimizers.optimizer("adam")
 
 
-@pytest.mark.parametrize("name, options", [("adam", {}), ("sgd", {"momentum": 0.9}), ("adamw", {"weight_decay": 0.1})])
+@pytest.mark.parametrize(
+    "name, options", [("adam", {}), ("sgd", {"momentum": 0.9}), ("adamw", {"weight_decay": 0.1})]
+)
 def test_updates_equal_optax_at_unit_rate(name, options):
     ours, ref = optimizers.optimizer(name, **options), getattr(optax, name)(1.0, **options)
     params = {"w": jnp.arange(3.0)}
@@ -35,13 +40,16 @@ def test_updates_equal_optax_at_unit_rate(name, options):
         np.testing.assert_array_equal(np.asarray(u1["w"]), np.asarray(u2["w"]))
 
 
-@pytest.mark.parametrize("name, options, match", [
-    ("nope", {}, "optax optimizer"),
-    ("chain", {}, "optax optimizer"),
-    ("adam", {"learning_rate": 0.1}, "unit-rate"),
-    ("adam", {"momentum": 0.9}, "takes no option"),
-    ("sgd", {"momentum": [0.9]}, "hashable"),
-])
+@pytest.mark.parametrize(
+    "name, options, match",
+    [
+        ("nope", {}, "optax optimizer"),
+        ("chain", {}, "optax optimizer"),
+        ("adam", {"learning_rate": 0.1}, "unit-rate"),
+        ("adam", {"momentum": 0.9}, "takes no option"),
+        ("sgd", {"momentum": [0.9]}, "hashable"),
+    ],
+)
 def test_bad_input(name, options, match):
     with pytest.raises(ValueError, match=match):
         optimizers.optimizer(name, **options)

@@ -91,8 +91,18 @@ def test_train_reports_the_epsilon_the_plan_spent():
 
 
 def test_fit_asks_for_epsilon_delta_in_one_call_and_returns_what_it_spent():
-    out = fit(LOGISTIC, LOGISTIC.init(None), (X, Y), KEY, target_epsilon=2.0, delta=1e-5, l2_clip_norm=1.0,
-              learning_rate=0.5, batch_size=20, epochs=2)
+    out = fit(
+        LOGISTIC,
+        LOGISTIC.init(None),
+        (X, Y),
+        KEY,
+        target_epsilon=2.0,
+        delta=1e-5,
+        l2_clip_norm=1.0,
+        learning_rate=0.5,
+        batch_size=20,
+        epochs=2,
+    )
     assert out.epsilon <= 2.0 and out.epsilon == out.plan.epsilon
     assert out.plan.steps == 20 and out.plan.n == N
     assert out.metrics["epsilon"] == out.epsilon
@@ -103,13 +113,20 @@ def test_fit_asks_for_epsilon_delta_in_one_call_and_returns_what_it_spent():
 
 
 def test_a_plan_for_1000_rows_on_500_is_refused():
-    plan = DPPlan.create("poisson", 1000, batch_size=64, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", 1000, batch_size=64, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     x = RNG.normal(size=(500, 3)).astype(np.float32)
     with pytest.raises(ValueError, match="plan was made for n=1000"):
         train(_config(plan), LOGISTIC.init(None), (x, (x[:, 0] > 0).astype(np.float32)), KEY)
     with pytest.raises(ValueError, match="plan was made for n=1000"):
-        sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (x, (x[:, 0] > 0).astype(np.float32)), KEYS,
-                            {"learning_rate": [0.1, 0.2]})
+        sweeps.sweep_points(
+            _config(plan),
+            LOGISTIC.init(None),
+            (x, (x[:, 0] > 0).astype(np.float32)),
+            KEYS,
+            {"learning_rate": [0.1, 0.2]},
+        )
 
 
 def test_mask_weights_other_than_0_1_are_refused_and_traced_ones_clamped():
@@ -117,7 +134,11 @@ def test_mask_weights_other_than_0_1_are_refused_and_traced_ones_clamped():
     grad_fn = clipping.clipped_grad(loss, l2_clip_norm=1.0)
     batch = {"x": jnp.full((3, 4), 5.0)}
     params = jnp.zeros(4)
-    for mask in (jnp.array([5.0, 0.0, 0.0]), jnp.array([-1.0, 1.0, 1.0]), jnp.array([0.5, 1.0, 1.0])):
+    for mask in (
+        jnp.array([5.0, 0.0, 0.0]),
+        jnp.array([-1.0, 1.0, 1.0]),
+        jnp.array([0.5, 1.0, 1.0]),
+    ):
         with pytest.raises(ValueError, match="mask must hold 0"):
             grad_fn(params, batch, mask=mask)
     # Under jit the mask cannot be read: it is clamped to [0, 1], so no example contributes above C.
@@ -131,7 +152,9 @@ def test_a_transposed_batch_is_refused_by_the_plan_s_clipped_grad():
     x = jnp.ones((8, 3))
     grad_fn(jnp.zeros(3), x, mask=jnp.ones(8))  # (n, d): fine
     with pytest.raises(ValueError, match="3 examples on its leading axis"):
-        grad_fn(jnp.zeros(8), x.T, mask=jnp.ones(3))  # (d, n): each feature row would be clipped as an example
+        grad_fn(
+            jnp.zeros(8), x.T, mask=jnp.ones(3)
+        )  # (d, n): each feature row would be clipped as an example
 
 
 def test_an_empty_batch_is_refused():
@@ -160,8 +183,13 @@ def test_dp_step_refuses_an_optimizer_without_the_plan_s_privatizer():
     plan = _plan()
     loss, data, params = _own_loop_pieces(plan)
     grad_fn = plan.clipped_grad(loss)
-    for tx in (optax.sgd(0.1),  # no privatizer
-               optax.chain(optax.adam(0.1), noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0))):
+    for tx in (
+        optax.sgd(0.1),  # no privatizer
+        optax.chain(
+            optax.adam(0.1),
+            noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0),
+        ),
+    ):
         with pytest.raises(TypeError, match="tx must come from a plan"):
             dp_step(params, tx.init(params), data, grad_fn=grad_fn, tx=tx)
 
@@ -185,7 +213,9 @@ def test_dp_step_refuses_the_state_of_another_transformation_and_a_second_init()
     with pytest.raises(ValueError, match="opt_state is not the state of tx"):
         dp_step(params, optax.adam(0.1).init(params), data, grad_fn=plan.clipped_grad(loss), tx=tx)
     tx.init(params)
-    with pytest.raises(ValueError, match="initialised already"):  # a fresh count would replay the noise
+    with pytest.raises(
+        ValueError, match="initialised already"
+    ):  # a fresh count would replay the noise
         tx.init(params)
 
 
@@ -228,11 +258,16 @@ def test_own_loop_draws_the_batches_and_noise_train_draws():
     config = _config(plan)
     trained, _ = train(config, model.init(None), (X, Y), KEY)
     loss = lambda p, b: model.per_example_loss(p, b[0], b[1])[0]  # noqa: E731
-    grad_fn, tx = plan.clipped_grad(loss), plan.optimizer(optax.chain(optax.sgd(1.0), optax.scale(0.5)), key=KEY)
+    grad_fn, tx = (
+        plan.clipped_grad(loss),
+        plan.optimizer(optax.chain(optax.sgd(1.0), optax.scale(0.5)), key=KEY),
+    )
     params = model.init(None)
     state = tx.init(params)
     for _ in range(plan.steps):
-        params, state, _ = dp_step(params, state, (jnp.asarray(X), jnp.asarray(Y)), grad_fn=grad_fn, tx=tx)
+        params, state, _ = dp_step(
+            params, state, (jnp.asarray(X), jnp.asarray(Y)), grad_fn=grad_fn, tx=tx
+        )
     for a, b in zip(jax.tree_util.tree_leaves(trained), jax.tree_util.tree_leaves(params)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -243,7 +278,9 @@ def test_own_loop_draws_the_batches_and_noise_train_draws():
 
 def test_gaussian_privatizer_refuses_zero_scales_zero_clip_and_bad_keys():
     with pytest.raises(ValueError, match="scales must be finite and > 0"):
-        noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0, scales={"w": 0.0})
+        noise.gaussian_privatizer(
+            key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0, scales={"w": 0.0}
+        )
     with pytest.raises(ValueError, match="clip_norm must be finite and > 0"):
         noise.gaussian_privatizer(key=KEY, l2_clip_norm=0.0, noise_multiplier=1.0)
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
@@ -253,7 +290,9 @@ def test_gaussian_privatizer_refuses_zero_scales_zero_clip_and_bad_keys():
 
 
 def test_a_wrong_scales_tree_is_a_clear_error():
-    tx = noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0, scales={"v": 1.0})
+    tx = noise.gaussian_privatizer(
+        key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0, scales={"v": 1.0}
+    )
     params = {"w": jnp.zeros(2)}
     with pytest.raises(ValueError, match="tree structure of the params"):
         tx.update(params, tx.init(params), params)
@@ -273,17 +312,32 @@ def _scales(value):
 
 def test_zero_coordinate_noise_scales_are_refused_in_train_sweeps_and_selection():
     plan = _plan()
-    config = dataclasses.replace(_coordinate_config(plan), hyper=Hyper(0.5, extra={"noise_scales": _scales(0.0)}))
+    config = dataclasses.replace(
+        _coordinate_config(plan), hyper=Hyper(0.5, extra={"noise_scales": _scales(0.0)})
+    )
     with pytest.raises(ValueError, match="noise factor is 0"):
         train(config, LOGISTIC.init(None), (X, Y), KEY)
     with pytest.raises(ValueError, match="noise factor is 0"):
-        sweeps.sweep_points(_coordinate_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
-                            {"noise_scales": jax.tree_util.tree_map(lambda a: np.stack([a, 0 * a]), _scales(1.0))})
+        sweeps.sweep_points(
+            _coordinate_config(plan),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEYS,
+            {"noise_scales": jax.tree_util.tree_map(lambda a: np.stack([a, 0 * a]), _scales(1.0))},
+        )
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=40)
     splan = selection.plan("full", N, steps=5, l2_clip_norm=1.0, delta=1e-5, target_epsilon=4.0)
-    sconfig = TrainConfig(SOFTMAX, Hyper(0.5, extra={"noise_scales": {"w": np.zeros((3, 2), np.float32),
-                                                                      "b": np.zeros((2,), np.float32)}}), splan,
-                          extensions=(corr_sgd.CoordinateNoise(),))
+    sconfig = TrainConfig(
+        SOFTMAX,
+        Hyper(
+            0.5,
+            extra={
+                "noise_scales": {"w": np.zeros((3, 2), np.float32), "b": np.zeros((2,), np.float32)}
+            },
+        ),
+        splan,
+        extensions=(corr_sgd.CoordinateNoise(),),
+    )
     with pytest.raises(ValueError, match="noise factor is 0"):
         select(sconfig, SOFTMAX.init(None), (X, YC), KEY, {"learning_rate": [0.1, 0.3]})
 
@@ -291,17 +345,23 @@ def test_zero_coordinate_noise_scales_are_refused_in_train_sweeps_and_selection(
 def test_reduced_coordinate_noise_is_accounted_per_point_in_sweeps_and_refused_in_train():
     plan = _plan()
     values = jax.tree_util.tree_map(lambda a: np.stack([a, 0.5 * a]), _scales(1.0))
-    out = sweeps.sweep_points(_coordinate_config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"noise_scales": values})
+    out = sweeps.sweep_points(
+        _coordinate_config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"noise_scales": values}
+    )
     assert out.epsilon[0] == pytest.approx(plan.epsilon)
     assert out.epsilon[1] == pytest.approx(plan.epsilon_at(0.5 * plan.noise_multiplier))
     assert out.epsilon[1] > 1.5 * out.epsilon[0]
-    config = dataclasses.replace(_coordinate_config(plan), hyper=Hyper(0.5, extra={"noise_scales": _scales(0.5)}))
+    config = dataclasses.replace(
+        _coordinate_config(plan), hyper=Hyper(0.5, extra={"noise_scales": _scales(0.5)})
+    )
     with pytest.raises(ValueError, match="less noise than the plan charges"):
         train(config, LOGISTIC.init(None), (X, Y), KEY)
 
 
 def test_absolute_noise_std_has_no_unit_in_a_private_plan():
-    config = dataclasses.replace(_coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_std": 3.0}))
+    config = dataclasses.replace(
+        _coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_std": 3.0})
+    )
     with pytest.raises(ValueError, match="has no unit in a private plan"):
         train(config, LOGISTIC.init(None), (X, Y), KEY)
 
@@ -324,7 +384,12 @@ def test_a_non_frozen_extension_is_refused():
         pass
 
     with pytest.raises(TypeError, match="frozen dataclass"):
-        train(TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Mutable(),)), LOGISTIC.init(None), (X, Y), KEY)
+        train(
+            TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Mutable(),)),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEY,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,10 +400,17 @@ def test_sweep_refuses_zero_noise_and_reports_each_point_s_epsilon():
     plan = _plan()
     z = plan.noise_multiplier
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
-        sweeps.sweep(_config(plan), LOGISTIC.init(None), (X, Y), KEYS, noise_multiplier=[z, z / 10, 0.0])
-    out = sweeps.sweep(_config(plan), LOGISTIC.init(None), (X, Y), KEYS, noise_multiplier=[z, z / 2])
+        sweeps.sweep(
+            _config(plan), LOGISTIC.init(None), (X, Y), KEYS, noise_multiplier=[z, z / 10, 0.0]
+        )
+    out = sweeps.sweep(
+        _config(plan), LOGISTIC.init(None), (X, Y), KEYS, noise_multiplier=[z, z / 2]
+    )
     assert out.epsilon[0] == pytest.approx(plan.epsilon)
-    assert out.epsilon[1] == pytest.approx(plan.epsilon_at(z / 2)) and out.epsilon[1] > 1.5 * out.epsilon[0]
+    assert (
+        out.epsilon[1] == pytest.approx(plan.epsilon_at(z / 2))
+        and out.epsilon[1] > 1.5 * out.epsilon[0]
+    )
     assert out.delta == plan.delta
     # A point whose noise is too small for any guarantee of the run as implemented is refused.
     with pytest.raises(ValueError, match="no guarantee of the run as implemented"):
@@ -347,39 +419,73 @@ def test_sweep_refuses_zero_noise_and_reports_each_point_s_epsilon():
 
 def test_a_non_private_plan_takes_no_noise_multiplier_in_a_sweep():
     with pytest.raises(ValueError, match="non-private plan takes no noise_multiplier"):
-        sweeps.sweep(_config(DPPlan.non_private("full", N, steps=2)), LOGISTIC.init(None), (X, Y), KEYS,
-                     noise_multiplier=[1.0, 2.0])
+        sweeps.sweep(
+            _config(DPPlan.non_private("full", N, steps=2)),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEYS,
+            noise_multiplier=[1.0, 2.0],
+        )
 
 
 def test_search_many_refuses_noiseless_candidates():
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=40)
     train_part, validation = split((X, YC), 40, KEY)
-    plan = DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5)
+    plan = DPPlan.create(
+        "full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5
+    )
     config = TrainConfig(SOFTMAX, Hyper(0.5), plan)
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
-        search_many(config, SOFTMAX.init(None), train_part, validation,
-                    [Search(KEY, {"noise_multiplier": [0.0, 5.0]})], selection=selection)
-    found = search_many(config, SOFTMAX.init(None), train_part, validation,
-                        [Search(KEY, {"noise_multiplier": [8.0, 5.0]})], selection=selection)
+        search_many(
+            config,
+            SOFTMAX.init(None),
+            train_part,
+            validation,
+            [Search(KEY, {"noise_multiplier": [0.0, 5.0]})],
+            selection=selection,
+        )
+    found = search_many(
+        config,
+        SOFTMAX.init(None),
+        train_part,
+        validation,
+        [Search(KEY, {"noise_multiplier": [8.0, 5.0]})],
+        selection=selection,
+    )
     assert found[0].accounting is not None
     charged = found[0].accounting.epsilon
-    assert charged == pytest.approx(selection.end_to_end_of_grid(plan.execution, [8.0, 5.0], 1e-5).epsilon)
+    assert charged == pytest.approx(
+        selection.end_to_end_of_grid(plan.execution, [8.0, 5.0], 1e-5).epsilon
+    )
     # the mixture of the two points: between the most and the least noisy point's charge
-    assert selection.end_to_end(plan.execution, 8.0, 1e-5).epsilon < charged < selection.end_to_end(plan.execution, 5.0, 1e-5).epsilon
+    assert (
+        selection.end_to_end(plan.execution, 8.0, 1e-5).epsilon
+        < charged
+        < selection.end_to_end(plan.execution, 5.0, 1e-5).epsilon
+    )
 
 
 def test_select_takes_its_plan_and_refuses_a_plain_one_or_the_wrong_size():
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=40)
-    plain = TrainConfig(SOFTMAX, Hyper(0.5), DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0,
-                                                            noise_multiplier=5.0, delta=1e-5))
+    plain = TrainConfig(
+        SOFTMAX,
+        Hyper(0.5),
+        DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5),
+    )
     with pytest.raises(ValueError, match="must be a selection's plan"):
         select(plain, SOFTMAX.init(None), (X, YC), KEY, {"learning_rate": [0.1]})
-    wrong = TrainConfig(SOFTMAX, Hyper(0.5), selection.plan("full", N + 10, steps=5, l2_clip_norm=1.0, delta=1e-5,
-                                                             target_epsilon=4.0))
+    wrong = TrainConfig(
+        SOFTMAX,
+        Hyper(0.5),
+        selection.plan("full", N + 10, steps=5, l2_clip_norm=1.0, delta=1e-5, target_epsilon=4.0),
+    )
     with pytest.raises(ValueError, match="plan was made for n="):
         select(wrong, SOFTMAX.init(None), (X, YC), KEY, {"learning_rate": [0.1]})
-    good = TrainConfig(SOFTMAX, Hyper(0.5), selection.plan("full", N, steps=5, l2_clip_norm=1.0, delta=1e-5,
-                                                            target_epsilon=4.0))
+    good = TrainConfig(
+        SOFTMAX,
+        Hyper(0.5),
+        selection.plan("full", N, steps=5, l2_clip_norm=1.0, delta=1e-5, target_epsilon=4.0),
+    )
     with pytest.raises(ValueError, match="cannot vary \\['noise_multiplier'\\]"):
         select(good, SOFTMAX.init(None), (X, YC), KEY, {"noise_multiplier": [1.0, 2.0]})
     out = select(good, SOFTMAX.init(None), (X, YC), KEY, {"learning_rate": [0.1, 0.3]})
@@ -392,7 +498,13 @@ def test_select_warns_when_the_scores_eat_more_than_half_the_budget():
     account = selection.end_to_end(plan.execution, plan.noise_multiplier, 1e-5)
     assert "the noisy counts alone cost epsilon" in account.part("selection").note
     with pytest.warns(UserWarning, match="noisy validation scores alone cost"):
-        select(TrainConfig(SOFTMAX, Hyper(0.5), plan), SOFTMAX.init(None), (X, YC), KEY, {"learning_rate": [0.1]})
+        select(
+            TrainConfig(SOFTMAX, Hyper(0.5), plan),
+            SOFTMAX.init(None),
+            (X, YC),
+            KEY,
+            {"learning_rate": [0.1]},
+        )
     assert "training" in account.describe() and "selection" in account.describe()
 
 
@@ -408,7 +520,9 @@ def test_split_refuses_a_fractional_validation_size():
 def test_dp_sgd_by_iteration_refuses_adam_a_large_step_and_averaging():
     with pytest.raises(ValueError, match="give smoothness"):
         DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5)
-    plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
+    plan = DPPlan.create(
+        "fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25
+    )
     p0 = LOGISTIC.init(None)
     with pytest.raises(ValueError, match="plain SGD"):
         train(TrainConfig(LOGISTIC, Hyper(1.0), plan, optimizer=optax.adam(1.0)), p0, (X, Y), KEY)
@@ -423,10 +537,26 @@ def test_dp_sgd_by_iteration_refuses_adam_a_large_step_and_averaging():
 def test_a_preprocessing_accountant_must_assume_the_plan_s_clip_bound():
     accountant = PreprocessedAccountant(Sensitivity(0.0, 0.0), lipschitz=0.1)
     with pytest.raises(ValueError, match="lipschitz=0.1"):
-        DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
-                      neighbouring="replace_one", accountant=accountant)
-    ok = DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
-                       neighbouring="replace_one", accountant=dataclasses.replace(accountant, lipschitz=1.0))
+        DPPlan.create(
+            "full",
+            N,
+            steps=5,
+            l2_clip_norm=1.0,
+            noise_multiplier=5.0,
+            delta=1e-5,
+            neighbouring="replace_one",
+            accountant=accountant,
+        )
+    ok = DPPlan.create(
+        "full",
+        N,
+        steps=5,
+        l2_clip_norm=1.0,
+        noise_multiplier=5.0,
+        delta=1e-5,
+        neighbouring="replace_one",
+        accountant=dataclasses.replace(accountant, lipschitz=1.0),
+    )
     assert ok.epsilon == pytest.approx(ok.execution.epsilon(5.0, 1e-5, accountant=ok.accountant))
 
 
@@ -441,7 +571,9 @@ def test_corrdp_point_with_epsilon_and_no_noise_is_refused():
 def test_corrdp_runs_claim_no_guarantee():
     cfg = corr_sgd.CorrDPSGD(LOGISTIC, steps=3, learning_rate=0.1, delta=1e-5)
     assert not cfg.plan(N).private
-    out = corr_sgd.sweep(cfg, LOGISTIC.init(None), (X, Y), KEYS, [corr_sgd.Point("standard", 1.0, 1.0)])
+    out = corr_sgd.sweep(
+        cfg, LOGISTIC.init(None), (X, Y), KEYS, [corr_sgd.Point("standard", 1.0, 1.0)]
+    )
     assert np.all(np.isinf(out.epsilon))
 
 
@@ -452,7 +584,9 @@ def test_corrdp_runs_claim_no_guarantee():
 def test_factory_models_and_named_optimizers_compare_by_what_they_are():
     from dpprep import optimizers
 
-    assert models.logistic_regression(3) == models.logistic_regression(num_features=3, fit_intercept=True)
+    assert models.logistic_regression(3) == models.logistic_regression(
+        num_features=3, fit_intercept=True
+    )
     assert models.logistic_regression(3) != models.logistic_regression(4)
     assert optimizers.optimizer("adam") == optimizers.optimizer("adam", b1=0.9)
     assert optimizers.optimizer("adam") != optimizers.optimizer("adam", b1=0.8)
@@ -464,29 +598,54 @@ def test_factory_models_and_named_optimizers_compare_by_what_they_are():
 def test_a_custom_loss_on_integer_labels_is_accepted():
     from dpprep.frameworks import from_init_apply
 
-    model = from_init_apply(lambda key: {"w": jnp.zeros((3, 2))}, lambda p, x: x @ p["w"],
-                            loss=lambda out, y: -jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1)[:, 0])
+    model = from_init_apply(
+        lambda key: {"w": jnp.zeros((3, 2))},
+        lambda p, x: x @ p["w"],
+        loss=lambda out, y: -jnp.take_along_axis(jax.nn.log_softmax(out), y[:, None], axis=1)[:, 0],
+    )
     train(TrainConfig(model, Hyper(0.1), _plan()), model.init(None), (X, YC), KEY)
 
 
 def test_memory_budget_and_on_chunk_are_checked():
     for bad in (math.nan, -1.0, 0):
         with pytest.raises(ValueError, match="memory_budget"):
-            sweeps.sweep_points(_config(), LOGISTIC.init(None), (X, Y), KEYS, {"learning_rate": [0.1]},
-                                memory_budget=bad)
+            sweeps.sweep_points(
+                _config(),
+                LOGISTIC.init(None),
+                (X, Y),
+                KEYS,
+                {"learning_rate": [0.1]},
+                memory_budget=bad,
+            )
     with pytest.raises(TypeError, match="on_chunk"):
-        sweeps.sweep_points(_config(), LOGISTIC.init(None), (X, Y), KEYS, {"learning_rate": [0.1]},
-                            on_chunk="print")  # type: ignore[arg-type]
+        sweeps.sweep_points(
+            _config(), LOGISTIC.init(None), (X, Y), KEYS, {"learning_rate": [0.1]}, on_chunk="print"
+        )  # type: ignore[arg-type]
 
 
 def test_the_shuffle_bounds_say_what_they_assume():
     assert "zero-out" in ExecutionPlan.__doc__  # the relation the no-amplification proof holds for
-    proven = DPPlan.create("shuffle", 100, batch_size=10, epochs=2, l2_clip_norm=1.0, noise_multiplier=2.0,
-                           delta=1e-5, shuffle_bound="no_amplification")
+    proven = DPPlan.create(
+        "shuffle",
+        100,
+        batch_size=10,
+        epochs=2,
+        l2_clip_norm=1.0,
+        noise_multiplier=2.0,
+        delta=1e-5,
+        shuffle_bound="no_amplification",
+    )
     assert "no amplification (neighbours: replace-one or zero-out)" in proven.describe()
     with pytest.warns(UserWarning, match="as if Poisson"):
-        assumed = DPPlan.create("shuffle", 100, batch_size=10, epochs=2, l2_clip_norm=1.0, noise_multiplier=2.0,
-                                delta=1e-5)
+        assumed = DPPlan.create(
+            "shuffle",
+            100,
+            batch_size=10,
+            epochs=2,
+            l2_clip_norm=1.0,
+            noise_multiplier=2.0,
+            delta=1e-5,
+        )
     assert "as if Poisson (an assumption)" in assumed.describe()
     assert assumed.epsilon < proven.epsilon
 
@@ -502,12 +661,17 @@ def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
 
     n = 400
     rng = np.random.default_rng(1)
-    inputs = {"a": rng.normal(size=(n, 3)).astype(np.float32), "tok": rng.integers(0, 5, size=(n, 2))}
+    inputs = {
+        "a": rng.normal(size=(n, 3)).astype(np.float32),
+        "tok": rng.integers(0, 5, size=(n, 2)),
+    }
     labels = ((inputs["a"][:, 0] > 0) ^ (inputs["tok"][:, 0] > 2)).astype(np.int32)
 
     class Net(nnx.Module):
         def __init__(self, rngs):
-            self.emb = nnx.Embed(5, 4, rngs=rngs)  # needs integer inputs: the token leaf stays int32
+            self.emb = nnx.Embed(
+                5, 4, rngs=rngs
+            )  # needs integer inputs: the token leaf stays int32
             self.drop = nnx.Dropout(0.2, rngs=rngs)
             self.out = nnx.Linear(3 + 8, 2, rngs=rngs)
 
@@ -517,27 +681,50 @@ def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
 
     model = frameworks.from_flax_nnx(Net(nnx.Rngs(0)), loss="softmax_cross_entropy")
     assert model.stochastic
-    plan = DPPlan.create("poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    plan = DPPlan.create(
+        "poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
     config = TrainConfig(model, Hyper(0.5), plan)
     params, metrics = train(config, model.init(None), (inputs, labels), KEYS[0])
     assert metrics["epsilon"] == plan.epsilon
-    swept = sweeps.sweep_points(config, model.init(None), (inputs, labels), KEYS, {"learning_rate": [0.5, 1.0]},
-                                eval_data=(inputs, labels))
-    for alone, in_sweep in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(swept.params)):
-        np.testing.assert_allclose(np.asarray(in_sweep)[0, 0], alone, rtol=1e-4, atol=1e-5)  # seed 0, point 0
+    swept = sweeps.sweep_points(
+        config,
+        model.init(None),
+        (inputs, labels),
+        KEYS,
+        {"learning_rate": [0.5, 1.0]},
+        eval_data=(inputs, labels),
+    )
+    for alone, in_sweep in zip(
+        jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(swept.params)
+    ):
+        np.testing.assert_allclose(
+            np.asarray(in_sweep)[0, 0], alone, rtol=1e-4, atol=1e-5
+        )  # seed 0, point 0
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=100)
-    splan = selection.plan("poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, target_epsilon=8.0, delta=1e-5)
-    out = select(TrainConfig(model, Hyper(0.5), splan), model.init(None), (inputs, labels), KEY,
-                 {"learning_rate": [0.5, 1.0]})
+    splan = selection.plan(
+        "poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, target_epsilon=8.0, delta=1e-5
+    )
+    out = select(
+        TrainConfig(model, Hyper(0.5), splan),
+        model.init(None),
+        (inputs, labels),
+        KEY,
+        {"learning_rate": [0.5, 1.0]},
+    )
     assert out.accounting.epsilon <= 8.0 and out.params is not None
     with pytest.raises(ValueError, match="disagree on the example axis"):
-        train(config, model.init(None), ({"a": inputs["a"], "tok": inputs["tok"][:-1]}, labels), KEY)
+        train(
+            config, model.init(None), ({"a": inputs["a"], "tok": inputs["tok"][:-1]}, labels), KEY
+        )
 
 
 def test_make_train_fn_runs_the_config_s_checked_values_only():
     from dpprep.algorithms import make_train_fn
 
-    plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
+    plan = DPPlan.create(
+        "fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25
+    )
     with pytest.raises(ValueError, match="learning_rate <= 2/β"):
         make_train_fn(TrainConfig(LOGISTIC, Hyper(100.0), plan), LOGISTIC.init(None))
     fn = make_train_fn(_config(), LOGISTIC.init(None))
@@ -545,9 +732,13 @@ def test_make_train_fn_runs_the_config_s_checked_values_only():
     expected, _ = train(_config(), LOGISTIC.init(None), (X, Y), KEY)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    with pytest.raises(ValueError, match="plan was made for n="):  # a record gathered many times over
+    with pytest.raises(
+        ValueError, match="plan was made for n="
+    ):  # a record gathered many times over
         fn(LOGISTIC.init(None), jnp.asarray(X[:10]), jnp.asarray(Y[:10]), KEY)
-    scaled = dataclasses.replace(_coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_scales": _scales(1e-3)}))
+    scaled = dataclasses.replace(
+        _coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_scales": _scales(1e-3)})
+    )
     with pytest.raises(ValueError, match="less noise than the plan charges"):
         make_train_fn(scaled, LOGISTIC.init(None))
 
@@ -556,14 +747,27 @@ def test_per_seed_noise_is_accounted_per_seed_and_point():
     plan = _plan()
     z = plan.noise_multiplier
     zs = np.array([[z, 2 * z], [1.5 * z, z]])  # (seeds, points)
-    out = sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
-                              {"noise_multiplier": zs, "learning_rate": [0.1, 0.2]}, per_seed=("noise_multiplier",))
+    out = sweeps.sweep_points(
+        _config(plan),
+        LOGISTIC.init(None),
+        (X, Y),
+        KEYS,
+        {"noise_multiplier": zs, "learning_rate": [0.1, 0.2]},
+        per_seed=("noise_multiplier",),
+    )
     assert out.epsilon.shape == (2, 2)
     np.testing.assert_allclose(out.epsilon, np.vectorize(plan.epsilon_at)(zs))
-    with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):  # a later seed's zero too
-        sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS,
-                            {"noise_multiplier": np.array([[z, z], [z, 0.0]]), "learning_rate": [0.1, 0.2]},
-                            per_seed=("noise_multiplier",))
+    with pytest.raises(
+        ValueError, match="noise_multiplier must be finite and > 0"
+    ):  # a later seed's zero too
+        sweeps.sweep_points(
+            _config(plan),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEYS,
+            {"noise_multiplier": np.array([[z, z], [z, 0.0]]), "learning_rate": [0.1, 0.2]},
+            per_seed=("noise_multiplier",),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,8 +789,12 @@ def test_train_refuses_a_private_statistic_its_plan_does_not_account():
     from dpprep import dpsgdf
     from dpprep.features import AffineFeatures
 
-    config = TrainConfig(LOGISTIC, Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32), "mean_multiplier": 0.5}),
-                         _plan(), extensions=(AffineFeatures(), dpsgdf.PrivateMean()))
+    config = TrainConfig(
+        LOGISTIC,
+        Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32), "mean_multiplier": 0.5}),
+        _plan(),
+        extensions=(AffineFeatures(), dpsgdf.PrivateMean()),
+    )
     with pytest.raises(ValueError, match="declares a private statistic"):
         train(config, LOGISTIC.init(None), (X, Y), KEY)
 
@@ -597,41 +805,100 @@ def test_search_many_refuses_statistics_it_would_not_compose():
 
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=40)
     train_part, validation = split((X, YC), 40, KEY)
-    with_stat = DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
-                              fixed_events=(dp_events.GaussianDpEvent(0.5),))
+    with_stat = DPPlan.create(
+        "full",
+        N - 40,
+        steps=5,
+        l2_clip_norm=1.0,
+        noise_multiplier=5.0,
+        delta=1e-5,
+        fixed_events=(dp_events.GaussianDpEvent(0.5),),
+    )
     with pytest.raises(ValueError, match="carries private statistics"):
-        search_many(TrainConfig(SOFTMAX, Hyper(0.5), with_stat), SOFTMAX.init(None), train_part, validation,
-                    [Search(KEY, {"learning_rate": [0.1]})], selection=selection)
-    plain = DPPlan.create("full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5)
-    config = TrainConfig(SOFTMAX, Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32)}), plain,
-                         extensions=(AffineFeatures(), dpsgdf.PrivateMean()))
+        search_many(
+            TrainConfig(SOFTMAX, Hyper(0.5), with_stat),
+            SOFTMAX.init(None),
+            train_part,
+            validation,
+            [Search(KEY, {"learning_rate": [0.1]})],
+            selection=selection,
+        )
+    plain = DPPlan.create(
+        "full", N - 40, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5
+    )
+    config = TrainConfig(
+        SOFTMAX,
+        Hyper(0.5, extra={"feature_shift": np.zeros(3, np.float32)}),
+        plain,
+        extensions=(AffineFeatures(), dpsgdf.PrivateMean()),
+    )
     with pytest.raises(ValueError, match="declares private statistics per point"):
-        search_many(config, SOFTMAX.init(None), train_part, validation,
-                    [Search(KEY, {"mean_multiplier": [0.5, 0.5]})], selection=selection)
+        search_many(
+            config,
+            SOFTMAX.init(None),
+            train_part,
+            validation,
+            [Search(KEY, {"mean_multiplier": [0.5, 0.5]})],
+            selection=selection,
+        )
 
 
 def test_the_accountant_s_lipschitz_bound_holds_for_every_swept_clip_bound():
     accountant = PreprocessedAccountant(Sensitivity(0.0, 0.0), lipschitz=1.0)
-    plan = DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5,
-                         neighbouring="replace_one", accountant=accountant)
+    plan = DPPlan.create(
+        "full",
+        N,
+        steps=5,
+        l2_clip_norm=1.0,
+        noise_multiplier=5.0,
+        delta=1e-5,
+        neighbouring="replace_one",
+        accountant=accountant,
+    )
     with pytest.raises(ValueError, match="every clip bound must be that number"):
-        sweeps.sweep_points(_config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"clip_norm": [1.0, 0.1]})
+        sweeps.sweep_points(
+            _config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"clip_norm": [1.0, 0.1]}
+        )
     with pytest.raises(ValueError, match="fixed_events and options do not compose"):
-        DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=5.0, delta=1e-5, neighbouring="replace_one",
-                      accountant=accountant, fixed_events=(dp_events.GaussianDpEvent(0.5),))
+        DPPlan.create(
+            "full",
+            N,
+            steps=5,
+            l2_clip_norm=1.0,
+            noise_multiplier=5.0,
+            delta=1e-5,
+            neighbouring="replace_one",
+            accountant=accountant,
+            fixed_events=(dp_events.GaussianDpEvent(0.5),),
+        )
 
 
 def test_per_seed_values_are_checked_for_every_seed():
-    plan = DPPlan.create("fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25)
+    plan = DPPlan.create(
+        "fixed_order", N, l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5, smoothness=0.25
+    )
     with pytest.raises(ValueError, match="learning_rate <= 2/β"):
-        sweeps.sweep_points(TrainConfig(LOGISTIC, Hyper(1.0), plan), LOGISTIC.init(None), (X, Y), KEYS,
-                            {"learning_rate": np.array([[1.0], [100.0]])}, per_seed=("learning_rate",))
+        sweeps.sweep_points(
+            TrainConfig(LOGISTIC, Hyper(1.0), plan),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEYS,
+            {"learning_rate": np.array([[1.0], [100.0]])},
+            per_seed=("learning_rate",),
+        )
 
 
 def test_fixed_order_is_a_replace_one_guarantee_only():
     with pytest.raises(ValueError, match="replace-one guarantees"):
-        DPPlan.create("fixed_order", N, steps=10, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5,
-                      neighbouring="add_remove")
+        DPPlan.create(
+            "fixed_order",
+            N,
+            steps=10,
+            l2_clip_norm=1.0,
+            noise_multiplier=2.0,
+            delta=1e-5,
+            neighbouring="add_remove",
+        )
 
 
 def test_a_registered_sampler_cannot_be_replaced():
@@ -647,10 +914,23 @@ def test_extensions_that_replace_the_mechanism_must_vouch_for_it():
         def wrap(self, tx, values):
             return optax.chain(tx, tx)
 
-    with pytest.raises(ValueError, match=r"replaces \['wrap'\] of the private mechanism without vouching"):
-        train(TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Twice(),)), LOGISTIC.init(None), (X, Y), KEY)
-    train(TrainConfig(LOGISTIC, Hyper(0.5), DPPlan.non_private("full", N, steps=2), extensions=(Twice(),)),
-          LOGISTIC.init(None), (X, Y), KEY)  # a non-private plan claims nothing: anything goes
+    with pytest.raises(
+        ValueError, match=r"replaces \['wrap'\] of the private mechanism without vouching"
+    ):
+        train(
+            TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Twice(),)),
+            LOGISTIC.init(None),
+            (X, Y),
+            KEY,
+        )
+    train(
+        TrainConfig(
+            LOGISTIC, Hyper(0.5), DPPlan.non_private("full", N, steps=2), extensions=(Twice(),)
+        ),
+        LOGISTIC.init(None),
+        (X, Y),
+        KEY,
+    )  # a non-private plan claims nothing: anything goes
 
 
 def test_a_dpsgdf_grid_charges_each_point_its_own_mean_once():
@@ -661,29 +941,54 @@ def test_a_dpsgdf_grid_charges_each_point_its_own_mean_once():
     models_ = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0], [0.5], [1.0], 2.0)
     keys = jax.random.split(KEY, 2)
     forward = dpsgdf.grid_group("g", models_, 50, 2, n, unit.mean(axis=0), keys, num_classes=2)
-    backward = dpsgdf.grid_group("g", models_[::-1], 50, 2, n, unit.mean(axis=0), keys, num_classes=2)
+    backward = dpsgdf.grid_group(
+        "g", models_[::-1], 50, 2, n, unit.mean(axis=0), keys, num_classes=2
+    )
     labels = (unit[:, 0] > 0).astype(np.int32)
-    eps = [sweeps.sweep_points(g.config, g.config.model.init(None), (unit, labels), keys, g.points,
-                               per_seed=g.per_seed).epsilon for g in (forward, backward)]
+    eps = [
+        sweeps.sweep_points(
+            g.config, g.config.model.init(None), (unit, labels), keys, g.points, per_seed=g.per_seed
+        ).epsilon
+        for g in (forward, backward)
+    ]
     np.testing.assert_allclose(eps[0], eps[1][::-1])
-    np.testing.assert_allclose(eps[0], [2.0, 2.0], atol=1e-3)  # each model calibrated to ε = 2, mean included
+    np.testing.assert_allclose(
+        eps[0], [2.0, 2.0], atol=1e-3
+    )  # each model calibrated to ε = 2, mean included
 
 
 def test_a_multiplier_is_accounted_as_float32_runs_it():
     z = 3.29410295622689  # float32 rounds it down
     assert float(np.float32(z)) < z
-    plan = DPPlan.create("poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, noise_multiplier=z, delta=1e-5)
-    assert plan.epsilon == pytest.approx(plan.execution.epsilon(float(np.float32(z)), 1e-5), rel=1e-12)
+    plan = DPPlan.create(
+        "poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, noise_multiplier=z, delta=1e-5
+    )
+    assert plan.epsilon == pytest.approx(
+        plan.execution.epsilon(float(np.float32(z)), 1e-5), rel=1e-12
+    )
     with pytest.raises(ValueError, match="float32 cannot hold"):
         _plan(noise_multiplier=1e-46)
-    calibrated = DPPlan.create("poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, target_epsilon=0.5,
-                               delta=1e-5)
+    calibrated = DPPlan.create(
+        "poisson", 5000, batch_size=100, steps=500, l2_clip_norm=1.0, target_epsilon=0.5, delta=1e-5
+    )
     assert calibrated.epsilon <= 0.5
 
 
 def test_fit_passes_plan_options_to_the_plan():
-    out = fit(LOGISTIC, LOGISTIC.init(None), (X, Y), KEY, target_epsilon=4.0, delta=1e-5, l2_clip_norm=1.0,
-              learning_rate=0.5, sampling="full", steps=5, neighbouring="replace_one", iterates="average")
+    out = fit(
+        LOGISTIC,
+        LOGISTIC.init(None),
+        (X, Y),
+        KEY,
+        target_epsilon=4.0,
+        delta=1e-5,
+        l2_clip_norm=1.0,
+        learning_rate=0.5,
+        sampling="full",
+        steps=5,
+        neighbouring="replace_one",
+        iterates="average",
+    )
     assert out.plan.neighbouring == "replace_one" and out.epsilon <= 4.0
 
 
@@ -708,7 +1013,9 @@ def test_an_own_loop_gives_a_stochastic_model_its_keys():
         params = model.init(None)
         state = tx.init(params)
         for _ in range(plan.steps):
-            params, state, out = dp_step(params, state, (jnp.asarray(X), jnp.asarray(YC)), grad_fn=grad_fn, tx=tx)
+            params, state, out = dp_step(
+                params, state, (jnp.asarray(X), jnp.asarray(YC)), grad_fn=grad_fn, tx=tx
+            )
         runs.append(jax.tree_util.tree_leaves(params))
     for a, b in zip(runs[0], runs[1]):
         np.testing.assert_array_equal(a, b)

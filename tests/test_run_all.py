@@ -26,7 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 def _run_all(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "scripts" / "run_all.py"), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -83,7 +86,9 @@ def test_smoke_profile_end_to_end_and_resume(smoke_run, smoke_out, data_dir):
 # In-process runs of run_all.main over toy experiments registered for one test: fast, and they let
 # a test count which units each run computed.
 def _load_run_all():
-    spec = importlib.util.spec_from_file_location("run_all_under_test", REPO / "scripts" / "run_all.py")
+    spec = importlib.util.spec_from_file_location(
+        "run_all_under_test", REPO / "scripts" / "run_all.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -111,8 +116,14 @@ def _toy(name: str, n_units: int = 10, *, fail: bool = False) -> types.ModuleTyp
         frame = pd.DataFrame(values)
         frame["versions"] = [provenance_json(ctx.store.provenance(k)) for k in keys]
         write_csv(frame, ctx.out_dir / "table.csv")
-        return [Comparison.numeric("sum of squares", sum(i * i / 7 for i in range(total)),
-                                   float(frame["square"].sum()), rel_tol=1e-12)]
+        return [
+            Comparison.numeric(
+                "sum of squares",
+                sum(i * i / 7 for i in range(total)),
+                float(frame["square"].sum()),
+                rel_tol=1e-12,
+            )
+        ]
 
     module.run = run
     return module
@@ -120,18 +131,23 @@ def _toy(name: str, n_units: int = 10, *, fail: bool = False) -> types.ModuleTyp
 
 @pytest.fixture
 def toys(monkeypatch):
-    """Registers toy experiments ``toy_a`` (10 grid units) and ``toy_b`` (4) in place of the real ones."""
+    """Registers toy experiments ``toy_a`` (10 grid units) and ``toy_b`` (4) in place of the real
+    ones."""
     modules = {"toy_a": _toy("toy_a", 10), "toy_b": _toy("toy_b", 4)}
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, f"toy_experiments.{name}", module)
-    monkeypatch.setattr(experiments, "REGISTRY", {n: (f"toy_experiments.{n}", f"Toy {n}") for n in modules})
+    monkeypatch.setattr(
+        experiments, "REGISTRY", {n: (f"toy_experiments.{n}", f"Toy {n}") for n in modules}
+    )
     # A frozen clock: runs at different moments then record identical provenance.
     epoch = time.gmtime(0)
     monkeypatch.setattr(results.time, "gmtime", lambda *a: epoch)
     return modules
 
 
-def test_failed_experiment_is_marked_in_the_report_not_shown_with_old_numbers(tmp_path, toys, capsys):
+def test_failed_experiment_is_marked_in_the_report_not_shown_with_old_numbers(
+    tmp_path, toys, capsys
+):
     out = tmp_path / "r"
     assert run_all.main(["--out", str(out)]) == 0
     assert "sum of squares" in (out / "REPORT.md").read_text()
@@ -159,7 +175,8 @@ def test_unwritable_out_stops_at_once_with_one_line(tmp_path, toys, capsys):
 
 
 def _disk_fills_after(monkeypatch, writes: int, *modules):
-    """Every ``atomic_write_text`` of ``modules`` after the first ``writes`` fails as on a full disk."""
+    """Every ``atomic_write_text`` of ``modules`` after the first ``writes`` fails as on a full
+    disk."""
     import errno
 
     done = []
@@ -176,7 +193,8 @@ def _disk_fills_after(monkeypatch, writes: int, *modules):
 
 
 def test_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, toys, capsys, monkeypatch):
-    """Issue 21: a full disk gave a traceback inside a traceback (writing FAILED.txt); now one line."""
+    """Issue 21: a full disk gave a traceback inside a traceback (writing FAILED.txt); now one
+    line."""
     out = tmp_path / "r"
     with monkeypatch.context() as patch:
         # 3 units saved, then the 4th unit and FAILED.txt find the disk full
@@ -188,7 +206,9 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, toys, capsys, mon
     assert line.startswith("run_all.py: error: the disk is full (No space left on device writing ")
     assert str(out / "toy_a") in line
     assert "free some space and rerun to resume" in line
-    assert not (out / "toy_a" / experiments.FAILURE_FILE).exists() and not (out / "REPORT.md").exists()
+    assert (
+        not (out / "toy_a" / experiments.FAILURE_FILE).exists() and not (out / "REPORT.md").exists()
+    )
     toys["toy_a"].computed.clear()
     assert run_all.main(["--out", str(out)]) == 0  # the rerun keeps the 3 finished units
     assert len(toys["toy_a"].computed) == 7 and "sum of squares" in (out / "REPORT.md").read_text()
@@ -201,9 +221,12 @@ def test_full_disk_while_writing_the_report_is_one_line(tmp_path, toys, capsys, 
         assert run_all.main(["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines()[-1] == ("run_all.py: error: the disk is full (No space left on device writing "
-                                    f"{out / 'REPORT.md'}); every finished unit of work is kept (files are "
-                                    "replaced whole, never half-written): free some space and rerun to resume")
+    assert (
+        err.splitlines()[-1]
+        == "run_all.py: error: the disk is full (No space left on device writing "
+        f"{out / 'REPORT.md'}); every finished unit of work is kept (files are "
+        "replaced whole, never half-written): free some space and rerun to resume"
+    )
     for module in toys.values():
         module.computed.clear()
     assert run_all.main(["--out", str(out)]) == 0
@@ -216,7 +239,10 @@ def test_failure_that_cannot_be_recorded_keeps_its_own_error(tmp_path, toys, mon
     with pytest.raises(RuntimeError, match="dataset not found") as info:
         experiments.run_experiment("toy_a", "smoke", tmp_path, quiet=True)
     assert info.value.__context__ is None  # not a traceback inside a traceback
-    assert any("could not record this failure in" in note and "No space left" in note for note in info.value.__notes__)
+    assert any(
+        "could not record this failure in" in note and "No space left" in note
+        for note in info.value.__notes__
+    )
 
 
 def test_experiment_alone_refuses_an_unwritable_out_with_one_line(tmp_path, toys, capsys):
@@ -233,7 +259,11 @@ def test_experiment_alone_refuses_an_unwritable_out_with_one_line(tmp_path, toys
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-        expected = f"--out {out} is a file, not a directory" if out == blocker else f"cannot write into --out {out}: "
+        expected = (
+            f"--out {out} is a file, not a directory"
+            if out == blocker
+            else f"cannot write into --out {out}: "
+        )
         assert err.startswith(f"python -m toy_experiments.toy_a: error: {expected}"), err
     assert toys["toy_a"].computed == []
 
@@ -245,14 +275,15 @@ def test_experiment_alone_on_a_full_disk_is_one_line(tmp_path, toys, capsys, mon
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
-    assert err.startswith("python -m toy_experiments.toy_a: error: the disk is full "
-                          "(No space left on device writing "), err
+    assert err.startswith(
+        "python -m toy_experiments.toy_a: error: the disk is full (No space left on device writing "
+    ), err
 
 
 def test_corrupt_comparisons_of_one_experiment_is_reported_as_unreadable(tmp_path, toys):
     out = tmp_path / "r"
     assert run_all.main(["--out", str(out)]) == 0
-    (out / "toy_a" / "comparisons.csv").write_bytes(b"\x00\x01garbage,\n\"unclosed")
+    (out / "toy_a" / "comparisons.csv").write_bytes(b'\x00\x01garbage,\n"unclosed')
     assert run_all.main(["--out", str(out), "--only", "toy_b"]) == 0
     report = (out / "REPORT.md").read_text()
     toy_a = report.split("## `toy_a`")[1].split("## `toy_b`")[0]
@@ -268,7 +299,9 @@ def test_empty_only_is_a_parser_error(tmp_path, toys, capsys, only):
     assert toys["toy_a"].computed == [] and not (tmp_path / "REPORT.md").exists()
 
 
-def test_missing_data_dir_is_a_parser_error_even_with_the_env_set(tmp_path, toys, capsys, monkeypatch):
+def test_missing_data_dir_is_a_parser_error_even_with_the_env_set(
+    tmp_path, toys, capsys, monkeypatch
+):
     # Issue 21: --data-dir /nonexistent was ignored when DPPREP_DATA_DIR was set.
     monkeypatch.setenv("DPPREP_DATA_DIR", str(tmp_path))
     with pytest.raises(SystemExit) as exit_info:
@@ -282,14 +315,19 @@ def test_data_dir_flag_wins_over_the_env(tmp_path, toys, monkeypatch):
     flag = tmp_path / "flag"
     flag.mkdir()
     monkeypatch.setenv("DPPREP_DATA_DIR", str(tmp_path / "env"))
-    assert run_all.main(["--out", str(tmp_path / "r"), "--only", "toy_b", "--data-dir", str(flag)]) == 0
+    assert (
+        run_all.main(["--out", str(tmp_path / "r"), "--only", "toy_b", "--data-dir", str(flag)])
+        == 0
+    )
     assert os.environ["DPPREP_DATA_DIR"] == str(flag)
 
 
 def test_other_profiles_do_not_overwrite_the_committed_results(tmp_path, toys, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert run_all.main(["--profile", "smoke"]) == 0
-    assert (tmp_path / "results-smoke" / "REPORT.md").exists() and not (tmp_path / "results").exists()
+    assert (tmp_path / "results-smoke" / "REPORT.md").exists() and not (
+        tmp_path / "results"
+    ).exists()
     assert "results-smoke" in capsys.readouterr().err
     assert run_all.main([]) == 0  # the committed profile keeps results/
     assert (tmp_path / "results" / "REPORT.md").exists()
@@ -316,7 +354,9 @@ def test_shards_compute_disjoint_slices_and_merge_reproduces_one_run(tmp_path, t
             slices[name].append(sorted(module.computed))
     for name, n_units in (("toy_a", 10), ("toy_b", 4)):
         flat = [i for part in slices[name] for i in part]
-        assert sorted(flat) == list(range(n_units)), f"{name}: slices overlap or miss units: {slices[name]}"
+        assert sorted(flat) == list(range(n_units)), (
+            f"{name}: slices overlap or miss units: {slices[name]}"
+        )
         assert max(map(len, slices[name])) - min(map(len, slices[name])) <= 1  # balanced
 
     for module in toys.values():
@@ -350,7 +390,9 @@ def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsy
     toys["toy_c"] = _toy("toy_c", 3)
     monkeypatch.setitem(sys.modules, "toy_experiments.toy_c", toys["toy_c"])
     monkeypatch.setitem(experiments.REGISTRY, "toy_c", ("toy_experiments.toy_c", "Toy toy_c"))
-    monkeypatch.setattr(experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"}))  # run whole: shards 1 and 2 of 3
+    monkeypatch.setattr(
+        experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"})
+    )  # run whole: shards 1 and 2 of 3
     assert [experiments.whole_owner(e, 3) for e in ("toy_b", "toy_c")] == [1, 2]
     assert run_all.main(["--out", str(tmp_path / "full")]) == 0
     capsys.readouterr()
@@ -362,12 +404,16 @@ def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsy
         err = capsys.readouterr().err
         for name, n_units in (("toy_b", 4), ("toy_c", 3)):
             if toys[name].computed:
-                assert sorted(toys[name].computed) == list(range(n_units))  # every unit, in one shard
+                assert sorted(toys[name].computed) == list(
+                    range(n_units)
+                )  # every unit, in one shard
                 ran_whole[name].append(k)
             else:
                 owner = experiments.whole_owner(name, 3)
                 assert f"{name}: shard {k}/3 done in" in err
-                assert f"skipped: {name} has no grid to split, so shard {owner}/3 runs it whole" in err, err
+                assert (
+                    f"skipped: {name} has no grid to split, so shard {owner}/3 runs it whole" in err
+                ), err
         assert len(toys["toy_a"].computed) in (3, 4)  # the grid experiment is still split
     assert ran_whole == {"toy_b": [1], "toy_c": [2]}
     for module in toys.values():
@@ -392,15 +438,27 @@ def test_bad_shard_is_a_parser_error(tmp_path, toys, capsys, shard):
     assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err
 
 
-_DONE = r"\[\d/2\] {} done in \d+\.\ds \(units: {} computed, {} cached\): \d+ pass, \d+ miss, \d+ info"
+_DONE = (
+    r"\[\d/2\] {} done in \d+\.\ds \(units: {} computed, {} cached\): \d+ pass, \d+ miss, \d+ info"
+)
 
 
-def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_lines(tmp_path, data_dir):
+def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_lines(
+    tmp_path, data_dir
+):
     """stderr captured (no terminal, as in CI): no progress-bar carriage returns, one line per
     experiment with its unit counts; --verbose adds the experiments' lines per unit of work."""
     out = tmp_path / "r"
-    args = ("--profile", "smoke", "--only", "wang2026_table2,hu2024_table1", "--out", str(out),
-            "--data-dir", str(data_dir))
+    args = (
+        "--profile",
+        "smoke",
+        "--only",
+        "wang2026_table2,hu2024_table1",
+        "--out",
+        str(out),
+        "--data-dir",
+        str(data_dir),
+    )
     first = _run_all(*args)
     assert first.returncode == 0, first.stderr[-4000:]
     assert "\r" not in first.stderr
@@ -414,12 +472,31 @@ def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_li
     assert again.returncode == 0 and "\r" not in again.stderr
     lines = again.stderr.splitlines()
     assert "==> [1/2] wang2026_table2 (profile smoke)" in lines
-    assert any(re.fullmatch(r"\[wang2026_table2 +\d+\.\ds\] synthetic m_s 5/5: 80", line) for line in lines)
-    assert any(re.fullmatch(_DONE.format("wang2026_table2", 0, 9), line) for line in lines), again.stderr
+    assert any(
+        re.fullmatch(r"\[wang2026_table2 +\d+\.\ds\] synthetic m_s 5/5: 80", line) for line in lines
+    )
+    assert any(re.fullmatch(_DONE.format("wang2026_table2", 0, 9), line) for line in lines), (
+        again.stderr
+    )
 
-    alone = subprocess.run([sys.executable, "-m", "experiments.wang2026_table2", "--profile", "smoke",
-                            "--out", str(out), "--data-dir", str(data_dir), "--verbose"],
-                           cwd=REPO, capture_output=True, text=True, timeout=900)
+    alone = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.wang2026_table2",
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(data_dir),
+            "--verbose",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert alone.returncode == 0, alone.stderr[-4000:]
     assert "synthetic m_s 5/5" in alone.stderr and "\r" not in alone.stderr
 
@@ -428,12 +505,16 @@ def test_one_line_per_experiment_counts_units_computed_and_cached(tmp_path, toys
     out = tmp_path / "r"
     assert run_all.main(["--out", str(out)]) == 0
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 4 and re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1])  # 10 grid units + 1
+    assert len(lines) == 4 and re.fullmatch(
+        _DONE.format("toy_a", 11, 0), lines[1]
+    )  # 10 grid units + 1
     assert re.fullmatch(_DONE.format("toy_b", 5, 0), lines[2])
     (out / "toy_a" / ".units").rename(tmp_path / "lost")
     assert run_all.main(["--out", str(out)]) == 0
     lines = capsys.readouterr().err.splitlines()
-    assert re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1]) and re.fullmatch(_DONE.format("toy_b", 0, 5), lines[2])
+    assert re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1]) and re.fullmatch(
+        _DONE.format("toy_b", 0, 5), lines[2]
+    )
 
 
 def test_dp_accounting_convergence_warnings_only_with_verbose(tmp_path, toys, caplog):
@@ -442,7 +523,9 @@ def test_dp_accounting_convergence_warnings_only_with_verbose(tmp_path, toys, ca
     run = toys["toy_b"].run
 
     def noisy(ctx):
-        logging.getLogger("absl").warning("_compute_log_a_frac failed to converge after 1000 iterations")
+        logging.getLogger("absl").warning(
+            "_compute_log_a_frac failed to converge after 1000 iterations"
+        )
         logging.getLogger("absl").warning("another warning")
         return run(ctx)
 

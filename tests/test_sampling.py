@@ -14,8 +14,11 @@ from scipy import stats
 from dpprep import sampling
 
 
-def _chi_square_pvalue(observed_values: np.ndarray, support: np.ndarray, pmf: np.ndarray, min_expected=5.0):
-    """Chi-square goodness of fit of integer draws to a pmf, merging sparse cells into neighbours."""
+def _chi_square_pvalue(
+    observed_values: np.ndarray, support: np.ndarray, pmf: np.ndarray, min_expected=5.0
+):
+    """Chi-square goodness of fit of integer draws to a pmf, merging sparse cells into
+    neighbours."""
     total = len(observed_values)
     counts = np.array([np.sum(observed_values == k) for k in support], float)
     outside = total - counts.sum()
@@ -58,7 +61,9 @@ def test_poisson_sizes_are_binomial_and_every_example_is_selected():
 def test_a_wrong_rate_is_detected_by_the_size_test():
     """The chi-square test above has power: q = 0.11 draws are rejected as Binomial(200, 0.1)."""
     keys = jax.random.split(jax.random.PRNGKey(1), 4000)
-    sizes = np.asarray(jax.jit(jax.vmap(lambda k: sampling.poisson_batch(k, 200, 0.11, 60)[2]))(keys))
+    sizes = np.asarray(
+        jax.jit(jax.vmap(lambda k: sampling.poisson_batch(k, 200, 0.11, 60)[2]))(keys)
+    )
     support = np.arange(0, 61)
     assert _chi_square_pvalue(sizes, support, stats.binom.pmf(support, 200, 0.1)) < 1e-3
 
@@ -108,16 +113,20 @@ def test_overflow_delta_beyond_the_float_range_of_exp():
     assert sampling.overflow_delta(1e300, 1e-10) == math.inf
     assert sampling.overflow_delta(800.0, 0.0) == 0.0
     tiny = 1e-320  # (1 + e^750)·1e-320 is finite: log space keeps it
-    assert sampling.overflow_delta(750.0, tiny) == pytest.approx(math.exp(750.0 + math.log(tiny)), rel=1e-9)
-    assert sampling.overflow_delta(699.0, 1e-10) == (1.0 + math.exp(699.0)) * 1e-10  # unchanged below
+    assert sampling.overflow_delta(750.0, tiny) == pytest.approx(
+        math.exp(750.0 + math.log(tiny)), rel=1e-9
+    )
+    assert (
+        sampling.overflow_delta(699.0, 1e-10) == (1.0 + math.exp(699.0)) * 1e-10
+    )  # unchanged below
 
 
 def test_shuffled_batches_are_permutations_per_epoch():
     indices, mask = sampling.shuffled_batches(jax.random.PRNGKey(0), 10, 4, 3)
     assert indices.shape == (9, 4) and mask.shape == (9, 4)
     for epoch in range(3):
-        idx = np.asarray(indices[3 * epoch: 3 * epoch + 3]).ravel()
-        m = np.asarray(mask[3 * epoch: 3 * epoch + 3]).ravel()
+        idx = np.asarray(indices[3 * epoch : 3 * epoch + 3]).ravel()
+        m = np.asarray(mask[3 * epoch : 3 * epoch + 3]).ravel()
         assert sorted(idx[m > 0]) == list(range(10))
         assert m.sum() == 10
     assert not np.array_equal(indices[:3], indices[3:6])

@@ -34,14 +34,21 @@ def tnb_mean(gamma, eta):
     """E[K] under D_{η,γ} (Definition 1)."""
     if eta == 0:
         return (1 / gamma - 1) / math.log(1 / gamma)
-    return eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))  # 1 − γ^η, accurate near γ = 1
+    return (
+        eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
+    )  # 1 − γ^η, accurate near γ = 1
 
 
 def gamma_of(mean, eta):
     if eta == 1:
         return 1 / mean
-    return optimize.brentq(lambda g: tnb_mean(g, eta) - mean, 1e-300, 1 - 1e-12, xtol=1e-300,
-                           rtol=4 * np.finfo(float).eps)
+    return optimize.brentq(
+        lambda g: tnb_mean(g, eta) - mean,
+        1e-300,
+        1 - 1e-12,
+        xtol=1e-300,
+        rtol=4 * np.finfo(float).eps,
+    )
 
 
 def pmf(k, mean, eta):
@@ -53,8 +60,12 @@ def pmf(k, mean, eta):
     g = gamma_of(mean, eta)
     if eta == 0:
         return (1 - g) ** k / (k * math.log(1 / g))
-    return np.exp(special.gammaln(k + eta) - special.gammaln(eta) - special.gammaln(k + 1)
-                  + k * math.log1p(-g)) / (g**-eta - 1)
+    return np.exp(
+        special.gammaln(k + eta)
+        - special.gammaln(eta)
+        - special.gammaln(k + 1)
+        + k * math.log1p(-g)
+    ) / (g**-eta - 1)
 
 
 def theorem2(rdp, mean, eta):
@@ -69,20 +80,28 @@ def theorem2(rdp, mean, eta):
 def prop12_delta(rdp, eps):
     """δ at ε of an RDP curve (Canonne, Kamath & Steinke 2020, Prop. 12; and the KL bound)."""
     kl = 0.5 * np.log1p(-np.exp(-rdp))
-    prop = np.where(ORDERS > 1.01, (ORDERS - 1) * (rdp - eps + np.log1p(-1 / ORDERS)) - np.log(ORDERS), np.inf)
+    prop = np.where(
+        ORDERS > 1.01, (ORDERS - 1) * (rdp - eps + np.log1p(-1 / ORDERS)) - np.log(ORDERS), np.inf
+    )
     return float(np.exp(np.min(np.minimum(kl, prop))))
 
 
 def theorem6(rdp, mean, delta_of):
     """Theorem 6 (Poisson K): (λ, ε(λ) + μ·δ̂ + log μ/(λ−1))-RDP when Q is (ε̂, δ̂)-DP with
     e^ε̂ = 1 + 1/(λ−1); ``delta_of(ε̂)`` is any valid δ̂."""
-    return np.array([rdp[i] + mean * delta_of(math.log1p(1 / (a - 1))) + math.log(mean) / (a - 1)
-                     for i, a in enumerate(ORDERS)])
+    return np.array(
+        [
+            rdp[i] + mean * delta_of(math.log1p(1 / (a - 1))) + math.log(mean) / (a - 1)
+            for i, a in enumerate(ORDERS)
+        ]
+    )
 
 
 def to_epsilon(rdp, delta):
     """(ε, δ) of an RDP curve (Canonne et al. Prop. 12)."""
-    eps = np.where(ORDERS > 1.01, rdp + np.log1p(-1 / ORDERS) - np.log(delta * ORDERS) / (ORDERS - 1), np.inf)
+    eps = np.where(
+        ORDERS > 1.01, rdp + np.log1p(-1 / ORDERS) - np.log(delta * ORDERS) / (ORDERS - 1), np.inf
+    )
     return max(0.0, float(np.min(eps)))
 
 
@@ -94,7 +113,9 @@ def candidate_rdp(steps, z, score_noise):
 def gaussian_delta(rho):
     """The exact δ(ε) of the Gaussian mechanism with μ = sqrt(2ρ) (Balle & Wang 2018)."""
     mu = math.sqrt(2 * rho)
-    return lambda eps: stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+    return lambda eps: (
+        stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+    )
 
 
 def _selection(mean, eta, score_noise, validation_size=100, fixed_events=()):
@@ -106,11 +127,11 @@ def _selection(mean, eta, score_noise, validation_size=100, fixed_events=()):
 
 # (steps, z, score noise, mean K, η) -> ε at δ = 1e-5 from theorem2/theorem6 above (float64).
 PINNED = [
-    (50, 30.0, 20.0, 10.0, 1.0, 2.0747980173840688),       # geometric (Liu & Talwar's K)
-    (50, 30.0, 20.0, 10.0, 0.0, 1.7176339109227026),       # logarithmic
-    (100, 20.0, 10.0, 5.0, 0.5, 3.7266169161506246),       # truncated negative binomial
+    (50, 30.0, 20.0, 10.0, 1.0, 2.0747980173840688),  # geometric (Liu & Talwar's K)
+    (50, 30.0, 20.0, 10.0, 0.0, 1.7176339109227026),  # logarithmic
+    (100, 20.0, 10.0, 5.0, 0.5, 3.7266169161506246),  # truncated negative binomial
     (200, 40.0, 25.0, 3.0, 2.0, 2.724359678847904),
-    (50, 30.0, 20.0, 10.0, math.inf, 2.263384437912892),   # Poisson (Theorem 6)
+    (50, 30.0, 20.0, 10.0, math.inf, 2.263384437912892),  # Poisson (Theorem 6)
     (100, 20.0, 10.0, 5.0, math.inf, 3.669999301940888),
 ]
 
@@ -118,22 +139,37 @@ PINNED = [
 @pytest.mark.parametrize("steps, z, sigma, mean, eta, pinned", PINNED)
 def test_epsilon_matches_papernot_steinke_and_dp_accounting(steps, z, sigma, mean, eta, pinned):
     rdp = candidate_rdp(steps, z, sigma)
-    closed = to_epsilon(theorem2(rdp, mean, eta) if math.isfinite(eta)
-                        else theorem6(rdp, mean, lambda e: prop12_delta(rdp, e)), DELTA)
+    closed = to_epsilon(
+        (
+            theorem2(rdp, mean, eta)
+            if math.isfinite(eta)
+            else theorem6(rdp, mean, lambda e: prop12_delta(rdp, e))
+        ),
+        DELTA,
+    )
     assert closed == pytest.approx(pinned, rel=1e-12)
     plan = ExecutionPlan.create("full", 1100, steps=steps)
     ours = _selection(mean, eta, sigma).epsilon(plan, z, DELTA)
     # dp-accounting's γ is the end of a bisection at relative 1e-9: ε within 1e-8.
     assert ours == pytest.approx(closed, rel=1e-8)
-    candidate = dp_event.ComposedDpEvent([dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), steps),
-                                          dp_event.GaussianDpEvent(sigma)])
+    candidate = dp_event.ComposedDpEvent(
+        [
+            dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), steps),
+            dp_event.GaussianDpEvent(sigma),
+        ]
+    )
     accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.ADD_OR_REMOVE_ONE)
-    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, mean, eta)).get_epsilon(DELTA)
+    theirs = accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, mean, eta)).get_epsilon(
+        DELTA
+    )
     assert ours == pytest.approx(theirs, rel=1e-12)
-    if math.isinf(eta):  # the exact Gaussian δ̂ is a valid (smaller) δ̂: a tighter instance of Theorem 6
+    if math.isinf(
+        eta
+    ):  # the exact Gaussian δ̂ is a valid (smaller) δ̂: a tighter instance of Theorem 6
         exact = to_epsilon(theorem6(rdp, mean, gaussian_delta(rdp[0] / ORDERS[0])), DELTA)
         assert exact < ours
-    # More than one candidate costs, less than ⌈E[K]⌉ candidates composed (at mean 3, η = 2: 2.724 < 2.733).
+    # More than one candidate costs, less than ⌈E[K]⌉ candidates composed (at mean 3, η = 2: 2.724 <
+    # 2.733).
     assert to_epsilon(rdp, DELTA) < ours < to_epsilon(rdp * math.ceil(mean), DELTA)
 
 
@@ -143,11 +179,15 @@ def test_poisson_batches_charge_the_overflow_of_every_candidate():
     eps = sel.epsilon(plan, 2.0, DELTA)
     # A fixed point: ε is the ideal ε at δ minus the slack (1 + e^ε)·E[K]·p.
     slack = (1 + math.exp(eps)) * 8.0 * plan.overflow_probability()
-    ideal = dp.composed_epsilon([sel.selection_event(plan, 2.0)], DELTA - slack,
-                                options=dp.AccountingOptions(accountant="rdp"))
+    ideal = dp.composed_epsilon(
+        [sel.selection_event(plan, 2.0)],
+        DELTA - slack,
+        options=dp.AccountingOptions(accountant="rdp"),
+    )
     assert slack > 1e-8 and eps == pytest.approx(ideal, rel=1e-9)
-    assert eps > dp.composed_epsilon([sel.selection_event(plan, 2.0)], DELTA,
-                                     options=dp.AccountingOptions(accountant="rdp"))
+    assert eps > dp.composed_epsilon(
+        [sel.selection_event(plan, 2.0)], DELTA, options=dp.AccountingOptions(accountant="rdp")
+    )
 
 
 def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
@@ -172,14 +212,22 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     # Batches without replacement: dp-accounting's replace-one RDP of each part (the count's
     # multiplier as given: 2·15 read at sensitivity 2), selected, the larger of the two.
     wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
-    runs = dp_event.SelfComposedDpEvent(dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40)
+    runs = dp_event.SelfComposedDpEvent(
+        dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40
+    )
     theirs = []
     for candidate in (runs, dp_event.GaussianDpEvent(15.0)):
         accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
-        theirs.append(accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(DELTA))
+        theirs.append(
+            accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(
+                DELTA
+            )
+        )
     assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(max(theirs), rel=1e-12)
     for sampler in ("poisson", "shuffle"):
-        plan = ExecutionPlan.create(sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one")
+        plan = ExecutionPlan.create(
+            sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one"
+        )
         with pytest.raises(ValueError, match="replace-one"):
             sel.epsilon(plan, 3.0, DELTA)
 
@@ -192,7 +240,9 @@ def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbou
     plan = ExecutionPlan.create("full", 1100, steps=50, neighbouring=neighbouring)
     sel = _selection(4.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(30.0),))
     levels = [40.0, 25.0, 60.0, 25.0]  # a repeated entry is drawn twice as often
-    factor = 4.0 if neighbouring == "replace_one" else 1.0  # a sum moves by 2 units: (2/z)²/2 per step
+    factor = (
+        4.0 if neighbouring == "replace_one" else 1.0
+    )  # a sum moves by 2 units: (2/z)²/2 per step
     fixed = ORDERS * factor / (2 * 30.0**2)
 
     def selected(curves):
@@ -208,10 +258,15 @@ def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbou
     grid = sel.end_to_end_of_grid(plan, levels, DELTA)
     assert grid.epsilon == pytest.approx(hand, rel=1e-8)
     assert grid.epsilon < sel.end_to_end(plan, 25.0, DELTA).epsilon
-    assert sel.end_to_end_of_grid(plan, [25.0] * 3, DELTA).epsilon == sel.end_to_end(plan, 25.0, DELTA).epsilon
+    assert (
+        sel.end_to_end_of_grid(plan, [25.0] * 3, DELTA).epsilon
+        == sel.end_to_end(plan, 25.0, DELTA).epsilon
+    )
     assert "mixture" in grid.part("selection").note
     # the order of the entries does not matter, their multiplicity does
-    assert sel.end_to_end_of_grid(plan, levels[::-1], DELTA).epsilon == pytest.approx(grid.epsilon, rel=1e-12)
+    assert sel.end_to_end_of_grid(plan, levels[::-1], DELTA).epsilon == pytest.approx(
+        grid.epsilon, rel=1e-12
+    )
     assert sel.end_to_end_of_grid(plan, [40.0, 25.0, 60.0], DELTA).epsilon < grid.epsilon
     for bad in ([], [25.0, 0.0], [25.0, math.inf], [[25.0], [math.nan]]):
         with pytest.raises(ValueError, match="noise_multipliers"):
@@ -247,7 +302,10 @@ def test_end_to_end_record_names_every_part():
     parts = [p.epsilon for p in record.parts if p.name in ("private statistics", "selection")]
     assert max(parts) < record.epsilon < sum(parts)
     row = record.as_row()
-    assert row["charged"] == "private statistics+selection+training" and row["epsilon_pre_processing"] is None
+    assert (
+        row["charged"] == "private statistics+selection+training"
+        and row["epsilon_pre_processing"] is None
+    )
     paper = selection.training_only(plan, 30.0, DELTA)
     assert paper.charged == ("training",) and paper.epsilon == plan.epsilon(30.0, DELTA)
     assert "not charged" in paper.part("selection").note
@@ -269,7 +327,11 @@ def _chi_square(draws, mean, eta):
     expected = n * pmf(ks, mean, eta)
     cells = ks[expected >= 5]
     first, last = cells.min(), cells.max()
-    observed = [np.sum(draws <= first)] + [np.sum(draws == k) for k in range(first + 1, last)] + [np.sum(draws >= last)]
+    observed = (
+        [np.sum(draws <= first)]
+        + [np.sum(draws == k) for k in range(first + 1, last)]
+        + [np.sum(draws >= last)]
+    )
     want = [np.sum(expected[ks <= first])] + [expected[ks == k][0] for k in range(first + 1, last)]
     want.append(n - np.sum(want))
     return stats.chisquare(observed, want).pvalue
@@ -279,8 +341,16 @@ def _chi_square(draws, mean, eta):
 def test_k_follows_the_accounted_distribution(mean, eta, other):
     reps = Repetitions(mean, eta)
     ks = np.arange(0, 60)
-    np.testing.assert_allclose(reps.pmf(ks), pmf(ks, mean, eta) if math.isinf(eta) else
-                               np.where(ks >= 1, pmf(np.maximum(ks, 1), mean, eta), 0.0), rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(
+        reps.pmf(ks),
+        (
+            pmf(ks, mean, eta)
+            if math.isinf(eta)
+            else np.where(ks >= 1, pmf(np.maximum(ks, 1), mean, eta), 0.0)
+        ),
+        rtol=1e-9,
+        atol=1e-300,
+    )
     draws = reps.sample(jax.random.key(7), (10_000,))  # a fixed key: the test is deterministic
     assert draws.dtype == np.int64 and draws.min() >= (0 if math.isinf(eta) else 1)
     assert _chi_square(draws, mean, eta) > 1e-3
@@ -294,7 +364,9 @@ def test_k_follows_the_accounted_distribution(mean, eta, other):
 def test_gamma_is_on_the_safe_side_of_dp_accountings():
     for mean, eta in [(5.0, 0.0), (5.0, 0.5), (30.0, 2.0), (1.5, 0.01), (1000.0, 3.0)]:
         ours = selection.tnb_gamma(mean, eta)
-        assert selection.tnb_mean(ours, eta) <= mean  # the distribution drawn has at most the accounted mean
+        assert (
+            selection.tnb_mean(ours, eta) <= mean
+        )  # the distribution drawn has at most the accounted mean
         assert selection.tnb_mean(ours, eta) == pytest.approx(mean, rel=1e-12)
         assert ours >= rdp_privacy_accountant._gamma_truncated_negative_binomial(eta, mean)
         assert ours == pytest.approx(gamma_of(mean, eta), rel=1e-12)
@@ -310,10 +382,16 @@ def test_logarithmic_k_is_the_exact_quantile_up_to_the_last_float64_u(mean):
     mpmath.mp.dps = 60
     p = 1.0 - selection.tnb_gamma(mean, 0.0)
     rng = np.random.default_rng(int(mean * 10))
-    us = np.concatenate([[0.99996375, 0.5, 1e-300, 1 - 2.0 ** -53], rng.random(20), 1 - 10.0 ** -rng.uniform(1, 15, 20)])
+    us = np.concatenate(
+        [
+            [0.99996375, 0.5, 1e-300, 1 - 2.0**-53],
+            rng.random(20),
+            1 - 10.0 ** -rng.uniform(1, 15, 20),
+        ]
+    )
     ks = Repetitions(mean, 0.0).quantile(us)
     big_p = mpmath.mpf(p)
-    terms = [big_p ** j / j / -mpmath.log(1 - big_p) for j in range(1, int(ks.max()) + 1)]
+    terms = [big_p**j / j / -mpmath.log(1 - big_p) for j in range(1, int(ks.max()) + 1)]
     cdf = [mpmath.mpf(0)]
     for term in terms:
         cdf.append(cdf[-1] + term)
@@ -356,8 +434,11 @@ def _config(sel, n=300, model=MODEL, **noise):
 def _plain(n=200, noise_multiplier=1.0, **options):
     """A plain private plan's config on n rows (no selection accounting)."""
     options = {**LAYOUT, **options}
-    return TrainConfig(MODEL, Hyper(learning_rate=1.0),
-                       DPPlan.create("poisson", n, noise_multiplier=noise_multiplier, **options))
+    return TrainConfig(
+        MODEL,
+        Hyper(learning_rate=1.0),
+        DPPlan.create("poisson", n, noise_multiplier=noise_multiplier, **options),
+    )
 
 
 def test_a_single_candidate_is_a_plain_run():
@@ -377,10 +458,16 @@ def test_a_single_candidate_is_a_plain_run():
     for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(params)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
     correct = round(float(sweeps.evaluate(MODEL, params, x_val, y_val)["accuracy"]) * 80)
-    noise = float(jax.random.normal(streams.stream(selection.candidate_key(key, 0), selection.SCORE)))
+    noise = float(
+        jax.random.normal(streams.stream(selection.candidate_key(key, 0), selection.SCORE))
+    )
     assert result.score == pytest.approx((correct + 2.0 * noise) / 80, rel=1e-12)
     assert result.noise_multiplier == 1.5
-    assert result.accounting.epsilon == sel.epsilon(chosen.plan.execution, 1.5, DELTA) == chosen.plan.epsilon
+    assert (
+        result.accounting.epsilon
+        == sel.epsilon(chosen.plan.execution, 1.5, DELTA)
+        == chosen.plan.epsilon
+    )
 
 
 def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
@@ -397,22 +484,35 @@ def test_selection_returns_the_best_noisy_score_and_compiles_once_per_chunk():
         seen.append(k)
         assert d["noisy_scores"].shape == (k,) and d["best"] == int(np.argmax(d["noisy_scores"]))
         assert result.score == d["noisy_scores"][d["best"]]
-        assert float(result.point["learning_rate"]) == GRID["learning_rate"][d["grid_indices"][d["best"]]]
-        # Score noise of std 5 on counts of 100 cannot turn the untrained model (lr 0, ~50 % right) into the winner
-        # when a trained one was drawn.
+        assert (
+            float(result.point["learning_rate"])
+            == GRID["learning_rate"][d["grid_indices"][d["best"]]]
+        )
+        # Score noise of std 5 on counts of 100 cannot turn the untrained model (lr 0, ~50 % right)
+        # into the winner when a trained one was drawn.
         if np.any(d["grid_indices"] > 0):
             assert d["grid_indices"][d["best"]] > 0
         assert result.accounting.epsilon <= 4.0
     assert len(set(seen)) > 1 and max(seen) > 4  # several K, and several chunks
-    fn = sweeps._compiled(static_config(config), config.plan.execution, ("learning_rate",), True, True, (True,), False)
+    fn = sweeps._compiled(
+        static_config(config), config.plan.execution, ("learning_rate",), True, True, (True,), False
+    )
     assert fn._cache_size() == 1  # every chunk of every draw: one compilation
 
 
 def test_poisson_k_may_be_zero():
     sel = _selection(1.0, math.inf, 1.0)
-    keys = [s for s in range(40) if Repetitions(1.0, math.inf).sample(streams.stream(jax.random.key(s),
-                                                                                     selection.NUM_CANDIDATES)) == 0]
-    result = selection.select(_config(sel, noise_multiplier=2.0), PARAMS0, (X, Y), jax.random.key(keys[0]), GRID)
+    keys = [
+        s
+        for s in range(40)
+        if Repetitions(1.0, math.inf).sample(
+            streams.stream(jax.random.key(s), selection.NUM_CANDIDATES)
+        )
+        == 0
+    ]
+    result = selection.select(
+        _config(sel, noise_multiplier=2.0), PARAMS0, (X, Y), jax.random.key(keys[0]), GRID
+    )
     assert result.params is None and result.point is None and result.score is None
     assert result.diagnostics["num_candidates"] == 0
 
@@ -429,14 +529,17 @@ def no_training(monkeypatch):
     monkeypatch.setattr(selection.sweeps, "sweep_points", refuse)
 
 
-@pytest.mark.parametrize("grid, match", [
-    ({}, "grid"),
-    ({"learning_rate": []}, "grid"),
-    ({"noise_multiplier": [1.0, 2.0]}, "noise_multiplier"),
-    ({"learning_rate": [0.1, 0.2], "clip_norm": [1.0]}, "grid"),
-    ({"momentum": [0.9]}, "momentum"),
-    ({"learning_rate": [-1.0]}, "learning_rate"),
-])
+@pytest.mark.parametrize(
+    "grid, match",
+    [
+        ({}, "grid"),
+        ({"learning_rate": []}, "grid"),
+        ({"noise_multiplier": [1.0, 2.0]}, "noise_multiplier"),
+        ({"learning_rate": [0.1, 0.2], "clip_norm": [1.0]}, "grid"),
+        ({"momentum": [0.9]}, "momentum"),
+        ({"learning_rate": [-1.0]}, "learning_rate"),
+    ],
+)
 def test_bad_grids_are_refused(no_training, grid, match):
     config = _config(_selection(3.0, 1.0, 2.0), noise_multiplier=1.0, **WHOLE_PAD)
     with pytest.raises(ValueError, match=match):
@@ -456,23 +559,42 @@ def test_bad_selections_are_refused(no_training):
         PrivateSelection(Repetitions(3.0), 1.0, 0)
     for size in (300, 301):  # the selection's plan on the 300 rows leaves nothing to train on
         with pytest.raises(ValueError, match="validation_size"):
-            config = _config(_selection(3.0, 1.0, 2.0, validation_size=size), noise_multiplier=1.0, **WHOLE_PAD)
+            config = _config(
+                _selection(3.0, 1.0, 2.0, validation_size=size), noise_multiplier=1.0, **WHOLE_PAD
+            )
             selection.select(config, PARAMS0, (X, Y), jax.random.key(0), GRID)
     # A plan made for another number of rows than the data's (400 − 300 = 100 training rows, not 0).
-    other = _config(_selection(3.0, 1.0, 2.0, validation_size=300), n=400, noise_multiplier=1.0, **WHOLE_PAD)
+    other = _config(
+        _selection(3.0, 1.0, 2.0, validation_size=300), n=400, noise_multiplier=1.0, **WHOLE_PAD
+    )
     with pytest.raises(ValueError, match="validation rows"):
         selection.select(other, PARAMS0, (X, Y), jax.random.key(0), GRID)
     with pytest.raises(ValueError, match="target_epsilon"):  # the scores alone cost more
-        selection.select(_config(_selection(10.0, 1.0, 0.5), target_epsilon=1.0), PARAMS0, (X, Y),
-                         jax.random.key(0), GRID)
+        selection.select(
+            _config(_selection(10.0, 1.0, 0.5), target_epsilon=1.0),
+            PARAMS0,
+            (X, Y),
+            jax.random.key(0),
+            GRID,
+        )
     with pytest.raises(ValueError, match="exactly one"):
-        selection.select(_config(_selection(3.0, 1.0, 2.0)), PARAMS0, (X, Y), jax.random.key(0), GRID)
-    regression = _config(_selection(3.0, 1.0, 2.0), model=models.linear_regression(3), noise_multiplier=1.0,
-                         **WHOLE_PAD)
+        selection.select(
+            _config(_selection(3.0, 1.0, 2.0)), PARAMS0, (X, Y), jax.random.key(0), GRID
+        )
+    regression = _config(
+        _selection(3.0, 1.0, 2.0),
+        model=models.linear_regression(3),
+        noise_multiplier=1.0,
+        **WHOLE_PAD,
+    )
     with pytest.raises(ValueError, match="classifier"):
-        selection.select(regression, models.linear_regression(3).init(None), (X, Y.astype(np.float32)),
-                         jax.random.key(0), GRID)
-
+        selection.select(
+            regression,
+            models.linear_regression(3).init(None),
+            (X, Y.astype(np.float32)),
+            jax.random.key(0),
+            GRID,
+        )
 
 
 def _both_entry_points(config, sel, params0=PARAMS0, data=(X, Y)):
@@ -480,25 +602,38 @@ def _both_entry_points(config, sel, params0=PARAMS0, data=(X, Y)):
     the config's plan is the selection's, on the 200 training rows of the 300."""
     train_part, validation = selection.split(data, 100, jax.random.key(0))
     yield lambda: selection.select(config, params0, data, jax.random.key(0), GRID)
-    yield lambda: selection.search_many(config, params0, train_part, validation,
-                                        [selection.Search(jax.random.key(0), GRID)], selection=sel)
+    yield lambda: selection.search_many(
+        config,
+        params0,
+        train_part,
+        validation,
+        [selection.Search(jax.random.key(0), GRID)],
+        selection=sel,
+    )
 
 
 def _selection_config(sel, model=MODEL):
-    # DPPlan.create with the selection as accountant is what sel.plan("poisson", 300, ...) makes, for
-    # any validation_size (sel.plan itself needs more rows than 2^23 validation rows).
-    plan = DPPlan.create("poisson", 200, noise_multiplier=1.0, accountant=sel, **LAYOUT, **WHOLE_PAD)
+    # DPPlan.create with the selection as accountant is what sel.plan("poisson", 300, ...) makes,
+    # for any validation_size (sel.plan itself needs more rows than 2^23 validation rows).
+    plan = DPPlan.create(
+        "poisson", 200, noise_multiplier=1.0, accountant=sel, **LAYOUT, **WHOLE_PAD
+    )
     return TrainConfig(model, Hyper(learning_rate=1.0), plan)
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"hyper": None}, "config.hyper is required"),
-    ({"iterates": "both"}, "iterates='both'"),
-    ({"selection": PrivateSelection(Repetitions(3.0), 1.0, 2**23)}, "below 2\\^23"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"hyper": None}, "config.hyper is required"),
+        ({"iterates": "both"}, "iterates='both'"),
+        ({"selection": PrivateSelection(Repetitions(3.0), 1.0, 2**23)}, "below 2\\^23"),
+    ],
+)
 def test_select_and_search_many_refuse_the_same_configs(no_training, change, match):
     sel = change.get("selection", _selection(3.0, 1.0, 2.0))
-    config = dataclasses.replace(_selection_config(sel), **{k: v for k, v in change.items() if k != "selection"})
+    config = dataclasses.replace(
+        _selection_config(sel), **{k: v for k, v in change.items() if k != "selection"}
+    )
     for run in _both_entry_points(config, sel):
         with pytest.raises(ValueError, match=match):
             run()
@@ -508,13 +643,21 @@ def test_select_needs_a_selections_plan_and_search_many_a_selection(no_training)
     """select reads the selection from its plan (a plain plan's ε would not cover the selection);
     search_many takes it as an argument."""
     train_part, validation = selection.split((X, Y), 100, jax.random.key(0))
-    non_private = TrainConfig(MODEL, Hyper(1.0), DPPlan.non_private("poisson", 200, batch_size=50, steps=20))
+    non_private = TrainConfig(
+        MODEL, Hyper(1.0), DPPlan.non_private("poisson", 200, batch_size=50, steps=20)
+    )
     for config in (_plain(), non_private):
         with pytest.raises(ValueError, match="selection's plan"):
             selection.select(config, PARAMS0, (X, Y), jax.random.key(0), GRID)
     with pytest.raises(TypeError, match="must be a PrivateSelection"):
-        selection.search_many(_plain(), PARAMS0, train_part, validation, [selection.Search(jax.random.key(0), GRID)],
-                              selection="not a selection")  # type: ignore[arg-type]
+        selection.search_many(
+            _plain(),
+            PARAMS0,
+            train_part,
+            validation,
+            [selection.Search(jax.random.key(0), GRID)],
+            selection="not a selection",
+        )  # type: ignore[arg-type]
 
 
 def test_select_and_search_many_refuse_a_regression_model(no_training):
@@ -524,6 +667,7 @@ def test_select_and_search_many_refuse_a_regression_model(no_training):
     for run in _both_entry_points(config, sel, regression.init(None), (X, Y.astype(np.float32))):
         with pytest.raises(ValueError, match="classifier"):
             run()
+
 
 def test_training_only_charges_a_declared_preprocessing():
     """A pre-processing sensitivity is charged: the total is the smaller of Hu et al.'s Theorem 2
@@ -549,13 +693,20 @@ def test_training_only_charges_a_declared_preprocessing():
         totals.append(record.epsilon)
     assert totals[0] < totals[1]
     # Large Δ∞ with a tiny Δ2: Theorem 2 wins by far over group privacy (k = 51).
-    assert "the smaller (Theorem 2)" in record.part("pre-processing").note and record.accountant == "theorem2"
+    assert (
+        "the smaller (Theorem 2)" in record.part("pre-processing").note
+        and record.accountant == "theorem2"
+    )
     with pytest.raises(ValueError, match="fixed_events and options do not compose"):
-        selection.training_only(plan, z, DELTA, preprocessing=accountant, fixed_events=(dp.gaussian_event(5.0),))
-    with pytest.raises(ValueError, match="PreprocessedAccountant"):
+        selection.training_only(
+            plan, z, DELTA, preprocessing=accountant, fixed_events=(dp.gaussian_event(5.0),)
+        )
+    with pytest.raises(TypeError, match="PreprocessedAccountant"):
         selection.training_only(plan, z, DELTA, preprocessing=Sensitivity(1.0, 0.1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="replace-one"):
-        selection.training_only(ExecutionPlan.create("full", 2000, steps=200), z, DELTA, preprocessing=accountant)
+        selection.training_only(
+            ExecutionPlan.create("full", 2000, steps=200), z, DELTA, preprocessing=accountant
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -563,19 +714,38 @@ def test_training_only_charges_a_declared_preprocessing():
 
 
 def test_one_search_is_select_bitwise():
-    """search_many with one Search on select's split is select: same candidates, scores and model."""
+    """search_many with one Search on select's split is select: same candidates, scores and
+    model."""
     sel = _selection(6.0, 1.0, 5.0, validation_size=100)
     key = jax.random.key(1)
-    chosen = selection.select(_config(sel, noise_multiplier=1.5), PARAMS0, (X, Y), key, GRID, chunk_size=4)
+    chosen = selection.select(
+        _config(sel, noise_multiplier=1.5), PARAMS0, (X, Y), key, GRID, chunk_size=4
+    )
     train_part, validation = selection.split((X, Y), 100, key)
     config = _plain(200, 1.5)
-    (found,) = selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)],
-                                     selection=sel, chunk_size=4)
-    assert found.accounting.epsilon == chosen.accounting.epsilon  # one noise level: the same account
+    (found,) = selection.search_many(
+        config,
+        PARAMS0,
+        train_part,
+        validation,
+        [selection.Search(key, GRID)],
+        selection=sel,
+        chunk_size=4,
+    )
+    assert (
+        found.accounting.epsilon == chosen.accounting.epsilon
+    )  # one noise level: the same account
     assert found.diagnostics["num_candidates"] == chosen.diagnostics["num_candidates"] > 4
-    np.testing.assert_array_equal(found.diagnostics["noisy_scores"], chosen.diagnostics["noisy_scores"])
-    assert found.score == chosen.score and GRID["learning_rate"][found.index] == chosen.point["learning_rate"]
-    for a, b in zip(jax.tree_util.tree_leaves(found.params), jax.tree_util.tree_leaves(chosen.params)):
+    np.testing.assert_array_equal(
+        found.diagnostics["noisy_scores"], chosen.diagnostics["noisy_scores"]
+    )
+    assert (
+        found.score == chosen.score
+        and GRID["learning_rate"][found.index] == chosen.point["learning_rate"]
+    )
+    for a, b in zip(
+        jax.tree_util.tree_leaves(found.params), jax.tree_util.tree_leaves(chosen.params)
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -586,18 +756,35 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
     train_part, validation = selection.split((X, Y), 100, jax.random.key(5))
     grid = {"noise_multiplier": [0.5, 4.0, 20.0], "learning_rate": [1.0, 1.0, 0.5]}
     searches = [selection.Search(jax.random.key(20 + i), grid) for i in range(3)]
-    config = _plain(200, 1.0, **WHOLE_PAD)  # every point sets its own noise (checked and accounted against this plan)
-    packed = selection.search_many(config, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2)
+    config = _plain(
+        200, 1.0, **WHOLE_PAD
+    )  # every point sets its own noise (checked and accounted against this plan)
+    packed = selection.search_many(
+        config, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2
+    )
     assert sum(r.diagnostics["num_candidates"] for r in packed) > 3
     for search, got in zip(searches, packed):
-        (alone,) = selection.search_many(config, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8)
-        np.testing.assert_array_equal(got.diagnostics["noisy_scores"], alone.diagnostics["noisy_scores"])
+        (alone,) = selection.search_many(
+            config, PARAMS0, train_part, validation, [search], selection=sel, chunk_size=8
+        )
+        np.testing.assert_array_equal(
+            got.diagnostics["noisy_scores"], alone.diagnostics["noisy_scores"]
+        )
         assert got.index == alone.index
-        assert got.accounting.epsilon == sel.end_to_end_of_grid(config.plan.execution, grid["noise_multiplier"], DELTA).epsilon
-        assert got.accounting.epsilon < sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon  # the least noisy
+        assert (
+            got.accounting.epsilon
+            == sel.end_to_end_of_grid(
+                config.plan.execution, grid["noise_multiplier"], DELTA
+            ).epsilon
+        )
+        assert (
+            got.accounting.epsilon < sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon
+        )  # the least noisy
         best = got.diagnostics["best"]
         point = _plain(200, grid["noise_multiplier"][got.index], **WHOLE_PAD)
-        point = dataclasses.replace(point, hyper=Hyper(learning_rate=grid["learning_rate"][got.index]))
+        point = dataclasses.replace(
+            point, hyper=Hyper(learning_rate=grid["learning_rate"][got.index])
+        )
         params, _ = train(point, PARAMS0, train_part, selection.candidate_key(search.key, best))
         for a, b in zip(jax.tree_util.tree_leaves(got.params), jax.tree_util.tree_leaves(params)):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
@@ -606,13 +793,22 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
 def test_a_grid_of_noise_levels_on_poisson_batches_lies_between_its_points():
     sel = _selection(4.0, 1.0, 20.0, validation_size=100)
     at_least_noisy = _config(sel, noise_multiplier=1.2).plan
-    plan = at_least_noisy.execution  # the candidates' run on the 200 training rows (padded Poisson batches)
+    plan = (
+        at_least_noisy.execution
+    )  # the candidates' run on the 200 training rows (padded Poisson batches)
     account = sel.end_to_end_of_grid(plan, [3.0, 1.2, 8.0], DELTA)
-    assert sel.epsilon(plan, 8.0, DELTA) < account.epsilon < sel.epsilon(plan, 1.2, DELTA) == at_least_noisy.epsilon
+    assert (
+        sel.epsilon(plan, 8.0, DELTA)
+        < account.epsilon
+        < sel.epsilon(plan, 1.2, DELTA)
+        == at_least_noisy.epsilon
+    )
     assert account.epsilon > sel.end_to_end_of_grid(plan, [3.0, 8.0], DELTA).epsilon
     assert "z = 1.2 to 8" in account.part("selection").note
     assert "least noisy grid point" in account.part("training").note
-    assert account.part("training").epsilon == plan.epsilon(1.2, DELTA, options=dp.AccountingOptions(accountant="rdp"))
+    assert account.part("training").epsilon == plan.epsilon(
+        1.2, DELTA, options=dp.AccountingOptions(accountant="rdp")
+    )
     for bad in ([], [1.0, 0.0], [1.0, math.nan]):
         with pytest.raises(ValueError, match="noise_multipliers"):
             sel.end_to_end_of_grid(plan, bad, DELTA)
@@ -626,17 +822,42 @@ def test_bad_searches_are_refused(no_training):
     with pytest.raises(ValueError, match="searches"):
         selection.search_many(config, PARAMS0, train_part, validation, [], selection=sel)
     with pytest.raises(ValueError, match="same fields"):
-        selection.search_many(config, PARAMS0, train_part, validation,
-                              [selection.Search(key, GRID), selection.Search(key, {"clip_norm": [1.0]})], selection=sel)
+        selection.search_many(
+            config,
+            PARAMS0,
+            train_part,
+            validation,
+            [selection.Search(key, GRID), selection.Search(key, {"clip_norm": [1.0]})],
+            selection=sel,
+        )
     with pytest.raises(ValueError, match="validation_size"):
-        selection.search_many(config, PARAMS0, train_part, (X[:50], Y[:50]), [selection.Search(key, GRID)],
-                              selection=sel)
+        selection.search_many(
+            config,
+            PARAMS0,
+            train_part,
+            (X[:50], Y[:50]),
+            [selection.Search(key, GRID)],
+            selection=sel,
+        )
     with pytest.raises(ValueError, match="chunk_size"):
-        selection.search_many(config, PARAMS0, train_part, validation, [selection.Search(key, GRID)], selection=sel,
-                              chunk_size=0)
+        selection.search_many(
+            config,
+            PARAMS0,
+            train_part,
+            validation,
+            [selection.Search(key, GRID)],
+            selection=sel,
+            chunk_size=0,
+        )
     with pytest.raises(ValueError, match="learning_rate"):
-        selection.search_many(config, PARAMS0, train_part, validation,
-                              [selection.Search(key, {"learning_rate": [-1.0]})], selection=sel)
+        selection.search_many(
+            config,
+            PARAMS0,
+            train_part,
+            validation,
+            [selection.Search(key, {"learning_rate": [-1.0]})],
+            selection=sel,
+        )
 
 
 def test_the_scores_warning_fires_only_where_the_scores_share_the_budget():

@@ -28,8 +28,7 @@ DEVICES = 4
 # point's hyperparameters or another seed's batches differs by ~1e-2 or more.
 TOLERANCE = 1e-6
 
-CHILD = textwrap.dedent(
-    """
+CHILD = textwrap.dedent("""
     import json
 
     import jax
@@ -48,8 +47,8 @@ CHILD = textwrap.dedent(
     y_test = rng.integers(0, K, size=60)
     model = models.softmax_regression(D, K)
     params0 = model.init(None)
-    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=1e-5)
+    plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0,
+                         noise_multiplier=1.0, delta=1e-5)
     config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
     points = {
         "learning_rate": np.linspace(0.1, 0.6, P),
@@ -83,8 +82,8 @@ CHILD = textwrap.dedent(
 
     def run(**options):
         chunks.clear()
-        result = sweeps.sweep_points(config, params0, (x, y), keys, points, eval_data=(x_test, y_test),
-                                     **options)
+        result = sweeps.sweep_points(config, params0, (x, y), keys, points,
+                                     eval_data=(x_test, y_test), **options)
         return result, list(chunks)
 
     def diff(a, b):
@@ -100,7 +99,9 @@ CHILD = textwrap.dedent(
             "loss_diff": diff(one.evaluation["loss"], sharded.evaluation["loss"])
                          / max(1.0, float(np.max(np.abs(one.evaluation["loss"])))),
             "accuracy_diff": diff(one.evaluation["accuracy"], sharded.evaluation["accuracy"]),
-            "batch_sizes_equal": bool(np.array_equal(one.metrics["batch_size"], sharded.metrics["batch_size"])),
+            "batch_sizes_equal": bool(
+                np.array_equal(one.metrics["batch_size"], sharded.metrics["batch_size"])
+            ),
             "epsilon_equal": bool(np.array_equal(one.epsilon, sharded.epsilon)),
             "shape": list(sharded.params["w"].shape),
             "chunks": sharded_chunks,
@@ -113,19 +114,22 @@ CHILD = textwrap.dedent(
     except ValueError as error:
         report["too_many_devices"] = str(error)
     print("REPORT " + json.dumps(report))
-    """
-) % {"devices": DEVICES}
+    """) % {"devices": DEVICES}
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}").strip()
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
+    ).strip()
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(line for line in proc.stdout.splitlines() if line.startswith("REPORT "))
-    return json.loads(line[len("REPORT "):])
+    return json.loads(line[len("REPORT ") :])
 
 
 def test_child_sees_four_host_devices(report):

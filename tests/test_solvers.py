@@ -21,7 +21,8 @@ def _data(seed=0, n=400, d=8):
 
 
 def test_interior_optimum_matches_the_closed_form():
-    # x_i = a·e1, a fraction p of labels 1: ℓ̂(θ) = log(1 + e^{aθ1}) − p·aθ1, minimised at σ(aθ1) = p.
+    # x_i = a·e1, a fraction p of labels 1: ℓ̂(θ) = log(1 + e^{aθ1}) − p·aθ1, minimised at σ(aθ1) =
+    # p.
     a, p, d = 0.5, 0.75, 3
     x = np.zeros((400, d))
     x[:, 0] = a
@@ -54,9 +55,16 @@ def test_matches_a_direct_constrained_solver(radius):
         z = x @ t
         return x.T @ (1 / (1 + np.exp(-z)) - y) / len(y)
 
-    ref = minimize(logistic_loss, np.zeros(x.shape[1]), args=(x, y), jac=grad, method="SLSQP", tol=1e-14,
-                   constraints=[{"type": "ineq", "fun": lambda t: radius**2 - t @ t, "jac": lambda t: -2 * t}],
-                   options={"maxiter": 1000})
+    ref = minimize(
+        logistic_loss,
+        np.zeros(x.shape[1]),
+        args=(x, y),
+        jac=grad,
+        method="SLSQP",
+        tol=1e-14,
+        constraints=[{"type": "ineq", "fun": lambda t: radius**2 - t @ t, "jac": lambda t: -2 * t}],
+        options={"maxiter": 1000},
+    )
     assert ref.success, ref.message
     np.testing.assert_allclose(theta, ref.x, atol=2e-6)
     assert loss <= ref.fun + 1e-12

@@ -28,7 +28,9 @@ LOGISTIC = models.logistic_regression(D)
 
 
 def _bits(key):
-    return np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key)
+    return np.asarray(
+        jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    )
 
 
 def test_stream_is_deterministic_distinct_by_name_and_key():
@@ -40,7 +42,9 @@ def test_stream_is_deterministic_distinct_by_name_and_key():
     assert tuple(_bits(a)) != tuple(_bits(streams.stream(jax.random.PRNGKey(4), streams.BATCH)))
     assert tuple(_bits(a)) != tuple(_bits(KEY))
     # Stable across processes: fold_in of the name's CRC-32 (31 bits), not Python's salted hash.
-    np.testing.assert_array_equal(_bits(a), _bits(jax.random.fold_in(KEY, zlib.crc32(b"batch") & 0x7FFFFFFF)))
+    np.testing.assert_array_equal(
+        _bits(a), _bits(jax.random.fold_in(KEY, zlib.crc32(b"batch") & 0x7FFFFFFF))
+    )
     # Typed keys give the same stream as raw keys with the same bits.
     typed = streams.stream(jax.random.wrap_key_data(KEY), streams.NOISE)
     np.testing.assert_array_equal(_bits(typed), _bits(streams.stream(KEY, streams.NOISE)))
@@ -61,29 +65,49 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32), "noise_std": 0.0}
 
     def private(z, clip):
-        return DPPlan.create("poisson", N, l2_clip_norm=clip, noise_multiplier=z, delta=1e-5, **layout)
+        return DPPlan.create(
+            "poisson", N, l2_clip_norm=clip, noise_multiplier=z, delta=1e-5, **layout
+        )
 
     variants = [
         (Hyper(0.5, extra=plain), private(1.0, 1.0)),
         (Hyper(0.1, extra=plain), private(4.0, 0.3)),
         # An absolute noise std (a nominal mechanism's, CoordinateNoise's) in a non-private plan.
         (Hyper(0.5, extra={**plain, "noise_std": 2.0}), DPPlan.non_private("poisson", N, **layout)),
-        (Hyper(0.5, extra={**plain, "feature_scale": 0.5, "feature_shift": np.array([0.1, -0.2, 0.3], np.float32)}),
-         private(1.0, 1.0)),
+        (
+            Hyper(
+                0.5,
+                extra={
+                    **plain,
+                    "feature_scale": 0.5,
+                    "feature_shift": np.array([0.1, -0.2, 0.3], np.float32),
+                },
+            ),
+            private(1.0, 1.0),
+        ),
     ]
-    runs = [train(dataclasses.replace(base, hyper=h, plan=p), LOGISTIC.init(None), (X, Y), KEY) for h, p in variants]
+    runs = [
+        train(dataclasses.replace(base, hyper=h, plan=p), LOGISTIC.init(None), (X, Y), KEY)
+        for h, p in variants
+    ]
     sizes = [np.asarray(m["batch_size"]) for _, m in runs]
     assert sizes[0].std() > 0  # the sizes vary, so equal sequences identify the batches
     for other in sizes[1:]:
         np.testing.assert_array_equal(sizes[0], other)
     assert not np.allclose(runs[0][0]["w"], runs[3][0]["w"])  # the transform took effect
     hyper, plan = variants[0]
-    _, other_key = train(dataclasses.replace(base, hyper=hyper, plan=plan), LOGISTIC.init(None), (X, Y),
-                         jax.random.PRNGKey(99))
+    _, other_key = train(
+        dataclasses.replace(base, hyper=hyper, plan=plan),
+        LOGISTIC.init(None),
+        (X, Y),
+        jax.random.PRNGKey(99),
+    )
     assert not np.array_equal(sizes[0], np.asarray(other_key["batch_size"]))
 
 
-ONE_HOT_MODEL = models.linear_regression(30, fit_intercept=False)  # one object: one compilation per config
+ONE_HOT_MODEL = models.linear_regression(
+    30, fit_intercept=False
+)  # one object: one compilation per config
 
 
 def _one_hot_hyper(feature_scale=1.0, noise_std=0.0):
@@ -91,17 +115,28 @@ def _one_hot_hyper(feature_scale=1.0, noise_std=0.0):
     only reaches a zero-scaled leaf, so w moves exactly on the batch's records. A zero scale has
     no place in a private plan (its noise would not cover w), so these runs' plans are
     non-private and a noise level is CoordinateNoise's nominal std."""
-    return Hyper(0.01, extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}, "noise_std": noise_std})
+    return Hyper(
+        0.01,
+        extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}, "noise_std": noise_std},
+    )
 
 
 def _one_hot_batches(sampling_name, steps, batch_size, seed, hyper, l2_clip_norm=math.inf):
     """Indices each step touched: record i is e_i (no intercept, y = 1, no noise on w), so step
     t changes exactly the weights of the records in its batch."""
     n, model = 30, ONE_HOT_MODEL
-    plan = DPPlan.non_private(sampling_name, n, batch_size=batch_size, steps=steps, l2_clip_norm=l2_clip_norm)
-    cfg = TrainConfig(model, hyper, plan, track_params=True, extensions=(AffineFeatures(), CoordinateNoise()))
-    _, metrics = train(cfg, model.init(None), (np.eye(n, dtype=np.float32), np.ones(n, np.float32)),
-                       jax.random.PRNGKey(seed))
+    plan = DPPlan.non_private(
+        sampling_name, n, batch_size=batch_size, steps=steps, l2_clip_norm=l2_clip_norm
+    )
+    cfg = TrainConfig(
+        model, hyper, plan, track_params=True, extensions=(AffineFeatures(), CoordinateNoise())
+    )
+    _, metrics = train(
+        cfg,
+        model.init(None),
+        (np.eye(n, dtype=np.float32), np.ones(n, np.float32)),
+        jax.random.PRNGKey(seed),
+    )
     w = np.concatenate([np.zeros((1, n)), np.asarray(metrics["params"]["w"])[:, :, 0]])
     return [np.nonzero(np.diff(w, axis=0)[t])[0] for t in range(steps)], n
 
@@ -111,7 +146,11 @@ def test_fixed_size_samplers_share_batches_across_noise_and_transforms(sampling_
     """Same key, same batches, whatever the noise level, clip bound or feature scale (the realised
     sizes are constant here, so the batches are read off one-hot data); another key differs."""
     hyper = _one_hot_hyper
-    variants = [(hyper(), math.inf), (hyper(feature_scale=0.5), math.inf), (hyper(noise_std=3.0), 1.0)]
+    variants = [
+        (hyper(), math.inf),
+        (hyper(feature_scale=0.5), math.inf),
+        (hyper(noise_std=3.0), 1.0),
+    ]
     touched = [_one_hot_batches(sampling_name, 5, 7, 2, h, clip)[0] for h, clip in variants]
     for other in touched[1:]:
         for a, b in zip(touched[0], other):
@@ -129,7 +168,9 @@ def test_without_replacement_batches_come_from_the_batch_stream():
     k_batch = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
     seen = set()
     for t in range(steps):
-        expected = np.asarray(sampling.without_replacement_batch(jax.random.fold_in(k_batch, t), n, b))
+        expected = np.asarray(
+            sampling.without_replacement_batch(jax.random.fold_in(k_batch, t), n, b)
+        )
         assert len(set(expected.tolist())) == b  # distinct
         np.testing.assert_array_equal(touched[t], np.sort(expected))
         seen.add(tuple(touched[t]))
@@ -143,12 +184,26 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
     n, b, steps, d, seed, z = 16, 4, 3, 1000, 5, 1.0
     model = models.linear_regression(d, fit_intercept=False)
     # dp-accounting bounds sampling without replacement (a replace-one guarantee) by RDP only.
-    plan = DPPlan.create("without_replacement", n, batch_size=b, steps=steps, l2_clip_norm=1.0, noise_multiplier=z,
-                         delta=1e-5, options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    plan = DPPlan.create(
+        "without_replacement",
+        n,
+        batch_size=b,
+        steps=steps,
+        l2_clip_norm=1.0,
+        noise_multiplier=z,
+        delta=1e-5,
+        options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+    )
     cfg = TrainConfig(model, Hyper(1.0), plan, track_params=True)
-    _, metrics = train(cfg, model.init(None), (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
-                       jax.random.PRNGKey(seed))
-    iterates = np.concatenate([np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]])
+    _, metrics = train(
+        cfg,
+        model.init(None),
+        (np.zeros((n, d), np.float32), np.zeros(n, np.float32)),
+        jax.random.PRNGKey(seed),
+    )
+    iterates = np.concatenate(
+        [np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]]
+    )
     added = -np.diff(iterates, axis=0) * b  # noise on the sum
     np.testing.assert_array_equal(metrics["batch_size"], b)
     k_batch = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
@@ -157,8 +212,12 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
     std = noise.noise_std(z, 1.0, None, params)
     for t in range(steps):
         assert 0.9 < np.std(added[t]) < 1.1
-        from_batch = np.asarray(noise.gaussian_noise(jax.random.fold_in(k_batch, t), params, std)["w"])[:, 0]
-        from_noise = np.asarray(noise.gaussian_noise(jax.random.fold_in(k_noise, t), params, std)["w"])[:, 0]
+        from_batch = np.asarray(
+            noise.gaussian_noise(jax.random.fold_in(k_batch, t), params, std)["w"]
+        )[:, 0]
+        from_noise = np.asarray(
+            noise.gaussian_noise(jax.random.fold_in(k_noise, t), params, std)["w"]
+        )[:, 0]
         assert abs(np.corrcoef(added[t], from_batch)[0, 1]) < 0.15
         # Power: the noise stream's draw is the noise added (correlation 1).
         assert np.corrcoef(added[t], from_noise)[0, 1] > 0.999

@@ -28,11 +28,21 @@ def _plan(noise_multiplier=1.0, clip_norm=1.0):
     """CONFIG's private plan (Poisson, B = 16, 25 steps on the 80 rows) at ``z`` and ``C``. The
     batch is padded to all 80 rows (``max_overflow_prob=1e-16``): at z = 0.5 the run is only
     ε ≈ 27-DP, where the default pad's overflow slack (1 + e^ε)·p would leave nothing of δ."""
-    return DPPlan.create("poisson", 80, batch_size=16, steps=25, l2_clip_norm=clip_norm,
-                         noise_multiplier=noise_multiplier, delta=DELTA, max_overflow_prob=1e-16)
+    return DPPlan.create(
+        "poisson",
+        80,
+        batch_size=16,
+        steps=25,
+        l2_clip_norm=clip_norm,
+        noise_multiplier=noise_multiplier,
+        delta=DELTA,
+        max_overflow_prob=1e-16,
+    )
 
 
-CONFIG = TrainConfig(MODEL, Hyper(0.5), _plan(), track_loss=True, extensions=(AffineFeatures(), CoordinateNoise()))
+CONFIG = TrainConfig(
+    MODEL, Hyper(0.5), _plan(), track_loss=True, extensions=(AffineFeatures(), CoordinateNoise())
+)
 
 
 def _assert_close(a, b):
@@ -58,8 +68,12 @@ def test_sweep_equals_individual_runs():
                 cfg = dataclasses.replace(CONFIG, hyper=Hyper(lr), plan=_plan(noise_multiplier=z))
                 single, single_metrics = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
-                np.testing.assert_allclose(single_metrics["loss"], metrics["loss"][i, j, k], rtol=1e-6, atol=1e-6)
-                np.testing.assert_array_equal(single_metrics["batch_size"], metrics["batch_size"][i, j, k])
+                np.testing.assert_allclose(
+                    single_metrics["loss"], metrics["loss"][i, j, k], rtol=1e-6, atol=1e-6
+                )
+                np.testing.assert_array_equal(
+                    single_metrics["batch_size"], metrics["batch_size"][i, j, k]
+                )
                 assert single_metrics["epsilon"] == pytest.approx(result.epsilon[j, k], rel=1e-12)
 
 
@@ -68,8 +82,10 @@ def test_sweep_over_clip_norm_and_noise_scales():
     adds at least the plan's noise and a single train call of it is allowed)."""
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
     clips = [0.1, 10.0]
-    scales = {"w": np.stack([np.ones((4, 1)), np.array([[1.0], [1.0], [1.5], [2.0]])]),
-              "b": np.array([1.0, 1.5])}
+    scales = {
+        "w": np.stack([np.ones((4, 1)), np.array([[1.0], [1.0], [1.5], [2.0]])]),
+        "b": np.array([1.0, 1.5]),
+    }
     result = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
     params = result.params
     assert params["w"].shape == (2, 2, 2, 4, 3)
@@ -80,8 +96,11 @@ def test_sweep_over_clip_norm_and_noise_scales():
         for j, clip in enumerate(clips):
             for k in range(2):
                 scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
-                cfg = dataclasses.replace(CONFIG, hyper=Hyper(0.5, extra={"noise_scales": scale_k}),
-                                          plan=_plan(clip_norm=clip))
+                cfg = dataclasses.replace(
+                    CONFIG,
+                    hyper=Hyper(0.5, extra={"noise_scales": scale_k}),
+                    plan=_plan(clip_norm=clip),
+                )
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
 
@@ -92,8 +111,11 @@ def test_non_private_sweep_over_clip_norm_and_noise_scales():
     equal to its own train call and charged no ε."""
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
     clips = [0.1, 10.0]
-    scales = {"w": np.stack([np.ones((4, 1)), np.array([[0.0], [0.0], [1.0], [2.0]])]),
-              "b": np.array([1.0, 0.0])}
+    scales = {
+        "w": np.stack([np.ones((4, 1)), np.array([[0.0], [0.0], [1.0], [2.0]])]),
+        "b": np.array([1.0, 0.0]),
+    }
+
     def plan(clip):
         return DPPlan.non_private("poisson", 80, batch_size=16, steps=25, l2_clip_norm=clip)
 
@@ -101,13 +123,18 @@ def test_non_private_sweep_over_clip_norm_and_noise_scales():
     result = sweeps.sweep(config, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
     params = result.params
     assert params["w"].shape == (2, 2, 2, 4, 3)
-    assert result.epsilon.shape == (2, 2) and np.all(np.isinf(result.epsilon)) and result.delta is None
+    assert (
+        result.epsilon.shape == (2, 2) and np.all(np.isinf(result.epsilon)) and result.delta is None
+    )
     for i in range(2):
         for j, clip in enumerate(clips):
             for k in range(2):
                 scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
-                cfg = dataclasses.replace(config, hyper=Hyper(0.5, extra={"noise_std": 1.0, "noise_scales": scale_k}),
-                                          plan=plan(clip))
+                cfg = dataclasses.replace(
+                    config,
+                    hyper=Hyper(0.5, extra={"noise_std": 1.0, "noise_scales": scale_k}),
+                    plan=plan(clip),
+                )
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
     # The zero scales matter: the second scale's zero-noise coordinates differ from the first's.
@@ -127,14 +154,24 @@ def test_bad_sweeps_raise():
     with pytest.raises(TypeError, match="keys"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), jnp.zeros(3), learning_rate=[0.1])
     with pytest.raises(ValueError, match="noise_scales"):
-        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.full((2, 4, 1), -1.0), "b": np.ones(2)})
+        sweeps.sweep(
+            CONFIG,
+            PARAMS0,
+            (X, Y),
+            keys,
+            noise_scales={"w": np.full((2, 4, 1), -1.0), "b": np.ones(2)},
+        )
     with pytest.raises(ValueError, match="same non-empty leading"):
-        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 4, 1)), "b": np.ones(3)})
+        sweeps.sweep(
+            CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 4, 1)), "b": np.ones(3)}
+        )
     scales = {"w": np.stack([np.ones((4, 1)), -np.ones((4, 1))]), "b": np.ones(2)}  # 2nd value bad
     with pytest.raises(ValueError, match="noise_scales must be >= 0"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales=scales)
     with pytest.raises(ValueError, match="broadcast"):
-        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 5, 1)), "b": np.ones(2)})
+        sweeps.sweep(
+            CONFIG, PARAMS0, (X, Y), keys, noise_scales={"w": np.ones((2, 5, 1)), "b": np.ones(2)}
+        )
     with pytest.raises(ValueError, match="x contains"):
         sweeps.sweep(CONFIG, PARAMS0, (np.full_like(X, np.nan), Y), keys, learning_rate=[0.1])
 
@@ -154,7 +191,9 @@ def test_fields_not_swept_must_be_scalars():
 def test_sweep_checks_labels_and_keys():
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     with pytest.raises(ValueError, match=r"y must hold class labels in \[0, 3\)"):
-        sweeps.sweep(CONFIG, PARAMS0, (X, np.where(np.arange(80) == 7, 3, Y)), keys, learning_rate=[0.1])
+        sweeps.sweep(
+            CONFIG, PARAMS0, (X, np.where(np.arange(80) == 7, 3, Y)), keys, learning_rate=[0.1]
+        )
     for bad in (np.zeros((2, 2)), np.arange(2), jax.random.PRNGKey(0), 0):
         with pytest.raises(TypeError, match="keys must be a stack of PRNG keys"):
             sweeps.sweep(CONFIG, PARAMS0, (X, Y), bad, learning_rate=[0.1])
@@ -170,15 +209,21 @@ X6_TEST = RNG.normal(size=(12, D6)).astype(np.float32)
 Y6_TEST = RNG.integers(0, 3, size=12)
 GLM6 = models.softmax_regression(D6, 3)
 P6 = GLM6.init(None)
-SMALL_PLAN = DPPlan.create("shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0, noise_multiplier=1.0, delta=DELTA)
+SMALL_PLAN = DPPlan.create(
+    "shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0, noise_multiplier=1.0, delta=DELTA
+)
 SMALL = TrainConfig(GLM6, Hyper(0.5), SMALL_PLAN, track_loss=True, extensions=(AffineFeatures(),))
 # The same run claiming no guarantee (no noise from the plan; clipped to the same C = 1).
-SMALL_NP = dataclasses.replace(SMALL, plan=DPPlan.non_private("shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0))
+SMALL_NP = dataclasses.replace(
+    SMALL, plan=DPPlan.non_private("shuffle", N40, batch_size=8, steps=6, l2_clip_norm=1.0)
+)
 
 
 def _seen(model, scale, shift):
     """The model as a run with this feature transform sees it (what the sweep evaluates)."""
     return AffineFeatures().model(model, {"feature_scale": scale, "feature_shift": shift})
+
+
 POINTS5 = {
     "learning_rate": np.array([0.1, 0.3, 0.5, 1.0, 2.0], np.float32),
     "noise_multiplier": np.array([0.5, 1.0, 2.0, 0.0, 3.0], np.float32),
@@ -201,20 +246,44 @@ def _single(config, point):
     """``config`` for one point's own train call: its learning rate and extension fields in the
     Hyper, its noise multiplier and clip bound in a plan like ``config.plan`` (same layout)."""
     plan = config.plan
-    z, clip = point.get("noise_multiplier", plan.noise_multiplier), point.get("clip_norm", plan.l2_clip_norm)
-    layout = dict(batch_size=plan.batch_size, steps=plan.steps, max_overflow_prob=plan.execution.max_overflow_prob)
-    run_plan = (DPPlan.create(plan.sampler, plan.n, l2_clip_norm=float(clip), noise_multiplier=float(z),
-                              delta=plan.delta, **layout) if plan.private
-                else DPPlan.non_private(plan.sampler, plan.n, l2_clip_norm=float(clip), **layout))
-    extra = {k: v for k, v in point.items() if k not in ("learning_rate", "noise_multiplier", "clip_norm")}
+    z, clip = (
+        point.get("noise_multiplier", plan.noise_multiplier),
+        point.get("clip_norm", plan.l2_clip_norm),
+    )
+    layout = dict(
+        batch_size=plan.batch_size,
+        steps=plan.steps,
+        max_overflow_prob=plan.execution.max_overflow_prob,
+    )
+    run_plan = (
+        DPPlan.create(
+            plan.sampler,
+            plan.n,
+            l2_clip_norm=float(clip),
+            noise_multiplier=float(z),
+            delta=plan.delta,
+            **layout,
+        )
+        if plan.private
+        else DPPlan.non_private(plan.sampler, plan.n, l2_clip_norm=float(clip), **layout)
+    )
+    extra = {
+        k: v
+        for k, v in point.items()
+        if k not in ("learning_rate", "noise_multiplier", "clip_norm")
+    }
     hyper = Hyper(point.get("learning_rate", config.hyper.learning_rate), extra=extra or None)
     return dataclasses.replace(config, hyper=hyper, plan=run_plan)
 
 
-@pytest.mark.parametrize("config, points, chunk_size, chunks", [
-    (SMALL, PRIVATE4, 3, [(0, 2), (1, 2), (2, 2)]),
-    (SMALL_NP, NONPRIVATE5, 2, [(0, 3), (1, 3), (2, 3), (3, 3)]),
-], ids=["private", "non_private"])
+@pytest.mark.parametrize(
+    "config, points, chunk_size, chunks",
+    [
+        (SMALL, PRIVATE4, 3, [(0, 2), (1, 2), (2, 2)]),
+        (SMALL_NP, NONPRIVATE5, 2, [(0, 3), (1, 3), (2, 3), (3, 3)]),
+    ],
+    ids=["private", "non_private"],
+)
 def test_sweep_points_equals_per_point_train(config, points, chunk_size, chunks):
     """A flat axis of paired values (learning rate, z and a per-point shift) in chunks (the last
     one padded) equals one train call per seed and point with the same key, and the evaluation
@@ -222,9 +291,13 @@ def test_sweep_points_equals_per_point_train(config, points, chunk_size, chunks)
     own run (the plan's account at its z; none in a non-private plan)."""
     keys = jax.random.split(jax.random.PRNGKey(5), 2)
     total = len(points["learning_rate"])
-    result = sweeps.sweep_points(config, P6, (X6, Y6), keys, points, eval_data=(X6_TEST, Y6_TEST),
-                                 chunk_size=chunk_size)
-    assert result.params["w"].shape == (2, total, D6, 3) and result.evaluation["loss"].shape == (2, total)
+    result = sweeps.sweep_points(
+        config, P6, (X6, Y6), keys, points, eval_data=(X6_TEST, Y6_TEST), chunk_size=chunk_size
+    )
+    assert result.params["w"].shape == (2, total, D6, 3) and result.evaluation["loss"].shape == (
+        2,
+        total,
+    )
     assert result.epsilon.shape == (total,) and result.delta == config.plan.delta
     if config.plan.private:
         expected_eps = [config.plan.epsilon_at(float(z)) for z in points["noise_multiplier"]]
@@ -237,18 +310,31 @@ def test_sweep_points_equals_per_point_train(config, points, chunk_size, chunks)
             cfg = _single(config, _point(points, j))
             single, single_metrics = train(cfg, P6, (X6, Y6), keys[i])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j], result.params))
-            np.testing.assert_allclose(single_metrics["loss"], result.metrics["loss"][i, j], rtol=1e-6, atol=1e-6)
-            np.testing.assert_array_equal(single_metrics["batch_size"], result.metrics["batch_size"][i, j])
+            np.testing.assert_allclose(
+                single_metrics["loss"], result.metrics["loss"][i, j], rtol=1e-6, atol=1e-6
+            )
+            np.testing.assert_array_equal(
+                single_metrics["batch_size"], result.metrics["batch_size"][i, j]
+            )
             assert single_metrics["epsilon"] == result.epsilon[j]
-            expected = sweeps.evaluate(_seen(GLM6, None, points["feature_shift"][j]), single, X6_TEST, Y6_TEST)
+            expected = sweeps.evaluate(
+                _seen(GLM6, None, points["feature_shift"][j]), single, X6_TEST, Y6_TEST
+            )
             np.testing.assert_allclose(result.evaluation["loss"][i, j], expected["loss"], rtol=1e-5)
             np.testing.assert_allclose(result.evaluation["accuracy"][i, j], expected["accuracy"])
     # Lists are point values too (same shapes, so the same compilation); on_chunk hears of each
     # compiled call (0 before the first), for a progress bar, and changes nothing.
     heard = []
-    listed = sweeps.sweep_points(config, P6, (X6, Y6), keys, {k: v.tolist() for k, v in points.items()},
-                                 eval_data=(X6_TEST, Y6_TEST), chunk_size=chunk_size,
-                                 on_chunk=lambda *a: heard.append(a))
+    listed = sweeps.sweep_points(
+        config,
+        P6,
+        (X6, Y6),
+        keys,
+        {k: v.tolist() for k, v in points.items()},
+        eval_data=(X6_TEST, Y6_TEST),
+        chunk_size=chunk_size,
+        on_chunk=lambda *a: heard.append(a),
+    )
     _assert_close(listed.params, result.params)
     np.testing.assert_array_equal(listed.epsilon, result.epsilon)
     assert heard == chunks
@@ -269,10 +355,15 @@ def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
     keys = jax.random.split(jax.random.PRNGKey(5), 2)
     options = {"eval_data": (X6_TEST, Y6_TEST)}  # the compilation the test above made, if it ran
     results = {}
-    for label, chunking in (("two", {"chunk_size": 2}), ("one", {"chunk_size": 5}),
-                            ("budget", {"memory_budget": 1.0})):
+    for label, chunking in (
+        ("two", {"chunk_size": 2}),
+        ("one", {"chunk_size": 5}),
+        ("budget", {"memory_budget": 1.0}),
+    ):
         before = len(traces)
-        results[label] = sweeps.sweep_points(SMALL_NP, P6, (X6, Y6), keys, NONPRIVATE5, **options, **chunking)
+        results[label] = sweeps.sweep_points(
+            SMALL_NP, P6, (X6, Y6), keys, NONPRIVATE5, **options, **chunking
+        )
         assert len(traces) - before <= 1, label
     assert len(traces) - before == 1  # chunks of 1: a new shape, traced once for 5 calls
     assert sweeps.points_per_chunk(SMALL, SMALL.plan.execution, P6, D6, 2, memory_budget=1.0) == 1
@@ -287,19 +378,28 @@ def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
 def test_eval_of_both_iterates_equals_evaluate_of_the_params():
     keys = jax.random.split(jax.random.PRNGKey(7), 2)
     cfg = dataclasses.replace(SMALL, iterates="both")
-    points = {"learning_rate": np.array([0.3, 1.0]), "feature_scale": np.array([0.5, 2.0]),
-              "feature_shift": POINTS5["feature_shift"][:2]}
+    points = {
+        "learning_rate": np.array([0.3, 1.0]),
+        "feature_scale": np.array([0.5, 2.0]),
+        "feature_shift": POINTS5["feature_shift"][:2],
+    }
     result = sweeps.sweep_points(cfg, P6, (X6, Y6), keys, points, eval_data=(X6_TEST, Y6_TEST))
-    assert set(result.evaluation) == {"last", "average"} and set(result.params) == {"last", "average"}
+    assert set(result.evaluation) == {"last", "average"} and set(result.params) == {
+        "last",
+        "average",
+    }
     for kind in ("last", "average"):
         evaluation, params = result.evaluation[kind], result.params[kind]
         assert set(evaluation) == {"loss", "accuracy"} and evaluation["loss"].shape == (2, 2)
         for i in range(2):
             for j in range(2):
-                expected = sweeps.evaluate(_seen(GLM6, points["feature_scale"][j], points["feature_shift"][j]),
-                                           jax.tree_util.tree_map(lambda a: a[i, j], params), X6_TEST, Y6_TEST)
-                np.testing.assert_allclose(evaluation["loss"][i, j],
-                                           expected["loss"], rtol=1e-5)
+                expected = sweeps.evaluate(
+                    _seen(GLM6, points["feature_scale"][j], points["feature_shift"][j]),
+                    jax.tree_util.tree_map(lambda a: a[i, j], params),
+                    X6_TEST,
+                    Y6_TEST,
+                )
+                np.testing.assert_allclose(evaluation["loss"][i, j], expected["loss"], rtol=1e-5)
                 np.testing.assert_allclose(evaluation["accuracy"][i, j], expected["accuracy"])
     assert not np.allclose(result.evaluation["last"]["loss"], result.evaluation["average"]["loss"])
 
@@ -338,14 +438,25 @@ def test_glm_sweep_gathers_the_batch_once_per_seed(clip_method):
     assert plan.pad == pad
     names = ("feature_scale", "feature_shift")
     fn = sweeps._compiled(static_config(cfg), plan, names, True, True)
-    values = [jnp.asarray(np.linspace(0.5, 2.0, P * D6).reshape(P, D6), jnp.float32),
-              jnp.asarray(POINTS5["feature_shift"])]
+    values = [
+        jnp.asarray(np.linspace(0.5, 2.0, P * D6).reshape(P, D6), jnp.float32),
+        jnp.asarray(POINTS5["feature_shift"]),
+    ]
     base = with_values(traced(SMALL), {"feature_scale": None, "feature_shift": None})
-    jaxpr = jax.make_jaxpr(fn)(base, P6, jnp.asarray(X6), jnp.asarray(Y6, jnp.int32),
-                               jax.random.split(jax.random.PRNGKey(0), S), values,
-                               jnp.asarray(X6_TEST), jnp.asarray(Y6_TEST, jnp.int32))
+    jaxpr = jax.make_jaxpr(fn)(
+        base,
+        P6,
+        jnp.asarray(X6),
+        jnp.asarray(Y6, jnp.int32),
+        jax.random.split(jax.random.PRNGKey(0), S),
+        values,
+        jnp.asarray(X6_TEST),
+        jnp.asarray(Y6_TEST, jnp.int32),
+    )
     shapes, gathers = _var_shapes(jaxpr)
-    per_point = [s for s in shapes if len(s) >= 3 and s[-1] == D6 and s[-2] in (pad, m) and P in s[:-2]]
+    per_point = [
+        s for s in shapes if len(s) >= 3 and s[-1] == D6 and s[-2] in (pad, m) and P in s[:-2]
+    ]
     if clip_method == "vmap":
         assert per_point, "the vmap path should materialise per-point batches"
         return
@@ -370,13 +481,25 @@ def test_sweep_points_bad_input_raises_before_compiling(monkeypatch):
     with pytest.raises(ValueError, match="params0 does not fit model"):
         sweeps.sweep_points(SMALL, mlp_params, data, keys, {"learning_rate": [0.1]})
     with pytest.raises(ValueError, match=r"params0\['w'\] has shape"):
-        sweeps.sweep_points(SMALL, {"w": jnp.zeros((D6, 4)), "b": jnp.zeros(3)}, data, keys,
-                            {"learning_rate": [0.1]})
+        sweeps.sweep_points(
+            SMALL,
+            {"w": jnp.zeros((D6, 4)), "b": jnp.zeros(3)},
+            data,
+            keys,
+            {"learning_rate": [0.1]},
+        )
     with pytest.raises(ValueError, match="share one leading"):
-        sweeps.sweep_points(SMALL, P6, data, keys, {"learning_rate": [0.1, 0.2, 0.3], "noise_multiplier": [1.0, 2.0]})
+        sweeps.sweep_points(
+            SMALL,
+            P6,
+            data,
+            keys,
+            {"learning_rate": [0.1, 0.2, 0.3], "noise_multiplier": [1.0, 2.0]},
+        )
     with pytest.raises(ValueError, match="share one leading"):
-        sweeps.sweep_points(SMALL, P6, data, keys, {"learning_rate": [0.1, 0.2],
-                                                      "feature_shift": np.zeros((3, D6))})
+        sweeps.sweep_points(
+            SMALL, P6, data, keys, {"learning_rate": [0.1, 0.2], "feature_shift": np.zeros((3, D6))}
+        )
     with pytest.raises(ValueError, match="non-empty mapping"):
         sweeps.sweep_points(SMALL, P6, data, keys, {})
     with pytest.raises(ValueError, match="non-empty 1-D"):
@@ -388,8 +511,9 @@ def test_sweep_points_bad_input_raises_before_compiling(monkeypatch):
     with pytest.raises(ValueError, match="cannot sweep"):
         sweeps.sweep_points(SMALL, P6, data, keys, {"batch_size": [8, 16]})
     with pytest.raises(ValueError, match="x has 5 features"):
-        sweeps.sweep_points(SMALL, P6, data, keys, {"learning_rate": [0.1]},
-                            eval_data=(X6_TEST[:, :5], Y6_TEST))
+        sweeps.sweep_points(
+            SMALL, P6, data, keys, {"learning_rate": [0.1]}, eval_data=(X6_TEST[:, :5], Y6_TEST)
+        )
     with pytest.raises(ValueError, match="chunk_size"):
         sweeps.sweep_points(SMALL, P6, data, keys, {"learning_rate": [0.1]}, chunk_size=0)
 
@@ -399,21 +523,41 @@ def test_per_seed_points_equal_individual_runs():
     values[s, p] for seed s and point p; every (seed, point) equals its own train call."""
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     shifts = RNG.normal(size=(2, 3, 4)).astype(np.float32)
-    points = {"learning_rate": [0.1, 1.0, 2.0], "feature_scale": [1.0, 3.0, 0.5], "feature_shift": shifts}
-    result = sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("feature_shift",),
-                                 chunk_size=2, eval_data=(X, Y))
+    points = {
+        "learning_rate": [0.1, 1.0, 2.0],
+        "feature_scale": [1.0, 3.0, 0.5],
+        "feature_shift": shifts,
+    }
+    result = sweeps.sweep_points(
+        CONFIG,
+        PARAMS0,
+        (X, Y),
+        keys,
+        points,
+        per_seed=("feature_shift",),
+        chunk_size=2,
+        eval_data=(X, Y),
+    )
     assert result.params["w"].shape == (2, 3, 4, 3)
     for s in range(2):
         for p in range(3):
-            hyper = Hyper(points["learning_rate"][p],
-                          extra={"feature_scale": points["feature_scale"][p], "feature_shift": shifts[s, p]})
+            hyper = Hyper(
+                points["learning_rate"][p],
+                extra={"feature_scale": points["feature_scale"][p], "feature_shift": shifts[s, p]},
+            )
             single, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, (X, Y), keys[s])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[s, p], result.params))
     with pytest.raises(ValueError, match="per_seed"):
         sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("clip_norm",))
     with pytest.raises(ValueError, match="feature_shift needs a leading axis of 2 seeds"):
-        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, {**points, "feature_shift": shifts[:1]},
-                            per_seed=("feature_shift",))
+        sweeps.sweep_points(
+            CONFIG,
+            PARAMS0,
+            (X, Y),
+            keys,
+            {**points, "feature_shift": shifts[:1]},
+            per_seed=("feature_shift",),
+        )
 
 
 def test_configs_built_the_same_way_share_one_compilation():
@@ -423,9 +567,21 @@ def test_configs_built_the_same_way_share_one_compilation():
     from dpprep import optimizers
 
     def config():
-        plan = DPPlan.create("poisson", 80, batch_size=16, steps=3, l2_clip_norm=1.0, noise_multiplier=1.0,
-                             delta=DELTA)
-        return TrainConfig(models.softmax_regression(4, 3), Hyper(0.1), plan, optimizer=optimizers.optimizer("adam"))
+        plan = DPPlan.create(
+            "poisson",
+            80,
+            batch_size=16,
+            steps=3,
+            l2_clip_norm=1.0,
+            noise_multiplier=1.0,
+            delta=DELTA,
+        )
+        return TrainConfig(
+            models.softmax_regression(4, 3),
+            Hyper(0.1),
+            plan,
+            optimizer=optimizers.optimizer("adam"),
+        )
 
     first, second = config(), config()
     assert first == second and hash(first) == hash(second)
@@ -454,25 +610,56 @@ def test_a_network_sweep_runs_its_runs_one_by_one_on_cpu_and_they_are_the_batche
     assert sweeps.vmaps_runs(CONFIG) and sweeps.vmaps_runs(cfg, mesh=object())
     assert sweeps.vmaps_runs(cfg) == (jax.default_backend() != "cpu")
     keys = jax.random.split(jax.random.PRNGKey(7), 3)
-    params0 = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves),
-                                     *[mlp.init(jax.random.PRNGKey(s)) for s in range(3)])
+    params0 = jax.tree_util.tree_map(
+        lambda *leaves: jnp.stack(leaves), *[mlp.init(jax.random.PRNGKey(s)) for s in range(3)]
+    )
     lrs = np.array([[0.1, 0.5], [0.2, 0.6], [0.3, 0.7]], np.float32)  # (seeds, points)
-    result = sweeps.sweep_points(cfg, params0, (X, Y), keys, {"learning_rate": lrs}, per_seed=("learning_rate",),
-                                 params0_per_seed=True, eval_data=(X, Y))
+    result = sweeps.sweep_points(
+        cfg,
+        params0,
+        (X, Y),
+        keys,
+        {"learning_rate": lrs},
+        per_seed=("learning_rate",),
+        params0_per_seed=True,
+        eval_data=(X, Y),
+    )
     for s in range(3):
         for p in range(2):
             one = dataclasses.replace(cfg, hyper=Hyper(float(lrs[s, p])))
-            params, metrics = train(one, jax.tree_util.tree_map(lambda a, s=s: a[s], params0), (X, Y), keys[s])
+            params, metrics = train(
+                one, jax.tree_util.tree_map(lambda a, s=s: a[s], params0), (X, Y), keys[s]
+            )
             got = jax.tree_util.tree_map(lambda a, s=s, p=p: np.asarray(a)[s, p], result.params)
             _assert_close(got, params)
             np.testing.assert_array_equal(result.metrics["batch_size"][s, p], metrics["batch_size"])
-    batched = sweeps._compiled(static_config(cfg), cfg.plan.execution, ("learning_rate",), True, True, (True,), True,
-                               None, True)
-    out = batched(with_values(traced(cfg), {"learning_rate": None}), params0, jnp.asarray(X), jnp.asarray(Y), keys,
-                  (jnp.asarray(lrs),), jnp.asarray(X), jnp.asarray(Y))
-    for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(out[0]), strict=True):
+    batched = sweeps._compiled(
+        static_config(cfg),
+        cfg.plan.execution,
+        ("learning_rate",),
+        True,
+        True,
+        (True,),
+        True,
+        None,
+        True,
+    )
+    out = batched(
+        with_values(traced(cfg), {"learning_rate": None}),
+        params0,
+        jnp.asarray(X),
+        jnp.asarray(Y),
+        keys,
+        (jnp.asarray(lrs),),
+        jnp.asarray(X),
+        jnp.asarray(Y),
+    )
+    for a, b in zip(
+        jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(out[0]), strict=True
+    ):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
     for name in ("loss", "accuracy"):
         for it in ("last", "average"):
-            np.testing.assert_allclose(np.asarray(out[2][it][name]), result.evaluation[it][name], rtol=1e-5,
-                                       atol=1e-6)
+            np.testing.assert_allclose(
+                np.asarray(out[2][it][name]), result.evaluation[it][name], rtol=1e-5, atol=1e-6
+            )

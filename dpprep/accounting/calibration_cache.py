@@ -40,21 +40,33 @@ from dpprep.accounting import dp
 from dpprep.files import atomic_write_text, tree_digest
 
 
-def calibrate(make_event: Callable[[float], dp_event.DpEvent], target_epsilon: float, delta: float,
-              schedule: DpSgdSchedule, fixed: tuple[dp_event.DpEvent, ...], options: AccountingOptions) -> float:
-    """:func:`~dpprep.accounting.dp.composed_calibrate` of ``make_event``, answered from the disk when
-    a verified entry is there, and written to it otherwise."""
+def calibrate(
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    schedule: DpSgdSchedule,
+    fixed: tuple[dp_event.DpEvent, ...],
+    options: AccountingOptions,
+) -> float:
+    """:func:`~dpprep.accounting.dp.composed_calibrate` of ``make_event``, answered from the disk
+    when a verified entry is there, and written to it otherwise."""
     key = _calibration_key(target_epsilon, delta, schedule, fixed, options)
     path = _calibration_cache_dir() / f"{key['digest']}.json"
     cached = _read_calibration(path, key, options)
-    if cached is not None and _verify_calibration(path, cached, make_event, target_epsilon, delta, options):
+    if cached is not None and _verify_calibration(
+        path, cached, make_event, target_epsilon, delta, options
+    ):
         return cached.noise_multiplier
     accounted_with: list[AccountingOptions] = []
-    z = dp.composed_calibrate(make_event, target_epsilon, delta, options=options, accounted_with=accounted_with)
+    z = dp.composed_calibrate(
+        make_event, target_epsilon, delta, options=options, accounted_with=accounted_with
+    )
     entry = None
     why: str | None = "the calibration did not say which accounting it searched on"
     if accounted_with:
-        entry = _CalibrationEntry(z, _accounting_from_fields(_accounting_fields(accounted_with[-1]), options))
+        entry = _CalibrationEntry(
+            z, _accounting_from_fields(_accounting_fields(accounted_with[-1]), options)
+        )
         why = _uncacheable(entry, make_event, options)
     if entry is not None and why is None:
         _write_calibration(path, key, entry)
@@ -134,7 +146,9 @@ def _entry_checksum(entry: dict) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces, floats as their exact repr, no NaN)
     of every field of ``entry`` but ``checksum``: its key and its value."""
     body = {name: value for name, value in entry.items() if name != "checksum"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    canonical = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -150,13 +164,21 @@ def _accounting_from_fields(fields: object, options: AccountingOptions) -> Accou
     neighbouring relation is always the requested one. ValueError for anything else."""
     if isinstance(fields, dict) and fields == {"accountant": "rdp"}:
         return dataclasses.replace(options, accountant="rdp")
-    if (isinstance(fields, dict) and set(fields) == {"accountant", "pld_discretization"}
-            and fields["accountant"] == "pld" and isinstance(fields["pld_discretization"], float)):
-        return dataclasses.replace(options, accountant="pld", pld_discretization=fields["pld_discretization"])
+    if (
+        isinstance(fields, dict)
+        and set(fields) == {"accountant", "pld_discretization"}
+        and fields["accountant"] == "pld"
+        and isinstance(fields["pld_discretization"], float)
+    ):
+        return dataclasses.replace(
+            options, accountant="pld", pld_discretization=fields["pld_discretization"]
+        )
     raise ValueError(f"accounted_with={fields!r} is not an accounting a calibration records")
 
 
-def _read_calibration(path: Path, key: dict, options: AccountingOptions) -> _CalibrationEntry | None:
+def _read_calibration(
+    path: Path, key: dict, options: AccountingOptions
+) -> _CalibrationEntry | None:
     """The entry at ``path`` if it is well-formed, for ``key`` and its checksum matches (not yet
     verified: see :func:`_verify_calibration`); None (with a warning, but silently for a missing
     file or the older format without a checksum) otherwise."""
@@ -165,14 +187,18 @@ def _read_calibration(path: Path, key: dict, options: AccountingOptions) -> _Cal
     except FileNotFoundError:
         return None
     except OSError as err:
-        warnings.warn(f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=4)
+        warnings.warn(
+            f"cannot read calibration cache entry {path}: {err}; recomputing", stacklevel=4
+        )
         return None
     try:
         entry = json.loads(text)
         if not isinstance(entry, dict):
             raise ValueError("not a JSON object")
         if "checksum" not in entry:
-            _LOG.debug("calibration cache entry %s has no checksum (an older format); recomputing", path)
+            _LOG.debug(
+                "calibration cache entry %s has no checksum (an older format); recomputing", path
+            )
             return None
         if entry["checksum"] != _entry_checksum(entry):
             raise ValueError("checksum mismatch: the entry was edited or damaged")
@@ -183,7 +209,9 @@ def _read_calibration(path: Path, key: dict, options: AccountingOptions) -> _Cal
             raise ValueError(f"noise_multiplier={z!r} is not a positive float")
         accounted_with = _accounting_from_fields(entry["accounted_with"], options)
     except (ValueError, KeyError, TypeError) as err:
-        warnings.warn(f"ignoring corrupt calibration cache entry {path} ({err}); recomputing", stacklevel=4)
+        warnings.warn(
+            f"ignoring corrupt calibration cache entry {path} ({err}); recomputing", stacklevel=4
+        )
         return None
     return _CalibrationEntry(z, accounted_with)
 
@@ -207,12 +235,17 @@ def _unaccepted_accounting(search: AccountingOptions, options: AccountingOptions
     if search.accountant == "pld" and not (
         options.pld_discretization < search.pld_discretization <= MAX_COARSE_DISCRETIZATION
     ):
-        return f"pld_discretization={search.pld_discretization!r} is not a grid the work budget may choose"
+        return (
+            f"pld_discretization={search.pld_discretization!r} is not a grid the work budget may"
+            " choose"
+        )
     return None
 
 
 def _unneeded_fallback(
-    entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent], options: AccountingOptions
+    entry: _CalibrationEntry,
+    make_event: Callable[[float], dp_event.DpEvent],
+    options: AccountingOptions,
 ) -> str | None:
     """Why ``entry``'s fallback accounting is not needed at its multiplier (so that an entry
     cannot swap the requested accounting for a looser one where the search would not): a
@@ -228,11 +261,15 @@ def _unneeded_fallback(
             return None
     except (ValueError, UnsupportedEventError):  # options cannot account it there at all
         return None
-    return (f"a calibration falls back to {search} only where {options} are over its work budget, and at "
-            f"z={point!r} they are not")
+    return (
+        f"a calibration falls back to {search} only where {options} are over its work budget, and"
+        f" at z={point!r} they are not"
+    )
 
 
-def _over_budget(entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent]) -> str | None:
+def _over_budget(
+    entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent]
+) -> str | None:
     """Why evaluating ε on ``entry``'s accounting at its check points would exceed the budget of
     an ε evaluation (:data:`MAX_COMPOSED_PLD_POINTS`); None if it would not. Cheap."""
     search, z = entry.accounted_with, entry.noise_multiplier
@@ -247,14 +284,19 @@ def _over_budget(entry: _CalibrationEntry, make_event: Callable[[float], dp_even
 
 
 def _uncacheable(
-    entry: _CalibrationEntry, make_event: Callable[[float], dp_event.DpEvent], options: AccountingOptions
+    entry: _CalibrationEntry,
+    make_event: Callable[[float], dp_event.DpEvent],
+    options: AccountingOptions,
 ) -> str | None:
     """Why an honestly computed ``entry`` is not written to disk (None: it is). Its accounting
     must pass the checks :func:`_verify_calibration` applies to it when reading it back, so that
     every entry written passes them; a fallback chosen further below the answer than the lower
     check point (rare) is recomputed in each process rather than cached."""
-    return (_unaccepted_accounting(entry.accounted_with, options) or _over_budget(entry, make_event)
-            or _unneeded_fallback(entry, make_event, options))
+    return (
+        _unaccepted_accounting(entry.accounted_with, options)
+        or _over_budget(entry, make_event)
+        or _unneeded_fallback(entry, make_event, options)
+    )
 
 
 def _verify_calibration(
@@ -279,24 +321,39 @@ def _verify_calibration(
     search, z = entry.accounted_with, entry.noise_multiplier
     why = _unaccepted_accounting(search, options)
     if why is not None:
-        warnings.warn(f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): {why}; recomputing",
-                      stacklevel=4)
+        warnings.warn(
+            f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): {why}; recomputing",
+            stacklevel=4,
+        )
         return False
     low = _lower_check_point(z)
     try:
-        # Within budget this is exactly the search's evaluation (same accountant, event, float); over it, the
+        # Within budget this is exactly the search's evaluation (same accountant, event, float);
+        # over it, the
         # budget's looser accounting, which only serves the warning (the entry is rejected).
         eps, over = _epsilon_of(make_event(z), delta, search, MAX_COMPOSED_PLD_POINTS)
-        eps_low, over_low = (math.inf, None) if low is None else _epsilon_of(
-            make_event(low), delta, search, MAX_COMPOSED_PLD_POINTS)
+        eps_low, over_low = (
+            (math.inf, None)
+            if low is None
+            else _epsilon_of(make_event(low), delta, search, MAX_COMPOSED_PLD_POINTS)
+        )
     except (ValueError, UnsupportedEventError) as err:
-        warnings.warn(f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): cannot account it on "
-                      f"{search} ({err}); recomputing", stacklevel=4)
+        warnings.warn(
+            f"ignoring calibration cache entry {path} (noise_multiplier={z!r}): cannot account it"
+            f" on {search} ({err}); recomputing",
+            stacklevel=4,
+        )
         return False
     problem: str | None
-    note = f" (epsilons on the work budget's looser accounting: {over or over_low})" if over or over_low else ""
+    note = (
+        f" (epsilons on the work budget's looser accounting: {over or over_low})"
+        if over or over_low
+        else ""
+    )
     if eps > target_epsilon:
-        problem = ("not shown to meet the target" if note else "too little noise for the target") + note
+        problem = (
+            "not shown to meet the target" if note else "too little noise for the target"
+        ) + note
     elif eps_low <= target_epsilon:
         problem = "more noise than the target needs" + note
     elif note:
@@ -306,10 +363,12 @@ def _verify_calibration(
     if problem is None:
         return True
     warnings.warn(
-        f"ignoring calibration cache entry {path}: {problem}: epsilon={eps!r} at noise_multiplier={z!r} and "
-        f"epsilon={eps_low!r} at z - 2*CALIBRATION_TOL={low!r}, on {search}, where a calibration to "
-        f"target_epsilon={target_epsilon!r} meets the target at z and misses it at z - 2*CALIBRATION_TOL; "
-        f"recomputing", stacklevel=4)
+        f"ignoring calibration cache entry {path}: {problem}: epsilon={eps!r} at"
+        f" noise_multiplier={z!r} and epsilon={eps_low!r} at z - 2*CALIBRATION_TOL={low!r}, on"
+        f" {search}, where a calibration to target_epsilon={target_epsilon!r} meets the target at z"
+        " and misses it at z - 2*CALIBRATION_TOL; recomputing",
+        stacklevel=4,
+    )
     return False
 
 
@@ -321,8 +380,8 @@ def _write_calibration(path: Path, key: dict, entry: _CalibrationEntry) -> None:
         "accounted_with": _accounting_fields(entry.accounted_with),
     }
     try:
-        atomic_write_text(path, json.dumps({**body, "checksum": _entry_checksum(body)}, sort_keys=True))
+        atomic_write_text(
+            path, json.dumps({**body, "checksum": _entry_checksum(body)}, sort_keys=True)
+        )
     except OSError as err:  # a cache that cannot be written only costs time
         warnings.warn(f"cannot write calibration cache in {path.parent}: {err}", stacklevel=4)
-
-

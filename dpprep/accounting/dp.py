@@ -182,16 +182,19 @@ class DpSgdSchedule:
         object.__setattr__(self, "sampling_rate", q)
         if self.sampling != "without_replacement":
             if self.dataset_size is not None:
-                raise ValueError("dataset_size is only for sampling='without_replacement', got "
-                                 f"{self.dataset_size!r}")
+                raise ValueError(
+                    "dataset_size is only for sampling='without_replacement', got "
+                    f"{self.dataset_size!r}"
+                )
             return
         if self.dataset_size is None:
             raise ValueError("dataset_size is required for sampling='without_replacement'")
         n = check_positive_int(self.dataset_size, "dataset_size")
         # The event needs the integer batch size; q must be exactly B/n for an integer B.
         if round(q * n) / n != q:
-            raise ValueError(f"sampling_rate * dataset_size must be an integer batch size, got "
-                             f"{q!r} * {n}")
+            raise ValueError(
+                f"sampling_rate * dataset_size must be an integer batch size, got {q!r} * {n}"
+            )
         object.__setattr__(self, "dataset_size", int(n))
 
     @property
@@ -270,13 +273,15 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     if isinstance(event, dp_event.ComposedDpEvent):
         return dp_event.ComposedDpEvent([_rdp_replace_one(e) for e in event.events])
     if isinstance(event, dp_event.RepeatAndSelectDpEvent):  # private selection (dpprep.selection)
-        return dp_event.RepeatAndSelectDpEvent(_rdp_replace_one(event.event), event.mean, event.shape)
+        return dp_event.RepeatAndSelectDpEvent(
+            _rdp_replace_one(event.event), event.mean, event.shape
+        )
     if isinstance(event, dp_event.NoOpDpEvent):
         return event
     raise ValueError(
-        f"accountant='rdp' with neighbouring='replace_one' supports only full-batch and "
-        f"sampled-without-replacement Gaussian events (dp-accounting's RDP accountant has no replace-one bound for "
-        f"{type(event).__name__}); use accountant='pld'"
+        "accountant='rdp' with neighbouring='replace_one' supports only full-batch and"
+        " sampled-without-replacement Gaussian events (dp-accounting's RDP accountant has no"
+        f" replace-one bound for {type(event).__name__}); use accountant='pld'"
     )
 
 
@@ -347,7 +352,9 @@ def _loss_range(z: float, q: float, neighbouring: str) -> float:
     return width
 
 
-def _gaussian_parts(event: dp_event.DpEvent, count: int = 1) -> Iterator[tuple[float, float, int, bool]]:
+def _gaussian_parts(
+    event: dp_event.DpEvent, count: int = 1
+) -> Iterator[tuple[float, float, int, bool]]:
     """``(z, q, times composed, Poisson-subsampled?)`` of each Gaussian part of ``event`` with
     ``z > 0`` (a plain Gaussian has ``q = 1``); other events are skipped (not estimated)."""
     if isinstance(event, dp_event.SelfComposedDpEvent):
@@ -370,9 +377,14 @@ def _step_ranges(event: dp_event.DpEvent, neighbouring: str) -> list[tuple[float
     """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
     grid points) for the Gaussian parts of ``event``; other events are not estimated."""
     # The accountant builds T plain Gaussian steps as one Gaussian with z/sqrt(T).
-    return [(_loss_range(z, q, neighbouring), c, MAX_PLD_POINTS) if poisson
+    return [
+        (
+            (_loss_range(z, q, neighbouring), c, MAX_PLD_POINTS)
+            if poisson
             else (_loss_range(z / math.sqrt(c), 1.0, neighbouring), 1, MAX_GAUSSIAN_PLD_POINTS)
-            for z, q, c, poisson in _gaussian_parts(event)]
+        )
+        for z, q, c, poisson in _gaussian_parts(event)
+    ]
 
 
 #: Grid points of the coarse PLD on which :func:`_composed_points` estimates a composition.
@@ -412,7 +424,9 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
     """
     total = 0.0
     for z, q, count, poisson in _gaussian_parts(event):
-        if not poisson:  # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
+        if (
+            not poisson
+        ):  # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
             total += _loss_range(z / math.sqrt(count), 1.0, neighbouring) / discretization
             continue
         width = _loss_range(z, q, neighbouring)
@@ -421,8 +435,11 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
             continue
         coarse = width / _ESTIMATE_POINTS
         pld = privacy_loss_distribution.from_gaussian_mechanism(
-            z, sampling_prob=q, value_discretization_interval=coarse,
-            neighboring_relation=_RELATIONS[neighbouring])
+            z,
+            sampling_prob=q,
+            value_discretization_interval=coarse,
+            neighboring_relation=_RELATIONS[neighbouring],
+        )
         support = 0.0
         # The remove and add halves are composed one after the other; the larger one decides.
         for pmf in (pld._pmf_remove, pld._pmf_add):  # noqa: SLF001 (no public accessor)
@@ -475,21 +492,27 @@ def _budgeted(
     )
     if grid <= MAX_COARSE_DISCRETIZATION:
         coarse = dataclasses.replace(options, pld_discretization=grid)
-        return _composition_budgeted(event, coarse, (
+        return _composition_budgeted(
+            event,
+            coarse,
             f"{why}; PLD grid coarsened to {grid:.3g}: ε stays an upper bound, pessimistic by at "
-            f"most {steps} steps x {grid:.3g} = {steps * grid:.3g}"
-        ), composed_budget)
+            f"most {steps} steps x {grid:.3g} = {steps * grid:.3g}",
+            composed_budget,
+        )
     if _rdp_can(event, options):
-        return dataclasses.replace(options, accountant="rdp"), (
-            f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}; accounted with RDP "
-            f"instead (a valid, looser upper bound; pass AccountingOptions(accountant='rdp') to "
-            f"ask for it)"
+        return (
+            dataclasses.replace(options, accountant="rdp"),
+            (
+                f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}; accounted with"
+                " RDP instead (a valid, looser upper bound; pass"
+                " AccountingOptions(accountant='rdp') to ask for it)"
+            ),
         )
     raise ValueError(
         f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}, and dp-accounting's "
-        f"RDP accountant cannot account this event under neighbouring="
+        "RDP accountant cannot account this event under neighbouring="
         f"{options.neighbouring!r}: use more noise (the noise multiplier is tiny), or "
-        f"neighbouring='add_remove' with accountant='rdp'"
+        "neighbouring='add_remove' with accountant='rdp'"
     )
 
 
@@ -501,18 +524,24 @@ def _composition_budget_cause(
     bits = _sparse_power_bits(event, options.pld_discretization, options.neighbouring)
     if bits > MAX_SPARSE_POWER_BITS:
         return (
-            f"dp-accounting would compute a {bits:.3g}-bit integer to compose the run's sparse "
-            f"PLD (budget {MAX_SPARSE_POWER_BITS:g} bits: minutes of work beyond ~1e8; the steps "
-            f"are many and the noise large)"
-        ), "use fewer steps"
+            (
+                f"dp-accounting would compute a {bits:.3g}-bit integer to compose the run's sparse"
+                f" PLD (budget {MAX_SPARSE_POWER_BITS:g} bits: minutes of work beyond ~1e8; the"
+                " steps are many and the noise large)"
+            ),
+            "use fewer steps",
+        )
     points = _composed_points(event, options.pld_discretization, options.neighbouring)
     if points <= composed_budget:
         return None, None
     return (
-        f"composing the run's PLD needs about {points:.3g} grid points at pld_discretization="
-        f"{options.pld_discretization:.3g} (budget {composed_budget:g}; time and memory grow with "
-        f"them: ~{points * 100 / 2**30:.2g} GiB)"
-    ), "use fewer steps or more noise"
+        (
+            f"composing the run's PLD needs about {points:.3g} grid points at"
+            f" pld_discretization={options.pld_discretization:.3g} (budget {composed_budget:g};"
+            f" time and memory grow with them: ~{points * 100 / 2**30:.2g} GiB)"
+        ),
+        "use fewer steps or more noise",
+    )
 
 
 def _composition_budgeted(
@@ -524,14 +553,17 @@ def _composition_budgeted(
     if cause is None:
         return options, why
     if _rdp_can(event, options):
-        return dataclasses.replace(options, accountant="rdp"), (
-            f"{cause}; accounted with RDP instead (a valid, looser upper bound; pass "
-            f"AccountingOptions(accountant='rdp') to ask for it)"
+        return (
+            dataclasses.replace(options, accountant="rdp"),
+            (
+                f"{cause}; accounted with RDP instead (a valid, looser upper bound; pass "
+                "AccountingOptions(accountant='rdp') to ask for it)"
+            ),
         )
     raise ValueError(
         f"{cause}, and dp-accounting's RDP accountant cannot account this event under "
         f"neighbouring={options.neighbouring!r}: {remedy}, or neighbouring='add_remove' with "
-        f"accountant='rdp'"
+        "accountant='rdp'"
     )
 
 
@@ -629,7 +661,9 @@ def _bracket(
             lo, hi = hi, hi * factor
         raise _OutOfReach(
             f"target_epsilon={target!r} is out of reach: even noise_multiplier={lo:.3g} gives "
-            f"epsilon={eps:.4g} > target; ask for a larger target_epsilon or delta", "high")
+            f"epsilon={eps:.4g} > target; ask for a larger target_epsilon or delta",
+            "high",
+        )
     lo, hi = guess / factor, guess
     for _ in range(_BRACKET_STEPS):
         if (eps := eps_of(lo)) > target:
@@ -637,7 +671,9 @@ def _bracket(
         lo, hi = lo / factor, lo
     raise _OutOfReach(
         f"target_epsilon={target!r} is out of reach: even noise_multiplier={hi:.3g} (next to no "
-        f"noise) gives only epsilon={eps:.4g}; ask for a smaller target_epsilon", "low")
+        f"noise) gives only epsilon={eps:.4g}; ask for a smaller target_epsilon",
+        "low",
+    )
 
 
 def composed_calibrate(
@@ -696,10 +732,17 @@ def _calibrate(
         # search below checks it). Events RDP cannot handle at all start from initial_guess.
         for relation, scale in ((options.neighbouring, 1.0), ("add_remove", 2.0)):
             try:
-                initial_guess = scale * _calibrate(
-                    make_event, target_epsilon, delta,
-                    AccountingOptions(accountant="rdp", neighbouring=relation), initial_guess, 1e-3,
-                )[0]
+                initial_guess = (
+                    scale
+                    * _calibrate(
+                        make_event,
+                        target_epsilon,
+                        delta,
+                        AccountingOptions(accountant="rdp", neighbouring=relation),
+                        initial_guess,
+                        1e-3,
+                    )[0]
+                )
                 break
             except _OutOfReach as err:
                 # RDP's ε is above the PLD's at every z, over a wider range of z than the PLD
@@ -719,8 +762,9 @@ def _calibrate(
         seed_options, _ = _budgeted(seed_event, options, MAX_CALIBRATION_PLD_POINTS)
         if seed_options != options and _rdp_can(seed_event, options):
             rdp = dataclasses.replace(options, accountant="rdp")
-            width, _, budget = max(_step_ranges(seed_event, options.neighbouring),
-                                   key=lambda r: r[0] / r[2])
+            width, _, budget = max(
+                _step_ranges(seed_event, options.neighbouring), key=lambda r: r[0] / r[2]
+            )
             cause = (
                 f"one step's PLD needs {width / options.pld_discretization:.3g} grid points "
                 f"(budget {budget:g})"
@@ -728,9 +772,11 @@ def _calibrate(
                 else _composition_budget_cause(seed_event, options, MAX_CALIBRATION_PLD_POINTS)[0]
             )
             warnings.warn(
-                f"calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
+                "calibrated with RDP (a valid, looser upper bound), not PLD: near the answer "
                 f"(z={initial_guess:.4g}) {cause}, too slow for a search; pass "
-                f"AccountingOptions(accountant='rdp') to ask for RDP", stacklevel=3)
+                "AccountingOptions(accountant='rdp') to ask for RDP",
+                stacklevel=3,
+            )
             return _calibrate(make_event, target_epsilon, delta, rdp, initial_guess, tol)
 
     reasons: list[str] = []
@@ -741,8 +787,9 @@ def _calibrate(
             reasons.append(why)
         return eps
 
-    lo, hi = _bracket(eps_of, target_epsilon, initial_guess,
-                      1.25 if options.accountant == "pld" else 2.0)
+    lo, hi = _bracket(
+        eps_of, target_epsilon, initial_guess, 1.25 if options.accountant == "pld" else 2.0
+    )
     # One grid for the whole search (monotone in z): the one the smallest multiplier needs.
     search, why = _budgeted(make_event(lo), options, MAX_CALIBRATION_PLD_POINTS)
     if why or reasons:
@@ -750,7 +797,10 @@ def _calibrate(
     if search != options:  # re-bracket on that grid, so that both ends are on it
         lo, hi = _bracket(
             lambda z: _epsilon_of(make_event(z), delta, search, MAX_CALIBRATION_PLD_POINTS)[0],
-            target_epsilon, hi, 1.25)
+            target_epsilon,
+            hi,
+            1.25,
+        )
     z = mechanism_calibration.calibrate_dp_mechanism(
         _make_accountant(search),
         lambda z: _prepare(make_event(z), search),
@@ -843,7 +893,9 @@ def _calibrate_noise_cached(
 
     if not calibration_cache_enabled():
         return composed_calibrate(make_event, target_epsilon, delta, options=options)
-    from dpprep.accounting import calibration_cache  # on request only: the accountant writes no file otherwise
+    from dpprep.accounting import (
+        calibration_cache,
+    )  # on request only: the accountant writes no file otherwise
 
     return calibration_cache.calibrate(make_event, target_epsilon, delta, schedule, fixed, options)
 
@@ -899,7 +951,9 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
 # Hand-written RDP curves
 
 
-def rdp_curve(events: Sequence[dp_event.DpEvent], *, neighbouring: Neighbouring = "add_remove") -> np.ndarray:
+def rdp_curve(
+    events: Sequence[dp_event.DpEvent], *, neighbouring: Neighbouring = "add_remove"
+) -> np.ndarray:
     """The RDP of the composition of ``events`` at each of :data:`RDP_ORDERS` (dp-accounting's RDP
     accountant under ``neighbouring``; ``inf`` where an order is out of an event's reach): the
     curve to combine by hand where dp-accounting has no event for the combination (e.g. a mixture
@@ -982,7 +1036,7 @@ def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) ->
     if lip**2 * 2.0 * alpha * (alpha - 1.0) > sigma**2 * (1.0 + 1e-12):
         raise ValueError(
             f"alpha={alpha!r} is outside the range of Feldman et al. Thm 26: need "
-            f"noise_std >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
+            "noise_std >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
             f"{sgd_iter_max_order(sigma, lip):.6g}"
         )
     return 4.0 * alpha * lip**2 * harmonic_number(n) / (n * sigma**2)

@@ -1,5 +1,8 @@
-"""Moved to :mod:`dpprep.preprocess.privacy.sgd_samp` (Hu et al.'s package); this name stays an alias of that module, so that
-imports written before the move keep working. New code imports :mod:`dpprep.preprocess.privacy.sgd_samp`."""
+"""Moved to :mod:`dpprep.preprocess.privacy.sgd_samp` (Hu et al.'s package); this name stays an
+alias of that module, so that
+imports written before the move keep working. New code imports
+:mod:`dpprep.preprocess.privacy.sgd_samp`.
+"""
 
 import importlib
 import sys

@@ -103,7 +103,9 @@ def feature_scales(params: Params, row_scales: Any, leaf: str) -> Params:
     rows = check_finite_array(row_scales, "row_scales", ndim=1)
     if rows.shape[0] != params[leaf].shape[0]:
         raise ValueError(
-            f"row_scales has {rows.shape[0]} entries, params[{leaf!r}] has {params[leaf].shape[0]} rows")
+            f"row_scales has {rows.shape[0]} entries, params[{leaf!r}] has {params[leaf].shape[0]}"
+            " rows"
+        )
     if np.any(rows < 0):
         raise ValueError("row_scales must be >= 0")
     scales = isotropic_scales(params)

@@ -1,8 +1,8 @@
 """The five datasets of Wang, Zhang & Cummings (2026) as CorrDP sees them (§5 and App. E).
 
 ``load_corrdp(name)`` returns a :class:`CorrDPData`: the scaled training matrix (with an intercept
-column on Adult, Credit and Medical: the paper mentions none, we add one with noise factor 1), labels,
-the sensitive / insensitive column split, the raw insensitive feature each column belongs to
+column on Adult, Credit and Medical: the paper mentions none, we add one with noise factor 1),
+labels, the sensitive / insensitive column split, the raw insensitive feature each column belongs to
 (one-hot levels share a noise factor) and the paper's variance factors (Table 2 / App. E). Built on
 ``dpprep.data.load`` and ``dpprep.data.synthetic``; all arrays are read-only.
 
@@ -26,7 +26,8 @@ the sensitive / insensitive column split, the raw insensitive feature each colum
   §5.2 one (U = sex, smoker, region): the two sections disagree, and the paper's TV_max = 0.36
   belongs to App. E.5's.
 
-The rebalanced Sepsis set is costly to build (SMOTENC and ENN over 110k rows); it is cached in-process and
+The rebalanced Sepsis set is costly to build (SMOTENC and ENN over 110k rows); it is cached
+in-process and
 on disk under ``<dpprep cache>/corrdp`` keyed on the input data, the seed, the variant and the
 imbalanced-learn / scikit-learn versions (``DPPREP_CORRDP_CACHE=0`` turns the disk cache off).
 """
@@ -103,14 +104,20 @@ class CorrDPData:
         for field in ("insensitive_groups", "sensitive_groups"):
             groups = {str(k): tuple(int(i) for i in v) for k, v in getattr(self, field).items()}
             object.__setattr__(self, field, MappingProxyType(groups))
-        object.__setattr__(self, "paper_factors", MappingProxyType({k: float(v) for k, v in self.paper_factors.items()}))
+        object.__setattr__(
+            self,
+            "paper_factors",
+            MappingProxyType({k: float(v) for k, v in self.paper_factors.items()}),
+        )
         m = self.x.shape[1]
         if len(self.feature_names) != m:
             raise ValueError(f"{len(self.feature_names)} feature names for {m} columns")
         rest = [j for j in range(m) if j != self.intercept]
         if sorted([*self.sensitive, *self.insensitive]) != rest:
             raise ValueError("sensitive and insensitive must partition the non-intercept columns")
-        if sorted(i for g in self.insensitive_groups.values() for i in g) != sorted(self.insensitive):
+        if sorted(i for g in self.insensitive_groups.values() for i in g) != sorted(
+            self.insensitive
+        ):
             raise ValueError("insensitive_groups must cover the insensitive columns exactly once")
 
     @property
@@ -130,16 +137,22 @@ class CorrDPData:
         of insensitive group g. Every group needs a factor in [0, 1]; an unknown key is an error."""
         missing = [g for g in self.insensitive_groups if g not in factors]
         if missing:
-            raise ValueError(f"factors is missing insensitive feature(s) {missing} of {self.name!r}")
+            raise ValueError(
+                f"factors is missing insensitive feature(s) {missing} of {self.name!r}"
+            )
         unknown = [g for g in factors if g not in self.insensitive_groups]
         if unknown:
-            raise ValueError(f"factors names unknown feature(s) {unknown}; the insensitive features of "
-                             f"{self.name!r} are {list(self.insensitive_groups)}")  # fmt: skip
+            raise ValueError(
+                f"factors names unknown feature(s) {unknown}; the insensitive features of "
+                f"{self.name!r} are {list(self.insensitive_groups)}"
+            )
         out = np.ones(self.m)
         for group, columns in self.insensitive_groups.items():
             value = float(factors[group])
             if not (0.0 <= value <= 1.0):
-                raise ValueError(f"factors[{group!r}] must lie in [0, 1] (a TV factor), got {value!r}")
+                raise ValueError(
+                    f"factors[{group!r}] must lie in [0, 1] (a TV factor), got {value!r}"
+                )
             out[list(columns)] = value
         return out
 
@@ -164,36 +177,49 @@ def domain_bound(data: CorrDPData) -> tuple[float | None, str]:
     features (+ the intercept); the encoding's promise is checked on the rows at hand.
 
     >>> import numpy as np
-    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]), "classification",
-    ...                  ("a=x", "a=y", "b", "intercept"), (0, 1), (2,), {"b": (2,)}, 3, {"b": 0.5}, "toy",
-    ...                  sensitive_groups={"a": (0, 1)})
+    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]),
+    ...                  "classification", ("a=x", "a=y", "b", "intercept"), (0, 1), (2,),
+    ...                  {"b": (2,)}, 3, {"b": 0.5}, "toy", sensitive_groups={"a": (0, 1)})
     >>> bound, why = domain_bound(toy)
     >>> round(bound, 4), why.split(":")[0]
     (1.7321, '√3')
     """
     if data.name not in ONE_HOT_MINMAX:
-        return None, NO_DOMAIN_BOUND.get(data.name, f"no a-priori bound is known for the encoding of {data.name!r}")
+        return None, NO_DOMAIN_BOUND.get(
+            data.name, f"no a-priori bound is known for the encoding of {data.name!r}"
+        )
     x = np.asarray(data.x, np.float64)
     groups = {**data.sensitive_groups, **data.insensitive_groups}
     covered = sorted(i for cols in groups.values() for i in cols)
     if covered != sorted(i for i in range(x.shape[1]) if i != data.intercept):
-        raise ValueError(f"{data.name}: the raw-feature groups do not partition the non-intercept columns")
+        raise ValueError(
+            f"{data.name}: the raw-feature groups do not partition the non-intercept columns"
+        )
     for name, cols in groups.items():  # the encoding's promise, checked on the rows at hand
         if np.max(np.sum(x[:, list(cols)] ** 2, axis=1)) > 1.0 + 1e-9:
             raise ValueError(f"{data.name}: feature {name!r} encodes to a block of norm > 1")
     k = len(groups) + (data.intercept is not None)
-    return math.sqrt(k), (f"√{k}: {len(groups)} raw features, each a one-hot block or a MinMax column in [0, 1] "
-                          f"(norm ≤ 1){', + the intercept' if data.intercept is not None else ''}")
+    return (
+        math.sqrt(k),
+        (
+            f"√{k}: {len(groups)} raw features, each a one-hot block or a MinMax column in [0, 1] "
+            f"(norm ≤ 1){', + the intercept' if data.intercept is not None else ''}"
+        ),
+    )
 
 
 def _check_choice(name: str, variant: str) -> None:
     if name not in VARIANTS:
         raise ValueError(f"unknown CorrDP dataset {name!r}; known: {', '.join(NAMES)}")
     if variant not in VARIANTS[name]:
-        raise ValueError(f"unknown variant {variant!r} for {name!r}; known: {', '.join(VARIANTS[name])}")
+        raise ValueError(
+            f"unknown variant {variant!r} for {name!r}; known: {', '.join(VARIANTS[name])}"
+        )
 
 
-def load_corrdp(name: str, data_dir=None, *, m_s: int = 10, variant: str = "default", seed: int = 0) -> CorrDPData:
+def load_corrdp(
+    name: str, data_dir=None, *, m_s: int = 10, variant: str = "default", seed: int = 0
+) -> CorrDPData:
     """The CorrDP view of dataset ``name`` (see the module docstring for each recipe). ``m_s``
     is used by ``synthetic`` only; ``seed`` is the synthetic data seed and the seed of the Sepsis
     rebalancing and of the Sepsis / Medical subsamples (our runs use 0; the paper gives no seed)."""
@@ -209,7 +235,8 @@ def load_corrdp(name: str, data_dir=None, *, m_s: int = 10, variant: str = "defa
 
 
 def synthetic_truth(m_s: int = 10, seed: int = 0) -> SyntheticData:
-    """The generator output (data + true mean, covariance, θ*) behind ``load_corrdp("synthetic")``."""
+    """The generator output (data + true mean, covariance, θ*) behind
+    ``load_corrdp("synthetic")``."""
     m_s = check_positive_int(m_s, "m_s")
     if m_s >= SYNTHETIC_M:
         raise ValueError(f"m_s must be < {SYNTHETIC_M} (U must not be empty), got {m_s}")
@@ -222,12 +249,22 @@ def _synthetic(m_s: int, seed: int) -> CorrDPData:
     ds = truth.dataset
     names = ds.feature_names
     return CorrDPData(
-        "synthetic", ds.x_train, ds.y_train, "regression", names, truth.sensitive, truth.insensitive,
-        {names[j]: (j,) for j in truth.insensitive}, None, {},
-        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={SYNTHETIC_N}, m={SYNTHETIC_M}, m_s={m_s}, data seed {seed}; "
-        "S = first m_s columns; no intercept; TV factors estimated (Eq. 22)",
-        {names[j]: (j,) for j in truth.sensitive}, truth,
-    )  # fmt: skip
+        "synthetic",
+        ds.x_train,
+        ds.y_train,
+        "regression",
+        names,
+        truth.sensitive,
+        truth.insensitive,
+        {names[j]: (j,) for j in truth.insensitive},
+        None,
+        {},
+        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={SYNTHETIC_N}, m={SYNTHETIC_M},"
+        f" m_s={m_s}, data seed {seed}; S = first m_s columns; no intercept; TV factors estimated"
+        " (Eq. 22)",
+        {names[j]: (j,) for j in truth.sensitive},
+        truth,
+    )
 
 
 # --- shared helpers -------------------------------------------------------------------------------
@@ -271,12 +308,20 @@ def _adult(data_dir, variant, seed) -> CorrDPData:
     x, names, intercept = _with_intercept(ds.x_train, list(ds.feature_names))
     sens, insens, s_groups, u_groups = _split(ds.feature_groups, ADULT_INSENSITIVE)
     return CorrDPData(
-        "adult", x, ds.y_train, "classification", tuple(names), sens, insens, u_groups, intercept,
+        "adult",
+        x,
+        ds.y_train,
+        "classification",
+        tuple(names),
+        sens,
+        insens,
+        u_groups,
+        intercept,
         ADULT_FACTORS,
-        f"UCI Adult (Wang et al. 2026, App. E.2): {ds.n_train} rows, 31 MinMax one-hot columns + intercept; "
-        "U = race, gender, workclass, fnlwgt; factors Table 2",
+        f"UCI Adult (Wang et al. 2026, App. E.2): {ds.n_train} rows, 31 MinMax one-hot columns +"
+        " intercept; U = race, gender, workclass, fnlwgt; factors Table 2",
         s_groups,
-    )  # fmt: skip
+    )
 
 
 # --- sepsis ---------------------------------------------------------------------------------------
@@ -297,7 +342,9 @@ def _corrdp_cache_dir() -> Path | None:
     return cache_dir() / "corrdp"
 
 
-def _rebalance(x: np.ndarray, y: np.ndarray, variant: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _rebalance(
+    x: np.ndarray, y: np.ndarray, variant: str, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     from imblearn.combine import SMOTEENN
     from imblearn.over_sampling import SMOTENC
     from imblearn.under_sampling import EditedNearestNeighbours
@@ -311,18 +358,29 @@ def _rebalance(x: np.ndarray, y: np.ndarray, variant: str, seed: int) -> tuple[n
     else:
         xs, ys = smote.fit_resample(x, y)
         majority = int(np.bincount(y).argmax())  # the original majority class (1 = alive)
-        xr, yr = EditedNearestNeighbours(sampling_strategy=[majority], kind_sel="all").fit_resample(xs, ys)
+        xr, yr = EditedNearestNeighbours(sampling_strategy=[majority], kind_sel="all").fit_resample(
+            xs, ys
+        )
     return np.asarray(xr, np.float64), np.asarray(yr, np.int32)
 
 
 def _rebalance_key(x: np.ndarray, y: np.ndarray, variant: str, seed: int) -> dict:
-    digest = hashlib.sha256(np.ascontiguousarray(x).tobytes() + np.ascontiguousarray(y).tobytes()).hexdigest()
+    digest = hashlib.sha256(
+        np.ascontiguousarray(x).tobytes() + np.ascontiguousarray(y).tobytes()
+    ).hexdigest()
     fields = {
-        "data": digest, "variant": variant, "seed": seed, "method_version": REBALANCE_VERSION,
+        "data": digest,
+        "variant": variant,
+        "seed": seed,
+        "method_version": REBALANCE_VERSION,
         "imbalanced_learn": importlib.metadata.version("imbalanced-learn"),
-        "scikit_learn": importlib.metadata.version("scikit-learn"), "numpy": np.__version__,
-    }  # fmt: skip
-    return {**fields, "digest": hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()}
+        "scikit_learn": importlib.metadata.version("scikit-learn"),
+        "numpy": np.__version__,
+    }
+    return {
+        **fields,
+        "digest": hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest(),
+    }
 
 
 def _read_rebalanced(path: Path, key: dict):
@@ -334,7 +392,9 @@ def _read_rebalanced(path: Path, key: dict):
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError) as err:
-        warnings.warn(f"ignoring unreadable rebalancing cache entry {path} ({err}); recomputing", stacklevel=3)
+        warnings.warn(
+            f"ignoring unreadable rebalancing cache entry {path} ({err}); recomputing", stacklevel=3
+        )
         return None
 
 
@@ -347,10 +407,13 @@ def _write_rebalanced(directory: Path, key: dict, x: np.ndarray, y: np.ndarray) 
         warnings.warn(f"cannot write rebalancing cache in {directory}: {err}", stacklevel=3)
 
 
-def sepsis_rebalanced(data_dir=None, *, variant: str = "default", seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def sepsis_rebalanced(
+    data_dir=None, *, variant: str = "default", seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """The whole rebalanced Sepsis set before subsampling: raw (unscaled) features age_years,
     sex_0male_1female, episode_number as float64 and int32 labels (1 = alive), read-only.
-    Default: SMOTENC then ENN on the original majority class only; ``"smoteenn"``: literal SMOTEENN."""
+    Default: SMOTENC then ENN on the original majority class only; ``"smoteenn"``: literal SMOTEENN.
+    """
     _check_choice("sepsis", variant)
     seed = check_positive_int(seed, "seed", minimum=0)
     return _sepsis_rebalanced(None if data_dir is None else str(data_dir), variant, seed)
@@ -362,7 +425,11 @@ def _sepsis_rebalanced(data_dir, variant, seed):
     x, y = np.asarray(ds.x_train), np.asarray(ds.y_train)
     key = _rebalance_key(x, y, variant, seed)
     directory = _corrdp_cache_dir()
-    cached = None if directory is None else _read_rebalanced(directory / f"sepsis-{key['digest']}.npz", key)
+    cached = (
+        None
+        if directory is None
+        else _read_rebalanced(directory / f"sepsis-{key['digest']}.npz", key)
+    )
     if cached is None:
         cached = _rebalance(x, y, variant, seed)
         if directory is not None:
@@ -375,19 +442,33 @@ def _sepsis_rebalanced(data_dir, variant, seed):
 def _sepsis(data_dir, variant, seed) -> CorrDPData:
     ds = load("sepsis", data_dir)
     xr, yr = sepsis_rebalanced(data_dir, variant=variant, seed=seed)
-    rows = np.random.default_rng(seed).choice(xr.shape[0], size=min(SEPSIS_SAMPLE, xr.shape[0]), replace=False)
+    rows = np.random.default_rng(seed).choice(
+        xr.shape[0], size=min(SEPSIS_SAMPLE, xr.shape[0]), replace=False
+    )
     x, y = _minmax(xr[rows]).astype(np.float32), yr[rows]
     names = ds.feature_names
-    how = ("literal SMOTEENN(SMOTENC) — collapses to the majority class" if variant == "smoteenn"
-           else "SMOTENC then ENN cleaning only the original majority class")  # fmt: skip
+    how = (
+        "literal SMOTEENN(SMOTENC) — collapses to the majority class"
+        if variant == "smoteenn"
+        else "SMOTENC then ENN cleaning only the original majority class"
+    )
     return CorrDPData(
-        "sepsis", x, y, "classification", names, (0,), (1, 2), {names[1]: (1,), names[2]: (2,)}, None,
+        "sepsis",
+        x,
+        y,
+        "classification",
+        names,
+        (0,),
+        (1, 2),
+        {names[1]: (1,), names[2]: (2,)},
+        None,
         SEPSIS_FACTORS,
-        f"UCI 827 primary cohort (Wang et al. 2026, App. E.3), {ds.n_train} rows rebalanced by {how} (seed {seed}): "
-        f"{xr.shape[0]} rows, {yr.mean():.1%} alive; {len(rows)}-row sample without replacement "
-        f"({y.mean():.1%} alive); 3 raw inputs MinMax-scaled, no one-hot, no intercept",
+        f"UCI 827 primary cohort (Wang et al. 2026, App. E.3), {ds.n_train} rows rebalanced by"
+        f" {how} (seed {seed}): {xr.shape[0]} rows, {yr.mean():.1%} alive; {len(rows)}-row sample"
+        f" without replacement ({y.mean():.1%} alive); 3 raw inputs MinMax-scaled, no one-hot, no"
+        " intercept",
         {names[0]: (0,)},
-    )  # fmt: skip
+    )
 
 
 # --- credit ---------------------------------------------------------------------------------------
@@ -403,18 +484,26 @@ def _credit(data_dir, variant, seed) -> CorrDPData:
 
     ds = load("credit_default", data_dir)
     frame = pd.DataFrame(np.asarray(ds.x_train, np.int64), columns=list(ds.feature_names))
-    types = {f: ("discrete" if f in _CREDIT_ONE_HOT else "continuous") for f in ds.feature_names}
+    types = {f: "discrete" if f in _CREDIT_ONE_HOT else "continuous" for f in ds.feature_names}
     x, names, groups = encode_tabular(frame, types, drop_first=False, minmax=False)
     x, names, intercept = _with_intercept(_standardize(x), names)
     sens, insens, s_groups, u_groups = _split(groups, CREDIT_INSENSITIVE)
     return CorrDPData(
-        "credit", x, ds.y_train, "classification", tuple(names), sens, insens, u_groups, intercept,
+        "credit",
+        x,
+        ds.y_train,
+        "classification",
+        tuple(names),
+        sens,
+        insens,
+        u_groups,
+        intercept,
         CREDIT_FACTORS,
-        f"UCI 350 credit default (Wang et al. 2026, App. E.4): {ds.n_train} rows; SEX, EDUCATION (0-6), MARRIAGE (0-3) "
-        f"one-hot, AGE and PAY_x numeric: {len(names) - 1} columns, StandardScaler on all, + intercept; "
-        "U = SEX, EDUCATION, MARRIAGE, AGE",
+        f"UCI 350 credit default (Wang et al. 2026, App. E.4): {ds.n_train} rows; SEX, EDUCATION"
+        f" (0-6), MARRIAGE (0-3) one-hot, AGE and PAY_x numeric: {len(names) - 1} columns,"
+        " StandardScaler on all, + intercept; U = SEX, EDUCATION, MARRIAGE, AGE",
         s_groups,
-    )  # fmt: skip
+    )
 
 
 # --- medical --------------------------------------------------------------------------------------
@@ -429,18 +518,28 @@ def _medical(data_dir, variant, seed) -> CorrDPData:
     rows = np.random.default_rng(seed).choice(ds.n_train, size=MEDICAL_SAMPLE, replace=False)
     y = np.asarray(ds.y_train, np.float64)[rows]
     y = ((y - y.mean()) / y.std()).astype(np.float32)
-    x, names, intercept = _with_intercept(_standardize(np.asarray(ds.x_train)[rows]), list(ds.feature_names))
+    x, names, intercept = _with_intercept(
+        _standardize(np.asarray(ds.x_train)[rows]), list(ds.feature_names)
+    )
     insensitive = MEDICAL_INSENSITIVE[variant]
     sens, insens, s_groups, u_groups = _split(ds.feature_groups, insensitive)
     split = "App. E.5 split" if variant == "default" else "Section 5.2 split"
     return CorrDPData(
-        "medical", x, y, "regression", tuple(names), sens, insens, u_groups, intercept,
+        "medical",
+        x,
+        y,
+        "regression",
+        tuple(names),
+        sens,
+        insens,
+        u_groups,
+        intercept,
         dict.fromkeys(insensitive, MEDICAL_TV_MAX),
-        f"Medical Cost (Wang et al. 2026, App. E.5): {ds.n_train} deduplicated rows, {MEDICAL_SAMPLE}-row sample (seed {seed}); "
-        f"drop_first one-hot (8 columns), StandardScaler, z-scored charges, + intercept; {split}: "
-        f"U = {', '.join(insensitive)}",
+        f"Medical Cost (Wang et al. 2026, App. E.5): {ds.n_train} deduplicated rows,"
+        f" {MEDICAL_SAMPLE}-row sample (seed {seed}); drop_first one-hot (8 columns),"
+        f" StandardScaler, z-scored charges, + intercept; {split}: U = {', '.join(insensitive)}",
         s_groups,
-    )  # fmt: skip
+    )
 
 
 _LOADERS = {"adult": _adult, "sepsis": _sepsis, "credit": _credit, "medical": _medical}

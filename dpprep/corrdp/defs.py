@@ -23,9 +23,13 @@ from dpprep.validation import (
 
 
 def check_index_sets(
-    first: Sequence[int], second: Sequence[int], m: int, *, names: tuple[str, str] = ("sensitive", "insensitive"),
+    first: Sequence[int],
+    second: Sequence[int],
+    m: int,
+    *,
+    names: tuple[str, str] = ("sensitive", "insensitive"),
     cover: bool = True,
-) -> tuple[tuple[int, ...], tuple[int, ...]]:  # fmt: skip
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Two non-empty, disjoint sets of feature indices in ``0..m-1`` (and, with ``cover``, covering
     all m features); a violation raises ValueError naming the feature and the argument."""
     out = []
@@ -41,12 +45,16 @@ def check_index_sets(
         out.append(tuple(values))
     both = sorted(set(out[0]) & set(out[1]))
     if both:
-        raise ValueError(f"feature(s) {both} are in both {names[0]} and {names[1]}; the sets must be disjoint")
+        raise ValueError(
+            f"feature(s) {both} are in both {names[0]} and {names[1]}; the sets must be disjoint"
+        )
     if cover:
         neither = sorted(set(range(m)) - set(out[0]) - set(out[1]))
         if neither:
-            raise ValueError(f"feature(s) {neither} are in neither {names[0]} nor {names[1]}; every feature "
-                             "must be in exactly one")  # fmt: skip
+            raise ValueError(
+                f"feature(s) {neither} are in neither {names[0]} nor {names[1]}; every feature "
+                "must be in exactly one"
+            )
     return out[0], out[1]
 
 
@@ -55,7 +63,10 @@ def check_tv(values, name: str = "tv") -> np.ndarray:
     arr = check_finite_array(values, name).astype(np.float64)
     bad = np.flatnonzero((arr < 0) | (arr > 1))
     if bad.size:
-        raise ValueError(f"{name} must lie in [0, 1] (a TV), got {arr.reshape(-1)[bad[0]]!r} at position {int(bad[0])}")
+        raise ValueError(
+            f"{name} must lie in [0, 1] (a TV), got {arr.reshape(-1)[bad[0]]!r} at position"
+            f" {int(bad[0])}"
+        )
     return arr
 
 
@@ -67,7 +78,9 @@ def _check_joint(joint) -> np.ndarray:
     if p.ndim < 2:
         raise ValueError(f"joint must have one axis per feature (at least 2), got shape {p.shape}")
     if np.any(p < 0) or abs(p.sum() - 1.0) > 1e-9:
-        raise ValueError(f"joint must be a probability table (entries >= 0 summing to 1), sums to {p.sum()!r}")
+        raise ValueError(
+            f"joint must be a probability table (entries >= 0 summing to 1), sums to {p.sum()!r}"
+        )
     return p
 
 
@@ -78,7 +91,9 @@ def _check_record(record, shape: tuple[int, ...], name: str) -> tuple[int, ...]:
     return rec
 
 
-def conditional_law(joint, sensitive: Sequence[int], given: Sequence[int], record: Sequence[int]) -> np.ndarray:
+def conditional_law(
+    joint, sensitive: Sequence[int], given: Sequence[int], record: Sequence[int]
+) -> np.ndarray:
     """``P(X^S = · | X^I = record^I)`` as a table over the levels of the S-features (axes in
     increasing feature order); ``I = given`` may contain sensitive features. An event of
     probability 0 raises ValueError."""
@@ -86,7 +101,9 @@ def conditional_law(joint, sensitive: Sequence[int], given: Sequence[int], recor
     m = p.ndim
     s = sorted({int(i) for i in sensitive})
     if not s or not 0 <= s[0] <= s[-1] < m:
-        raise ValueError(f"sensitive must be a non-empty set of indices in 0..{m - 1}, got {list(sensitive)}")
+        raise ValueError(
+            f"sensitive must be a non-empty set of indices in 0..{m - 1}, got {list(sensitive)}"
+        )
     record = _check_record(record, p.shape, "record")
     given = sorted({int(i) for i in given})
     mask = np.ones(p.shape, bool)
@@ -97,7 +114,10 @@ def conditional_law(joint, sensitive: Sequence[int], given: Sequence[int], recor
     joint_s = np.sum(np.where(mask, p, 0.0), axis=tuple(j for j in range(m) if j not in s))
     total = joint_s.sum()
     if total <= 0:
-        raise ValueError(f"the conditioning event X^{tuple(given)} = {tuple(record[i] for i in given)} has probability 0")
+        raise ValueError(
+            f"the conditioning event X^{tuple(given)} = {tuple(record[i] for i in given)} has"
+            " probability 0"
+        )
     return joint_s / total
 
 
@@ -112,7 +132,9 @@ def corrdp_distance(joint, sensitive: Sequence[int], record, record_other) -> fl
     e2 = _check_record(record_other, p.shape, "record_other")
     s = set(int(i) for i in sensitive)
     if not s or not s < set(range(m)):
-        raise ValueError(f"sensitive must be a non-empty proper subset of 0..{m - 1}, got {sorted(s)}")
+        raise ValueError(
+            f"sensitive must be a non-empty proper subset of 0..{m - 1}, got {sorted(s)}"
+        )
     if any(e[j] != e2[j] for j in s):  # I = S: two different point masses (also Remark 2.4)
         return 1.0
     best = 0.0
@@ -133,7 +155,9 @@ def feature_tv_weights(joint, sensitive: Sequence[int], *, block: bool = False) 
     the whole insensitive block (one value, key ``"U"``). Levels of probability 0 are skipped."""
     p = _check_joint(joint)
     m = p.ndim
-    s, u = check_index_sets(sensitive, [j for j in range(m) if j not in set(int(i) for i in sensitive)], m)
+    s, u = check_index_sets(
+        sensitive, [j for j in range(m) if j not in set(int(i) for i in sensitive)], m
+    )
     sets = {"U": list(u)} if block else {j: [j] for j in u}
     out = {}
     for key, given in sets.items():
@@ -147,16 +171,32 @@ def feature_tv_weights(joint, sensitive: Sequence[int], *, block: bool = False) 
             except ValueError:
                 continue
         laws = np.array(laws)  # type: ignore[assignment]  # list of rows -> one array
-        out[key] = float(min(1.0, max((0.5 * np.abs(laws[i + 1:] - laws[i]).sum(axis=1).max()
-                                       for i in range(len(laws) - 1)), default=0.0)))  # fmt: skip
+        out[key] = float(
+            min(
+                1.0,
+                max(
+                    (
+                        0.5 * np.abs(laws[i + 1 :] - laws[i]).sum(axis=1).max()
+                        for i in range(len(laws) - 1)
+                    ),
+                    default=0.0,
+                ),
+            )
+        )
     return out
 
 
-# --- sensitivities and the CorrDP Laplace mechanism (Def. 2.8, 2.9, Thm 2.10) ----------------------
+# --- sensitivities and the CorrDP Laplace mechanism (Def. 2.8, 2.9, Thm 2.10) ---------------------
 
 
-def correlated_sensitivity(coord_sens, tv, sensitive: Sequence[int], insensitive: Sequence[int], *,
-                           l1_sens: float | None = None) -> float:  # fmt: skip
+def correlated_sensitivity(
+    coord_sens,
+    tv,
+    sensitive: Sequence[int],
+    insensitive: Sequence[int],
+    *,
+    l1_sens: float | None = None,
+) -> float:
     """``Δ_C f = min{Σ_{j∈S} Δf_j + Σ_{j∈U} Δf_j·TV(j), Δf}`` (Def. 2.8). ``coord_sens`` has one
     entry per feature, ``tv`` one per entry of ``insensitive`` (same order); ``l1_sens`` is Δf
     (default ``Σ_j Δf_j``, an upper bound on it)."""
@@ -166,24 +206,39 @@ def correlated_sensitivity(coord_sens, tv, sensitive: Sequence[int], insensitive
     s, u = check_index_sets(sensitive, insensitive, sens.shape[0])
     tv = check_tv(np.atleast_1d(tv), "tv")
     if tv.shape != (len(u),):
-        raise ValueError(f"tv must have one entry per insensitive feature ({len(u)}), got shape {tv.shape}")
+        raise ValueError(
+            f"tv must have one entry per insensitive feature ({len(u)}), got shape {tv.shape}"
+        )
     full = float(sens.sum()) if l1_sens is None else float(l1_sens)
     if not np.isfinite(full) or full < 0:
         raise ValueError(f"l1_sens must be a finite number >= 0, got {l1_sens!r}")
     return min(float(sens[list(s)].sum() + sens[list(u)] @ tv), full)
 
 
-def corrdp_laplace(key, values, coord_sens, tv, sensitive: Sequence[int], insensitive: Sequence[int], epsilon: float,
-                   *, l1_sens: float | None = None):  # fmt: skip
+def corrdp_laplace(
+    key,
+    values,
+    coord_sens,
+    tv,
+    sensitive: Sequence[int],
+    insensitive: Sequence[int],
+    epsilon: float,
+    *,
+    l1_sens: float | None = None,
+):
     """Def. 2.9: ``f(D) + (Y_1..Y_m)`` with ``Y_i`` iid Laplace of scale ``Δ_C f / ε`` (the same on
     every coordinate; f's coordinate i must depend only on feature i). (ε, 0)-CorrDP (Thm 2.10).
     ``key`` is a ``jax.random`` key; returns a jax array shaped like ``values``."""
     epsilon = check_epsilon(epsilon)
     vals = check_finite_array(values, "values", ndim=1)
     if vals.shape[0] != np.shape(coord_sens)[0]:
-        raise ValueError(f"values has {vals.shape[0]} coordinates but coord_sens {np.shape(coord_sens)[0]} "
-                         "(one output coordinate per feature)")  # fmt: skip
-    scale = correlated_sensitivity(coord_sens, tv, sensitive, insensitive, l1_sens=l1_sens) / epsilon
+        raise ValueError(
+            f"values has {vals.shape[0]} coordinates but coord_sens {np.shape(coord_sens)[0]} "
+            "(one output coordinate per feature)"
+        )
+    scale = (
+        correlated_sensitivity(coord_sens, tv, sensitive, insensitive, l1_sens=l1_sens) / epsilon
+    )
     noise = jax.random.laplace(key, vals.shape, dtype=jnp.float32)
     return jnp.asarray(vals, jnp.float32) + scale * noise
 

@@ -35,7 +35,13 @@ import numpy as np
 
 from dpprep.corrdp.data import CorrDPData, domain_bound
 from dpprep.models import Params
-from dpprep.validation import check_delta, check_epsilon, check_finite_array, check_positive, check_positive_int
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_finite_array,
+    check_positive,
+    check_positive_int,
+)
 
 METHODS = ("standard", "semi", "corrdp", "partial", "nonprivate")
 PRIVATE_METHODS = ("standard", "semi", "corrdp")
@@ -48,7 +54,13 @@ BIAS_FACTORS = ("insensitive", "sensitive")
 PAPER_C: dict[str, float] = {"synthetic": 1.0, "adult": 3e-3}
 PAPER_C_SWEEP: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)
 #: δ of §5: 1e-4 on synthetic data, 1e-5 on the real datasets.
-PAPER_DELTA: dict[str, float] = {"synthetic": 1e-4, "adult": 1e-5, "sepsis": 1e-5, "credit": 1e-5, "medical": 1e-5}
+PAPER_DELTA: dict[str, float] = {
+    "synthetic": 1e-4,
+    "adult": 1e-5,
+    "sepsis": 1e-5,
+    "credit": 1e-5,
+    "medical": 1e-5,
+}
 
 
 def k_delta(delta: float) -> float:
@@ -57,8 +69,8 @@ def k_delta(delta: float) -> float:
 
 
 def theory_constant(lipschitz: float, steps: int, n: int) -> float:
-    """``C_theory = L²T/n²`` (Eq. 4 with ``n`` the full dataset size; like Eq. 4, it omits the ``B²``
-    of the proof's Eq. 12)."""
+    """``C_theory = L²T/n²`` (Eq. 4 with ``n`` the full dataset size; like Eq. 4, it omits the
+    ``B²`` of the proof's Eq. 12)."""
     lipschitz = check_positive(lipschitz, "lipschitz")
     steps = check_positive_int(steps, "steps")
     n = check_positive_int(n, "n")
@@ -66,17 +78,26 @@ def theory_constant(lipschitz: float, steps: int, n: int) -> float:
 
 
 def paper_constant(dataset: str) -> float:
-    """Our paper-mode calibrated ``C`` of ``dataset`` (synthetic 1.0, adult 3e-3); the others have none
-    (ValueError pointing at :data:`PAPER_C_SWEEP`)."""
+    """Our paper-mode calibrated ``C`` of ``dataset`` (synthetic 1.0, adult 3e-3); the others have
+    none (ValueError pointing at :data:`PAPER_C_SWEEP`)."""
     if dataset not in PAPER_C:
-        raise ValueError(f"dataset {dataset!r} has no calibrated paper constant (known: {sorted(PAPER_C)}); "
-                         f"the paper's experiments run C in C_theory + {list(PAPER_C_SWEEP)} for it")
+        raise ValueError(
+            f"dataset {dataset!r} has no calibrated paper constant (known: {sorted(PAPER_C)}); "
+            f"the paper's experiments run C in C_theory + {list(PAPER_C_SWEEP)} for it"
+        )
     return PAPER_C[dataset]
 
 
-def constant(c_mode: str, *, dataset: str | None = None, lipschitz: float | None = None,
-             steps: int | None = None, n: int | None = None) -> float:
-    """``C`` of a preset: ``"theory"`` needs ``lipschitz, steps, n``; ``"paper"`` needs ``dataset``."""
+def constant(
+    c_mode: str,
+    *,
+    dataset: str | None = None,
+    lipschitz: float | None = None,
+    steps: int | None = None,
+    n: int | None = None,
+) -> float:
+    """``C`` of a preset: ``"theory"`` needs ``lipschitz, steps, n``; ``"paper"`` needs
+    ``dataset``."""
     if c_mode not in C_MODES:
         raise ValueError(f"c_mode must be one of {C_MODES}, got {c_mode!r}")
     if c_mode == "theory":
@@ -95,8 +116,9 @@ def base_variance(epsilon: float, delta: float, c: float) -> float:
     return c * k_delta(delta) / epsilon**2
 
 
-def _check_split(m: int, sensitive: Sequence[int], insensitive: Sequence[int] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _check_split(
+    m: int, sensitive: Sequence[int], insensitive: Sequence[int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     m = check_positive_int(m, "m")
     s = np.asarray(sorted(set(int(i) for i in sensitive)), int)
     if insensitive is None:
@@ -119,19 +141,31 @@ def check_factor(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def corrdp_factors(m: int, sensitive: Sequence[int], tv: Any, *, use_floor: bool = True,
-                   insensitive: Sequence[int] | None = None, graded: Any = None,
-                   label_scale: float | None = None) -> np.ndarray:
+def corrdp_factors(
+    m: int,
+    sensitive: Sequence[int],
+    tv: Any,
+    *,
+    use_floor: bool = True,
+    insensitive: Sequence[int] | None = None,
+    graded: Any = None,
+    label_scale: float | None = None,
+) -> np.ndarray:
     """Per-feature variance factors of Eq. 4: 1 on ``S``, ``max{TV(i), m_s²/m²}`` on ``U``
-    (``use_floor``) or ``TV(i)`` (§5, which drops the floor). ``tv``: a scalar or one value per insensitive feature
-    (ascending index order). Features in neither set (e.g. an intercept) get 1.
+    (``use_floor``) or ``TV(i)`` (§5, which drops the floor). ``tv``: a scalar or one value per
+    insensitive feature (ascending index order). Features in neither set (e.g. an intercept) get 1.
 
     ``graded`` (optional, ``(m,)`` in [0, 1], 1 = fully sensitive) replaces ``TV(i)`` by
     ``(1 − s_i)·TV(i) + s_i``; ``label_scale`` ``s_l`` adds ``s_l`` inside the max (App. C.2)."""
     s, u = _check_split(m, sensitive, insensitive)
-    tv = check_factor(np.broadcast_to(np.asarray(tv, np.float64), u.shape) if np.ndim(tv) == 0 else tv, "tv")
+    tv = check_factor(
+        np.broadcast_to(np.asarray(tv, np.float64), u.shape) if np.ndim(tv) == 0 else tv, "tv"
+    )
     if tv.shape != u.shape:
-        raise ValueError(f"tv must be a scalar or have one value per insensitive feature ({u.size}), got shape {tv.shape}")
+        raise ValueError(
+            f"tv must be a scalar or have one value per insensitive feature ({u.size}), got shape"
+            f" {tv.shape}"
+        )
     weights = tv.copy()
     if graded is not None:
         g = check_factor(graded, "graded")
@@ -147,17 +181,34 @@ def corrdp_factors(m: int, sensitive: Sequence[int], tv: Any, *, use_floor: bool
     return factors
 
 
-def eq4_variances(m: int, sensitive: Sequence[int], tv: Any, *, lipschitz: float, steps: int, n: int,
-                  epsilon: float, delta: float, use_floor: bool = True,
-                  insensitive: Sequence[int] | None = None) -> np.ndarray:
+def eq4_variances(
+    m: int,
+    sensitive: Sequence[int],
+    tv: Any,
+    *,
+    lipschitz: float,
+    steps: int,
+    n: int,
+    epsilon: float,
+    delta: float,
+    use_floor: bool = True,
+    insensitive: Sequence[int] | None = None,
+) -> np.ndarray:
     """Eq. 4: ``σ_i² = K_δ L² T/(n² ε²)·{1 on S; max{TV(i), m_s²/m²} on U}`` (``n`` = the full
     dataset size, also for minibatches)."""
     factors = corrdp_factors(m, sensitive, tv, use_floor=use_floor, insensitive=insensitive)
     return base_variance(epsilon, delta, theory_constant(lipschitz, steps, n)) * factors
 
 
-def method_factors(method: str, m: int, sensitive: Sequence[int], tv: Any = None, *,
-                   insensitive: Sequence[int] | None = None, use_floor: bool = False) -> np.ndarray:
+def method_factors(
+    method: str,
+    m: int,
+    sensitive: Sequence[int],
+    tv: Any = None,
+    *,
+    insensitive: Sequence[int] | None = None,
+    use_floor: bool = False,
+) -> np.ndarray:
     """§5 per-feature variance factors: Standard 1; Semi 0 on ``U``; CorrDP ``TV~(i)`` on ``U``
     (``use_floor=False``: §5 drops Eq. 4's floor); Partial and the non-private reference
     have no noise (0; Partial additionally drops the ``S`` columns, see
@@ -175,11 +226,16 @@ def method_factors(method: str, m: int, sensitive: Sequence[int], tv: Any = None
         out[u] = 0.0
         return out
     if tv is None:
-        raise ValueError("method 'corrdp' needs tv (one factor per insensitive feature, or a scalar)")
-    return corrdp_factors(m, s, tv, use_floor=use_floor, insensitive=u)  # type: ignore[arg-type]  # index arrays work as sequences
+        raise ValueError(
+            "method 'corrdp' needs tv (one factor per insensitive feature, or a scalar)"
+        )
+    # index arrays work as sequences
+    return corrdp_factors(m, s, tv, use_floor=use_floor, insensitive=u)  # type: ignore[arg-type]
 
 
-def partial_feature_mask(m: int, sensitive: Sequence[int], insensitive: Sequence[int] | None = None) -> np.ndarray:
+def partial_feature_mask(
+    m: int, sensitive: Sequence[int], insensitive: Sequence[int] | None = None
+) -> np.ndarray:
     """Partial trains on the insensitive columns only (and an intercept column, in neither set):
     a 0/1 feature scale that zeroes the ``S`` columns (their weights then get zero gradient)."""
     s, _ = _check_split(m, sensitive, insensitive)
@@ -188,13 +244,20 @@ def partial_feature_mask(m: int, sensitive: Sequence[int], insensitive: Sequence
     return mask
 
 
-def param_factors(params: Params, column_factors: Any, *, leaf: str | None = None,
-                  bias_factor: str | float = "insensitive", insensitive: Sequence[int] | None = None) -> Params:
+def param_factors(
+    params: Params,
+    column_factors: Any,
+    *,
+    leaf: str | None = None,
+    bias_factor: str | float = "insensitive",
+    insensitive: Sequence[int] | None = None,
+) -> Params:
     """Variance factors as a pytree matching ``params`` (Eq. 5 layout).
 
     ``leaf`` (default ``"w"`` for GLMs, ``"w1"`` for MLPs) gets ``column_factors[j]`` on row ``j``
     (the weights leaving input ``j``); every other leaf gets 1, except the first-layer bias
-    ``"b1"`` of an MLP: ``bias_factor="insensitive"`` (paper mode, as App. E.3/E.5) gives it the largest factor
+    ``"b1"`` of an MLP: ``bias_factor="insensitive"`` (paper mode, as App. E.3/E.5) gives it the
+    largest factor
     of the insensitive inputs (``insensitive``, default: every input with factor < 1, or 1 when
     there is none), ``"sensitive"`` keeps 1, a number sets it."""
     if not isinstance(params, Mapping):
@@ -212,16 +275,23 @@ def param_factors(params: Params, column_factors: Any, *, leaf: str | None = Non
     if leaf == "w1" and "b1" in params:
         if isinstance(bias_factor, str):
             if bias_factor not in BIAS_FACTORS:
-                raise ValueError(f"bias_factor must be one of {BIAS_FACTORS} or a number, got {bias_factor!r}")
+                raise ValueError(
+                    f"bias_factor must be one of {BIAS_FACTORS} or a number, got {bias_factor!r}"
+                )
             if bias_factor == "sensitive":
                 value = 1.0
             else:
-                u = (np.flatnonzero(f < 1.0) if insensitive is None else np.asarray(list(insensitive), int))
+                u = (
+                    np.flatnonzero(f < 1.0)
+                    if insensitive is None
+                    else np.asarray(list(insensitive), int)
+                )
                 value = float(f[u].max()) if u.size else 1.0
         else:
             value = float(check_factor(bias_factor, "bias_factor"))
         out["b1"] = np.float32(value)
-    return type(params)(out) if not isinstance(params, dict) else out  # type: ignore[call-arg]  # the params' own mapping type
+    # the params' own mapping type
+    return type(params)(out) if not isinstance(params, dict) else out  # type: ignore[call-arg]
 
 
 def check_param_factors(params: Params, factors: Params, name: str = "noise_factors") -> Params:
@@ -233,7 +303,9 @@ def check_param_factors(params: Params, factors: Params, name: str = "noise_fact
     f_names = {jax.tree_util.keystr(k): v for k, v in f_paths.items()}
     missing, extra = sorted(set(p_names) - set(f_names)), sorted(set(f_names) - set(p_names))
     if missing or extra:
-        raise ValueError(f"{name} does not match the params: missing leaves {missing}, unknown leaves {extra}")
+        raise ValueError(
+            f"{name} does not match the params: missing leaves {missing}, unknown leaves {extra}"
+        )
     for key, p in p_names.items():
         f = check_factor(f_names[key], f"{name}{key}")
         try:
@@ -241,8 +313,10 @@ def check_param_factors(params: Params, factors: Params, name: str = "noise_fact
         except ValueError:
             ok = False
         if not ok:
-            raise ValueError(f"{name}{key} has shape {f.shape}, which does not broadcast to the "
-                             f"parameter's shape {np.shape(p)}")
+            raise ValueError(
+                f"{name}{key} has shape {f.shape}, which does not broadcast to the "
+                f"parameter's shape {np.shape(p)}"
+            )
     return factors
 
 
@@ -253,11 +327,17 @@ def std_scales(factors: Params) -> Params:
 
 def noise_trace(factors: Params, params: Params) -> float:
     """``Σ`` over every parameter coordinate of its variance factor (``Σσ_i² / σ²``)."""
-    return float(sum(np.sum(np.broadcast_to(np.asarray(f, np.float64), np.shape(p)))
-                     for f, p in zip(jax.tree_util.tree_leaves(factors), jax.tree_util.tree_leaves(params))))
+    return float(
+        sum(
+            np.sum(np.broadcast_to(np.asarray(f, np.float64), np.shape(p)))
+            for f, p in zip(jax.tree_util.tree_leaves(factors), jax.tree_util.tree_leaves(params))
+        )
+    )
 
 
-def whitened_gradient_bound(data: CorrDPData, factors: Any, clip_norm: float | None = None) -> tuple[float, str]:
+def whitened_gradient_bound(
+    data: CorrDPData, factors: Any, clip_norm: float | None = None
+) -> tuple[float, str]:
     """``(L_f, why)``: a bound on ``‖D^{-1/2}∇ℓ‖`` over every record of the domain, ``D = diag(f)``
     the per-column variance ``factors`` of a GLM's weights (:meth:`CorrDPData.column_factors`).
 
@@ -272,26 +352,35 @@ def whitened_gradient_bound(data: CorrDPData, factors: Any, clip_norm: float | N
 
     >>> import numpy as np
     >>> from dpprep.corrdp.data import CorrDPData
-    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]), "classification",
-    ...                  ("a=x", "a=y", "b", "intercept"), (0, 1), (2,), {"b": (2,)}, 3, {"b": 0.25}, "toy",
-    ...                  sensitive_groups={"a": (0, 1)})
-    >>> round(whitened_gradient_bound(toy, toy.column_factors({"b": 0.25}))[0], 4)  # √(1 + 4 + 1)
+    >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]),
+    ...                  "classification", ("a=x", "a=y", "b", "intercept"), (0, 1), (2,),
+    ...                  {"b": (2,)}, 3, {"b": 0.25}, "toy", sensitive_groups={"a": (0, 1)})
+    >>> factors = toy.column_factors({"b": 0.25})
+    >>> round(whitened_gradient_bound(toy, factors)[0], 4)  # √(1 + 4 + 1)
     2.4495
-    >>> round(whitened_gradient_bound(toy, toy.column_factors({"b": 0.25}), clip_norm=1.0)[0], 4)  # 1/√0.25
+    >>> round(whitened_gradient_bound(toy, factors, clip_norm=1.0)[0], 4)  # 1/√0.25
     2.0
     """
     f = np.asarray(factors, np.float64).ravel()
     if f.shape[0] != data.m:
         raise ValueError(f"factors has {f.shape[0]} entries, the data {data.m} columns")
     if not np.all(np.isfinite(f)) or np.any(f <= 0):
-        raise ValueError("a zero (or non-finite) noise factor releases a coordinate without noise: no standard-DP guarantee")
+        raise ValueError(
+            "a zero (or non-finite) noise factor releases a coordinate without noise: no"
+            " standard-DP guarantee"
+        )
     if clip_norm is not None:
         clip = check_positive(clip_norm, "clip_norm")
-        return clip / math.sqrt(f.min()), (f"per-example clip L = {clip:.4g}" +
-                                           (f", / √min f = √{f.min():g}" if f.min() < 1 else ""))
+        return clip / math.sqrt(f.min()), (
+            f"per-example clip L = {clip:.4g}"
+            + (f", / √min f = √{f.min():g}" if f.min() < 1 else "")
+        )
     bound, why = domain_bound(data)
     if bound is None:
-        raise ValueError(f"data set {data.name!r} has no a-priori gradient bound ({why}); clip per example (clip_norm)")
+        raise ValueError(
+            f"data set {data.name!r} has no a-priori gradient bound ({why}); clip per example"
+            " (clip_norm)"
+        )
     blocks = [*data.sensitive_groups.values(), *data.insensitive_groups.values()]
     total = sum(float(np.max(1.0 / f[list(cols)])) for cols in blocks)
     if data.intercept is not None:

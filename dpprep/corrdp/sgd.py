@@ -15,11 +15,12 @@ batches, the expected size for Poisson), so coordinate ``i`` of the mean gets st
 * Clipping (``clip_mode``): None (Algorithm 1), ``"per_example"`` (each example's gradient to
   ``clip_norm`` before averaging: DP-correct, ``L = clip_norm``) or ``"batch"`` (the paper's
   ``clip_grad_norm_`` of the averaged gradient, :func:`clip_batch_mean` in
-  :class:`CoordinateNoise`'s privatizer; not a per-example bound). Clipping happens before the noise.
+  :class:`CoordinateNoise`'s privatizer; not a per-example bound). Clipping happens before the
+  noise.
 * Optimizer: GD by default, or any unit-rate optax transformation (``optax.adam(1.0)`` for the
   networks; the noise enters before Adam's moments: the paper gives only a constant step size, and
-  plain SGD at its step and T does not reach its 69 % Sepsis baseline). Optional projection (``radius``:
-  :class:`dpprep.optimizers.L2BallProjection`).
+  plain SGD at its step and T does not reach its 69 % Sepsis baseline). Optional projection
+  (``radius``: :class:`dpprep.optimizers.L2BallProjection`).
 * **One compiled call per panel**: :func:`sweep` maps every ``(ε, method, C)`` point to its own
   ``noise_std`` and ``noise_scales`` and runs ``seeds × points`` through
   :func:`dpprep.sweeps.sweep_points`.
@@ -75,7 +76,9 @@ def clip_batch_mean(max_norm: float, normalize_by: float) -> optax.GradientTrans
 
     def update_fn(updates, state, params=None):
         del params
-        factor = jnp.minimum(1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30))
+        factor = jnp.minimum(
+            1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30)
+        )
         return jax.tree_util.tree_map(lambda g: g * factor, updates), state
 
     return optax.GradientTransformation(optax.init_empty_state, update_fn)
@@ -102,50 +105,80 @@ class CoordinateNoise(Extension):
     vouches: ClassVar[tuple[str, ...]] = ("privatizer",)
 
     batch_clip_norm: float = math.inf
-    fields: ClassVar[Mapping[str, Field]] = {"noise_scales": Field(pytree=True, privacy=True),
-                                             "noise_std": Field(default=0.0, privacy=True)}
+    fields: ClassVar[Mapping[str, Field]] = {
+        "noise_scales": Field(pytree=True, privacy=True),
+        "noise_std": Field(default=0.0, privacy=True),
+    }
 
     def __post_init__(self) -> None:
         if not self.batch_clip_norm > 0:
-            raise ValueError(f"batch_clip_norm must be > 0 (inf: none), got {self.batch_clip_norm!r}")
+            raise ValueError(
+                f"batch_clip_norm must be > 0 (inf: none), got {self.batch_clip_norm!r}"
+            )
 
-    def check(self, values: Mapping[str, Any], params: Params, *, swept: Collection[str],
-              num_features: int | None) -> set[int]:
+    def check(
+        self,
+        values: Mapping[str, Any],
+        params: Params,
+        *,
+        swept: Collection[str],
+        num_features: int | None,
+    ) -> set[int]:
         del num_features
         lengths = set()
         std = np.asarray(values["noise_std"], np.float64)
         if "noise_std" in swept:
             if std.ndim != 1 or std.shape[0] == 0:
-                raise ValueError(f"noise_std values must be a non-empty 1-D sequence, got shape {std.shape}")
+                raise ValueError(
+                    f"noise_std values must be a non-empty 1-D sequence, got shape {std.shape}"
+                )
             lengths.add(std.shape[0])
         elif std.shape != ():
-            raise ValueError(f"noise_std must be a scalar, got shape {std.shape}; to vary it, make it an axis of the sweep")
+            raise ValueError(
+                f"noise_std must be a scalar, got shape {std.shape}; to vary it, make it an axis of"
+                " the sweep"
+            )
         if not np.all(np.isfinite(std) & (std >= 0)):
             raise ValueError(f"noise_std must be finite and >= 0, got {std.tolist()!r}")
         scales = values["noise_scales"]
         if "noise_scales" not in swept:
             noise_lib.check_scales(params, scales)
             return lengths
-        leading = {np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)}
+        leading = {
+            np.shape(leaf)[0] if np.ndim(leaf) else 0 for leaf in jax.tree_util.tree_leaves(scales)
+        }
         if len(leading) != 1 or 0 in leading:
             raise ValueError("every noise_scales leaf needs the same non-empty leading (grid) axis")
         for i in range(next(iter(leading))):  # each grid value must match the params on its own
-            noise_lib.check_scales(params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales))
+            noise_lib.check_scales(
+                params, jax.tree_util.tree_map(lambda v: np.asarray(v)[i], scales)
+            )
         return lengths | leading
 
     def noise_factor(self, values: Mapping[str, Any]) -> float:
         if np.any(np.asarray(values["noise_std"], np.float64) != 0):
-            raise ValueError("noise_std (an absolute std) has no unit in a private plan, whose guarantee is in units of "
-                             "the clip bound: give the noise as the plan's noise_multiplier (and noise_scales), or run "
-                             "the nominal mechanism in a non-private plan (DPPlan.non_private)")
+            raise ValueError(
+                "noise_std (an absolute std) has no unit in a private plan, whose guarantee is in"
+                " units of the clip bound: give the noise as the plan's noise_multiplier (and"
+                " noise_scales), or run the nominal mechanism in a non-private plan"
+                " (DPPlan.non_private)"
+            )
         scales = values["noise_scales"]
         if scales is None:
             return 1.0
-        return float(min(np.min(np.asarray(leaf, np.float64)) for leaf in jax.tree_util.tree_leaves(scales)))
+        return float(
+            min(np.min(np.asarray(leaf, np.float64)) for leaf in jax.tree_util.tree_leaves(scales))
+        )
 
     def privatizer(self, values: Mapping[str, Any], **options: Any) -> optax.GradientTransformation:
-        noisy = noise_lib.privatizer(options["key"], options["l2_clip_norm"], options["noise_multiplier"],
-                                     values["noise_scales"], options["normalize_by"], stddev=values["noise_std"])
+        noisy = noise_lib.privatizer(
+            options["key"],
+            options["l2_clip_norm"],
+            options["noise_multiplier"],
+            values["noise_scales"],
+            options["normalize_by"],
+            stddev=values["noise_std"],
+        )
         if math.isinf(self.batch_clip_norm):
             return noisy
         return optax.chain(clip_batch_mean(self.batch_clip_norm, options["normalize_by"]), noisy)
@@ -188,13 +221,19 @@ class CorrDPSGD:
         check_delta(self.delta)
         sampling.get(self.sampling)  # one vocabulary: an unknown name is refused by the registry
         if self.sampling not in SAMPLINGS:
-            raise ValueError(f"CorrDP-SGD runs sampling in {SAMPLINGS}, got the registered {self.sampling!r}")
+            raise ValueError(
+                f"CorrDP-SGD runs sampling in {SAMPLINGS}, got the registered {self.sampling!r}"
+            )
         if self.sampling == "full" and self.batch_size is not None:
             raise ValueError("batch_size is only for minibatch sampling")
         if self.clip_mode not in CLIP_MODES:
             raise ValueError(f"clip_mode must be one of {CLIP_MODES}, got {self.clip_mode!r}")
-        if self.clip_mode is not None and not (math.isfinite(self.clip_norm) and self.clip_norm > 0):
-            raise ValueError(f"clip_mode={self.clip_mode!r} needs a finite clip_norm > 0, got {self.clip_norm!r}")
+        if self.clip_mode is not None and not (
+            math.isfinite(self.clip_norm) and self.clip_norm > 0
+        ):
+            raise ValueError(
+                f"clip_mode={self.clip_mode!r} needs a finite clip_norm > 0, got {self.clip_norm!r}"
+            )
         if self.clip_mode is None and math.isfinite(self.clip_norm):
             raise ValueError("clip_norm is set but clip_mode is None; say which clipping is meant")
         if not self.radius > 0:
@@ -205,24 +244,41 @@ class CorrDPSGD:
         accountant; every driver says "no DP guarantee"), clipped per example at ``clip_norm``
         with ``clip_mode="per_example"``; the noise is :class:`CoordinateNoise`'s, set per point."""
         clip = self.clip_norm if self.clip_mode == "per_example" else math.inf
-        return DPPlan.non_private(self.sampling, check_positive_int(n, "n"), batch_size=self.batch_size,
-                                  steps=self.steps, l2_clip_norm=clip, neighbouring="replace_one")
+        return DPPlan.non_private(
+            self.sampling,
+            check_positive_int(n, "n"),
+            batch_size=self.batch_size,
+            steps=self.steps,
+            l2_clip_norm=clip,
+            neighbouring="replace_one",
+        )
 
     def train_config(self, n: int) -> TrainConfig:
         """The engine config on ``n`` records (:meth:`plan`; each point sets its own noise)."""
         extensions: tuple[Extension, ...] = (
-            CoordinateNoise(self.clip_norm if self.clip_mode == "batch" else math.inf), AffineFeatures())
+            CoordinateNoise(self.clip_norm if self.clip_mode == "batch" else math.inf),
+            AffineFeatures(),
+        )
         if math.isfinite(self.radius):
             extensions += (L2BallProjection(self.radius),)
-        return TrainConfig(self.model, Hyper(self.learning_rate), self.plan(n), optimizer=self.optimizer,
-                           iterates="last", matmul_precision=self.matmul_precision, clip_method=self.clip_method,
-                           extensions=extensions)
+        return TrainConfig(
+            self.model,
+            Hyper(self.learning_rate),
+            self.plan(n),
+            optimizer=self.optimizer,
+            iterates="last",
+            matmul_precision=self.matmul_precision,
+            clip_method=self.clip_method,
+            extensions=extensions,
+        )
 
     @property
     def clip_method(self) -> str:
         """Without per-example clipping a network needs no per-example gradients ("none"); GLMs
         keep the engine's fast path."""
-        return "none" if self.clip_mode != "per_example" and not self.model.has_fast_path else "auto"
+        return (
+            "none" if self.clip_mode != "per_example" and not self.model.has_fast_path else "auto"
+        )
 
     def normaliser(self, n: int) -> float:
         """What the engine divides the noisy gradient sum by on ``n`` records."""
@@ -234,7 +290,9 @@ class Point:
     """One noise setting of a sweep: ``σ² = c·K_δ/ε²`` times ``factors`` (a pytree matching the
     params, from :func:`dpprep.corrdp.noise.param_factors`). ``epsilon=None`` (or ``c = 0``): no
     noise (the non-private reference, Partial). ``feature_scale``: optional ``(d,)`` 0/1 column
-    mask (Partial; :class:`dpprep.features.AffineFeatures`); then every point of the sweep needs one."""
+    mask (Partial; :class:`dpprep.features.AffineFeatures`); then every point of the sweep needs
+    one.
+    """
 
     method: str
     epsilon: float | None
@@ -248,9 +306,12 @@ class Point:
         if not (isinstance(self.c, (int, float)) and math.isfinite(self.c) and self.c >= 0):
             raise ValueError(f"c must be a finite number >= 0, got {self.c!r}")
         if (self.epsilon is None) != (self.c == 0):
-            raise ValueError(f"Point({self.method!r}, epsilon={self.epsilon!r}, c={self.c!r}): a point is either noisy "
-                             "(an epsilon and c > 0: sigma² = c·K_δ/ε²) or the non-private reference (epsilon=None, "
-                             "c=0); an epsilon with c = 0 would be trained without noise and labelled with it")
+            raise ValueError(
+                f"Point({self.method!r}, epsilon={self.epsilon!r}, c={self.c!r}): a point is either"
+                " noisy (an epsilon and c > 0: sigma² = c·K_δ/ε²) or the non-private reference"
+                " (epsilon=None, c=0); an epsilon with c = 0 would be trained without noise and"
+                " labelled with it"
+            )
 
     def sigma(self, delta: float) -> float:
         """Std ``σ`` of a sensitive coordinate of the averaged gradient (0 without noise)."""
@@ -259,9 +320,12 @@ class Point:
         return math.sqrt(noise.base_variance(self.epsilon, delta, self.c))
 
 
-def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point]) -> dict[str, Any]:
+def point_values(
+    cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point]
+) -> dict[str, Any]:
     """The engine's swept ``Hyper`` values of ``points``: ``noise_std = σ·N`` (``N`` the
-    normaliser on ``n`` records), ``noise_scales = sqrt(factors)`` and, if given, ``feature_scale``."""
+    normaliser on ``n`` records), ``noise_scales = sqrt(factors)`` and, if given, ``feature_scale``.
+    """
     if not points:
         raise ValueError("points must be a non-empty sequence of Point")
     normaliser = cfg.normaliser(n)
@@ -270,9 +334,16 @@ def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point
     for point in points:
         if not isinstance(point, Point):
             raise TypeError(f"points must be Point objects, got {type(point).__name__}")
-        factors = ones if point.factors is None else noise.check_param_factors(params0, point.factors)
-        scales.append(jax.tree_util.tree_map(
-            lambda f, p: np.broadcast_to(np.sqrt(np.asarray(f, np.float32)), np.shape(p)), factors, params0))
+        factors = (
+            ones if point.factors is None else noise.check_param_factors(params0, point.factors)
+        )
+        scales.append(
+            jax.tree_util.tree_map(
+                lambda f, p: np.broadcast_to(np.sqrt(np.asarray(f, np.float32)), np.shape(p)),
+                factors,
+                params0,
+            )
+        )
     values: dict[str, Any] = {
         "noise_std": np.array([p.sigma(cfg.delta) * normaliser for p in points], np.float32),
         "noise_scales": jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *scales),
@@ -285,19 +356,38 @@ def point_values(cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point
     return values
 
 
-def sweep(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], keys: Array, points: Sequence[Point], *,
-          eval_data: tuple[Any, Any] | None = None, chunk_size: int | None = None,
-          return_params: bool = True, params0_per_seed: bool = False) -> sweeps.SweepResult:
+def sweep(
+    cfg: CorrDPSGD,
+    params0: Params,
+    data: tuple[Any, Any],
+    keys: Array,
+    points: Sequence[Point],
+    *,
+    eval_data: tuple[Any, Any] | None = None,
+    chunk_size: int | None = None,
+    return_params: bool = True,
+    params0_per_seed: bool = False,
+) -> sweeps.SweepResult:
     """Every ``seed × point`` as one compiled call (:func:`dpprep.sweeps.sweep_points`), leading
     axes ``(len(keys), len(points))``. ``params0_per_seed``: ``params0`` leaves carry a leading
     seed axis (e.g. :func:`init_per_seed`). (On :func:`quadratic_sketch` rows the normaliser is the
     row count, which is what the noise on the mean needs.)"""
-    one = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0) if params0_per_seed else params0
+    one = (
+        jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0) if params0_per_seed else params0
+    )
     n = int(np.shape(data[0])[0])
     values = point_values(cfg, one, n, points)
-    return sweeps.sweep_points(cfg.train_config(n), params0, data, keys, values, eval_data=eval_data,
-                               chunk_size=chunk_size, return_params=return_params,
-                               params0_per_seed=params0_per_seed)
+    return sweeps.sweep_points(
+        cfg.train_config(n),
+        params0,
+        data,
+        keys,
+        values,
+        eval_data=eval_data,
+        chunk_size=chunk_size,
+        return_params=return_params,
+        params0_per_seed=params0_per_seed,
+    )
 
 
 def init_per_seed(model: Model, keys: Array) -> Params:
@@ -310,8 +400,16 @@ def init_per_seed(model: Model, keys: Array) -> Params:
 INIT_STREAM = "init"
 
 
-def corrdp_sgd(cfg: CorrDPSGD, params0: Params, data: tuple[Any, Any], key: Array, *, epsilon: float | None,
-               c: float, factors: Params | None = None) -> Params:
+def corrdp_sgd(
+    cfg: CorrDPSGD,
+    params0: Params,
+    data: tuple[Any, Any],
+    key: Array,
+    *,
+    epsilon: float | None,
+    c: float,
+    factors: Params | None = None,
+) -> Params:
     """One run of Algorithm 1 (a one-seed, one-point :func:`sweep`); returns ``θ_{T+1}``."""
     out = sweep(cfg, params0, data, jax.numpy.stack([key]), [Point("run", epsilon, c, factors)])
     return jax.tree_util.tree_map(lambda a: a[0, 0], out.params)
@@ -336,8 +434,9 @@ def quadratic_sketch(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     return r[:, :m].astype(np.float32), r[:, m].astype(np.float32)
 
 
-def standard_dp_epsilon(sigma: float, *, n: int, steps: int, lipschitz: float, delta: float,
-                        accountant: str = "pld") -> float:
+def standard_dp_epsilon(
+    sigma: float, *, n: int, steps: int, lipschitz: float, delta: float, accountant: str = "pld"
+) -> float:
     """Diagnostic: the (ε, δ)-DP of the Standard full-batch run (noise std ``sigma`` per
     coordinate of the mean gradient, per-example gradient norms ≤ ``lipschitz``), from
     dp-accounting under replace-one neighbours (the mean moves by ≤ ``2L/n``). Not the paper's ε,
@@ -346,5 +445,9 @@ def standard_dp_epsilon(sigma: float, *, n: int, steps: int, lipschitz: float, d
     n = check_positive_int(n, "n")
     z = sigma * n / check_positive(lipschitz, "lipschitz")  # std on the sum over the clip norm
     options = dp.AccountingOptions(accountant=accountant, neighbouring="replace_one")  # type: ignore[arg-type]  # AccountingOptions validates it
-    return dp.epsilon(z, check_delta(delta), dp.DpSgdSchedule(check_positive_int(steps, "steps"), "full"),
-                      options=options)
+    return dp.epsilon(
+        z,
+        check_delta(delta),
+        dp.DpSgdSchedule(check_positive_int(steps, "steps"), "full"),
+        options=options,
+    )

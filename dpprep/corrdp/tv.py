@@ -1,6 +1,7 @@
 """Estimating the per-feature correlation weights TV(i) (Wang et al. 2026, §4 and App. D).
 
-Gaussian (Eq. 22): for (X^S, X^I) jointly Gaussian, ``X^S | X^I = x`` is ``N(μ_S + B(x − μ_I), Σ_c)``
+Gaussian (Eq. 22): for (X^S, X^I) jointly Gaussian, ``X^S | X^I = x`` is ``N(μ_S + B(x − μ_I),
+Σ_c)``
 with ``B = Σ_SI Σ_II⁻¹`` and ``Σ_c = Σ_SS − B Σ_IS`` independent of x, so two conditionals share
 Σ_c and their TV is exact: ``2Φ(Δ/2) − 1`` with ``Δ`` the Mahalanobis distance of the two means
 under Σ_c. ``I`` may be a single insensitive feature (Def. 2.8, the default) or a block (as
@@ -25,10 +26,10 @@ from dpprep.corrdp.defs import check_index_sets, check_tv
 from dpprep.validation import check_delta, check_finite_array, check_positive, check_positive_int
 
 
-
 def tv_from_mahalanobis(distance) -> np.ndarray:
     """TV between two Gaussians with a common covariance whose means are ``distance`` apart in
-    that covariance's Mahalanobis metric: ``2Φ(Δ/2) − 1`` (= ``erf(Δ / (2√2))``, accurate near 0)."""
+    that covariance's Mahalanobis metric: ``2Φ(Δ/2) − 1`` (= ``erf(Δ / (2√2))``, accurate near 0).
+    """
     distance = np.asarray(distance, np.float64)
     if np.any(distance < 0) or not np.all(np.isfinite(distance)):
         raise ValueError("distance must be finite and >= 0")
@@ -58,7 +59,9 @@ def gaussian_conditional(mean, cov, sensitive: Sequence[int], given: Sequence[in
     ``μ_S + B (x − μ_I)`` and conditional covariance ``Σ_c`` (both blocks must be disjoint)."""
     mean = check_finite_array(mean, "mean", ndim=1).astype(np.float64)
     cov = _check_cov(cov, mean.shape[0])
-    s, i = check_index_sets(sensitive, given, mean.shape[0], names=("sensitive", "given"), cover=False)
+    s, i = check_index_sets(
+        sensitive, given, mean.shape[0], names=("sensitive", "given"), cover=False
+    )
     s, i = list(s), list(i)  # type: ignore[assignment]  # lists for np.ix_
     sig_si, sig_ii = cov[np.ix_(s, i)], cov[np.ix_(i, i)]
     b = np.linalg.solve(sig_ii, sig_si.T).T  # Σ_SI Σ_II⁻¹ (Σ_II symmetric)
@@ -66,12 +69,16 @@ def gaussian_conditional(mean, cov, sensitive: Sequence[int], given: Sequence[in
     return mean[s], mean[i], b, 0.5 * (cond + cond.T)
 
 
-def gaussian_posterior_tv(mean, cov, sensitive: Sequence[int], given: Sequence[int], x_given, x_given_other) -> float:
+def gaussian_posterior_tv(
+    mean, cov, sensitive: Sequence[int], given: Sequence[int], x_given, x_given_other
+) -> float:
     """``TV(P_{X^S | X^I = x}, P_{X^S | X^I = x'})`` under ``N(mean, cov)`` (Eq. 22, exact)."""
     _, _, b, cond = gaussian_conditional(mean, cov, sensitive, given)
     k = b.shape[1]
     x = check_finite_array(np.atleast_1d(x_given), "x_given", ndim=1).astype(np.float64)
-    x2 = check_finite_array(np.atleast_1d(x_given_other), "x_given_other", ndim=1).astype(np.float64)
+    x2 = check_finite_array(np.atleast_1d(x_given_other), "x_given_other", ndim=1).astype(
+        np.float64
+    )
     if x.shape != (k,) or x2.shape != (k,):
         raise ValueError(f"x_given and x_given_other must have {k} entries (one per given feature)")
     return gaussian_tv(b @ x, b @ x2, cond)
@@ -82,7 +89,9 @@ def e1_half_width(m_s: int, delta: float) -> float:
     return 2.0 * math.sqrt(math.log(2 * check_positive_int(m_s, "m_s") / check_delta(delta)))
 
 
-def synthetic_tv_factors(mean, cov, sensitive: Sequence[int], insensitive: Sequence[int], *, delta: float = 1e-4) -> np.ndarray:
+def synthetic_tv_factors(
+    mean, cov, sensitive: Sequence[int], insensitive: Sequence[int], *, delta: float = 1e-4
+) -> np.ndarray:
     """App. E.1: for each ``i`` in ``insensitive`` (in order), Eq. 22 on the (S, i) sub-block
     evaluated at ``x_i = μ_i ∓ 2·sqrt(log(2 m_s/δ))``; returns TV(i), shape ``(|U|,)``.
 
@@ -107,7 +116,9 @@ def synthetic_tv_factors(mean, cov, sensitive: Sequence[int], insensitive: Seque
     return tv_from_mahalanobis(out)
 
 
-def tv_upper_bound(tv_hat, c2: float, gamma: float, n: int, m: int, m_s: int, delta: float) -> np.ndarray:
+def tv_upper_bound(
+    tv_hat, c2: float, gamma: float, n: int, m: int, m_s: int, delta: float
+) -> np.ndarray:
     """Def. 4.3: ``TV~(i) = TV̂(i) + 2 c2 sqrt(log((m − m_s)/δ)) / n^γ``, clipped to [0, 1]."""
     tv_hat = check_tv(tv_hat, "tv_hat")
     c2 = check_positive(c2, "c2", allow_zero=True)
@@ -123,12 +134,16 @@ def tv_upper_bound(tv_hat, c2: float, gamma: float, n: int, m: int, m_s: int, de
     return np.clip(tv_hat + 2.0 * c2 * math.sqrt(math.log((m - m_s) / delta)) / n**gamma, 0.0, 1.0)
 
 
-def plugin_tv_factors(x, sensitive: Sequence[int], insensitive: Sequence[int], *, delta: float = 1e-4) -> np.ndarray:
+def plugin_tv_factors(
+    x, sensitive: Sequence[int], insensitive: Sequence[int], *, delta: float = 1e-4
+) -> np.ndarray:
     """:func:`synthetic_tv_factors` with the empirical mean and full empirical covariance
     (``np.cov``, ddof 1) of the rows ``x`` plugged in (App. E.1 says "empirical mean and variance";
     a conditional needs the covariance blocks too): the paper-mode factors."""
     x = check_finite_array(x, "x", ndim=2).astype(np.float64)
-    return synthetic_tv_factors(x.mean(axis=0), np.cov(x, rowvar=False), sensitive, insensitive, delta=delta)
+    return synthetic_tv_factors(
+        x.mean(axis=0), np.cov(x, rowvar=False), sensitive, insensitive, delta=delta
+    )
 
 
 # --- plug-in estimators (App. D.1–D.3) ------------------------------------------------------------
@@ -139,7 +154,9 @@ def _rows(values, name: str, n: int | None = None) -> np.ndarray:
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"{name} must be a non-empty (n,) or (n, k) array, got shape {np.shape(values)}")
+        raise ValueError(
+            f"{name} must be a non-empty (n,) or (n, k) array, got shape {np.shape(values)}"
+        )
     check_finite_array(arr, name)
     if n is not None and arr.shape[0] != n:
         raise ValueError(f"{name} has {arr.shape[0]} rows, expected {n} (one per sample)")
@@ -162,17 +179,22 @@ def conditioning_cells(u, name: str = "u") -> tuple[np.ndarray, list[tuple]]:
     codes = np.ravel_multi_index(index, [len(lv) for lv in levels])
     counts = np.bincount(codes, minlength=math.prod(len(lv) for lv in levels))
     as_level = lambda v: int(v) if float(v).is_integer() else v.item()  # noqa: E731  (1.0 -> 1 in messages)
-    cells = [tuple(as_level(lv[i]) for lv, i in zip(levels, idx))
-             for idx in np.ndindex(*[len(lv) for lv in levels])]  # fmt: skip
+    cells = [
+        tuple(as_level(lv[i]) for lv, i in zip(levels, idx))
+        for idx in np.ndindex(*[len(lv) for lv in levels])
+    ]
     empty = np.flatnonzero(counts == 0)
     if empty.size:
-        raise ValueError(f"conditioning cell {cells[empty[0]]} of {name} has no rows "
-                         f"({empty.size} empty cell(s) of {len(cells)}); its conditional law cannot be estimated")  # fmt: skip
+        raise ValueError(
+            f"conditioning cell {cells[empty[0]]} of {name} has no rows "
+            f"({empty.size} empty cell(s) of {len(cells)}); its conditional law cannot be estimated"
+        )
     return codes, cells
 
 
 def _max_pairwise_tv(s_codes: np.ndarray, u_codes: np.ndarray, k_u: int) -> float:
-    """``max_{j1,j2} ½ Σ_i |P̂_{j1}(i) − P̂_{j2}(i)|`` for the empirical conditionals of s given u."""
+    """``max_{j1,j2} ½ Σ_i |P̂_{j1}(i) − P̂_{j2}(i)|`` for the empirical conditionals of s given
+    u."""
     s_codes = np.unique(s_codes, return_inverse=True)[1].reshape(-1)  # only occupied bins matter
     k_s = int(s_codes.max()) + 1
     counts = np.zeros((k_u, k_s))
@@ -185,7 +207,7 @@ def _pmf_pairwise_max(pmfs: np.ndarray) -> float:
     """Largest TV between any two rows of a (k, K) matrix of pmfs."""
     best = 0.0
     for j in range(pmfs.shape[0] - 1):  # row by row: k·k·K memory would be large for many cells
-        best = max(best, float(0.5 * np.abs(pmfs[j + 1:] - pmfs[j]).sum(axis=1).max()))
+        best = max(best, float(0.5 * np.abs(pmfs[j + 1 :] - pmfs[j]).sum(axis=1).max()))
     return min(best, 1.0)
 
 
@@ -212,7 +234,9 @@ def histogram_codes(s, bins: int | Sequence[int]) -> np.ndarray:
     k = s.shape[1]
     bins = [int(bins)] * k if np.ndim(bins) == 0 else [int(b) for b in bins]  # type: ignore[arg-type, union-attr]  # np.ndim picks the branch
     if len(bins) != k or min(bins) < 1:
-        raise ValueError(f"bins must be a positive integer or one per dimension of s ({k}), got {bins}")
+        raise ValueError(
+            f"bins must be a positive integer or one per dimension of s ({k}), got {bins}"
+        )
     index = []
     for j, b in enumerate(bins):
         edges = np.histogram_bin_edges(s[:, j], bins=b)
@@ -238,14 +262,18 @@ def regression_gaussian_tv(s, u) -> float:
     extremes of ``φ̂ᵀu``. For one u this is Eq. 21 with the sample's min and max."""
     s = _rows(s, "s").astype(np.float64)
     if s.shape[1] != 1:
-        raise ValueError("regression_gaussian_tv takes one sensitive feature; use gaussian_plugin_tv for a block")
+        raise ValueError(
+            "regression_gaussian_tv takes one sensitive feature; use gaussian_plugin_tv for a block"
+        )
     s = s[:, 0]
     u = _rows(u, "u", s.shape[0]).astype(np.float64)
     uc = u - u.mean(axis=0)
     phi = np.linalg.lstsq(uc, s - s.mean(), rcond=None)[0]
     eta = math.sqrt(float(np.mean((s - s.mean() - uc @ phi) ** 2)))
     if eta == 0.0:
-        raise ValueError("s is an exact linear function of u (η̂ = 0): the Gaussian model is degenerate")
+        raise ValueError(
+            "s is an exact linear function of u (η̂ = 0): the Gaussian model is degenerate"
+        )
     proj = u @ phi
     return float(tv_from_mahalanobis((proj.max() - proj.min()) / eta))
 
@@ -258,12 +286,20 @@ def gaussian_plugin_tv(s, u, x_u=None, x_u_other=None) -> float:
     u = _rows(u, "u", s.shape[0]).astype(np.float64)
     if x_u is None or x_u_other is None:
         if u.shape[1] != 1:
-            raise ValueError("x_u and x_u_other are required when conditioning on a block of features")
+            raise ValueError(
+                "x_u and x_u_other are required when conditioning on a block of features"
+            )
         x_u, x_u_other = u.min(axis=0), u.max(axis=0)
     joint = np.concatenate([s, u], axis=1)
     k = s.shape[1]
-    return gaussian_posterior_tv(joint.mean(axis=0), np.atleast_2d(np.cov(joint, rowvar=False)), range(k),
-                                 range(k, joint.shape[1]), x_u, x_u_other)  # fmt: skip
+    return gaussian_posterior_tv(
+        joint.mean(axis=0),
+        np.atleast_2d(np.cov(joint, rowvar=False)),
+        range(k),
+        range(k, joint.shape[1]),
+        x_u,
+        x_u_other,
+    )
 
 
 # --- dataset procedures (App. E.2 Adult mixed, App. E.3 Sepsis joint cells) -----------------------
@@ -271,7 +307,8 @@ def gaussian_plugin_tv(s, u, x_u=None, x_u_other=None) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class MixedTV:
-    """The App. E.2 bound for one insensitive feature: ``min{discrete part + continuous part, 1}``."""
+    """The App. E.2 bound for one insensitive feature: ``min{discrete part + continuous part,
+    1}``."""
 
     feature: str
     kind: str  # "discrete" or "continuous" insensitive feature
@@ -280,8 +317,8 @@ class MixedTV:
 
     @property
     def total(self) -> float:
-        # App. E.2 prints max{…, 1}; min is meant (a TV is at most 1, and max would make every factor
-        # at least 1, contradicting the paper's Table 2).
+        # App. E.2 prints max{…, 1}; min is meant (a TV is at most 1, and max would make every
+        # factor at least 1, contradicting the paper's Table 2).
         return min(self.discrete_part + self.continuous_part, 1.0)
 
 
@@ -296,15 +333,30 @@ def _lr_pmfs(design: np.ndarray, labels: np.ndarray, points: np.ndarray, c: floa
     # Newton-CG to a tight tolerance: the optimum, not where a solver stops, decides the estimate
     # (sklearn's default lbfgs at tol 1e-4 stops early on fnlwgt: 0.332 vs the optimum's 0.318).
     model = LogisticRegression(C=c, solver="newton-cg", tol=1e-6, max_iter=1000)  # multinomial
-    with warnings.catch_warnings():  # sklearn's "many classes per sample" hint; the rows are weighted
-        warnings.filterwarnings("ignore", message="The number of unique classes", category=UserWarning)
-        model.fit(rows[:, :-1], rows[:, -1].astype(np.int64), sample_weight=counts.astype(np.float64))
+    with (
+        warnings.catch_warnings()
+    ):  # sklearn's "many classes per sample" hint; the rows are weighted
+        warnings.filterwarnings(
+            "ignore", message="The number of unique classes", category=UserWarning
+        )
+        model.fit(
+            rows[:, :-1], rows[:, -1].astype(np.int64), sample_weight=counts.astype(np.float64)
+        )
     return model.predict_proba(points)
 
 
-def mixed_tv(s_cont, s_disc, u, *, kind: str, bins: int | Sequence[int] | None = None, lr_c: float = 1.0,
-             feature: str = "u") -> MixedTV:  # fmt: skip
-    """The Adult procedure (App. E.2) for one insensitive feature ``u`` ((n,) or (n, k) one-hot rows).
+def mixed_tv(
+    s_cont,
+    s_disc,
+    u,
+    *,
+    kind: str,
+    bins: int | Sequence[int] | None = None,
+    lr_c: float = 1.0,
+    feature: str = "u",
+) -> MixedTV:
+    """The Adult procedure (App. E.2) for one insensitive feature ``u`` ((n,) or (n, k) one-hot
+    rows).
 
     Discrete part: a multinomial logistic regression (sklearn, ``C = lr_c``) of the joint category
     of ``s_disc`` on u; TV between its predicted pmfs, max over pairs of u's levels (discrete u)
@@ -319,7 +371,9 @@ def mixed_tv(s_cont, s_disc, u, *, kind: str, bins: int | Sequence[int] | None =
     n = u.shape[0]
     if kind == "continuous" and u.shape[1] != 1:
         raise ValueError("a continuous insensitive feature must be a single column")
-    if kind == "discrete":  # one feature (its value or one-hot row); its observed levels are the cells
+    if (
+        kind == "discrete"
+    ):  # one feature (its value or one-hot row); its observed levels are the cells
         levels, codes = np.unique(u, axis=0, return_inverse=True)
         codes = codes.reshape(-1)
         points = levels
@@ -333,16 +387,28 @@ def mixed_tv(s_cont, s_disc, u, *, kind: str, bins: int | Sequence[int] | None =
     if s_cont is not None:
         s_cont = _rows(s_cont, "s_cont", n)
         if kind == "discrete":
-            b = default_bins(int(np.bincount(codes).min()), s_cont.shape[1]) if bins is None else bins
+            b = (
+                default_bins(int(np.bincount(codes).min()), s_cont.shape[1])
+                if bins is None
+                else bins
+            )
             cont = _max_pairwise_tv(histogram_codes(s_cont, b), codes, levels.shape[0])
         else:
             cont = gaussian_plugin_tv(s_cont, u)
     return MixedTV(feature, kind, disc, cont)
 
 
-def mixed_tv_factors(data, continuous_sensitive: Sequence[str], discrete_sensitive: Sequence[str],
-                     feature_kinds: dict[str, str], *, bins=None, lr_c: float = 1.0) -> dict[str, MixedTV]:  # fmt: skip
-    """:func:`mixed_tv` for every insensitive feature of a ``CorrDPData`` (Adult's App. E.2 procedure;
+def mixed_tv_factors(
+    data,
+    continuous_sensitive: Sequence[str],
+    discrete_sensitive: Sequence[str],
+    feature_kinds: dict[str, str],
+    *,
+    bins=None,
+    lr_c: float = 1.0,
+) -> dict[str, MixedTV]:
+    """:func:`mixed_tv` for every insensitive feature of a ``CorrDPData`` (Adult's App. E.2
+    procedure;
     also usable for Medical). ``continuous_sensitive`` / ``discrete_sensitive`` name raw sensitive
     features (``data.sensitive_groups``); discrete ones are combined into joint categories from
     their encoded columns. ``feature_kinds`` says which insensitive features are continuous."""
@@ -351,7 +417,10 @@ def mixed_tv_factors(data, continuous_sensitive: Sequence[str], discrete_sensiti
     def block(names):
         missing = [g for g in names if g not in data.sensitive_groups]
         if missing:
-            raise ValueError(f"{missing} are not sensitive features of {data.name!r} ({list(data.sensitive_groups)})")
+            raise ValueError(
+                f"{missing} are not sensitive features of {data.name!r}"
+                f" ({list(data.sensitive_groups)})"
+            )
         cols = [c for g in names for c in data.sensitive_groups[g]]
         return x[:, cols] if cols else None
 
@@ -359,7 +428,9 @@ def mixed_tv_factors(data, continuous_sensitive: Sequence[str], discrete_sensiti
     out = {}
     for group, cols in data.insensitive_groups.items():
         kind = feature_kinds.get(group, "discrete")
-        out[group] = mixed_tv(s_cont, s_disc, x[:, list(cols)], kind=kind, bins=bins, lr_c=lr_c, feature=group)
+        out[group] = mixed_tv(
+            s_cont, s_disc, x[:, list(cols)], kind=kind, bins=bins, lr_c=lr_c, feature=group
+        )
     return out
 
 
@@ -368,15 +439,19 @@ ADULT_DISCRETE_S = ("marital-status", "relationship")
 
 
 def adult_tv(data, *, bins=None, lr_c: float = 1.0) -> dict[str, MixedTV]:
-    """App. E.2 on ``load_corrdp("adult")``: per insensitive feature (race, gender, workclass discrete;
+    """App. E.2 on ``load_corrdp("adult")``: per insensitive feature (race, gender, workclass
+    discrete;
     fnlwgt continuous) the mixed bound with S^c = (age, educational-num, hours-per-week) and S^d
     the joint (marital-status, relationship) category."""
-    return mixed_tv_factors(data, ADULT_CONTINUOUS_S, ADULT_DISCRETE_S, {"fnlwgt": "continuous"}, bins=bins, lr_c=lr_c)
+    return mixed_tv_factors(
+        data, ADULT_CONTINUOUS_S, ADULT_DISCRETE_S, {"fnlwgt": "continuous"}, bins=bins, lr_c=lr_c
+    )
 
 
 def sepsis_tv(x, *, bins: int | None = None) -> float:
     """App. E.3: the max pairwise TV between the histograms of age (column 0) conditional on each
-    (sex, episode) cell (columns 1, 2; both insensitive features change jointly, as App. E.3 allows). Works on raw
+    (sex, episode) cell (columns 1, 2; both insensitive features change jointly, as App. E.3
+    allows). Works on raw
     or MinMax-scaled rows (the histogram TV is invariant to an affine map of age); every one of the
     sex × episode cells must hold rows."""
     x = _rows(x, "x")

@@ -60,15 +60,18 @@ def dataset_tv(data: CorrDPData, delta: float, *, population: bool = False) -> n
     delta = check_delta(delta)
     if data.truth is not None:
         if population:
-            tv = tv_lib.synthetic_tv_factors(data.truth.mean, data.truth.cov, data.sensitive, data.insensitive,
-                                             delta=delta)
+            tv = tv_lib.synthetic_tv_factors(
+                data.truth.mean, data.truth.cov, data.sensitive, data.insensitive, delta=delta
+            )
         else:
             tv = tv_lib.plugin_tv_factors(data.x, data.sensitive, data.insensitive, delta=delta)
         columns = np.ones(data.m)
         columns[list(data.insensitive)] = tv
     else:
         if population:
-            raise ValueError(f"population TV factors need the generator's truth; {data.name!r} has none")
+            raise ValueError(
+                f"population TV factors need the generator's truth; {data.name!r} has none"
+            )
         columns = data.column_factors(data.paper_factors)
     return columns[sorted(data.insensitive)]
 

@@ -32,7 +32,8 @@ Preprocessing
 -------------
 * ``mnist``, ``fashion_mnist``: 60,000 train / 10,000 test, 784 pixels (row-major) scaled to
   [0, 1] by /255; labels 0..9.
-* ``adult`` (CorrDP, Wang et al. 2026, §5.2): adult.data + adult.test (first line skipped, label dots stripped,
+* ``adult`` (CorrDP, Wang et al. 2026, §5.2): adult.data + adult.test (first line skipped, label
+  dots stripped,
   ``skipinitialspace``), rows with '?' in any of the 15 columns dropped, then exact duplicate rows
   dropped: 45,175 rows. 9 raw features (Kaggle names) in file order: age, workclass, fnlwgt,
   educational-num, marital-status, relationship, race, gender, hours-per-week. Discrete ones are

@@ -1,8 +1,8 @@
 """Command line: ``python -m dpprep.data fetch [NAMES...]`` and ``python -m dpprep.data verify``.
 
 ``fetch`` downloads every missing file of the named datasets (all when none are named) into the
-cache (``$DPPREP_CACHE_DIR``, default ``~/.cache/dpprep``). ``verify [NAMES...]`` checks the sha256 of
-every registered file of the named datasets (all when none are named) in ``--data-dir`` only, or
+cache (``$DPPREP_CACHE_DIR``, default ``~/.cache/dpprep``). ``verify [NAMES...]`` checks the sha256
+of every registered file of the named datasets (all when none are named) in ``--data-dir`` only, or
 else wherever the default search order finds it, and prints OK / MISSING / CORRUPT / UNREADABLE per
 file; it exits with status 1 if any file asked for is not OK. The user-provided CIFAR-100 features
 are optional: checked when present, counted as missing only when ``cifar100_features`` is named.
@@ -52,10 +52,16 @@ def _verify(names: list[str], data_dir: Path | None) -> int:
             features = locate(CIFAR100_FEATURES_RELPATH)
             if features is None:
                 bad += required
-                print(f"MISSING  {CIFAR100_FEATURES_RELPATH}" + ("" if required else "  (user-provided, optional)"))
+                print(
+                    f"MISSING  {CIFAR100_FEATURES_RELPATH}"
+                    + ("" if required else "  (user-provided, optional)")
+                )
             else:
                 load_features_npz(features)
-                print(f"OK       {CIFAR100_FEATURES_RELPATH}  ({features}; format checked, no checksum)")
+                print(
+                    f"OK       {CIFAR100_FEATURES_RELPATH}  ({features}; format checked, no"
+                    " checksum)"
+                )
         except ValueError as err:
             bad += 1
             print(f"CORRUPT  {CIFAR100_FEATURES_RELPATH}  ({features}): {err}")
@@ -101,12 +107,20 @@ def _fetch(names: list[str], data_dir: Path | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dpprep.data", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m dpprep.data", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="download missing dataset files into the cache")
-    fetch.add_argument("names", nargs="*", help=f"datasets (default: all of {', '.join(DATASETS[:-1])})")
-    fetch.add_argument("--data-dir", type=Path, default=None, help="also count files found here as present")
-    verify = sub.add_parser("verify", help="check the sha256 of every dataset file; non-zero if any is not OK")
+    fetch.add_argument(
+        "names", nargs="*", help=f"datasets (default: all of {', '.join(DATASETS[:-1])})"
+    )
+    fetch.add_argument(
+        "--data-dir", type=Path, default=None, help="also count files found here as present"
+    )
+    verify = sub.add_parser(
+        "verify", help="check the sha256 of every dataset file; non-zero if any is not OK"
+    )
     verify.add_argument("names", nargs="*", help="datasets (default: all)")
     verify.add_argument("--data-dir", type=Path, default=None, help="check this directory only")
     args = parser.parse_args(argv)

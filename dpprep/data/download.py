@@ -47,7 +47,8 @@ DEFAULT_DEADLINE_S = 600.0
 
 
 class ChecksumError(ValueError):
-    """A data file's sha256 differs from the registered one (corrupt, truncated or a different file)."""
+    """A data file's sha256 differs from the registered one (corrupt, truncated or a different
+    file)."""
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -77,8 +78,8 @@ _ENV_FALSE = ("", "0", "false", "no", "off")
 
 def downloads_enabled(download: bool | None = None) -> bool:
     """An explicit ``download`` argument wins; otherwise ``DPPREP_NO_DOWNLOAD`` set to 1/true/yes/on
-    (any case) turns downloads off, 0/false/no/off or unset leaves them on, anything else is an error
-    (a typo must not silently download)."""
+    (any case) turns downloads off, 0/false/no/off or unset leaves them on, anything else is an
+    error (a typo must not silently download)."""
     if download is not None:
         return bool(download)
     raw = os.environ.get(ENV_NO_DOWNLOAD, "")
@@ -113,7 +114,9 @@ class FetchBudget:
 
     def __init__(self, deadline_s: float | None = None, stall_timeout_s: float | None = None):
         self.total_s = download_deadline() if deadline_s is None else float(deadline_s)
-        self.stall_timeout_s = STALL_TIMEOUT_S if stall_timeout_s is None else float(stall_timeout_s)
+        self.stall_timeout_s = (
+            STALL_TIMEOUT_S if stall_timeout_s is None else float(stall_timeout_s)
+        )
         self.ends = time.monotonic() + self.total_s
         self.stalled: dict[str, str] = {}  # host -> what happened there
 
@@ -121,14 +124,18 @@ class FetchBudget:
         return self.ends - time.monotonic()
 
     def expired_error(self, url: str) -> TimeoutError:
-        return TimeoutError(f"{url}: the download deadline of {self.total_s:g} s ran out "
-                            f"(${ENV_DOWNLOAD_DEADLINE} sets it; a server that stalls or drips fails at it)")
+        return TimeoutError(
+            f"{url}: the download deadline of {self.total_s:g} s ran out "
+            f"(${ENV_DOWNLOAD_DEADLINE} sets it; a server that stalls or drips fails at it)"
+        )
 
     def timeout(self, url: str) -> float:
         """The socket timeout for the next operation on ``url``; TimeoutError if none is left."""
         host = urlsplit(url).netloc
         if host in self.stalled:
-            raise TimeoutError(f"{url}: not tried, {host} stalled earlier in this fetch ({self.stalled[host]})")
+            raise TimeoutError(
+                f"{url}: not tried, {host} stalled earlier in this fetch ({self.stalled[host]})"
+            )
         left = self.remaining()
         if left <= 0:
             raise self.expired_error(url)
@@ -140,13 +147,17 @@ class FetchBudget:
             return self.expired_error(url)
         host = urlsplit(url).netloc
         self.stalled[host] = f"no answer for {self.stall_timeout_s:g} s"
-        return TimeoutError(f"{url}: the server sent nothing for {self.stall_timeout_s:g} s (it accepted the "
-                            f"connection but stalled: {err}); {host} is not tried again in this fetch")
+        return TimeoutError(
+            f"{url}: the server sent nothing for {self.stall_timeout_s:g} s (it accepted the "
+            f"connection but stalled: {err}); {host} is not tried again in this fetch"
+        )
 
 
 def _is_timeout(err: BaseException) -> bool:
     # urlopen wraps a connect timeout in URLError; a timeout waiting for the answer comes bare.
-    return isinstance(err, TimeoutError) or (isinstance(err, urllib.error.URLError) and isinstance(err.reason, TimeoutError))
+    return isinstance(err, TimeoutError) or (
+        isinstance(err, urllib.error.URLError) and isinstance(err.reason, TimeoutError)
+    )
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -163,22 +174,40 @@ def file_sha256(path: str | os.PathLike, *, gzip_content: bool = False) -> str:
     return digest.hexdigest()
 
 
-def _checksum_error(spec: FileSpec, where: str, actual: str, *, downloaded: bool = False) -> ChecksumError:
+def _checksum_error(
+    spec: FileSpec, where: str, actual: str, *, downloaded: bool = False
+) -> ChecksumError:
     what = "sha256 of the decompressed content" if spec.gzip_content else "sha256"
     if downloaded:  # the temporary file is already gone: nothing to delete
-        advice = ("The server returned different content (nothing was kept); try again later, or "
-                  "download the file by hand and point DPPREP_DATA_DIR at it")
+        advice = (
+            "The server returned different content (nothing was kept); try again later, or "
+            "download the file by hand and point DPPREP_DATA_DIR at it"
+        )
     else:
-        advice = ("The file is corrupt, truncated or a different version; delete it so that it is "
-                  f"downloaded again, or replace it with the file from {spec.urls[0] if spec.urls else 'its source'}")
-    return ChecksumError(f"checksum mismatch for {spec.relpath} ({where}): expected {what} {spec.sha256}, got {actual}. {advice}")
+        advice = (
+            "The file is corrupt, truncated or a different version; delete it so that it is"
+            " downloaded again, or replace it with the file from"
+            f" {spec.urls[0] if spec.urls else 'its source'}"
+        )
+    return ChecksumError(
+        f"checksum mismatch for {spec.relpath} ({where}): expected {what} {spec.sha256}, got"
+        f" {actual}. {advice}"
+    )
 
 
 def read_verified(path: str | os.PathLike, spec: FileSpec, *, verify: bool = True) -> bytes:
     """A file's (decompressed, for .gz) bytes, after checking its sha256 against the registry."""
     try:
-        data = gzip.decompress(Path(path).read_bytes()) if spec.gzip_content else Path(path).read_bytes()
-    except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib.error
+        data = (
+            gzip.decompress(Path(path).read_bytes())
+            if spec.gzip_content
+            else Path(path).read_bytes()
+        )
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+    ) as err:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib.error
         raise ChecksumError(f"cannot read {spec.relpath} at {path}: {err}") from err
     if verify:
         actual = sha256_bytes(data)
@@ -206,20 +235,30 @@ def find(relpath: str, data_dir: str | os.PathLike | None = None) -> Path | None
     return None
 
 
-def not_found_message(relpath: str, data_dir: str | os.PathLike | None, urls: tuple[str, ...], reason: str) -> str:
+def not_found_message(
+    relpath: str, data_dir: str | os.PathLike | None, urls: tuple[str, ...], reason: str
+) -> str:
     looked = "\n".join(f"  - {d / relpath}  ({origin})" for d, origin in search_dirs(data_dir))
-    source = "\n".join(f"  {u}" for u in urls) if urls else "  (no download URL: the file is user-provided)"
+    source = (
+        "\n".join(f"  {u}" for u in urls)
+        if urls
+        else "  (no download URL: the file is user-provided)"
+    )
     return (
-        f"data file {relpath!r} not found ({reason}). Looked in:\n{looked}\n"
-        f"Canonical source:\n{source}\n"
-        f"Put the file at <dir>/{relpath} and pass data_dir=<dir> or set {ENV_DATA_DIR}=<dir>; with internet "
-        f"access, `python -m dpprep.data fetch` downloads it into the cache (loading does so too unless "
-        f"download=False or {ENV_NO_DOWNLOAD}=1)."
+        f"data file {relpath!r} not found ({reason}). Looked in:\n{looked}\nCanonical"
+        f" source:\n{source}\nPut the file at <dir>/{relpath} and pass data_dir=<dir> or set"
+        f" {ENV_DATA_DIR}=<dir>; with internet access, `python -m dpprep.data fetch` downloads it"
+        f" into the cache (loading does so too unless download=False or {ENV_NO_DOWNLOAD}=1)."
     )
 
 
-def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download: bool | None = None,
-            budget: FetchBudget | None = None) -> Path:
+def resolve(
+    relpath: str,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    download: bool | None = None,
+    budget: FetchBudget | None = None,
+) -> Path:
     """The path of a registered file, downloading it into the cache if it is missing everywhere
     (within ``budget``: a new :class:`FetchBudget` when None; share one to bound several files)."""
     spec = FILES_BY_PATH.get(relpath)
@@ -247,7 +286,8 @@ def resolve(relpath: str, data_dir: str | os.PathLike | None = None, *, download
 def _download(url: str, directory: Path, name: str, budget: FetchBudget) -> Path:
     """Streams ``url`` into a new temporary file in ``directory``; the caller removes or renames it.
 
-    TimeoutError when the server stalls for the budget's stall timeout or the fetch's deadline passes.
+    TimeoutError when the server stalls for the budget's stall timeout or the fetch's deadline
+    passes.
     """
     timeout = budget.timeout(url)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
@@ -255,7 +295,9 @@ def _download(url: str, directory: Path, name: str, budget: FetchBudget) -> Path
         with os.fdopen(fd, "wb") as handle, urlopen(url, timeout=timeout) as response:
             # read1 returns what has arrived (read(n) waits for all n bytes), so a dripping server
             # meets the deadline check between reads.
-            read = response.read1 if isinstance(response, http.client.HTTPResponse) else response.read
+            read = (
+                response.read1 if isinstance(response, http.client.HTTPResponse) else response.read
+            )
             while chunk := read(_CHUNK):
                 handle.write(chunk)
                 if budget.remaining() <= 0:
@@ -269,7 +311,8 @@ def _download(url: str, directory: Path, name: str, budget: FetchBudget) -> Path
 
 
 def _install(data: bytes | Path, spec: FileSpec, root: Path, url: str) -> Path:
-    """Verifies ``data`` (bytes, or a temporary file it consumes) and moves it to ``root/relpath``."""
+    """Verifies ``data`` (bytes, or a temporary file it consumes) and moves it to
+    ``root/relpath``."""
     dest = root / spec.relpath
     dest.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, Path):
@@ -313,7 +356,9 @@ def credit_rows_to_csv(rows: list[list]) -> bytes:
         return str(value).strip()
 
     header = ["ID", *(cell(v) for v in rows[0][1:])]
-    lines = [",".join(header)] + [",".join(cell(v) for v in row) for row in rows[2:] if any(cell(v) for v in row)]
+    lines = [",".join(header)] + [
+        ",".join(cell(v) for v in row) for row in rows[2:] if any(cell(v) for v in row)
+    ]
     return ("\r\n".join(lines) + "\r\n").encode("ascii")
 
 
@@ -322,9 +367,10 @@ def _xls_to_csv(xls: bytes) -> bytes:
         import xlrd  # optional: only the credit-default download needs it
     except ImportError as err:
         raise ImportError(
-            "converting the UCI credit-default .xls needs the optional package xlrd "
-            "(`pip install xlrd`); alternatively convert it yourself to "
-            "credit_default/default_of_credit_card_clients.csv (header ID,X1..X23,Y, CRLF) in your data dir"
+            "converting the UCI credit-default .xls needs the optional package xlrd (`pip install"
+            " xlrd`); alternatively convert it yourself to"
+            " credit_default/default_of_credit_card_clients.csv (header ID,X1..X23,Y, CRLF) in your"
+            " data dir"
         ) from err
     sheet = xlrd.open_workbook(file_contents=xls).sheet_by_index(0)
     return credit_rows_to_csv([sheet.row_values(i) for i in range(sheet.nrows)])
@@ -338,8 +384,12 @@ def _zip_member(archive: zipfile.ZipFile, member: str, url: str) -> bytes:
     raise zipfile.BadZipFile(f"{url} has no member named {member!r} (members: {names})")
 
 
-def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike, *,
-          budget: FetchBudget | None = None) -> dict[str, Path]:
+def fetch(
+    specs: list[FileSpec] | tuple[FileSpec, ...],
+    root: str | os.PathLike,
+    *,
+    budget: FetchBudget | None = None,
+) -> dict[str, Path]:
     """Downloads ``specs`` into ``root/<relpath>`` (verified), one download per archive URL.
 
     Mirrors are tried in order; a checksum mismatch on every mirror raises ChecksumError (no file
@@ -369,7 +419,9 @@ def fetch(specs: list[FileSpec] | tuple[FileSpec, ...], root: str | os.PathLike,
     return done
 
 
-def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path, budget: FetchBudget) -> dict[str, Path]:
+def _fetch_from(
+    url: str, archive: str | None, group: list[FileSpec], root: Path, budget: FetchBudget
+) -> dict[str, Path]:
     first = root / group[0].relpath
     first.parent.mkdir(parents=True, exist_ok=True)
     tmp = _download(url, first.parent, first.name, budget)
@@ -391,4 +443,8 @@ def _fetch_from(url: str, archive: str | None, group: list[FileSpec], root: Path
 
 def archive_siblings(spec: FileSpec) -> list[FileSpec]:
     """Every registered file served by the same archive as ``spec`` (fetched together)."""
-    return [s for s in FILES if s.urls == spec.urls and s.archive == spec.archive] if spec.archive else [spec]
+    return (
+        [s for s in FILES if s.urls == spec.urls and s.archive == spec.archive]
+        if spec.archive
+        else [spec]
+    )

@@ -1,4 +1,5 @@
-"""The ``Dataset`` container and one parser per real dataset (see ``dpprep.data`` for the recipes)."""
+"""The ``Dataset`` container and one parser per real dataset (see ``dpprep.data`` for the
+recipes)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ class Dataset:
         for split in ("train", "test"):
             x, y = getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
             if x.ndim != 2 or x.shape[1] != d or x.dtype != np.float32:
-                raise ValueError(f"x_{split} must be float32 of shape (n, {d}), got {x.dtype} {x.shape}")
+                raise ValueError(
+                    f"x_{split} must be float32 of shape (n, {d}), got {x.dtype} {x.shape}"
+                )
             if y.shape != (x.shape[0],):
                 raise ValueError(f"y_{split} must have shape ({x.shape[0]},), got {y.shape}")
         if self.task not in TASKS:
@@ -73,14 +76,22 @@ class Dataset:
         label_kind = "i" if self.task == "classification" else "f"
         for y in (self.y_train, self.y_test):
             if y.dtype.kind != label_kind:
-                raise ValueError(f"{self.task} labels must have dtype kind {label_kind!r}, got {y.dtype}")
+                raise ValueError(
+                    f"{self.task} labels must have dtype kind {label_kind!r}, got {y.dtype}"
+                )
         if (self.task == "classification") != (self.num_classes is not None):
-            raise ValueError("num_classes must be an int for classification and None for regression")
+            raise ValueError(
+                "num_classes must be an int for classification and None for regression"
+            )
         columns = sorted(i for group in groups.values() for i in group)
         if columns != list(range(d)):
             raise ValueError("feature_groups must cover every column exactly once")
-        if set(self.feature_types) != set(groups) or not set(self.feature_types.values()) <= set(FEATURE_TYPES):
-            raise ValueError(f"feature_types must map every feature group to one of {FEATURE_TYPES}")
+        if set(self.feature_types) != set(groups) or not set(self.feature_types.values()) <= set(
+            FEATURE_TYPES
+        ):
+            raise ValueError(
+                f"feature_types must map every feature group to one of {FEATURE_TYPES}"
+            )
 
     @property
     def n_train(self) -> int:
@@ -108,21 +119,26 @@ def _singleton_groups(names: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def _empty(d: int, task: str) -> tuple[np.ndarray, np.ndarray]:
-    return np.zeros((0, d), np.float32), np.zeros((0,), np.int32 if task == "classification" else np.float32)
+    return np.zeros((0, d), np.float32), np.zeros(
+        (0,), np.int32 if task == "classification" else np.float32
+    )
 
 
 # --- MNIST / Fashion-MNIST ------------------------------------------------------------------------
 
 
 def parse_idx(data: bytes) -> np.ndarray:
-    """An IDX array of unsigned bytes (the MNIST format: magic 0x0000 08 <ndim>, big-endian dims)."""
+    """An IDX array of unsigned bytes (the MNIST format: magic 0x0000 08 <ndim>, big-endian
+    dims)."""
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
         raise ValueError("not an IDX file of unsigned bytes (bad magic number)")
     ndim = data[3]
     dims = tuple(int(v) for v in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     offset = 4 + 4 * ndim
     if len(data) - offset != int(np.prod(dims)):
-        raise ValueError(f"IDX payload has {len(data) - offset} bytes, dims {dims} need {int(np.prod(dims))}")
+        raise ValueError(
+            f"IDX payload has {len(data) - offset} bytes, dims {dims} need {int(np.prod(dims))}"
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
 
 
@@ -159,10 +175,24 @@ def _load_idx_set(name: str, paths: dict[str, Path], verify: bool) -> Dataset:
 # --- Adult ----------------------------------------------------------------------------------------
 
 ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "educational-num", "marital-status", "occupation",
-    "relationship", "race", "gender", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
-)  # fmt: skip
-# The 9 raw features CorrDP uses (Wang et al. 2026, App. E.2, Table 1), in file order, with their type.
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "educational-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "gender",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
+# The 9 raw features CorrDP uses (Wang et al. 2026, App. E.2, Table 1), in file order, with their
+# type.
 ADULT_FEATURES = {
     "age": "continuous",
     "workclass": "discrete",
@@ -178,18 +208,26 @@ ADULT_FEATURES = {
 
 def _read_adult_frame(data: bytes, skiprows: int) -> pd.DataFrame:
     return pd.read_csv(
-        io.BytesIO(data), header=None, names=list(ADULT_COLUMNS), skipinitialspace=True,
-        skiprows=skiprows, dtype=str, skip_blank_lines=True,
-    )  # fmt: skip
+        io.BytesIO(data),
+        header=None,
+        names=list(ADULT_COLUMNS),
+        skipinitialspace=True,
+        skiprows=skiprows,
+        dtype=str,
+        skip_blank_lines=True,
+    )
 
 
 def adult_frame(data_bytes: bytes, test_bytes: bytes) -> pd.DataFrame:
-    """adult.data + adult.test filtered to the 45,175 rows of Wang et al. 2026, §5.2 (15 raw string columns).
+    """adult.data + adult.test filtered to the 45,175 rows of Wang et al. 2026, §5.2 (15 raw string
+    columns).
 
     Skips adult.test's first line, strips the label dots, drops rows with '?' anywhere, then drops
     exact duplicate rows (keeping the first).
     """
-    frame = pd.concat([_read_adult_frame(data_bytes, 0), _read_adult_frame(test_bytes, 1)], ignore_index=True)
+    frame = pd.concat(
+        [_read_adult_frame(data_bytes, 0), _read_adult_frame(test_bytes, 1)], ignore_index=True
+    )
     frame["income"] = frame["income"].str.rstrip(".")
     frame = frame[~(frame == "?").any(axis=1)].dropna()
     return frame.drop_duplicates(keep="first").reset_index(drop=True)
@@ -223,28 +261,47 @@ def encode_tabular(
 
 
 def _load_adult(paths: dict[str, Path], verify: bool) -> Dataset:
-    data = dl.read_verified(paths["adult/adult.data"], FILES_BY_PATH["adult/adult.data"], verify=verify)
-    test = dl.read_verified(paths["adult/adult.test"], FILES_BY_PATH["adult/adult.test"], verify=verify)
+    data = dl.read_verified(
+        paths["adult/adult.data"], FILES_BY_PATH["adult/adult.data"], verify=verify
+    )
+    test = dl.read_verified(
+        paths["adult/adult.test"], FILES_BY_PATH["adult/adult.test"], verify=verify
+    )
     frame = adult_frame(data, test)
     x, names, groups = encode_tabular(frame, ADULT_FEATURES, drop_first=False, minmax=True)
     y = (frame["income"] == ">50K").to_numpy().astype(np.int32)
     return Dataset(
-        "adult", x, y, *_empty(x.shape[1], "classification"), tuple(names), "classification", 2, groups,
-        ADULT_FEATURES, "income>50K", tuple(str(p) for p in paths.values()),
-        "UCI Adult (data+test, '?' rows and duplicates dropped): 9 raw features, discrete ones fully "
-        "one-hot, continuous ones MinMax-scaled; all rows in x_train",
-    )  # fmt: skip
+        "adult",
+        x,
+        y,
+        *_empty(x.shape[1], "classification"),
+        tuple(names),
+        "classification",
+        2,
+        groups,
+        ADULT_FEATURES,
+        "income>50K",
+        tuple(str(p) for p in paths.values()),
+        "UCI Adult (data+test, '?' rows and duplicates dropped): 9 raw features, discrete ones"
+        " fully one-hot, continuous ones MinMax-scaled; all rows in x_train",
+    )
 
 
 # --- Sepsis ---------------------------------------------------------------------------------------
 
-SEPSIS_FEATURES = {"age_years": "continuous", "sex_0male_1female": "discrete", "episode_number": "discrete"}
+SEPSIS_FEATURES = {
+    "age_years": "continuous",
+    "sex_0male_1female": "discrete",
+    "episode_number": "discrete",
+}
 SEPSIS_LABEL = "hospital_outcome_1alive_0dead"
 
 
 def _load_sepsis(paths: dict[str, Path], verify: bool) -> Dataset:
     relpath = DATASET_FILES["sepsis"][0]
-    frame = pd.read_csv(io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify)))
+    frame = pd.read_csv(
+        io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify))
+    )
     expected = [*SEPSIS_FEATURES, SEPSIS_LABEL]
     if list(frame.columns) != expected:
         raise ValueError(f"{relpath}: expected columns {expected}, got {list(frame.columns)}")
@@ -252,27 +309,58 @@ def _load_sepsis(paths: dict[str, Path], verify: bool) -> Dataset:
     x = frame[names].to_numpy(np.float32)
     y = frame[SEPSIS_LABEL].to_numpy(np.int32)
     return Dataset(
-        "sepsis", x, y, *_empty(3, "classification"), tuple(names), "classification", 2, _singleton_groups(names),
-        SEPSIS_FEATURES, "survived (hospital_outcome_1alive_0dead)", tuple(str(p) for p in paths.values()),
-        "UCI 827 primary cohort: raw (unscaled) age in years, sex (0 male, 1 female), episode number; "
-        "label 1 = alive; no split",
-    )  # fmt: skip
+        "sepsis",
+        x,
+        y,
+        *_empty(3, "classification"),
+        tuple(names),
+        "classification",
+        2,
+        _singleton_groups(names),
+        SEPSIS_FEATURES,
+        "survived (hospital_outcome_1alive_0dead)",
+        tuple(str(p) for p in paths.values()),
+        "UCI 827 primary cohort: raw (unscaled) age in years, sex (0 male, 1 female), episode"
+        " number; label 1 = alive; no split",
+    )
 
 
 # --- Credit default -------------------------------------------------------------------------------
 
 CREDIT_NAMES = (
-    "LIMIT_BAL", "SEX", "EDUCATION", "MARRIAGE", "AGE",
-    "PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6",
-    *(f"BILL_AMT{i}" for i in range(1, 7)), *(f"PAY_AMT{i}" for i in range(1, 7)),
-)  # fmt: skip
-_CREDIT_DISCRETE = {"SEX", "EDUCATION", "MARRIAGE", "PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"}
-CREDIT_FEATURES = {n: ("discrete" if n in _CREDIT_DISCRETE else "continuous") for n in CREDIT_NAMES}
+    "LIMIT_BAL",
+    "SEX",
+    "EDUCATION",
+    "MARRIAGE",
+    "AGE",
+    "PAY_0",
+    "PAY_2",
+    "PAY_3",
+    "PAY_4",
+    "PAY_5",
+    "PAY_6",
+    *(f"BILL_AMT{i}" for i in range(1, 7)),
+    *(f"PAY_AMT{i}" for i in range(1, 7)),
+)
+_CREDIT_DISCRETE = {
+    "SEX",
+    "EDUCATION",
+    "MARRIAGE",
+    "PAY_0",
+    "PAY_2",
+    "PAY_3",
+    "PAY_4",
+    "PAY_5",
+    "PAY_6",
+}
+CREDIT_FEATURES = {n: "discrete" if n in _CREDIT_DISCRETE else "continuous" for n in CREDIT_NAMES}
 
 
 def _load_credit(paths: dict[str, Path], verify: bool) -> Dataset:
     relpath = DATASET_FILES["credit_default"][0]
-    frame = pd.read_csv(io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify)))
+    frame = pd.read_csv(
+        io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify))
+    )
     expected = ["ID", *(f"X{i}" for i in range(1, 24)), "Y"]
     if list(frame.columns) != expected:
         raise ValueError(f"{relpath}: expected columns {expected}, got {list(frame.columns)}")
@@ -280,33 +368,57 @@ def _load_credit(paths: dict[str, Path], verify: bool) -> Dataset:
     x = frame[[f"X{i}" for i in range(1, 24)]].to_numpy(np.float32)
     y = frame["Y"].to_numpy(np.int32)
     return Dataset(
-        "credit_default", x, y, *_empty(23, "classification"), tuple(names), "classification", 2,
-        _singleton_groups(names), CREDIT_FEATURES, "default_payment_next_month", tuple(str(p) for p in paths.values()),
+        "credit_default",
+        x,
+        y,
+        *_empty(23, "classification"),
+        tuple(names),
+        "classification",
+        2,
+        _singleton_groups(names),
+        CREDIT_FEATURES,
+        "default_payment_next_month",
+        tuple(str(p) for p in paths.values()),
         "UCI 350 default of credit card clients: X1..X23 raw (unscaled, not one-hot; ID dropped), "
         "label Y = default next month; no split",
-    )  # fmt: skip
+    )
 
 
 # --- Insurance (Medical Cost) ---------------------------------------------------------------------
 
 INSURANCE_FEATURES = {
-    "age": "continuous", "bmi": "continuous", "children": "continuous",
-    "sex": "discrete", "smoker": "discrete", "region": "discrete",
-}  # fmt: skip
+    "age": "continuous",
+    "bmi": "continuous",
+    "children": "continuous",
+    "sex": "discrete",
+    "smoker": "discrete",
+    "region": "discrete",
+}
 
 
 def _load_insurance(paths: dict[str, Path], verify: bool) -> Dataset:
     relpath = DATASET_FILES["insurance"][0]
-    frame = pd.read_csv(io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify)))
+    frame = pd.read_csv(
+        io.BytesIO(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify))
+    )
     frame = frame.drop_duplicates(keep="first").reset_index(drop=True)
     x, names, groups = encode_tabular(frame, INSURANCE_FEATURES, drop_first=True, minmax=False)
     y = frame["charges"].to_numpy(np.float32)
     return Dataset(
-        "insurance", x, y, *_empty(x.shape[1], "regression"), tuple(names), "regression", None, groups,
-        INSURANCE_FEATURES, "charges", tuple(str(p) for p in paths.values()),
-        "Medical Cost Personal (1 duplicate row dropped): age, bmi, children raw; sex, smoker, region "
-        "one-hot with the first (alphabetical) level dropped; target charges; no split",
-    )  # fmt: skip
+        "insurance",
+        x,
+        y,
+        *_empty(x.shape[1], "regression"),
+        tuple(names),
+        "regression",
+        None,
+        groups,
+        INSURANCE_FEATURES,
+        "charges",
+        tuple(str(p) for p in paths.values()),
+        "Medical Cost Personal (1 duplicate row dropped): age, bmi, children raw; sex, smoker,"
+        " region one-hot with the first (alphabetical) level dropped; target charges; no split",
+    )
 
 
 # --- User-provided CIFAR-100 features -------------------------------------------------------------
@@ -319,8 +431,11 @@ CIFAR100_HOWTO = (
 )
 
 
-def load_features_npz(path: str | os.PathLike, *, num_classes: int = 100, name: str = "cifar100_features") -> Dataset:
-    """A user-provided features file (format in ``CIFAR100_HOWTO``), checked for shape and values."""
+def load_features_npz(
+    path: str | os.PathLike, *, num_classes: int = 100, name: str = "cifar100_features"
+) -> Dataset:
+    """A user-provided features file (format in ``CIFAR100_HOWTO``), checked for shape and
+    values."""
     keys = ("x_train", "y_train", "x_test", "y_test")
     try:
         with np.load(path, allow_pickle=False) as npz:  # a .npy gives an array: TypeError
@@ -329,22 +444,31 @@ def load_features_npz(path: str | os.PathLike, *, num_classes: int = 100, name: 
         raise ValueError(f"{path}: cannot read as a .npz file ({err}). {CIFAR100_HOWTO}") from err
     missing = [k for k in keys if k not in contents]
     if missing:
-        raise ValueError(f"{path}: malformed features file, missing array(s) {missing}. {CIFAR100_HOWTO}")
+        raise ValueError(
+            f"{path}: malformed features file, missing array(s) {missing}. {CIFAR100_HOWTO}"
+        )
     arrays = {k: contents[k] for k in keys}
     d = None
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim != 2 or x.dtype.kind not in "fiu":
-            raise ValueError(f"{path}: x_{split} must be a 2-D numeric array, got {x.dtype} {x.shape}")
+            raise ValueError(
+                f"{path}: x_{split} must be a 2-D numeric array, got {x.dtype} {x.shape}"
+            )
         if d is not None and x.shape[1] != d:
             raise ValueError(f"{path}: x_train has {d} features but x_test has {x.shape[1]}")
         d = x.shape[1]
         if not np.all(np.isfinite(x)):
             raise ValueError(f"{path}: x_{split} contains non-finite values")
         if y.shape != (x.shape[0],) or y.dtype.kind not in "iu":
-            raise ValueError(f"{path}: y_{split} must be integer of shape ({x.shape[0]},), got {y.dtype} {y.shape}")
+            raise ValueError(
+                f"{path}: y_{split} must be integer of shape ({x.shape[0]},), got {y.dtype}"
+                f" {y.shape}"
+            )
         if y.size and (y.min() < 0 or y.max() >= num_classes):
-            raise ValueError(f"{path}: y_{split} must lie in 0..{num_classes - 1}, got {y.min()}..{y.max()}")
+            raise ValueError(
+                f"{path}: y_{split} must lie in 0..{num_classes - 1}, got {y.min()}..{y.max()}"
+            )
     names = [f"f{i}" for i in range(d)]  # type: ignore[arg-type]  # d is an int here
     return Dataset(
         name,
@@ -381,7 +505,9 @@ def _stat_key(path: Path) -> tuple[str, int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_cached(name: str, key: tuple[tuple[str, int, int], ...], relpaths: tuple[str, ...], verify: bool) -> Dataset:
+def _load_cached(
+    name: str, key: tuple[tuple[str, int, int], ...], relpaths: tuple[str, ...], verify: bool
+) -> Dataset:
     # The key holds each file's (path, mtime, size): a replaced file is re-read and re-verified.
     paths = {rel: Path(k[0]) for rel, k in zip(relpaths, key)}
     if name == "cifar100_features":
@@ -409,7 +535,9 @@ def load(
         path = dl.find(CIFAR100_FEATURES_RELPATH, data_dir)
         if path is None:
             reason = f"it cannot be downloaded. {CIFAR100_HOWTO}"
-            raise dl.DataNotFoundError(dl.not_found_message(CIFAR100_FEATURES_RELPATH, data_dir, (), reason))
+            raise dl.DataNotFoundError(
+                dl.not_found_message(CIFAR100_FEATURES_RELPATH, data_dir, (), reason)
+            )
         relpaths: tuple[str, ...] = (CIFAR100_FEATURES_RELPATH,)
         paths = [path]
     else:

@@ -15,9 +15,13 @@ _MNIST_MIRRORS = (
 )
 _FASHION_MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _ADULT_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
-_SEPSIS_ZIP = "https://archive.ics.uci.edu/static/public/827/sepsis+survival+minimal+clinical+records.zip"
+_SEPSIS_ZIP = (
+    "https://archive.ics.uci.edu/static/public/827/sepsis+survival+minimal+clinical+records.zip"
+)
 _CREDIT_ZIP = "https://archive.ics.uci.edu/static/public/350/default+of+credit+card+clients.zip"
-_INSURANCE_URL = "https://raw.githubusercontent.com/stedy/Machine-Learning-with-R-datasets/master/insurance.csv"
+_INSURANCE_URL = (
+    "https://raw.githubusercontent.com/stedy/Machine-Learning-with-R-datasets/master/insurance.csv"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,21 +63,47 @@ def _sepsis(cohort: str, sha: str) -> FileSpec:
 
 # sha256 of the decompressed IDX content (data README); the .gz bytes differ between mirrors.
 _IDX_CONTENT_SHA256 = {
-    "mnist/train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-    "mnist/train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-    "mnist/t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-    "mnist/t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-    "fashion_mnist/train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
-    "fashion_mnist/train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
-    "fashion_mnist/t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
-    "fashion_mnist/t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+    "mnist/train-images-idx3-ubyte": (
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"
+    ),
+    "mnist/train-labels-idx1-ubyte": (
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"
+    ),
+    "mnist/t10k-images-idx3-ubyte": (
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"
+    ),
+    "mnist/t10k-labels-idx1-ubyte": (
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"
+    ),
+    "fashion_mnist/train-images-idx3-ubyte": (
+        "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"
+    ),
+    "fashion_mnist/train-labels-idx1-ubyte": (
+        "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"
+    ),
+    "fashion_mnist/t10k-images-idx3-ubyte": (
+        "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"
+    ),
+    "fashion_mnist/t10k-labels-idx1-ubyte": (
+        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"
+    ),
 }
-_IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX_STEMS = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 
 FILES: tuple[FileSpec, ...] = (
-    *(_idx("mnist", stem, _IDX_CONTENT_SHA256[f"mnist/{stem}"], _MNIST_MIRRORS) for stem in _IDX_STEMS),
     *(
-        _idx("fashion_mnist", stem, _IDX_CONTENT_SHA256[f"fashion_mnist/{stem}"], (_FASHION_MIRROR,))
+        _idx("mnist", stem, _IDX_CONTENT_SHA256[f"mnist/{stem}"], _MNIST_MIRRORS)
+        for stem in _IDX_STEMS
+    ),
+    *(
+        _idx(
+            "fashion_mnist", stem, _IDX_CONTENT_SHA256[f"fashion_mnist/{stem}"], (_FASHION_MIRROR,)
+        )
         for stem in _IDX_STEMS
     ),
     _adult("data", "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
@@ -90,7 +120,9 @@ FILES: tuple[FileSpec, ...] = (
         member="default of credit card clients.xls",
     ),
     FileSpec(
-        "insurance/insurance.csv", "505c1cbc2e63d0363bac59501563df2530aadf4cdb9cfee226f4ef32f5468281", (_INSURANCE_URL,)
+        "insurance/insurance.csv",
+        "505c1cbc2e63d0363bac59501563df2530aadf4cdb9cfee226f4ef32f5468281",
+        (_INSURANCE_URL,),
     ),
 )
 

@@ -23,8 +23,8 @@ def corrdp_theta_star(m: int) -> np.ndarray:
 
 
 def corrdp_covariance(m: int, m_s: int) -> np.ndarray:
-    """Sigma of Wang et al. 2026, §5.1 with S = the first m_s features: diagonal 1 on S and 2 on U; off-diagonal
-    0.5 within S, 0.5 within U and 0.1 between S and U."""
+    """Sigma of Wang et al. 2026, §5.1 with S = the first m_s features: diagonal 1 on S and 2 on U;
+    off-diagonal 0.5 within S, 0.5 within U and 0.1 between S and U."""
     m = check_positive_int(m, "m")
     m_s = check_positive_int(m_s, "m_s")
     if m_s > m:
@@ -54,7 +54,9 @@ class SyntheticData:
             getattr(self, field).setflags(write=False)
 
 
-def corrdp_synthetic(n: int = 2000, m: int = 100, m_s: int = 10, noise_std: float = 5.0, seed: int = 0) -> SyntheticData:
+def corrdp_synthetic(
+    n: int = 2000, m: int = 100, m_s: int = 10, noise_std: float = 5.0, seed: int = 0
+) -> SyntheticData:
     """The CorrDP synthetic regression set (Wang et al. 2026, §5.1): X ~ N(mu, Sigma),
     Y = theta*^T X + N(0, noise_std^2).
 
@@ -82,9 +84,12 @@ def corrdp_synthetic(n: int = 2000, m: int = 100, m_s: int = 10, noise_std: floa
         dict.fromkeys(names, "continuous"),
         "y",
         (),
-        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={n}, m={m}, m_s={m_s}, noise_std={noise_std:g}, seed={seed}",
+        f"CorrDP synthetic (Wang et al. 2026, §5.1, App. E.1): n={n}, m={m}, m_s={m_s},"
+        f" noise_std={noise_std:g}, seed={seed}",
     )
-    return SyntheticData(dataset, theta, mean, cov, tuple(range(m_s)), tuple(range(m_s, m)), noise_std, int(seed))
+    return SyntheticData(
+        dataset, theta, mean, cov, tuple(range(m_s)), tuple(range(m_s, m)), noise_std, int(seed)
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -92,8 +97,8 @@ class LowRankData:
     """Approximately low-rank logistic data (Hu et al. 2024, Figure 3), arrays read-only.
 
     ``x`` (n × d, rows in the unit ball, centred before the final clip), ``y`` labels in {0, 1}
-    (±1 labels encoded as 1/0), ``basis`` the orthonormal ``U`` (d × k) of the signal subspace, ``w``
-    the unit label direction in span(U)."""
+    (±1 labels encoded as 1/0), ``basis`` the orthonormal ``U`` (d × k) of the signal subspace,
+    ``w`` the unit label direction in span(U)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -115,7 +120,14 @@ def _clip_rows(x: np.ndarray) -> np.ndarray:
 
 
 def low_rank_logistic(
-    n: int, d: int, k: int = 1, *, radius: float = 0.9, tail_mass: float = 0.1, label_scale: float = 4.0, seed: int = 0
+    n: int,
+    d: int,
+    k: int = 1,
+    *,
+    radius: float = 0.9,
+    tail_mass: float = 0.1,
+    label_scale: float = 4.0,
+    seed: int = 0,
 ) -> LowRankData:
     """Our generator (Hu et al. only say "approximately low rank" with "small yet positive" tail
     eigenvalues): ``x_i = r·U s_i + ξ_i`` with ``U`` a random orthonormal d × k basis (QR of a
@@ -144,4 +156,6 @@ def low_rank_logistic(
     w = basis @ (v / np.linalg.norm(v))
     p = 1.0 / (1.0 + np.exp(-label_scale * (x @ w)))
     y = (rng.random(n) < p).astype(np.float64)
-    return LowRankData(x, y, basis, w, float(radius), float(tail_mass), float(label_scale), int(seed))
+    return LowRankData(
+        x, y, basis, w, float(radius), float(tail_mass), float(label_scale), int(seed)
+    )

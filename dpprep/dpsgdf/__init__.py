@@ -49,7 +49,13 @@ from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures, glm_params_for_raw_features
 from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.sweeps import Group, evaluate
-from dpprep.validation import check_delta, check_finite_array, check_key, check_positive, check_positive_int
+from dpprep.validation import (
+    check_delta,
+    check_finite_array,
+    check_key,
+    check_positive,
+    check_positive_int,
+)
 
 METHODS = ("dpsgdf", "dpsgd", "nonprivate")
 MEAN_STREAM = "private_mean"
@@ -86,8 +92,10 @@ def check_eps_f(eps_f: Any, epsilon: float | None, name: str = "eps_F") -> float
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be > 0, got {eps_f!r}")
     if epsilon is not None and not value < epsilon:
-        raise ValueError(f"{name} must be < epsilon (the mean step spends part of the total budget), "
-                         f"got {name}={value!r} >= epsilon={epsilon!r}")
+        raise ValueError(
+            f"{name} must be < epsilon (the mean step spends part of the total budget), "
+            f"got {name}={value!r} >= epsilon={epsilon!r}"
+        )
     return value
 
 
@@ -118,25 +126,42 @@ def mean_noise(key: jax.Array, num_features: int) -> jax.Array:
     return jax.random.normal(streams.stream(key, MEAN_STREAM), (num_features,), jnp.float32)
 
 
-def mean_from_parts(unit_mean: Any, n: int, feature_norm: float, noise_std_unit: float, xi: Any) -> np.ndarray:
+def mean_from_parts(
+    unit_mean: Any, n: int, feature_norm: float, noise_std_unit: float, xi: Any
+) -> np.ndarray:
     """``μ̂ = C_F·(x̄̃ + s·ξ/n)`` where ``x̄̃`` is the exact mean of the unit rows and ``s·C_F``
-    the noise std on the sum of the normalised rows; equal to ``(Σ_i C_F x̃_i + N(0, (s C_F)² I))/n``.
+    the noise std on the sum of the normalised rows; equal to ``(Σ_i C_F x̃_i + N(0, (s C_F)²
+    I))/n``.
     (One formula for :func:`fit`, :func:`grid_group` and the privacy audit, so all give the same
     ``μ̂``; traced inputs, as in the audit's vmapped runs, are computed with ``jax.numpy``.)"""
     xp: Any = jnp if any(isinstance(v, jax.core.Tracer) for v in (unit_mean, xi)) else np
-    return (xp.float32(feature_norm) * (xp.asarray(unit_mean, xp.float32)
-            + xp.float32(noise_std_unit / n) * xp.asarray(xi, xp.float32))).astype(xp.float32)
+    return (
+        xp.float32(feature_norm)
+        * (
+            xp.asarray(unit_mean, xp.float32)
+            + xp.float32(noise_std_unit / n) * xp.asarray(xi, xp.float32)
+        )
+    ).astype(xp.float32)
 
 
-def private_mean(x_unit: Any, feature_norm: float, eps_f: float, delta: float, key: jax.Array, *,
-                 neighbouring: str = "add_remove") -> np.ndarray:
+def private_mean(
+    x_unit: Any,
+    feature_norm: float,
+    eps_f: float,
+    delta: float,
+    key: jax.Array,
+    *,
+    neighbouring: str = "add_remove",
+) -> np.ndarray:
     """Step 1 on unit-normalised rows ``x̃``: ``μ̂`` of the features ``C_F·x̃`` (their sum has
     sensitivity ``C_F``, ``2C_F`` under replace-one; ``n`` is public)."""
     x_unit = check_finite_array(x_unit, "x_unit", ndim=2)
     feature_norm = check_feature_norm(feature_norm)
     s = mean_sensitivity_factor(neighbouring) * mean_sigma(eps_f, delta)
     unit_mean = np.mean(np.asarray(x_unit, np.float64), axis=0)
-    return mean_from_parts(unit_mean, x_unit.shape[0], feature_norm, s, mean_noise(key, x_unit.shape[1]))
+    return mean_from_parts(
+        unit_mean, x_unit.shape[0], feature_norm, s, mean_noise(key, x_unit.shape[1])
+    )
 
 
 def bias_correct(params: models.Params, mu_hat: Any) -> models.Params:
@@ -188,7 +213,9 @@ class DpsgdfConfig:
         if self.method == "dpsgdf":
             check_eps_f(self.eps_F, self.epsilon)
             if self.feature_norm is None:
-                raise ValueError("feature_norm (C_F) is required for dpsgdf: it bounds the mean's sensitivity")
+                raise ValueError(
+                    "feature_norm (C_F) is required for dpsgdf: it bounds the mean's sensitivity"
+                )
         if self.feature_norm is not None:
             check_feature_norm(self.feature_norm)
 
@@ -204,10 +231,10 @@ class DpsgdfConfig:
 @dataclasses.dataclass(frozen=True)
 class PrivateMean(Extension):
     """Engine extension that declares the private feature mean a grid point's shift was computed
-    from: field ``mean_multiplier`` (the multiplier of the mean's Gaussian event, :func:`mean_event`;
-    NaN or None: no private mean). It changes nothing in the run; a sweep's account of the point
-    composes the mean's event with the training (:meth:`~dpprep.extensions.Extension.fixed_events`),
-    so each point's ε is DPSGD-F's whole ε."""
+    from: field ``mean_multiplier`` (the multiplier of the mean's Gaussian event,
+    :func:`mean_event`; NaN or None: no private mean). It changes nothing in the run; a sweep's
+    account of the point composes the mean's event with the training
+    (:meth:`~dpprep.extensions.Extension.fixed_events`), so each point's ε is DPSGD-F's whole ε."""
 
     fields: ClassVar[Mapping[str, Field]] = {"mean_multiplier": Field(privacy=True)}
 
@@ -224,20 +251,33 @@ class PrivateMean(Extension):
 
 def _epochs(cfg: DpsgdfConfig) -> float:
     if cfg.sampler == "shuffle" and cfg.epochs != int(cfg.epochs):
-        raise ValueError(f"epochs must be a whole number for shuffled epochs (method={cfg.method!r}), "
-                         f"got {cfg.epochs!r}")
+        raise ValueError(
+            f"epochs must be a whole number for shuffled epochs (method={cfg.method!r}), "
+            f"got {cfg.epochs!r}"
+        )
     return cfg.epochs if cfg.sampler != "shuffle" else int(cfg.epochs)
 
 
 def layout(cfg: DpsgdfConfig, n: int) -> ExecutionPlan:
     """The run's data access on ``n`` records (sampler, steps, batch, padding), without the
     calibration :func:`plan` does: for cost models and shapes."""
-    return ExecutionPlan.create(cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size,
-                                epochs=_epochs(cfg), neighbouring=cfg.neighbouring if cfg.private else None)
+    return ExecutionPlan.create(
+        cfg.sampler,
+        check_positive_int(n, "n"),
+        batch_size=cfg.batch_size,
+        epochs=_epochs(cfg),
+        neighbouring=cfg.neighbouring if cfg.private else None,
+    )
 
 
-def plan(cfg: DpsgdfConfig, n: int, *, noise_multiplier: float | None = None, unit: str | None = None,
-         with_mean: bool = True) -> DPPlan:
+def plan(
+    cfg: DpsgdfConfig,
+    n: int,
+    *,
+    noise_multiplier: float | None = None,
+    unit: str | None = None,
+    with_mean: bool = True,
+) -> DPPlan:
     """The run's :class:`~dpprep.plan.DPPlan` on ``n`` records: step 3's DP-SGD with ``z``
     calibrated so that ``[mean, DP-SGD]`` (DP-SGD alone for the baseline) is exactly ``(ε, δ)``-DP
     (Poisson overflow slack included), or at the given ``noise_multiplier``; the non-private
@@ -246,29 +286,59 @@ def plan(cfg: DpsgdfConfig, n: int, *, noise_multiplier: float | None = None, un
     (:class:`PrivateMean`), which then is not charged twice."""
     epochs = _epochs(cfg)
     if not cfg.private:
-        return DPPlan.non_private(cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size, epochs=epochs)
+        return DPPlan.non_private(
+            cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size, epochs=epochs
+        )
     with_mean = with_mean and cfg.method == "dpsgdf"
     fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighbouring),) if with_mean else ()  # type: ignore[arg-type]
     target = None if noise_multiplier is not None else cfg.epsilon
     try:
-        return DPPlan.create(cfg.sampler, n, batch_size=cfg.batch_size, epochs=epochs, l2_clip_norm=cfg.clip_norm,
-                             delta=cfg.delta, target_epsilon=target, noise_multiplier=noise_multiplier,
-                             fixed_events=fixed, neighbouring=cfg.neighbouring)
+        return DPPlan.create(
+            cfg.sampler,
+            n,
+            batch_size=cfg.batch_size,
+            epochs=epochs,
+            l2_clip_norm=cfg.clip_norm,
+            delta=cfg.delta,
+            target_epsilon=target,
+            noise_multiplier=noise_multiplier,
+            fixed_events=fixed,
+            neighbouring=cfg.neighbouring,
+        )
     except ValueError as err:
         where = f" for grid unit {unit}" if unit else ""
-        raise ValueError(f"noise calibration did not converge{where} (epsilon={cfg.epsilon}, eps_F={cfg.eps_F}, "
-                         f"batch_size={cfg.batch_size}, epochs={cfg.epochs}, n={n}): {err}") from err
+        raise ValueError(
+            f"noise calibration did not converge{where} (epsilon={cfg.epsilon}, eps_F={cfg.eps_F}, "
+            f"batch_size={cfg.batch_size}, epochs={cfg.epochs}, n={n}): {err}"
+        ) from err
 
 
-def train_config(cfg: DpsgdfConfig, run_plan: DPPlan, num_features: int, num_classes: int, *,
-                 model: models.Model | None = None, grid: bool = False) -> TrainConfig:
+def train_config(
+    cfg: DpsgdfConfig,
+    run_plan: DPPlan,
+    num_features: int,
+    num_classes: int,
+    *,
+    model: models.Model | None = None,
+    grid: bool = False,
+) -> TrainConfig:
     """The engine config of ``cfg`` on ``run_plan`` (:func:`plan`), with the
     :class:`~dpprep.features.AffineFeatures` extension (its hyper does not set the feature
     transform) and, for a grid's points (``grid``), :class:`PrivateMean`."""
-    model = model or models.softmax_regression(num_features, num_classes, fit_intercept=cfg.fit_intercept)
-    extensions: tuple[Extension, ...] = (AffineFeatures(), PrivateMean()) if grid else (AffineFeatures(),)
-    return TrainConfig(model, Hyper(cfg.learning_rate), run_plan, iterates=cfg.iterates,
-                       matmul_precision=cfg.matmul_precision, extensions=extensions)
+    model = model or models.softmax_regression(
+        num_features, num_classes, fit_intercept=cfg.fit_intercept
+    )
+    extensions: tuple[Extension, ...] = (
+        (AffineFeatures(), PrivateMean()) if grid else (AffineFeatures(),)
+    )
+    return TrainConfig(
+        model,
+        Hyper(cfg.learning_rate),
+        run_plan,
+        iterates=cfg.iterates,
+        matmul_precision=cfg.matmul_precision,
+        extensions=extensions,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,7 +353,9 @@ class Calibration:
     epsilon_dpsgd_alone: float | None = None
 
 
-def calibrate(cfg: DpsgdfConfig, n: int, *, with_alone: bool = False, unit: str | None = None) -> Calibration:
+def calibrate(
+    cfg: DpsgdfConfig, n: int, *, with_alone: bool = False, unit: str | None = None
+) -> Calibration:
     """Step 3: ``z`` with ``[mean, DP-SGD]`` (or DP-SGD alone for the baseline) exactly
     ``(ε, δ)``-DP for the run ``train`` makes (:func:`plan`, Poisson overflow slack included).
     A calibration that fails raises ValueError naming ``unit``."""
@@ -319,12 +391,21 @@ def _check_labels(y: Any, n: int, num_classes: int | None, name: str) -> np.ndar
         raise ValueError(f"{name} must hold integer class labels, got non-integer {y.dtype} values")
     if y.size and (y.min() < 0 or (num_classes is not None and y.max() >= num_classes)):
         bound = f"[0, {num_classes})" if num_classes is not None else ">= 0"
-        raise ValueError(f"{name} must hold class labels in {bound}, got values in [{y.min()}, {y.max()}]")
+        raise ValueError(
+            f"{name} must hold class labels in {bound}, got values in [{y.min()}, {y.max()}]"
+        )
     return y.astype(np.int32)
 
 
-def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[Any, Any] | None = None,
-        num_classes: int | None = None) -> FitResult:
+def fit(
+    cfg: DpsgdfConfig,
+    x: Any,
+    y: Any,
+    key: jax.Array,
+    *,
+    eval_data: tuple[Any, Any] | None = None,
+    num_classes: int | None = None,
+) -> FitResult:
     """Algorithm 3 end to end on raw features ``x`` (normalised here unless ``feature_norm`` is
     None). ``eval_data`` (raw test features) are normalised the same way and scored with the
     bias-corrected parameters (Algorithm 3 step 4), so μ̂ is not subtracted again at test time."""
@@ -346,15 +427,18 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
     scale = cfg.feature_norm
     if cfg.method == "dpsgdf":
         s = mean_sensitivity_factor(cfg.neighbouring) * mean_sigma(cfg.eps_F, cfg.delta)
-        mu_hat = mean_from_parts(np.mean(unit.astype(np.float64), axis=0), n, cfg.feature_norm, s,
-                                 mean_noise(key, d))
+        mu_hat = mean_from_parts(
+            np.mean(unit.astype(np.float64), axis=0), n, cfg.feature_norm, s, mean_noise(key, d)
+        )
     else:
         mu_hat = np.zeros(d, np.float32)
     run_plan = plan(cfg, n)
     calibration = calibrate(cfg, n) if cfg.private else None
     tc = train_config(cfg, run_plan, d, k)
     shift = mu_hat if cfg.method == "dpsgdf" else None
-    tc = dataclasses.replace(tc, hyper=Hyper(cfg.learning_rate, extra={"feature_scale": scale, "feature_shift": shift}))
+    tc = dataclasses.replace(
+        tc, hyper=Hyper(cfg.learning_rate, extra={"feature_scale": scale, "feature_shift": shift})
+    )
     params, metrics = train(tc, tc.model.init(None), (unit, y), key)
     if cfg.iterates == "both":
         corrected = {name: bias_correct(p, mu_hat) for name, p in params.items()}
@@ -362,10 +446,20 @@ def fit(cfg: DpsgdfConfig, x: Any, y: Any, key: jax.Array, *, eval_data: tuple[A
         corrected = bias_correct(params, mu_hat)
     evaluation = None
     if eval_data is not None:
-        xt = normalize(xt, cfg.feature_norm) if cfg.feature_norm is not None else xt.astype(np.float32)
-        score = lambda p: {k2: float(v) for k2, v in evaluate(tc.model, p, jnp.asarray(xt), jnp.asarray(yt)).items()}  # noqa: E731
-        evaluation = ({name: score(p) for name, p in corrected.items()} if cfg.iterates == "both"
-                      else score(corrected))
+        xt = (
+            normalize(xt, cfg.feature_norm)
+            if cfg.feature_norm is not None
+            else xt.astype(np.float32)
+        )
+        score = lambda p: {  # noqa: E731
+            k2: float(v)
+            for k2, v in evaluate(tc.model, p, jnp.asarray(xt), jnp.asarray(yt)).items()
+        }
+        evaluation = (
+            {name: score(p) for name, p in corrected.items()}
+            if cfg.iterates == "both"
+            else score(corrected)
+        )
     return FitResult(corrected, params, mu_hat, calibration, evaluation, metrics)
 
 
@@ -384,13 +478,25 @@ class Model:
     learning_rate: float
 
     def config(self, batch_size: int, epochs: float, **options: Any) -> DpsgdfConfig:
-        return DpsgdfConfig(method=self.method, epsilon=self.epsilon, eps_F=self.eps_F,
-                            feature_norm=self.feature_norm, batch_size=batch_size, epochs=epochs,
-                            learning_rate=self.learning_rate, **options)
+        return DpsgdfConfig(
+            method=self.method,
+            epsilon=self.epsilon,
+            eps_F=self.eps_F,
+            feature_norm=self.feature_norm,
+            batch_size=batch_size,
+            epochs=epochs,
+            learning_rate=self.learning_rate,
+            **options,
+        )
 
 
-def grid_models(methods: Sequence[str], feature_norms: Sequence[float], learning_rates: Sequence[float],
-                eps_fs: Sequence[float], epsilon: float | None) -> list[Model]:
+def grid_models(
+    methods: Sequence[str],
+    feature_norms: Sequence[float],
+    learning_rates: Sequence[float],
+    eps_fs: Sequence[float],
+    epsilon: float | None,
+) -> list[Model]:
     """The models of one (B, E) group: ``C_F × η × ({none} ∪ ε_F)`` for the private methods
     (DPSGD is the ``ε_F = none`` slice), ``C_F × η`` for non-private. Empty grids raise."""
     for name, values in (("feature_norms", feature_norms), ("learning_rates", learning_rates)):
@@ -409,7 +515,12 @@ def grid_models(methods: Sequence[str], feature_norms: Sequence[float], learning
         else:
             fs = [None]
         eps = None if method == "nonprivate" else epsilon
-        out += [Model(method, eps, f, float(c), float(lr)) for c in feature_norms for lr in learning_rates for f in fs]
+        out += [
+            Model(method, eps, f, float(c), float(lr))
+            for c in feature_norms
+            for lr in learning_rates
+            for f in fs
+        ]
     if not out:
         raise ValueError("methods must not be empty")
     return out
@@ -419,10 +530,20 @@ def _setting(m: Model) -> str:
     return f"{m.method}/{m.epsilon}/{m.eps_F}"
 
 
-def calibrate_models(model_list: Sequence[Model], batch_size: int, epochs: float, n: int, *, delta: float = 1e-5,
-                     neighbouring: str = "add_remove", unit: str | None = None) -> dict[str, float]:
+def calibrate_models(
+    model_list: Sequence[Model],
+    batch_size: int,
+    epochs: float,
+    n: int,
+    *,
+    delta: float = 1e-5,
+    neighbouring: str = "add_remove",
+    unit: str | None = None,
+) -> dict[str, float]:
     """The DP-SGD multiplier of every distinct (method, ε, ε_F) among private ``model_list``
-    (JSON-able: ``{"method/eps/eps_F": z}``). A failed calibration raises ValueError naming ``unit``."""
+    (JSON-able: ``{"method/eps/eps_F": z}``). A failed calibration raises ValueError naming
+    ``unit``.
+    """
     out: dict[str, float] = {}
     for m in model_list:
         if m.method != "nonprivate" and _setting(m) not in out:
@@ -431,11 +552,24 @@ def calibrate_models(model_list: Sequence[Model], batch_size: int, epochs: float
     return out
 
 
-def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: float, n: int,
-               unit_mean: Any, seed_keys: jax.Array, *, delta: float = 1e-5,
-               neighbouring: str = "add_remove", fit_intercept: bool = True, num_classes: int = 10,
-               num_features: int | None = None, matmul_precision: str | None = None,
-               raw_features: bool = False, noise_multipliers: dict[str, float] | None = None) -> Group:
+def grid_group(
+    key: str,
+    model_list: Sequence[Model],
+    batch_size: int,
+    epochs: float,
+    n: int,
+    unit_mean: Any,
+    seed_keys: jax.Array,
+    *,
+    delta: float = 1e-5,
+    neighbouring: str = "add_remove",
+    fit_intercept: bool = True,
+    num_classes: int = 10,
+    num_features: int | None = None,
+    matmul_precision: str | None = None,
+    raw_features: bool = False,
+    noise_multipliers: dict[str, float] | None = None,
+) -> Group:
     """One (B, E) group as a :class:`~dpprep.sweeps.Group` over unit-normalised data: points
     ``feature_scale = C_F``, ``learning_rate = η``, ``noise_multiplier = z(ε, ε_F, B, E)`` and a
     per-seed ``feature_shift = μ̂`` (``C_F·(x̄̃ + σ_F·Δ·ξ_s/n)`` with ``ξ_s`` the seed's
@@ -451,27 +585,43 @@ def grid_group(key: str, model_list: Sequence[Model], batch_size: int, epochs: f
     private = private.pop()
     unit_mean = np.asarray(unit_mean, np.float32)
     d = num_features or unit_mean.shape[0]
-    first = model_list[0].config(batch_size, epochs, neighbouring=neighbouring, fit_intercept=fit_intercept,
-                                 matmul_precision=matmul_precision, iterates="both")
+    first = model_list[0].config(
+        batch_size,
+        epochs,
+        neighbouring=neighbouring,
+        fit_intercept=fit_intercept,
+        matmul_precision=matmul_precision,
+        iterates="both",
+    )
     if private and noise_multipliers is None:
-        noise_multipliers = calibrate_models(model_list, batch_size, epochs, n, delta=delta,
-                                             neighbouring=neighbouring, unit=key)
+        noise_multipliers = calibrate_models(
+            model_list, batch_size, epochs, n, delta=delta, neighbouring=neighbouring, unit=key
+        )
     zs, scales, lrs, mults = [], [], [], []
     for m in model_list:
         if private:
             zs.append(noise_multipliers[_setting(m)])
         scales.append(1.0 if raw_features else m.feature_norm)
         lrs.append(m.learning_rate)
-        mults.append(mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)
-                     if m.method == "dpsgdf" else None)
-    run_plan = plan(first, n, noise_multiplier=float(zs[0]) if private else None, unit=key, with_mean=False)
+        mults.append(
+            mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)
+            if m.method == "dpsgdf"
+            else None
+        )
+    run_plan = plan(
+        first, n, noise_multiplier=float(zs[0]) if private else None, unit=key, with_mean=False
+    )
     tc = train_config(first, run_plan, d, num_classes, grid=private)
-    points: dict[str, Any] = {"learning_rate": np.asarray(lrs, np.float32),
-                              "feature_scale": np.asarray(scales, np.float32)}
+    points: dict[str, Any] = {
+        "learning_rate": np.asarray(lrs, np.float32),
+        "feature_scale": np.asarray(scales, np.float32),
+    }
     per_seed: tuple[str, ...] = ()
     if private:
         points["noise_multiplier"] = np.asarray(zs, np.float32)
-        points["mean_multiplier"] = np.asarray([np.nan if m is None else m for m in mults], np.float64)
+        points["mean_multiplier"] = np.asarray(
+            [np.nan if m is None else m for m in mults], np.float64
+        )
         if any(mu is not None for mu in mults):
             xi = np.asarray(jax.vmap(lambda k: mean_noise(k, d))(seed_keys))
             shift = np.zeros((xi.shape[0], len(model_list), d), np.float32)

@@ -50,20 +50,26 @@ def counterexample(n: int, mu: float, *, flip: bool = False) -> tuple[np.ndarray
     return x, (-y if flip else y)
 
 
-def counterexample_types(mu: float, *, flip: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def counterexample_types(
+    mu: float, *, flip: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The two types of :func:`counterexample`: features (2, 2), labels (2,), shares (½, ½)."""
     s = -1.0 if flip else 1.0
     return np.array([[mu, 1.0], [mu, -1.0]]), np.array([s, -s]), np.array([0.5, 0.5])
 
 
-def hinge_loss(w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def hinge_loss(
+    w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
     """Mean hinge loss of (a stack ``(..., d)`` of) linear models ``w`` (no bias)."""
     margins = y * np.einsum("...d,nd->...n", w, x)
     losses = np.maximum(0.0, 1.0 - margins)
     return losses.mean(-1) if weights is None else losses @ weights
 
 
-def accuracy(w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def accuracy(
+    w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
     correct = (y * np.einsum("...d,nd->...n", w, x) > 0).astype(float)
     return correct.mean(-1) if weights is None else correct @ weights
 
@@ -74,7 +80,7 @@ def accuracy(w: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray | 
 
 def alg1_sigma(n: int, epsilon: float, delta: float, clip: float, steps: int) -> float:
     """σ of Algorithm 1: σ² = 8·T·C²·log(1/δ)/(n²ε²) (noise on the *averaged* gradient)."""
-    return math.sqrt(8 * steps * clip ** 2 * math.log(1 / delta) / (n ** 2 * epsilon ** 2))
+    return math.sqrt(8 * steps * clip**2 * math.log(1 / delta) / (n**2 * epsilon**2))
 
 
 def alg1_batch_size(n: int, epsilon: float, steps: int) -> int:
@@ -88,10 +94,21 @@ def hinge_grads(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return -(y * active)[:, None] * x
 
 
-def dpsgd_linear(x: np.ndarray, y: np.ndarray, *, clip: float, lr: float, steps: int, batch_size: int,
-                 noise_std_sum: float, normaliser: float, sampling: str = "replacement",
-                 rng: np.random.Generator | None = None, draws: dict | None = None,
-                 w0: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def dpsgd_linear(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    clip: float,
+    lr: float,
+    steps: int,
+    batch_size: int,
+    noise_std_sum: float,
+    normaliser: float,
+    sampling: str = "replacement",
+    rng: np.random.Generator | None = None,
+    draws: dict | None = None,
+    w0: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """Per-example DP-SGD for a linear model without bias and the hinge loss: each step
     ``w ← w − lr·(Σ_batch Clip(g_i, C) + N(0, s² I)) / normaliser``. ``sampling``:
     ``"replacement"`` (``batch_size`` indices uniform with replacement: Algorithm 1 with
@@ -120,24 +137,54 @@ def dpsgd_linear(x: np.ndarray, y: np.ndarray, *, clip: float, lr: float, steps:
     return {"last": w, "average": total / steps}
 
 
-def dpsgd_alg1(x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, *, clip: float, lr: float,
-               steps: int, batch_size: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+def dpsgd_alg1(
+    x: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    delta: float,
+    *,
+    clip: float,
+    lr: float,
+    steps: int,
+    batch_size: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Algorithm 1 as printed: with-replacement batches of ``B ≥ ⌈max{n·sqrt(ε/(4T)), 1}⌉``, noise
     ``N(0, σ²)`` on the averaged clipped gradient, average-iterate output."""
     n = x.shape[0]
     b = batch_size or alg1_batch_size(n, epsilon, steps)
     sigma = alg1_sigma(n, epsilon, check_delta(delta), clip, steps)
-    return dpsgd_linear(x, y, clip=clip, lr=lr, steps=steps, batch_size=b, noise_std_sum=sigma * b,
-                        normaliser=b, sampling="replacement", rng=rng)["average"]
+    return dpsgd_linear(
+        x,
+        y,
+        clip=clip,
+        lr=lr,
+        steps=steps,
+        batch_size=b,
+        noise_std_sum=sigma * b,
+        normaliser=b,
+        sampling="replacement",
+        rng=rng,
+    )["average"]
 
 
 # --------------------------------------------------------------------------------------------------
 # Type-collapsed simulation
 
 
-def simulate_types(xt: np.ndarray, yt: np.ndarray, counts: Callable[[int], np.ndarray], *, clip: Any, lr: Any,
-                   noise_std_sum: Any, normaliser: Any, steps: int, rng: np.random.Generator,
-                   noise: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def simulate_types(
+    xt: np.ndarray,
+    yt: np.ndarray,
+    counts: Callable[[int], np.ndarray],
+    *,
+    clip: Any,
+    lr: Any,
+    noise_std_sum: Any,
+    normaliser: Any,
+    steps: int,
+    rng: np.random.Generator,
+    noise: Callable[[int], np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
     """Runs ``R`` DP-SGD runs on data made of ``m`` types at once.
 
     Args:
@@ -169,9 +216,19 @@ def simulate_types(xt: np.ndarray, yt: np.ndarray, counts: Callable[[int], np.nd
     return {"last": w, "average": total / steps}
 
 
-def simulate_counterexample(mu: float, k_plus: Callable[[int], np.ndarray], k_minus: Callable[[int], np.ndarray], *,
-                            clip: Any, lr: Any, noise_std_sum: Any, normaliser: Any, steps: int,
-                            rng: np.random.Generator, noise: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def simulate_counterexample(
+    mu: float,
+    k_plus: Callable[[int], np.ndarray],
+    k_minus: Callable[[int], np.ndarray],
+    *,
+    clip: Any,
+    lr: Any,
+    noise_std_sum: Any,
+    normaliser: Any,
+    steps: int,
+    rng: np.random.Generator,
+    noise: Callable[[int], np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
     """:func:`simulate_types` written out for D' (types (μ, ±1) with labels ±1, no bias) on ``(R,)``
     arrays: the same arithmetic in a few vector operations per step (the counter-example check of
     Algorithm 1 takes ~10⁸ run-steps)."""
@@ -198,20 +255,30 @@ def simulate_counterexample(mu: float, k_plus: Callable[[int], np.ndarray], k_mi
     return {"last": np.stack([w1, w2], 1), "average": np.stack([t1, t2], 1) / steps}
 
 
-def poisson_counts(sizes: np.ndarray, q: Any, runs: int, rng: np.random.Generator) -> Callable[[int], np.ndarray]:
+def poisson_counts(
+    sizes: np.ndarray, q: Any, runs: int, rng: np.random.Generator
+) -> Callable[[int], np.ndarray]:
     """Per-type Binomial(size, q) counts for ``runs`` runs (``q`` scalar or ``(runs,)``)."""
     q = np.broadcast_to(np.asarray(q, float), (runs,))[:, None]
     sizes = np.asarray(sizes, np.int64)[None, :]
-    return lambda t: rng.binomial(sizes, q).astype(float) if np.any(q < 1) else np.broadcast_to(sizes, (runs, sizes.shape[1])).astype(float)
+    return lambda t: (
+        rng.binomial(sizes, q).astype(float)
+        if np.any(q < 1)
+        else np.broadcast_to(sizes, (runs, sizes.shape[1])).astype(float)
+    )
 
 
-def replacement_counts(shares: np.ndarray, batch_size: int, runs: int, rng: np.random.Generator) -> Callable[[int], np.ndarray]:
+def replacement_counts(
+    shares: np.ndarray, batch_size: int, runs: int, rng: np.random.Generator
+) -> Callable[[int], np.ndarray]:
     """Multinomial(B, shares) counts per run (with-replacement batches; two types: a Binomial)."""
     shares = np.asarray(shares, float)
     if len(shares) == 2:
+
         def two(t):
             k = rng.binomial(batch_size, shares[0], size=runs).astype(float)
             return np.stack([k, batch_size - k], axis=1)
+
         return two
     return lambda t: rng.multinomial(batch_size, shares, size=runs).astype(float)
 
@@ -225,15 +292,30 @@ def rank_error(epsilon: float, grid_points: int, n: int) -> float:
     return 2.0 / epsilon * (math.log(grid_points) + 2 * math.log(max(n, 2)))
 
 
-def priv_quantile_em(values: np.ndarray, lo: float, hi: float, target_rank: float, epsilon: float,
-                     rng: np.random.Generator, grid_points: int = GRID_POINTS) -> float:
+def priv_quantile_em(
+    values: np.ndarray,
+    lo: float,
+    hi: float,
+    target_rank: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    grid_points: int = GRID_POINTS,
+) -> float:
     """ε-DP quantile by the discrete exponential mechanism on a public grid over [lo, hi]: values
     snapped to the grid (ties explicit), utility ``−max(0, #{s < t} − r, r − #{s ≤ t})``
     (sensitivity 1), ``t`` drawn ∝ exp(ε·u(t)/2)."""
     check_positive(epsilon, "epsilon")
     grid = np.linspace(lo, hi, grid_points)
     v = np.clip(np.asarray(values, float), lo, hi)
-    snapped = np.sort(grid[np.clip(np.rint((v - lo) / (hi - lo) * (grid_points - 1)).astype(np.int64), 0, grid_points - 1)])
+    snapped = np.sort(
+        grid[
+            np.clip(
+                np.rint((v - lo) / (hi - lo) * (grid_points - 1)).astype(np.int64),
+                0,
+                grid_points - 1,
+            )
+        ]
+    )
     below = np.searchsorted(snapped, grid, side="left")
     at_or_below = np.searchsorted(snapped, grid, side="right")
     util = -np.maximum(0.0, np.maximum(below - target_rank, target_rank - at_or_below))
@@ -247,18 +329,32 @@ def high_quantile_rank(n: int, epsilon: float, grid_points: int) -> float:
     return n - min(rank_error(epsilon, grid_points, n), n / 2)
 
 
-def priv_mean_adaptive(x: np.ndarray, radius_bound: float, epsilon: float, delta: float,
-                       rng: np.random.Generator, grid_points: int = GRID_POINTS) -> np.ndarray:
+def priv_mean_adaptive(
+    x: np.ndarray,
+    radius_bound: float,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator,
+    grid_points: int = GRID_POINTS,
+) -> np.ndarray:
     """(ε, δ)-DP mean whose error scales with the data's spread (our surrogate for Lemma 3's
-    PrivMean, basic composition of three thirds): a per-coordinate private median on [−R, R] (ε/3 over d
+    PrivMean, basic composition of three thirds): a per-coordinate private median on [−R, R] (ε/3
+    over d
     coordinates), a private high quantile r of ‖x_i − c‖ on [0, 2R] (ε/3, gap rule), a clipped
-    Gaussian mean around c (analytic σ at (ε/3, δ), add/remove sensitivity r), projected onto B(R)."""
+    Gaussian mean around c (analytic σ at (ε/3, δ), add/remove sensitivity r), projected onto B(R).
+    """
     n, d = x.shape
     e3 = epsilon / 3.0
-    c = np.array([priv_quantile_em(x[:, j], -radius_bound, radius_bound, n / 2, e3 / d, rng, grid_points)
-                  for j in range(d)])
+    c = np.array(
+        [
+            priv_quantile_em(x[:, j], -radius_bound, radius_bound, n / 2, e3 / d, rng, grid_points)
+            for j in range(d)
+        ]
+    )
     dist = np.linalg.norm(x - c, axis=1)
-    r = priv_quantile_em(dist, 0.0, 2 * radius_bound, high_quantile_rank(n, e3, grid_points), e3, rng, grid_points)
+    r = priv_quantile_em(
+        dist, 0.0, 2 * radius_bound, high_quantile_rank(n, e3, grid_points), e3, rng, grid_points
+    )
     r = max(r, 2 * radius_bound / (grid_points - 1))  # a zero radius would release nothing
     diff = x - c
     norms = np.linalg.norm(diff, axis=1)
@@ -269,22 +365,42 @@ def priv_mean_adaptive(x: np.ndarray, radius_bound: float, epsilon: float, delta
     return mu if norm <= radius_bound else mu * (radius_bound / norm)
 
 
-def algorithm2_features(x: np.ndarray, epsilon: float, delta: float, radius_bound: float,
-                        rng: np.random.Generator, grid_points: int = GRID_POINTS) -> dict[str, Any]:
+def algorithm2_features(
+    x: np.ndarray,
+    epsilon: float,
+    delta: float,
+    radius_bound: float,
+    rng: np.random.Generator,
+    grid_points: int = GRID_POINTS,
+) -> dict[str, Any]:
     """Steps 1–4 of Algorithm 2: μ̂ = PrivMean (ε/3, δ/3); τ = PrivQuantile of ‖x_i − μ̂‖ on
-    [0, 2R] (ε/3; the paper's [0, R] misses distances up to 2R) plus R/n²; x'' = Clip((x − μ̂, τ), √2·τ)."""
+    [0, 2R] (ε/3; the paper's [0, R] misses distances up to 2R) plus R/n²; x'' = Clip((x − μ̂, τ),
+    √2·τ).
+    """
     n = x.shape[0]
     mu = priv_mean_adaptive(x, radius_bound, epsilon / 3, delta / 3, rng, grid_points)
     dist = np.linalg.norm(x - mu, axis=1)
-    tau = priv_quantile_em(dist, 0.0, 2 * radius_bound, high_quantile_rank(n, epsilon / 3, grid_points),
-                           epsilon / 3, rng, grid_points) + radius_bound / n ** 2
+    tau = (
+        priv_quantile_em(
+            dist,
+            0.0,
+            2 * radius_bound,
+            high_quantile_rank(n, epsilon / 3, grid_points),
+            epsilon / 3,
+            rng,
+            grid_points,
+        )
+        + radius_bound / n**2
+    )
     aug = np.concatenate([x - mu, np.full((n, 1), tau)], axis=1)
     norms = np.linalg.norm(aug, axis=1)
     clipped = aug * np.minimum(1.0, math.sqrt(2) * tau / np.maximum(norms, 1e-300))[:, None]
     return {"mu_hat": mu, "tau": tau, "features": clipped}
 
 
-def algorithm2_map_back(theta: np.ndarray, mu_hat: np.ndarray, tau: float) -> tuple[np.ndarray, float]:
+def algorithm2_map_back(
+    theta: np.ndarray, mu_hat: np.ndarray, tau: float
+) -> tuple[np.ndarray, float]:
     """Step 6: ``w = θ''[:d]``, ``b = τ·θ''[d] − μ̂·w`` (Lemma 5)."""
     w = theta[..., :-1]
     return w, tau * theta[..., -1] - w @ mu_hat
@@ -298,8 +414,19 @@ def dpsgd_noise(epsilon: float, delta: float, q: float, steps: int) -> float:
     return dp.calibrate_noise(epsilon, delta, dp.DpSgdSchedule(steps, "poisson", q))
 
 
-def dpsgdf_theory(x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, radius_bound: float, *, lr: float,
-                  steps: int, q: float, rng: np.random.Generator, grid_points: int = GRID_POINTS) -> tuple[np.ndarray, float]:
+def dpsgdf_theory(
+    x: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    delta: float,
+    radius_bound: float,
+    *,
+    lr: float,
+    steps: int,
+    q: float,
+    rng: np.random.Generator,
+    grid_points: int = GRID_POINTS,
+) -> tuple[np.ndarray, float]:
     """Algorithm 2 end to end (per-example path): features of :func:`algorithm2_features`, then
     (ε/3, δ/3) Poisson DP-SGD with no separate bias, clip √2·τ (nothing clipped) and step size
     lr/τ² (scale-invariant), average iterate; mapped back to ``(w, b)``."""
@@ -309,8 +436,24 @@ def dpsgdf_theory(x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, ra
     n = x.shape[0]
     z = dpsgd_noise(epsilon / 3, delta / 3, q, steps)
     b = max(1, int(round(q * n)))
-    out = dpsgd_linear(pre["features"], y, clip=clip, lr=lr / tau ** 2, steps=steps, batch_size=b,
-                       noise_std_sum=z * clip, normaliser=q * n, sampling="poisson" if q < 1 else "replacement",
-                       rng=rng, draws=None if q < 1 else {"batches": [np.arange(n)] * steps,
-                                                          "noise": rng.standard_normal((steps, x.shape[1] + 1))})
+    out = dpsgd_linear(
+        pre["features"],
+        y,
+        clip=clip,
+        lr=lr / tau**2,
+        steps=steps,
+        batch_size=b,
+        noise_std_sum=z * clip,
+        normaliser=q * n,
+        sampling="poisson" if q < 1 else "replacement",
+        rng=rng,
+        draws=(
+            None
+            if q < 1
+            else {
+                "batches": [np.arange(n)] * steps,
+                "noise": rng.standard_normal((steps, x.shape[1] + 1)),
+            }
+        ),
+    )
     return algorithm2_map_back(out["average"], pre["mu_hat"], tau)

@@ -4,7 +4,8 @@ a private learner run on pre-processed data (:mod:`dpprep.preprocess.privacy`), 
 (:mod:`dpprep.preprocess.ptr`, their Algorithm 1) and the DP-PCA of Figure 3
 (:mod:`dpprep.preprocess.dp_pca`).
 
-Every pre-processing function takes a dataset with rows in the unit L2 ball (``scale_into_unit_ball`` /
+Every pre-processing function takes a dataset with rows in the unit L2 ball
+(``scale_into_unit_ball`` /
 ``project_to_unit_ball`` get there without looking at the data), returns the processed data and
 the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
 (``dpprep.preprocess.Sensitivity``: ``linf`` = Δ∞, ``l2`` = Δ2, ``tau`` = Δ2·Δ∞) ready for
@@ -18,7 +19,8 @@ the data-dependent quantities its sensitivity needs, and a ``.sensitivity``
 - ``Pipeline`` (``dpprep.preprocess.pipeline``) — chains of steps (e.g. impute → quantize → PCA)
   with their composed (Δ∞, Δ2), or a ValueError naming the pair of steps where no bound is known.
 
-``dpprep.preprocess.sensitivity`` has the closed forms in terms of ``n``, ``p``, ``η`` and eigen-gaps.
+``dpprep.preprocess.sensitivity`` has the closed forms in terms of ``n``, ``p``, ``η`` and
+eigen-gaps.
 
 Importing this package loads only the pre-processing steps (NumPy); :mod:`.ptr` and :mod:`.dp_pca`
 load JAX and the engine when imported.
@@ -26,7 +28,13 @@ load JAX and the engine when imported.
 
 from dpprep.preprocess.clusters import GoodClusters, good_clusters
 from dpprep.preprocess.dedup import DedupResult, deduplicate
-from dpprep.preprocess.impute import ImputeResult, impute_mean, impute_median, impute_regression, impute_trimmed_mean
+from dpprep.preprocess.impute import (
+    ImputeResult,
+    impute_mean,
+    impute_median,
+    impute_regression,
+    impute_trimmed_mean,
+)
 from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalise
 from dpprep.preprocess.pipeline import Pipeline, PipelineResult, Step
 from dpprep.preprocess.quantize import QuantizeResult, quantize

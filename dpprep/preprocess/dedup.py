@@ -22,8 +22,8 @@ class DedupResult:
     """Output of ``deduplicate``.
 
     ``data``: the processed rows (removed rows are zero vectors); ``kept_mask``: rows kept;
-    ``max_cluster_size``: largest good cluster of the input (at least 1, since any neighbour can hold
-    an isolated point, a good cluster of size 1); ``p = 2 · max_cluster_size`` is Prop. 3's
+    ``max_cluster_size``: largest good cluster of the input (at least 1, since any neighbour can
+    hold an isolated point, a good cluster of size 1); ``p = 2 · max_cluster_size`` is Prop. 3's
     replace-one ``Δ∞`` computed on this dataset; ``sensitivity = (p, 1)``.
 
     The guarantee is over a collection ℒ: for a neighbouring pair use the larger ``p`` of the two

@@ -47,8 +47,8 @@ from dpprep.validation import check_positive_int
 class ImputeResult:
     """Output of the ``impute_*`` functions.
 
-    ``data``: completed rows; ``missing_mask``: the NaN pattern of the input; ``n``; ``p``: rows with
-    at least one missing entry (= ``Δ∞``); ``max_missing_per_row`` (``q``); ``fill``: column ->
+    ``data``: completed rows; ``missing_mask``: the NaN pattern of the input; ``n``; ``p``: rows
+    with at least one missing entry (= ``Δ∞``); ``max_missing_per_row`` (``q``); ``fill``: column ->
     imputed value (mean/median/trimmed) or regression coefficients; ``feature_l2``: column -> bound
     on the change of that column's imputed value between neighbours; ``sensitivity``: ``(p, Δ2)``;
     ``table3_l2``: Table 3's printed ``Δ2`` on the same data where it differs from ours.
@@ -79,7 +79,9 @@ def _prepare(x) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
     return arr, missing, p, q, columns
 
 
-def _finish(arr: np.ndarray, missing: np.ndarray, fills: Mapping[int, np.ndarray | float], project: bool) -> np.ndarray:
+def _finish(
+    arr: np.ndarray, missing: np.ndarray, fills: Mapping[int, np.ndarray | float], project: bool
+) -> np.ndarray:
     data = arr.copy()
     for j, value in fills.items():
         rows = missing[:, j]
@@ -90,7 +92,9 @@ def _finish(arr: np.ndarray, missing: np.ndarray, fills: Mapping[int, np.ndarray
 def _observed(arr: np.ndarray, missing: np.ndarray, j: int, minimum: int) -> np.ndarray:
     values = np.sort(arr[~missing[:, j], j])
     if values.size < minimum:
-        raise ValueError(f"column {j} has {values.size} observed value(s); this imputation needs >= {minimum}")
+        raise ValueError(
+            f"column {j} has {values.size} observed value(s); this imputation needs >= {minimum}"
+        )
     return values
 
 
@@ -102,7 +106,9 @@ def impute_mean(x, *, project: bool = True) -> ImputeResult:
     fills = {int(j): float(_observed(arr, missing, j, 1).mean()) for j in columns}
     per_feature = {j: 2.0 / (n - p) for j in fills}
     data = _finish(arr, missing, fills, project)
-    return ImputeResult("mean", data, missing, n, p, q, fills, per_feature, sens, table3_l2=2.0 / (n - p))
+    return ImputeResult(
+        "mean", data, missing, n, p, q, fills, per_feature, sens, table3_l2=2.0 / (n - p)
+    )
 
 
 def _trimmed_mean(values: np.ndarray, m: int) -> float:
@@ -113,20 +119,31 @@ def _median(values: np.ndarray) -> float:
     return float(np.median(values))
 
 
-def _neighbour_range(values: np.ndarray, statistic: Callable[[np.ndarray], float]) -> tuple[float, float]:
+def _neighbour_range(
+    values: np.ndarray, statistic: Callable[[np.ndarray], float]
+) -> tuple[float, float]:
     """Smallest and largest value of a monotone ``statistic`` over the replace-one neighbours of
     the sorted observed ``values`` (one value may be dropped and/or one value in [−1, 1] added)."""
     high_variants = (values, values[1:], np.append(values, 1.0), np.append(values[1:], 1.0))
-    low_variants = (values, values[:-1], np.insert(values, 0, -1.0), np.insert(values[:-1], 0, -1.0))
+    low_variants = (
+        values,
+        values[:-1],
+        np.insert(values, 0, -1.0),
+        np.insert(values[:-1], 0, -1.0),
+    )
     highs = [statistic(v) for v in high_variants if v.size]
     lows = [statistic(v) for v in low_variants if v.size]
     return min(lows), max(highs)
 
 
 def _order_statistic_imputation(
-    method: str, x, statistic: Callable[[np.ndarray], float], minimum: int, project: bool,
+    method: str,
+    x,
+    statistic: Callable[[np.ndarray], float],
+    minimum: int,
+    project: bool,
     table3: Callable[[int, int, np.ndarray], float],
-) -> ImputeResult:  # fmt: skip
+) -> ImputeResult:
     arr, missing, p, q, columns = _prepare(x)
     n = arr.shape[0]
     fills, per_feature, printed = {}, {}, []
@@ -138,10 +155,22 @@ def _order_statistic_imputation(
         per_feature[int(j)] = max(high - fill, fill - low)
         printed.append(table3(n, p, values))
     spread = max(per_feature.values())
-    # Δ2 of a row with q missing entries: sqrt(q) times the largest per-feature change (Table 3 note).
+    # Δ2 of a row with q missing entries: sqrt(q) times the largest per-feature change (Table 3
+    # note).
     sens = median_imputation_sensitivity(p, spread, max_missing_per_row=q)
     data = _finish(arr, missing, fills, project)
-    return ImputeResult(method, data, missing, n, p, q, fills, per_feature, sens, table3_l2=math.sqrt(q) * max(printed))
+    return ImputeResult(
+        method,
+        data,
+        missing,
+        n,
+        p,
+        q,
+        fills,
+        per_feature,
+        sens,
+        table3_l2=math.sqrt(q) * max(printed),
+    )
 
 
 def impute_median(x, *, project: bool = True) -> ImputeResult:
@@ -171,10 +200,14 @@ def impute_trimmed_mean(x, m: int, *, project: bool = True) -> ImputeResult:
         return trimmed_mean_imputation_sensitivity(n, p, m, float(values[k - m] - values[m - 1])).l2
 
     # Every neighbour (one observed value fewer) must keep >= 1 value after trimming.
-    return _order_statistic_imputation("trimmed_mean", x, lambda v: _trimmed_mean(v, m), 2 * m + 2, project, table3)
+    return _order_statistic_imputation(
+        "trimmed_mean", x, lambda v: _trimmed_mean(v, m), 2 * m + 2, project, table3
+    )
 
 
-def impute_regression(x, *, regressors: Sequence[int] | None = None, project: bool = True) -> ImputeResult:
+def impute_regression(
+    x, *, regressors: Sequence[int] | None = None, project: bool = True
+) -> ImputeResult:
     """Fills each incomplete column by least squares (no intercept) on the ``regressors`` columns.
 
     ``regressors`` default to every fully observed column; they must have no missing entries. The
@@ -190,7 +223,9 @@ def impute_regression(x, *, regressors: Sequence[int] | None = None, project: bo
     else:
         reg = np.asarray(sorted({int(r) for r in regressors}), dtype=np.int64)
         if reg.size and (reg.min() < 0 or reg.max() >= d):
-            raise ValueError(f"regressors must be column indices in [0, {d}), got {list(regressors)}")
+            raise ValueError(
+                f"regressors must be column indices in [0, {d}), got {list(regressors)}"
+            )
         if np.isin(reg, columns).any():
             raise ValueError("regressors must be fully observed columns (no NaN)")
     if reg.size == 0:
@@ -215,7 +250,21 @@ def impute_regression(x, *, regressors: Sequence[int] | None = None, project: bo
     sens = Sensitivity(linf=float(p), l2=math.sqrt(q) * max(per_feature.values()))
     data = _finish(arr, missing, fills, project)
     printed = math.sqrt(q) * max(
-        regression_imputation_sensitivity(p, details[f"lambda_max[{j}]"], details[f"lambda_min[{j}]"], replace_one=False).l2
+        regression_imputation_sensitivity(
+            p, details[f"lambda_max[{j}]"], details[f"lambda_min[{j}]"], replace_one=False
+        ).l2
         for j in columns
-    )  # fmt: skip
-    return ImputeResult("regression", data, missing, n, p, q, coefs, per_feature, sens, table3_l2=printed, details=details)
+    )
+    return ImputeResult(
+        "regression",
+        data,
+        missing,
+        n,
+        p,
+        q,
+        coefs,
+        per_feature,
+        sens,
+        table3_l2=printed,
+        details=details,
+    )

@@ -1,8 +1,8 @@
 """PCA for rank reduction and dimension reduction (Hu et al. 2024, Prop. 5, App. C.3).
 
 ``A_k`` (d × k) holds the top-k eigenvectors of the centred empirical covariance
-``Σ = (1/(n−1)) Σ_i (x_i − μ̂)(x_i − μ̂)ᵀ`` (App. C.3, Eq. 38). Rank reduction maps ``x ↦ A_k A_kᵀ x``
-(output in R^d), dimension reduction ``x ↦ A_kᵀ x`` (output in R^k); neither subtracts the mean.
+``Σ = (1/(n−1)) Σ_i (x_i − μ̂)(x_i − μ̂)ᵀ`` (App. C.3, Eq. 38). Rank reduction maps ``x ↦ A_k A_kᵀ
+x`` (output in R^d), dimension reduction ``x ↦ A_kᵀ x`` (output in R^k); neither subtracts the mean.
 
 Eigenvectors are only defined up to sign; we flip each so that its largest-magnitude coordinate
 (first such coordinate on ties) is positive, so the same data — in any row order — gives the same
@@ -87,10 +87,17 @@ def gap_tolerance(x: np.ndarray, eigenvalues: np.ndarray) -> float:
     are uncertain to about ``d·eps·max(s², λ1)``; a gap below 16 times that is treated as a tie.
     """
     scale = max(float(np.max(np.einsum("ij,ij->i", x, x))), float(eigenvalues[0]))
-    return _TOL_FACTOR * x.shape[1] * float(np.finfo(np.float64).eps) * max(scale, np.finfo(np.float64).tiny)
+    return (
+        _TOL_FACTOR
+        * x.shape[1]
+        * float(np.finfo(np.float64).eps)
+        * max(scale, np.finfo(np.float64).tiny)
+    )
 
 
-def pca_reduce(x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None = None) -> PCAResult:
+def pca_reduce(
+    x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None = None
+) -> PCAResult:
     """Top-k PCA of the unit-ball rows of ``x`` for rank (``mode="rank"``) or dimension
     (``mode="dim"``) reduction, with Prop. 5's sensitivity.
 
@@ -107,7 +114,9 @@ def pca_reduce(x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None 
         raise ValueError(f"PCA needs at least 2 rows, got {n}")
     k = check_positive_int(k, "k")
     if k >= d:
-        raise ValueError(f"k must be smaller than the dimension d={d} (a gap λ_k − λ_(k+1) is needed), got {k}")
+        raise ValueError(
+            f"k must be smaller than the dimension d={d} (a gap λ_k − λ_(k+1) is needed), got {k}"
+        )
     cov, mean = centred_covariance(arr)
     eigenvalues, vectors = np.linalg.eigh(cov)
     order = np.argsort(eigenvalues)[::-1]
@@ -120,16 +129,18 @@ def pca_reduce(x, k: int, *, mode: Mode = "rank", gap_lower_bound: float | None 
     tol = gap_tolerance(arr, eigenvalues)
     if own <= tol:
         raise ValueError(
-            f"the eigen-gap is {own:.3g}, within rounding error of a tie (tolerance {tol:.3g} = "
-            f"{_TOL_FACTOR}·d·eps·max(max‖x_i‖², λ1) for d={d}): top-{k} PCA is not unique and Prop. 5 "
-            "gives no bound"
+            f"the eigen-gap is {own:.3g}, within rounding error of a tie (tolerance {tol:.3g} ="
+            f" {_TOL_FACTOR}·d·eps·max(max‖x_i‖², λ1) for d={d}): top-{k} PCA is not unique and"
+            " Prop. 5 gives no bound"
         )
     if gap_lower_bound is None:
         gap_used = own
     else:
         gap_used = check_positive(gap_lower_bound, "gap_lower_bound")
         if gap_used > own:
-            raise ValueError(f"gap_lower_bound={gap_used:.6g} exceeds this dataset's own gap {own:.6g}")
+            raise ValueError(
+                f"gap_lower_bound={gap_used:.6g} exceeds this dataset's own gap {own:.6g}"
+            )
     if mode == "rank":
         sens = pca_rank_sensitivity(n, gap_used)
         data = (arr @ components) @ components.T

@@ -4,11 +4,11 @@ Hu et al.'s Theorem 2 covers one data-dependent pre-processing π with sensitivi
 Δ∞ (how many common records of replace-one neighbours ``S1 = S ∪ {z1}``, ``S2 = S ∪ {z2}`` are
 processed differently) and Δ2 (how far each moves). A :class:`Pipeline` chains steps (e.g. impute →
 quantize → PCA) and reports the (Δ∞, Δ2) of the whole chain where a bound can be proven, so that the
-result plugs into ``dpprep.preprocess.privacy.meta.overall_privacy`` unchanged. Where none is known it raises
-a ValueError naming the two steps — never a silently invalid number.
+result plugs into ``dpprep.preprocess.privacy.meta.overall_privacy`` unchanged. Where none is known
+it raises a ValueError naming the two steps — never a silently invalid number.
 
-Derivation. Run the pipeline on S1 and S2 and look at the two datasets ``A_t``, ``B_t`` after step t.
-Invariant: they differ at the replaced position (arbitrarily) and at no more than ``c_t`` common
+Derivation. Run the pipeline on S1 and S2 and look at the two datasets ``A_t``, ``B_t`` after step
+t. Invariant: they differ at the replaced position (arbitrarily) and at no more than ``c_t`` common
 positions, each by at most ``r_t`` in L2; ``(c_0, r_0) = (0, 0)`` and the pipeline's
 ``(Δ∞, Δ2) = (c_m, r_m)``. Step t+1 maps ``(c, r)`` to ``(c', r')`` as follows.
 
@@ -45,16 +45,18 @@ positions, each by at most ``r_t`` in L2; ``(c_0, r_0) = (0, 0)`` and the pipeli
 
 Counts are capped at n, and Δ2 at 2R when the step's outputs lie in a ball of radius R
 (``output_radius``; R = 1 for every data-dependent step here, whose outputs stay in the unit ball —
-imputation projects back onto it). Every composed bound is checked over sampled neighbouring datasets in
+imputation projects back onto it). Every composed bound is checked over sampled neighbouring
+datasets in
 ``tests/preprocess/test_pipeline.py``. The per-step ℒ-caveats carry over (e.g. Prop. 3's Δ∞ for
-quantization can be exceeded by crafted neighbours, see ``tests/preprocess/test_dedup_quantize.py``).
+quantization can be exceeded by crafted neighbours, see
+``tests/preprocess/test_dedup_quantize.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal, Sequence, cast
 
 import numpy as np
 
@@ -90,8 +92,8 @@ class Step:
     sensitivity composes (module docstring).
 
     ``lipschitz``: set for a row-wise data-independent map (its Lipschitz constant; ``fn``'s
-    Sensitivity is then ignored). Otherwise the step is data-dependent and ``group`` says which group
-    version it has: ``"none"`` (replace-one inputs only), ``"displacement"`` (with bound
+    Sensitivity is then ignored). Otherwise the step is data-dependent and ``group`` says which
+    group version it has: ``"none"`` (replace-one inputs only), ``"displacement"`` (with bound
     ``displacement`` = D) or ``"uniform"`` (1-Lipschitz record map whose Δ2 holds for every point).
     ``output_radius``: every output row has norm ≤ this (so no record moves by more than twice it);
     None if unknown.
@@ -112,7 +114,10 @@ class Step:
         if self.lipschitz is not None:
             check_positive(self.lipschitz, "lipschitz", allow_zero=True)
         if self.group not in ("none", "displacement", "uniform"):
-            raise ValueError(f"step {self.name!r}: group must be 'none', 'displacement' or 'uniform', got {self.group!r}")
+            raise ValueError(
+                f"step {self.name!r}: group must be 'none', 'displacement' or 'uniform', got"
+                f" {self.group!r}"
+            )
         if self.output_radius is not None:
             check_positive(self.output_radius, "output_radius")
         if self.group == "displacement":
@@ -135,25 +140,32 @@ class StepTrace:
     composed: Sensitivity
 
 
-def _compose_one(prev: Sensitivity, prev_name: str | None, step: Step, own: Sensitivity | None, n: int) -> Sensitivity:
+def _compose_one(
+    prev: Sensitivity, prev_name: str | None, step: Step, own: Sensitivity | None, n: int
+) -> Sensitivity:
     out = _compose_uncapped(prev, prev_name, step, own, n)
     if step.output_radius is not None and out.l2 > 2.0 * step.output_radius:
         return Sensitivity(linf=out.linf, l2=2.0 * step.output_radius)
     return out
 
 
-def _compose_uncapped(prev: Sensitivity, prev_name: str | None, step: Step, own: Sensitivity | None, n: int) -> Sensitivity:
+def _compose_uncapped(
+    prev: Sensitivity, prev_name: str | None, step: Step, own: Sensitivity | None, n: int
+) -> Sensitivity:
     c, r = prev.linf, prev.l2
     if step.rowwise:
-        return Sensitivity(linf=c, l2=step.lipschitz * r)  # type: ignore[operator]  # rowwise steps carry a lipschitz
+        # rowwise steps carry a lipschitz
+        return Sensitivity(linf=c, l2=step.lipschitz * r)  # type: ignore[operator]
     if own is None:
         raise ValueError(f"step {step.name!r} is data-dependent and needs its Sensitivity")
     if c == 0:
         return Sensitivity(linf=min(own.linf, n), l2=own.l2)
     k = math.floor(c) + 1  # positions in which the step's two inputs differ
     if step.group == "displacement":
-        d = step.displacement
-        return Sensitivity(linf=min(c + k * own.linf, n), l2=max(min(k * own.l2, 2.0 * d), r + 2.0 * d))  # type: ignore[operator]  # displacement steps carry one
+        d = cast(float, step.displacement)  # displacement steps carry one (__post_init__)
+        return Sensitivity(
+            linf=min(c + k * own.linf, n), l2=max(min(k * own.l2, 2.0 * d), r + 2.0 * d)
+        )
     if step.group == "uniform":
         return Sensitivity(linf=min(c + k * own.linf, n), l2=r + k * own.l2)
     raise _no_bound(prev_name, step.name, f"up to {c:g}")
@@ -161,19 +173,25 @@ def _compose_uncapped(prev: Sensitivity, prev_name: str | None, step: Step, own:
 
 def _no_bound(prev_name: str | None, name: str, how_many: str) -> ValueError:
     return ValueError(
-        f"no sensitivity bound is known for step {prev_name!r} followed by step {name!r}: {prev_name!r} "
-        f"changes {how_many} common records, and {name!r}'s sensitivity is only known for replace-one "
-        "inputs (no group version); reorder the pipeline (e.g. impute first) or analyse the pair yourself"
+        f"no sensitivity bound is known for step {prev_name!r} followed by step {name!r}:"
+        f" {prev_name!r} changes {how_many} common records, and {name!r}'s sensitivity is only"
+        " known for replace-one inputs (no group version); reorder the pipeline (e.g. impute"
+        " first) or analyse the pair yourself"
     )
 
 
-def compose(steps: Sequence[Step], sensitivities: Sequence[Sensitivity | None], n: int) -> list[StepTrace]:
+def compose(
+    steps: Sequence[Step], sensitivities: Sequence[Sensitivity | None], n: int
+) -> list[StepTrace]:
     """The composed (Δ∞, Δ2) after each step (module docstring), from the steps' own sensitivities
-    (``None`` for row-wise steps); ``n`` caps the counts. ValueError naming the pair of steps where no
-    bound is known."""
+    (``None`` for row-wise steps); ``n`` caps the counts. ValueError naming the pair of steps where
+    no bound is known."""
     n = check_positive_int(n, "n")
     if len(steps) != len(sensitivities):
-        raise ValueError(f"steps and sensitivities must have the same length, got {len(steps)} and {len(sensitivities)}")
+        raise ValueError(
+            f"steps and sensitivities must have the same length, got {len(steps)} and"
+            f" {len(sensitivities)}"
+        )
     composed = Sensitivity(0.0, 0.0)
     last_changing: str | None = None
     out = []
@@ -246,7 +264,9 @@ def rowwise(name: str, fn: Callable[[np.ndarray], np.ndarray], lipschitz: float)
 
 def project_step() -> Step:
     """Projection of every row onto the unit ball (row-wise, 1-Lipschitz)."""
-    return dataclasses.replace(rowwise("project to unit ball", project_to_unit_ball, 1.0), output_radius=1.0)
+    return dataclasses.replace(
+        rowwise("project to unit ball", project_to_unit_ball, 1.0), output_radius=1.0
+    )
 
 
 def _result(fn):
@@ -270,19 +290,34 @@ def impute_median_step() -> Step:
 def quantize_step(eta: float, *, conservative: bool = True) -> Step:
     """η-quantization (Prop. 3): every record moves ≤ η (displacement group version)."""
     eta = check_positive(eta, "eta")
-    return Step(f"quantization (eta={eta:g})", _result(lambda x: quantize(x, eta, conservative=conservative)),
-                group="displacement", displacement=eta, output_radius=1.0)
+    return Step(
+        f"quantization (eta={eta:g})",
+        _result(lambda x: quantize(x, eta, conservative=conservative)),
+        group="displacement",
+        displacement=eta,
+        output_radius=1.0,
+    )
 
 
 def dedup_step(eta: float) -> Step:
-    """η-deduplication (Prop. 3): a record is kept or becomes the zero record, so it moves ≤ ‖x‖ ≤ 1."""
+    """η-deduplication (Prop. 3): a record is kept or becomes the zero record, so it moves ≤ ‖x‖ ≤
+    1."""
     eta = check_positive(eta, "eta")
-    return Step(f"deduplication (eta={eta:g})", _result(lambda x: deduplicate(x, eta)), group="displacement",
-                displacement=1.0, output_radius=1.0)
+    return Step(
+        f"deduplication (eta={eta:g})",
+        _result(lambda x: deduplicate(x, eta)),
+        group="displacement",
+        displacement=1.0,
+        output_radius=1.0,
+    )
 
 
 def pca_rank_step(k: int, *, gap_lower_bound: float | None = None) -> Step:
     """PCA rank reduction ``x ↦ P_S x`` (Prop. 5): uniform group version (module docstring)."""
     k = check_positive_int(k, "k")
-    return Step(f"PCA rank-{k}", _result(lambda x: pca_reduce(x, k, mode="rank", gap_lower_bound=gap_lower_bound)),
-                group="uniform", output_radius=1.0)
+    return Step(
+        f"PCA rank-{k}",
+        _result(lambda x: pca_reduce(x, k, mode="rank", gap_lower_bound=gap_lower_bound)),
+        group="uniform",
+        output_radius=1.0,
+    )

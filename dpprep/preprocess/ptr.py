@@ -16,9 +16,11 @@ by at most ``g_n`` under one replacement). Hence ``J_lb`` has Hamming sensitivit
 ``δ_k(S) ≤ β`` and is ≤ the exact distance — all the privacy and utility proofs use.
 The covariance is the centred ``1/(n−1)`` one, as in ``pca_reduce``.
 
-Guarantee (:func:`guarantee`): Theorem 7 from :mod:`dpprep.preprocess.privacy.theorem7` — the paper's
+Guarantee (:func:`guarantee`): Theorem 7 from :mod:`dpprep.preprocess.privacy.theorem7` — the
+paper's
 closed form ``(ε̂ + ε, δ)`` and a rigorous numeric level (the closed form's 1.05 needs α ≥ 11);
-:func:`calibrate_epsilon` finds the PTR ε for a target overall ε. Theorem 7 needs ``n ≥ 101`` (its constant 12.2).
+:func:`calibrate_epsilon` finds the PTR ε for a target overall ε. Theorem 7 needs ``n ≥ 101`` (its
+constant 12.2).
 
 :func:`algorithm1_sweep` runs Algorithm 1 over PTR ε × keys × step sizes with one
 eigendecomposition and the DP-GD of every passed test as one :func:`dpprep.sweeps.sweep_points`
@@ -45,7 +47,13 @@ from dpprep.optimizers import L2BallProjection
 from dpprep.preprocess.pca import PCAResult, centred_covariance, pca_reduce
 from dpprep.preprocess.unit_ball import check_unit_ball
 from dpprep.sweeps import sweep_points
-from dpprep.validation import check_delta, check_epsilon, check_key, check_positive, check_positive_int
+from dpprep.validation import (
+    check_delta,
+    check_epsilon,
+    check_key,
+    check_positive,
+    check_positive_int,
+)
 
 __all__ = [
     "BOTTOM",
@@ -170,24 +178,39 @@ def dp_gd_noise_std(mechanism_epsilon: float, steps: int, *, lipschitz: float = 
     return lip * math.sqrt(steps) / eps
 
 
-def guarantee(epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0, smoothness: float = 1.0) -> Theorem7:
+def guarantee(
+    epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0, smoothness: float = 1.0
+) -> Theorem7:
     """Theorem 7 for Algorithm 1 at PTR parameter ``epsilon`` (``total_epsilon``: the paper's closed
     form; ``numeric_total_epsilon``: the rigorous numeric level, valid at every Rényi order)."""
     return theorem7(epsilon, delta, beta, lipschitz=lipschitz, smoothness=smoothness)
 
 
-def calibrate_epsilon(target_epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0,
-                      smoothness: float = 1.0, level: Literal["numeric", "paper"] = "numeric") -> float:
+def calibrate_epsilon(
+    target_epsilon: float,
+    delta: float,
+    beta: float,
+    *,
+    lipschitz: float = 1.0,
+    smoothness: float = 1.0,
+    level: Literal["numeric", "paper"] = "numeric",
+) -> float:
     """Largest PTR ``ε`` whose Theorem-7 level is ≤ ``target_epsilon`` at ``delta``
-    (``level="numeric"``: the rigorous value; ``"paper"``: the closed form ``ε̂ + ε``, which also needs
-    Theorem 7's δ condition — ValueError if it fails at the returned ε)."""
+    (``level="numeric"``: the rigorous value; ``"paper"``: the closed form ``ε̂ + ε``, which also
+    needs Theorem 7's δ condition — ValueError if it fails at the returned ε)."""
     target = check_epsilon(target_epsilon, "target_epsilon")
     if level not in ("numeric", "paper"):
         raise ValueError(f"level must be 'numeric' or 'paper', got {level!r}")
     field = "numeric_total_epsilon" if level == "numeric" else "total_epsilon"
 
     def excess(u: float) -> float:
-        return math.log(getattr(guarantee(math.exp(u), delta, beta, lipschitz=lipschitz, smoothness=smoothness), field) / target)
+        return math.log(
+            getattr(
+                guarantee(math.exp(u), delta, beta, lipschitz=lipschitz, smoothness=smoothness),
+                field,
+            )
+            / target
+        )
 
     # Both levels grow at least like ε (the test's own share) and at most polynomially in ε.
     lo, hi = math.log(target) - 40.0, math.log(target)
@@ -195,7 +218,12 @@ def calibrate_epsilon(target_epsilon: float, delta: float, beta: float, *, lipsc
     eps = math.exp(root)
     while excess(math.log(eps)) > 0:  # land on the feasible side
         eps *= 1.0 - 1e-12
-    if level == "paper" and not guarantee(eps, delta, beta, lipschitz=lipschitz, smoothness=smoothness).delta_condition_holds:
+    if (
+        level == "paper"
+        and not guarantee(
+            eps, delta, beta, lipschitz=lipschitz, smoothness=smoothness
+        ).delta_condition_holds
+    ):
         raise ValueError(f"Theorem 7's delta condition fails at the calibrated epsilon={eps:.4g}")
     return eps
 
@@ -223,20 +251,39 @@ def _logistic(num_features: int) -> models.Model:
     return models.logistic_regression(num_features, fit_intercept=False)
 
 
-def train_config(num_features: int, n: int, steps: int, learning_rate: float, noise_std: float, delta: float, *,
-                 radius: float = 1.0, lipschitz: float = 1.0) -> TrainConfig:
+def train_config(
+    num_features: int,
+    n: int,
+    steps: int,
+    learning_rate: float,
+    noise_std: float,
+    delta: float,
+    *,
+    radius: float = 1.0,
+    lipschitz: float = 1.0,
+) -> TrainConfig:
     """Projected, averaged, full-batch DP-GD for logistic regression without intercept (w_0 = 0) on
     ``n`` rows, a replace-one guarantee (Hu et al.'s setting). The per-example gradients are
     clipped to ``L`` (``lipschitz``), so that the bound the guarantee rests on holds by
     construction (on data in the unit ball the logistic loss's gradients are within it and the
     clipping never binds), and the noise std on the sum ``noise_std`` is the plan's ``z·L``."""
     lipschitz = check_positive(lipschitz, "lipschitz")
-    plan = DPPlan.create("full", n, steps=steps, l2_clip_norm=lipschitz,
-                         noise_multiplier=check_positive(noise_std, "noise_std") / lipschitz, delta=delta,
-                         neighbouring="replace_one")
-    return TrainConfig(model=_logistic(check_positive_int(num_features, "num_features")),
-                       hyper=Hyper(learning_rate=learning_rate), plan=plan, iterates="average",
-                       extensions=(L2BallProjection(radius),))
+    plan = DPPlan.create(
+        "full",
+        n,
+        steps=steps,
+        l2_clip_norm=lipschitz,
+        noise_multiplier=check_positive(noise_std, "noise_std") / lipschitz,
+        delta=delta,
+        neighbouring="replace_one",
+    )
+    return TrainConfig(
+        model=_logistic(check_positive_int(num_features, "num_features")),
+        hyper=Hyper(learning_rate=learning_rate),
+        plan=plan,
+        iterates="average",
+        extensions=(L2BallProjection(radius),),
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -277,10 +324,25 @@ def _by_epsilon(values, passed: np.ndarray) -> np.ndarray:
     return out
 
 
-def algorithm1_sweep(x, y, *, k: int, beta: float, epsilons, delta: float, keys, steps: int, learning_rates,
-                     radius: float = 1.0, lipschitz: float = 1.0, smoothness: float | None = None,
-                     pca: PCAResult | None = None, eval_data: tuple[Any, Any] | None = None,
-                     chunk_size: int | None = None, return_params: bool = True) -> PTRSweep:
+def algorithm1_sweep(
+    x,
+    y,
+    *,
+    k: int,
+    beta: float,
+    epsilons,
+    delta: float,
+    keys,
+    steps: int,
+    learning_rates,
+    radius: float = 1.0,
+    lipschitz: float = 1.0,
+    smoothness: float | None = None,
+    pca: PCAResult | None = None,
+    eval_data: tuple[Any, Any] | None = None,
+    chunk_size: int | None = None,
+    return_params: bool = True,
+) -> PTRSweep:
     """Algorithm 1 of Hu, Sanyal, Schölkopf (2024) for logistic regression on ``{‖θ‖ ≤ radius}``
     (labels ``y`` in {0, 1}), run for every PTR ``ε`` in ``epsilons`` × key in ``keys`` × step size
     in ``learning_rates``; each (ε, key, step size) is one independent run of the algorithm.
@@ -321,13 +383,20 @@ def algorithm1_sweep(x, y, *, k: int, beta: float, epsilons, delta: float, keys,
     lipschitz = check_positive(lipschitz, "lipschitz")
     delta = check_delta(delta)
     mu = 1.0 + radius / 4.0 if smoothness is None else check_positive(smoothness, "smoothness")
-    eps_list = [check_epsilon(float(e)) for e in np.atleast_1d(np.asarray(epsilons, dtype=np.float64))]
+    eps_list = [
+        check_epsilon(float(e)) for e in np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
+    ]
     lrs = np.atleast_1d(np.asarray(learning_rates, dtype=np.float64))
     if not eps_list or lrs.ndim != 1 or lrs.size == 0:
         raise ValueError("epsilons and learning_rates must be non-empty 1-D sequences")
     if pca is None:
         pca = pca_reduce(arr, k, mode="rank")
-    elif not (isinstance(pca, PCAResult) and pca.mode == "rank" and pca.k == k and np.shape(pca.data) == arr.shape):
+    elif not (
+        isinstance(pca, PCAResult)
+        and pca.mode == "rank"
+        and pca.k == k
+        and np.shape(pca.data) == arr.shape
+    ):
         raise ValueError(f"pca must be pca_reduce(x, {k}, mode='rank') of this x")
     bounds = tuple(guarantee(e, delta, beta, lipschitz=lipschitz, smoothness=mu) for e in eps_list)
     halves = [jax.random.split(key) for key in keys]
@@ -339,19 +408,44 @@ def algorithm1_sweep(x, y, *, k: int, beta: float, epsilons, delta: float, keys,
     trained = bool(passed.any())
     params, evaluation = None, {}
     if trained:
-        config = train_config(d, n, steps, float(lrs[0]), float(noise[0]), delta, radius=radius, lipschitz=lipschitz)
-        points = {"noise_multiplier": np.repeat(noise / lipschitz, lrs.size), "learning_rate": np.tile(lrs, len(eps_list))}
-        res = sweep_points(config, config.model.init(k_train[0]), (pca.data, y), k_train, points, eval_data=eval_data,
-                           chunk_size=chunk_size, return_params=return_params)
+        config = train_config(
+            d, n, steps, float(lrs[0]), float(noise[0]), delta, radius=radius, lipschitz=lipschitz
+        )
+        points = {
+            "noise_multiplier": np.repeat(noise / lipschitz, lrs.size),
+            "learning_rate": np.tile(lrs, len(eps_list)),
+        }
+        res = sweep_points(
+            config,
+            config.model.init(k_train[0]),
+            (pca.data, y),
+            k_train,
+            points,
+            eval_data=eval_data,
+            chunk_size=chunk_size,
+            return_params=return_params,
+        )
         if return_params:
             params = jax.tree_util.tree_map(lambda v: _by_epsilon(v, passed), res.params)
         evaluation = {name: _by_epsilon(v, passed) for name, v in (res.evaluation or {}).items()}
     return PTRSweep(tests, passed, noise, trained, params, evaluation, pca, bounds)
 
 
-def algorithm1(x, y, *, k: int, beta: float, epsilon: float, delta: float, key, steps: int,
-               learning_rate: float, radius: float = 1.0, lipschitz: float = 1.0, smoothness: float | None = None
-               ) -> PTRResult:
+def algorithm1(
+    x,
+    y,
+    *,
+    k: int,
+    beta: float,
+    epsilon: float,
+    delta: float,
+    key,
+    steps: int,
+    learning_rate: float,
+    radius: float = 1.0,
+    lipschitz: float = 1.0,
+    smoothness: float | None = None,
+) -> PTRResult:
     """Algorithm 1 for logistic regression on ``{‖θ‖ ≤ radius}`` (labels ``y`` in {0, 1}): the
     single-point case of :func:`algorithm1_sweep` (one ε, one key, one step size).
 
@@ -361,9 +455,20 @@ def algorithm1(x, y, *, k: int, beta: float, epsilon: float, delta: float, key, 
     Raises ValueError for ``k ≥ d``, ``beta ≤ 0``, rows outside the unit ball or ``n < 101``.
     """
     key = check_key(key)
-    run = algorithm1_sweep(x, y, k=k, beta=beta, epsilons=[check_epsilon(epsilon)], delta=delta, keys=key[None],
-                           steps=steps, learning_rates=[learning_rate], radius=radius, lipschitz=lipschitz,
-                           smoothness=smoothness)
+    run = algorithm1_sweep(
+        x,
+        y,
+        k=k,
+        beta=beta,
+        epsilons=[check_epsilon(epsilon)],
+        delta=delta,
+        keys=key[None],
+        steps=steps,
+        learning_rates=[learning_rate],
+        radius=radius,
+        lipschitz=lipschitz,
+        smoothness=smoothness,
+    )
     test = run.tests[0][0]
     if not test.passed:
         return PTRResult(BOTTOM, test, None, float(run.noise_std[0]), run.guarantees[0])

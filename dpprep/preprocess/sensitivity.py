@@ -57,7 +57,6 @@ class Sensitivity:
         return self.l2 * self.linf
 
 
-
 def _check_count(value: int, name: str) -> int:
     return check_positive_int(value, name, minimum=0)
 
@@ -75,7 +74,8 @@ def dedup_sensitivity(p: int) -> Sensitivity:
 
 
 def quantization_sensitivity(p: int, eta: float, *, conservative: bool = True) -> Sensitivity:
-    """η-quantization (Prop. 3): ``Δ∞ = p``, ``Δ2 = 2η`` (``conservative``, default) or ``η`` (paper).
+    """η-quantization (Prop. 3): ``Δ∞ = p``, ``Δ2 = 2η`` (``conservative``, default) or ``η``
+    (paper).
 
     The paper's ``Δ2 = η`` holds when a common record is either left alone in one dataset or mapped
     to the same representative in both. If its cluster's representative differs between ``S1`` and
@@ -96,20 +96,26 @@ def mean_imputation_sensitivity(n: int, p: int, *, max_missing_per_row: int = 1)
     value over ℒ (each feature keeps ``n_j ≥ n − p`` observed values). Needs ``n > p``.
 
     The proof bounds the change of one record's imputed means by ``||z1 − z2|| / (n − p)``, which is
-    right when a record misses one feature. With ``q = max_missing_per_row > 1`` and neighbours whose
+    right when a record misses one feature. With ``q = max_missing_per_row > 1`` and neighbours
+    whose
     missingness differs, a changed feature mean moves by ``(z1_j − m_j)/n_j`` with ``m_j`` another
     feature mean, and the per-feature means of a record need not form a unit-ball vector; the valid
-    bound is then ``2·sqrt(q)/(n − p)`` [DERIVED], which this returns (``q = 1``: the paper's value).
+    bound is then ``2·sqrt(q)/(n − p)`` [DERIVED], which this returns (``q = 1``: the paper's
+    value).
     """
     n = check_positive_int(n, "n")
     p = _check_count(p, "p")
     q = check_positive_int(max_missing_per_row, "max_missing_per_row")
     if n <= p:
-        raise ValueError(f"mean imputation needs n > p (fewer missing rows than rows), got n={n}, p={p}")
+        raise ValueError(
+            f"mean imputation needs n > p (fewer missing rows than rows), got n={n}, p={p}"
+        )
     return Sensitivity(linf=float(p), l2=2.0 * math.sqrt(q) / (n - p))
 
 
-def median_imputation_sensitivity(p: int, spread: float, *, max_missing_per_row: int = 1) -> Sensitivity:
+def median_imputation_sensitivity(
+    p: int, spread: float, *, max_missing_per_row: int = 1
+) -> Sensitivity:
     """Median imputation (Table 3): ``Δ∞ = p``, ``Δ2 = spread · sqrt(max_missing_per_row)``.
 
     Table 3 prints the per-feature scalar ``x^max_((n+1)/2) − x^min_(n/2)``: the largest value any
@@ -190,7 +196,8 @@ def pca_rank_sensitivity(n: int, gap: float) -> Sensitivity:
     """PCA rank reduction ``x ↦ A_k A_kᵀ x`` (Prop. 5): ``Δ∞ = n``, ``Δ2 = 4(3n+2)/(n(n−1)·gap)``.
 
     ``gap`` is ``δ_min^k``, the smallest k-th eigen-gap ``λ_k − λ_{k+1}`` of the centred covariance
-    over ℒ (Zwald–Blanchard, Lemma L in App. C.3, needs only this gap). ``τ* = 4(3n+2)/((n−1)·gap)``.
+    over ℒ (Zwald–Blanchard, Lemma L in App. C.3, needs only this gap). ``τ* =
+    4(3n+2)/((n−1)·gap)``.
     """
     n = check_positive_int(n, "n", minimum=2)
     gap = check_positive(gap, "gap")

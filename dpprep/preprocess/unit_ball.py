@@ -48,9 +48,9 @@ def check_unit_ball(x, name: str = "x", *, allow_nan: bool = False) -> np.ndarra
     worst = int(np.argmax(norms))
     if norms[worst] > 1.0 + UNIT_BALL_TOL:
         raise ValueError(
-            f"{name} rows must lie in the unit L2 ball (Hu et al. 2024, §4); row {worst} has norm "
-            f"{norms[worst]:.6g}. Use dpprep.preprocess.scale_into_unit_ball with a public norm bound "
-            "or project_to_unit_ball first."
+            f"{name} rows must lie in the unit L2 ball (Hu et al. 2024, §4); row {worst} has norm"
+            f" {norms[worst]:.6g}. Use dpprep.preprocess.scale_into_unit_ball with a public norm"
+            " bound or project_to_unit_ball first."
         )
     return arr
 

@@ -53,7 +53,9 @@ def _entry_path(directory: Path) -> Path:
 def _checksum(entry: dict) -> str:
     """What anyone can recompute: sha256 over the canonical JSON of every field but the checksum."""
     body = {name: value for name, value in entry.items() if name != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
 
 
 def _forge(path: Path, *, recompute_checksum: bool = True, **fields) -> None:
@@ -108,10 +110,13 @@ def test_entry_carries_a_checksum_of_its_key_and_value(disk_cache):
 PROBE_TARGET, PROBE_DELTA = 1.2345, 1e-5
 
 
-@pytest.mark.parametrize("factor, problem", [
-    (0.1, "not shown to meet the target"),  # a tenth of the noise: the privacy side
-    (10.0, "more noise than the target needs"),  # private but wasteful
-])
+@pytest.mark.parametrize(
+    "factor, problem",
+    [
+        (0.1, "not shown to meet the target"),  # a tenth of the noise: the privacy side
+        (10.0, "more noise than the target needs"),  # private but wasteful
+    ],
+)
 def test_forged_multiplier_is_caught_by_verification(disk_cache, monkeypatch, factor, problem):
     plan = ExecutionPlan.create("poisson", 60_000, batch_size=1024, epochs=40)
     z = plan.calibrate(PROBE_TARGET, PROBE_DELTA)
@@ -127,7 +132,9 @@ def test_forged_multiplier_is_caught_by_verification(disk_cache, monkeypatch, fa
     (message,) = _cache_warnings(caught)
     assert path.name in message and "checksum" not in message
     eps, eps_low = _reported_epsilons(message)
-    if factor < 1:  # the forged multiplier misses the target (its PLD is too large to evaluate exactly)
+    if (
+        factor < 1
+    ):  # the forged multiplier misses the target (its PLD is too large to evaluate exactly)
         assert problem in message and "work budget" in message and eps > PROBE_TARGET
     else:
         assert problem in message and eps_low <= PROBE_TARGET
@@ -140,7 +147,8 @@ def test_forged_multiplier_is_caught_by_verification(disk_cache, monkeypatch, fa
 
 @pytest.mark.parametrize("factor", [0.999, 1.001])
 def test_forged_multiplier_near_the_answer_is_caught(disk_cache, monkeypatch, factor):
-    # Off by 0.1 %, far more than the calibration tolerance: caught with both epsilons evaluated exactly.
+    # Off by 0.1 %, far more than the calibration tolerance: caught with both epsilons evaluated
+    # exactly.
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     path = _entry_path(disk_cache)
@@ -160,35 +168,61 @@ def test_forged_multiplier_near_the_answer_is_caught(disk_cache, monkeypatch, fa
 
 @pytest.mark.parametrize("claim", ["rdp", "coarse pld grid"])
 def test_forged_fallback_accounting_is_caught(disk_cache, monkeypatch, claim):
-    # An entry may name the accounting its search fell back to (RDP, a coarser PLD grid), each a valid
+    # An entry may name the accounting its search fell back to (RDP, a coarser PLD grid), each a
+    # valid
     # upper bound on ε; a forger naming one where the search does not fall back, with the multiplier
     # calibrated on it, passes both ε checks on it but asks for more noise than needed.
     sched = poisson(100, 0.05)
-    looser = RDP if claim == "rdp" else AccountingOptions(pld_discretization=dp.MAX_COARSE_DISCRETIZATION)
+    looser = (
+        RDP
+        if claim == "rdp"
+        else AccountingOptions(pld_discretization=dp.MAX_COARSE_DISCRETIZATION)
+    )
     z_looser = dp.calibrate_noise(0.5, 1e-5, sched, options=looser)
     for path in disk_cache.glob("*.json"):
         path.unlink()
     z = dp.calibrate_noise(0.5, 1e-5, sched)
     assert z_looser > z + 10 * dp.CALIBRATION_TOL
     path = _entry_path(disk_cache)
-    fields = ({"accountant": "rdp"} if claim == "rdp"
-              else {"accountant": "pld", "pld_discretization": dp.MAX_COARSE_DISCRETIZATION})
+    fields = (
+        {"accountant": "rdp"}
+        if claim == "rdp"
+        else {"accountant": "pld", "pld_discretization": dp.MAX_COARSE_DISCRETIZATION}
+    )
     _forge(path, noise_multiplier=z_looser, accounted_with=fields)
     dp.calibrate_noise.cache_clear()
     with pytest.warns(UserWarning, match=re.escape(path.name)) as caught:
         assert dp.calibrate_noise(0.5, 1e-5, sched) == z
     (message,) = _cache_warnings(caught)
     assert "falls back" in message and "over its work budget" in message
-    assert json.loads(path.read_text())["accounted_with"] == {"accountant": "pld", "pld_discretization": 1e-4}
+    assert json.loads(path.read_text())["accounted_with"] == {
+        "accountant": "pld",
+        "pld_discretization": 1e-4,
+    }
 
 
-@pytest.mark.parametrize("options, fields, match", [
-    (RDP, {"accountant": "pld", "pld_discretization": 1e-4}, "never falls back"),
-    (AccountingOptions(), {"accountant": "pld", "pld_discretization": 1e-6}, "not a grid the work budget"),
-    (AccountingOptions(), {"accountant": "pld", "pld_discretization": 0.05}, "not a grid the work budget"),
-    (AccountingOptions(), {"accountant": "gdp"}, "not an accounting"),
-    (AccountingOptions(), {"accountant": "rdp", "neighbouring": "add_remove"}, "not an accounting"),
-])
+@pytest.mark.parametrize(
+    "options, fields, match",
+    [
+        (RDP, {"accountant": "pld", "pld_discretization": 1e-4}, "never falls back"),
+        (
+            AccountingOptions(),
+            {"accountant": "pld", "pld_discretization": 1e-6},
+            "not a grid the work budget",
+        ),
+        (
+            AccountingOptions(),
+            {"accountant": "pld", "pld_discretization": 0.05},
+            "not a grid the work budget",
+        ),
+        (AccountingOptions(), {"accountant": "gdp"}, "not an accounting"),
+        (
+            AccountingOptions(),
+            {"accountant": "rdp", "neighbouring": "add_remove"},
+            "not an accounting",
+        ),
+    ],
+)
 def test_forged_accounting_is_refused(disk_cache, options, fields, match):
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(0.5, 1e-5, sched, options=options)
@@ -201,7 +235,8 @@ def test_forged_accounting_is_refused(disk_cache, options, fields, match):
 
 
 def test_forged_tiny_multiplier_costs_no_huge_pld(disk_cache):
-    # z = 1e-3 would need a PLD of ~1e9 points per step: refused on the work budget, answered at once.
+    # z = 1e-3 would need a PLD of ~1e9 points per step: refused on the work budget, answered at
+    # once.
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(0.5, 1e-5, sched)
     path = _entry_path(disk_cache)
@@ -220,17 +255,23 @@ def test_forged_tiny_multiplier_costs_no_huge_pld(disk_cache):
 # Checksum and format
 
 
-@pytest.mark.parametrize("edit", [
-    {"noise_multiplier": "x10"},
-    {"noise_multiplier": "x0.1"},
-    {"accounted_with": {"accountant": "rdp"}},
-    {"checksum": "0" * 64},
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"noise_multiplier": "x10"},
+        {"noise_multiplier": "x0.1"},
+        {"accounted_with": {"accountant": "rdp"}},
+        {"checksum": "0" * 64},
+    ],
+)
 def test_checksum_mismatch_is_detected(disk_cache, monkeypatch, edit):
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(0.5, 1e-5, sched)
     path = _entry_path(disk_cache)
-    edit = {name: (z * float(value[1:]) if name == "noise_multiplier" else value) for name, value in edit.items()}
+    edit = {
+        name: z * float(value[1:]) if name == "noise_multiplier" else value
+        for name, value in edit.items()
+    }
     _forge(path, recompute_checksum=False, **edit)
     dp.calibrate_noise.cache_clear()
     calls = _count_calibrations(monkeypatch)
@@ -253,7 +294,10 @@ def test_old_format_without_checksum_is_recomputed_quietly(disk_cache, monkeypat
     path.write_text(json.dumps({"key": entry["key"], "noise_multiplier": z / 10}, sort_keys=True))
     dp.calibrate_noise.cache_clear()
     calls = _count_calibrations(monkeypatch)
-    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger=calibration_cache.__name__):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        caplog.at_level(logging.DEBUG, logger=calibration_cache.__name__),
+    ):
         warnings.simplefilter("always")
         assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
     assert _cache_warnings(caught) == [] and calls == [1]
@@ -273,10 +317,27 @@ HONEST = {
     "full pld replace_one": (1.0, 1e-5, full(20), (), REPLACE_ONE),
     "full rdp": (1.0, 1e-5, full(20), (), RDP),
     "full rdp replace_one": (1.0, 1e-5, full(20), (), RDP_REPLACE_ONE),
-    "fixed events pld": (1.0, 1e-5, poisson(100, 0.05), (dp.gaussian_event(10.0),), AccountingOptions()),
-    "fixed events rdp replace_one": (1.0, 1e-5, full(10), (dp.gaussian_event(30.0),), RDP_REPLACE_ONE),
-    "without replacement": (1.0, 1e-5, DpSgdSchedule(50, "without_replacement", 256 / 10_000, dataset_size=10_000),
-                            (), RDP_REPLACE_ONE),
+    "fixed events pld": (
+        1.0,
+        1e-5,
+        poisson(100, 0.05),
+        (dp.gaussian_event(10.0),),
+        AccountingOptions(),
+    ),
+    "fixed events rdp replace_one": (
+        1.0,
+        1e-5,
+        full(10),
+        (dp.gaussian_event(30.0),),
+        RDP_REPLACE_ONE,
+    ),
+    "without replacement": (
+        1.0,
+        1e-5,
+        DpSgdSchedule(50, "without_replacement", 256 / 10_000, dataset_size=10_000),
+        (),
+        RDP_REPLACE_ONE,
+    ),
     "long run pld": (1.0, 1e-5, poisson(2360, 1024 / 60_000), (), AccountingOptions()),
     "rdp fallback": (20.0, 1e-5, poisson(88, 2048 / 60_000), (), AccountingOptions()),
 }
@@ -302,13 +363,16 @@ def test_honest_entry_is_a_verified_hit(disk_cache, monkeypatch, setting):
 
 
 def test_coarse_grid_fallback_entry_is_a_verified_hit(disk_cache, monkeypatch):
-    # Replace-one Poisson has no RDP bound: a large target is calibrated on a coarser PLD grid, which the
-    # entry records and verification uses.
+    # Replace-one Poisson has no RDP bound: a large target is calibrated on a coarser PLD grid,
+    # which the entry records and verification uses.
     sched, options = poisson(4, 0.1), REPLACE_ONE
     with pytest.warns(UserWarning, match="coarsened"):
         z = dp.calibrate_noise(8.0, 1e-5, sched, options=options)
     accounted_with = json.loads(_entry_path(disk_cache).read_text())["accounted_with"]
-    assert accounted_with["accountant"] == "pld" and accounted_with["pld_discretization"] > dp.PLD_DISCRETIZATION
+    assert (
+        accounted_with["accountant"] == "pld"
+        and accounted_with["pld_discretization"] > dp.PLD_DISCRETIZATION
+    )
     dp.calibrate_noise.cache_clear()
     monkeypatch.setattr(dp, "composed_calibrate", _refuse)
     with warnings.catch_warnings(record=True) as caught:

@@ -34,7 +34,6 @@ from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
 
-
 RDP = AccountingOptions(accountant="rdp")
 REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
 
@@ -69,7 +68,9 @@ def test_pld_grid_is_fine_enough():
     # The default grid (1e-4) vs a 10x finer one: < 1e-4 apart (measured 2.5e-6 here and 7e-6 on the
     # 2250-step setting), so the grid is not what the 1e-3 tolerances above absorb.
     coarse = dp.epsilon(3.0, 1e-6, poisson(512, 0.1))
-    fine = dp.epsilon(3.0, 1e-6, poisson(512, 0.1), options=AccountingOptions(pld_discretization=1e-5))
+    fine = dp.epsilon(
+        3.0, 1e-6, poisson(512, 0.1), options=AccountingOptions(pld_discretization=1e-5)
+    )
     assert abs(coarse - fine) < 1e-4
     assert coarse >= fine - 1e-5  # pessimistic discretisation: coarser is not smaller
 
@@ -173,7 +174,8 @@ def test_full_batch_pld_equals_one_gaussian():
     # T Gaussian steps with multiplier z are exactly one Gaussian with z/sqrt(T).
     z, steps, delta = 10.0, 64, 1e-5
     exact = dp.analytic_gaussian_epsilon(z / math.sqrt(steps), delta)
-    # PLD of Gaussians: accurate to ~1e-8 on the default grid (see test_analytic_gaussian_matches_pld).
+    # PLD of Gaussians: accurate to ~1e-8 on the default grid (see
+    # test_analytic_gaussian_matches_pld).
     assert dp.epsilon(z, delta, full(steps)) == pytest.approx(exact, abs=1e-6)
     # Poisson with q = 1 is the same mechanism.
     assert dp.epsilon(z, delta, poisson(steps, 1.0)) == pytest.approx(exact, abs=1e-6)
@@ -196,7 +198,8 @@ def test_composed_calibrate_recovers_split():
     target = dp.analytic_gaussian_epsilon(2.4, 1e-5)
     z2 = dp.composed_calibrate(
         lambda z: dpa.ComposedDpEvent([dp.gaussian_event(3.0), dp.gaussian_event(z)]),
-        target, 1e-5,
+        target,
+        1e-5,
     )
     # PLD's eps error for Gaussians (~1e-7, see above) and the 1e-5 calibration tol move z2 by
     # ~1e-5 (measured 7.6e-6).
@@ -242,13 +245,25 @@ def test_schedule_has_no_epoch_constructor():
 def test_replace_one_full_batch_is_half_multiplier():
     z, steps, delta = 6.0, 16, 1e-5
     for accountant in ("pld", "rdp"):
-        rep = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant=accountant, neighbouring="replace_one"))
-        add = dp.epsilon(z / 2, delta, full(steps), options=AccountingOptions(accountant=accountant))
+        rep = dp.epsilon(
+            z,
+            delta,
+            full(steps),
+            options=AccountingOptions(accountant=accountant, neighbouring="replace_one"),
+        )
+        add = dp.epsilon(
+            z / 2, delta, full(steps), options=AccountingOptions(accountant=accountant)
+        )
         assert rep == pytest.approx(add, abs=1e-9)
     # RDP replace-one closed form: sensitivity 2 -> alpha * T * 4 / (2 z^2).
     orders = np.asarray(dp.RDP_ORDERS)
     expected, _ = rdp_to_eps_by_hand(orders, orders * steps * 4 / (2 * z**2), delta)
-    rep_rdp = dp.epsilon(z, delta, full(steps), options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+    rep_rdp = dp.epsilon(
+        z,
+        delta,
+        full(steps),
+        options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+    )
     assert rep_rdp == pytest.approx(expected, rel=1e-9)
 
 
@@ -258,7 +273,12 @@ def test_replace_one_poisson():
     rep = dp.epsilon(3.0, 1e-6, sched, options=REPLACE_ONE)
     assert rep > add
     with pytest.raises(ValueError, match="accountant='pld'"):
-        dp.epsilon(3.0, 1e-6, sched, options=AccountingOptions(accountant="rdp", neighbouring="replace_one"))
+        dp.epsilon(
+            3.0,
+            1e-6,
+            sched,
+            options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+        )
     z = dp.calibrate_noise(2.0, 1e-6, sched, options=REPLACE_ONE)
     assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) == pytest.approx(2.0, abs=1e-4)
     assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) <= 2.0
@@ -276,7 +296,9 @@ def test_rdp_curve_matches_dp_accounting_gaussian():
     acc.compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(z), steps))
     ref_eps, ref_order = acc.get_epsilon_and_optimal_order(delta)
     assert eps == pytest.approx(ref_eps, rel=1e-12) and order == ref_order
-    assert (eps, order) == pytest.approx(rdp_to_eps_by_hand(orders, steps * orders / (2 * z**2), delta))
+    assert (eps, order) == pytest.approx(
+        rdp_to_eps_by_hand(orders, steps * orders / (2 * z**2), delta)
+    )
 
 
 @pytest.mark.parametrize(
@@ -328,7 +350,10 @@ def test_sgd_iter_epsilon():
     eps, order = dp.sgd_iter_epsilon(sigma, delta, lipschitz=lip, n=n)
     a_max = dp.sgd_iter_max_order(sigma, lip)
     orders = [a for a in dp.RDP_ORDERS if a < a_max] + [a_max]
-    rdp = [4 * a * lip**2 * math.fsum(1.0 / j for j in range(1, n + 1)) / (n * sigma**2) for a in orders]
+    rdp = [
+        4 * a * lip**2 * math.fsum(1.0 / j for j in range(1, n + 1)) / (n * sigma**2)
+        for a in orders
+    ]
     assert (eps, order) == pytest.approx(rdp_to_eps_by_hand(orders, rdp, delta))
     assert 1.0 < order <= a_max
     with pytest.raises(ValueError, match="alpha"):
@@ -363,7 +388,8 @@ def test_calibration_cache_returns_same_float(monkeypatch):
 
 def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
     # Keys are exact: a target a hair tighter than a cached one is calibrated afresh, for exactly
-    # the requested ε/δ/rate (12-significant-digit rounding used to hand back the looser multiplier).
+    # the requested ε/δ/rate (12-significant-digit rounding used to hand back the looser
+    # multiplier).
     dp.calibrate_noise.cache_clear()
     targets = []
     real = dp.composed_calibrate
@@ -391,13 +417,20 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: dp.epsilon(math.nan, 1e-5, poisson(10, 0.1)), "noise_multiplier"),
         (lambda: dp.epsilon(1.0, 0.0, poisson(10, 0.1)), "delta"),
         (lambda: dp.epsilon(1.0, 1.0, poisson(10, 0.1)), "delta"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(accountant="gdp")), "accountant"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighbouring="swap")), "neighbouring"),
-        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options="rdp"), "options"),
-        (lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), options=None), "options"),
+        (
+            lambda: dp.epsilon(
+                1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(accountant="gdp")
+            ),
+            "accountant",
+        ),
+        (
+            lambda: dp.epsilon(
+                1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighbouring="swap")
+            ),
+            "neighbouring",
+        ),
         (lambda: AccountingOptions(pld_discretization=0.0), "pld_discretization"),
         (lambda: AccountingOptions(pld_discretization=0.5), "pld_discretization"),
-        (lambda: dp.epsilon(1.0, 1e-5, (10, 0.1)), "schedule"),
         (lambda: poisson(0, 0.1), "steps"),
         (lambda: poisson(2.5, 0.1), "steps"),
         (lambda: poisson(10, 0.0), "sampling_rate"),
@@ -407,7 +440,6 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         (lambda: dp.calibrate_noise(0.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(-1.0, 1e-5, poisson(10, 0.1)), "target_epsilon"),
         (lambda: dp.calibrate_noise(1.0, 2.0, poisson(10, 0.1)), "delta"),
-        (lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), fixed_events=(1.0,)), "fixed_events"),
         (lambda: dp.composed_epsilon([], 1e-5), "events"),
         (lambda: dp.analytic_gaussian_sigma(0.0, 1e-5), "epsilon"),
         (lambda: dp.analytic_gaussian_sigma(1.0, 0.0), "delta"),
@@ -424,6 +456,28 @@ def test_bad_input_raises_before_computing(call, match, monkeypatch):
     monkeypatch.setattr(dpa.pld.pld_privacy_accountant, "PLDAccountant", forbidden)
     monkeypatch.setattr(dpa.rdp.rdp_privacy_accountant, "RdpAccountant", forbidden)
     with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: dp.epsilon(1.0, 1e-5, poisson(10, 0.1), options="rdp"), "options"),
+        (lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), options=None), "options"),
+        (lambda: dp.epsilon(1.0, 1e-5, (10, 0.1)), "schedule"),
+        (
+            lambda: dp.calibrate_noise(1.0, 1e-5, poisson(10, 0.1), fixed_events=(1.0,)),
+            "fixed_events",
+        ),
+    ],
+)
+def test_a_wrong_type_raises_type_error_before_computing(call, match, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("an accountant was built before the arguments were checked")
+
+    monkeypatch.setattr(dpa.pld.pld_privacy_accountant, "PLDAccountant", forbidden)
+    monkeypatch.setattr(dpa.rdp.rdp_privacy_accountant, "RdpAccountant", forbidden)
+    with pytest.raises(TypeError, match=match):
         call()
 
 
@@ -452,8 +506,12 @@ def _run_limited(call: str) -> dict:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _LIMITED.format(call=call)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", _LIMITED.format(call=call)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -461,7 +519,8 @@ def _run_limited(call: str) -> dict:
 def _optimistic_pld_epsilon(z, q, steps, delta):
     # dp-accounting's optimistic (lower) PLD estimate: a lower bound on the true ε.
     pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
-        z, sampling_prob=q, pessimistic_estimate=False)
+        z, sampling_prob=q, pessimistic_estimate=False
+    )
     return pld.self_compose(steps).get_epsilon_for_delta(delta)
 
 
@@ -527,15 +586,26 @@ def test_long_poisson_plan_calibrates_within_a_minute():
         z = plan.calibrate(1.0, 1e-5)
     assert time.monotonic() - t0 < 60
     rdp = AccountingOptions(accountant="rdp")
-    assert plan.epsilon(z, 1e-5, options=rdp) <= 1.0 < plan.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, options=rdp)
+    assert (
+        plan.epsilon(z, 1e-5, options=rdp)
+        <= 1.0
+        < plan.epsilon(z - 2 * dp.CALIBRATION_TOL, 1e-5, options=rdp)
+    )
 
 
 def test_long_run_replace_one_is_refused_clearly():
     # No RDP bound to fall back on: a clear refusal at once, before any PLD is built.
     t0 = time.monotonic()
-    with pytest.raises(ValueError, match="cannot account this event under neighbouring='replace_one': "
-                                         "use fewer steps or more noise"):
-        dp.epsilon(1.0, 1e-5, poisson(10**9, 0.01), options=AccountingOptions(neighbouring="replace_one"))
+    with pytest.raises(
+        ValueError,
+        match=(
+            "cannot account this event under neighbouring='replace_one': "
+            "use fewer steps or more noise"
+        ),
+    ):
+        dp.epsilon(
+            1.0, 1e-5, poisson(10**9, 0.01), options=AccountingOptions(neighbouring="replace_one")
+        )
     assert time.monotonic() - t0 < 10
 
 
@@ -543,23 +613,35 @@ def test_long_run_replace_one_is_refused_clearly():
 @pytest.mark.parametrize("sampling, rate", [("poisson", 0.01), ("full", 1.0)])
 def test_unreachable_target_is_refused_quickly(accountant, sampling, rate):
     t0 = time.monotonic()
-    with pytest.raises(ValueError, match=r"target_epsilon=1e\+300 is out of reach: even noise_multiplier="
-                                         r".* \(next to no noise\) gives only epsilon=.*; ask for a smaller"):
-        dp.calibrate_noise(1e300, 1e-5, DpSgdSchedule(100, sampling, rate),
-                           options=AccountingOptions(accountant=accountant))
+    with pytest.raises(
+        ValueError,
+        match=r"target_epsilon=1e\+300 is out of reach: even noise_multiplier="
+        r".* \(next to no noise\) gives only epsilon=.*; ask for a smaller",
+    ):
+        dp.calibrate_noise(
+            1e300,
+            1e-5,
+            DpSgdSchedule(100, sampling, rate),
+            options=AccountingOptions(accountant=accountant),
+        )
     assert time.monotonic() - t0 < 15
 
 
-@pytest.mark.parametrize("z, q, steps", [(1.06, 256 / 60000, 9440), (1.0, 0.01, 10**6), (3.0, 0.1, 512)])
+@pytest.mark.parametrize(
+    "z, q, steps", [(1.06, 256 / 60000, 9440), (1.0, 0.01, 10**6), (3.0, 0.1, 512)]
+)
 def test_composed_points_estimate_is_an_upper_bound(z, q, steps):
     # The budget's estimate against the support dp-accounting really convolves over.
     d = dp.PLD_DISCRETIZATION
     estimate = dp._composed_points(dp.dpsgd_event(z, poisson(steps, q)), d, "add_remove")
     pld = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
-        z, sampling_prob=q, value_discretization_interval=d)
+        z, sampling_prob=q, value_discretization_interval=d
+    )
     actual = 0
     for pmf in (pld._pmf_remove, pld._pmf_add):
-        lo, hi = dpa.pld.common.compute_self_convolve_bounds(pmf.to_dense_pmf()._probs, steps, 1e-15)
+        lo, hi = dpa.pld.common.compute_self_convolve_bounds(
+            pmf.to_dense_pmf()._probs, steps, 1e-15
+        )
         actual = max(actual, hi - lo + 1)
     assert actual <= estimate <= 1.25 * actual
 
@@ -596,7 +678,9 @@ def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
     with pytest.raises(AssertionError, match="disk cache"):
         dp.calibrate_noise(2.0 * (1 - 1e-13), 1e-5, sched, options=RDP)
     with pytest.raises(AssertionError, match="disk cache"):
-        dp.calibrate_noise(2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4))
+        dp.calibrate_noise(
+            2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4)
+        )
 
 
 def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
@@ -618,12 +702,18 @@ def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
     sched = poisson(100, 0.05)
     z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
     (entry,) = disk_cache.glob("*.json")
-    assert json.loads(entry.read_text())["key"]["code"] == calibration_cache.calibration_code_digest()
+    assert (
+        json.loads(entry.read_text())["key"]["code"] == calibration_cache.calibration_code_digest()
+    )
     dp.calibrate_noise.cache_clear()
-    monkeypatch.setattr(calibration_cache, "calibration_code_digest", lambda: "edited-accounting-code")
+    monkeypatch.setattr(
+        calibration_cache, "calibration_code_digest", lambda: "edited-accounting-code"
+    )
     calls = []
     real = dp.composed_calibrate
-    monkeypatch.setattr(dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k))
+    monkeypatch.setattr(
+        dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k)
+    )
     assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == 1.5 * z  # the edited code's value
     assert calls == [1] and len(list(disk_cache.glob("*.json"))) == 2
 
@@ -635,20 +725,37 @@ def test_calibration_code_digest_follows_the_sources(tmp_path):
     from pathlib import Path
 
     root = Path(dp.__file__).resolve().parents[2]
-    shutil.copytree(root / "dpprep" / "accounting", tmp_path / "dpprep" / "accounting",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        root / "dpprep" / "accounting",
+        tmp_path / "dpprep" / "accounting",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
-    assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
+    assert (
+        tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
+        == calibration_cache.calibration_code_digest()
+    )
     for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
         path = tmp_path / edited
         original = path.read_text()
         # A comment is not code: the cached calibrations stay valid.
         path.write_text(original + "\n# edit\n")
-        assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
-        path.write_text(original.replace("return float(z)", "return 1.5 * float(z)") + "\n_EDITED = 1\n")
-        assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) != calibration_cache.calibration_code_digest()
+        assert (
+            tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
+            == calibration_cache.calibration_code_digest()
+        )
+        path.write_text(
+            original.replace("return float(z)", "return 1.5 * float(z)") + "\n_EDITED = 1\n"
+        )
+        assert (
+            tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
+            != calibration_cache.calibration_code_digest()
+        )
         path.write_text(original)
-    assert tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES) == calibration_cache.calibration_code_digest()
+    assert (
+        tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
+        == calibration_cache.calibration_code_digest()
+    )
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False", "no"])
@@ -674,11 +781,16 @@ def test_without_replacement_pinned_against_dp_accounting_rdp():
     # replace-one, hence z/2 for our z = std/C.
     z, steps, batch, n, delta = 2.0, 100, 256, 10_000, 1e-5
     acc = dpa.rdp.RdpAccountant(list(dp.RDP_ORDERS), dpa.NeighboringRelation.REPLACE_ONE)
-    acc.compose(dpa.SelfComposedDpEvent(
-        dpa.SampledWithoutReplacementDpEvent(n, batch, dpa.GaussianDpEvent(z / 2)), steps))
+    acc.compose(
+        dpa.SelfComposedDpEvent(
+            dpa.SampledWithoutReplacementDpEvent(n, batch, dpa.GaussianDpEvent(z / 2)), steps
+        )
+    )
     expected = acc.get_epsilon(delta)
     assert expected == pytest.approx(3.243037, abs=1e-6)  # the number it gave (dp-accounting 0.6.0)
-    assert dp.epsilon(z, delta, wor(steps, batch, n), options=WOR_OPTIONS) == pytest.approx(expected, rel=1e-12)
+    assert dp.epsilon(z, delta, wor(steps, batch, n), options=WOR_OPTIONS) == pytest.approx(
+        expected, rel=1e-12
+    )
 
 
 def test_without_replacement_monotone_and_full_batch_limit():
@@ -694,7 +806,9 @@ def test_without_replacement_monotone_and_full_batch_limit():
 def test_without_replacement_needs_rdp_replace_one():
     sched = wor(100, 256, 10_000)
     for bad in (AccountingOptions(), RDP, REPLACE_ONE):
-        with pytest.raises(ValueError, match=r"AccountingOptions\(accountant='rdp', neighbouring='replace_one'\)"):
+        with pytest.raises(
+            ValueError, match=r"AccountingOptions\(accountant='rdp', neighbouring='replace_one'\)"
+        ):
             dp.epsilon(2.0, 1e-5, sched, options=bad)
     with pytest.raises(ValueError, match="neighbouring='replace_one'"):
         dp.calibrate_noise(1.0, 1e-5, sched)
@@ -710,7 +824,9 @@ def test_without_replacement_schedule_fields():
         assert wor(1, b, n).batch_size == b  # B round-trips exactly through q = B/n
     plan = ExecutionPlan.create("without_replacement", 60_000, batch_size=1024, steps=10)
     assert plan.schedule() == sched
-    assert plan.epsilon(2.0, 1e-5, options=WOR_OPTIONS) == dp.epsilon(2.0, 1e-5, sched, options=WOR_OPTIONS)
+    assert plan.epsilon(2.0, 1e-5, options=WOR_OPTIONS) == dp.epsilon(
+        2.0, 1e-5, sched, options=WOR_OPTIONS
+    )
     with pytest.raises(ValueError, match="dataset_size"):
         DpSgdSchedule(10, "without_replacement", 0.1)
     with pytest.raises(ValueError, match="dataset_size"):

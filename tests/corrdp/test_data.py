@@ -29,8 +29,19 @@ def test_adult_split_and_factors(data_dir):
     np.testing.assert_array_equal(d.x[:, 31], 1.0)
     assert d.x[:, :31].min() == 0.0 and d.x[:, :31].max() == 1.0  # MinMax
     assert set(d.insensitive_groups) == {"race", "gender", "workclass", "fnlwgt"}
-    assert [len(d.insensitive_groups[g]) for g in ("race", "gender", "workclass", "fnlwgt")] == [5, 2, 7, 1]
-    assert set(d.sensitive_groups) == {"age", "educational-num", "marital-status", "relationship", "hours-per-week"}
+    assert [len(d.insensitive_groups[g]) for g in ("race", "gender", "workclass", "fnlwgt")] == [
+        5,
+        2,
+        7,
+        1,
+    ]
+    assert set(d.sensitive_groups) == {
+        "age",
+        "educational-num",
+        "marital-status",
+        "relationship",
+        "hours-per-week",
+    }
     assert len(d.sensitive) == 3 + 7 + 6 and len(d.insensitive) == 15
     f = d.column_factors(d.paper_factors)
     assert f[31] == 1.0 and np.all(f[list(d.sensitive)] == 1.0)
@@ -86,14 +97,21 @@ def test_sepsis_rebalancing_disk_cache_roundtrip(data_dir, monkeypatch, tmp_path
 def test_credit_encoding_and_scaling(data_dir):
     d = load_corrdp("credit", data_dir)
     assert d.x.shape == (30_000, 34) and d.intercept == 33
-    assert [len(d.insensitive_groups[g]) for g in ("SEX", "EDUCATION", "MARRIAGE", "AGE")] == [2, 7, 4, 1]
+    assert [len(d.insensitive_groups[g]) for g in ("SEX", "EDUCATION", "MARRIAGE", "AGE")] == [
+        2,
+        7,
+        4,
+        1,
+    ]
     assert len(d.sensitive_groups) == 19 and len(d.sensitive) == 19
     np.testing.assert_allclose(d.x[:, :33].mean(axis=0), 0.0, atol=1e-4)
     np.testing.assert_allclose(d.x[:, :33].std(axis=0), 1.0, atol=1e-3)
     assert d.y.mean() == pytest.approx(0.2212, abs=1e-4)
 
 
-@pytest.mark.parametrize("variant,u", [("default", {"age", "sex", "region"}), ("section5", {"sex", "smoker", "region"})])
+@pytest.mark.parametrize(
+    "variant,u", [("default", {"age", "sex", "region"}), ("section5", {"sex", "smoker", "region"})]
+)
 def test_medical_variants(data_dir, variant, u):
     d = load_corrdp("medical", data_dir, variant=variant)
     assert d.x.shape == (1000, 9) and d.intercept == 8 and d.task == "regression"

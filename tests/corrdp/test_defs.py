@@ -70,8 +70,12 @@ def test_correlated_sensitivity_limits(coord, data):
     m_s = data.draw(st.integers(1, m - 1))
     s, u = list(range(m_s)), list(range(m_s, m))
     total = float(np.sum(coord))
-    assert defs.correlated_sensitivity(coord, np.ones(len(u)), s, u) == pytest.approx(total)  # tv ≡ 1: Δf
-    assert defs.correlated_sensitivity(coord, np.zeros(len(u)), s, u) == pytest.approx(sum(coord[:m_s]))  # tv ≡ 0
+    assert defs.correlated_sensitivity(coord, np.ones(len(u)), s, u) == pytest.approx(
+        total
+    )  # tv ≡ 1: Δf
+    assert defs.correlated_sensitivity(coord, np.zeros(len(u)), s, u) == pytest.approx(
+        sum(coord[:m_s])
+    )  # tv ≡ 0
     tv = np.asarray(data.draw(st.lists(st.floats(0, 1), min_size=len(u), max_size=len(u))))
     mid = defs.correlated_sensitivity(coord, tv, s, u)
     assert sum(coord[:m_s]) - 1e-9 <= mid <= total + 1e-9
@@ -91,8 +95,12 @@ def test_laplace_noise_has_the_correlated_scale():
     coord, tv, s, u = np.ones(6), np.array([0.2, 0.5, 0.1]), [0, 1, 2], [3, 4, 5]
     eps = 0.5
     scale = (3 + 0.8) / eps
-    draws = np.stack([np.asarray(defs.corrdp_laplace(k, np.zeros(6), coord, tv, s, u, eps))
-                      for k in jax.random.split(jax.random.key(0), 2000)]).reshape(-1)  # fmt: skip
+    draws = np.stack(
+        [
+            np.asarray(defs.corrdp_laplace(k, np.zeros(6), coord, tv, s, u, eps))
+            for k in jax.random.split(jax.random.key(0), 2000)
+        ]
+    ).reshape(-1)
     # KS against Laplace(0, Δ_C/ε): 12,000 draws; a 20 % scale error would be rejected
     assert stats.kstest(draws, stats.laplace(scale=scale).cdf).pvalue > 1e-3
     assert stats.kstest(draws, stats.laplace(scale=1.2 * scale).cdf).pvalue < 1e-6

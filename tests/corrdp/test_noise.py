@@ -25,14 +25,19 @@ def test_eq4_variances_by_hand():
     # m = 5, S = {0, 1}, U = {2, 3, 4}; L = 2, T = 100, n = 50, ε = 0.5, δ = 1e-5.
     tv = np.array([0.3, 0.1, 0.0])
     base = noise.k_delta(1e-5) * 4 * 100 / (50**2 * 0.25)
-    got = noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5, delta=1e-5)
+    got = noise.eq4_variances(
+        5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5, delta=1e-5
+    )
     floor = (2 / 5) ** 2  # 0.16 beats 0.1 and 0
     np.testing.assert_allclose(got, base * np.array([1, 1, 0.3, floor, floor]), rtol=1e-12)
-    no_floor = noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5, delta=1e-5,
-                                   use_floor=False)
+    no_floor = noise.eq4_variances(
+        5, [0, 1], tv, lipschitz=2.0, steps=100, n=50, epsilon=0.5, delta=1e-5, use_floor=False
+    )
     np.testing.assert_allclose(no_floor, base * np.array([1, 1, 0.3, 0.1, 0.0]), rtol=1e-12)
     # n is the full dataset size: halving n quadruples every variance.
-    half = noise.eq4_variances(5, [0, 1], tv, lipschitz=2.0, steps=100, n=25, epsilon=0.5, delta=1e-5)
+    half = noise.eq4_variances(
+        5, [0, 1], tv, lipschitz=2.0, steps=100, n=25, epsilon=0.5, delta=1e-5
+    )
     np.testing.assert_allclose(half, 4 * got, rtol=1e-12)
 
 
@@ -44,8 +49,12 @@ def test_method_factors_of_section_5():
     np.testing.assert_array_equal(noise.method_factors("partial", 4, s), [0, 0, 0, 0])
     np.testing.assert_array_equal(noise.partial_feature_mask(4, s), [0, 0, 1, 1])
     # An intercept (column 4, in neither set) keeps factor 1 under every private method.
-    np.testing.assert_allclose(noise.method_factors("corrdp", 5, s, tv, insensitive=[2, 3]), [1, 1, 0.2, 0.5, 1])
-    np.testing.assert_allclose(noise.method_factors("semi", 5, s, insensitive=[2, 3]), [1, 1, 0, 0, 1])
+    np.testing.assert_allclose(
+        noise.method_factors("corrdp", 5, s, tv, insensitive=[2, 3]), [1, 1, 0.2, 0.5, 1]
+    )
+    np.testing.assert_allclose(
+        noise.method_factors("semi", 5, s, insensitive=[2, 3]), [1, 1, 0, 0, 1]
+    )
     with pytest.raises(ValueError, match="tv"):
         noise.method_factors("corrdp", 4, s)
     with pytest.raises(ValueError, match="method"):
@@ -60,8 +69,13 @@ def test_relaxations_graded_and_label_scale():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(2, 30).flatmap(lambda m: st.tuples(
-    st.just(m), st.integers(1, m - 1), st.lists(st.floats(0, 1), min_size=m, max_size=m))))
+@given(
+    st.integers(2, 30).flatmap(
+        lambda m: st.tuples(
+            st.just(m), st.integers(1, m - 1), st.lists(st.floats(0, 1), min_size=m, max_size=m)
+        )
+    )
+)
 def test_corrdp_factors_lie_between_semi_and_standard(args):
     """Property: 0 ≤ Semi ≤ CorrDP (floored or not) ≤ Standard = 1, floor ≥ m_s²/m² on U."""
     m, m_s, tvs = args
@@ -90,7 +104,9 @@ def test_param_factors_place_the_factor_on_w1_rows_and_b1():
     out = noise.param_factors(glm, f)
     np.testing.assert_array_equal(out["w"][:, 0], np.float32(f))
     assert float(out["b"]) == 1.0
-    assert noise.noise_trace(paper, params) == pytest.approx(4 * 1.5 + 4 * 0.3 + 4 * 2 + 2, rel=1e-6)
+    assert noise.noise_trace(paper, params) == pytest.approx(
+        4 * 1.5 + 4 * 0.3 + 4 * 2 + 2, rel=1e-6
+    )
 
 
 def test_presets():
@@ -154,14 +170,26 @@ def _one_hot_data(rng, blocks=(3, 1, 4, 2)):
     names = tuple(f"c{j}" for j in range(start)) + ("intercept",)
     sens = {k: v for k, v in list(groups.items())[:2]}
     ins = {k: v for k, v in list(groups.items())[2:]}
-    return CorrDPData("adult", np.array(rows), rng.integers(0, 2, 50).astype(float), "classification", names,
-                      tuple(i for v in sens.values() for i in v), tuple(i for v in ins.values() for i in v), ins, start,
-                      {k: 0.5 for k in ins}, "toy", sensitive_groups=sens)
+    return CorrDPData(
+        "adult",
+        np.array(rows),
+        rng.integers(0, 2, 50).astype(float),
+        "classification",
+        names,
+        tuple(i for v in sens.values() for i in v),
+        tuple(i for v in ins.values() for i in v),
+        ins,
+        start,
+        {k: 0.5 for k in ins},
+        "toy",
+        sensitive_groups=sens,
+    )
 
 
 def test_whitened_gradient_bound_bounds_and_is_attained():
     """Over random domain records and parameters, every logistic gradient has ‖D^{-1/2}g‖ ≤ L_f;
-    the record with each block at its least-noisy column and a saturated margin comes within 1e-6."""
+    the record with each block at its least-noisy column and a saturated margin comes within 1e-6.
+    """
     rng = np.random.default_rng(0)
     data = _one_hot_data(rng)
     for _ in range(20):

@@ -16,10 +16,19 @@ from dpprep.corrdp.data import synthetic_truth
 
 def test_gaussian_tv_matches_numerical_integration():
     for d in (0.0, 0.3, 1.0, 2.5):
-        numeric = 0.5 * integrate.quad(lambda t: abs(stats.norm.pdf(t) - stats.norm.pdf(t, loc=d)), -12, 12 + d,
-                                       points=[d / 2])[0]  # fmt: skip
+        numeric = (
+            0.5
+            * integrate.quad(
+                lambda t: abs(stats.norm.pdf(t) - stats.norm.pdf(t, loc=d)),
+                -12,
+                12 + d,
+                points=[d / 2],
+            )[0]
+        )
         assert tv.gaussian_tv([0.0], [d], [[1.0]]) == pytest.approx(numeric, abs=1e-9)
-        assert tv.gaussian_tv([0.0], [d], [[1.0]]) == pytest.approx(2 * stats.norm.cdf(d / 2) - 1, abs=1e-12)
+        assert tv.gaussian_tv([0.0], [d], [[1.0]]) == pytest.approx(
+            2 * stats.norm.cdf(d / 2) - 1, abs=1e-12
+        )
 
 
 def test_gaussian_tv_is_the_mahalanobis_formula_in_several_dimensions():
@@ -29,20 +38,27 @@ def test_gaussian_tv_is_the_mahalanobis_formula_in_several_dimensions():
     assert tv.gaussian_tv(a, b, cov) == pytest.approx(2 * stats.norm.cdf(delta / 2) - 1, abs=1e-12)
     # TV is invariant under an invertible linear map of both laws
     m = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [1.0, 0.0, 1.0]])
-    assert tv.gaussian_tv(m @ a, m @ b, m @ cov @ m.T) == pytest.approx(tv.gaussian_tv(a, b, cov), abs=1e-10)
+    assert tv.gaussian_tv(m @ a, m @ b, m @ cov @ m.T) == pytest.approx(
+        tv.gaussian_tv(a, b, cov), abs=1e-10
+    )
 
 
 def _population_tv_closed_form(m_s: int, delta: float = 1e-4) -> float:
-    # Σ_c = 0.5 I + (0.5 − 0.1²/2) 11ᵀ, B = (0.1/2)·1: 1ᵀΣ_c⁻¹1 = m_s / (0.5 + 0.495 m_s) (Sherman–Morrison)
+    # Σ_c = 0.5 I + (0.5 − 0.1²/2) 11ᵀ, B = (0.1/2)·1: 1ᵀΣ_c⁻¹1 = m_s / (0.5 + 0.495 m_s)
+    # (Sherman–Morrison)
     gap = 4 * math.sqrt(math.log(2 * m_s / delta))
     mahalanobis = 0.05 * gap * math.sqrt(m_s / (0.5 + 0.495 * m_s))
     return 2 * stats.norm.cdf(mahalanobis / 2) - 1
 
 
-@pytest.mark.parametrize("m_s,expected", [(5, 0.340), (10, 0.364), (20, 0.382), (50, 0.399), (80, 0.407)])
+@pytest.mark.parametrize(
+    "m_s,expected", [(5, 0.340), (10, 0.364), (20, 0.382), (50, 0.399), (80, 0.407)]
+)
 def test_synthetic_population_tv_matches_spec_item_13(m_s, expected):
     truth = synthetic_truth(m_s)
-    factors = tv.synthetic_tv_factors(truth.mean, truth.cov, truth.sensitive, truth.insensitive, delta=1e-4)
+    factors = tv.synthetic_tv_factors(
+        truth.mean, truth.cov, truth.sensitive, truth.insensitive, delta=1e-4
+    )
     assert factors.shape == (100 - m_s,)
     np.testing.assert_allclose(factors, _population_tv_closed_form(m_s), atol=1e-12)
     assert factors[0] == pytest.approx(expected, abs=1e-3)
@@ -59,11 +75,15 @@ def test_synthetic_plugin_tv_is_biased_upward_as_the_spec_says():
 def test_posterior_tv_single_and_block_conditioning_agree_with_the_sub_block():
     truth = synthetic_truth(10)
     half = tv.e1_half_width(10, 1e-4)
-    single = tv.gaussian_posterior_tv(truth.mean, truth.cov, truth.sensitive, [10], [1 - half], [1 + half])
+    single = tv.gaussian_posterior_tv(
+        truth.mean, truth.cov, truth.sensitive, [10], [1 - half], [1 + half]
+    )
     assert single == pytest.approx(0.364, abs=1e-3)
     # conditioning on a block I ⊆ U: changing only coordinate 10 inside the block gives a smaller TV
     # than conditioning on it alone would, as the others carry information about S as well
-    block = tv.gaussian_posterior_tv(truth.mean, truth.cov, truth.sensitive, [10, 11], [1 - half, -1], [1 + half, -1])
+    block = tv.gaussian_posterior_tv(
+        truth.mean, truth.cov, truth.sensitive, [10, 11], [1 - half, -1], [1 + half, -1]
+    )
     assert 0 < block < single
     _, _, b, cond = tv.gaussian_conditional(truth.mean, truth.cov, truth.sensitive, [10, 11])
     assert b.shape == (10, 2) and cond.shape == (10, 10)
@@ -88,9 +108,22 @@ def test_tv_upper_bound_def_4_3():
     out = tv.tv_upper_bound([0.1, 0.364, 0.95], 1.0, 0.5, 2000, 100, 10, 1e-4)
     np.testing.assert_allclose(out, [0.1 + inflation, 0.364 + inflation, 1.0])
     np.testing.assert_allclose(tv.tv_upper_bound([0.2], 0.0, 0.5, 2000, 100, 10, 1e-4), [0.2])
-    for kwargs, match in [({"tv_hat": [1.2]}, "tv_hat"), ({"gamma": 0.7}, "gamma"), ({"delta": 0.0}, "delta"),
-                          ({"c2": -1.0}, "c2"), ({"m_s": 100}, "m_s")]:  # fmt: skip
-        args = {"tv_hat": [0.2], "c2": 1.0, "gamma": 0.5, "n": 100, "m": 100, "m_s": 10, "delta": 1e-4} | kwargs
+    for kwargs, match in [
+        ({"tv_hat": [1.2]}, "tv_hat"),
+        ({"gamma": 0.7}, "gamma"),
+        ({"delta": 0.0}, "delta"),
+        ({"c2": -1.0}, "c2"),
+        ({"m_s": 100}, "m_s"),
+    ]:
+        args = {
+            "tv_hat": [0.2],
+            "c2": 1.0,
+            "gamma": 0.5,
+            "n": 100,
+            "m": 100,
+            "m_s": 10,
+            "delta": 1e-4,
+        } | kwargs
         with pytest.raises(ValueError, match=match):
             tv.tv_upper_bound(**args)
 
@@ -134,7 +167,9 @@ def test_histogram_tv_converges_to_the_shift_tv_and_takes_configurable_bins():
     assert tv.histogram_tv(s, u) == pytest.approx(0.5, abs=0.03)  # default ceil(n_min^(1/3)) bins
     assert tv.histogram_tv(s, u, bins=1) == 0.0  # one bin sees nothing
     # invariant to an affine map of s (edges on the pooled sample)
-    assert tv.histogram_tv(3 * s - 7, u, bins=30) == pytest.approx(tv.histogram_tv(s, u, bins=30), abs=1e-12)
+    assert tv.histogram_tv(3 * s - 7, u, bins=30) == pytest.approx(
+        tv.histogram_tv(s, u, bins=30), abs=1e-12
+    )
     # joint histogram for a 2-D sensitive block
     s2 = np.column_stack([s, rng.random(u.size)])
     assert 0.45 < tv.histogram_tv(s2, u, bins=[30, 4]) < 0.6
@@ -162,7 +197,9 @@ def test_regression_gaussian_tv_converges_to_the_true_tv():
     # a block of two u's: φᵀu ranges over [0, φ1 + φ2]
     u2 = rng.random((50_000, 2))
     s2 = u2 @ np.array([1.0, -2.0]) + rng.standard_normal(50_000)
-    assert tv.regression_gaussian_tv(s2, u2) == pytest.approx(2 * stats.norm.cdf(3 / 2) - 1, abs=0.01)
+    assert tv.regression_gaussian_tv(s2, u2) == pytest.approx(
+        2 * stats.norm.cdf(3 / 2) - 1, abs=0.01
+    )
     with pytest.raises(ValueError, match="x_u"):
         tv.gaussian_plugin_tv(s2, u2)
 
@@ -191,7 +228,9 @@ def test_sepsis_tv_is_the_joint_cell_histogram():
     x = np.column_stack([age, sex, ep])
     value = tv.sepsis_tv(x, bins=10)
     assert value == pytest.approx(tv.histogram_tv(age, x[:, 1:], bins=10))
-    assert value == pytest.approx(tv.sepsis_tv(np.column_stack([age / 100, sex, ep]), bins=10), abs=1e-12)
+    assert value == pytest.approx(
+        tv.sepsis_tv(np.column_stack([age / 100, sex, ep]), bins=10), abs=1e-12
+    )
     with pytest.raises(ValueError, match=r"conditioning cell \(1, 5\)"):
         tv.sepsis_tv(x[~((sex == 1) & (ep == 5))], bins=10)
 
@@ -201,7 +240,9 @@ def test_adult_mixed_procedure_reproduces_the_spec_attempt(data_dir):
     from dpprep.corrdp.data import load_corrdp
 
     out = tv.adult_tv(load_corrdp("adult", data_dir), bins=10)
-    assert out["race"].discrete_part == pytest.approx(0.245, abs=0.01)  # spec 5.3 (≈ 0.23 in Table 2)
+    assert out["race"].discrete_part == pytest.approx(
+        0.245, abs=0.01
+    )  # spec 5.3 (≈ 0.23 in Table 2)
     assert 0.83 <= out["gender"].total <= 0.90
     assert out["workclass"].total == 1.0
     assert out["fnlwgt"].continuous_part == pytest.approx(0.45, abs=0.01)
@@ -217,7 +258,11 @@ def test_discrete_plugin_properties(seed, k_s, k_u):
     value = tv.discrete_tv(s, u)
     assert 0.0 <= value <= 1.0
     perm = rng.permutation(n)
-    assert tv.discrete_tv(s[perm], u[perm]) == pytest.approx(value, abs=1e-12)  # row order is irrelevant
-    assert tv.discrete_tv(s, (u + 3) * 7) == pytest.approx(value, abs=1e-12)  # level names are irrelevant
+    assert tv.discrete_tv(s[perm], u[perm]) == pytest.approx(
+        value, abs=1e-12
+    )  # row order is irrelevant
+    assert tv.discrete_tv(s, (u + 3) * 7) == pytest.approx(
+        value, abs=1e-12
+    )  # level names are irrelevant
     assert tv.discrete_tv(np.zeros(n), u) == 0.0  # a constant S carries no information
     assert tv.discrete_tv(u, u) == pytest.approx(1.0)  # S = U: disjoint conditionals

@@ -34,7 +34,10 @@ def test_objective_is_the_library_models_loss(kind):
     w = RNG.normal(size=(2, 3, D))  # a stack of weight vectors
     got = utility.objective(kind, X, y, w)
     assert got.shape == (2, 3) and got.dtype == np.float64
-    want = [[float(model.loss({"w": jnp.asarray(v[:, None], jnp.float32)}, X, y)) for v in row] for row in w]
+    want = [
+        [float(model.loss({"w": jnp.asarray(v[:, None], jnp.float32)}, X, y)) for v in row]
+        for row in w
+    ]
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
@@ -52,11 +55,15 @@ def test_exact_minimiser_is_stationary_and_minimal(kind):
 @pytest.mark.parametrize("kind", utility.GLM_OBJECTIVES)
 def test_gradient_bound_bounds_every_per_example_gradient(kind):
     model, y = _model(kind)
-    theta = (utility.exact_minimiser(kind, X, y) if kind != "logistic" else RNG.normal(size=D)).astype(np.float32)
+    theta = (
+        utility.exact_minimiser(kind, X, y) if kind != "logistic" else RNG.normal(size=D)
+    ).astype(np.float32)
     bound = utility.gradient_bound(kind, X, y, theta if kind != "logistic" else None)
     params = {"w": jnp.asarray(theta[:, None])}
-    grads = jax.vmap(jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]),
-                     in_axes=(None, 0, 0))(params, X, y)["w"]
+    grads = jax.vmap(
+        jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]),
+        in_axes=(None, 0, 0),
+    )(params, X, y)["w"]
     norms = np.linalg.norm(np.asarray(grads).reshape(N, -1), axis=1)
     assert np.all(norms <= bound * (1 + 1e-5))
     if kind == "logistic":  # max‖x‖: |σ(z) − y| < 1, so not attained
@@ -81,30 +88,47 @@ def test_accuracy_pp_counts_correct_predictions():
 def test_dataset_tv_synthetic_plugin_and_population():
     data = load_corrdp("synthetic")
     tv = utility.dataset_tv(data, 1e-4)
-    np.testing.assert_array_equal(tv, plugin_tv_factors(data.x, data.sensitive, data.insensitive, delta=1e-4))
+    np.testing.assert_array_equal(
+        tv, plugin_tv_factors(data.x, data.sensitive, data.insensitive, delta=1e-4)
+    )
     population = utility.dataset_tv(data, 1e-4, population=True)
     np.testing.assert_allclose(population, 0.364, atol=1e-3)  # the spec's population TV at m_s = 10
-    factors = noise.method_factors("corrdp", data.m, data.sensitive, tv, insensitive=data.insensitive)
+    factors = noise.method_factors(
+        "corrdp", data.m, data.sensitive, tv, insensitive=data.insensitive
+    )
     np.testing.assert_array_equal(factors[list(data.sensitive)], 1.0)
     np.testing.assert_array_equal(factors[sorted(data.insensitive)], tv)
 
 
 def test_dataset_tv_real_data_uses_the_paper_factors_per_column():
     x = RNG.normal(size=(10, 5))
-    data = CorrDPData("toy", x, np.zeros(10), "regression", tuple("abcde"), sensitive=(0, 2),
-                      insensitive=(1, 3), insensitive_groups={"g": (3,), "h": (1,)}, intercept=4,
-                      paper_factors={"g": 0.25, "h": 0.5}, description="toy")
+    data = CorrDPData(
+        "toy",
+        x,
+        np.zeros(10),
+        "regression",
+        tuple("abcde"),
+        sensitive=(0, 2),
+        insensitive=(1, 3),
+        insensitive_groups={"g": (3,), "h": (1,)},
+        intercept=4,
+        paper_factors={"g": 0.25, "h": 0.5},
+        description="toy",
+    )
     np.testing.assert_array_equal(utility.dataset_tv(data, 1e-5), [0.5, 0.25])  # columns 1, 3
     with pytest.raises(ValueError, match="population"):
         utility.dataset_tv(data, 1e-5, population=True)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: utility.objective("lasso", X, Y_REAL, np.zeros(D)), "kind"),
-    (lambda: utility.objective("ols", X, Y_REAL, np.zeros(D + 1)), "features"),
-    (lambda: utility.exact_minimiser("logistic", X, Y_BIN), "kind"),
-    (lambda: utility.accuracy_pp(X, Y_BIN[:-1], np.zeros(D)), "y"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: utility.objective("lasso", X, Y_REAL, np.zeros(D)), "kind"),
+        (lambda: utility.objective("ols", X, Y_REAL, np.zeros(D + 1)), "features"),
+        (lambda: utility.exact_minimiser("logistic", X, Y_BIN), "kind"),
+        (lambda: utility.accuracy_pp(X, Y_BIN[:-1], np.zeros(D)), "y"),
+    ],
+)
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -17,8 +17,11 @@ def test_verify_real_data_dir_subprocess(data_dir, tmp_path):
     env = {"PATH": "", "DPPREP_CACHE_DIR": str(tmp_path / "cache"), "DPPREP_NO_DOWNLOAD": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "dpprep.data", "verify", "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     ok = [line for line in result.stdout.splitlines() if line.startswith("OK ")]
     assert len(ok) == len(FILES)
@@ -32,7 +35,10 @@ def test_verify_reports_missing_and_corrupt(tmp_path, data_dir, capsys):
     shutil.copy(data_dir / "adult" / "adult.names", tmp_path / "adult" / "adult.names")
     assert main(["verify", "--data-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "CORRUPT  insurance/insurance.csv" in out and FILES_BY_PATH["insurance/insurance.csv"].sha256 in out
+    assert (
+        "CORRUPT  insurance/insurance.csv" in out
+        and FILES_BY_PATH["insurance/insurance.csv"].sha256 in out
+    )
     assert "OK       adult/adult.names" in out and "MISSING  adult/adult.data" in out
 
 
@@ -44,13 +50,18 @@ def test_verify_fails_when_files_are_missing(tmp_path, capsys):
 def test_verify_fails_when_the_data_dir_does_not_exist(tmp_path, capsys):
     assert main(["verify", "--data-dir", str(tmp_path / "typo")]) == 1
     out = capsys.readouterr().out
-    assert f"--data-dir {tmp_path / 'typo'}: not a directory" in out and out.count("MISSING") == len(FILES) + 2
+    assert (
+        f"--data-dir {tmp_path / 'typo'}: not a directory" in out
+        and out.count("MISSING") == len(FILES) + 2
+    )
 
 
 def test_verify_named_datasets_only_and_optional_features(data_dir, capsys):
     assert main(["verify", "insurance", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
-    assert "OK       insurance/insurance.csv" in out and "adult" not in out and "cifar100" not in out
+    assert (
+        "OK       insurance/insurance.csv" in out and "adult" not in out and "cifar100" not in out
+    )
     # The user-provided features count as missing only when asked for by name.
     assert main(["verify", "insurance", "cifar100_features", "--data-dir", str(data_dir)]) == 1
     assert "MISSING  cifar100_features/features.npz\n" in capsys.readouterr().out
@@ -93,7 +104,10 @@ def test_fetch_reports_failures_and_user_provided_features(capsys):
     # the autouse fixture makes every URL unreachable
     assert main(["fetch", "insurance", "cifar100_features"]) == 1
     out = capsys.readouterr().out
-    assert "FAILED   insurance/insurance.csv" in out and "SKIP     cifar100_features/features.npz" in out
+    assert (
+        "FAILED   insurance/insurance.csv" in out
+        and "SKIP     cifar100_features/features.npz" in out
+    )
 
 
 def test_datasets_experiment_smoke(tmp_path, data_dir):
@@ -124,11 +138,17 @@ def test_datasets_experiment_includes_user_features_when_present(tmp_path, data_
     rng = np.random.default_rng(0)
     np.savez(
         root / "cifar100_features" / "features.npz",
-        x_train=rng.normal(size=(30, 4)), y_train=rng.integers(0, 100, 30),
-        x_test=rng.normal(size=(10, 4)), y_test=rng.integers(0, 100, 10),
-    )  # fmt: skip
+        x_train=rng.normal(size=(30, 4)),
+        y_train=rng.integers(0, 100, 30),
+        x_test=rng.normal(size=(10, 4)),
+        y_test=rng.integers(0, 100, 10),
+    )
     comparisons = run_experiment("datasets", "smoke", tmp_path / "out", data_dir=root, quiet=True)
     (cifar,) = [c for c in comparisons if c.quantity.startswith("cifar100_features")]
     assert cifar.measured == "30/10 x 4"
-    row = pd.read_csv(tmp_path / "out" / "datasets" / "datasets.csv").set_index("dataset").loc["cifar100_features"]
+    row = (
+        pd.read_csv(tmp_path / "out" / "datasets" / "datasets.csv")
+        .set_index("dataset")
+        .loc["cifar100_features"]
+    )
     assert row["status"] == "loaded" and row["n_train"] == 30 and row["num_classes"] == 100

@@ -18,13 +18,19 @@ from dpprep.data import download as dl
 from dpprep.data.registry import FILES_BY_PATH
 
 SEPSIS = [
-    f"sepsis/s41598-020-73558-3_sepsis_survival_{c}_cohort.csv" for c in ("primary", "study", "validation")
+    f"sepsis/s41598-020-73558-3_sepsis_survival_{c}_cohort.csv"
+    for c in ("primary", "study", "validation")
 ]
 
 
 def test_embedded_checksums_match_the_data_copy_sha256sums(data_dir):
-    """The package's table against the copy's independent SHA256SUMS (gz entries: content hashes)."""
-    listed = dict(reversed(line.split()) for line in (data_dir / "SHA256SUMS").read_text().splitlines() if line)
+    """The package's table against the copy's independent SHA256SUMS (gz entries: content
+    hashes)."""
+    listed = dict(
+        reversed(line.split())
+        for line in (data_dir / "SHA256SUMS").read_text().splitlines()
+        if line
+    )
     assert set(listed) == set(FILES_BY_PATH)
     for relpath, sha in listed.items():
         spec = FILES_BY_PATH[relpath]
@@ -35,7 +41,8 @@ def test_embedded_checksums_match_the_data_copy_sha256sums(data_dir):
 
 
 class FakeWeb:
-    """Serves registered URLs from bytes; records every request; unknown URLs fail like no network."""
+    """Serves registered URLs from bytes; records every request; unknown URLs fail like no
+    network."""
 
     def __init__(self, pages: dict[str, bytes | Exception]):
         self.pages = pages
@@ -82,7 +89,12 @@ def test_gzip_download_checks_content_and_falls_back_to_mirror(tmp_path, data_di
     spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
     assert len(spec.urls) == 2
     # the first mirror is down; the second serves a (re-compressed) copy with the right content
-    fake = web({spec.urls[0]: urllib.error.URLError("down"), spec.urls[1]: (data_dir / spec.relpath).read_bytes()})
+    fake = web(
+        {
+            spec.urls[0]: urllib.error.URLError("down"),
+            spec.urls[1]: (data_dir / spec.relpath).read_bytes(),
+        }
+    )
     path = dl.resolve(spec.relpath)
     assert path == tmp_path / "cache" / spec.relpath
     assert fake.requests == list(spec.urls)
@@ -96,10 +108,14 @@ class _CutOff(io.BytesIO):
         raise http.client.IncompleteRead(b"partial", 1000)
 
 
-def test_cut_off_download_tries_the_next_mirror_then_reports_clearly(tmp_path, data_dir, web, monkeypatch):
+def test_cut_off_download_tries_the_next_mirror_then_reports_clearly(
+    tmp_path, data_dir, web, monkeypatch
+):
     spec = FILES_BY_PATH["mnist/t10k-labels-idx1-ubyte.gz"]
     serve = web({spec.urls[1]: (data_dir / spec.relpath).read_bytes()})
-    monkeypatch.setattr(dl, "urlopen", lambda url, timeout=None: _CutOff() if url == spec.urls[0] else serve(url))
+    monkeypatch.setattr(
+        dl, "urlopen", lambda url, timeout=None: _CutOff() if url == spec.urls[0] else serve(url)
+    )
     assert dl.resolve(spec.relpath) == tmp_path / "cache" / spec.relpath
 
     # Every mirror cut off: an error naming the file and the URL, and no partial file left.
@@ -166,7 +182,9 @@ def _zip(members: dict[str, bytes]) -> bytes:
 
 def test_sepsis_zip_extracts_every_cohort_in_one_download(tmp_path, data_dir, web):
     url = FILES_BY_PATH[SEPSIS[0]].urls[0]
-    archive = _zip({f"some folder/{rel.split('/')[1]}": (data_dir / rel).read_bytes() for rel in SEPSIS})
+    archive = _zip(
+        {f"some folder/{rel.split('/')[1]}": (data_dir / rel).read_bytes() for rel in SEPSIS}
+    )
     fake = web({url: archive})
     ds = load("sepsis")
     assert ds.x_train.shape == (110204, 3) and fake.requests == [url]
@@ -205,10 +223,19 @@ def test_credit_sheet_conversion_reproduces_the_checksummed_csv(data_dir):
     """The .xls -> CSV step, fed the sheet's cells (as xlrd returns them), gives the exact bytes."""
     raw = (data_dir / "credit_default" / "default_of_credit_card_clients.csv").read_bytes()
     rows = list(csv.reader(io.StringIO(raw.decode("ascii"))))
-    names = ["ID", "LIMIT_BAL", "SEX", "EDUCATION", "MARRIAGE", "AGE"] + [f"n{i}" for i in range(19)]
-    sheet = [["", *rows[0][1:]], names] + [[float(v) for v in row] for row in rows[1:]] + [["" for _ in names]]
+    names = ["ID", "LIMIT_BAL", "SEX", "EDUCATION", "MARRIAGE", "AGE"] + [
+        f"n{i}" for i in range(19)
+    ]
+    sheet = (
+        [["", *rows[0][1:]], names]
+        + [[float(v) for v in row] for row in rows[1:]]
+        + [["" for _ in names]]
+    )
     out = dl.credit_rows_to_csv(sheet)
-    assert dl.sha256_bytes(out) == FILES_BY_PATH["credit_default/default_of_credit_card_clients.csv"].sha256
+    assert (
+        dl.sha256_bytes(out)
+        == FILES_BY_PATH["credit_default/default_of_credit_card_clients.csv"].sha256
+    )
     assert b"5.00E+05" in out and np.isclose(float("5.00E+05"), 500000)
 
 
@@ -292,7 +319,8 @@ def stalled_server():
 
 
 def _route_to(monkeypatch, server, requests):
-    """Every registered URL goes to ``server`` (through the real urlopen), recorded in ``requests``."""
+    """Every registered URL goes to ``server`` (through the real urlopen), recorded in
+    ``requests``."""
     import urllib.request
 
     def opener(url, timeout=None):
@@ -321,7 +349,9 @@ def test_stalled_server_fails_load_at_the_deadline(monkeypatch, stalled_server):
     assert not _leftovers(dl.cache_dir().parent)
 
 
-def test_stalled_host_is_not_retried_and_the_cli_fetch_is_bounded(monkeypatch, stalled_server, capsys):
+def test_stalled_host_is_not_retried_and_the_cli_fetch_is_bounded(
+    monkeypatch, stalled_server, capsys
+):
     import time
 
     from dpprep.data.__main__ import main
@@ -335,19 +365,28 @@ def test_stalled_host_is_not_retried_and_the_cli_fetch_is_bounded(monkeypatch, s
     elapsed = time.monotonic() - start
     # 4 files x 2 mirrors: each mirror's host waited on once (0.5 s), then skipped at once.
     assert elapsed < 4, elapsed
-    assert [url for url, _ in requests] == list(FILES_BY_PATH["mnist/train-images-idx3-ubyte.gz"].urls)
+    assert [url for url, _ in requests] == list(
+        FILES_BY_PATH["mnist/train-images-idx3-ubyte.gz"].urls
+    )
     out = capsys.readouterr().out
     assert out.count("FAILED   mnist/") == 4 and "Traceback" not in out
     # the first file reports the stall; the other three that its hosts were skipped
-    assert out.count("the server sent nothing for 0.5 s") == 1 and out.count("stalled earlier in this fetch") == 3, out
+    assert (
+        out.count("the server sent nothing for 0.5 s") == 1
+        and out.count("stalled earlier in this fetch") == 3
+    ), out
 
 
 def test_stall_message_names_the_url_and_the_wait(monkeypatch, stalled_server, tmp_path):
     requests: list = []
     _route_to(monkeypatch, stalled_server, requests)
     spec = FILES_BY_PATH["insurance/insurance.csv"]
-    with pytest.raises(TimeoutError, match=r"the server sent nothing for 0\.3 s .*not tried again in this fetch") as info:
-        dl.fetch([spec], tmp_path / "root", budget=dl.FetchBudget(deadline_s=10, stall_timeout_s=0.3))
+    with pytest.raises(
+        TimeoutError, match=r"the server sent nothing for 0\.3 s .*not tried again in this fetch"
+    ) as info:
+        dl.fetch(
+            [spec], tmp_path / "root", budget=dl.FetchBudget(deadline_s=10, stall_timeout_s=0.3)
+        )
     assert spec.urls[0] in str(info.value)
     assert not _leftovers(tmp_path)
 
@@ -355,7 +394,9 @@ def test_stall_message_names_the_url_and_the_wait(monkeypatch, stalled_server, t
 @pytest.mark.parametrize("value", ["soon", "0", "-3", "inf", "nan"])
 def test_download_deadline_must_be_a_positive_number(monkeypatch, value):
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, value)
-    with pytest.raises(ValueError, match=f"{dl.ENV_DOWNLOAD_DEADLINE}=.* is not a number of seconds > 0"):
+    with pytest.raises(
+        ValueError, match=f"{dl.ENV_DOWNLOAD_DEADLINE}=.* is not a number of seconds > 0"
+    ):
         dl.FetchBudget()
 
 
@@ -375,7 +416,8 @@ class _Slow(io.BytesIO):
 
 
 def test_one_deadline_bounds_every_file_of_a_load(monkeypatch, data_dir):
-    """Four MNIST files at 0.6 s each: each alone fits a 1.5 s deadline, the load as a whole does not."""
+    """Four MNIST files at 0.6 s each: each alone fits a 1.5 s deadline, the load as a whole does
+    not."""
     requests = []
 
     def slow(url, timeout=None):
@@ -388,12 +430,18 @@ def test_one_deadline_bounds_every_file_of_a_load(monkeypatch, data_dir):
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "1.5")
     with pytest.raises(DataNotFoundError, match="the download deadline of 1.5 s ran out"):
         load("mnist")
-    assert 2 <= len(requests) <= 3  # one request per file until the deadline (the third file's ends past it)
+    assert (
+        2 <= len(requests) <= 3
+    )  # one request per file until the deadline (the third file's ends past it)
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "60")
-    assert load("mnist").x_train.shape[0] == 60_000  # the files fetched before the deadline are kept
+    assert (
+        load("mnist").x_train.shape[0] == 60_000
+    )  # the files fetched before the deadline are kept
 
 
 def test_malformed_deadline_is_an_error_even_when_nothing_is_downloaded(monkeypatch, data_dir):
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "ten minutes")
-    with pytest.raises(ValueError, match="DPPREP_DOWNLOAD_DEADLINE='ten minutes' is not a number of seconds > 0"):
+    with pytest.raises(
+        ValueError, match="DPPREP_DOWNLOAD_DEADLINE='ten minutes' is not a number of seconds > 0"
+    ):
         load("insurance", data_dir=data_dir)

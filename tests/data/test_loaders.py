@@ -18,7 +18,11 @@ REAL = ("mnist", "fashion_mnist", "adult", "sepsis", "credit_default", "insuranc
 
 
 def _one_hot_groups(ds: Dataset) -> dict[str, tuple[int, ...]]:
-    return {k: v for k, v in ds.feature_groups.items() if ds.feature_types[k] == "discrete" and len(v) > 1}
+    return {
+        k: v
+        for k, v in ds.feature_groups.items()
+        if ds.feature_types[k] == "discrete" and len(v) > 1
+    }
 
 
 @pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
@@ -36,8 +40,30 @@ def test_idx_sets(data_dir, name):
 def test_mnist_label_counts_match_the_published_ones(data_dir):
     ds = load("mnist", data_dir)
     # Per-digit counts of the MNIST training/test sets (LeCun et al.'s distribution).
-    assert np.bincount(ds.y_train).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
-    assert np.bincount(ds.y_test).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    assert np.bincount(ds.y_train).tolist() == [
+        5923,
+        6742,
+        5958,
+        6131,
+        5842,
+        5421,
+        5918,
+        6265,
+        5851,
+        5949,
+    ]
+    assert np.bincount(ds.y_test).tolist() == [
+        980,
+        1135,
+        1032,
+        1010,
+        982,
+        892,
+        958,
+        1028,
+        974,
+        1009,
+    ]
 
 
 def test_fashion_mnist_is_balanced(data_dir):
@@ -48,12 +74,21 @@ def test_fashion_mnist_is_balanced(data_dir):
 
 def test_adult_matches_spec(data_dir):
     ds = load("adult", data_dir)
-    assert ds.x_train.shape == (45175, 31) and ds.x_test.shape == (0, 31) and ds.y_test.shape == (0,)
+    assert (
+        ds.x_train.shape == (45175, 31) and ds.x_test.shape == (0, 31) and ds.y_test.shape == (0,)
+    )
     assert round(float(ds.y_train.mean()), 4) == 0.2480
     assert {k: len(v) for k, v in ds.feature_groups.items()} == {
-        "age": 1, "workclass": 7, "fnlwgt": 1, "educational-num": 1, "marital-status": 7,
-        "relationship": 6, "race": 5, "gender": 2, "hours-per-week": 1,
-    }  # fmt: skip
+        "age": 1,
+        "workclass": 7,
+        "fnlwgt": 1,
+        "educational-num": 1,
+        "marital-status": 7,
+        "relationship": 6,
+        "race": 5,
+        "gender": 2,
+        "hours-per-week": 1,
+    }
     assert set(ds.continuous_features) == {"age", "fnlwgt", "educational-num", "hours-per-week"}
     assert "workclass_Never-worked" not in ds.feature_names  # disappears with the '?' filter
     for feature in ds.continuous_features:
@@ -82,8 +117,18 @@ def test_sepsis(data_dir):
     assert round(100 * float(ds.y_train.mean()), 2) == 92.65
     age, sex, episode = ds.x_train.T
     assert age.min() >= 0 and age.max() <= 100
-    assert set(np.unique(sex)) == {0.0, 1.0} and set(np.unique(episode)) <= {1.0, 2.0, 3.0, 4.0, 5.0}
-    assert ds.feature_types == {"age_years": "continuous", "sex_0male_1female": "discrete", "episode_number": "discrete"}
+    assert set(np.unique(sex)) == {0.0, 1.0} and set(np.unique(episode)) <= {
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+        5.0,
+    }
+    assert ds.feature_types == {
+        "age_years": "continuous",
+        "sex_0male_1female": "discrete",
+        "episode_number": "discrete",
+    }
 
 
 def test_credit_default(data_dir):
@@ -101,13 +146,22 @@ def test_credit_default(data_dir):
 def test_insurance(data_dir):
     ds = load("insurance", data_dir)
     assert ds.feature_names == (
-        "age", "bmi", "children", "sex_male", "smoker_yes", "region_northwest", "region_southeast", "region_southwest",
-    )  # fmt: skip
+        "age",
+        "bmi",
+        "children",
+        "sex_male",
+        "smoker_yes",
+        "region_northwest",
+        "region_southeast",
+        "region_southwest",
+    )
     assert ds.x_train.shape == (1337, 8) and ds.task == "regression" and ds.num_classes is None
     assert ds.y_train.dtype == np.float32 and ds.y_train.min() > 1000
     assert ds.feature_groups["region"] == (5, 6, 7)
     region = ds.x_train[:, 5:8]
-    assert np.all(region.sum(axis=1) <= 1) and int((region.sum(axis=1) == 0).sum()) > 0  # northeast dropped
+    assert (
+        np.all(region.sum(axis=1) <= 1) and int((region.sum(axis=1) == 0).sum()) > 0
+    )  # northeast dropped
     raw_rows = (data_dir / "insurance" / "insurance.csv").read_text().splitlines()[1:]
     assert len(raw_rows) == 1338 and len(set(raw_rows)) == 1337
 
@@ -137,7 +191,9 @@ def test_deterministic_and_cached(data_dir, name):
     assert second is not first
     for field in ("x_train", "y_train", "x_test", "y_test"):
         np.testing.assert_array_equal(getattr(first, field), getattr(second, field))
-    assert first.feature_names == second.feature_names and dict(first.feature_groups) == dict(second.feature_groups)
+    assert first.feature_names == second.feature_names and dict(first.feature_groups) == dict(
+        second.feature_groups
+    )
 
 
 def test_unknown_name_lists_known_names():
@@ -156,7 +212,10 @@ def test_missing_file_message_names_file_dirs_url_and_env(tmp_path, monkeypatch)
     assert "insurance/insurance.csv" in message
     for directory in (tmp_path / "arg_dir", env_dir, tmp_path / "cache"):
         assert str(directory / "insurance" / "insurance.csv") in message
-    assert "https://raw.githubusercontent.com/stedy/Machine-Learning-with-R-datasets/master/insurance.csv" in message
+    assert (
+        "https://raw.githubusercontent.com/stedy/Machine-Learning-with-R-datasets/master/insurance.csv"
+        in message
+    )
     assert "DPPREP_DATA_DIR" in message and "downloads are disabled" in message
 
 
@@ -167,12 +226,23 @@ def test_search_order_prefers_argument_then_env_then_cache(tmp_path, monkeypatch
     monkeypatch.setenv(dl.ENV_CACHE_DIR, str(tmp_path / "cache"))
     src = data_dir / "insurance" / "insurance.csv"
     shutil.copy(src, tmp_path / "cache" / "insurance" / "insurance.csv")
-    assert dl.find("insurance/insurance.csv", tmp_path / "arg") == tmp_path / "cache" / "insurance" / "insurance.csv"
+    assert (
+        dl.find("insurance/insurance.csv", tmp_path / "arg")
+        == tmp_path / "cache" / "insurance" / "insurance.csv"
+    )
     shutil.copy(src, tmp_path / "env" / "insurance" / "insurance.csv")
-    assert dl.find("insurance/insurance.csv", tmp_path / "arg") == tmp_path / "env" / "insurance" / "insurance.csv"
+    assert (
+        dl.find("insurance/insurance.csv", tmp_path / "arg")
+        == tmp_path / "env" / "insurance" / "insurance.csv"
+    )
     shutil.copy(src, tmp_path / "arg" / "insurance" / "insurance.csv")
-    assert dl.find("insurance/insurance.csv", tmp_path / "arg") == tmp_path / "arg" / "insurance" / "insurance.csv"
-    assert load("insurance", tmp_path / "arg").files == (str((tmp_path / "arg" / "insurance" / "insurance.csv").resolve()),)
+    assert (
+        dl.find("insurance/insurance.csv", tmp_path / "arg")
+        == tmp_path / "arg" / "insurance" / "insurance.csv"
+    )
+    assert load("insurance", tmp_path / "arg").files == (
+        str((tmp_path / "arg" / "insurance" / "insurance.csv").resolve()),
+    )
 
 
 def test_corrupt_csv_raises_checksum_error(tmp_path, data_dir):
@@ -197,7 +267,9 @@ def test_corrupt_gzip_content_raises_checksum_error(tmp_path, data_dir):
     labels = bytearray(gzip.decompress((folder / "t10k-labels-idx1-ubyte.gz").read_bytes()))
     labels[-1] = (labels[-1] + 1) % 10
     (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(bytes(labels)))
-    with pytest.raises(ChecksumError, match="ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"):
+    with pytest.raises(
+        ChecksumError, match="ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"
+    ):
         load("mnist", tmp_path)
     (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
     with pytest.raises(ChecksumError, match="cannot read"):
@@ -213,7 +285,7 @@ def test_parse_idx_rejects_bad_headers():
         parse_idx(good[:-1])
 
 
-# --- cifar100_features (user-provided) -------------------------------------------------------------
+# --- cifar100_features (user-provided) ------------------------------------------------------------
 
 
 def _write_features(path, **overrides):
@@ -267,7 +339,13 @@ def test_features_file_that_is_not_npz(tmp_path):
         np.save(handle, np.zeros((3, 2)))
     with pytest.raises(ValueError, match="cannot read"):
         load_features_npz(path)
-    np.savez(path, x_train=np.array([{"a": 1}], dtype=object), y_train=np.zeros(1, int), x_test=np.zeros((0, 1)), y_test=np.zeros(0, int))
+    np.savez(
+        path,
+        x_train=np.array([{"a": 1}], dtype=object),
+        y_train=np.zeros(1, int),
+        x_test=np.zeros((0, 1)),
+        y_test=np.zeros(0, int),
+    )
     with pytest.raises(ValueError, match="cannot read"):  # object arrays need pickle: refused
         load_features_npz(path)
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpprep.data.synthetic import corrdp_covariance, corrdp_mean, corrdp_synthetic, corrdp_theta_star
+from dpprep.data.synthetic import (
+    corrdp_covariance,
+    corrdp_mean,
+    corrdp_synthetic,
+    corrdp_theta_star,
+)
 
 
 def test_population_parameters():
@@ -30,7 +35,11 @@ def test_population_parameters():
 def test_default_shapes_and_metadata():
     data = corrdp_synthetic()
     ds = data.dataset
-    assert ds.x_train.shape == (2000, 100) and ds.y_train.shape == (2000,) and ds.x_test.shape == (0, 100)
+    assert (
+        ds.x_train.shape == (2000, 100)
+        and ds.y_train.shape == (2000,)
+        and ds.x_test.shape == (0, 100)
+    )
     assert ds.task == "regression" and ds.num_classes is None
     assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.float32
     assert data.sensitive == tuple(range(10)) and data.insensitive == tuple(range(10, 100))
@@ -68,7 +77,12 @@ def test_noise_free_targets_are_linear():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"m_s": 101}, "m_s must be <= m"), ({"n": 0}, "n must be"), ({"noise_std": -1.0}, "noise_std"), ({"m_s": 0}, "m_s")],
+    [
+        ({"m_s": 101}, "m_s must be <= m"),
+        ({"n": 0}, "n must be"),
+        ({"noise_std": -1.0}, "noise_std"),
+        ({"m_s": 0}, "m_s"),
+    ],
 )
 def test_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -24,8 +24,15 @@ YT = RNG.integers(0, K, size=40)
 
 
 def small(method="dpsgdf", **kw):
-    base = dict(method=method, epsilon=2.0, eps_F=0.1, feature_norm=10.0, batch_size=24, epochs=2,
-                learning_rate=0.5)
+    base = dict(
+        method=method,
+        epsilon=2.0,
+        eps_F=0.1,
+        feature_norm=10.0,
+        batch_size=24,
+        epochs=2,
+        learning_rate=0.5,
+    )
     base.update(kw)
     if method != "dpsgdf":
         base["eps_F"] = None
@@ -50,37 +57,55 @@ def test_private_mean_noise_on_the_sum_and_its_own_stream():
     key = jax.random.key(3)
     mu = dpsgdf.private_mean(unit, 10.0, 0.1, 1e-5, key)
     xi = np.asarray(jax.random.normal(dpsgdf.streams.stream(key, "private_mean"), (D,)))
-    expected = (10.0 * unit.astype(np.float64).sum(0) + dpsgdf.mean_sigma(0.1, 1e-5) * 10.0 * xi) / N
+    expected = (
+        10.0 * unit.astype(np.float64).sum(0) + dpsgdf.mean_sigma(0.1, 1e-5) * 10.0 * xi
+    ) / N
     np.testing.assert_allclose(mu, expected, rtol=1e-5)
     # replace-one doubles the sensitivity of the sum (A2)
     mu2 = dpsgdf.private_mean(unit, 10.0, 0.1, 1e-5, key, neighbouring="replace_one")
-    np.testing.assert_allclose(mu2 - 10.0 * unit.mean(0), 2 * (mu - 10.0 * unit.mean(0)), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        mu2 - 10.0 * unit.mean(0), 2 * (mu - 10.0 * unit.mean(0)), rtol=1e-4, atol=1e-6
+    )
 
 
 def test_bias_correction_identity_c7():
     """W_prvᵀx + b_prv = W'ᵀ(x − μ̂) + b' (fp32, 1e-5 relative)."""
-    params = {"w": jnp.asarray(RNG.normal(size=(D, K)), jnp.float32), "b": jnp.asarray(RNG.normal(size=K), jnp.float32)}
+    params = {
+        "w": jnp.asarray(RNG.normal(size=(D, K)), jnp.float32),
+        "b": jnp.asarray(RNG.normal(size=K), jnp.float32),
+    }
     mu = jnp.asarray(RNG.normal(size=D), jnp.float32)
     x = jnp.asarray(XT)
     corrected = dpsgdf.bias_correct(params, mu)
     lhs = x @ corrected["w"] + corrected["b"]
     rhs = (x - mu) @ params["w"] + params["b"]
-    np.testing.assert_allclose(np.asarray(lhs), np.asarray(rhs), rtol=1e-5, atol=1e-5 * float(jnp.max(jnp.abs(rhs))))
+    np.testing.assert_allclose(
+        np.asarray(lhs), np.asarray(rhs), rtol=1e-5, atol=1e-5 * float(jnp.max(jnp.abs(rhs)))
+    )
     np.testing.assert_array_equal(np.asarray(corrected["w"]), np.asarray(params["w"]))
 
 
 def test_gradient_norm_closed_form_c8():
     """‖g_i‖ = ‖r_i‖·sqrt(‖x'_i‖² + 1) on x' = C_F·x̃ − μ̂, against autodiff with vmap."""
     model = models.softmax_regression(D, K)
-    params = {"w": jnp.asarray(RNG.normal(size=(D, K)) * 0.1, jnp.float32),
-              "b": jnp.asarray(RNG.normal(size=K), jnp.float32)}
+    params = {
+        "w": jnp.asarray(RNG.normal(size=(D, K)) * 0.1, jnp.float32),
+        "b": jnp.asarray(RNG.normal(size=K), jnp.float32),
+    }
     unit = jnp.asarray(dpsgdf.unit_normalize(X))
     mu = jnp.asarray(10.0 * np.asarray(unit).mean(0) + RNG.normal(size=D) * 0.1, jnp.float32)
     shifted = 10.0 * unit - mu
     grads = clipping.per_example_grads(model, params, shifted, jnp.asarray(Y))
-    auto = np.sqrt(sum(np.sum(np.asarray(g).reshape(N, -1) ** 2, axis=1) for g in jax.tree_util.tree_leaves(grads)))
+    auto = np.sqrt(
+        sum(
+            np.sum(np.asarray(g).reshape(N, -1) ** 2, axis=1)
+            for g in jax.tree_util.tree_leaves(grads)
+        )
+    )
     residual = np.asarray(model.residual(params, shifted, jnp.asarray(Y)), np.float64)
-    closed = np.linalg.norm(residual, axis=1) * np.sqrt(np.sum(np.asarray(shifted, np.float64) ** 2, axis=1) + 1)
+    closed = np.linalg.norm(residual, axis=1) * np.sqrt(
+        np.sum(np.asarray(shifted, np.float64) ** 2, axis=1) + 1
+    )
     np.testing.assert_allclose(closed, auto, rtol=1e-5)
     # The engine's fast path never forms x' (rank-1 corrections) and adds the expansion's
     # rounding bound, so its norms are upper bounds within a hair of the exact ones.
@@ -89,7 +114,8 @@ def test_gradient_norm_closed_form_c8():
     np.testing.assert_allclose(np.asarray(fast), auto, rtol=1e-3)
     fs, _ = features._clipped_sum_fast(model, params, unit, jnp.asarray(Y), 1.0, None, 10.0, mu)
     vs = clipping.clipped_grad(model, l2_clip_norm=1.0, method="vmap")(
-        params, (features.affine_features(unit, 10.0, mu), jnp.asarray(Y)), mask=None).grad
+        params, (features.affine_features(unit, 10.0, mu), jnp.asarray(Y)), mask=None
+    ).grad
     for a, b in zip(jax.tree_util.tree_leaves(fs), jax.tree_util.tree_leaves(vs)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
@@ -114,7 +140,9 @@ def test_method_switch_shares_batches_and_bias_corrects():
     f = dpsgdf.fit(small(), X, Y, key, eval_data=(XT, YT), num_classes=K)
     b = dpsgdf.fit(small("dpsgd"), X, Y, key, eval_data=(XT, YT), num_classes=K)
     npv = dpsgdf.fit(small("nonprivate", epochs=2), X, Y, key, eval_data=(XT, YT), num_classes=K)
-    np.testing.assert_array_equal(f.metrics["batch_size"], b.metrics["batch_size"])  # same Poisson draws (A21)
+    np.testing.assert_array_equal(
+        f.metrics["batch_size"], b.metrics["batch_size"]
+    )  # same Poisson draws (A21)
     assert np.all(b.mu_hat == 0) and np.any(f.mu_hat != 0)
     assert npv.calibration is None and set(f.params) == {"last", "average"}
     # evaluation of the corrected params on normalised, un-centred test features equals the
@@ -152,13 +180,23 @@ def test_bad_inputs_name_the_argument():
     # a unit whose calibration cannot converge: the mean step alone spends more than epsilon
     bad = dpsgdf.Model("dpsgdf", 1.0, 0.999999, 1.0, 1.0)
     with pytest.raises(ValueError, match="grid unit u7"):
-        dpsgdf.grid_group("u7", [bad], 24, 1, N, np.zeros(D), jax.random.split(jax.random.key(0), 2),
-                          num_classes=K)
+        dpsgdf.grid_group(
+            "u7",
+            [bad],
+            24,
+            1,
+            N,
+            np.zeros(D),
+            jax.random.split(jax.random.key(0), 2),
+            num_classes=K,
+        )
 
 
 def test_replace_one_option_costs_more_noise():
     add = dpsgdf.calibrate(small(epsilon=1.0, batch_size=30, epochs=3), N)
-    rep = dpsgdf.calibrate(small(epsilon=1.0, batch_size=30, epochs=3, neighbouring="replace_one"), N)
+    rep = dpsgdf.calibrate(
+        small(epsilon=1.0, batch_size=30, epochs=3, neighbouring="replace_one"), N
+    )
     assert rep.mean_multiplier == pytest.approx(2 * add.mean_multiplier)
     assert rep.noise_multiplier > 1.5 * add.noise_multiplier
 
@@ -168,10 +206,24 @@ def test_grid_group_equals_fit_per_model():
     keys = jax.random.split(jax.random.key(11), 2)
     unit = dpsgdf.unit_normalize(X)
     ms = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0, 10.0], [2.0], [0.1, 0.2], 2.0)
-    group = dpsgdf.grid_group("g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K)
-    assert group.per_seed == ("feature_shift",) and group.points["feature_shift"].shape == (2, len(ms), D)
-    res = sweeps.sweep_points(group.config, group.config.model.init(None), (unit, Y), keys, group.points,
-                              per_seed=group.per_seed, eval_data=(dpsgdf.unit_normalize(XT), YT), chunk_size=3)
+    group = dpsgdf.grid_group(
+        "g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K
+    )
+    assert group.per_seed == ("feature_shift",) and group.points["feature_shift"].shape == (
+        2,
+        len(ms),
+        D,
+    )
+    res = sweeps.sweep_points(
+        group.config,
+        group.config.model.init(None),
+        (unit, Y),
+        keys,
+        group.points,
+        per_seed=group.per_seed,
+        eval_data=(dpsgdf.unit_normalize(XT), YT),
+        chunk_size=3,
+    )
     for s in range(2):
         for p, m in enumerate(ms):
             cfg = m.config(24, 2)
@@ -181,11 +233,14 @@ def test_grid_group_equals_fit_per_model():
                 want = alone.centred[which]
                 for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
                     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-5)
-                assert res.evaluation[which]["accuracy"][s, p] == pytest.approx(alone.evaluation[which]["accuracy"])
+                assert res.evaluation[which]["accuracy"][s, p] == pytest.approx(
+                    alone.evaluation[which]["accuracy"]
+                )
 
 
 def _eqns(jaxpr, path=()):
-    """Every equation of a (closed) jaxpr and its sub-jaxprs, with the chain of enclosing primitives."""
+    """Every equation of a (closed) jaxpr and its sub-jaxprs, with the chain of enclosing
+    primitives."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     for eqn in inner.eqns:
         yield eqn, path
@@ -205,7 +260,9 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
     unit = dpsgdf.unit_normalize(X)
     ms = dpsgdf.grid_models(["dpsgdf", "dpsgd"], [1.0, 10.0, 100.0], [0.5, 2.0], [0.1, 0.2], 2.0)
     P = len(ms)
-    group = dpsgdf.grid_group("g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K)
+    group = dpsgdf.grid_group(
+        "g", ms, 24, 2, N, unit.astype(np.float64).mean(0), keys, num_classes=K
+    )
     config, names = group.config, tuple(group.points)
     plan = config.plan.execution
     static = static_config(config)
@@ -213,11 +270,22 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
     fn = sweeps._compiled(static, plan, names, True, False, seeded)
     base = with_values(traced(config), {name: None for name in names})
     values = tuple(jnp.asarray(group.points[name], jnp.float32) for name in names)
-    jaxpr = jax.make_jaxpr(fn)(base, config.model.init(None), jnp.asarray(unit), jnp.asarray(Y), keys, values,
-                               jnp.asarray(unit), jnp.asarray(Y))
+    jaxpr = jax.make_jaxpr(fn)(
+        base,
+        config.model.init(None),
+        jnp.asarray(unit),
+        jnp.asarray(Y),
+        keys,
+        values,
+        jnp.asarray(unit),
+        jnp.asarray(Y),
+    )
     eqns = list(_eqns(jaxpr))
-    data_gathers = [(e, path) for e, path in eqns if e.primitive.name == "gather"
-                    and tuple(e.invars[0].aval.shape) == (N, D)]
+    data_gathers = [
+        (e, path)
+        for e, path in eqns
+        if e.primitive.name == "gather" and tuple(e.invars[0].aval.shape) == (N, D)
+    ]
     assert len(data_gathers) == 1, [(e.outvars[0].aval.shape, p) for e, p in data_gathers]
     gather, path = data_gathers[0]
     assert "scan" in path  # it is in the step
@@ -233,6 +301,7 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
 def test_fit_checks_its_inputs_before_calibrating(monkeypatch):
     """Every bad input of fit is refused by name before the (seconds-long) calibration (which the
     run's private plan does when it is created)."""
+
     def refuse(*args, **kwargs):
         pytest.fail("calibrated before checking inputs")
 
@@ -247,7 +316,12 @@ def test_fit_checks_its_inputs_before_calibrating(monkeypatch):
         ((x, y + 0.5, key), {}, ValueError, "integer class labels"),
         ((x, y, key), {"eval_data": (x[:, :-1], y)}, ValueError, "x_test has"),
         ((x, y, key), {"eval_data": (x, y[:-1])}, ValueError, "y_test has"),
-        ((x, y, key), {"eval_data": (x, np.full_like(y, K))}, ValueError, r"y_test must hold class labels in \[0,"),
+        (
+            (x, y, key),
+            {"eval_data": (x, np.full_like(y, K))},
+            ValueError,
+            r"y_test must hold class labels in \[0,",
+        ),
     ]
     for args, kwargs, error, match in bad:
         with pytest.raises(error, match=match):

@@ -26,8 +26,8 @@ def test_audit_smoke(smoke_out):
     assert {"config", "versions", "seed"} <= set(frame.columns)
     assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
     assert (out / "audit.png").stat().st_size > 10_000
-    # The bug catalogue: a clip-to-2C DP-GD is caught by its rigorous (GDP) bound even at smoke size,
-    # and the table has the issue's columns.
+    # The bug catalogue: a clip-to-2C DP-GD is caught by its rigorous (GDP) bound even at smoke
+    # size, and the table has the issue's columns.
     bugs = frame[frame["role"].str.startswith("bug:")]
     assert list(bugs["bug"]) == ["clip_2c"] and bugs["violation"].all()
     assert by_name["audit catalogue: clip_2c in DP-GD (white_box) caught"].status == "pass"
@@ -43,7 +43,11 @@ def test_quick_profile_covers_the_issue_targets():
     plan = configs(PROFILES["quick"])
     honest = {(c.learner, c.threat_model, c.epsilon) for role, c in plan if role == "honest"}
     for eps in (1.0, 2.0, 4.0):
-        assert ("dp_gd", "white_box", eps) in honest and ("dp_sgd_poisson", "white_box", eps) in honest
+        assert ("dp_gd", "white_box", eps) in honest and (
+            "dp_sgd_poisson",
+            "white_box",
+            eps,
+        ) in honest
     assert all(c.delta == 1e-5 for _, c in plan)
     assert any(role == "broken" for role, _ in plan)
     # Every bug class of the catalogue is audited on some learner, at the learners' default runs.
@@ -54,8 +58,12 @@ def test_quick_profile_covers_the_issue_targets():
 
 
 def test_quick_profile_has_fifty_honest_audits_for_the_false_alarm_count():
-    # Issue 19: >= 50 honest audits across learners and ε, none flagged (the REPORT row counts them).
+    # Issue 19: >= 50 honest audits across learners and ε, none flagged (the REPORT row counts
+    # them).
     plan = configs(PROFILES["quick"])
     honest = [c for role, c in plan if role == "honest"]
     assert len(honest) >= 50 and len({c.learner for c in honest}) == len(SHAPES)
-    assert len({(c.learner, c.epsilon) for c in honest}) >= 15 and {c.seed for c in honest} == {0, 1}
+    assert len({(c.learner, c.epsilon) for c in honest}) >= 15 and {c.seed for c in honest} == {
+        0,
+        1,
+    }

@@ -12,7 +12,13 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from experiments import audit, hu2024_fig2, hu2024_fig3, sun2024_counterexample, sun2024_table1  # noqa: E402
+from experiments import (
+    audit,
+    hu2024_fig2,
+    hu2024_fig3,
+    sun2024_counterexample,
+    sun2024_table1,
+)  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -38,7 +44,9 @@ def _series(ax):
 
 
 def _legend_font_sizes(fig):
-    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    legends = list(fig.legends) + [
+        ax.get_legend() for ax in fig.axes if ax.get_legend() is not None
+    ]
     return [text.get_fontsize() for legend in legends for text in legend.get_texts()]
 
 
@@ -47,7 +55,9 @@ def test_hu2024_fig3_every_series_has_its_own_colour_and_marker(monkeypatch):
     for ax in fig.axes:
         series = [container.lines[0] for container in ax.containers]  # each errorbar's data line
         assert len(series) >= 5
-        assert len({line.get_color() for line in series}) == len(series), [c.get_label() for c in ax.containers]
+        assert len({line.get_color() for line in series}) == len(series), [
+            c.get_label() for c in ax.containers
+        ]
         assert len({line.get_marker() for line in series}) == len(series)
         assert ax.get_legend() is None  # the one legend is the figure's, below the panels
     assert fig.legends and min(_legend_font_sizes(fig)) >= 8
@@ -55,15 +65,28 @@ def test_hu2024_fig3_every_series_has_its_own_colour_and_marker(monkeypatch):
 
 def test_sun2024_e2_loss_axis_has_no_negative_range_and_the_legend_covers_no_panel(monkeypatch):
     module = sun2024_counterexample
-    fig = _drawn(module, monkeypatch, module.plot, _csv("sun2024_counterexample/e2.csv"), module.CFGS["quick"])
+    fig = _drawn(
+        module,
+        monkeypatch,
+        module.plot,
+        _csv("sun2024_counterexample/e2.csv"),
+        module.CFGS["quick"],
+    )
     accuracy, loss = fig.axes
     assert loss.get_ylim()[0] == 0 and min(loss.get_yticks()) == 0  # a hinge loss is never negative
-    assert all(tick.get_text() and not tick.get_text().startswith(("−", "-")) for tick in loss.get_yticklabels())
+    assert all(
+        tick.get_text() and not tick.get_text().startswith(("−", "-"))
+        for tick in loss.get_yticklabels()
+    )
     assert accuracy.get_legend() is None and loss.get_legend() is None and fig.legends
     caption = " ".join(text.get_text() for text in fig.texts)
-    assert "best configuration" in caption and "T ∈ {100, 1000}" in caption and "20 seeds" in caption
+    assert (
+        "best configuration" in caption and "T ∈ {100, 1000}" in caption and "20 seeds" in caption
+    )
     series = _series(accuracy)
-    assert len({(line.get_color(), line.get_linestyle(), line.get_markerfacecolor()) for line in series}) == len(series)
+    assert len(
+        {(line.get_color(), line.get_linestyle(), line.get_markerfacecolor()) for line in series}
+    ) == len(series)
 
 
 def test_audit_legend_is_legible_and_threat_models_keep_their_colour(monkeypatch):
@@ -84,8 +107,12 @@ def test_hu2024_fig2_both_group_privacy_lines_are_visible_where_they_coincide(mo
     assert len(group) == 2
     paper, rigorous = group
     assert (paper.get_ydata() == rigorous.get_ydata()).all()  # the PCA panel: Δ∞ = n, one value
-    # Coinciding, so they must differ in width and style: the wide pale band shows around the dashed line.
-    assert paper.get_linewidth() >= 2 * rigorous.get_linewidth() and paper.get_linestyle() != rigorous.get_linestyle()
+    # Coinciding, so they must differ in width and style: the wide pale band shows around the dashed
+    # line.
+    assert (
+        paper.get_linewidth() >= 2 * rigorous.get_linewidth()
+        and paper.get_linestyle() != rigorous.get_linestyle()
+    )
     assert any("coincide" in text.get_text() for text in pca.texts)
 
 
@@ -95,7 +122,9 @@ def test_sun2024_accuracy_figure_uses_the_paper_names_and_points_not_truncated_b
     (ax,) = fig.axes
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert any(label.startswith("DPSGD-F") for label in labels) and "dpsgd" not in " ".join(labels)
-    assert not [p for p in ax.patches if p.get_height() > 0]  # no bars: their length would need a 0 % baseline
+    assert not [
+        p for p in ax.patches if p.get_height() > 0
+    ]  # no bars: their length would need a 0 % baseline
     low = ax.get_ylim()[0]
     assert f"axis from {low:g} %" in ax.get_ylabel()  # a zoomed axis says where it starts
     ticks = [t.get_text() for t in ax.get_xticklabels()]

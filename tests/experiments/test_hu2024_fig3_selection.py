@@ -10,7 +10,14 @@ import pandas as pd
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.plan import DPPlan
 from experiments import REGISTRY, run_experiment
-from experiments.hu2024_fig3_selection import DELTA, EXPERIMENT, PROFILES, plan_options, selection_of, train_config
+from experiments.hu2024_fig3_selection import (
+    DELTA,
+    EXPERIMENT,
+    PROFILES,
+    plan_options,
+    selection_of,
+    train_config,
+)
 
 
 def test_registered_and_in_the_smoke_run():
@@ -18,7 +25,8 @@ def test_registered_and_in_the_smoke_run():
 
 
 def test_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out):
-    """From the session's smoke run: every selection is accounted end to end at its target (selection
+    """From the session's smoke run: every selection is accounted end to end at its target
+    (selection
     and training charged), needs more training noise than the training-only run, picks a grid step
     size, and its model is measured as Fig 3 measures (excess risk ≥ 0 over the ball); a rerun
     recomputes nothing."""
@@ -32,7 +40,9 @@ def test_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out):
     paid = runs[runs.protocol == "selected_privately"]
     free = runs[runs.protocol == "tuned_nonprivately"]
     cases = len(cfg.cases) * len(cfg.epsilons)
-    assert len(paid) == cases * cfg.seeds and len(free) == cases * cfg.seeds * len(cfg.learning_rates)
+    assert len(paid) == cases * cfg.seeds and len(free) == cases * cfg.seeds * len(
+        cfg.learning_rates
+    )
     for r in paid.itertuples():
         assert 0.95 * r.epsilon_target < r.epsilon_charged <= r.epsilon_target * (1 + 1e-6)
         assert r.charged == "selection+training"
@@ -44,7 +54,9 @@ def test_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out):
     assert (free.charged == "training").all()
     assert (runs.excess_risk > -1e-5).all() and np.isfinite(runs.excess_risk).all()
     summary = pd.read_csv(out / "summary.csv")
-    assert len(summary) == cases and (summary.paid_epsilon_max <= summary.epsilon * (1 + 1e-6)).all()
+    assert (
+        len(summary) == cases and (summary.paid_epsilon_max <= summary.epsilon * (1 + 1e-6)).all()
+    )
     assert (out / "fig3_selection.png").stat().st_size > 10_000
     comparisons = pd.read_csv(out / "comparisons.csv")
     rows = comparisons[comparisons.quantity.str.contains("selected privately")]
@@ -60,29 +72,47 @@ def test_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out):
 
 def test_clip_norm_never_bites_on_fig3_data():
     """The clip norm C = 1 that select's multiplier needs leaves Fig 3's DP-GD unchanged: every
-    per-example gradient of the logistic loss over the unit ball has norm ≤ ‖x‖ ≤ data_radius < 1."""
+    per-example gradient of the logistic loss over the unit ball has norm ≤ ‖x‖ ≤ data_radius < 1.
+    """
     cfg = PROFILES["smoke"].fig3
     n, d = cfg.cases[0]
-    data = low_rank_logistic(n, d, cfg.k, radius=cfg.data_radius, tail_mass=cfg.tail_mass,
-                             label_scale=cfg.label_scale, seed=cfg.data_seed)
-    config = train_config(cfg, d, DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(cfg)))
+    data = low_rank_logistic(
+        n,
+        d,
+        cfg.k,
+        radius=cfg.data_radius,
+        tail_mass=cfg.tail_mass,
+        label_scale=cfg.label_scale,
+        seed=cfg.data_seed,
+    )
+    config = train_config(
+        cfg, d, DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(cfg))
+    )
     x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y)
     rng = np.random.default_rng(0)
     for _ in range(3):
         theta = rng.normal(size=d)
         theta = theta / np.linalg.norm(theta) * rng.uniform(0, cfg.radius)
-        params = jax.tree_util.tree_map(lambda p: jnp.asarray(theta, jnp.float32).reshape(p.shape),
-                                        config.model.init(jax.random.PRNGKey(0)))
-        grads = jax.vmap(jax.grad(lambda p, xi, yi: config.model.per_example_loss(p, xi[None], yi[None])[0]),
-                         in_axes=(None, 0, 0))(params, x, y)
-        norms = np.sqrt(sum(np.sum(np.asarray(g).reshape(n, -1) ** 2, axis=1)
-                            for g in jax.tree_util.tree_leaves(grads)))
+        params = jax.tree_util.tree_map(
+            lambda p: jnp.asarray(theta, jnp.float32).reshape(p.shape),
+            config.model.init(jax.random.PRNGKey(0)),
+        )
+        grads = jax.vmap(
+            jax.grad(lambda p, xi, yi: config.model.per_example_loss(p, xi[None], yi[None])[0]),
+            in_axes=(None, 0, 0),
+        )(params, x, y)
+        norms = np.sqrt(
+            sum(
+                np.sum(np.asarray(g).reshape(n, -1) ** 2, axis=1)
+                for g in jax.tree_util.tree_leaves(grads)
+            )
+        )
         assert norms.max() <= cfg.data_radius + 1e-5 < config.plan.l2_clip_norm
 
 
 def test_quick_profile_accounting_is_feasible():
-    """Every quick ε lies above the selection's floor (K noisy scores alone); the smallest calibrates,
-    to more training noise than the training-only run at the same ε."""
+    """Every quick ε lies above the selection's floor (K noisy scores alone); the smallest
+    calibrates, to more training noise than the training-only run at the same ε."""
     scfg = PROFILES["quick"]
     n, _ = scfg.fig3.cases[0]
     selection = selection_of(scfg)
@@ -98,5 +128,7 @@ def test_quick_profile_accounting_is_feasible():
         assert paid.noise_multiplier in (z, float(np.nextafter(np.float32(z), np.float32(np.inf))))
         assert paid.noise_multiplier >= z and paid.epsilon <= e * (1 + 1e-9)
         assert selection.epsilon(plan, z, DELTA) <= e * (1 + 1e-9)
-        training_only = DPPlan.create("full", n, noise_multiplier=1.0, **plan_options(scfg.fig3)).execution
+        training_only = DPPlan.create(
+            "full", n, noise_multiplier=1.0, **plan_options(scfg.fig3)
+        ).execution
         assert z > training_only.calibrate(e, DELTA)

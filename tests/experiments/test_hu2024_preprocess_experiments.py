@@ -31,18 +31,27 @@ def test_table3_smoke(smoke_out, data_dir):
 
 
 def test_pipeline_demo_smoke(smoke_out, data_dir):
-    comparisons = run_experiment("hu2024_pipeline_demo", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    comparisons = run_experiment(
+        "hu2024_pipeline_demo", "smoke", smoke_out, data_dir=data_dir, quiet=True
+    )
     assert comparisons and all(c.status in ("pass", "info") for c in comparisons)
     out = smoke_out / "hu2024_pipeline_demo"
     frame = pd.read_csv(out / "pipeline_demo.csv")
     assert list(frame["step"])[:2] == ["none", "mean imputation"]
-    assert {"config", "versions", "overall_epsilon_exact", "overall_epsilon_table2", "group_epsilon"} <= set(frame.columns)
+    assert {
+        "config",
+        "versions",
+        "overall_epsilon_exact",
+        "overall_epsilon_table2",
+        "group_epsilon",
+    } <= set(frame.columns)
     imp = frame[frame["step"] == "mean imputation"].iloc[0]
     # Few missing values: Theorem 2 is far below group privacy over p records.
     assert imp["overall_epsilon_exact"] < imp["group_epsilon"]
     assert "Worked example" in (out / "pipeline_demo.md").read_text()
     # Chained imputation → quantization (issue 12): the composed sensitivity is the Pipeline's, with
-    # Δ∞ = p + (p+1)·p_q and Δ2 = 2/(n−p) + 2η (chain + displacement rule), and still beats group privacy.
+    # Δ∞ = p + (p+1)·p_q and Δ2 = 2/(n−p) + 2η (chain + displacement rule), and still beats group
+    # privacy.
     from dpprep.preprocess import Pipeline
     from dpprep.preprocess import pipeline as pl
     from experiments.hu2024_pipeline_demo import PROFILES
@@ -58,7 +67,9 @@ def test_pipeline_demo_smoke(smoke_out, data_dir):
     x, _, groups = load_adult_unit_ball(data_dir, cfg.n_rows, cfg.seed)
     xm = inject_mcar(x, [groups[cfg.missing_column][0]], cfg.missing_rate, cfg.seed)
     run = Pipeline((pl.impute_mean_step(), pl.quantize_step(cfg.eta))).run(xm)
-    assert run.sensitivity.linf == both["linf"] and run.sensitivity.l2 == pytest.approx(both["l2"], rel=1e-12)
+    assert run.sensitivity.linf == both["linf"] and run.sensitivity.l2 == pytest.approx(
+        both["l2"], rel=1e-12
+    )
     three = rows.loc["imputation → quantization → PCA rank-1 (composed)"]
     assert three["linf"] == len(x) and three["l2"] == 2.0
     assert any("valid overall ε = min" in c.quantity for c in comparisons)

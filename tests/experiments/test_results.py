@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from experiments import results
-from experiments.results import Comparison, UnitStore, atomic_write_text, comparisons_frame, package_versions
+from experiments.results import (
+    Comparison,
+    UnitStore,
+    atomic_write_text,
+    comparisons_frame,
+    package_versions,
+)
 
 
 def test_unit_store_computes_once_and_resumes(tmp_path):
@@ -69,7 +75,15 @@ def test_numeric_comparison_pass_and_miss():
 
 def test_package_versions_records_the_stack():
     versions = package_versions()
-    for name in ("python", "jax", "numpy", "dp-accounting", "jax-privacy", "scikit-learn", "dpprep"):
+    for name in (
+        "python",
+        "jax",
+        "numpy",
+        "dp-accounting",
+        "jax-privacy",
+        "scikit-learn",
+        "dpprep",
+    ):
         assert name in versions
     json.dumps(versions)
 
@@ -92,34 +106,50 @@ def test_tree_digest_reads_relative_paths_and_content_only(tmp_path):
 
 
 def test_tree_digest_keys_on_code_not_on_its_documentation(tmp_path):
-    source = '"""Module."""\n\n\nclass A:\n    """Doc."""\n\n    def f(self, x):\n        """Doc."""\n        return x * 2.0  # why\n'
+    source = (
+        '"""Module."""\n\n\nclass A:\n    """Doc."""\n\n    def f(self, x):\n        """Doc."""\n  '
+        "      return x * 2.0  # why\n"
+    )
     variants = {
         "same": source,
         "docstrings reworded, comment edited, lines re-wrapped": (
             '"""Other words."""\nclass A:\n    """More."""\n    def f(self,\n          x):\n'
-            '        """Reworded."""\n        return (x\n                * 2.0)  # because\n'),
-        "a docstring-only function": source.replace('return x * 2.0  # why', 'pass'),
+            '        """Reworded."""\n        return (x\n                * 2.0)  # because\n'
+        ),
+        "a docstring-only function": source.replace("return x * 2.0  # why", "pass"),
     }
     digests = {}
-    for name, text in {**variants, "constant edited": source.replace("2.0", "3.0"),
-                       "operator edited": source.replace("x * 2.0", "x + 2.0"),
-                       "a string that is not a docstring": source.replace("return x * 2.0", "y = 'a'\n        return x * 2.0"),
-                       "not Python": "def (:\n"}.items():
+    for name, text in {
+        **variants,
+        "constant edited": source.replace("2.0", "3.0"),
+        "operator edited": source.replace("x * 2.0", "x + 2.0"),
+        "a string that is not a docstring": source.replace(
+            "return x * 2.0", "y = 'a'\n        return x * 2.0"
+        ),
+        "not Python": "def (:\n",
+    }.items():
         (tmp_path / name / "dpprep").mkdir(parents=True)
         (tmp_path / name / "dpprep" / "m.py").write_text(text)
         digests[name] = results.tree_digest(tmp_path / name)
     # Documentation, comments and layout do not decide what a unit computes: its digest stays.
     assert digests["same"] == digests["docstrings reworded, comment edited, lines re-wrapped"]
     # Every edit to code changes it, a body emptied to its docstring included.
-    for name in ("a docstring-only function", "constant edited", "operator edited", "a string that is not a docstring",
-                 "not Python"):
+    for name in (
+        "a docstring-only function",
+        "constant edited",
+        "operator edited",
+        "a string that is not a docstring",
+        "not Python",
+    ):
         assert digests[name] != digests["same"], name
     # A file that does not parse is keyed on its bytes: any edit to it changes the digest.
     (tmp_path / "not Python" / "dpprep" / "m.py").write_text("def (:  \n")
     assert results.tree_digest(tmp_path / "not Python") != digests["not Python"]
 
 
-def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tmp_path, monkeypatch):
+def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(
+    tmp_path, monkeypatch
+):
     calls = []
 
     def compute():
@@ -129,7 +159,9 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tm
     store = UnitStore(tmp_path)
     assert store.run("unit", compute) == {"l2": 2.0}
     computed = store.provenance("unit")
-    assert computed["source"] == results.source_digest() and computed["versions"] == package_versions()
+    assert (
+        computed["source"] == results.source_digest() and computed["versions"] == package_versions()
+    )
     # A later process reads the unit back with the provenance of its computation, not today's.
     epoch = time.gmtime(0)
     monkeypatch.setattr(results.time, "gmtime", lambda *a: epoch)
@@ -138,7 +170,8 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tm
     assert again.provenance("unit") == computed
     # Rows name the code that computed them (the time stays in the unit file).
     assert json.loads(results.provenance_json(again.provenance("unit"))) == {
-        k: v for k, v in computed.items() if k not in ("computed", "seconds")}
+        k: v for k, v in computed.items() if k not in ("computed", "seconds")
+    }
     # After an edit to the package (another source digest) the unit is stale: recomputed.
     monkeypatch.setattr(results, "source_digest", lambda: "edited")
     edited = UnitStore(tmp_path)
@@ -155,7 +188,9 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(tm
     [
         lambda text: text[: len(text) // 2],  # truncated
         lambda text: "\x00\xff\xfe binary",  # not text
-        lambda text: text.replace('"l2":2.0', '"l2":2.5').replace('"l2": 2.0', '"l2": 2.5'),  # edited
+        lambda text: text.replace('"l2":2.0', '"l2":2.5').replace(
+            '"l2": 2.0', '"l2": 2.5'
+        ),  # edited
     ],
     ids=["truncated", "binary", "edited"],
 )
@@ -184,9 +219,13 @@ def test_directory_in_place_of_a_unit_is_named_and_recomputed(tmp_path, empty):
     path.mkdir()
     if not empty:
         (path / "something").write_text("kept")
-    with pytest.warns(UserWarning, match=re.escape(f"unit file {path} is a directory, not a unit; moved it to ")):
+    with pytest.warns(
+        UserWarning, match=re.escape(f"unit file {path} is a directory, not a unit; moved it to ")
+    ):
         assert UnitStore(tmp_path).run("unit", lambda: {"l2": 3.0}) == {"l2": 3.0}
-    assert path.is_file()  # the recomputed unit took its place; the directory was moved aside, not deleted
+    assert (
+        path.is_file()
+    )  # the recomputed unit took its place; the directory was moved aside, not deleted
     (aside,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert aside.name.startswith(path.name + ".not-a-unit-") and empty == (not any(aside.iterdir()))
     with warnings.catch_warnings():
@@ -246,7 +285,8 @@ def test_run_many_shards_a_grid_and_reports_what_is_left(tmp_path):
 
 def test_units_keep_key_order_and_rows_carry_no_time(tmp_path, monkeypatch):
     """Tables built from unit values keep their column order after a reload, and the provenance a
-    row carries names the code, not the clock, so regenerating an unchanged table is byte-identical."""
+    row carries names the code, not the clock, so regenerating an unchanged table is byte-identical.
+    """
     value = {"step": "impute", "mechanism": "dp_gd", "epsilon": 1.5}
     assert list(UnitStore(tmp_path).run("u", lambda: dict(value))) == list(value)
     again = UnitStore(tmp_path)
@@ -276,19 +316,29 @@ def test_progress_off_a_terminal_prints_no_bar_and_counts_units(tmp_path):
         store = UnitStore(tmp_path / str(verbose), progress=progress)
         store.run("lone", lambda: {"v": 0})  # outside any loop: a step of its own
         for i in progress.track(range(3), "cell"):
-            store.run_many([(f"{i}/{j}", lambda j=j: {"v": j}) for j in range(2)])  # nested: no steps
+            store.run_many(
+                [(f"{i}/{j}", lambda j=j: {"v": j}) for j in range(2)]
+            )  # nested: no steps
         store.run_many([("0/0", lambda: {"v": 9}), ("new", lambda: {"v": 1})])
         assert (progress.done, progress.total) == (6, 6)
-        assert (progress.computed, progress.cached) == (8, 1) and progress.counts() == "8 computed, 1 cached"
+        assert (progress.computed, progress.cached) == (
+            8,
+            1,
+        ) and progress.counts() == "8 computed, 1 cached"
         text = stream.getvalue()
         assert "\r" not in text
         lines = text.splitlines()
-        assert lines == ([] if not verbose else [ln for ln in lines if re.fullmatch(r"\[exp +\d+\.\ds\] cell \d/3: \d", ln)])
+        assert lines == (
+            []
+            if not verbose
+            else [ln for ln in lines if re.fullmatch(r"\[exp +\d+\.\ds\] cell \d/3: \d", ln)]
+        )
         assert len(lines) == (3 if verbose else 0)
 
 
 class _Clock:
-    """A fake clock: the estimates are tested on times the test sets, not on how busy the machine is."""
+    """A fake clock: the estimates are tested on times the test sets, not on how busy the machine
+    is."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -311,13 +361,18 @@ def test_progress_on_a_terminal_draws_a_tqdm_bar_with_done_total_and_our_eta(tmp
     store.run_many([(str(i), lambda i=i: {"v": i}) for i in range(3)])
     text = stream.getvalue()
     assert "\r" in text and "[1/2] exp" in text
-    assert re.search(r"3/3 \[\d\d:\d\d, 3 computed, 0 cached\]", text), text  # done/total [elapsed, counts
+    assert re.search(r"3/3 \[\d\d:\d\d, 3 computed, 0 cached\]", text), (
+        text
+    )  # done/total [elapsed, counts
     assert "<" not in text  # not tqdm's own ETA (steps/s), which ignores how steps differ in cost
     progress.close()
     assert stream.getvalue().endswith("\r")  # the bar is cleared (the caller prints one line)
     progress("a detail")  # not verbose: not shown
     progress.note("a note")  # notes still print, as plain lines, once the bar is gone
-    assert re.search(r"\r\[exp +\d+\.\ds\] a note\n$", stream.getvalue()) and "a detail" not in stream.getvalue()
+    assert (
+        re.search(r"\r\[exp +\d+\.\ds\] a note\n$", stream.getvalue())
+        and "a detail" not in stream.getvalue()
+    )
     # Mid-grid the bar shows our estimate: 1 of 3 equal steps took 10 s.
     stream = _Terminal()
     progress = results.Progress("exp", stream=stream, verbose=False, clock=clock)
@@ -341,8 +396,13 @@ def test_progress_estimate_weights_steps_by_their_stated_cost():
         assert progress.time_left()[0] == pytest.approx(37.0)
         clock.now += 15
         progress.step(computed=True, seconds=20.0, remaining=[10, 1])  # the rate: 22 s / 11
-        assert progress.time_left() == (pytest.approx(22.0), "from 2 computed units, weighted by size")
-        progress.step(computed=False, seconds=0.0, remaining=[1])  # loaded, not computed: the rate stays
+        assert progress.time_left() == (
+            pytest.approx(22.0),
+            "from 2 computed units, weighted by size",
+        )
+        progress.step(
+            computed=False, seconds=0.0, remaining=[1]
+        )  # loaded, not computed: the rate stays
         assert progress.time_left()[0] == pytest.approx(2.0)
     assert progress.time_left() is None  # between grids: nothing to estimate
     progress = results.Progress("exp", stream=io.StringIO(), verbose=False, clock=clock)
@@ -360,7 +420,9 @@ def test_progress_status_line_is_the_grid_estimate_not_the_elapsed_time_per_step
     sweep reports chunks. The note and the status line give the same, single estimate; the lone
     units do not make the rest look fast (the old `elapsed / done × left` said 12 s here)."""
     clock, stream = _Clock(), io.StringIO()
-    progress = results.Progress("exp", stream=stream, verbose=False, interval=0.0, clock=clock, long_after=30.0)
+    progress = results.Progress(
+        "exp", stream=stream, verbose=False, interval=0.0, clock=clock, long_after=30.0
+    )
     for _ in range(20):
         progress.unit(cached=False, seconds=0.0)
     assert progress.time_left() is None  # lone units: no grid, no estimate
@@ -369,19 +431,26 @@ def test_progress_status_line_is_the_grid_estimate_not_the_elapsed_time_per_step
         clock.now += 60  # the first chunk also compiles
         progress.chunk(1, 10)
         clock.now += 60
-        progress.chunk(2, 10)  # 8 chunks × 60 s left in this unit, which takes 600 s, and one more unit
+        progress.chunk(
+            2, 10
+        )  # 8 chunks × 60 s left in this unit, which takes 600 s, and one more unit
         assert progress.time_left() == (1080.0, "from the first unit's chunks, weighted by size")
         clock.now += 30
         progress.chunk(2, 10)
         lines = _eta_lines(stream.getvalue())
         notes = [line for line in lines if "≈" in line]
-        assert notes == [notes[0]] and notes[0].endswith("] 2 of 2 units left ≈ 18.0 min (from the first unit's chunks, "
-                                                          "weighted by size)"), lines
-        assert lines[-1].endswith("20/22 units (20 computed, 0 cached, chunk 2/10), ETA ~17.5 min"), lines
+        assert notes == [notes[0]] and notes[0].endswith(
+            "] 2 of 2 units left ≈ 18.0 min (from the first unit's chunks, weighted by size)"
+        ), lines
+        assert lines[-1].endswith(
+            "20/22 units (20 computed, 0 cached, chunk 2/10), ETA ~17.5 min"
+        ), lines
         clock.now += 450
         progress.step(computed=True, seconds=600.0, remaining=[1.0])
         assert progress.time_left() == (600.0, "from 1 computed unit, weighted by size")
-    assert len([line for line in _eta_lines(stream.getvalue()) if "≈" in line]) == 1  # one note per grid
+    assert (
+        len([line for line in _eta_lines(stream.getvalue()) if "≈" in line]) == 1
+    )  # one note per grid
 
 
 def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
@@ -402,29 +471,51 @@ def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
 def test_progress_estimates_a_long_grid_from_its_first_unit(tmp_path):
     """One line before the rest of a long grid: how many of its units are still to compute and the
     time they will take, with the estimate's basis."""
+
     def grid(store, costs=None):
-        return store.run_many([(f"u{i}", lambda i=i: time.sleep(0.02) or {"v": i}) for i in range(5)], costs=costs)
+        return store.run_many(
+            [(f"u{i}", lambda i=i: time.sleep(0.02) or {"v": i}) for i in range(5)], costs=costs
+        )
 
     stream = io.StringIO()
-    grid(UnitStore(tmp_path, progress=results.Progress("exp", stream=stream, verbose=False, long_after=0.05)))
+    grid(
+        UnitStore(
+            tmp_path,
+            progress=results.Progress("exp", stream=stream, verbose=False, long_after=0.05),
+        )
+    )
     (line,) = stream.getvalue().splitlines()
-    assert re.search(r"\] 4 of 5 units left ≈ \d+\.\d s \(from 1 computed unit, assuming equal cost\)$", line), line
-    # The same grid, 3 of 5 units finished earlier: only the 1 unit still missing after the first computed one counts.
+    assert re.search(
+        r"\] 4 of 5 units left ≈ \d+\.\d s \(from 1 computed unit, assuming equal cost\)$", line
+    ), line
+    # The same grid, 3 of 5 units finished earlier: only the 1 unit still missing after the first
+    # computed one counts.
     for key in ("u0", "u2", "u4"):
         UnitStore(tmp_path / "part").save(key, {"v": 0})
     stream = io.StringIO()
-    grid(UnitStore(tmp_path / "part", progress=results.Progress("exp", stream=stream, verbose=False,
-                                                                long_after=0.001)))
+    grid(
+        UnitStore(
+            tmp_path / "part",
+            progress=results.Progress("exp", stream=stream, verbose=False, long_after=0.001),
+        )
+    )
     assert "] 1 of 5 units left ≈ " in stream.getvalue()
-    # Stated costs: the first unit is the smallest, so the rest is 10x its time per unit of cost × 40.
+    # Stated costs: the first unit is the smallest, so the rest is 10x its time per unit of cost ×
+    # 40.
     stream, clock = io.StringIO(), _Clock()
     progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.001, clock=clock)
     store = UnitStore(tmp_path / "sized", progress=progress)
     store.run_many([(f"u{i}", lambda i=i: {"v": i}) for i in range(5)], costs=[1, 10, 10, 10, 10])
-    assert "] 4 of 5 units left ≈ 0.0 s (from 1 computed unit, weighted by size)" in stream.getvalue()
+    assert (
+        "] 4 of 5 units left ≈ 0.0 s (from 1 computed unit, weighted by size)" in stream.getvalue()
+    )
     # A short grid says nothing.
     stream = io.StringIO()
-    grid(UnitStore(tmp_path / "short", progress=results.Progress("exp", stream=stream, verbose=False)))
+    grid(
+        UnitStore(
+            tmp_path / "short", progress=results.Progress("exp", stream=stream, verbose=False)
+        )
+    )
     assert stream.getvalue() == ""
 
 
@@ -432,35 +523,53 @@ def test_progress_track_names_its_steps_and_counts_what_is_left():
     """A loop of 12 cells (sun2024_counterexample's E2) after 72 lone units: the note counts the
     loop's cells left (11 of 12), not the bar's steps."""
     clock, stream = _Clock(), io.StringIO()
-    progress = results.Progress("exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0)
+    progress = results.Progress(
+        "exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0
+    )
     for _ in range(72):
         progress.unit(cached=False, seconds=0.1)
     for _ in progress.track(range(12), "E2 cell"):
         clock.now += 10
     (note,) = stream.getvalue().splitlines()
-    assert note.endswith("] 11 of 12 E2 cells left ≈ 1.8 min (from 1 computed E2 cell, assuming equal cost)"), note
+    assert note.endswith(
+        "] 11 of 12 E2 cells left ≈ 1.8 min (from 1 computed E2 cell, assuming equal cost)"
+    ), note
     # With sizes, a loop weights by them too.
     stream = io.StringIO()
-    progress = results.Progress("exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0)
+    progress = results.Progress(
+        "exp", stream=stream, verbose=False, interval=3600.0, clock=clock, long_after=30.0
+    )
     for size in progress.track([1, 3, 3], "cell", costs=[1, 3, 3]):
         clock.now += 10 * size
     (note,) = stream.getvalue().splitlines()
-    assert note.endswith("] 2 of 3 cells left ≈ 60 s (from 1 computed cell, weighted by size)"), note
+    assert note.endswith("] 2 of 3 cells left ≈ 60 s (from 1 computed cell, weighted by size)"), (
+        note
+    )
 
 
 def test_progress_estimates_a_long_sweep_from_its_second_chunk():
     stream, clock = io.StringIO(), _Clock()
-    progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.05, interval=3600.0, clock=clock)
+    progress = results.Progress(
+        "exp", stream=stream, verbose=False, long_after=0.05, interval=3600.0, clock=clock
+    )
     for done in range(11):
         progress.chunk(done, 10)
         clock.now += 5 if done else 50  # the first chunk also compiles
     (line,) = stream.getvalue().splitlines()
-    assert line.endswith("] 8 of 10 chunks left ≈ 40 s (this unit, from its chunks after the first)"), line
-    progress.unit(cached=False, seconds=95.0)  # that lone unit is done: the next lone sweep gets its own line
+    assert line.endswith(
+        "] 8 of 10 chunks left ≈ 40 s (this unit, from its chunks after the first)"
+    ), line
+    progress.unit(
+        cached=False, seconds=95.0
+    )  # that lone unit is done: the next lone sweep gets its own line
     for done in range(4):
         progress.chunk(done, 3)
         clock.now += 50
-    assert stream.getvalue().splitlines()[-1].endswith("] 1 of 3 chunks left ≈ 50 s (this unit, from its chunks after the first)")
+    assert (
+        stream.getvalue()
+        .splitlines()[-1]
+        .endswith("] 1 of 3 chunks left ≈ 50 s (this unit, from its chunks after the first)")
+    )
 
 
 def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_lines(monkeypatch):
@@ -489,17 +598,24 @@ def test_progress_in_a_jupyter_kernel_prints_plain_lines():
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     repo = Path(__file__).resolve().parents[1]
-    source = "\n".join([
-        "import tempfile",
-        "from experiments.results import Progress, UnitStore",
-        "p = Progress('nb', verbose=True)",
-        "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i}) for i in range(3)])",
-        "for _ in p.track(range(2), 'x'): pass",
-        "p.close()",
-        "print(p.counts())",
-    ])
+    source = "\n".join(
+        [
+            "import tempfile",
+            "from experiments.results import Progress, UnitStore",
+            "p = Progress('nb', verbose=True)",
+            (
+                "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i})"
+                " for i in range(3)])"
+            ),
+            "for _ in p.track(range(2), 'x'): pass",
+            "p.close()",
+            "print(p.counts())",
+        ]
+    )
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    nbclient.NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(repo)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=120, resources={"metadata": {"path": str(repo)}}
+    ).execute()
     outputs = notebook.cells[0].outputs
     assert all(o.get("output_type") == "stream" for o in outputs), outputs
     text = "".join(o["text"] for o in outputs)
@@ -513,18 +629,31 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 
 def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
-    _tree(tmp_path, {
-        "dpprep/core.py": "X = 1\n",
-        "experiments/__init__.py": "RUNNER = 1\n",
-        "experiments/results.py": "import json\n",
-        "experiments/shared.py": "from . import results\n",          # relative, transitive
-        "experiments/a.py": "from experiments import RunContext, shared\n",
-        "experiments/b.py": "def f():\n    import experiments.results as r\n    return r\n",  # inside a function
-        "experiments/other.py": "Y = 2\n",
-    })
+    _tree(
+        tmp_path,
+        {
+            "dpprep/core.py": "X = 1\n",
+            "experiments/__init__.py": "RUNNER = 1\n",
+            "experiments/results.py": "import json\n",
+            "experiments/shared.py": "from . import results\n",  # relative, transitive
+            "experiments/a.py": "from experiments import RunContext, shared\n",
+            "experiments/b.py": (
+                "def f():\n    import experiments.results as r\n    return r\n"
+            ),  # inside a function
+            "experiments/other.py": "Y = 2\n",
+        },
+    )
     assert results.experiment_sources("experiments.a", tmp_path) == (
-        "dpprep", "experiments/a.py", "experiments/results.py", "experiments/shared.py")
-    assert results.experiment_sources("experiments.b", tmp_path) == ("dpprep", "experiments/b.py", "experiments/results.py")
+        "dpprep",
+        "experiments/a.py",
+        "experiments/results.py",
+        "experiments/shared.py",
+    )
+    assert results.experiment_sources("experiments.b", tmp_path) == (
+        "dpprep",
+        "experiments/b.py",
+        "experiments/results.py",
+    )
     with pytest.raises(ValueError, match="no experiment module"):
         results.experiment_sources("experiments.missing", tmp_path)
 
@@ -533,12 +662,17 @@ def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
 
     before = {m: digest(m) for m in ("experiments.a", "experiments.b")}
     _tree(tmp_path, {"experiments/other.py": "Y = 3\n", "experiments/__init__.py": "RUNNER = 2\n"})
-    assert {m: digest(m) for m in before} == before  # another experiment or the runner: units stay valid
+    assert {
+        m: digest(m) for m in before
+    } == before  # another experiment or the runner: units stay valid
     _tree(tmp_path, {"experiments/shared.py": "from . import results  # a comment: not code\n"})
     assert {m: digest(m) for m in before} == before  # a comment (or docstring) computes nothing
     _tree(tmp_path, {"experiments/shared.py": "from . import results\nEDITED = True\n"})
     after = {m: digest(m) for m in before}
-    assert after["experiments.a"] != before["experiments.a"] and after["experiments.b"] == before["experiments.b"]
+    assert (
+        after["experiments.a"] != before["experiments.a"]
+        and after["experiments.b"] == before["experiments.b"]
+    )
     _tree(tmp_path, {"dpprep/core.py": "X = 2\n"})
     assert all(digest(m) != after[m] for m in before)  # the package: every experiment
 
@@ -562,8 +696,16 @@ def test_run_all_keys_each_experiment_on_its_own_sources(tmp_path):
 
     module = experiments.REGISTRY["hu2024_pipeline_demo"][0]
     assert results.experiment_sources(module) == (
-        "dpprep", "experiments/hu2024_pipeline_demo.py", "experiments/hu2024_table3.py", "experiments/results.py")
-    assert experiments.unit_source("hu2024_pipeline_demo") == results.experiment_digest(module) != results.source_digest()
+        "dpprep",
+        "experiments/hu2024_pipeline_demo.py",
+        "experiments/hu2024_table3.py",
+        "experiments/results.py",
+    )
+    assert (
+        experiments.unit_source("hu2024_pipeline_demo")
+        == results.experiment_digest(module)
+        != results.source_digest()
+    )
 
 
 def test_a_unit_records_its_computing_time_and_rows_leave_it_out(tmp_path):
@@ -571,5 +713,7 @@ def test_a_unit_records_its_computing_time_and_rows_leave_it_out(tmp_path):
     store.run("u", lambda: (time.sleep(0.02), {"v": 1})[1])
     recorded = store.provenance("u")
     assert 0.02 <= recorded["seconds"] < 5
-    assert UnitStore(tmp_path).run("u", lambda: {"v": 2}) == {"v": 1}  # the time does not make it stale
+    assert UnitStore(tmp_path).run("u", lambda: {"v": 2}) == {
+        "v": 1
+    }  # the time does not make it stale
     assert "seconds" not in json.loads(results.provenance_json(recorded))

@@ -27,8 +27,15 @@ P6 = GLM6.init(None)
 
 def _plan(batch_size: int, steps: int) -> DPPlan:
     """A private plan (C = 1, z = 1) of shuffled batches on the N40 rows."""
-    return DPPlan.create("shuffle", N40, batch_size=batch_size, steps=steps, l2_clip_norm=1.0, noise_multiplier=1.0,
-                         delta=1e-5)
+    return DPPlan.create(
+        "shuffle",
+        N40,
+        batch_size=batch_size,
+        steps=steps,
+        l2_clip_norm=1.0,
+        noise_multiplier=1.0,
+        delta=1e-5,
+    )
 
 
 SMALL = TrainConfig(GLM6, Hyper(0.5), _plan(8, 6), track_loss=True, extensions=(AffineFeatures(),))
@@ -36,7 +43,8 @@ SHIFTS = RNG.normal(size=(2, D6)).astype(np.float32)
 
 
 class FakeStore:
-    """``run_many(items, costs=...)``: each ``(key, compute)`` computed once, then served from memory."""
+    """``run_many(items, costs=...)``: each ``(key, compute)`` computed once, then served from
+    memory."""
 
     def __init__(self):
         self.cache, self.computed, self.calls, self.costs = {}, [], [], []
@@ -56,27 +64,38 @@ class FakeStore:
 
 def _groups():
     points = {"learning_rate": np.array([0.3, 1.0]), "feature_shift": SHIFTS}
-    return [sweeps.Group("b8", SMALL, points),
-            sweeps.Group("b10", dataclasses.replace(SMALL, plan=_plan(10, 4)), points)]
+    return [
+        sweeps.Group("b8", SMALL, points),
+        sweeps.Group("b10", dataclasses.replace(SMALL, plan=_plan(10, 4)), points),
+    ]
 
 
 def test_run_groups_through_a_store():
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     store, messages = FakeStore(), []
     groups = _groups()
-    out = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST),
-                            progress=messages.append)
+    out = run_groups(
+        groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST), progress=messages.append
+    )
     assert store.calls == [["b8", "b10"]] and store.computed == ["b8", "b10"]
     assert len(messages) == 2 and "b10" in messages[1]
     # Each group's size for the progress ETA: seeds × points × steps × batch size.
     assert store.costs == [[2 * 2 * 6 * 8, 2 * 2 * 4 * 10]]
     for group, record in zip(groups, out):
-        expected = sweeps.sweep_points(group.config, P6, (X6, Y6), keys, group.points,
-                                       eval_data=(X6_TEST, Y6_TEST), return_params=False)
+        expected = sweeps.sweep_points(
+            group.config,
+            P6,
+            (X6, Y6),
+            keys,
+            group.points,
+            eval_data=(X6_TEST, Y6_TEST),
+            return_params=False,
+        )
         assert expected.params is None
         for name in ("loss", "accuracy"):
-            np.testing.assert_allclose(np.asarray(record["evaluation"][name]), expected.evaluation[name],
-                                       rtol=1e-6)
+            np.testing.assert_allclose(
+                np.asarray(record["evaluation"][name]), expected.evaluation[name], rtol=1e-6
+            )
     assert out[0]["evaluation"] != out[1]["evaluation"]  # the batch size mattered
     again = run_groups(groups, P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     assert store.computed == ["b8", "b10"] and again == out  # the filled cache computes nothing
@@ -90,8 +109,16 @@ def test_run_groups_tells_a_progress_of_each_chunk():
     progress = results.Progress("t", quiet=True)
     heard = []
     progress.chunk = lambda done, total: heard.append((done, total))
-    run_groups(_groups()[:1], P6, (X6, Y6), keys, FakeStore(), eval_data=(X6_TEST, Y6_TEST),
-                      progress=progress, chunk_size=1)
+    run_groups(
+        _groups()[:1],
+        P6,
+        (X6, Y6),
+        keys,
+        FakeStore(),
+        eval_data=(X6_TEST, Y6_TEST),
+        progress=progress,
+        chunk_size=1,
+    )
     assert heard == [(0, 2), (1, 2), (2, 2)]
 
 
@@ -101,12 +128,20 @@ def test_run_groups_with_a_unit_store_resumes(tmp_path):
 
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     groups = _groups()[:1]
-    first = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
-                              eval_data=(X6_TEST, Y6_TEST))
+    first = run_groups(
+        groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path), eval_data=(X6_TEST, Y6_TEST)
+    )
     assert len(list(tmp_path.iterdir())) == 1
     calls = []
-    again = run_groups(groups, P6, (X6, Y6), keys, results.UnitStore(tmp_path),
-                              eval_data=(X6_TEST, Y6_TEST), progress=calls.append)
+    again = run_groups(
+        groups,
+        P6,
+        (X6, Y6),
+        keys,
+        results.UnitStore(tmp_path),
+        eval_data=(X6_TEST, Y6_TEST),
+        progress=calls.append,
+    )
     assert again == first and calls == []
 
 
@@ -117,6 +152,15 @@ def test_run_groups_rejects_bad_groups():
         run_groups([], P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
     group = _groups()[0]
     with pytest.raises(ValueError, match="group keys must be distinct"):
-        run_groups([group, dataclasses.replace(group, config=dataclasses.replace(SMALL, plan=_plan(8, 3)))],
-                          P6, (X6, Y6), keys, store, eval_data=(X6_TEST, Y6_TEST))
+        run_groups(
+            [
+                group,
+                dataclasses.replace(group, config=dataclasses.replace(SMALL, plan=_plan(8, 3))),
+            ],
+            P6,
+            (X6, Y6),
+            keys,
+            store,
+            eval_data=(X6_TEST, Y6_TEST),
+        )
     assert store.calls == []

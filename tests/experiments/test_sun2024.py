@@ -12,24 +12,33 @@ def test_blocked_diameter_is_exact_over_all_pairs():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(301, 5)).astype(np.float32)
     x[7] = 0.0  # a zero row
-    brute = max(np.linalg.norm(x[i].astype(np.float64) - x[j]) for i in range(len(x)) for j in range(len(x)))
+    brute = max(
+        np.linalg.norm(x[i].astype(np.float64) - x[j]) for i in range(len(x)) for j in range(len(x))
+    )
     got, (i, j) = diameter(x, block=64)
     assert got == pytest.approx(brute, rel=1e-6)
     assert np.linalg.norm(x[i].astype(np.float64) - x[j]) == pytest.approx(brute, rel=1e-9)
 
 
 def test_bad_cifar_features_file_is_refused(tmp_path):
-    """A user-supplied features file with wrong shapes or non-finite values: ValueError naming it."""
+    """A user-supplied features file with wrong shapes or non-finite values: ValueError naming
+    it."""
     from experiments.sun2024_table1 import GRIDS, load_dataset
 
     folder = tmp_path / "cifar100_features"
     folder.mkdir()
     rng = np.random.default_rng(0)
-    good = dict(x_train=rng.normal(size=(20, 8)).astype(np.float32), y_train=rng.integers(0, 100, 20),
-                x_test=rng.normal(size=(5, 8)).astype(np.float32), y_test=rng.integers(0, 100, 5))
-    for bad, match in ((dict(good, x_test=good["x_test"][:, :7]), "features"),
-                       (dict(good, y_train=good["y_train"][:19]), "y_train"),
-                       (dict(good, x_train=np.where(np.eye(20, 8) > 0, np.nan, good["x_train"])), "non-finite")):
+    good = dict(
+        x_train=rng.normal(size=(20, 8)).astype(np.float32),
+        y_train=rng.integers(0, 100, 20),
+        x_test=rng.normal(size=(5, 8)).astype(np.float32),
+        y_test=rng.integers(0, 100, 5),
+    )
+    for bad, match in (
+        (dict(good, x_test=good["x_test"][:, :7]), "features"),
+        (dict(good, y_train=good["y_train"][:19]), "y_train"),
+        (dict(good, x_train=np.where(np.eye(20, 8) > 0, np.nan, good["x_train"])), "non-finite"),
+    ):
         np.savez(folder / "features.npz", **bad)
         with pytest.raises(ValueError, match=match):
             load_dataset("cifar100_features", GRIDS["smoke"], tmp_path)
@@ -72,7 +81,10 @@ def test_selection_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out, data_
     private = runs[runs.method != "nonprivate"]
     assert sorted(private.method) == sorted(["dpsgdf", "dpsgd"] * len(grid.epsilons))
     for r in private.itertuples():
-        assert r.epsilon_end_to_end <= r.epsilon_target * (1 + 1e-6) and r.epsilon_end_to_end > 0.95 * r.epsilon_target
+        assert (
+            r.epsilon_end_to_end <= r.epsilon_target * (1 + 1e-6)
+            and r.epsilon_end_to_end > 0.95 * r.epsilon_target
+        )
         assert r.delta == DELTA and r.accountant == "rdp"
         assert r.epsilon_training_only_same_run < r.epsilon_end_to_end
         assert r.epsilon_selection > r.epsilon_training
@@ -93,12 +105,15 @@ def test_selection_smoke_pays_the_tuning_and_resumes(smoke_run, smoke_out, data_
     stamps = {u: u.stat().st_mtime_ns for u in units}
     again = run_experiment("sun2024_selection", "smoke", smoke_out, data_dir=data_dir, quiet=True)
     assert all(u.stat().st_mtime_ns == t for u, t in stamps.items())  # nothing recomputed
-    assert [c.measured for c in again] == list(pd.read_csv(out / "comparisons.csv").measured.astype(str))
+    assert [c.measured for c in again] == list(
+        pd.read_csv(out / "comparisons.csv").measured.astype(str)
+    )
 
 
 @pytest.mark.data
-def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(smoke_out, data_dir, tmp_path,
-                                                                              monkeypatch):
+def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(
+    smoke_out, data_dir, tmp_path, monkeypatch
+):
     """With ``draws`` > 1 every cell repeats the whole selection with fresh randomness (the rows
     give mean ± s.d.); draw 0 is bitwise the single-draw protocol's run."""
     import dataclasses
@@ -108,9 +123,14 @@ def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(s
     from experiments import run_experiment, sun2024_selection
 
     single = pd.read_csv(smoke_out / "sun2024_selection" / "runs.csv")
-    monkeypatch.setitem(sun2024_selection.GRIDS, "smoke",
-                        dataclasses.replace(sun2024_selection.GRIDS["smoke"], draws=2))
-    comparisons = run_experiment("sun2024_selection", "smoke", tmp_path, data_dir=data_dir, quiet=True)
+    monkeypatch.setitem(
+        sun2024_selection.GRIDS,
+        "smoke",
+        dataclasses.replace(sun2024_selection.GRIDS["smoke"], draws=2),
+    )
+    comparisons = run_experiment(
+        "sun2024_selection", "smoke", tmp_path, data_dir=data_dir, quiet=True
+    )
     runs = pd.read_csv(tmp_path / "sun2024_selection" / "runs.csv")
     private = runs[runs.method != "nonprivate"]
     for method, cell in private.groupby("method"):
@@ -118,7 +138,10 @@ def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(s
         assert cell.z.nunique() == 1  # one calibration per cell
         first = single[(single.method == method)].iloc[0]
         zero = cell[cell["draw"] == 0].iloc[0]
-        assert zero.test_accuracy == first.test_accuracy and zero.noisy_validation_score == first.noisy_validation_score
+        assert (
+            zero.test_accuracy == first.test_accuracy
+            and zero.noisy_validation_score == first.noisy_validation_score
+        )
         assert cell.noisy_validation_score.nunique() == 2  # the second draw is another run
     paid = [c for c in comparisons if "tuning paid" in c.quantity]
     assert len(paid) == 2 and all(" ± " in c.measured and "(2 draws)" in c.measured for c in paid)

@@ -36,7 +36,9 @@ def test_full_search_units_and_keys_unchanged(profile, monkeypatch):
     monkeypatch.delenv(t1.SEARCH_ENV, raising=False)
     grid = t1.grid_for(profile)
     assert grid.search == "full" and t1.grid_for(profile, "full") == grid
-    keys = [(u.key, u.batch_size, u.epochs, u.seeds, u.variant, len(u.models)) for u in _units(grid)]
+    keys = [
+        (u.key, u.batch_size, u.epochs, u.seeds, u.variant, len(u.models)) for u in _units(grid)
+    ]
     digest = hashlib.sha256(json.dumps(keys).encode()).hexdigest()
     assert (len(keys), digest) == FULL_KEYS_BEFORE[profile]
     assert all(u.stage == "full" and u.calibration is None for u in _units(grid))
@@ -65,10 +67,22 @@ def _stage1_frame(rng: np.random.Generator) -> pd.DataFrame:
     for method, eps in (("dpsgd", 1.0), ("dpsgdf", 1.0), ("nonprivate", None)):
         for b in (256, 512):
             for lr in (0.5, 1.0, 2.0):
-                for eps_f in ((0.02, 0.05) if method == "dpsgdf" else (None,)):
-                    rows.append({"dataset": "mnist", "variant": "main", "method": method, "epsilon": eps, "B": b,
-                                 "E": 20, "C_F": 10.0, "lr": lr, "eps_F": eps_f, "seed": 0,
-                                 "acc_last": float(rng.choice([80.0, 85.0, 90.0]))})  # ties on purpose
+                for eps_f in (0.02, 0.05) if method == "dpsgdf" else (None,):
+                    rows.append(
+                        {
+                            "dataset": "mnist",
+                            "variant": "main",
+                            "method": method,
+                            "epsilon": eps,
+                            "B": b,
+                            "E": 20,
+                            "C_F": 10.0,
+                            "lr": lr,
+                            "eps_F": eps_f,
+                            "seed": 0,
+                            "acc_last": float(rng.choice([80.0, 85.0, 90.0])),
+                        }
+                    )  # ties on purpose
     return pd.DataFrame(rows)
 
 
@@ -77,21 +91,32 @@ def test_top_k_is_exactly_the_k_best_of_stage1(k):
     frame = _stage1_frame(np.random.default_rng(k))
     chosen = t1.top_k(frame, k)
     for method, part in frame.groupby("method"):
-        order = sorted(range(len(part)), key=lambda i: (-part.acc_last.iloc[i], i))  # best first, then grid order
+        order = sorted(
+            range(len(part)), key=lambda i: (-part.acc_last.iloc[i], i)
+        )  # best first, then grid order
         want = part.iloc[order[:k]]
         got = chosen[chosen.method == method]
         assert len(got) == min(k, len(part))
         assert sorted(got.acc_stage1) == sorted(want.acc_last)
         assert list(got["rank"].sort_values()) == list(range(1, len(got) + 1))
-        keys = lambda f: sorted((r.B, r.lr, -1 if pd.isna(r.eps_F) else r.eps_F) for r in f.itertuples())  # noqa: E731
+        keys = lambda f: sorted(  # noqa: E731
+            (r.B, r.lr, -1 if pd.isna(r.eps_F) else r.eps_F) for r in f.itertuples()
+        )
         assert keys(got) == keys(want)
 
 
 def test_staged_selection_of_a_full_run_is_best_mean_within_top_k():
     rng = np.random.default_rng(0)
     base = _stage1_frame(rng)
-    frame = pd.concat([base.assign(seed=s, acc_last=base.acc_last + rng.normal(0, 2, len(base)), acc_average=0.0)
-                       for s in range(3)], ignore_index=True)
+    frame = pd.concat(
+        [
+            base.assign(
+                seed=s, acc_last=base.acc_last + rng.normal(0, 2, len(base)), acc_average=0.0
+            )
+            for s in range(3)
+        ],
+        ignore_index=True,
+    )
     staged, full = t1.staged_selection(frame, 2), t1.select(frame)
     chosen = t1.top_k(frame, 2)
     for r in staged.itertuples():
@@ -103,14 +128,29 @@ def test_staged_selection_of_a_full_run_is_best_mean_within_top_k():
 
 
 def test_grid_flops_by_hand():
-    """Tiny grid: MNIST (d = 784, K = 10) subset n = 1000, ε = 1, 2 seeds; private (B, E) = (100, 1):
-    Poisson, T = E·n/B = 10 steps of expected batch 100, models DPSGD-F(ε_F = 0.5) and DPSGD;
+    """Tiny grid: MNIST (d = 784, K = 10) subset n = 1000, ε = 1, 2 seeds; private (B, E) = (100,
+    1): Poisson, T = E·n/B = 10 steps of expected batch 100, models DPSGD-F(ε_F = 0.5) and DPSGD;
     non-private (250, 2): shuffled, T = 2 · ⌈1000/250⌉ = 8 steps of 250, one model."""
-    grid = t1.Grid(("mnist",), (1.0,), 2, ((100, 1),), (1.0,), (1.0,), (0.5,), ((250, 2),), (1.0,), (1.0,),
-                   subset=1000, top_k=1)
+    grid = t1.Grid(
+        ("mnist",),
+        (1.0,),
+        2,
+        ((100, 1),),
+        (1.0,),
+        (1.0,),
+        (0.5,),
+        ((250, 2),),
+        (1.0,),
+        (1.0,),
+        subset=1000,
+        top_k=1,
+    )
     clipped = 4 * 784 * 10 + 2 * 784 + 8 * 10  # 33,008
     plain = 4 * 784 * 10 + 5 * 10  # 31,410
-    assert (t1.example_step_flops(784, 10), t1.example_step_flops(784, 10, clipped=False)) == (clipped, plain)
+    assert (t1.example_step_flops(784, 10), t1.example_step_flops(784, 10, clipped=False)) == (
+        clipped,
+        plain,
+    )
     private = 2 * 2 * 10 * 100 * clipped  # seeds × models × steps × batch × per example-step
     nonprivate = 2 * 1 * 8 * 250 * plain
     assert private + nonprivate == 257_672_000
@@ -118,9 +158,16 @@ def test_grid_flops_by_hand():
     assert full == {"total": 257_672_000, "mnist": 257_672_000}
     staged = t1.grid_flops(grid, "staged")
     stage1 = (private + nonprivate) // 2  # seed 0 only
-    stage2 = 2 * 10 * 100 * clipped * 2 + 2 * 8 * 250 * plain  # top 1 of each of dpsgdf, dpsgd, non-private
-    assert staged == {"total": stage1 + stage2, "mnist": stage1 + stage2, "stage1": stage1, "stage2": stage2,
-                      "stage2_mean": stage2}
+    stage2 = (
+        2 * 10 * 100 * clipped * 2 + 2 * 8 * 250 * plain
+    )  # top 1 of each of dpsgdf, dpsgd, non-private
+    assert staged == {
+        "total": stage1 + stage2,
+        "mnist": stage1 + stage2,
+        "stage1": stage1,
+        "stage2": stage2,
+        "stage2_mean": stage2,
+    }
     assert t1.grid_flops(grid, rows="padded")["total"] > full["total"]  # Poisson batches are padded
     assert t1.projected_gpu_hours(3600 * t1.GPU_FLOP_RATE) == pytest.approx(1.0)
 
@@ -141,8 +188,13 @@ def test_staged_search_smoke_end_to_end(tmp_path, data_dir):
     from experiments import RunContext
     from experiments.results import Progress, UnitStore
 
-    grid = dataclasses.replace(t1.GRIDS["smoke"], learning_rates=(0.5, 4.0), np_learning_rates=(0.5, 4.0),
-                               search="staged", top_k=1)
+    grid = dataclasses.replace(
+        t1.GRIDS["smoke"],
+        learning_rates=(0.5, 4.0),
+        np_learning_rates=(0.5, 4.0),
+        search="staged",
+        top_k=1,
+    )
 
     def run():
         store = UnitStore(tmp_path / ".units")
@@ -152,7 +204,9 @@ def test_staged_search_smoke_end_to_end(tmp_path, data_dir):
     comparisons = run()
     runs = pd.read_csv(tmp_path / "runs.csv")
     stage1, stage2 = runs[runs.stage == "stage1"], runs[runs.stage == "stage2"]
-    assert set(stage1.seed) == {0} and len(stage1) == 2 * 3  # (1 + 1 eps_F) x 2 lr private, 2 non-private
+    assert (
+        set(stage1.seed) == {0} and len(stage1) == 2 * 3
+    )  # (1 + 1 eps_F) x 2 lr private, 2 non-private
     assert set(stage2.seed) == {0, 1} and (runs.search == "staged").all()
     chosen = t1.top_k(stage1, 1)
     assert len(chosen) == 3  # one per method

@@ -1,4 +1,5 @@
-"""wang2026_selection (issue 22 item 3): Figure 1 (b) Adult and (d) Credit with C selected privately."""
+"""wang2026_selection (issue 22 item 3): Figure 1 (b) Adult and (d) Credit with C selected
+privately."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_registered():
 
 def test_smoke_run_end_to_end(tmp_path, data_dir):
     """The smoke profile from scratch: every selection charges selection + training (not the
-    pre-processing) at the ε recomputed from its panel, above its own training run's ε; every chosen C
-    is a grid point; the paper-style rows charge training only; a rerun recomputes nothing."""
+    pre-processing) at the ε recomputed from its panel, above its own training run's ε; every chosen
+    C is a grid point; the paper-style rows charge training only; a rerun recomputes nothing."""
     profile = ws.PROFILES["smoke"]
     comparisons = run_experiment(ws.EXPERIMENT, "smoke", tmp_path, data_dir=data_dir, quiet=True)
     out = tmp_path / ws.EXPERIMENT
@@ -52,11 +53,18 @@ def test_smoke_run_end_to_end(tmp_path, data_dir):
     for r in paid.itertuples():
         setup = setups[r.panel]
         assert any(math.isclose(r.C, c, rel_tol=1e-9) for c in setup.grid)
-        assert r.epsilon_charged == pytest.approx(ws.paid_account(setup, profile, r.method, r.nominal_epsilon).epsilon,
-                                                     rel=1e-9)
-        same = free[(free.panel == r.panel) & (free.method == r.method) & (free.nominal_epsilon == r.nominal_epsilon)]
+        assert r.epsilon_charged == pytest.approx(
+            ws.paid_account(setup, profile, r.method, r.nominal_epsilon).epsilon, rel=1e-9
+        )
+        same = free[
+            (free.panel == r.panel)
+            & (free.method == r.method)
+            & (free.nominal_epsilon == r.nominal_epsilon)
+        ]
         assert r.epsilon_charged > same.epsilon_charged.max()  # paying for the tuning costs ε
-    np.testing.assert_allclose(runs.accuracy_gap_pp, runs.nonprivate_accuracy - runs.accuracy, atol=1e-9)
+    np.testing.assert_allclose(
+        runs.accuracy_gap_pp, runs.nonprivate_accuracy - runs.accuracy, atol=1e-9
+    )
     np.testing.assert_allclose(runs[runs.panel == "d"].clip_norm, math.sqrt(34))
     assert runs[runs.panel == "b"].clip_norm.isna().all()
     summary = pd.read_csv(out / "summary.csv")
@@ -65,7 +73,10 @@ def test_smoke_run_end_to_end(tmp_path, data_dir):
     frame = pd.read_csv(out / "comparisons.csv")
     assert (frame.status == "info").all()
     rows = frame[frame.quantity.str.contains("C selected privately, paid")]
-    assert len(rows) == len(summary) and rows.measured.str.contains("eps charged \\(selection \\+ training\\)").all()
+    assert (
+        len(rows) == len(summary)
+        and rows.measured.str.contains("eps charged \\(selection \\+ training\\)").all()
+    )
     assert frame.quantity.str.contains("standard-DP guarantee").sum() == 2
     assert frame.measured.str.contains("CLIPPED").sum() == 1  # Credit, and only Credit
     units = sorted((out / ".units" / "smoke").glob("*.json"))
@@ -97,23 +108,32 @@ def test_end_to_end_epsilon_is_dp_accountings(smoke_setups, key, method):
 
     def selected(candidate):
         accountant = RdpAccountant()
-        return accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, profile.mean_candidates, 1.0)).get_epsilon(setup.delta)
+        return accountant.compose(
+            dp_event.RepeatAndSelectDpEvent(candidate, profile.mean_candidates, 1.0)
+        ).get_epsilon(setup.delta)
 
     for eps in (0.2, 1.0):
         got = ws.paid_account(setup, profile, method, eps)
         halved = [ws.sigma(setup, eps, c) * (n - v) / (2 * setup.bound[method]) for c in setup.grid]
         curves = np.stack([setup.steps * orders / (2 * z**2) for z in halved])
         mixture = (logsumexp((orders - 1) * curves, axis=0) - math.log(len(halved))) / (orders - 1)
-        runs = rdp_privacy_accountant._compute_rdp_repeat_and_select(orders, mixture, profile.mean_candidates, 1.0)
+        runs = rdp_privacy_accountant._compute_rdp_repeat_and_select(
+            orders, mixture, profile.mean_candidates, 1.0
+        )
         training = rdp_privacy_accountant.compute_epsilon(orders, runs, setup.delta)[0]
         counts = selected(dp_event.GaussianDpEvent(s))
         assert got.epsilon == pytest.approx(max(training, counts), rel=1e-9)
         least = min(halved)
         step = dp_event.GaussianDpEvent(least)
-        at_least_noisy = selected(dp_event.ComposedDpEvent([dp_event.SelfComposedDpEvent(step, setup.steps),
-                                                            dp_event.GaussianDpEvent(s)]))
+        at_least_noisy = selected(
+            dp_event.ComposedDpEvent(
+                [dp_event.SelfComposedDpEvent(step, setup.steps), dp_event.GaussianDpEvent(s)]
+            )
+        )
         assert got.epsilon < at_least_noisy
-        assert got.epsilon > selected(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(max(halved)), setup.steps))
+        assert got.epsilon > selected(
+            dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(max(halved)), setup.steps)
+        )
         assert got.accountant == "rdp" and got.charged == ("selection", "training")
         assert got.part("training").epsilon < got.epsilon
         for c in setup.grid:
@@ -121,9 +141,16 @@ def test_end_to_end_epsilon_is_dp_accountings(smoke_setups, key, method):
             assert free.epsilon < got.epsilon and free.charged == ("training",)
             assert not free.part("selection").charged
             if method == "standard":
-                assert free.epsilon == pytest.approx(sgd.standard_dp_epsilon(
-                    ws.sigma(setup, eps, c), n=n, steps=setup.steps, lipschitz=setup.bound["standard"],
-                    delta=setup.delta), rel=1e-9)
+                assert free.epsilon == pytest.approx(
+                    sgd.standard_dp_epsilon(
+                        ws.sigma(setup, eps, c),
+                        n=n,
+                        steps=setup.steps,
+                        lipschitz=setup.bound["standard"],
+                        delta=setup.delta,
+                    ),
+                    rel=1e-9,
+                )
 
 
 def test_sensitivity_bounds(smoke_setups):
@@ -132,8 +159,12 @@ def test_sensitivity_bounds(smoke_setups):
     refusal where nothing bounds the gradient."""
     adult, credit = smoke_setups["b"], smoke_setups["d"]
     assert adult.clip_norm is None and adult.bound["standard"] == pytest.approx(math.sqrt(10))
-    assert adult.bound["corrdp"] == pytest.approx(math.sqrt(5 + 1 + 1 + 1 / 0.23 + 1 / 0.9 + 1 / 0.22))  # 5 S blocks, workclass, intercept
-    assert credit.clip_norm == pytest.approx(math.sqrt(34)) and credit.cfg.clip_mode == "per_example"
+    assert adult.bound["corrdp"] == pytest.approx(
+        math.sqrt(5 + 1 + 1 + 1 / 0.23 + 1 / 0.9 + 1 / 0.22)
+    )  # 5 S blocks, workclass, intercept
+    assert (
+        credit.clip_norm == pytest.approx(math.sqrt(34)) and credit.cfg.clip_mode == "per_example"
+    )
     assert credit.bound["standard"] == pytest.approx(math.sqrt(34))
     assert credit.bound["corrdp"] == pytest.approx(math.sqrt(34) / math.sqrt(0.103))
     data = ws.panel_data(credit.panel)
@@ -153,22 +184,37 @@ def test_one_candidate_is_a_plain_run(smoke_setups):
     train, validation = split((setup.x, setup.y), 2000, key)
     train = (np.asarray(train[0]), np.asarray(train[1]))
     validation = (np.asarray(validation[0]), np.asarray(validation[1]))
-    requests = [ws.Request(m, e, ws.selection_key(key, m, e)) for m in ws.METHODS for e in (0.3, 2.0)]
+    requests = [
+        ws.Request(m, e, ws.selection_key(key, m, e)) for m in ws.METHODS for e in (0.3, 2.0)
+    ]
     one = PrivateSelection(Repetitions(1.0), 5.0, 2000)
     out = ws.select_many(setup, train, validation, requests, one)
     for r, res in zip(requests, out):
         assert res["num_candidates"] == 1 and res["best"] == 0
         point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
-        plain = sgd.sweep(setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, 0)]), [point])
-        np.testing.assert_allclose(res["w"], np.asarray(plain.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7)
-    # Bigger draws packed two candidates per call (the last call padded): each chosen model is its own run.
+        plain = sgd.sweep(
+            setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, 0)]), [point]
+        )
+        np.testing.assert_allclose(
+            res["w"], np.asarray(plain.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7
+        )
+    # Bigger draws packed two candidates per call (the last call padded): each chosen model is its
+    # own run.
     many = PrivateSelection(Repetitions(3.0), 5.0, 2000)
     packed = ws.select_many(setup, train, validation, requests[:3], many, chunk=2)
     assert sum(res["num_candidates"] for res in packed) > 3
     for r, res in zip(requests[:3], packed):
         point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
-        alone = sgd.sweep(setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, res["best"])]), [point])
-        np.testing.assert_allclose(res["w"], np.asarray(alone.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7)
+        alone = sgd.sweep(
+            setup.cfg,
+            setup.params0,
+            train,
+            jax.numpy.stack([candidate_key(r.key, res["best"])]),
+            [point],
+        )
+        np.testing.assert_allclose(
+            res["w"], np.asarray(alone.params["w"])[0, 0, :, 0], rtol=1e-6, atol=1e-7
+        )
         assert setup.grid[res["grid_indices"][res["best"]]] == res["C"]
 
 
@@ -179,13 +225,16 @@ def _refuse_training(monkeypatch):
     monkeypatch.setattr(sweeps, "sweep_points", boom)
 
 
-@pytest.mark.parametrize("change, name", [
-    ({"c_values": {"b": (), "d": (1e-3,)}}, "c_values"),
-    ({"validation_size": {"b": 45_175, "d": 1000}}, "validation_size"),
-    ({"validation_size": {"b": 2000, "d": 0}}, "validation_size"),
-    ({"mean_candidates": 0.5}, "mean"),
-    ({"epsilons": ()}, "epsilons"),
-])
+@pytest.mark.parametrize(
+    "change, name",
+    [
+        ({"c_values": {"b": (), "d": (1e-3,)}}, "c_values"),
+        ({"validation_size": {"b": 45_175, "d": 1000}}, "validation_size"),
+        ({"validation_size": {"b": 2000, "d": 0}}, "validation_size"),
+        ({"mean_candidates": 0.5}, "mean"),
+        ({"epsilons": ()}, "epsilons"),
+    ],
+)
 def test_bad_input_refused_before_training(monkeypatch, tmp_path, data_dir, change, name):
     _refuse_training(monkeypatch)
     monkeypatch.setitem(ws.PROFILES, "smoke", dataclasses.replace(ws.PROFILES["smoke"], **change))

@@ -17,12 +17,16 @@ def _by_status(comparisons):
 
 @pytest.mark.data
 def test_table2_smoke(smoke_out, data_dir):
-    comparisons = run_experiment("wang2026_table2", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    comparisons = run_experiment(
+        "wang2026_table2", "smoke", smoke_out, data_dir=data_dir, quiet=True
+    )
     status = _by_status(comparisons)
     assert status["miss"] == []
     passed = sorted(c.quantity for c in status["pass"])
-    assert passed == sorted([f"13 synthetic population TV(i), m_s={m}" for m in (5, 10, 20, 50, 80)]
-                            + ["11 Sepsis TV_max on the rebalanced data"])  # fmt: skip
+    assert passed == sorted(
+        [f"13 synthetic population TV(i), m_s={m}" for m in (5, 10, 20, 50, 80)]
+        + ["11 Sepsis TV_max on the rebalanced data"]
+    )
     info = {c.quantity.split(" ")[0] for c in status["info"]}
     assert info == {"9", "10", "11", "12", "13"}
     table = pd.read_csv(smoke_out / "wang2026_table2" / "table2.csv")
@@ -36,7 +40,9 @@ def test_table2_smoke(smoke_out, data_dir):
 
 @pytest.mark.data
 def test_checks_smoke(smoke_out, data_dir):
-    comparisons = run_experiment("wang2026_checks", "smoke", smoke_out, data_dir=data_dir, quiet=True)
+    comparisons = run_experiment(
+        "wang2026_checks", "smoke", smoke_out, data_dir=data_dir, quiet=True
+    )
     status = _by_status(comparisons)
     assert status["miss"] == [] and status["info"] == []
     items = {c.quantity.split(" ")[0] for c in comparisons}

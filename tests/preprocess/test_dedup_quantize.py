@@ -48,7 +48,9 @@ def _changes(out1: np.ndarray, out2: np.ndarray, replaced: int) -> tuple[int, fl
 
 
 def test_good_clusters_partition_and_representative():
-    x = np.array([[0.0, 0.0], [0.01, 0.0], [0.5, 0.5], [0.5, 0.52], [0.9 * ETA + 0.5, 0.5], [-0.5, 0.0]])
+    x = np.array(
+        [[0.0, 0.0], [0.01, 0.0], [0.5, 0.5], [0.5, 0.52], [0.9 * ETA + 0.5, 0.5], [-0.5, 0.0]]
+    )
     gc = good_clusters(x, ETA)
     # {0,1} and {2,3,4} are good clusters; 5 is isolated (a size-1 good cluster).
     assert list(gc.cluster_id) == [0, 0, 2, 2, 2, 5]
@@ -91,7 +93,9 @@ def test_prop3_bounds_hold_on_random_neighbours(seed):
         assert l2q <= max(q1.sensitivity.l2, q2.sensitivity.l2) + 1e-12  # conservative 2η
         worst_linf = max(worst_linf, h / p)
         worst_ratio_q = max(worst_ratio_q, l2q / ETA)
-    assert worst_linf > 0 and worst_ratio_q > 0  # the neighbours do move dedup'd and quantized points
+    assert (
+        worst_linf > 0 and worst_ratio_q > 0
+    )  # the neighbours do move dedup'd and quantized points
 
 
 def test_pathological_example_moves_every_common_point():

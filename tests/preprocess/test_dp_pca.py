@@ -23,12 +23,14 @@ def test_sensitivity_bound_is_attained_and_never_exceeded():
     worst = 0.0
     for _ in range(2000):
         x, x2 = rng.standard_normal((2, 6))
-        x, x2 = x / max(1.0, np.linalg.norm(x)) , x2 / max(1.0, np.linalg.norm(x2))
+        x, x2 = x / max(1.0, np.linalg.norm(x)), x2 / max(1.0, np.linalg.norm(x2))
         diff = (np.outer(x, x) - np.outer(x2, x2)) / n
         worst = max(worst, np.linalg.norm(diff[np.triu_indices(6)]))
     assert worst <= dpp.analyze_gauss_sensitivity(n) + 1e-15
     e1, e2 = np.eye(6)[0], np.eye(6)[1]  # orthogonal unit vectors attain ‖xxᵀ − x'x'ᵀ‖_F = sqrt(2)
-    assert np.linalg.norm((np.outer(e1, e1) - np.outer(e2, e2)) / n) == pytest.approx(dpp.analyze_gauss_sensitivity(n))
+    assert np.linalg.norm((np.outer(e1, e1) - np.outer(e2, e2)) / n) == pytest.approx(
+        dpp.analyze_gauss_sensitivity(n)
+    )
 
 
 @pytest.mark.parametrize("eps,delta,n", [(0.05, 5e-6, 2000), (0.5, 5e-6, 10_000), (4.0, 1e-5, 500)])
@@ -50,7 +52,9 @@ def test_lemma_m_calibration_against_numeric_lemma_m_and_dp_accounting(eps, delt
 
 def test_calibration_hand_value():
     # ε = 1, δ = 1e−5, n = 1000: c0 = sqrt(2 ln 1e5) = 4.798525, u = sqrt(c0² + 2) − c0 = 0.2040585
-    assert dpp.analyze_gauss_noise(1.0, 1e-5, 1000) == pytest.approx(math.sqrt(2) / 1000 / 0.2040585, rel=1e-6)
+    assert dpp.analyze_gauss_noise(1.0, 1e-5, 1000) == pytest.approx(
+        math.sqrt(2) / 1000 / 0.2040585, rel=1e-6
+    )
 
 
 def test_released_noise_statistics():
@@ -66,7 +70,9 @@ def test_released_noise_statistics():
     np.testing.assert_array_equal(release, again)
     other, _ = dpp.analyze_gauss_release(data.x, 0.5, 1e-5, jax.random.key(8))
     assert not np.array_equal(release, other)
-    shared, _ = dpp.analyze_gauss_release(data.x, 0.5, 1e-5, jax.random.key(7), second_moment=data.x.T @ data.x / 400)
+    shared, _ = dpp.analyze_gauss_release(
+        data.x, 0.5, 1e-5, jax.random.key(7), second_moment=data.x.T @ data.x / 400
+    )
     np.testing.assert_allclose(shared, release, rtol=0, atol=1e-15)
     with pytest.raises(ValueError, match="second_moment"):
         dpp.analyze_gauss_release(data.x, 0.5, 1e-5, jax.random.key(7), second_moment=np.eye(3))

@@ -62,7 +62,9 @@ def test_bounds_hold_on_random_neighbours(method, seed):
         assert l2 <= bound * (1 + 1e-9), (method, l2, bound)
         worst = max(worst, l2 / bound)
     print(f"{method} seed={seed}: worst measured/bound = {worst:.3f}")
-    assert worst > (0.01 if method == "regression" else 0.3)  # the check bites (regression: worst-case bound)
+    assert worst > (
+        0.01 if method == "regression" else 0.3
+    )  # the check bites (regression: worst-case bound)
 
 
 @pytest.mark.parametrize("method", ["mean", "median", "trimmed"])
@@ -135,8 +137,12 @@ def test_bad_input():
         impute_regression(x)  # three rows cannot give a well-conditioned Gram matrix
     with pytest.raises(ValueError, match="fully observed"):
         impute_regression(x, regressors=[0])
-    with pytest.raises(ValueError, match="column 2 has 0 observed value\\(s\\); this imputation needs >= 2"):
-        impute_regression(np.column_stack([np.full((50, 2), 0.1), np.full(50, np.nan)]))  # all-NaN column
+    with pytest.raises(
+        ValueError, match="column 2 has 0 observed value\\(s\\); this imputation needs >= 2"
+    ):
+        impute_regression(
+            np.column_stack([np.full((50, 2), 0.1), np.full(50, np.nan)])
+        )  # all-NaN column
 
 
 @pytest.mark.parametrize("method", ["mean", "median", "trimmed_mean"])
@@ -156,8 +162,11 @@ def test_imputed_rows_are_projected_back_into_the_unit_ball(method):
     missing = np.arange(n) < 20
     x[missing, 0] = np.nan
     x[missing, 1], x[missing, 2] = 1.0, 0.0
-    impute = {"mean": impute_mean, "median": impute_median,
-              "trimmed_mean": lambda a, **kw: impute_trimmed_mean(a, 2, **kw)}[method]
+    impute = {
+        "mean": impute_mean,
+        "median": impute_median,
+        "trimmed_mean": lambda a, **kw: impute_trimmed_mean(a, 2, **kw),
+    }[method]
 
     raw = impute(x, project=False)
     assert np.linalg.norm(raw.data[missing], axis=1).min() > 1.2  # the case really leaves the ball

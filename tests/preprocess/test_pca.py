@@ -1,4 +1,5 @@
-"""PCA rank/dimension reduction: Prop. 5 bound on random neighbours, sign convention, determinism."""
+"""PCA rank/dimension reduction: Prop. 5 bound on random neighbours, sign convention,
+determinism."""
 
 from __future__ import annotations
 
@@ -40,8 +41,14 @@ def test_prop5_bound_holds_on_random_neighbours(mode, k):
             x2[i] = z * rng.uniform(0.0, 1.0) / np.linalg.norm(z)
         else:  # adversarial: a unit record halfway between a top and a bottom eigenvector
             a, b = int(rng.integers(k)), int(k + rng.integers(d - k))
-            i = int(np.argmax(np.abs(x @ basis[:, a]))) if rng.random() < 0.5 else int(rng.integers(n))
-            x2[i] = (rng.choice([-1.0, 1.0]) * basis[:, a] + rng.choice([-1.0, 1.0]) * basis[:, b]) / np.sqrt(2)
+            i = (
+                int(np.argmax(np.abs(x @ basis[:, a])))
+                if rng.random() < 0.5
+                else int(rng.integers(n))
+            )
+            x2[i] = (
+                rng.choice([-1.0, 1.0]) * basis[:, a] + rng.choice([-1.0, 1.0]) * basis[:, b]
+            ) / np.sqrt(2)
         r1, r2 = pca_reduce(x, k, mode=mode), pca_reduce(x2, k, mode=mode)
         # Bound over ℒ ∋ {S1, S2}: the smaller gap of the two.
         if mode == "rank":
@@ -112,19 +119,28 @@ def test_bad_input():
         pca_reduce(x * 5, 1)
 
 
-@pytest.mark.parametrize("rows", [
-    np.full((100, 5), 0.1),  # constant rows: centring leaves rounding residue (gap ~1e-31, "l2" ~1e29 before)
-    np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)),
-    np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)) + 1e-12 * np.random.default_rng(0).normal(size=(100, 5)),
-])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        np.full(
+            (100, 5), 0.1
+        ),  # constant rows: centring leaves rounding residue (gap ~1e-31, "l2" ~1e29 before)
+        np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)),
+        np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1))
+        + 1e-12 * np.random.default_rng(0).normal(size=(100, 5)),
+    ],
+)
 @pytest.mark.parametrize("mode", ["rank", "dim"])
 def test_rounding_level_gap_is_a_tie(rows, mode):
-    with pytest.raises(ValueError, match=r"eigen-gap is .* within rounding error of a tie \(tolerance .*d=5\)"):
+    with pytest.raises(
+        ValueError, match=r"eigen-gap is .* within rounding error of a tie \(tolerance .*d=5\)"
+    ):
         pca_reduce(rows, 1, mode=mode)
 
 
 def _two_variances(n, d, var1, var2):
-    """Rows with covariance diag(var1, var2, 0, ...) exactly up to rounding (orthogonal ±1 columns)."""
+    """Rows with covariance diag(var1, var2, 0, ...) exactly up to rounding (orthogonal ±1
+    columns)."""
     t = np.arange(n)
     x = np.zeros((n, d))
     x[:, 0] = np.sqrt(var1 * (n - 1) / n) * np.where(t % 2 == 0, 1.0, -1.0)
@@ -138,7 +154,9 @@ def test_gap_tolerance_is_relative_to_the_data_scale():
         var1 = 0.25 * scale**2
         tol = pca_mod.gap_tolerance(_two_variances(n, d, var1, var1), np.array([var1]))
         assert 0 < tol < 1e-12 * scale**2
-        ok = pca_reduce(_two_variances(n, d, var1, var1 - 100 * tol), 1)  # a genuine gap, 100× the tolerance
+        ok = pca_reduce(
+            _two_variances(n, d, var1, var1 - 100 * tol), 1
+        )  # a genuine gap, 100× the tolerance
         assert ok.gap_k == pytest.approx(100 * tol, rel=0.05)
         with pytest.raises(ValueError, match="within rounding error of a tie"):
             pca_reduce(_two_variances(n, d, var1, var1 - tol / 10), 1)

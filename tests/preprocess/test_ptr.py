@@ -13,7 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpprep.preprocess import ptr
-from dpprep.preprocess.privacy.theorem7 import proposition8_failure_probability, proposition8_min_gap, theorem7
+from dpprep.preprocess.privacy.theorem7 import (
+    proposition8_failure_probability,
+    proposition8_min_gap,
+    theorem7,
+)
 from dpprep.data.synthetic import low_rank_logistic
 from dpprep.preprocess.pca import pca_reduce
 from dpprep.sweeps import sweep_points
@@ -26,8 +30,12 @@ def _unit_rows(rng, m, d, scale):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    n=st.integers(101, 160), d=st.integers(2, 6), k=st.integers(1, 3), seed=st.integers(0, 2**31 - 1),
-    spread=st.floats(0.05, 1.0), replacement=st.sampled_from(["random", "top", "orthogonal", "zero", "far"]),
+    n=st.integers(101, 160),
+    d=st.integers(2, 6),
+    k=st.integers(1, 3),
+    seed=st.integers(0, 2**31 - 1),
+    spread=st.floats(0.05, 1.0),
+    replacement=st.sampled_from(["random", "top", "orthogonal", "zero", "far"]),
 )
 def test_distance_statistic_has_sensitivity_one(n, d, k, seed, spread, replacement):
     k = min(k, d - 1)
@@ -58,11 +66,15 @@ def test_distance_statistic_has_sensitivity_one(n, d, k, seed, spread, replaceme
 def test_distance_statistic_values():
     data = low_rank_logistic(2000, 20, 1, seed=0)
     gap = ptr.eigen_gap(data.x, 1)
-    assert gap == pytest.approx(pca_reduce(data.x, 1).gap_k, rel=1e-10)  # same covariance as pca_reduce
+    assert gap == pytest.approx(
+        pca_reduce(data.x, 1).gap_k, rel=1e-10
+    )  # same covariance as pca_reduce
     n = 2000
     assert ptr.gap_change_bound(n) == pytest.approx(4 * (3 * n + 2) / (n * (n - 1)))
     assert ptr.gap_change_bound(101) * 101 == pytest.approx(12.2)
-    assert ptr.distance_statistic(data.x, 1, gap / 2) == pytest.approx((gap / 2) / ptr.gap_change_bound(n))
+    assert ptr.distance_statistic(data.x, 1, gap / 2) == pytest.approx(
+        (gap / 2) / ptr.gap_change_bound(n)
+    )
     assert ptr.distance_statistic(data.x, 1, gap) == 0.0
     assert ptr.distance_statistic(data.x, 1, 2 * gap) == 0.0
 
@@ -87,8 +99,17 @@ def test_laplace_test_noise_and_pass_rate():
 
 def test_bottom_is_an_explicit_result():
     data = low_rank_logistic(300, 8, 1, seed=1)
-    out = ptr.algorithm1(data.x, data.y, k=1, beta=0.5, epsilon=0.1, delta=1e-5, key=jax.random.key(0),
-                         steps=10, learning_rate=0.3)
+    out = ptr.algorithm1(
+        data.x,
+        data.y,
+        k=1,
+        beta=0.5,
+        epsilon=0.1,
+        delta=1e-5,
+        key=jax.random.key(0),
+        steps=10,
+        learning_rate=0.3,
+    )
     # J_lb ≈ (0.81 − 0.5)·300/12.1 ≈ 8 is far below the threshold log(2e5)/0.1 ≈ 122
     assert out.is_bottom and out.output is ptr.BOTTOM and out.pca is None
     assert repr(out.output) == "⊥" and not out.output
@@ -100,8 +121,17 @@ def test_release_uses_rank_reduction_and_doubled_noise():
     eps, delta, steps, lr = 8.0, 1e-5, 30, 1.0
     gap = ptr.eigen_gap(data.x, 1)
     key = jax.random.key(3)
-    out = ptr.algorithm1(data.x, data.y, k=1, beta=gap / 4, epsilon=eps, delta=delta, key=key, steps=steps,
-                         learning_rate=lr)
+    out = ptr.algorithm1(
+        data.x,
+        data.y,
+        k=1,
+        beta=gap / 4,
+        epsilon=eps,
+        delta=delta,
+        key=key,
+        steps=steps,
+        learning_rate=lr,
+    )
     assert not out.is_bottom  # J_lb ≈ 0.6·3000/12 ≈ 150 ≫ threshold log(2e5)/8 ≈ 1.5
     assert out.noise_std == pytest.approx(2 * math.sqrt(steps) / eps)  # twice L√T/ε on the sum
     assert out.noise_std == pytest.approx(ptr.dp_gd_noise_std(eps / 2, steps))
@@ -111,28 +141,44 @@ def test_release_uses_rank_reduction_and_doubled_noise():
     # the learner is the engine's DP-GD on the rank-reduced data with DP-GD's half of the key
     config = ptr.train_config(10, 3000, steps, lr, out.noise_std, delta)
     # its plan clips at L = 1 (never binding on the unit ball) and adds z·L = noise_std to the sum
-    assert config.plan.l2_clip_norm == 1.0 and config.plan.noise_multiplier == pytest.approx(out.noise_std)
-    assert (config.plan.sampler, config.plan.steps, config.plan.neighbouring) == ("full", steps, "replace_one")
+    assert config.plan.l2_clip_norm == 1.0 and config.plan.noise_multiplier == pytest.approx(
+        out.noise_std
+    )
+    assert (config.plan.sampler, config.plan.steps, config.plan.neighbouring) == (
+        "full",
+        steps,
+        "replace_one",
+    )
     _, k_train = jax.random.split(key)
-    swept = sweep_points(config, config.model.init(k_train), (out.pca.data, data.y), k_train[None],
-                         {"learning_rate": [lr]})
+    swept = sweep_points(
+        config,
+        config.model.init(k_train),
+        (out.pca.data, data.y),
+        k_train[None],
+        {"learning_rate": [lr]},
+    )
     np.testing.assert_allclose(np.asarray(swept.params["w"])[0, 0, :, 0], w, rtol=1e-5, atol=1e-6)
     # the guarantee is Theorem 7 at μ = 1 + R/4 = 1.25
     assert out.guarantee == theorem7(eps, delta, gap / 4, smoothness=1.25)
 
 
 def test_spec_11_5_values_through_the_learner():
-    """§11.5 (μ = L = 1): the PTR learner's guarantee is theorem7's (pinned in tests/accounting too)."""
+    """§11.5 (μ = L = 1): the PTR learner's guarantee is theorem7's (pinned in tests/accounting
+    too)."""
     r = ptr.guarantee(0.1, 1e-5, 1.0)
     assert (r.constant_c, r.epsilon_hat, r.total_epsilon, r.ptr_threshold) == pytest.approx(
-        (149.84, 12.768, 12.868, 122.06), abs=5e-3)
+        (149.84, 12.768, 12.868, 122.06), abs=5e-3
+    )
     r = ptr.guarantee(0.05, 1e-6, 0.5)
     assert (r.constant_c, r.epsilon_hat, r.total_epsilon, r.ptr_threshold) == pytest.approx(
-        (596.36, 13.952, 14.002, 290.17), abs=5e-3)
-    assert proposition8_failure_probability(0.5, 0.25, 10_000, 1.0, 1e-5) == pytest.approx(5.06e-85, rel=1e-3)
+        (596.36, 13.952, 14.002, 290.17), abs=5e-3
+    )
+    assert proposition8_failure_probability(0.5, 0.25, 10_000, 1.0, 1e-5) == pytest.approx(
+        5.06e-85, rel=1e-3
+    )
     assert proposition8_min_gap(0.25, 10_000, 1.0, 1e-5) == pytest.approx(0.2640, abs=5e-5)
-    # Prop. 8's p_fail bounds the ⊥ probability under Algorithm 1's own threshold log(2/δ)/ε as well:
-    # P(J_lb + Lap(1/ε) ≤ log(2/δ)/ε) = ½ exp(−(J_lb ε − log(2/δ))) with J_lb = (δ_k − β)/g_n
+    # Prop. 8's p_fail bounds the ⊥ probability under Algorithm 1's own threshold log(2/δ)/ε as
+    # well: P(J_lb + Lap(1/ε) ≤ log(2/δ)/ε) = ½ exp(−(J_lb ε − log(2/δ))) with J_lb = (δ_k − β)/g_n
     n, gap, beta, eps, delta = 10_000, 0.5, 0.25, 1.0, 1e-5
     j = (gap - beta) / ptr.gap_change_bound(n)
     exact = 0.5 * math.exp(-(j * eps - math.log(2 / delta)))
@@ -195,13 +241,24 @@ def test_statistic_from_gap_matches_distance_statistic():
 
 def test_algorithm1_sweep_is_algorithm1_at_every_point():
     """The sweep and the single run are one code path: each (ε, key, step size) of the sweep is
-    Algorithm 1 with that ε, key and step size (same test, same ⊥, same DP-GD up to float32 order)."""
+    Algorithm 1 with that ε, key and step size (same test, same ⊥, same DP-GD up to float32 order).
+    """
     data = low_rank_logistic(3000, 10, 1, seed=2)
     gap = ptr.eigen_gap(data.x, 1)
     eps_list, lrs, steps, delta = [0.01, 8.0], [0.3, 1.0], 10, 1e-5
     keys = jax.random.split(jax.random.key(5), 2)
-    run = ptr.algorithm1_sweep(data.x, data.y, k=1, beta=gap / 4, epsilons=eps_list, delta=delta, keys=keys,
-                               steps=steps, learning_rates=lrs, eval_data=(data.x, data.y))
+    run = ptr.algorithm1_sweep(
+        data.x,
+        data.y,
+        k=1,
+        beta=gap / 4,
+        epsilons=eps_list,
+        delta=delta,
+        keys=keys,
+        steps=steps,
+        learning_rates=lrs,
+        eval_data=(data.x, data.y),
+    )
     # J_lb ≈ 150: far below ε = 0.01's threshold log(2e5)/0.01 ≈ 1221, far above ε = 8's ≈ 1.5
     np.testing.assert_array_equal(run.passed, [[False, False], [True, True]])
     assert run.trained and run.params["w"].shape == (2, 2, 2, 10, 1)
@@ -212,18 +269,30 @@ def test_algorithm1_sweep_is_algorithm1_at_every_point():
     for i, eps in enumerate(eps_list):
         for s in range(2):
             for p, lr in enumerate(lrs):
-                one = ptr.algorithm1(data.x, data.y, k=1, beta=gap / 4, epsilon=eps, delta=delta, key=keys[s],
-                                     steps=steps, learning_rate=lr)
+                one = ptr.algorithm1(
+                    data.x,
+                    data.y,
+                    k=1,
+                    beta=gap / 4,
+                    epsilon=eps,
+                    delta=delta,
+                    key=keys[s],
+                    steps=steps,
+                    learning_rate=lr,
+                )
                 assert one.test == run.tests[i][s] and one.noise_std == run.noise_std[i]
                 if run.passed[i, s]:
-                    np.testing.assert_allclose(np.asarray(one.output["w"]), run.params["w"][i, s, p],
-                                               rtol=1e-5, atol=1e-7)
+                    np.testing.assert_allclose(
+                        np.asarray(one.output["w"]), run.params["w"][i, s, p], rtol=1e-5, atol=1e-7
+                    )
                 else:
                     assert one.is_bottom
     # evaluation is the engine's loss of each returned model on eval_data
     w = run.params["w"][1, 0, 1, :, 0]
     z = data.x @ w
-    assert run.evaluation["loss"][1, 0, 1] == pytest.approx(np.mean(np.logaddexp(0, z) - data.y * z), rel=1e-5)
+    assert run.evaluation["loss"][1, 0, 1] == pytest.approx(
+        np.mean(np.logaddexp(0, z) - data.y * z), rel=1e-5
+    )
 
 
 def test_algorithm1_sweep_shares_a_given_pca_and_trains_nothing_when_every_test_fails():
@@ -236,9 +305,13 @@ def test_algorithm1_sweep_shares_a_given_pca_and_trains_nothing_when_every_test_
     assert a.tests == b.tests and a.pca is pca
     assert not a.passed.any() and not a.trained and a.params is None and a.evaluation == {}
     with pytest.raises(ValueError, match="pca must be"):
-        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x, 1, mode="dim"), **kw)
+        ptr.algorithm1_sweep(
+            data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x, 1, mode="dim"), **kw
+        )
     with pytest.raises(ValueError, match="pca must be"):
-        ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x[:400], 1, mode="rank"), **kw)
+        ptr.algorithm1_sweep(
+            data.x, data.y, epsilons=[1.0], pca=pca_reduce(data.x[:400], 1, mode="rank"), **kw
+        )
     with pytest.raises(TypeError, match="keys"):  # dpprep.validation.check_key: a TypeError
         ptr.algorithm1_sweep(data.x, data.y, epsilons=[1.0], **{**kw, "keys": jax.random.key(0)})
     with pytest.raises(ValueError, match="epsilon"):

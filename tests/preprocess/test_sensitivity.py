@@ -20,7 +20,9 @@ def test_pca_constants_match_spec_11_1():
         assert sens.linf == 101
         assert sens.tau == pytest.approx(12.2 / gap, rel=1e-12)
         assert S.pca_dim_sensitivity(101, gap, 10.0).tau == pytest.approx(24.4 / gap, rel=1e-12)
-    assert S.pca_dim_sensitivity(101, 3.0, 0.5).l2 == pytest.approx(2 * S.pca_rank_sensitivity(101, 0.5).l2)
+    assert S.pca_dim_sensitivity(101, 3.0, 0.5).l2 == pytest.approx(
+        2 * S.pca_rank_sensitivity(101, 0.5).l2
+    )
 
 
 def n_times_cov(n: int) -> float:
@@ -41,14 +43,18 @@ def test_table2_budgets_at_spec_11_2_point():
 def test_closed_forms():
     assert S.dedup_sensitivity(6) == Sensitivity(6.0, 1.0)
     assert S.quantization_sensitivity(6, 0.05, conservative=False) == Sensitivity(6.0, 0.05)
-    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(6.0, 0.1)  # safe default, as quantize()
+    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(
+        6.0, 0.1
+    )  # safe default, as quantize()
     assert S.mean_imputation_sensitivity(100, 20).l2 == pytest.approx(2 / 80)
     assert S.mean_imputation_sensitivity(100, 20, max_missing_per_row=4).l2 == pytest.approx(4 / 80)
     assert S.median_imputation_sensitivity(5, 0.1, max_missing_per_row=4).l2 == pytest.approx(0.2)
     assert S.trimmed_mean_imputation_sensitivity(100, 10, 5, 0.8).l2 == pytest.approx(0.8 / 80)
     lmax, lmin = 50.0, 5.0
     printed = lmax**2 / ((lmax + 1) * lmin**2) + 1 / lmin
-    assert S.regression_imputation_sensitivity(3, lmax, lmin, replace_one=False).l2 == pytest.approx(printed)
+    assert S.regression_imputation_sensitivity(
+        3, lmax, lmin, replace_one=False
+    ).l2 == pytest.approx(printed)
     replace = 2 * (lmax**2 / ((lmax + 1) * (lmin - 1) ** 2) + 1 / (lmin - 1))
     assert S.regression_imputation_sensitivity(3, lmax, lmin).l2 == pytest.approx(replace)
 
@@ -83,8 +89,10 @@ def test_preprocess_does_not_import_the_accountant():
     import subprocess
     import sys
 
-    code = ("import sys, dpprep.preprocess, dpprep.preprocess.sensitivity; "
-            "print(sorted(m for m in sys.modules if m.startswith('dpprep.accounting')))")
+    code = (
+        "import sys, dpprep.preprocess, dpprep.preprocess.sensitivity; "
+        "print(sorted(m for m in sys.modules if m.startswith('dpprep.accounting')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     from dpprep.preprocess.privacy import meta

@@ -1,8 +1,10 @@
-"""Theorem 2 of Hu, Sanyal, Schölkopf (2024): overall RDP of a DP algorithm run on pre-processed data.
+"""Theorem 2 of Hu, Sanyal, Schölkopf (2024): overall RDP of a DP algorithm run on pre-processed
+data.
 
-A pre-processing ``π`` with sensitivities ``(Δ∞, Δ2)`` (Def. 4) followed by a mechanism ``A`` that is
-``(α, ε(α))``-RDP and ``(α, ε̃(α, τ))``-SRDP is ``(α, ε̂(α))``-RDP with (Eq. 3), for Hölder exponents
-``p_h, q_h > 1`` and the induced L12 budget ``τ* = Δ2·Δ∞``::
+A pre-processing ``π`` with sensitivities ``(Δ∞, Δ2)`` (Def. 4) followed by a mechanism ``A`` that
+is
+``(α, ε(α))``-RDP and ``(α, ε̃(α, τ))``-SRDP is ``(α, ε̂(α))``-RDP with (Eq. 3), for Hölder
+exponents ``p_h, q_h > 1`` and the induced L12 budget ``τ* = Δ2·Δ∞``::
 
     ε̂ ≤ max{ (αp−1)/(p(α−1))·ε̃(αp, τ*) + ε((pα−1)/(p−1)),
              (αq−1)/(q(α−1))·ε(αq)     + ε̃((qα−1)/(q−1), τ*) }
@@ -33,10 +35,22 @@ from typing import Callable, Literal
 import numpy as np
 from scipy.optimize import brentq
 
-from dpprep.preprocess.privacy.renyi import NoAdmissibleOrder, check_alpha, gaussian_group_rdp, rdp_to_dp
+from dpprep.preprocess.privacy.renyi import (
+    NoAdmissibleOrder,
+    check_alpha,
+    gaussian_group_rdp,
+    rdp_to_dp,
+)
 from dpprep.preprocess.privacy.sgd_samp import ORDER_GRID, Sampling, SubsampledSGD
 from dpprep.preprocess.privacy.sgd_samp import from_table1 as sgd_from_table1
-from dpprep.preprocess.privacy.table1 import DPGD, DPSGDIteration, DPSGDSampling, Gaussian, Laplace, Mechanism
+from dpprep.preprocess.privacy.table1 import (
+    DPGD,
+    DPSGDIteration,
+    DPSGDSampling,
+    Gaussian,
+    Laplace,
+    Mechanism,
+)
 from dpprep.preprocess.sensitivity import Sensitivity
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
@@ -71,8 +85,8 @@ def _check_tau(tau: float) -> float:
     return check_positive(tau, "tau", allow_zero=True)
 
 
-# Hölder-exponent search: p−1 on a log grid over [1e−6, 1e6] (wide, so that τ = 0 recovers ε(α) to ~1e−6),
-# then zooms per α.
+# Hölder-exponent search: p−1 on a log grid over [1e−6, 1e6] (wide, so that τ = 0 recovers ε(α) to
+# ~1e−6), then zooms per α.
 _HOLDER_U = np.linspace(math.log(1e-6), math.log(1e6), 240)
 _HOLDER_ZOOM_POINTS = 33
 _HOLDER_ZOOM_ROUNDS = 4
@@ -91,7 +105,9 @@ def _branch2(mech: Mechanism, tau: float, a: np.ndarray, q: np.ndarray) -> np.nd
         return coef * mech.rdp_or_inf(a * q) + mech.srdp_or_inf((q * a - 1.0) / (q - 1.0), tau)
 
 
-def _optimise_exponent(branch: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
+def _optimise_exponent(
+    branch: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray
+) -> np.ndarray:
     """min over the Hölder exponent (p−1 ∈ [1e−6, 1e6]) of ``branch(α, p)`` for every α in ``a``."""
     a = a[:, None]
     u = np.broadcast_to(_HOLDER_U, (a.shape[0], _HOLDER_U.size))
@@ -134,11 +150,15 @@ def theorem2_branches(
     for name, value in (("p_h", p_h), ("q_h", q_h)):
         if value is not None and not (math.isfinite(value) and value > 1.0):
             raise ValueError(f"{name} must be a finite Hölder exponent > 1, got {value!r}")
-    b1 = _branch1(mechanism, tau, a, np.full_like(a, p_h)) if p_h else _optimise_exponent(
-        lambda aa, pp: _branch1(mechanism, tau, aa, pp), a
+    b1 = (
+        _branch1(mechanism, tau, a, np.full_like(a, p_h))
+        if p_h
+        else _optimise_exponent(lambda aa, pp: _branch1(mechanism, tau, aa, pp), a)
     )
-    b2 = _branch2(mechanism, tau, a, np.full_like(a, q_h)) if q_h else _optimise_exponent(
-        lambda aa, qq: _branch2(mechanism, tau, aa, qq), a
+    b2 = (
+        _branch2(mechanism, tau, a, np.full_like(a, q_h))
+        if q_h
+        else _optimise_exponent(lambda aa, qq: _branch2(mechanism, tau, aa, qq), a)
     )
     return b1, b2
 
@@ -154,8 +174,8 @@ def theorem2(
 ) -> float | np.ndarray:
     """Theorem 2 (Eq. 3): RDP ``ε̂(α)`` of ``A∘π`` for pre-processing budget ``tau`` = Δ2·Δ∞.
 
-    ``combine="max"`` is the paper's statement; ``"min"`` is also valid (the hybrid construction of the
-    proof, App. B, is symmetric) and never worse.
+    ``combine="max"`` is the paper's statement; ``"min"`` is also valid (the hybrid construction of
+    the proof, App. B, is symmetric) and never worse.
     Returns ``inf`` at orders where no admissible exponent exists (e.g. beyond DP-SGD's α-range).
 
     Closed form used as an independent check: when ``ε(α) = aα`` and ``ε̃(α, τ) = bα`` (Gaussian,
@@ -189,10 +209,13 @@ def eq43(
     a = check_alpha(alpha)
     if constant == "paper":
         if np.any(a < TABLE2_ALPHA_MIN):
-            raise ValueError(f"eq43 with the paper's constant 1.05 needs alpha >= 11, got {float(np.min(a))!r}")
+            raise ValueError(
+                f"eq43 with the paper's constant 1.05 needs alpha >= 11, got {float(np.min(a))!r}"
+            )
         c = TABLE2_CONSTANT
     elif constant == "exact":
-        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))  # type: ignore[assignment]  # per-order array; float above
+        # per-order array; float above
+        c = (2.0 * a - 1.0) / (2.0 * (a - 1.0))  # type: ignore[assignment]
     else:
         raise ValueError(f"constant must be 'paper' or 'exact', got {constant!r}")
     out = c * (np.asarray(mechanism.srdp(2.0 * a, tau)) + np.asarray(mechanism.rdp(2.0 * a)))
@@ -212,8 +235,11 @@ def pure_dp_bound(mechanism: Mechanism, tau: float) -> float:
     return float(mechanism.rdp(math.inf) + mechanism.srdp(math.inf, tau))
 
 
-def group_privacy_rdp(mechanism: Mechanism, group_size: float) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Naive group-privacy baseline: RDP of ``mechanism`` w.r.t. datasets differing in ``group_size``
+def group_privacy_rdp(
+    mechanism: Mechanism, group_size: float
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Naive group-privacy baseline: RDP of ``mechanism`` w.r.t. datasets differing in
+    ``group_size``
     records, as a vectorised curve over α — or ``None`` where no exact form is defined here.
 
     Gaussian: ``αk²ε²/2`` (f moves by ≤ kΔ_f). DP-GD: ``2αk²ε²`` (the average gradient
@@ -239,9 +265,9 @@ def _check_enforced(mechanism: Mechanism) -> None:
         raise TypeError(f"mechanism must be a table1 Mechanism, got {type(mechanism).__name__}")
     if not mechanism.enforce_range:
         raise ValueError(
-            f"{mechanism.name} was built with enforce_range=False (an algebraic evaluation of the "
-            "Table-1 formula, for printing Table 2 only); it carries no privacy guarantee — build it "
-            "with enforce_range=True (the default)"
+            f"{mechanism.name} was built with enforce_range=False (an algebraic evaluation of the"
+            " Table-1 formula, for printing Table 2 only); it carries no privacy guarantee — build"
+            " it with enforce_range=True (the default)"
         )
 
 
@@ -250,21 +276,24 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
     for a pre-processing with these sensitivities:
 
     - the mechanism enforces its α-range (not built with ``enforce_range=False``);
-    - DP-SGD-iter: ``kappa ≥ Δ∞`` (the hybrid pairs of the proof, App. B, differ in up to Δ∞ records);
+    - DP-SGD-iter: ``kappa ≥ Δ∞`` (the hybrid pairs of the proof, App. B, differ in up to Δ∞
+      records);
     - not DP-SGD-samp: Table 1's RDP ``α²ε²/2`` for it (Abadi et al.'s moments lemma) is not a valid
       bound under the paper's replace-one adjacency. A sampled gradient can move by 2L, i.e. noise
       multiplier z/2, and dp-accounting's RDP of exactly this algorithm (batch-1 sampling,
       replace-one, multiplier z/2) exceeds ``α²ε²/2`` at orders up to ≈ 11.5 on a sweep of n ≤ 10⁶
       (e.g. n = 10⁴, z/2 = 1.2), with no n-independent safe range established. Its formula is
-      never turned into a guarantee (:mod:`dpprep.preprocess.privacy.table2` still evaluates it to print
-      the paper's Table 2); :func:`overall_privacy` / :func:`calibrate` first replace the
+      never turned into a guarantee (:mod:`dpprep.preprocess.privacy.table2` still evaluates it to
+      print the paper's Table 2); :func:`overall_privacy` / :func:`calibrate` first replace the
       mechanism by :func:`rigorous_mechanism`, whose bounds are proved;
-    - :class:`~dpprep.preprocess.privacy.sgd_samp.SubsampledSGD`: its ``linf`` equals the pre-processing's Δ∞
-      (capped at n).
+    - :class:`~dpprep.preprocess.privacy.sgd_samp.SubsampledSGD`: its ``linf`` equals the
+      pre-processing's Δ∞ (capped at n).
     """
     _check_enforced(mechanism)
     if not isinstance(preprocessing_sensitivity, Sensitivity):
-        raise ValueError("preprocessing_sensitivity must be a dpprep.preprocess.sensitivity.Sensitivity")
+        raise ValueError(
+            "preprocessing_sensitivity must be a dpprep.preprocess.sensitivity.Sensitivity"
+        )
     linf = preprocessing_sensitivity.linf
     if isinstance(mechanism, DPSGDIteration) and mechanism.kappa < linf:
         raise ValueError(
@@ -273,11 +302,11 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
         )
     if isinstance(mechanism, DPSGDSampling):
         raise ValueError(
-            "dp_sgd_sampling: Table 1's RDP α²ε²/2 is not a valid bound under replace-one adjacency "
-            "(a sampled gradient moves by up to 2L; dp-accounting's RDP of this algorithm exceeds it "
-            "at orders up to ≈ 11.5); overall_privacy/calibrate account it with the rigorous "
-            "dpprep.preprocess.privacy.sgd_samp.SubsampledSGD (rigorous_mechanism) — use those, or build "
-            "a SubsampledSGD for theorem2"
+            "dp_sgd_sampling: Table 1's RDP α²ε²/2 is not a valid bound under replace-one adjacency"
+            " (a sampled gradient moves by up to 2L; dp-accounting's RDP of this algorithm exceeds"
+            " it at orders up to ≈ 11.5); overall_privacy/calibrate account it with the rigorous"
+            " dpprep.preprocess.privacy.sgd_samp.SubsampledSGD (rigorous_mechanism) — use those, or"
+            " build a SubsampledSGD for theorem2"
         )
     if isinstance(mechanism, SubsampledSGD) and mechanism.linf != min(linf, float(mechanism.n)):
         raise ValueError(
@@ -288,8 +317,8 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
 
 def rigorous_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity) -> Mechanism:
     """The mechanism whose bounds :func:`overall_privacy` uses: Table 1's DP-SGD-samp row becomes
-    :func:`dpprep.preprocess.privacy.sgd_samp.from_table1` (the same algorithm — one uniform index per step,
-    σ = L·sqrt(2cT)/(εn) — with a replace-one RDP from dp-accounting and an SRDP without
+    :func:`dpprep.preprocess.privacy.sgd_samp.from_table1` (the same algorithm — one uniform index
+    per step, σ = L·sqrt(2cT)/(εn) — with a replace-one RDP from dp-accounting and an SRDP without
     amplification by sampling for the pre-processing's Δ∞); every other mechanism is returned
     unchanged."""
     if isinstance(mechanism, DPSGDSampling) and isinstance(preprocessing_sensitivity, Sensitivity):
@@ -386,9 +415,13 @@ def overall_privacy(
     if alphas is not None:
         alphas = check_alpha(alphas, "alphas").ravel()
         if alphas.size == 0:
-            raise ValueError("alphas must hold at least one order > 1 (or be None to minimise over every order)")
+            raise ValueError(
+                "alphas must hold at least one order > 1 (or be None to minimise over every order)"
+            )
         if np.any(alphas < alpha_min):
-            raise ValueError(f"mode='table2' needs every alpha >= 11, got min {float(alphas.min())!r}")
+            raise ValueError(
+                f"mode='table2' needs every alpha >= 11, got min {float(alphas.min())!r}"
+            )
 
     try:
         if mechanism.pure:
@@ -399,7 +432,9 @@ def overall_privacy(
             if mode == "table2":
                 curve = lambda a: _eq43_or_inf(mechanism, tau, np.asarray(a, dtype=float))  # noqa: E731
             else:
-                curve = lambda a: np.asarray(theorem2(mechanism, tau, np.asarray(a, dtype=float), combine=combine))  # noqa: E731
+                curve = lambda a: np.asarray(  # noqa: E731
+                    theorem2(mechanism, tau, np.asarray(a, dtype=float), combine=combine)
+                )
             conv = rdp_to_dp(curve, delta, alpha_min=alpha_min, alphas=alphas)
             epsilon, alpha_opt = conv.epsilon, conv.alpha
 
@@ -421,10 +456,12 @@ def overall_privacy(
                 g = rdp_to_dp(group_curve, delta, alphas=alphas)
                 group_eps, group_alpha = g.epsilon, g.alpha
     except OverflowError as err:
-        # Python floats raise (numpy's give inf) where ε² or e^ε leaves the float range; say which input.
+        # Python floats raise (numpy's give inf) where ε² or e^ε leaves the float range; say which
+        # input.
         raise ValueError(
-            f"the overall privacy of {mechanism} with sensitivity {sens} overflows a float ({err}): "
-            "the mechanism's epsilon (or the sensitivity) is far too large for a meaningful bound; use a smaller one"
+            f"the overall privacy of {mechanism} with sensitivity {sens} overflows a float ({err}):"
+            " the mechanism's epsilon (or the sensitivity) is far too large for a meaningful"
+            " bound; use a smaller one"
         ) from err
     return OverallPrivacy(
         mechanism=mechanism,
@@ -470,7 +507,8 @@ def calibrate(
     ``lambda e: table1.dp_gd(epsilon=e, lipschitz=1, smoothness=1.25)``. The overall ε is increasing
     in ``eps`` (every Table-1 bound is, and α-ranges only shrink), so a bracket is grown from
     ``initial`` by factors of 4 and the root is found by Brent's method in log(eps) to relative
-    precision ``rtol``; the returned eps is on the feasible side (overall ε ≤ target). An ``eps`` with no admissible order counts as too large.
+    precision ``rtol``; the returned eps is on the feasible side (overall ε ≤ target). An ``eps``
+    with no admissible order counts as too large.
     Every mechanism the factory builds must pass :func:`check_mechanism` (ValueError otherwise,
     e.g. for ``enforce_range=False``).
     """
@@ -480,11 +518,20 @@ def calibrate(
     delta = check_delta(delta)
     initial = check_epsilon(initial, "initial")
     rtol = check_positive(rtol, "rtol")
-    check_mechanism(rigorous_mechanism(mechanism_factory(initial), preprocessing_sensitivity), preprocessing_sensitivity)
+    check_mechanism(
+        rigorous_mechanism(mechanism_factory(initial), preprocessing_sensitivity),
+        preprocessing_sensitivity,
+    )
 
     def evaluate(eps: float) -> OverallPrivacy | None:
         try:
-            return overall_privacy(mechanism_factory(eps), preprocessing_sensitivity, delta=delta, mode=mode, combine=combine)
+            return overall_privacy(
+                mechanism_factory(eps),
+                preprocessing_sensitivity,
+                delta=delta,
+                mode=mode,
+                combine=combine,
+            )
         except NoAdmissibleOrder:
             return None
 
@@ -507,10 +554,14 @@ def calibrate(
                 break
         else:
             raise ValueError(
-                f"target_epsilon={target!r} is met even at mechanism epsilon={hi:.3g} (next to no noise): "
-                "no calibration is needed for so large a target; ask for a smaller target_epsilon")
+                f"target_epsilon={target!r} is met even at mechanism epsilon={hi:.3g} (next to no"
+                " noise): no calibration is needed for so large a target; ask for a smaller"
+                " target_epsilon"
+            )
 
-    def excess(u: float) -> float:  # log(overall/target) at eps = e^u; inadmissible counts as far above
+    def excess(
+        u: float,
+    ) -> float:  # log(overall/target) at eps = e^u; inadmissible counts as far above
         result = evaluate(math.exp(u))
         return 50.0 if result is None else math.log(result.epsilon / target)
 
@@ -566,7 +617,9 @@ def calibrate_subsampled_sgd(
     (z ≈ 3.3 without pre-processing).
     """
     if not isinstance(sensitivity, Sensitivity):
-        raise TypeError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}")
+        raise TypeError(
+            f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(sensitivity).__name__}"
+        )
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
     delta = check_delta(delta)
     # Lemma M gives ε >= log(1/δ)/(α−1) at every order, and orders beyond ORDER_GRID are
@@ -575,22 +628,41 @@ def calibrate_subsampled_sgd(
     floor = math.log(1.0 / delta) / (ORDER_GRID[-1] - 1.0)
     if target_epsilon <= floor:
         raise ValueError(
-            f"target_epsilon={target_epsilon!r} is not reachable at delta={delta!r}: Lemma M over the orders "
-            f"<= {ORDER_GRID[-1]:g} gives epsilon >= log(1/delta)/{ORDER_GRID[-1] - 1.0:g} = {floor:.4g} "
-            f"whatever the noise; ask for a larger target_epsilon or delta"
+            f"target_epsilon={target_epsilon!r} is not reachable at delta={delta!r}: Lemma M over"
+            f" the orders <= {ORDER_GRID[-1]:g} gives epsilon >="
+            f" log(1/delta)/{ORDER_GRID[-1] - 1.0:g} = {floor:.4g} whatever the noise; ask for a"
+            " larger target_epsilon or delta"
         )
 
     def factory(eps: float) -> SubsampledSGD:
         return SubsampledSGD(
-            epsilon=eps, n=n, batch_size=batch_size, steps=steps, linf=sensitivity.linf,
-            sampling=sampling, clip_norm=clip_norm, smoothness=smoothness,
+            epsilon=eps,
+            n=n,
+            batch_size=batch_size,
+            steps=steps,
+            linf=sensitivity.linf,
+            sampling=sampling,
+            clip_norm=clip_norm,
+            smoothness=smoothness,
         )
 
     cal = calibrate(
-        factory, sensitivity, target_epsilon=target_epsilon, delta=delta, mode=mode, combine=combine, rtol=rtol
+        factory,
+        sensitivity,
+        target_epsilon=target_epsilon,
+        delta=delta,
+        mode=mode,
+        combine=combine,
+        rtol=rtol,
     )
-    mech: SubsampledSGD = cal.mechanism  # type: ignore[assignment]  # the factory builds SubsampledSGD
-    return SgdCalibration(noise_multiplier=mech.noise_multiplier, noise_std=mech.noise, mechanism=mech, overall=cal.overall)
+    # the factory builds SubsampledSGD
+    mech: SubsampledSGD = cal.mechanism  # type: ignore[assignment]
+    return SgdCalibration(
+        noise_multiplier=mech.noise_multiplier,
+        noise_std=mech.noise,
+        mechanism=mech,
+        overall=cal.overall,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -623,7 +695,10 @@ class PreprocessedAccountant:
 
     def __post_init__(self) -> None:
         if not isinstance(self.sensitivity, Sensitivity):
-            raise TypeError(f"sensitivity must be a dpprep.preprocess.Sensitivity, got {type(self.sensitivity).__name__}")
+            raise TypeError(
+                "sensitivity must be a dpprep.preprocess.Sensitivity, got"
+                f" {type(self.sensitivity).__name__}"
+            )
         check_positive(self.lipschitz, "lipschitz")
         check_positive(self.smoothness, "smoothness")
         if self.mode not in ("exact", "table2"):
@@ -633,37 +708,73 @@ class PreprocessedAccountant:
 
     def _check(self, plan) -> None:
         if plan.sampler not in ("full", "poisson", "without_replacement") or plan.random_stop:
-            raise ValueError(f"Theorem 2 accounting here covers full-batch DP-GD and Poisson or without-replacement "
-                             f"DP-SGD plans, got sampling={plan.sampler!r}")
+            raise ValueError(
+                "Theorem 2 accounting here covers full-batch DP-GD and Poisson or"
+                f" without-replacement DP-SGD plans, got sampling={plan.sampler!r}"
+            )
         if plan.neighbouring != "replace_one":
-            raise ValueError("Theorem 2 is a replace-one guarantee (pre-processed neighbours differ in place): "
-                             f"create the plan with neighbouring='replace_one', got {plan.neighbouring!r}")
+            raise ValueError(
+                "Theorem 2 is a replace-one guarantee (pre-processed neighbours differ in place): "
+                f"create the plan with neighbouring='replace_one', got {plan.neighbouring!r}"
+            )
 
     def mechanism(self, plan, noise_multiplier: float) -> Mechanism:
         """The Table-1 (or rigorous subsampled) mechanism of ``plan``'s run at multiplier ``z``."""
         self._check(plan)
         z = check_positive(noise_multiplier, "noise_multiplier")
         if plan.sampler == "full":
-            return DPGD(epsilon=math.sqrt(plan.steps) / z, lipschitz=self.lipschitz, smoothness=self.smoothness)
-        return SubsampledSGD(epsilon=1.0 / z, n=plan.n, batch_size=plan.batch_size, steps=plan.steps,
-                             linf=self.sensitivity.linf, sampling=plan.sampler, clip_norm=self.lipschitz,
-                             smoothness=self.smoothness)
+            return DPGD(
+                epsilon=math.sqrt(plan.steps) / z,
+                lipschitz=self.lipschitz,
+                smoothness=self.smoothness,
+            )
+        return SubsampledSGD(
+            epsilon=1.0 / z,
+            n=plan.n,
+            batch_size=plan.batch_size,
+            steps=plan.steps,
+            linf=self.sensitivity.linf,
+            sampling=plan.sampler,
+            clip_norm=self.lipschitz,
+            smoothness=self.smoothness,
+        )
 
     def epsilon(self, plan, noise_multiplier: float, delta: float) -> float:
-        return overall_privacy(self.mechanism(plan, noise_multiplier), self.sensitivity, delta=delta,
-                               mode=self.mode, combine=self.combine).epsilon
+        return overall_privacy(
+            self.mechanism(plan, noise_multiplier),
+            self.sensitivity,
+            delta=delta,
+            mode=self.mode,
+            combine=self.combine,
+        ).epsilon
 
     def calibrate(self, plan, target_epsilon: float, delta: float) -> float:
         self._check(plan)
         if plan.sampler == "full":
-            cal = calibrate(lambda e: DPGD(epsilon=e, lipschitz=self.lipschitz, smoothness=self.smoothness),
-                            self.sensitivity, target_epsilon=target_epsilon, delta=delta, mode=self.mode,
-                            combine=self.combine, rtol=self.rtol or 1e-8)
+            cal = calibrate(
+                lambda e: DPGD(epsilon=e, lipschitz=self.lipschitz, smoothness=self.smoothness),
+                self.sensitivity,
+                target_epsilon=target_epsilon,
+                delta=delta,
+                mode=self.mode,
+                combine=self.combine,
+                rtol=self.rtol or 1e-8,
+            )
             return math.sqrt(plan.steps) / cal.mechanism_epsilon
         return calibrate_subsampled_sgd(
-            target_epsilon=target_epsilon, delta=delta, n=plan.n, batch_size=plan.batch_size, steps=plan.steps,
-            sensitivity=self.sensitivity, sampling=plan.sampler, clip_norm=self.lipschitz, smoothness=self.smoothness,
-            mode=self.mode, combine=self.combine, rtol=self.rtol or 1e-4).noise_multiplier
+            target_epsilon=target_epsilon,
+            delta=delta,
+            n=plan.n,
+            batch_size=plan.batch_size,
+            steps=plan.steps,
+            sensitivity=self.sensitivity,
+            sampling=plan.sampler,
+            clip_norm=self.lipschitz,
+            smoothness=self.smoothness,
+            mode=self.mode,
+            combine=self.combine,
+            rtol=self.rtol or 1e-4,
+        ).noise_multiplier
 
     def pipeline(self, plan, noise_multiplier: float, delta: float) -> PipelineCharge:
         """The pipeline's ε (pre-processing then ``plan``'s run at multiplier ``z``): the smaller of
@@ -672,15 +783,26 @@ class PreprocessedAccountant:
         theorem2 = plan.epsilon(noise_multiplier, delta, accountant=self)
         try:
             group = plan.epsilon(noise_multiplier, delta, accountant=_GroupPrivacy(self))
-        except ValueError:  # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
+        except (
+            ValueError
+        ):  # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
             group = math.inf
         k = default_group_size(self.sensitivity.linf, plan.n)
         which = "Theorem 2" if theorem2 <= group else f"group privacy (k = {k})"
-        note = (f"sensitivity Δ∞ = {self.sensitivity.linf:g}, Δ2 = {self.sensitivity.l2:g}: the pipeline (pre-processing "
-                f"then the run) by Hu et al. 2024 Theorem 2 ε = {theorem2:.4g}, by group privacy (k = {k}) ε = {group:.4g}; "
-                f"the smaller ({which}) charged, together with the training")
-        return PipelineCharge(min(theorem2, group), theorem2, group, k,
-                              "theorem2" if theorem2 <= group else "rdp (group privacy)", note)
+        note = (
+            f"sensitivity Δ∞ = {self.sensitivity.linf:g}, Δ2 = {self.sensitivity.l2:g}: the"
+            " pipeline (pre-processing then the run) by Hu et al. 2024 Theorem 2 ε ="
+            f" {theorem2:.4g}, by group privacy (k = {k}) ε = {group:.4g}; the smaller ({which})"
+            " charged, together with the training"
+        )
+        return PipelineCharge(
+            min(theorem2, group),
+            theorem2,
+            group,
+            k,
+            "theorem2" if theorem2 <= group else "rdp (group privacy)",
+            note,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -705,8 +827,13 @@ class _GroupPrivacy:
         self.base = base
 
     def epsilon(self, plan, noise_multiplier: float, delta: float) -> float:
-        result = overall_privacy(self.base.mechanism(plan, noise_multiplier), self.base.sensitivity, delta=delta,
-                                 mode=self.base.mode, combine=self.base.combine)
+        result = overall_privacy(
+            self.base.mechanism(plan, noise_multiplier),
+            self.base.sensitivity,
+            delta=delta,
+            mode=self.base.mode,
+            combine=self.base.combine,
+        )
         return math.inf if result.group_epsilon is None else float(result.group_epsilon)
 
     def calibrate(self, plan, target_epsilon: float, delta: float) -> float:  # pragma: no cover

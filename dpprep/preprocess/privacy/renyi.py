@@ -46,7 +46,9 @@ class NoAdmissibleOrder(ValueError):
     """No Rényi order in the requested range satisfies the mechanism's assumptions."""
 
 
-def check_alpha(alpha: float | np.ndarray, name: str = "alpha", *, allow_inf: bool = False) -> np.ndarray:
+def check_alpha(
+    alpha: float | np.ndarray, name: str = "alpha", *, allow_inf: bool = False
+) -> np.ndarray:
     """Returns ``alpha`` as a float array after checking every entry is an order ``> 1``.
 
     RDP is defined for α > 1 only (the paper's occasional "α ≥ 1" is a typo); ``α = ∞`` is
@@ -66,7 +68,9 @@ def _as_output(values: np.ndarray, like: float | np.ndarray) -> float | np.ndarr
     return float(values) if np.ndim(like) == 0 else values
 
 
-def lemma_m(rdp_epsilon: float | np.ndarray, alpha: float | np.ndarray, delta: float) -> float | np.ndarray:
+def lemma_m(
+    rdp_epsilon: float | np.ndarray, alpha: float | np.ndarray, delta: float
+) -> float | np.ndarray:
     """Lemma M: ``(α, ε_R)``-RDP  ⇒  ``(ε_R + log(1/δ)/(α−1), δ)``-DP, elementwise."""
     delta = check_delta(delta)
     a = check_alpha(alpha, allow_inf=True)
@@ -78,7 +82,8 @@ def lemma_m(rdp_epsilon: float | np.ndarray, alpha: float | np.ndarray, delta: f
 
 @dataclasses.dataclass(frozen=True)
 class DPConversion:
-    """Result of Lemma M minimised over an α range: ``(epsilon, delta)``-DP attained at ``alpha``."""
+    """Result of Lemma M minimised over an α range: ``(epsilon, delta)``-DP attained at
+    ``alpha``."""
 
     epsilon: float
     delta: float
@@ -120,7 +125,9 @@ def rdp_to_dp(
     if alphas is not None:
         grid = check_alpha(alphas, "alphas").ravel()
         if grid.size == 0:
-            raise ValueError("alphas must hold at least one order > 1 (or be None to minimise over every order)")
+            raise ValueError(
+                "alphas must hold at least one order > 1 (or be None to minimise over every order)"
+            )
         obj = objective(grid)
         if not np.any(np.isfinite(obj)):
             raise NoAdmissibleOrder("the RDP curve is infinite (inadmissible) at every given order")
@@ -145,7 +152,8 @@ def rdp_to_dp(
 
 
 def _zoom_minimise(fn: Callable[[np.ndarray], np.ndarray], grid: np.ndarray) -> tuple[float, float]:
-    """Minimises a 1-d function on ``grid`` then zooms ``_ZOOM_ROUNDS`` times around the best point."""
+    """Minimises a 1-d function on ``grid`` then zooms ``_ZOOM_ROUNDS`` times around the best
+    point."""
     lo, hi = float(grid[0]), float(grid[-1])
     values = np.where(np.isfinite(v := fn(grid)), v, np.inf)
     for _ in range(_ZOOM_ROUNDS):
@@ -164,8 +172,11 @@ def _zoom_minimise(fn: Callable[[np.ndarray], np.ndarray], grid: np.ndarray) -> 
     return float(grid[i]), float(values[i])
 
 
-def rdp_to_dp_linear(slope: float, delta: float, *, alpha_min: float = 1.0, intercept: float = 0.0) -> DPConversion:
-    """Closed-form Lemma M for a linear curve ``ε_R(α) = slope·α + intercept`` over ``α ≥ alpha_min``.
+def rdp_to_dp_linear(
+    slope: float, delta: float, *, alpha_min: float = 1.0, intercept: float = 0.0
+) -> DPConversion:
+    """Closed-form Lemma M for a linear curve ``ε_R(α) = slope·α + intercept`` over ``α ≥
+    alpha_min``.
 
     The unconstrained minimiser is ``α* = 1 + sqrt(log(1/δ)/slope)``; clipped to ``alpha_min``.
     Used as the independent check of :func:`rdp_to_dp` and for Table-2 mode (α ≥ 11, as in Table 2).
@@ -179,15 +190,20 @@ def rdp_to_dp_linear(slope: float, delta: float, *, alpha_min: float = 1.0, inte
     return DPConversion(slope * alpha + intercept + log_term / (alpha - 1.0), delta, alpha)
 
 
-def gaussian_divergence(alpha: float | np.ndarray, distance: float, sigma: float) -> float | np.ndarray:
-    """Lemma C: ``D_α(N(μ0, σ²I) || N(μ1, σ²I)) = α‖μ0 − μ1‖² / (2σ²)`` with ``distance = ‖μ0−μ1‖``."""
+def gaussian_divergence(
+    alpha: float | np.ndarray, distance: float, sigma: float
+) -> float | np.ndarray:
+    """Lemma C: ``D_α(N(μ0, σ²I) || N(μ1, σ²I)) = α‖μ0 − μ1‖² / (2σ²)`` with ``distance =
+    ‖μ0−μ1‖``."""
     a = check_alpha(alpha)
     distance = check_positive(distance, "distance", allow_zero=True)
     sigma = check_positive(sigma, "sigma")
     return _as_output(a * distance**2 / (2.0 * sigma**2), alpha)
 
 
-def mixture_gaussian_divergence(alpha: float, sampling_rate: float, shift: float) -> tuple[float, float]:
+def mixture_gaussian_divergence(
+    alpha: float, sampling_rate: float, shift: float
+) -> tuple[float, float]:
     """``(D_α(M || N), D_α(N || M))`` for ``N = N(0, 1)`` and ``M = (1−q)·N(0, 1) + q·N(shift, 1)``,
     ``q = sampling_rate``, by adaptive quadrature (scipy's QUADPACK) of ``E_N[(M/N)^λ] − 1`` with
     ``λ = α`` resp. ``1 − α`` (the ``− 1`` taken inside the integrand, so tiny divergences keep
@@ -217,7 +233,11 @@ def mixture_gaussian_divergence(alpha: float, sampling_rate: float, shift: float
     log_normal = -0.5 * math.log(2.0 * math.pi)
 
     def log_ratio(x: float) -> float:
-        return float(np.logaddexp(math.log1p(-q) if q < 1.0 else -math.inf, math.log(q) + mu * x - mu * mu / 2.0))
+        return float(
+            np.logaddexp(
+                math.log1p(-q) if q < 1.0 else -math.inf, math.log(q) + mu * x - mu * mu / 2.0
+            )
+        )
 
     def divergence(lam: float) -> float:
         # The tilted mass sits near λμ (forward) or 0: integrate well past both. Where the integral
@@ -228,19 +248,34 @@ def mixture_gaussian_divergence(alpha: float, sampling_rate: float, shift: float
         def integrand(x: float) -> float:
             log_density, t = log_normal - x * x / 2.0 - m, lam * log_ratio(x)
             # exp(log φ + t) − exp(log φ), without overflow for large t nor cancellation for small t
-            return math.exp(log_density + t) - math.exp(log_density) if t > 1.0 else math.exp(log_density) * math.expm1(t)
+            return (
+                math.exp(log_density + t) - math.exp(log_density)
+                if t > 1.0
+                else math.exp(log_density) * math.expm1(t)
+            )
 
-        value, error = integrate.quad(integrand, -40.0, 40.0 + centre + mu, points=[0.0, mu, centre], epsabs=0.0,
-                                      epsrel=1e-9, limit=1000)
+        value, error = integrate.quad(
+            integrand,
+            -40.0,
+            40.0 + centre + mu,
+            points=[0.0, mu, centre],
+            epsabs=0.0,
+            epsrel=1e-9,
+            limit=1000,
+        )
         if not error <= 1e-7 * abs(value):
-            raise ArithmeticError(f"quadrature did not converge at alpha={a}, q={q}, shift={mu}: {value} ± {error}")
+            raise ArithmeticError(
+                f"quadrature did not converge at alpha={a}, q={q}, shift={mu}: {value} ± {error}"
+            )
         # log E_N[(M/N)^λ] = log(1 + value·e^m) = m + log(e^−m + value)
         return (math.log1p(value) if m == 0.0 else m + math.log(math.exp(-m) + value)) / (a - 1.0)
 
     return divergence(a), divergence(1.0 - a)
 
 
-def gaussian_group_rdp(alpha: float | np.ndarray, group_size: float, epsilon: float) -> float | np.ndarray:
+def gaussian_group_rdp(
+    alpha: float | np.ndarray, group_size: float, epsilon: float
+) -> float | np.ndarray:
     """Exact group RDP of the Gaussian mechanism ``f(S) + N(0, Δ_f²/ε²)``: ``α k² ε² / 2``.
 
     A group of ``k`` replaced records moves a Δ_f-sensitive ``f`` by at most ``kΔ_f``.

@@ -1,15 +1,15 @@
 """A rigorous DP-SGD-samp for Theorem 2: subsampled DP-SGD under replace-one adjacency.
 
 Table 1's RDP ``α²ε²/2`` for DP-SGD with sampling is not a valid replace-one bound
-(:func:`dpprep.preprocess.privacy.meta.check_mechanism` says why). :class:`SubsampledSGD` is a Table-1-style
-mechanism whose RDP and SRDP are both proved, so that Theorem 2 (``meta.theorem2`` /
+(:func:`dpprep.preprocess.privacy.meta.check_mechanism` says why). :class:`SubsampledSGD` is a
+Table-1-style mechanism whose RDP and SRDP are both proved, so that Theorem 2 (``meta.theorem2`` /
 ``overall_privacy`` / ``calibrate``) turns it into a guarantee for a pre-processed pipeline.
 
 The algorithm: T steps; each step draws a batch of the n record indices — ``"poisson"`` (each
 index independently with rate q = B/n) or ``"without_replacement"`` (exactly B indices; B = 1 is
 Hu et al.'s analysed A_SGD-samp, one uniform index per step) — sums the per-record gradients
-clipped to norm ``C`` (``clip_norm``; ``C ≥ L`` means no clipping), adds ``N(0, z²C²I)`` and divides by
-the fixed normaliser B (what :mod:`dpprep.algorithms` does). ``z`` is the noise multiplier; the
+clipped to norm ``C`` (``clip_norm``; ``C ≥ L`` means no clipping), adds ``N(0, z²C²I)`` and divides
+by the fixed normaliser B (what :mod:`dpprep.algorithms` does). ``z`` is the noise multiplier; the
 Mechanism's own ``epsilon`` is ``1/z`` (a noise *level*, increasing in privacy loss, so that
 ``meta.calibrate`` applies).
 
@@ -21,19 +21,24 @@ RDP ``ε(α)`` (record-level replace-one), T times one step's:
 - ``"poisson"``: dp-accounting has no replace-one RDP for Poisson sampling (its RDP accountant
   refuses the event; its PLD accountant uses the pair below with a = −b). We prove one. The other
   records' contribution has the same law under both datasets and is added independently, so by
-  data processing one step is bounded by ``D_α(P‖Q)``, ``P = (1−q)N_0 + qN_a``, ``Q = (1−q)N_0 + qN_b``
+  data processing one step is bounded by ``D_α(P‖Q)``, ``P = (1−q)N_0 + qN_a``, ``Q = (1−q)N_0 +
+  qN_b``
   (``N_c = N(c, z²C²I)``, ``‖a‖, ‖b‖ ≤ C``: the replaced record's clipped gradients). At each order
   we take the smallest of three bounds:
 
-  * direct (integer α): ``E_Q[(P/Q)^α] = Σ_j C(α,j) q^j ∫(N_a − N_b)^j Q^{1−j}``; the j = 1 term is 0;
-    for j ≥ 2, ``Q ≥ (1−q)N_0`` bounds ``Q^{1−j}``; j = 2: ``∫(N_a−N_b)²/N_0 = e^{‖a‖²/σ²} + e^{‖b‖²/σ²}
+  * direct (integer α): ``E_Q[(P/Q)^α] = Σ_j C(α,j) q^j ∫(N_a − N_b)^j Q^{1−j}``; the j = 1 term is
+    0;
+    for j ≥ 2, ``Q ≥ (1−q)N_0`` bounds ``Q^{1−j}``; j = 2: ``∫(N_a−N_b)²/N_0 = e^{‖a‖²/σ²} +
+    e^{‖b‖²/σ²}
     − 2e^{⟨a,b⟩/σ²} ≤ 2e^{1/z²} − 2e^{−1/z²}``; j ≥ 3: ``|N_a − N_b|^j ≤ N_a^j + N_b^j`` and
     ``∫N_a^j N_0^{1−j} = e^{j(j−1)‖a‖²/(2σ²)}``. Hence
-    ``(α−1)D_α ≤ log(1 + C(α,2)q²(2e^{1/z²} − 2e^{−1/z²})/(1−q) + Σ_{j≥3} C(α,j) q^j (1−q)^{1−j} 2e^{j(j−1)/(2z²)})``;
+    ``(α−1)D_α ≤ log(1 + C(α,2)q²(2e^{1/z²} − 2e^{−1/z²})/(1−q) + Σ_{j≥3} C(α,j) q^j (1−q)^{1−j}
+    2e^{j(j−1)/(2z²)})``;
   * weak triangle through the dataset with the replaced record removed (Mironov 2017, Prop. 11):
-    ``(αp−1)/(p(α−1))·ε_ar(pα) + ε_ar((pα−1)/(p−1))``, minimised over p > 1, with ``ε_ar`` dp-accounting's
-    add/remove RDP (Mironov, Talwar & Zhang 2019 bound both directions);
-  * joint convexity of ``exp((α−1)D_α)`` over the mixture components: ``log(1 − q + q e^{2α(α−1)/z²})``.
+    ``(αp−1)/(p(α−1))·ε_ar(pα) + ε_ar((pα−1)/(p−1))``, minimised over p > 1, with ``ε_ar``
+    dp-accounting's add/remove RDP (Mironov, Talwar & Zhang 2019 bound both directions);
+  * joint convexity of ``exp((α−1)D_α)`` over the mixture components: ``log(1 − q + q
+    e^{2α(α−1)/z²})``.
 
   Tests check the result against the exact divergence of realisable pairs (antipodal a = −b, and
   b = 0) by numerical integration: it is within a few percent of it at most orders.
@@ -91,8 +96,8 @@ SAMPLINGS: tuple[str, ...] = ("poisson", "without_replacement")
 #: Orders at which the per-step curves are computed (α−1 log-spaced in [1e−2, 1e3]); dp-accounting's
 #: fractional-order series stops converging near α ≈ 2000 at small z, hence the cap.
 ORDER_GRID = 1.0 + np.logspace(-2.0, 3.0, 241)
-# dp-accounting's bound for sampling without replacement is exact at integer orders and its own chord
-# in between (WBK19 Cor. 10): use the integers near ORDER_GRID (every integer up to ~20).
+# dp-accounting's bound for sampling without replacement is exact at integer orders and its own
+# chord in between (WBK19 Cor. 10): use the integers near ORDER_GRID (every integer up to ~20).
 _INTEGER_GRID = np.unique(np.round(ORDER_GRID[ORDER_GRID >= 2.0]))
 # Hölder exponents tried by the Poisson weak-triangle bound (p − 1 log-spaced).
 _HOLDER = 1.0 + np.logspace(-3.0, 3.0, 121)
@@ -113,7 +118,9 @@ def _finite_points(grid: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
     bound, by convexity); dp-accounting gives up (inf) where its series does not converge."""
     ok = np.isfinite(values) & (values >= 0)
     if not ok.any():
-        raise ValueError("the per-step RDP is infinite at every order of the grid (noise multiplier too small?)")
+        raise ValueError(
+            "the per-step RDP is infinite at every order of the grid (noise multiplier too small?)"
+        )
     return grid[ok], values[ok]
 
 
@@ -134,36 +141,48 @@ def _quiet_dp_accounting():
 @functools.lru_cache(maxsize=256)
 def _add_remove_cgf(q: float, z: float) -> tuple[np.ndarray, np.ndarray]:
     with _quiet_dp_accounting():
-        rdp = np.asarray(_rdp._compute_rdp_poisson_subsampled_gaussian(q, z, ORDER_GRID), dtype=float)
+        rdp = np.asarray(
+            _rdp._compute_rdp_poisson_subsampled_gaussian(q, z, ORDER_GRID), dtype=float
+        )
     grid, rdp = _finite_points(ORDER_GRID, rdp)
     return grid, rdp * (grid - 1.0)
 
 
 def add_remove_step_rdp(q: float, noise_multiplier: float, alpha: float | np.ndarray) -> np.ndarray:
-    """One step of the Poisson-subsampled Gaussian under add/remove (dp-accounting; chord-interpolated)."""
+    """One step of the Poisson-subsampled Gaussian under add/remove (dp-accounting;
+    chord-interpolated)."""
     grid, cgf = _add_remove_cgf(float(q), float(noise_multiplier))
     return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
 @functools.lru_cache(maxsize=256)
-def _replace_one_cgf(sampling: str, n: int, batch_size: int, z: float) -> tuple[np.ndarray, np.ndarray]:
+def _replace_one_cgf(
+    sampling: str, n: int, batch_size: int, z: float
+) -> tuple[np.ndarray, np.ndarray]:
     q = batch_size / n
     if sampling == "without_replacement":
         with _quiet_dp_accounting():
-            rdp = np.asarray(_rdp._compute_rdp_sample_wor_gaussian(q, z / 2.0, _INTEGER_GRID), dtype=float)
+            rdp = np.asarray(
+                _rdp._compute_rdp_sample_wor_gaussian(q, z / 2.0, _INTEGER_GRID), dtype=float
+            )
         grid, rdp = _finite_points(_INTEGER_GRID, rdp)
         return _lower_hull(grid, rdp * (grid - 1.0))
     if q == 1.0:  # full batch: the sum moves by 2C, exact Gaussian
         return ORDER_GRID, ORDER_GRID * (ORDER_GRID - 1.0) * 2.0 / z**2
-    # Poisson: the best of three proved bounds at each order (module docstring), then the lower hull.
+    # Poisson: the best of three proved bounds at each order (module docstring), then the lower
+    # hull.
     a = ORDER_GRID[:, None]
     p = _HOLDER[None, :]
     coef = (a * p - 1.0) / (p * (a - 1.0))
     first = add_remove_step_rdp(q, z, a * p)
     second = add_remove_step_rdp(q, z, (p * a - 1.0) / (p - 1.0))
     with np.errstate(invalid="ignore", over="ignore"):
-        triangle = np.where(np.isnan(total := coef * first + second), np.inf, total).min(axis=1) * (ORDER_GRID - 1.0)
-        mixed = np.logaddexp(math.log1p(-q), math.log(q) + 2.0 * ORDER_GRID * (ORDER_GRID - 1.0) / z**2)
+        triangle = np.where(np.isnan(total := coef * first + second), np.inf, total).min(axis=1) * (
+            ORDER_GRID - 1.0
+        )
+        mixed = np.logaddexp(
+            math.log1p(-q), math.log(q) + 2.0 * ORDER_GRID * (ORDER_GRID - 1.0) / z**2
+        )
     grid = np.concatenate([ORDER_GRID, _INTEGER_GRID])
     cgf = np.concatenate([np.minimum(triangle, mixed), _poisson_direct_cgf(q, z, _INTEGER_GRID)])
     grid, cgf = _finite_points(grid, cgf)
@@ -172,18 +191,32 @@ def _replace_one_cgf(sampling: str, n: int, batch_size: int, z: float) -> tuple[
 
 def _poisson_direct_cgf(q: float, z: float, orders: np.ndarray) -> np.ndarray:
     """Direct replace-one cumulant bound of one Poisson step at integer orders (module docstring):
-    ``log(1 + C(α,2) q²(2e^{1/z²} − 2e^{−1/z²})/(1−q) + Σ_{j=3}^{α} C(α,j) q^j (1−q)^{1−j}·2e^{j(j−1)/(2z²)})``."""
+    ``log(1 + C(α,2) q²(2e^{1/z²} − 2e^{−1/z²})/(1−q) + Σ_{j=3}^{α} C(α,j) q^j
+    (1−q)^{1−j}·2e^{j(j−1)/(2z²)})``.
+    """
     out = np.empty(len(orders))
     log_q, log_1mq = math.log(q), math.log1p(-q)
     # log(2e^{1/z²} − 2e^{−1/z²}); at huge z (tiny targets) e^{−2/z²} rounds to 1 and log1p(−1)
     # is a domain error, so there log(−expm1(−2/z²)) (the same value, kept off the pinned range).
     x = 2.0 / z**2
-    j2 = math.log(2.0) + 1.0 / z**2 + (math.log1p(-math.exp(-x)) if x > 1e-8 else math.log(-math.expm1(-x)))
+    j2 = (
+        math.log(2.0)
+        + 1.0 / z**2
+        + (math.log1p(-math.exp(-x)) if x > 1e-8 else math.log(-math.expm1(-x)))
+    )
     for i, alpha in enumerate(orders):
         m = int(alpha)
         j = np.arange(2, m + 1, dtype=float)
-        log_binom = special.gammaln(m + 1.0) - special.gammaln(j + 1.0) - special.gammaln(m - j + 1.0)
-        terms = log_binom + j * log_q + (1.0 - j) * log_1mq + math.log(2.0) + j * (j - 1.0) / (2.0 * z**2)
+        log_binom = (
+            special.gammaln(m + 1.0) - special.gammaln(j + 1.0) - special.gammaln(m - j + 1.0)
+        )
+        terms = (
+            log_binom
+            + j * log_q
+            + (1.0 - j) * log_1mq
+            + math.log(2.0)
+            + j * (j - 1.0) / (2.0 * z**2)
+        )
         terms[0] = log_binom[0] + 2.0 * log_q - log_1mq + j2
         out[i] = np.logaddexp(0.0, special.logsumexp(terms))
     return out
@@ -219,7 +252,9 @@ def replace_one_step_rdp(
     return _chord(grid, cgf, alpha)  # type: ignore[arg-type]  # _chord broadcasts a scalar alpha
 
 
-def _changed_weights(sampling: str, n: int, batch_size: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+def _changed_weights(
+    sampling: str, n: int, batch_size: int, m: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Support and log-probabilities of b = how many of the m changed records one batch holds."""
     if sampling == "poisson":
         b = np.arange(m + 1)
@@ -234,7 +269,9 @@ def _srdp_cgf(sampling: str, n: int, batch_size: int, m: int, shift: float) -> n
     keep = np.isfinite(logw)
     b, logw = b[keep], logw[keep]
     a = ORDER_GRID[:, None]
-    return special.logsumexp(logw[None, :] + a * (a - 1.0) * (b[None, :] * shift) ** 2 / 2.0, axis=1)
+    return special.logsumexp(
+        logw[None, :] + a * (a - 1.0) * (b[None, :] * shift) ** 2 / 2.0, axis=1
+    )
 
 
 def srdp_step_cgf(
@@ -310,10 +347,16 @@ class SubsampledSGD(Mechanism):
 
     def srdp_valid(self, alpha, tau):
         # τ = 0: no shift, the SRDP is 0 at every order (Theorem 2 then recovers ε(α) as p → ∞).
-        return (alpha > 1.0) & np.isfinite(alpha) & ((alpha <= ORDER_GRID[-1]) | (np.asarray(tau) == 0.0))
+        return (
+            (alpha > 1.0)
+            & np.isfinite(alpha)
+            & ((alpha <= ORDER_GRID[-1]) | (np.asarray(tau) == 0.0))
+        )
 
     def _rdp(self, alpha):
-        return self.steps * replace_one_step_rdp(self.sampling, self.n, self.batch_size, self.noise_multiplier, alpha)
+        return self.steps * replace_one_step_rdp(
+            self.sampling, self.n, self.batch_size, self.noise_multiplier, alpha
+        )
 
     def _srdp(self, alpha, tau):
         a, t = np.broadcast_arrays(np.asarray(alpha, dtype=float), np.asarray(tau, dtype=float))
@@ -347,20 +390,30 @@ def subsampled_sgd(
 ) -> SubsampledSGD:
     z = check_positive(noise_multiplier, "noise_multiplier")
     return SubsampledSGD(
-        epsilon=1.0 / z, n=n, batch_size=batch_size, steps=steps, linf=linf, sampling=sampling,
-        clip_norm=clip_norm, smoothness=smoothness,
+        epsilon=1.0 / z,
+        n=n,
+        batch_size=batch_size,
+        steps=steps,
+        linf=linf,
+        sampling=sampling,
+        clip_norm=clip_norm,
+        smoothness=smoothness,
     )
 
 
 def from_table1(mechanism: DPSGDSampling, linf: float) -> SubsampledSGD:
-    """The rigorous mechanism of the algorithm Table 1's DP-SGD-samp row describes: one uniform index
-    per step (batch 1, ``"without_replacement"``), noise multiplier ``z = σ/L`` with Table 1's
+    """The rigorous mechanism of the algorithm Table 1's DP-SGD-samp row describes: one uniform
+    index per step (batch 1, ``"without_replacement"``), noise multiplier ``z = σ/L`` with Table 1's
     σ = L·sqrt(2cT)/(εn), no clipping (C = L)."""
     if not isinstance(mechanism, DPSGDSampling):
         raise TypeError(f"mechanism must be a table1 DPSGDSampling, got {type(mechanism).__name__}")
     return subsampled_sgd(
-        noise_multiplier=mechanism.noise_multiplier, n=mechanism.n, batch_size=1, steps=mechanism.steps,
-        linf=min(float(linf), float(mechanism.n)), sampling="without_replacement",
-        clip_norm=mechanism.lipschitz, smoothness=mechanism.smoothness,
+        noise_multiplier=mechanism.noise_multiplier,
+        n=mechanism.n,
+        batch_size=1,
+        steps=mechanism.steps,
+        linf=min(float(linf), float(mechanism.n)),
+        sampling="without_replacement",
+        clip_norm=mechanism.lipschitz,
+        smoothness=mechanism.smoothness,
     )
-

@@ -1,4 +1,5 @@
-"""Table 1 of Hu, Sanyal, Schölkopf (2024): RDP ``ε(α)`` and Smooth-RDP ``ε̃(α, τ)`` of six mechanisms.
+"""Table 1 of Hu, Sanyal, Schölkopf (2024): RDP ``ε(α)`` and Smooth-RDP ``ε̃(α, τ)`` of six
+mechanisms.
 
 Each mechanism is a frozen dataclass carrying its own privacy parameter ``epsilon`` (the *noise
 level* as in Table 1, not a pipeline's final ε), its constants (Lipschitz ``L``, data-smoothness
@@ -62,13 +63,16 @@ __all__ = [
 SGD_SAMP_MIN_ORDER = 3.25
 
 
-def _out(values: np.ndarray, alpha: float | np.ndarray, tau: float | np.ndarray = 0.0) -> float | np.ndarray:
+def _out(
+    values: np.ndarray, alpha: float | np.ndarray, tau: float | np.ndarray = 0.0
+) -> float | np.ndarray:
     return float(values) if np.ndim(alpha) == 0 and np.ndim(tau) == 0 else values
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Mechanism:
-    """Base class: a Table-1 row. Subclasses define ``_rdp``, ``_srdp`` and optionally the validity masks."""
+    """Base class: a Table-1 row. Subclasses define ``_rdp``, ``_srdp`` and optionally the validity
+    masks."""
 
     epsilon: float
     enforce_range: bool = True
@@ -92,7 +96,8 @@ class Mechanism:
     # --- validity --------------------------------------------------------------------------------
     def alpha_range(self) -> tuple[float, float]:
         """Admissible RDP orders ``(low, high)``: ``low < α ≤ high`` unless the class says an end
-        is inclusive/exclusive (``low_inclusive``, ``high_inclusive``); ``high < low`` means none."""
+        is inclusive/exclusive (``low_inclusive``, ``high_inclusive``); ``high < low`` means none.
+        """
         return (1.0, math.inf)
 
     def rdp_valid(self, alpha: np.ndarray) -> np.ndarray:
@@ -114,7 +119,8 @@ class Mechanism:
         return _out(self._rdp(a), alpha)
 
     def srdp(self, alpha: float | np.ndarray, tau: float | np.ndarray) -> float | np.ndarray:
-        """Table-1 Smooth RDP ``ε̃(α, τ)`` for L12 budget ``τ ≥ 0``; ``ValueError`` outside the range."""
+        """Table-1 Smooth RDP ``ε̃(α, τ)`` for L12 budget ``τ ≥ 0``; ``ValueError`` outside the
+        range."""
         a = check_alpha(alpha, allow_inf=self.pure)
         t = _check_tau(tau)
         a, t = np.broadcast_arrays(a, t)
@@ -143,8 +149,9 @@ class Mechanism:
         low_op = "<=" if self.low_inclusive else "<"
         high_op = "<=" if self.high_inclusive else "<"
         return (
-            f"{self.name}: Rényi order(s) outside the range where Table 1 holds{where}: "
-            f"need {lo:g} {low_op} alpha {high_op} {hi:g}{self._range_note()}, got {np.unique(alpha)[:5].tolist()}"
+            f"{self.name}: Rényi order(s) outside the range where Table 1 holds{where}: need {lo:g}"
+            f" {low_op} alpha {high_op} {hi:g}{self._range_note()}, got"
+            f" {np.unique(alpha)[:5].tolist()}"
         )
 
     def _range_note(self) -> str:
@@ -166,8 +173,8 @@ def _check_tau(tau: float | np.ndarray) -> np.ndarray:
 class Gaussian(Mechanism):
     """Gaussian mechanism ``f(S) + N(0, Δ_f²/ε²)``, f L-Lipschitz w.r.t. ‖S−S'‖_F (Theorem 9).
 
-    RDP ``αε²/2``; SRDP ``αL²τ²ε²/(2Δ_f²)`` (the theorem statement drops ``/Δ_f²``; proof and Table 1
-    have it). All α > 1.
+    RDP ``αε²/2``; SRDP ``αL²τ²ε²/(2Δ_f²)`` (the theorem statement drops ``/Δ_f²``; proof and Table
+    1 have it). All α > 1.
     """
 
     lipschitz: float = 1.0
@@ -193,8 +200,8 @@ class Gaussian(Mechanism):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Laplace(Mechanism):
-    """Laplace mechanism ``f(S) + Lap(Δ_f/ε)`` (Theorem 10): pure ε-DP ⇒ RDP ``ε`` for every α ∈ (1, ∞];
-    SRDP ``(Lτ/Δ_f)·ε`` from ``D_∞ ≤ Lτε/Δ_f``."""
+    """Laplace mechanism ``f(S) + Lap(Δ_f/ε)`` (Theorem 10): pure ε-DP ⇒ RDP ``ε`` for every α ∈ (1,
+    ∞]; SRDP ``(Lτ/Δ_f)·ε`` from ``D_∞ ≤ Lτε/Δ_f``."""
 
     lipschitz: float = 1.0
     sensitivity: float = 1.0
@@ -215,13 +222,15 @@ class Laplace(Mechanism):
         return np.full_like(alpha, self.epsilon, dtype=float)
 
     def _srdp(self, alpha, tau):
-        return np.broadcast_to(self.lipschitz * tau / self.sensitivity * self.epsilon, np.shape(alpha)).astype(float)
+        return np.broadcast_to(
+            self.lipschitz * tau / self.sensitivity * self.epsilon, np.shape(alpha)
+        ).astype(float)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Exponential(Laplace):
-    """Exponential mechanism, ``P(h) ∝ exp(εQ(S,h)/(2Δ_Q))`` with Q L-Lipschitz (Theorem 11): RDP ``ε``,
-    SRDP ``(Lτ/Δ_Q)·ε`` for every α ∈ (1, ∞]. ``sensitivity`` is Δ_Q."""
+    """Exponential mechanism, ``P(h) ∝ exp(εQ(S,h)/(2Δ_Q))`` with Q L-Lipschitz (Theorem 11): RDP
+    ``ε``, SRDP ``(Lτ/Δ_Q)·ε`` for every α ∈ (1, ∞]. ``sensitivity`` is Δ_Q."""
 
     name: ClassVar[str] = "exponential"
 
@@ -270,10 +279,11 @@ class DPSGDSampling(Mechanism):
     ``αμ²τ²ε²γ_pw²/(2L²)`` with ``γ_pw`` the inverse point-wise distance of the compared datasets
     (Def. 7). In Theorem 2 the compared pairs are the hybrids: up to Δ∞ records each move ≤ Δ2 =
     τ*/Δ∞, so relative to τ* = Δ2·Δ∞ one needs ``γ_pw ≥ n/Δ∞``; γ_pw = 1 only when
-    Δ∞ = n (PCA, as Theorem 16 (iii) uses it). ``meta.overall_privacy`` checks this against the pre-processing.
+    Δ∞ = n (PCA, as Theorem 16 (iii) uses it). ``meta.overall_privacy`` checks this against the
+    pre-processing.
 
-    Noise: σ = L·sqrt(2cT)/(εn). The paper's σ = L·sqrt(cT)/(εn) gives ``α²ε²/T`` per step, i.e. twice
-    the tabulated value; we keep the table and double the noise variance instead.
+    Noise: σ = L·sqrt(2cT)/(εn). The paper's σ = L·sqrt(cT)/(εn) gives ``α²ε²/T`` per step, i.e.
+    twice the tabulated value; we keep the table and double the noise variance instead.
 
     Admissible RDP orders: ``SGD_SAMP_MIN_ORDER = 3.25 ≤ α ≤ min{√T/ε, z² log(n/z)}`` with the noise
     multiplier ``z = σ/L``, which must satisfy ``1 ≤ z < n/16`` (Abadi et al.'s conditions σ ≥ 1 and
@@ -316,12 +326,18 @@ class DPSGDSampling(Mechanism):
         if not (1.0 <= float(self.gamma_pw) <= self.n):
             raise ValueError(f"gamma_pw must lie in [1, n={self.n}], got {self.gamma_pw!r}")
         if check_positive(self.moments_constant, "moments_constant") < 1.0:
-            raise ValueError(f"moments_constant (c of Abadi et al.) must be >= 1, got {self.moments_constant!r}")
+            raise ValueError(
+                f"moments_constant (c of Abadi et al.) must be >= 1, got {self.moments_constant!r}"
+            )
 
     @property
     def noise(self) -> float:
         """Per-step gradient noise std σ = L·sqrt(2cT)/(εn)."""
-        return self.lipschitz * math.sqrt(2.0 * self.moments_constant * self.steps) / (self.epsilon * self.n)
+        return (
+            self.lipschitz
+            * math.sqrt(2.0 * self.moments_constant * self.steps)
+            / (self.epsilon * self.n)
+        )
 
     @property
     def noise_multiplier(self) -> float:
@@ -330,8 +346,14 @@ class DPSGDSampling(Mechanism):
     def alpha_range(self) -> tuple[float, float]:
         z = self.noise_multiplier
         if not (1.0 <= z < self.n / 16.0):
-            return (SGD_SAMP_MIN_ORDER, 1.0)  # Abadi et al.'s lemma needs 1 <= z < n/16: empty range
-        return (SGD_SAMP_MIN_ORDER, min(math.sqrt(self.steps) / self.epsilon, z**2 * math.log(self.n / z)))
+            return (
+                SGD_SAMP_MIN_ORDER,
+                1.0,
+            )  # Abadi et al.'s lemma needs 1 <= z < n/16: empty range
+        return (
+            SGD_SAMP_MIN_ORDER,
+            min(math.sqrt(self.steps) / self.epsilon, z**2 * math.log(self.n / z)),
+        )
 
     def _range_note(self) -> str:
         z = self.noise_multiplier
@@ -348,7 +370,14 @@ class DPSGDSampling(Mechanism):
         return alpha**2 * self.epsilon**2 / 2.0
 
     def _srdp(self, alpha, tau):
-        return alpha * self.smoothness**2 * tau**2 * self.epsilon**2 * self.gamma_pw**2 / (2.0 * self.lipschitz**2)
+        return (
+            alpha
+            * self.smoothness**2
+            * tau**2
+            * self.epsilon**2
+            * self.gamma_pw**2
+            / (2.0 * self.lipschitz**2)
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -410,7 +439,9 @@ class DPSGDIteration(Mechanism):
         # τμ·sqrt(2α(α−1)) < σ  ⇔  α < sgd_iter_max_order(σ, τμ); no condition where τμ = 0.
         shift = np.asarray(tau, dtype=float) * self.smoothness
         values, index = np.unique(shift, return_inverse=True)
-        limits = np.array([sgd_iter_max_order(self.noise, v) if v > 0 else math.inf for v in values])
+        limits = np.array(
+            [sgd_iter_max_order(self.noise, v) if v > 0 else math.inf for v in values]
+        )
         return self.rdp_valid(alpha) & (alpha < limits[index].reshape(shift.shape))
 
     def _rdp(self, alpha):
@@ -419,7 +450,14 @@ class DPSGDIteration(Mechanism):
     def _srdp(self, alpha, tau):
         n, k = self.n, self.kappa
         factor = n * math.log(n - k + 2) / ((n - k + 1) * math.log(n))
-        return alpha * self.epsilon**2 * tau**2 * self.smoothness**2 * factor / (2.0 * self.lipschitz**2)
+        return (
+            alpha
+            * self.epsilon**2
+            * tau**2
+            * self.smoothness**2
+            * factor
+            / (2.0 * self.lipschitz**2)
+        )
 
 
 def sgd_remark1_coefficient(n: int) -> float:
@@ -440,7 +478,9 @@ def laplace(*, epsilon: float, lipschitz: float = 1.0, sensitivity: float = 1.0,
     return Laplace(epsilon=epsilon, lipschitz=lipschitz, sensitivity=sensitivity, **kw)
 
 
-def exponential(*, epsilon: float, lipschitz: float = 1.0, sensitivity: float = 1.0, **kw) -> Exponential:
+def exponential(
+    *, epsilon: float, lipschitz: float = 1.0, sensitivity: float = 1.0, **kw
+) -> Exponential:
     return Exponential(epsilon=epsilon, lipschitz=lipschitz, sensitivity=sensitivity, **kw)
 
 
@@ -449,25 +489,44 @@ def dp_gd(*, epsilon: float, lipschitz: float = 1.0, smoothness: float = 1.0, **
 
 
 def dp_sgd_sampling(
-    *, epsilon: float, n: int, steps: int, lipschitz: float = 1.0, smoothness: float = 1.0, gamma_pw: float = 1.0, **kw
+    *,
+    epsilon: float,
+    n: int,
+    steps: int,
+    lipschitz: float = 1.0,
+    smoothness: float = 1.0,
+    gamma_pw: float = 1.0,
+    **kw,
 ) -> DPSGDSampling:
     return DPSGDSampling(
-        epsilon=epsilon, n=n, steps=steps, lipschitz=lipschitz, smoothness=smoothness, gamma_pw=gamma_pw, **kw
+        epsilon=epsilon,
+        n=n,
+        steps=steps,
+        lipschitz=lipschitz,
+        smoothness=smoothness,
+        gamma_pw=gamma_pw,
+        **kw,
     )
 
 
 def dp_sgd_iteration(
     *, epsilon: float, n: int, kappa: int, lipschitz: float = 1.0, smoothness: float = 1.0, **kw
 ) -> DPSGDIteration:
-    return DPSGDIteration(epsilon=epsilon, n=n, kappa=kappa, lipschitz=lipschitz, smoothness=smoothness, **kw)
+    return DPSGDIteration(
+        epsilon=epsilon, n=n, kappa=kappa, lipschitz=lipschitz, smoothness=smoothness, **kw
+    )
 
 
-# Symbolic Table 1 (with the corrections listed in the module docstring) for the markdown / LaTeX renderings.
+# Symbolic Table 1 (with the corrections listed in the module docstring) for the markdown / LaTeX
+# renderings.
 # (mechanism, assumptions, RDP, SRDP, α-range, correction note): (markdown, LaTeX) pairs.
 TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     {
         "mechanism": ("Gaussian M_G", r"Gaussian $\mathcal{M}_G$"),
-        "assumptions": ("f L-Lipschitz, noise N(0, Δ_f²/ε²)", r"$f$ $L$-Lipschitz, noise $\mathcal{N}(0,\Delta_f^2/\varepsilon^2)$"),
+        "assumptions": (
+            "f L-Lipschitz, noise N(0, Δ_f²/ε²)",
+            r"$f$ $L$-Lipschitz, noise $\mathcal{N}(0,\Delta_f^2/\varepsilon^2)$",
+        ),
         "rdp": ("α ε² / 2", r"$\frac{\alpha\varepsilon^2}{2}$"),
         "srdp": ("α L² τ² ε² / (2 Δ_f²)", r"$\frac{\alpha L^2\tau^2\varepsilon^2}{2\Delta_f^2}$"),
         "range": ("α > 1", r"$\alpha>1$"),
@@ -475,7 +534,10 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     },
     {
         "mechanism": ("Laplace M_L", r"Laplace $\mathcal{M}_L$"),
-        "assumptions": ("f L-Lipschitz, noise Lap(Δ_f/ε)", r"$f$ $L$-Lipschitz, noise $\mathrm{Lap}(\Delta_f/\varepsilon)$"),
+        "assumptions": (
+            "f L-Lipschitz, noise Lap(Δ_f/ε)",
+            r"$f$ $L$-Lipschitz, noise $\mathrm{Lap}(\Delta_f/\varepsilon)$",
+        ),
         "rdp": ("ε", r"$\varepsilon$"),
         "srdp": ("(L τ / Δ_f) ε", r"$\frac{L\tau}{\Delta_f}\varepsilon$"),
         "range": ("α ∈ (1, ∞]", r"$\alpha\in(1,\infty]$"),
@@ -483,7 +545,10 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     },
     {
         "mechanism": ("Exponential M_E", r"Exponential $\mathcal{M}_E$"),
-        "assumptions": ("Q L-Lipschitz, P(h) ∝ exp(εQ/(2Δ_Q))", r"$Q$ $L$-Lipschitz, $P(h)\propto e^{\varepsilon Q/(2\Delta_Q)}$"),
+        "assumptions": (
+            "Q L-Lipschitz, P(h) ∝ exp(εQ/(2Δ_Q))",
+            r"$Q$ $L$-Lipschitz, $P(h)\propto e^{\varepsilon Q/(2\Delta_Q)}$",
+        ),
         "rdp": ("ε", r"$\varepsilon$"),
         "srdp": ("(L τ / Δ_Q) ε", r"$\frac{L\tau}{\Delta_Q}\varepsilon$"),
         "range": ("α ∈ (1, ∞]", r"$\alpha\in(1,\infty]$"),
@@ -491,37 +556,77 @@ TABLE1_ROWS: list[dict[str, tuple[str, str]]] = [
     },
     {
         "mechanism": ("DP-GD A_GD", r"DP-GD $\mathcal{A}_{\mathrm{GD}}$"),
-        "assumptions": ("ℓ L-Lipschitz, μ-smooth in data, σ = L√T/(εn)",
-                        r"$\ell$ $L$-Lip., $\mu$-smooth (data), $\sigma=\frac{L\sqrt{T}}{\varepsilon n}$"),
+        "assumptions": (
+            "ℓ L-Lipschitz, μ-smooth in data, σ = L√T/(εn)",
+            r"$\ell$ $L$-Lip., $\mu$-smooth (data), $\sigma=\frac{L\sqrt{T}}{\varepsilon n}$",
+        ),
         "rdp": ("2 α ε²", r"$2\alpha\varepsilon^2$"),
         "srdp": ("α μ² τ² ε² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2}{2L^2}$"),
         "range": ("α > 1", r"$\alpha>1$"),
-        "note": ("Thm 12 statement's αε²/2 is a typo", r"Thm 12 statement's $\alpha\varepsilon^2/2$ is a typo"),
+        "note": (
+            "Thm 12 statement's αε²/2 is a typo",
+            r"Thm 12 statement's $\alpha\varepsilon^2/2$ is a typo",
+        ),
     },
     {
-        "mechanism": ("DP-SGD (sampling) A_SGD-samp", r"DP-SGD-samp $\mathcal{A}_{\mathrm{SGD\text{-}samp}}$"),
+        "mechanism": (
+            "DP-SGD (sampling) A_SGD-samp",
+            r"DP-SGD-samp $\mathcal{A}_{\mathrm{SGD\text{-}samp}}$",
+        ),
         "assumptions": (
             "ℓ L-Lip., μ-smooth, batch 1, σ = L√(2cT)/(εn), inverse point-wise distance γ_pw",
-            r"$\ell$ $L$-Lip., $\mu$-smooth, batch 1, $\sigma=\frac{L\sqrt{2cT}}{\varepsilon n}$, $\gamma_{pw}$",
+            (
+                r"$\ell$ $L$-Lip., $\mu$-smooth, batch 1, $\sigma=\frac{L\sqrt{2cT}}{\varepsilon"
+                r" n}$, $\gamma_{pw}$"
+            ),
         ),
         "rdp": ("α² ε² / 2", r"$\frac{\alpha^2\varepsilon^2}{2}$"),
-        "srdp": ("α μ² τ² ε² γ_pw² / (2 L²)", r"$\frac{\alpha\mu^2\tau^2\varepsilon^2\gamma_{pw}^2}{2L^2}$"),
-        "range": ("1 < α ≤ min{√T/ε, z² log(n/z)}, z = σ/L ≥ 1",
-                  r"$1<\alpha\le\min\{\frac{\sqrt T}{\varepsilon}, z^2\log\frac{n}{z}\}$, $z=\sigma/L\ge1$"),
-        "note": ("σ doubled in variance so α²ε²/2 holds", r"$\sigma$ variance doubled so $\alpha^2\varepsilon^2/2$ holds"),
+        "srdp": (
+            "α μ² τ² ε² γ_pw² / (2 L²)",
+            r"$\frac{\alpha\mu^2\tau^2\varepsilon^2\gamma_{pw}^2}{2L^2}$",
+        ),
+        "range": (
+            "1 < α ≤ min{√T/ε, z² log(n/z)}, z = σ/L ≥ 1",
+            (
+                r"$1<\alpha\le\min\{\frac{\sqrt T}{\varepsilon}, z^2\log\frac{n}{z}\}$,"
+                r" $z=\sigma/L\ge1$"
+            ),
+        ),
+        "note": (
+            "σ doubled in variance so α²ε²/2 holds",
+            r"$\sigma$ variance doubled so $\alpha^2\varepsilon^2/2$ holds",
+        ),
     },
     {
-        "mechanism": ("DP-SGD (iteration) A_SGD-iter", r"DP-SGD-iter $\mathcal{A}_{\mathrm{SGD\text{-}iter}}$"),
+        "mechanism": (
+            "DP-SGD (iteration) A_SGD-iter",
+            r"DP-SGD-iter $\mathcal{A}_{\mathrm{SGD\text{-}iter}}$",
+        ),
         "assumptions": (
-            "ℓ convex, L-Lip., μ-smooth, σ = 8L·sqrt(2 log n / n)/ε, max. Hamming distance κ_τ, consecutive differing records",
-            r"$\ell$ convex, $L$-Lip., $\mu$-smooth, $\sigma=\frac{8L}{\varepsilon}\sqrt{\frac{2\log n}{n}}$, $\kappa_\tau$",
+            (
+                "ℓ convex, L-Lip., μ-smooth, σ = 8L·sqrt(2 log n / n)/ε, max. Hamming distance κ_τ,"
+                " consecutive differing records"
+            ),
+            (
+                r"$\ell$ convex, $L$-Lip., $\mu$-smooth,"
+                r" $\sigma=\frac{8L}{\varepsilon}\sqrt{\frac{2\log n}{n}}$, $\kappa_\tau$"
+            ),
         ),
         "rdp": ("α ε² / 2", r"$\frac{\alpha\varepsilon^2}{2}$"),
         "srdp": (
             "α ε² τ² μ² n log(n−κ_τ+2) / (2 (n−κ_τ+1) L² log n)",
-            r"$\frac{\alpha\varepsilon^2\tau^2\mu^2 n\log(n-\kappa_\tau+2)}{2(n-\kappa_\tau+1)L^2\log n}$",
+            (
+                r"$\frac{\alpha\varepsilon^2\tau^2\mu^2"
+                r" n\log(n-\kappa_\tau+2)}{2(n-\kappa_\tau+1)L^2\log n}$"
+            ),
         ),
-        "range": ("max{L, τμ}·sqrt(2α(α−1)) < σ", r"$\max\{L,\tau\mu\}\sqrt{2\alpha(\alpha-1)}<\sigma$"),
-        "note": ("printed SRDP lacks ε², printed σ has an extra η", r"printed SRDP lacks $\varepsilon^2$; $\sigma$ per Thm 14"),
+        "range": (
+            "max{L, τμ}·sqrt(2α(α−1)) < σ",
+            r"$\max\{L,\tau\mu\}\sqrt{2\alpha(\alpha-1)}<\sigma$",
+        ),
+        "note": (
+            "printed SRDP lacks ε², printed σ has an extra η",
+            r"printed SRDP lacks $\varepsilon^2$; $\sigma$ per Thm 14",
+        ),
     },
 ]

@@ -71,8 +71,8 @@ class Table2Point:
     """A numeric evaluation point of Table 2 (the paper evaluates none; the defaults are our choice
     inside its setting α ≥ 11).
 
-    ``sgd_samp_steps`` is not part of Table 2 (whose SGD-samp cell is symbolic); it is the T that puts
-    the order 2α = 22 inside Theorem 13's α-range at n = 1000, ε = 1 (noise multiplier z = 2).
+    ``sgd_samp_steps`` is not part of Table 2 (whose SGD-samp cell is symbolic); it is the T that
+    puts the order 2α = 22 inside Theorem 13's α-range at n = 1000, ε = 1 (noise multiplier z = 2).
     """
 
     alpha: float = 11.0
@@ -118,10 +118,14 @@ def table2_sensitivity(preprocessing: str, point: Table2Point) -> Sensitivity:
     if preprocessing == "dedup":
         return dedup_sensitivity(point.p)
     if preprocessing == "quantization":
-        return quantization_sensitivity(point.p, point.eta, conservative=False)  # the paper's Δ2 = η
+        return quantization_sensitivity(
+            point.p, point.eta, conservative=False
+        )  # the paper's Δ2 = η
     if preprocessing == "mean_imputation":
         return mean_imputation_sensitivity(point.n, point.p)
-    return Sensitivity(linf=float(point.n), l2=pca_rank_tau_constant(PCA_N_MIN) / (point.n * point.gap))
+    return Sensitivity(
+        linf=float(point.n), l2=pca_rank_tau_constant(PCA_N_MIN) / (point.n * point.gap)
+    )
 
 
 def table2_mechanism(
@@ -138,7 +142,9 @@ def table2_mechanism(
     if mechanism == "laplace_exponential":
         return table1.laplace(epsilon=eps, **kw)
     if mechanism == "dp_sgd_sampling":
-        return table1.dp_sgd_sampling(epsilon=eps, n=point.n, steps=point.sgd_samp_steps, gamma_pw=1.0, **kw)
+        return table1.dp_sgd_sampling(
+            epsilon=eps, n=point.n, steps=point.sgd_samp_steps, gamma_pw=1.0, **kw
+        )
     kappa = int(table2_sensitivity(preprocessing, point).linf)
     return table1.dp_sgd_iteration(epsilon=eps, n=point.n, kappa=kappa, **kw)
 
@@ -149,7 +155,8 @@ def in_valid_range(mechanism: str, preprocessing: str, point: Table2Point) -> bo
     False for DP-SGD-iter at the default point: Theorem 14's σ condition needs α < 1.33 at n = 1000,
     ε = 1 — Table 2's α ≥ 11 requires ε of order sqrt(log n / n)/α there. Always False for
     DP-SGD-samp: its Table-1 RDP is not a valid bound under replace-one adjacency
-    (:func:`dpprep.preprocess.privacy.meta.check_mechanism`), so its cell is the paper's formula only.
+    (:func:`dpprep.preprocess.privacy.meta.check_mechanism`), so its cell is the paper's formula
+    only.
     """
     mech = table2_mechanism(mechanism, preprocessing, point)
     sens = table2_sensitivity(preprocessing, point)
@@ -195,7 +202,12 @@ def printed_cell(mechanism: str, preprocessing: str, point: Table2Point) -> floa
             return 4.2 * a * e**2 * (1 + p**2 / (n - p) ** 2)
         return 1.05 * a * e**2 * (4 + sq)
     if mechanism == "laplace_exponential":
-        lin = {"dedup": p, "quantization": eta * p, "mean_imputation": 2 * p / (n - p), "pca_rank": c / gap}
+        lin = {
+            "dedup": p,
+            "quantization": eta * p,
+            "mean_imputation": 2 * p / (n - p),
+            "pca_rank": c / gap,
+        }
         return e * (1 + lin[preprocessing])
     if mechanism == "dp_sgd_sampling":
         return 1.05 * a * e**2 * (2 * a + c**2 / gap**2)
@@ -212,18 +224,42 @@ _DASH = ("–", "–")
 # (markdown, LaTeX) of the printed Table 2, by (mechanism, preprocessing).
 PRINTED: dict[tuple[str, str], tuple[str, str]] = {
     ("gaussian", "dedup"): ("1.05 α ε² (1 + p²)", r"$1.05\alpha\varepsilon^2(1+p^2)$"),
-    ("gaussian", "quantization"): ("1.05 α ε² (1 + η² p²)", r"$1.05\alpha\varepsilon^2(1+\eta^2p^2)$"),
-    ("gaussian", "mean_imputation"): ("1.05 α ε² (1 + 4p²/(n−p)²)", r"$1.05\alpha\varepsilon^2(1+\frac{4p^2}{(n-p)^2})$"),
-    ("gaussian", "pca_rank"): ("1.05 α ε² (1 + 12.2²/δ²)", r"$1.05\alpha\varepsilon^2(1+\frac{12.2^2}{\delta_{\min}^2})$"),
+    ("gaussian", "quantization"): (
+        "1.05 α ε² (1 + η² p²)",
+        r"$1.05\alpha\varepsilon^2(1+\eta^2p^2)$",
+    ),
+    ("gaussian", "mean_imputation"): (
+        "1.05 α ε² (1 + 4p²/(n−p)²)",
+        r"$1.05\alpha\varepsilon^2(1+\frac{4p^2}{(n-p)^2})$",
+    ),
+    ("gaussian", "pca_rank"): (
+        "1.05 α ε² (1 + 12.2²/δ²)",
+        r"$1.05\alpha\varepsilon^2(1+\frac{12.2^2}{\delta_{\min}^2})$",
+    ),
     ("dp_gd", "dedup"): ("1.05 α ε² (4 + p²)", r"$1.05\alpha\varepsilon^2(4+p^2)$"),
     ("dp_gd", "quantization"): ("1.05 α ε² (4 + η² p²)", r"$1.05\alpha\varepsilon^2(4+\eta^2p^2)$"),
-    ("dp_gd", "mean_imputation"): ("4.2 α ε² (1 + p²/(n−p)²)", r"$4.2\alpha\varepsilon^2(1+\frac{p^2}{(n-p)^2})$"),
-    ("dp_gd", "pca_rank"): ("1.05 α ε² (4 + 12.2²/δ²)", r"$1.05\alpha\varepsilon^2(4+\frac{12.2^2}{\delta_{\min}^2})$"),
+    ("dp_gd", "mean_imputation"): (
+        "4.2 α ε² (1 + p²/(n−p)²)",
+        r"$4.2\alpha\varepsilon^2(1+\frac{p^2}{(n-p)^2})$",
+    ),
+    ("dp_gd", "pca_rank"): (
+        "1.05 α ε² (4 + 12.2²/δ²)",
+        r"$1.05\alpha\varepsilon^2(4+\frac{12.2^2}{\delta_{\min}^2})$",
+    ),
     ("laplace_exponential", "dedup"): ("ε (1 + p)", r"$\varepsilon(1+p)$"),
     ("laplace_exponential", "quantization"): ("ε (1 + η p)", r"$\varepsilon(1+\eta p)$"),
-    ("laplace_exponential", "mean_imputation"): ("ε (1 + 2p/(n−p))", r"$\varepsilon(1+\frac{2p}{n-p})$"),
-    ("laplace_exponential", "pca_rank"): ("ε (1 + 12.2/δ)", r"$\varepsilon(1+\frac{12.2}{\delta_{\min}})$"),
-    ("dp_sgd_sampling", "pca_rank"): ("1.05 α ε² (2α + 12.2²/δ²)", r"$1.05\alpha\varepsilon^2(2\alpha+\frac{12.2^2}{\delta_{\min}^2})$"),
+    ("laplace_exponential", "mean_imputation"): (
+        "ε (1 + 2p/(n−p))",
+        r"$\varepsilon(1+\frac{2p}{n-p})$",
+    ),
+    ("laplace_exponential", "pca_rank"): (
+        "ε (1 + 12.2/δ)",
+        r"$\varepsilon(1+\frac{12.2}{\delta_{\min}})$",
+    ),
+    ("dp_sgd_sampling", "pca_rank"): (
+        "1.05 α ε² (2α + 12.2²/δ²)",
+        r"$1.05\alpha\varepsilon^2(2\alpha+\frac{12.2^2}{\delta_{\min}^2})$",
+    ),
     ("dp_sgd_iteration", "dedup"): (
         "1.1 α ε² (1 + p² n log(n−p) / ((n−p) log n))",
         r"$1.1\alpha\varepsilon^2(1+\frac{p^2n\log(n-p)}{(n-p)\log n})$",
@@ -240,7 +276,8 @@ PRINTED: dict[tuple[str, str], tuple[str, str]] = {
 PRINTED_MD = {key: value[0] for key, value in PRINTED.items()}
 PRINTED_TEX = {key: value[1] for key, value in PRINTED.items()}
 
-# Our general-constant versions ([DERIVED] from Eq. 43 and Table 1), τ = τ* of the pre-processing, κ = Δ∞.
+# Our general-constant versions ([DERIVED] from Eq. 43 and Table 1), τ = τ* of the pre-processing, κ
+# = Δ∞.
 DERIVED_MD = {
     "gaussian": "1.05 α ε² (1 + L² τ² / Δ_f²)",
     "dp_gd": "1.05 α ε² (4 + μ² τ² / L²)",

@@ -4,7 +4,8 @@ elsewhere; these are its closed-form guarantees (§5.2 of the paper, proofs in A
 
 The paper's closed form uses the constant 1.05, valid only for α ≥ 11, but its Lemma-M order
 ``α = 1 + sqrt(log(1/δ)/(1.05ε²C))`` is typically < 11 (3.7 at ε = 0.1, δ = 1e−5, β = 1,
-μ = L = 1), where ``(2α−1)/(2(α−1)) > 1.05``. :func:`theorem7` therefore reports the paper's closed form *and* a
+μ = L = 1), where ``(2α−1)/(2(α−1)) > 1.05``. :func:`theorem7` therefore reports the paper's closed
+form *and* a
 numerically optimised, rigorous value: ``ε + min_{α>1} [(2α−1)/(2(α−1))·(ε_GD(2α) + ε̃_GD(2α, τ))
 + log(1/δ)/(α−1)]`` with the doubled noise (DP-GD at ε/2) and ``τ = 12.2/β`` (n ≥ 101).
 """
@@ -37,12 +38,17 @@ class Theorem7:
     total_epsilon: float  # ε̂ + ε (paper's closed form)
     lemma_m_alpha: float  # 1 + sqrt(log(1/δ)/(1.05 ε² C)) — the order the proof uses
     ptr_threshold: float  # log(2/δ)/ε
-    numeric_total_epsilon: float  # ε + Lemma M over α > 1 with the exact Eq.-43 factor (rigorous for α < 11)
+    numeric_total_epsilon: (
+        float  # ε + Lemma M over α > 1 with the exact Eq.-43 factor (rigorous for α < 11)
+    )
     numeric_alpha: float
 
 
-def theorem7(epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0, smoothness: float = 1.0) -> Theorem7:
-    """Theorem 7 constants for PTR parameter ``epsilon``, target ``delta`` and gap lower bound ``beta``."""
+def theorem7(
+    epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.0, smoothness: float = 1.0
+) -> Theorem7:
+    """Theorem 7 constants for PTR parameter ``epsilon``, target ``delta`` and gap lower bound
+    ``beta``."""
     eps = check_epsilon(epsilon)
     delta = check_delta(delta)
     beta = check_positive(beta, "beta")
@@ -69,7 +75,9 @@ def theorem7(epsilon: float, delta: float, beta: float, *, lipschitz: float = 1.
     )
 
 
-def proposition8_failure_probability(gap: float, beta: float, n: int, epsilon: float, delta: float) -> float:
+def proposition8_failure_probability(
+    gap: float, beta: float, n: int, epsilon: float, delta: float
+) -> float:
     """Prop. 8: ``p_fail = exp(−(δ_k(S) − β)·n·ε/12.2) / (2δ)`` (probability that PTR returns ⊥)."""
     gap = check_positive(gap, "gap")
     beta = check_positive(beta, "beta")

@@ -38,7 +38,9 @@ def test_numeric_conversion_matches_linear_closed_form(slope, delta, alpha_min):
     numeric = renyi.rdp_to_dp(lambda a: slope * a, delta, alpha_min=alpha_min)
     closed = renyi.rdp_to_dp_linear(slope, delta, alpha_min=alpha_min)
     assert numeric.epsilon == pytest.approx(closed.epsilon, rel=1e-8)
-    assert numeric.epsilon >= closed.epsilon * (1 - 1e-12)  # a grid minimum cannot undercut the true one
+    assert numeric.epsilon >= closed.epsilon * (
+        1 - 1e-12
+    )  # a grid minimum cannot undercut the true one
 
 
 def test_discrete_orders_and_inadmissible_curve():
@@ -58,7 +60,9 @@ def test_gaussian_divergence_matches_numerical_integration():
     alpha, mu, sigma = 3.0, 0.7, 1.3
     p, q = stats.norm(mu, sigma), stats.norm(0.0, sigma)
     integral, _ = integrate.quad(lambda x: p.pdf(x) ** alpha * q.pdf(x) ** (1 - alpha), -30, 30)
-    assert renyi.gaussian_divergence(alpha, mu, sigma) == pytest.approx(math.log(integral) / (alpha - 1), rel=1e-8)
+    assert renyi.gaussian_divergence(alpha, mu, sigma) == pytest.approx(
+        math.log(integral) / (alpha - 1), rel=1e-8
+    )
 
 
 @pytest.mark.parametrize("k", [1, 10, 101])
@@ -94,7 +98,9 @@ def test_bad_delta_and_arguments_raise():
 
 
 @pytest.mark.parametrize("alpha", [2.0, 3.0, 8.0, 3.25, 1.5])
-@pytest.mark.parametrize("q, shift", [(1e-3, 1.0), (0.05, 1.0 / 1.2), (0.05, 2.0 / 1.2), (0.5, 0.3)])
+@pytest.mark.parametrize(
+    "q, shift", [(1e-3, 1.0), (0.05, 1.0 / 1.2), (0.05, 2.0 / 1.2), (0.5, 0.3)]
+)
 def test_mixture_divergence_matches_independent_evaluations(alpha, q, shift):
     """Quadrature of both directions against mpmath's 30-digit quadrature of the larger (forward)
     one, and at integer orders against dp-accounting's Poisson-sampled Gaussian (Mironov, Talwar &
@@ -108,26 +114,49 @@ def test_mixture_divergence_matches_independent_evaluations(alpha, q, shift):
     forward, backward = renyi.mixture_gaussian_divergence(alpha, q, shift)
     assert forward >= backward > 0
     with mpmath.workdps(30):
-        moment = mpmath.quad(lambda x: mpmath.npdf(x) * ((1 - q) + q * mpmath.exp(shift * x - shift**2 / 2)) ** alpha,
-                             [-mpmath.inf, 0, shift, alpha * shift, mpmath.inf])
+        moment = mpmath.quad(
+            lambda x: (
+                mpmath.npdf(x) * ((1 - q) + q * mpmath.exp(shift * x - shift**2 / 2)) ** alpha
+            ),
+            [-mpmath.inf, 0, shift, alpha * shift, mpmath.inf],
+        )
         assert forward == pytest.approx(float(mpmath.log(moment) / (alpha - 1)), rel=1e-9)
     if float(alpha).is_integer():
-        accountant = RdpAccountant(orders=[alpha], neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
-        accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.0 / shift)))
+        accountant = RdpAccountant(
+            orders=[alpha], neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE
+        )
+        accountant.compose(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.0 / shift))
+        )
         assert forward == pytest.approx(accountant.rdp[0], rel=1e-9)
 
 
 def test_mixture_divergence_closed_forms_and_limits():
     # α = 2 forward: log(1 + q²(e^{μ²} − 1)); q = 1: the Gaussian pair both ways (Lemma C).
-    assert renyi.mixture_gaussian_divergence(2.0, 0.01, 1.5)[0] == pytest.approx(math.log1p(1e-4 * math.expm1(2.25)), rel=1e-9)
-    assert renyi.mixture_gaussian_divergence(3.0, 1.0, 0.7) == pytest.approx((3 * 0.49 / 2,) * 2, rel=1e-9)
-    # a large divergence stays finite (the integral is scaled) and matches the closed form at integer α
+    assert renyi.mixture_gaussian_divergence(2.0, 0.01, 1.5)[0] == pytest.approx(
+        math.log1p(1e-4 * math.expm1(2.25)), rel=1e-9
+    )
+    assert renyi.mixture_gaussian_divergence(3.0, 1.0, 0.7) == pytest.approx(
+        (3 * 0.49 / 2,) * 2, rel=1e-9
+    )
+    # a large divergence stays finite (the integral is scaled) and matches the closed form at
+    # integer α
     q, mu = 0.05, 2.0 / 1.2
     big = renyi.mixture_gaussian_divergence(27.0, q, mu)[0]
     from scipy.special import logsumexp
 
-    closed = logsumexp([math.log(math.comb(27, k)) + (27 - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) * mu * mu / 2
-                        for k in range(28)]) / 26
+    closed = (
+        logsumexp(
+            [
+                math.log(math.comb(27, k))
+                + (27 - k) * math.log1p(-q)
+                + k * math.log(q)
+                + (k * k - k) * mu * mu / 2
+                for k in range(28)
+            ]
+        )
+        / 26
+    )
     assert closed > 30 and big == pytest.approx(closed, rel=1e-9)
     with pytest.raises(ValueError, match="alpha"):
         renyi.mixture_gaussian_divergence(1.0, 0.1, 1.0)

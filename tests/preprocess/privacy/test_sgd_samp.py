@@ -1,4 +1,5 @@
-"""Rigorous subsampled DP-SGD for Theorem 2 (dpprep.preprocess.privacy.sgd_samp), pinned against dp-accounting,
+"""Rigorous subsampled DP-SGD for Theorem 2 (dpprep.preprocess.privacy.sgd_samp), pinned against
+dp-accounting,
 closed forms and numerically integrated Rényi divergences of realisable one-step pairs."""
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def mixture_divergence(alpha, sigma, weights, means_p, means_q):
     dx = x[1] - x[0]
 
     def log_density(means):
-        comps = [math.log(w) - 0.5 * ((x - m) / sigma) ** 2 for w, m in zip(weights, means) if w > 0]
+        comps = [
+            math.log(w) - 0.5 * ((x - m) / sigma) ** 2 for w, m in zip(weights, means) if w > 0
+        ]
         return special.logsumexp(np.stack(comps), axis=0) - math.log(sigma * math.sqrt(2 * math.pi))
 
     lp, lq = log_density(means_p), log_density(means_q)
@@ -40,7 +43,9 @@ def mixture_divergence(alpha, sigma, weights, means_p, means_q):
 def test_replace_one_rdp_dominates_add_remove(q, z):
     n = round(1 / q)
     ar = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, z, ORDERS)
-    ar = np.where(np.isfinite(ar), ar, sgd_samp.add_remove_step_rdp(q, z, np.array(ORDERS)))  # dp-accounting gives up near α = 1 at q = 0.1
+    ar = np.where(
+        np.isfinite(ar), ar, sgd_samp.add_remove_step_rdp(q, z, np.array(ORDERS))
+    )  # dp-accounting gives up near α = 1 at q = 0.1
     assert np.all(np.isfinite(ar))
     for sampling in sgd_samp.SAMPLINGS:
         ro = sgd_samp.replace_one_step_rdp(sampling, n, 1, z, np.array(ORDERS))
@@ -81,8 +86,14 @@ def test_without_replacement_bound_dominates_exact_one_step_divergence(q, z):
 
 def test_without_replacement_matches_dp_accounting_and_full_batch_closed_form():
     n, batch, z, steps = 1000, 10, 1.3, 50
-    mech = sgd_samp.subsampled_sgd(noise_multiplier=z, n=n, batch_size=batch, steps=steps, linf=n,
-                                   sampling="without_replacement")
+    mech = sgd_samp.subsampled_sgd(
+        noise_multiplier=z,
+        n=n,
+        batch_size=batch,
+        steps=steps,
+        linf=n,
+        sampling="without_replacement",
+    )
     for alpha in (2.0, 3.0, 8.0, 22.0):  # integer orders: dp-accounting's own accountant
         acc = RdpAccountant(orders=[alpha], neighboring_relation=NeighboringRelation.REPLACE_ONE)
         acc.compose(SampledWithoutReplacementDpEvent(n, batch, GaussianDpEvent(z / 2)), steps)
@@ -90,8 +101,12 @@ def test_without_replacement_matches_dp_accounting_and_full_batch_closed_form():
         assert grid_value >= acc._rdp[0] * (1 - 1e-12)
         assert grid_value == pytest.approx(acc._rdp[0], rel=1e-9)  # integer orders are on the grid
     for sampling in sgd_samp.SAMPLINGS:  # q = 1: the sum moves by 2C, Gaussian 2α/z² per step
-        full = sgd_samp.subsampled_sgd(noise_multiplier=z, n=20, batch_size=20, steps=steps, linf=20, sampling=sampling)
-        for alpha in (1.5, 4.0, 30.0) if sampling == "poisson" else (4.0, 30.0):  # WOR: integer grid
+        full = sgd_samp.subsampled_sgd(
+            noise_multiplier=z, n=20, batch_size=20, steps=steps, linf=20, sampling=sampling
+        )
+        for alpha in (
+            (1.5, 4.0, 30.0) if sampling == "poisson" else (4.0, 30.0)
+        ):  # WOR: integer grid
             closed = steps * 2 * alpha / z**2
             assert closed * (1 - 1e-12) <= full.rdp(alpha) <= closed * 1.01
 
@@ -111,22 +126,44 @@ def test_srdp_closed_forms_and_binomial_sum():
     tau = 3.0
     d2 = tau / n
     # Fixed batch, every record moved (PCA, Δ∞ = n): spec §9.4, α μ²Δ2² B²/(2z²C²) per step.
-    wor = sgd_samp.subsampled_sgd(noise_multiplier=z, n=n, batch_size=batch, steps=steps, linf=n,
-                                  sampling="without_replacement", clip_norm=clip, smoothness=mu)
+    wor = sgd_samp.subsampled_sgd(
+        noise_multiplier=z,
+        n=n,
+        batch_size=batch,
+        steps=steps,
+        linf=n,
+        sampling="without_replacement",
+        clip_norm=clip,
+        smoothness=mu,
+    )
     for alpha in (1.3, 4.0, 25.0):
         closed = steps * alpha * mu**2 * d2**2 * batch**2 / (2 * z**2 * clip**2)
         assert closed <= wor.srdp(alpha, tau) <= closed * 1.01
     # Poisson, Δ∞ = m < n changed records: b ~ Binomial(m, q), enumerated here with math.comb.
     m = 12
-    poi = sgd_samp.subsampled_sgd(noise_multiplier=z, n=n, batch_size=batch, steps=steps, linf=m,
-                                  clip_norm=clip, smoothness=mu)
+    poi = sgd_samp.subsampled_sgd(
+        noise_multiplier=z,
+        n=n,
+        batch_size=batch,
+        steps=steps,
+        linf=m,
+        clip_norm=clip,
+        smoothness=mu,
+    )
     q, shift = batch / n, mu * (tau / m) / (z * clip)
     for alpha in (2.0, 7.0):
-        mgf = sum(math.comb(m, b) * q**b * (1 - q) ** (m - b) * math.exp(alpha * (alpha - 1) * (b * shift) ** 2 / 2)
-                  for b in range(m + 1))
+        mgf = sum(
+            math.comb(m, b)
+            * q**b
+            * (1 - q) ** (m - b)
+            * math.exp(alpha * (alpha - 1) * (b * shift) ** 2 / 2)
+            for b in range(m + 1)
+        )
         exact = steps * math.log(mgf) / (alpha - 1)
         assert exact * (1 - 1e-9) <= poi.srdp(alpha, tau) <= exact * 1.01
-        assert float(sgd_samp.srdp_step_cgf("poisson", n, batch, m, shift, alpha)) == pytest.approx(math.log(mgf), rel=1e-10)
+        assert float(sgd_samp.srdp_step_cgf("poisson", n, batch, m, shift, alpha)) == pytest.approx(
+            math.log(mgf), rel=1e-10
+        )
     assert poi.srdp(3.0, 0.0) == 0.0
 
 
@@ -141,8 +178,12 @@ def test_srdp_dominates_exact_divergence_of_a_moved_dataset():
     keep = w > 1e-300
     for alpha in (2.0, 6.0, 20.0):
         bound = mech.srdp(alpha, n * d2)
-        one = mixture_divergence(alpha, z, list(w[keep]), list(b[keep] * d2), [0.0] * int(keep.sum()))
-        other = mixture_divergence(alpha, z, list(w[keep]), [0.0] * int(keep.sum()), list(b[keep] * d2))
+        one = mixture_divergence(
+            alpha, z, list(w[keep]), list(b[keep] * d2), [0.0] * int(keep.sum())
+        )
+        other = mixture_divergence(
+            alpha, z, list(w[keep]), [0.0] * int(keep.sum()), list(b[keep] * d2)
+        )
         assert bound >= max(one, other)
 
 
@@ -150,7 +191,9 @@ def test_theorem2_of_full_batch_matches_closed_form():
     """B = n: RDP 2αT/z² and SRDP αμ²τ²T/(2z²C²) are linear in α, so exact Theorem 2 has the closed
     form α(√a + √b)² (meta.theorem2's docstring); ours may exceed it only by the chord's slack."""
     n, z, steps, tau, mu = 100, 4.0, 10, 2.0, 1.25
-    mech = sgd_samp.subsampled_sgd(noise_multiplier=z, n=n, batch_size=n, steps=steps, linf=n, smoothness=mu)
+    mech = sgd_samp.subsampled_sgd(
+        noise_multiplier=z, n=n, batch_size=n, steps=steps, linf=n, smoothness=mu
+    )
     a, b = 2 * steps / z**2, mu**2 * tau**2 * steps / (2 * z**2)
     for alpha in (1.5, 3.0, 10.0):
         closed = alpha * (math.sqrt(a) + math.sqrt(b)) ** 2
@@ -180,35 +223,68 @@ def test_overall_privacy_accepts_table1_sgd_samp_and_is_monotone_in_noise():
 
 def test_calibrate_round_trips():
     sens = Sensitivity(linf=2000.0, l2=14.81 / 2000)
-    cal = meta.calibrate(lambda e: table1.dp_sgd_sampling(epsilon=e, n=2000, steps=40_000), sens,
-                         target_epsilon=8.0, delta=1e-5, rtol=1e-4)
+    cal = meta.calibrate(
+        lambda e: table1.dp_sgd_sampling(epsilon=e, n=2000, steps=40_000),
+        sens,
+        target_epsilon=8.0,
+        delta=1e-5,
+        rtol=1e-4,
+    )
     assert cal.overall.epsilon <= 8.0 and cal.overall.epsilon == pytest.approx(8.0, rel=1e-3)
-    again = meta.overall_privacy(table1.dp_sgd_sampling(epsilon=cal.mechanism_epsilon, n=2000, steps=40_000), sens, delta=1e-5)
+    again = meta.overall_privacy(
+        table1.dp_sgd_sampling(epsilon=cal.mechanism_epsilon, n=2000, steps=40_000),
+        sens,
+        delta=1e-5,
+    )
     assert again.epsilon == pytest.approx(cal.overall.epsilon, rel=1e-9)
 
-    fig3 = meta.calibrate_subsampled_sgd(target_epsilon=4.0, delta=1e-5, n=10_000, batch_size=100, steps=1000,
-                                             sensitivity=Sensitivity(10_000, 14.81 / 10_000), smoothness=1.25)
+    fig3 = meta.calibrate_subsampled_sgd(
+        target_epsilon=4.0,
+        delta=1e-5,
+        n=10_000,
+        batch_size=100,
+        steps=1000,
+        sensitivity=Sensitivity(10_000, 14.81 / 10_000),
+        smoothness=1.25,
+    )
     assert fig3.overall.epsilon <= 4.0 and fig3.overall.epsilon == pytest.approx(4.0, rel=1e-3)
     assert fig3.noise_std == pytest.approx(fig3.noise_multiplier / 100)
-    more = sgd_samp.subsampled_sgd(noise_multiplier=fig3.noise_multiplier * 0.98, n=10_000, batch_size=100, steps=1000,
-                                   linf=10_000, smoothness=1.25)
+    more = sgd_samp.subsampled_sgd(
+        noise_multiplier=fig3.noise_multiplier * 0.98,
+        n=10_000,
+        batch_size=100,
+        steps=1000,
+        linf=10_000,
+        smoothness=1.25,
+    )
     assert meta.overall_privacy(more, Sensitivity(10_000, 14.81 / 10_000), delta=1e-5).epsilon > 4.0
 
 
 def test_bad_input():
     ok = dict(noise_multiplier=1.0, n=100, batch_size=10, steps=5, linf=100)
-    for key, value in (("sampling", "shuffle"), ("batch_size", 101), ("noise_multiplier", 0.0), ("linf", 101.0),
-                       ("steps", 0), ("clip_norm", -1.0)):
+    for key, value in (
+        ("sampling", "shuffle"),
+        ("batch_size", 101),
+        ("noise_multiplier", 0.0),
+        ("linf", 101.0),
+        ("steps", 0),
+        ("clip_norm", -1.0),
+    ):
         with pytest.raises(ValueError, match=key):
             sgd_samp.subsampled_sgd(**{**ok, key: value})
     with pytest.raises(ValueError, match="linf"):  # its SRDP is for another pre-processing
         meta.overall_privacy(sgd_samp.subsampled_sgd(**ok), Sensitivity(10, 0.1), delta=1e-5)
-    with pytest.raises(ValueError, match="sensitivity"):
-        meta.calibrate_subsampled_sgd(target_epsilon=1.0, delta=1e-5, n=100, batch_size=10, steps=5, sensitivity=(1, 0.1))
-    with pytest.raises(ValueError, match="DPSGDSampling"):
+    with pytest.raises(TypeError, match="sensitivity"):
+        meta.calibrate_subsampled_sgd(
+            target_epsilon=1.0, delta=1e-5, n=100, batch_size=10, steps=5, sensitivity=(1, 0.1)
+        )
+    with pytest.raises(TypeError, match="DPSGDSampling"):
         sgd_samp.from_table1(table1.dp_gd(epsilon=1.0), 10)
-    with pytest.raises(ValueError, match="rigorous"):  # theorem2's direct path still refuses the formula
-        meta.check_mechanism(table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(10, 0.1))
+    # theorem2's direct path still refuses the formula
+    with pytest.raises(ValueError, match="rigorous"):
+        meta.check_mechanism(
+            table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(10, 0.1)
+        )
 
 
 # ---- property tests: the order-grid chord is an upper bound everywhere ---------------------------
@@ -229,7 +305,9 @@ def test_chord_dominates_dp_accounting_at_any_order(q, z, alpha):
     if np.isfinite(direct_ar):
         assert sgd_samp.add_remove_step_rdp(q, z, alpha) >= direct_ar * (1 - 1e-9)
     direct_wor = rdp_lib._compute_rdp_sample_wor_gaussian(q, z / 2, [alpha])[0]
-    assert sgd_samp.replace_one_step_rdp("without_replacement", n, 1, z, alpha) >= direct_wor * (1 - 1e-9)
+    assert sgd_samp.replace_one_step_rdp("without_replacement", n, 1, z, alpha) >= direct_wor * (
+        1 - 1e-9
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -246,7 +324,9 @@ def test_srdp_chord_dominates_the_exact_sum_and_sits_between_jensen_and_worst_ca
 ):
     batch = max(1, round(batch_frac * n))
     m = round(changed_frac * n)
-    mech = sgd_samp.subsampled_sgd(noise_multiplier=1.0, n=n, batch_size=batch, steps=1, linf=m, sampling=sampling)
+    mech = sgd_samp.subsampled_sgd(
+        noise_multiplier=1.0, n=n, batch_size=batch, steps=1, linf=m, sampling=sampling
+    )
     value = mech.srdp(alpha, shift * m)  # Δ2 = τ/m = shift (z = C = μ = 1)
     exact = float(sgd_samp.srdp_step_cgf(sampling, n, batch, m, shift, alpha)) / (alpha - 1)
     assert value >= exact * (1 - 1e-9) - 1e-12
@@ -257,11 +337,21 @@ def test_srdp_chord_dominates_the_exact_sum_and_sits_between_jensen_and_worst_ca
 
 
 def test_calibrate_tiny_target_is_refused_clearly():
-    # Issue 21: "math domain error" (log1p(-1) at huge z) instead of saying the target is out of reach.
-    with pytest.raises(ValueError, match=r"target_epsilon=1e-12 is not reachable at delta=1e-05: Lemma M .* "
-                                         r"= 0.0115\d* whatever the noise"):
-        meta.calibrate_subsampled_sgd(target_epsilon=1e-12, delta=1e-5, n=10_000, batch_size=100,
-                                          steps=1000, sensitivity=Sensitivity(0.0, 0.0))
+    # Issue 21: "math domain error" (log1p(-1) at huge z) instead of saying the target is out of
+    # reach.
+    with pytest.raises(
+        ValueError,
+        match=r"target_epsilon=1e-12 is not reachable at delta=1e-05: Lemma M .* "
+        r"= 0.0115\d* whatever the noise",
+    ):
+        meta.calibrate_subsampled_sgd(
+            target_epsilon=1e-12,
+            delta=1e-5,
+            n=10_000,
+            batch_size=100,
+            steps=1000,
+            sensitivity=Sensitivity(0.0, 0.0),
+        )
     # The per-step bound itself stays finite at such multipliers.
     grid, cgf = sgd_samp._replace_one_cgf("poisson", 10_000, 100, 1e12)
     assert grid.size and np.all(np.isfinite(cgf))

@@ -32,11 +32,14 @@ def test_dp_gd_is_T_gaussian_steps_with_sensitivity_2L_over_n():
     assert gd.rdp(alpha) == pytest.approx(steps * gaussian_divergence(alpha, 2 * 1.5 / n, sigma))
     assert gd.rdp(alpha) == pytest.approx(2 * alpha * 0.49)  # 2αε², not the statement's αε²/2
     # SRDP: the average gradient moves by ≤ μτ/n per step.
-    assert gd.srdp(alpha, tau) == pytest.approx(steps * gaussian_divergence(alpha, 2.0 * tau / n, sigma))
+    assert gd.srdp(alpha, tau) == pytest.approx(
+        steps * gaussian_divergence(alpha, 2.0 * tau / n, sigma)
+    )
 
 
 def _laplace_renyi_numeric(alpha: float, scale: float, shift: float) -> float:
     p, q = stats.laplace(0.0, scale), stats.laplace(shift, scale)
+
     def integrand(x: float) -> float:
         return math.exp(alpha * p.logpdf(x) + (1 - alpha) * q.logpdf(x))
 
@@ -95,7 +98,9 @@ def test_dp_sgd_sampling_needs_z_below_n_over_16():
     assert m.noise_multiplier == pytest.approx(7.0)
     with pytest.raises(ValueError, match="n/16"):
         m.rdp(4.0)
-    ok = table1.dp_sgd_sampling(epsilon=math.sqrt(2 * 100) / (6.0 * 100), n=100, steps=100)  # z = 6 < 6.25
+    ok = table1.dp_sgd_sampling(
+        epsilon=math.sqrt(2 * 100) / (6.0 * 100), n=100, steps=100
+    )  # z = 6 < 6.25
     assert ok.rdp(4.0) == pytest.approx(8 * ok.epsilon**2)
 
 
@@ -109,8 +114,12 @@ def test_dp_sgd_sampling_lower_order_against_dp_accounting():
     from dp_accounting.rdp import RdpAccountant
 
     def accountant_rdp(n, z, orders):
-        acc = RdpAccountant(orders=list(orders), neighboring_relation=NeighboringRelation.REPLACE_ONE)
-        acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, 1, dp_accounting.GaussianDpEvent(z)))
+        acc = RdpAccountant(
+            orders=list(orders), neighboring_relation=NeighboringRelation.REPLACE_ONE
+        )
+        acc.compose(
+            dp_accounting.SampledWithoutReplacementDpEvent(n, 1, dp_accounting.GaussianDpEvent(z))
+        )
         return np.array(acc._rdp)  # T = 1: both sides scale linearly in T
 
     for n, z in ((20, 1.2), (1000, 2.0), (1000, 1.0), (10_000, 5.0)):
@@ -118,7 +127,9 @@ def test_dp_sgd_sampling_lower_order_against_dp_accounting():
         lo, hi = m.alpha_range()
         orders = np.unique(np.clip([lo, 3.5, 4.0, 6.0, 10.0, hi], lo, hi))
         assert np.all(m.rdp(orders) >= accountant_rdp(n, z, orders)), (n, z)
-    worst = table1.dp_sgd_sampling(epsilon=math.sqrt(2.0) / (1.2 * 20), n=20, steps=1, enforce_range=False)
+    worst = table1.dp_sgd_sampling(
+        epsilon=math.sqrt(2.0) / (1.2 * 20), n=20, steps=1, enforce_range=False
+    )
     assert worst.rdp(3.0) < accountant_rdp(20, 1.2, [3.0])[0]
 
 
@@ -132,10 +143,15 @@ def test_dp_sgd_iteration_constants_and_range():
     with pytest.raises(ValueError, match="outside the range"):
         it.rdp(alpha_max * 1.001)
     # Same range as dp.sgd_iter_max_order, but Theorem 14 is strict: the end itself is excluded.
-    assert it.alpha_range()[1] == dp.sgd_iter_max_order(it.noise, it.lipschitz) and not it.high_inclusive
+    assert (
+        it.alpha_range()[1] == dp.sgd_iter_max_order(it.noise, it.lipschitz)
+        and not it.high_inclusive
+    )
     with pytest.raises(ValueError, match="alpha <"):
         it.rdp(it.alpha_range()[1])
-    dp.sgd_iter_rdp(it.alpha_range()[1], noise_std=it.noise, lipschitz=1.0, n=1000)  # Thm 26: allowed
+    dp.sgd_iter_rdp(
+        it.alpha_range()[1], noise_std=it.noise, lipschitz=1.0, n=1000
+    )  # Thm 26: allowed
     # Feldman et al. Thm 26 with this σ gives 4αL²log n/(nσ²) = αε²/32 ≤ αε²/2.
     assert 4 * 2.0 * math.log(1000) / (1000 * sigma**2) == pytest.approx(it.rdp(2.0) / 16)
     factor = 1000 * math.log(992) / (991 * math.log(1000))
@@ -196,7 +212,9 @@ def test_constants_validated():
         table1.dp_gd(epsilon=1.0).noise_std(0, 10)
 
 
-@pytest.mark.parametrize("n,coef,bound", [(10, 0.35276, 0.63246), (101, 0.13414, 0.19901), (1000, 0.044167, 0.063246)])
+@pytest.mark.parametrize(
+    "n,coef,bound", [(10, 0.35276, 0.63246), (101, 0.13414, 0.19901), (1000, 0.044167, 0.063246)]
+)
 def test_remark1_coefficient_spec_11_1(n, coef, bound):
     value = table1.sgd_remark1_coefficient(n)
     assert value == pytest.approx(coef, rel=5e-5)
