@@ -878,9 +878,8 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
                 else f"examples of shape {example_shape(x)}"
             )
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
-    if (
-        model is not None
-    ):  # the params and the examples first: reading y's classes applies the model
+    # the params and the examples first: reading y's classes applies the model
+    if model is not None:
         check_params(model, params0)
         check_model_fits(model, params0, x, _label_dtype(model, y))
     targets = check_targets(model, params0, x, y)

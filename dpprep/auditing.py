@@ -994,9 +994,8 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
 
     def runner(keys, inside):
         inside = np.asarray(inside)
-        run_keys = jax.vmap(lambda k: jax.random.split(k)[1])(
-            keys
-        )  # the engine target's training keys
+        # the engine target's training keys
+        run_keys = jax.vmap(lambda k: jax.random.split(k)[1])(keys)
         score = np.empty(inside.shape[0])
         null = np.empty((inside.shape[0], ref.steps, 2))
         for world in (True, False):
@@ -1016,9 +1015,8 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                 per_seed=per_seed,
                 return_params=False,
             )
-            trajectory = np.asarray(result.metrics["params"]["w"])[
-                : mine.size, audited, :, :, 0
-            ]  # (runs, T, d)
+            # (runs, T, d)
+            trajectory = np.asarray(result.metrics["params"]["w"])[: mine.size, audited, :, :, 0]
             updates = np.diff(
                 np.concatenate([np.zeros_like(trajectory[:, :1]), trajectory], axis=1), axis=1
             )
@@ -1117,9 +1115,8 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1
     )
     x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
-    canary = (
-        jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)
-    )  # clipped to L·e_c
+    # clipped to L·e_c
+    canary = jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)
     null_scale = jnp.asarray([1 / sigma_s, 1 / sigma_u], jnp.float32) / cfg.learning_rate
 
     def one(run_key, inside):
@@ -1286,9 +1283,8 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     def one(run_key, inside):
         x = jnp.where(inside, x_in, x_out)
         _, metrics = train_fn(hyper, params0, x, y, run_key)
-        sums = (
-            -_updates(metrics["params"], params0) * cfg.n / cfg.learning_rate
-        )  # noisy gradient sums
+        # noisy gradient sums
+        sums = -_updates(metrics["params"], params0) * cfg.n / cfg.learning_rate
         return jnp.sum((sums - g_out) @ direction) / z
 
     details = {
@@ -1633,9 +1629,8 @@ def _f_test(values: np.ndarray, axis: int, two_sided: bool) -> float:
     has the same variance as the orthogonal rest (i.i.d. Gaussian entries)."""
     k = values.shape[axis]
     along = np.sum(values, axis=axis) ** 2 / k
-    rest = np.sum(
-        (values - np.mean(values, axis=axis, keepdims=True)) ** 2, axis=axis
-    )  # no cancellation
+    # no cancellation
+    rest = np.sum((values - np.mean(values, axis=axis, keepdims=True)) ** 2, axis=axis)
     dfn, dfd = along.size, along.size * (k - 1)
     numerator, denominator = along.sum() / dfn, rest.sum() / dfd
     f = numerator / denominator if denominator > 0 else (math.inf if numerator > 0 else 1.0)
@@ -1768,9 +1763,8 @@ def _shuffle_opposed_log_lr(
     the canary (or its zero record) moves its batch's update by ``−s·w``; the canary sits in batch
     i with probability ``sizes[i]/n`` and moves it by ``+s`` instead."""
     log_p = jnp.asarray(np.log(sizes / n))
-    shifted = a + s * weight * jnp.asarray(
-        sizes, jnp.float32
-    )  # the batches as if without that record's slot
+    # the batches as if without that record's slot
+    shifted = a + s * weight * jnp.asarray(sizes, jnp.float32)
 
     def mixture(mean):
         return jax.nn.logsumexp(log_p + mean * shifted - 0.5 * mean**2, axis=-1)

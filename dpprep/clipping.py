@@ -546,9 +546,8 @@ def _model_clipped_grad(
         weights = _checked_mask(mask, batch_size_of(batch))
         if method == "none":
             grad, norms = _grad_sum_unclipped(model, params, x, y, weights, key)
-        elif (
-            model.stochastic and key is not None
-        ):  # each example its own key (e.g. its dropout mask)
+        # each example its own key (e.g. its dropout mask)
+        elif model.stochastic and key is not None:
             loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
             out = clipped_grad(
                 loss, l2_clip_norm=l2_clip_norm, prng_argnum=0, microbatch_size=microbatch_size

@@ -115,9 +115,8 @@ MAX_CHUNK = 64
 #: The four parts of an end-to-end account, in order.
 PARTS = ("pre-processing", "private statistics", "selection", "training")
 
-_MAX_COUNT = (
-    2**23
-)  # counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
+# counts a float32 mean of zeros and ones gives back exactly (times the size, rounded)
+_MAX_COUNT = 2**23
 _GAMMA_BISECTIONS = 200  # halvings of (0, 1]: float64 resolution long before
 _BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
 
@@ -175,9 +174,8 @@ def _logser_quantile(u: np.ndarray, p: float) -> np.ndarray:
     norm = -math.log1p(-p)
     smallest = float(np.min(1.0 - u))
     last = 64
-    while (
-        p ** (last + 1) / ((last + 1) * (1.0 - p) * norm) > 1e-3 * smallest
-    ):  # bound on P[K > last]
+    # bound on P[K > last]
+    while p ** (last + 1) / ((last + 1) * (1.0 - p) * norm) > 1e-3 * smallest:
         last *= 2
     k = np.arange(1, last + 1, dtype=np.float64)
     pmf = np.exp(k * math.log(p) - np.log(k) - math.log(norm))
@@ -279,9 +277,8 @@ class Repetitions:
         """``K`` drawn from ``key`` (int64 array of ``shape``): a 53-bit uniform from the key's bits
         (float64 on the host, whatever JAX's x64 setting), through :meth:`quantile`."""
         bits = np.asarray(jax.random.bits(key, (*shape, 2), jnp.uint32)).astype(np.uint64)
-        whole = (bits[..., 0] >> np.uint64(5)) * np.uint64(2**26) + (
-            bits[..., 1] >> np.uint64(6)
-        )  # 53 bits
+        # 53 bits
+        whole = (bits[..., 0] >> np.uint64(5)) * np.uint64(2**26) + (bits[..., 1] >> np.uint64(6))
         return self.quantile((whole.astype(np.float64) + 0.5) / 2.0**53)
 
     def dp_event(self, candidate: DpEvent) -> dp_event.RepeatAndSelectDpEvent:
@@ -837,9 +834,8 @@ def _calibrate(
         if z not in seen:
             try:
                 seen[z] = selection.epsilon(plan, z, delta) - target
-            except (
-                ValueError
-            ):  # the overflow slack leaves nothing of delta: too little noise, far above
+            # the overflow slack leaves nothing of delta: too little noise, far above
+            except ValueError:
                 seen[z] = math.inf
         return seen[z]
 
@@ -857,13 +853,11 @@ def _calibrate(
         if lo < tol:
             return lo
         lo, hi = lo / 2.0, lo
-    if math.isfinite(
-        excess(lo)
-    ):  # ε is continuous and decreasing in z: Brent's method on the bracket
+    # ε is continuous and decreasing in z: Brent's method on the bracket
+    if math.isfinite(excess(lo)):
         root = optimize.brentq(excess, lo, hi, xtol=tol / 4)
-        up = min(
-            hi, root + tol / 2
-        )  # the exact root is within tol/4 of Brent's: up meets the target
+        # the exact root is within tol/4 of Brent's: up meets the target
+        up = min(hi, root + tol / 2)
         if excess(up) <= 0:
             return up
     while hi - lo > tol:  # otherwise (or when the slack refused lo), plain bisection

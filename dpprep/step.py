@@ -123,9 +123,8 @@ def dp_step(
             f"the plan charges {plan.steps} steps and all of them were taken: a further step is "
             "not covered by its epsilon (make a plan with more steps)"
         )
-    t = jnp.minimum(
-        jnp.asarray(count, jnp.int32), plan.steps - 1
-    )  # past the last step the privatizer gives NaN
+    # past the last step the privatizer gives NaN
+    t = jnp.minimum(jnp.asarray(count, jnp.int32), plan.steps - 1)
     batch, mask = plan.batch(tx.key, t, data)
     step_key = jax.random.fold_in(streams.stream(tx.key, streams.MODEL), t)
     call_args = list(args)

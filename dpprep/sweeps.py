@@ -324,9 +324,8 @@ def points_per_chunk(
     test logits) against what each seed shares (the gathered batch, shuffled permutations)."""
     memory_budget = _check_budget(memory_budget)
     size = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params0))
-    if isinstance(
-        num_features, dict
-    ):  # dict inputs: one abstract example of each (their shape and dtype)
+    # dict inputs: one abstract example of each (their shape and dtype)
+    if isinstance(num_features, dict):
         example: Any = num_features
         num_features = sum(int(np.prod(leaf.shape[1:])) for leaf in num_features.values())
     else:
@@ -517,9 +516,8 @@ def sweep_points(
                 f"params0_per_seed needs a leading axis of {keys.shape[0]} seeds on every "
                 f"params0 leaf, got leading shapes {sorted(lead)}"
             )
-        params0 = jax.tree_util.tree_map(
-            lambda p: np.asarray(p)[0], params0
-        )  # one seed's, for the checks
+        # one seed's, for the checks
+        params0 = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0)
         for leaf in jax.tree_util.tree_leaves(stacked_params0):
             check_finite_array(leaf, "params0")
     x, y = check_data(data, params0, config.model)
@@ -533,9 +531,8 @@ def sweep_points(
     if unknown:
         raise ValueError(f"per_seed names {unknown} are not swept in points")
     privacy = {name for name, (_, spec) in field_specs(config.extensions).items() if spec.privacy}
-    noisy = bool(
-        set(per_seed) & (privacy | {"noise_multiplier"})
-    )  # each seed's point its own noise, own ε
+    # each seed's point its own noise, own ε
+    noisy = bool(set(per_seed) & (privacy | {"noise_multiplier"}))
     seeded = tuple(name in per_seed for name in names)
     for name in per_seed:
         lead = {np.shape(leaf)[:1] for leaf in jax.tree_util.tree_leaves(points[name])}

@@ -315,9 +315,8 @@ def _sizes(shape: dict[str, Any], runs: int, pilot_runs: int) -> dict[str, Any]:
     sizes = {"runs": runs, "pilot_runs": pilot_runs, **shape}
     if "runs" in shape:
         sizes["runs"] = min(shape["runs"], runs // 10)
-        sizes["pilot_runs"] = max(
-            32, min(shape["pilot_runs"], sizes["runs"] // 4)
-        )  # ≥ the 32 thresholds
+        # ≥ the 32 thresholds
+        sizes["pilot_runs"] = max(32, min(shape["pilot_runs"], sizes["runs"] // 4))
         sizes["chunk"] = min(shape["chunk"], 2 * sizes["pilot_runs"])
     return sizes
 
@@ -338,9 +337,8 @@ def run_unit(ctx: RunContext, cfg: AuditConfig, bug: str | None = None) -> dict:
 
 
 def plot(frame: pd.DataFrame, path) -> None:
-    honest = frame[
-        (frame["role"] == "honest") & (frame["seed"] == 0)
-    ]  # other seeds: false-alarm count only
+    # other seeds: false-alarm count only
+    honest = frame[(frame["role"] == "honest") & (frame["seed"] == 0)]
     learners = list(dict.fromkeys(honest["learner"]))
     cols = 4
     rows = math.ceil((len(learners) + 1) / cols)  # + a panel for the one legend

@@ -73,9 +73,8 @@ def _last_row_unclipped(clip_factors: Callable) -> Callable:
         if mask is None:
             return scale.at[-1].set(1.0)
         kept = mask > 0
-        last = (
-            kept.shape[-1] - 1 - jnp.argmax(kept[::-1])
-        )  # last real row (0 if none: mask 0 keeps it out)
+        # last real row (0 if none: mask 0 keeps it out)
+        last = kept.shape[-1] - 1 - jnp.argmax(kept[::-1])
         return scale.at[last].set(mask[last])
 
     return broken
@@ -381,9 +380,8 @@ def inject(name: str) -> Iterator[Bug]:
 
     bug = check_bug(name)
     saved: list[tuple[Any, str, Any]] = []
-    disk_cache = os.environ.pop(
-        dp.ENV_CALIBRATION_CACHE, None
-    )  # no broken calibration reaches the disk
+    # no broken calibration reaches the disk
+    disk_cache = os.environ.pop(dp.ENV_CALIBRATION_CACHE, None)
     clear_compilations()
     try:
         for module_name, attribute, wrap in bug.patches:

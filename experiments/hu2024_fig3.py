@@ -769,9 +769,8 @@ def _plot_row(axes, cases, tuned: pd.DataFrame, trainer: str, *, show_k: bool) -
                 ms=5,
                 label=label(m, v),
             )
-            if (
-                cut.any() and bottom is not None
-            ):  # said, not hidden: the bar continues below the edge
+            # said, not hidden: the bar continues below the edge
+            if cut.any() and bottom is not None:
                 ax.plot(
                     eps[cut],
                     np.full(cut.sum(), bottom),

@@ -201,9 +201,8 @@ def cross_checks() -> tuple[pd.DataFrame, list[Comparison]]:
     pair_checks: list[tuple[float, float, float, int, float]] = []
     for n, steps, eps in SGD_SAMP_SETTINGS:
         mech = table1.dp_sgd_sampling(epsilon=eps, n=n, steps=steps)
-        raw = table1.dp_sgd_sampling(
-            epsilon=eps, n=n, steps=steps, enforce_range=False
-        )  # formula only
+        # formula only
+        raw = table1.dp_sgd_sampling(epsilon=eps, n=n, steps=steps, enforce_range=False)
         lo, hi = mech.alpha_range()
         admissible = sorted({o for o in SGD_SAMP_ORDERS if lo <= o <= hi} | {lo, hi})
         below = [o for o in SGD_SAMP_RAW_ORDERS if o < lo]

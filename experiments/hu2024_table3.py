@@ -327,9 +327,8 @@ def run(ctx: RunContext) -> list[Comparison]:
                 rows.append(
                     ctx.store.run(key, lambda: run_setting(x, groups, columns, rate, method, cfg))
                 )
-                versions.append(
-                    provenance_json(ctx.store.provenance(key))
-                )  # of the unit's computation
+                # of the unit's computation
+                versions.append(provenance_json(ctx.store.provenance(key)))
     frame = pd.DataFrame(rows)
     frame["seed"] = cfg.seed
     frame["config"] = config_json(cfg)

@@ -228,16 +228,14 @@ def hu2024_fig3_selection(profile: str) -> Cost:
 def sun2024_table2(profile: str) -> Cost:
     from experiments.sun2024_table2 import PAPER
 
-    rows = (
-        4000 if profile == "smoke" else None
-    )  # the module's diam_rows (smoke subsamples the diameter)
+    # the module's diam_rows (smoke subsamples the diameter)
+    rows = 4000 if profile == "smoke" else None
     flops = 0.0
     for name in PAPER:
         n, d, _ = DATA_SHAPES[name]
         m = rows or n
-        flops += (
-            3.0 * m * m * d
-        )  # blocked pairwise distances: a Gram product (2 m² d) and the norms
+        # blocked pairwise distances: a Gram product (2 m² d) and the norms
+        flops += 3.0 * m * m * d
     return Cost(
         None,
         flops,
@@ -636,9 +634,8 @@ def wang2026_checks(profile: str) -> Cost:
     flops = (
         _corrdp_runs_flops(b, 1, b.steps)  # item 7: Adult non-private GD, one run (deterministic)
         + _corrdp_runs_flops(c, TRAINING_SEEDS, c.steps)  # item 8: Sepsis NN, non-private, per seed
-        + _corrdp_runs_flops(
-            a, TRAINING_SEEDS * len(fig1.PRIVATE) * len(item14_eps), a.steps
-        )  # item 14
+        # item 14
+        + _corrdp_runs_flops(a, TRAINING_SEEDS * len(fig1.PRIVATE) * len(item14_eps), a.steps)
         + _corrdp_runs_flops(a, 1 + a.partial, a.steps)  # item 14's references
         + g["chain_vectors"] * mean_entries * (math.log2(mean_entries) + 6.0)
         + g["laplace_draws"] * LAPLACE_SETUP["m"] * 10.0
@@ -679,9 +676,8 @@ def wang2026_table2(profile: str) -> Cost:
         for m_s in M_S
     )
     n_adult = min(grid["adult_rows"] or CORRDP_SHAPES["adult"][0], CORRDP_SHAPES["adult"][0])
-    adult = (
-        3 * (1 + len(grid["adult_bins"])) * _hist_tv_flops(n_adult, 3) + 2.0 * n_adult * 16
-    )  # 3 discrete U; fnlwgt's cov
+    # 3 discrete U; fnlwgt's cov
+    adult = 3 * (1 + len(grid["adult_bins"])) * _hist_tv_flops(n_adult, 3) + 2.0 * n_adult * 16
     n_credit, raw, _ = DATA_SHAPES["credit_default"]
     credit = (
         len(CREDIT_FACTORS)
@@ -726,9 +722,8 @@ def wang2026_selection(profile: str) -> Cost:
         panel = fig1.PANELS[key]
         n, d = _corrdp_dims(panel)
         steps = max(1, round(panel.steps * p.step_fraction))
-        clipped = (
-            panel.dataset not in ONE_HOT_MINMAX
-        )  # make_setup clips where the encoding bounds no record
+        # make_setup clips where the encoding bounds no record
+        clipped = panel.dataset not in ONE_HOT_MINMAX
         grid = len(set(p.c_values[key]))  # None (C_theory) counts as one more point
         selections = len(METHODS) * len(p.epsilons)
         candidates = CHUNK * math.ceil(selections * p.mean_candidates / CHUNK)
@@ -841,9 +836,8 @@ def measured_sweep_rate(
     )
     run()  # compiles
     seconds = math.inf
-    for _ in range(
-        3
-    ):  # best of three: the machine's rate, not a moment of contention (the CPU is shared)
+    # best of three: the machine's rate, not a moment of contention (the CPU is shared)
+    for _ in range(3):
         start = time.perf_counter()
         jax.block_until_ready(run().params)  # params kept: without an output XLA drops the training
         seconds = min(seconds, time.perf_counter() - start)

@@ -99,9 +99,8 @@ def _imported_experiment_files(root: Path, relpath: str) -> set[str]:
             if node.level and node.module:
                 base = f"experiments.{node.module}"
             names.add(base)
-            names.update(
-                f"{base}.{alias.name}" for alias in node.names
-            )  # ``from experiments import results``
+            # ``from experiments import results``
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     found = set()
     for name in names:
         parts = name.split(".")
@@ -308,9 +307,8 @@ class UnitStore:
     def load(self, key: str) -> dict | None:
         """The value of a unit finished by this code, or None (absent, stale or damaged)."""
         path = self._path(key)
-        if (
-            path.is_dir()
-        ):  # nothing this module writes: move it aside, or the unit could never be saved
+        # nothing this module writes: move it aside, or the unit could never be saved
+        if path.is_dir():
             aside = path.with_name(f"{path.name}.not-a-unit-{os.getpid()}-{time.time_ns()}")
             path.rename(aside)
             warnings.warn(
@@ -506,9 +504,8 @@ class _Grid:
 
     label: str  # what one step is ("unit", or a loop's label)
     steps: int
-    costs: (
-        list[float] | None
-    )  # each step's cost as the experiment states it (its size); None: assumed equal
+    # each step's cost as the experiment states it (its size); None: assumed equal
+    costs: list[float] | None
     started: float  # when the running step started
     next_cost: float  # cost of the step running now (the first still to compute)
     left: float  # cost of the steps still to compute, the running one included

@@ -249,9 +249,8 @@ def _translated_arm(n, mu, eps, cfg, rng, arm: str) -> list[dict]:
                 mus = np.tile(np.stack([m for m, _ in params]), (len(combos), 1))
                 tt = np.tile(taus, len(combos))
                 w = theta[:, :2]
-                b = tt * theta[:, 2] - np.sum(
-                    w * mus, axis=1
-                )  # Lemma 5 / step 6 (tau = 1 for the Alg-3 arm)
+                # Lemma 5 / step 6 (tau = 1 for the Alg-3 arm)
+                b = tt * theta[:, 2] - np.sum(w * mus, axis=1)
                 margins = y[None, :] * (w @ x.T + b[:, None])
                 loss = np.maximum(0, 1 - margins) @ shares
                 acc = (margins > 0).astype(float) @ shares
@@ -339,9 +338,8 @@ def plot(best: pd.DataFrame, path, cfg: Cfg | None = None) -> None:
     """E2: each arm's best accuracy and best loss against nε/μ, one line per (arm, n), at one ε."""
     import matplotlib.pyplot as plt
 
-    eps = min(
-        best["epsilon"].unique(), key=lambda e: abs(e - 1.0)
-    )  # the paper's ε = 1 (e2.csv has every ε)
+    # the paper's ε = 1 (e2.csv has every ε)
+    eps = min(best["epsilon"].unique(), key=lambda e: abs(e - 1.0))
     best = best[best["epsilon"] == eps]
     colours, markers = (
         {"DPSGD": "C3", "DPSGD-F": "C0", "Alg-3-like": "C2"},

@@ -144,9 +144,8 @@ def run_private(method: str, eps: float, grid: Grid, ds: dict, draw: int = 0) ->
         epochs=grid.epochs,
         iterates="last",
     )
-    (x_train, _), _ = split(
-        (ds["unit"], ds["y"]), grid.validation_size, key
-    )  # the split select makes
+    # the split select makes
+    (x_train, _), _ = split((ds["unit"], ds["y"]), grid.validation_size, key)
     n_train = x_train.shape[0]
     fixed: tuple = ()
     means: dict[float, np.ndarray] = {}
@@ -402,9 +401,8 @@ def run(ctx: RunContext) -> list[Comparison]:
     for eps in grid.epsilons:
         for method in ("dpsgdf", "dpsgd"):
             draws = [r for r in records if r["method"] == method and r["epsilon_target"] == eps]
-            r = draws[
-                0
-            ]  # the account is the same for every draw (the calibration does not depend on it)
+            # the account is the same for every draw (the calibration does not depend on it)
+            r = draws[0]
             accs = [d["test_accuracy"] for d in draws if d["test_accuracy"] is not None]
             if not accs:
                 measured = "K = 0: no model"

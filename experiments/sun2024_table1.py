@@ -1129,9 +1129,8 @@ def grid_flops(
         n, d, k = DATASET_SHAPES[name]
         n = min(n, grid.subset) if grid.subset else n
         per_config: dict[tuple, list[float]] = {}
-        per_seed: dict[
-            tuple, float
-        ] = {}  # the most expensive main configuration's one-seed FLOPs per cell
+        # the most expensive main configuration's one-seed FLOPs per cell
+        per_seed: dict[tuple, float] = {}
         total = 0.0
         for unit in build_units({"name": name, "unit": np.zeros((n, 0), np.float32)}, grid):
             examples = _unit_rows(unit, n, rows)
@@ -1249,9 +1248,8 @@ def accuracy_figure(selection: pd.DataFrame):
     ax.set_ylim(bottom=low)
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    last = [
-        i for i, text in enumerate(labels) if text.startswith("non-private")
-    ]  # the private methods first
+    # the private methods first
+    last = [i for i, text in enumerate(labels) if text.startswith("non-private")]
     keep = [i for i in range(len(labels)) if i not in last] + last
     ax.legend(
         [handles[i] for i in keep],

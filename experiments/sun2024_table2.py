@@ -59,9 +59,8 @@ def diameter(x: np.ndarray, block: int = BLOCK) -> tuple[float, tuple[int, int]]
 
     for bi, i in enumerate(starts):
         a, na = pad(x, i), pad(sq, i)
-        na = np.where(np.arange(block) < n - i, na, -np.inf).astype(
-            np.float32
-        )  # padded rows never win
+        # padded rows never win
+        na = np.where(np.arange(block) < n - i, na, -np.inf).astype(np.float32)
         for j in starts[bi:]:
             b, nb = pad(x, j), pad(sq, j)
             nb = np.where(np.arange(block) < n - j, nb, -np.inf).astype(np.float32)

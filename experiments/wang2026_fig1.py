@@ -396,9 +396,8 @@ def run_unit(
             [np.asarray(r.feature_scale) for r in refs]
         )
     else:
-        met = _nn_sweep(
-            cfg, model, x, y, keys, points
-        )  # in-sample loss (and accuracy), leaves (S, P)
+        # in-sample loss (and accuracy), leaves (S, P)
+        met = _nn_sweep(cfg, model, x, y, keys, points)
     seconds = time.perf_counter() - start
     lipschitz = lipschitz_bound(panel, x, y)
     c_theory = noise.theory_constant(lipschitz, panel.steps, x.shape[0])
@@ -996,9 +995,8 @@ def comparisons(summary: pd.DataFrame, profile: Profile, records: list[dict]) ->
     # §5.2 magnitude table at ε = 1 (gap against non-private GD; CorrDP with the population TV).
     if 1.0 in profile.epsilons:
         a = PANELS["a"]
-        semi_analytic = (
-            a.learning_rate / 4 * 10 * noise.k_delta(a.delta)
-        )  # (α/4)·m_s·K_δ at ε = 1, C = 1
+        # (α/4)·m_s·K_δ at ε = 1, C = 1
+        semi_analytic = a.learning_rate / 4 * 10 * noise.k_delta(a.delta)
         notes = {
             "standard": NOMINAL,
             "corrdp_population": "population TV 0.364 (as the spec's table)",
@@ -1346,9 +1344,8 @@ def plot(
                 alpha=0.2,
             )
             low = d.index[(d["mean"] <= 0).to_numpy()].to_numpy(float)
-            if floor is not None and len(
-                low
-            ):  # side by side where several methods are ≤ 0 at one ε
+            # side by side where several methods are ≤ 0 at one ε
+            if floor is not None and len(low):
                 ax.plot(
                     low * 1.04 ** (i - 1),
                     np.full(len(low), floor),

@@ -206,9 +206,8 @@ def _validate(selected: list[str], args: argparse.Namespace) -> int:
     from experiments import planning
 
     failed = []
-    rate: list[
-        float
-    ] = []  # measured once, when an experiment without a sweep grid needs a projection
+    # measured once, when an experiment without a sweep grid needs a projection
+    rate: list[float] = []
 
     def cpu_rate() -> float:
         if not rate:

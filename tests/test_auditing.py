@@ -262,9 +262,8 @@ def _users_dp_gd(cfg, key):
         _, updates = jax.lax.scan(
             step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps
         )
-        return (
-            jnp.sum(updates) * run.normaliser
-        )  # the plan divides each noisy sum by n (full batch)
+        # the plan divides each noisy sum by n (full batch)
+        return jnp.sum(updates) * run.normaliser
 
     claimed = plan.epsilon
     return auditing.AuditTarget(
@@ -283,16 +282,13 @@ def test_a_registered_user_learner_is_audited_and_a_broken_one_caught():
                 "users_dp_gd", epsilon=1.0, runs=8000, pilot_runs=1000, seed=3, noise_factor=0.5
             )
         )
-        assert honest.theoretical == pytest.approx(
-            1.0, abs=1e-3
-        )  # the user's target claims the plan's ε
-        assert (
-            0.5 < honest.bounds.epsilon_gdp <= honest.theoretical
-        )  # a strong attack, no false alarm
+        # the user's target claims the plan's ε
+        assert honest.theoretical == pytest.approx(1.0, abs=1e-3)
+        # a strong attack, no false alarm
+        assert 0.5 < honest.bounds.epsilon_gdp <= honest.theoretical
         assert honest.bounds.epsilon_cp <= honest.theoretical
-        assert (
-            broken.bounds.epsilon_gdp > broken.claimed
-        )  # full-batch Gaussian: the GDP bound is rigorous
+        # full-batch Gaussian: the GDP bound is rigorous
+        assert broken.bounds.epsilon_gdp > broken.claimed
         with pytest.raises(ValueError, match="audited under white_box only"):
             AuditConfig("users_dp_gd", "final_model")
     finally:

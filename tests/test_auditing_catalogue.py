@@ -182,9 +182,8 @@ def test_a_catalogue_bug_does_not_leak_into_later_compilations():
     after = runs()
     for h, i, a in zip(honest, injected, after, strict=True):
         np.testing.assert_allclose(a, h, rtol=0, atol=1e-7)
-        assert (
-            np.max(np.abs(i - h)) > 1e-3
-        )  # the bug acted inside the block (0.3 of the noise is missing)
+        # the bug acted inside the block (0.3 of the noise is missing)
+        assert np.max(np.abs(i - h)) > 1e-3
 
 
 def test_audit_target_refuses_a_nan_yardstick_and_audit_explains_an_untraceable_runner():
@@ -240,9 +239,8 @@ def test_the_canary_exercises_clipping():
     with inject("clip_2c"):
         broken_big, broken_unit = _scores(big, keys, inside), _scores(unit, keys, inside)
     np.testing.assert_allclose(broken_unit, _scores(unit, keys, inside), rtol=1e-4, atol=1e-4)
-    assert np.all(
-        broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5
-    )  # in-runs move by T·C/(zC) ≈ 0.85
+    # in-runs move by T·C/(zC) ≈ 0.85
+    assert np.all(broken_big[:32] > _scores(big, keys, inside)[:32] + 0.5)
     with pytest.raises(ValueError, match="canary_norm must be a finite number >= 1"):
         AuditConfig("dp_gd", canary_norm=0.5)
 
@@ -386,9 +384,8 @@ def test_catalogue_bugs_are_caught_by_a_rigorous_bound_and_honest_runs_are_not(l
             result.bounds.epsilon_gdp <= result.theoretical
             and result.bounds.epsilon_cp <= result.theoretical
         )
-        assert (
-            result.bounds.epsilon_gdp > 0.6 * result.theoretical
-        )  # a strong attack, so a miss would mean something
+        # a strong attack, so a miss would mean something
+        assert result.bounds.epsilon_gdp > 0.6 * result.theoretical
     else:
         assert result.violation and result.bounds.epsilon_gdp > result.theoretical
     assert result.row()["violation"] == result.violation
@@ -415,9 +412,8 @@ def test_poisson_bugs_are_caught_by_the_tradeoff_test(bug):
     if bug is None:
         assert not result.violation and result.bounds.delta_excess <= 0
     else:
-        assert (
-            result.violation and result.bounds.delta_excess > 0
-        )  # ... but refuted by the trade-off test
+        # ... but refuted by the trade-off test
+        assert result.violation and result.bounds.delta_excess > 0
 
 
 def test_dpsgdf_noiseless_mean_is_caught_through_the_library_mean():
@@ -493,9 +489,8 @@ def test_false_alarm_rate_of_the_verdict_on_exact_gaussian_scores():
             excess, _ = auditing.tradeoff_excess(d_in, d_out, profile, significance=per_test)
             alarms += int(max(bounds.epsilon_gdp, bounds.epsilon_cp) > claimed or excess > 0)
             total += 1
-            assert (
-                bounds.epsilon_gdp > 0.5 * claimed
-            )  # the attack is strong: the verdicts were not vacuous
+            # the attack is strong: the verdicts were not vacuous
+            assert bounds.epsilon_gdp > 0.5 * claimed
     assert total == 300 and alarms <= 5
     assert alarms == 0  # measured: none of the 300 at seed 0
 
@@ -526,6 +521,5 @@ def test_shuffled_learner_is_tested_against_its_proven_profile():
     target = auditing.REGISTRY["dp_sgd_shuffle"].build(cfg, jax.random.key(0))
     assert "tradeoff" in target.rigorous and target.claimed < target.theoretical
     assert target.profile(np.array([target.theoretical]))[0] == pytest.approx(1e-5, rel=0.05)
-    assert (
-        target.profile(np.array([target.claimed]))[0] > 1e-3
-    )  # the as-if-Poisson ε is not what is tested
+    # the as-if-Poisson ε is not what is tested
+    assert target.profile(np.array([target.claimed]))[0] > 1e-3

@@ -94,9 +94,8 @@ def test_noise_test_parts_are_exact_under_honest_noise():
     p_values = {part: [] for part in auditing.NOISE_PARTS}
     flagged = 0
     for _ in range(300):
-        z = (
-            rng.standard_normal((200, 10, 2)) * 1.0
-        )  # s = 1: the scale test's boundary, where it is exact
+        # s = 1: the scale test's boundary, where it is exact
+        z = rng.standard_normal((200, 10, 2)) * 1.0
         test = auditing.noise_test(z, significance=0.05)
         flagged += bool(test.flagged)
         for part, p in test.p_values.items():
@@ -325,9 +324,8 @@ def test_dpsgdf_grid_path_is_the_engine_path_and_its_bugs_show():
     grid, engine = grid_target.runner(keys, inside), engine_target.runner(keys, inside)
     np.testing.assert_allclose(grid["score"], engine["score"], rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(grid["null"], engine["null"], rtol=1e-3, atol=1e-4)
-    assert (
-        np.isnan(grid["null"][0]).all() and np.isfinite(grid["null"][1]).all()
-    )  # in-world runs left out
+    # in-world runs left out
+    assert np.isnan(grid["null"][0]).all() and np.isfinite(grid["null"][1]).all()
     assert grid_target.checks == {
         "calibration": True,
         "plan_account": True,

@@ -117,9 +117,8 @@ COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in 
     w_scale=st.floats(0.0, 3.0),
     clip_norm=st.floats(1e-3, 100.0),
 )
-@example(
-    name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25
-)  # a saturated sigmoid
+# a saturated sigmoid
+@example(name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25)
 def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
     _, params, x, y = _problem(name, seed, x_scale, w_scale)
     fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, clip_norm)
@@ -564,9 +563,8 @@ def test_norms_of_huge_features_are_finite_and_correct(magnitude, transform):
     r = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum() - np.eye(K)[y]
     expected = np.sqrt(np.sum(x_ref**2, axis=1) + 1.0) * np.linalg.norm(r, axis=1)
     with np.errstate(over="ignore"):
-        assert not np.all(
-            np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1))
-        )  # the plain sum overflows
+        # the plain sum overflows
+        assert not np.all(np.isfinite(np.sum(np.asarray(x32) ** 2, axis=1)))
     sums = {}
     for method in ("fast", "vmap"):
         got, norms = _transformed_sum(

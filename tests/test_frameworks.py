@@ -297,13 +297,11 @@ def test_dropout_gives_each_example_its_own_key(framework):
     moved, grads = np.concatenate(moved), np.concatenate(grads)
     live = np.abs(grads) > 1e-6  # the out layer's entries of the active hidden units, and its bias
     assert live.sum() >= 6
-    np.testing.assert_array_equal(
-        moved[~live], 0.0
-    )  # the hidden layer gets no gradient at a zero out kernel
+    # the hidden layer gets no gradient at a zero out kernel
+    np.testing.assert_array_equal(moved[~live], 0.0)
     ratio = moved[live] / grads[live]
-    assert np.all(np.abs(ratio - 1.0) < 0.15), (
-        ratio
-    )  # sd 1/sqrt(n) = 0.022: per-example masks averaged
+    # sd 1/sqrt(n) = 0.022: per-example masks averaged
+    assert np.all(np.abs(ratio - 1.0) < 0.15), ratio
     assert np.any(np.abs(ratio - 1.0) > 1e-3), ratio  # dropout was on while training
     # Same key, same run; another key, other masks (the batches and the noise are not random here).
     again, _ = train(config, params0, (x, y), jax.random.key(0))
@@ -355,9 +353,8 @@ def test_dropout_model_trains_privately_through_train_and_the_sweeps(framework):
     assert acc.shape == (2, 2) and np.all(acc[:, 1] >= 0.9) and np.all(acc[:, 0] == before)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(result.params)):
         np.testing.assert_allclose(np.asarray(b)[0, 1], np.asarray(a), rtol=1e-5, atol=1e-6)
-    assert abs(acc[0, 1] - after) <= 1 / len(
-        y_test
-    )  # the same model, up to float32 summation order
+    # the same model, up to float32 summation order
+    assert abs(acc[0, 1] - after) <= 1 / len(y_test)
 
     first = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))
     second = sweeps.evaluate(model, params, jnp.asarray(x_test), jnp.asarray(y_test))

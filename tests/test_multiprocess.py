@@ -138,9 +138,8 @@ def reports() -> tuple[list[dict], dict]:
             assert proc.returncode == 0, stderr[-4000:]
             outs.append(_parse(stdout))
     finally:
-        for (
-            proc
-        ) in procs:  # a hung peer (e.g. waiting on the coordinator) must not outlive the test
+        # a hung peer (e.g. waiting on the coordinator) must not outlive the test
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()

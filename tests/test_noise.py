@@ -16,9 +16,8 @@ from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.plan import DPPlan
 
 D, K, N = 400, 10, 8
-_MODEL = models.softmax_regression(
-    D, K
-)  # one object, so runs of one hyper structure share a compilation
+# one object, so runs of one hyper structure share a compilation
+_MODEL = models.softmax_regression(D, K)
 
 
 def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_std=0.0):
@@ -255,9 +254,8 @@ def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
             keys,
             {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]},
         )
-    with pytest.raises(
-        ValueError, match="noise_std .* has no unit in a private plan"
-    ):  # z > 0, a swept noise_std
+    # z > 0, a swept noise_std
+    with pytest.raises(ValueError, match="noise_std .* has no unit in a private plan"):
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_std": [0.0, 0.5]})
     # Valid (checked without compiling): z and C per point in the private plan, each accounted ...
     private = {"noise_multiplier": np.array([1.0, 2.0]), "clip_norm": np.array([1.0, 0.5])}

@@ -66,9 +66,8 @@ def execute(
         nb,
         timeout=CELL_TIMEOUT_S,
         kernel_name=KERNEL,
-        extra_arguments=[
-            "--InteractiveShell.colors=nocolor"
-        ],  # plain tracebacks in pytest's report
+        # plain tracebacks in pytest's report
+        extra_arguments=["--InteractiveShell.colors=nocolor"],
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute(env=env)
@@ -126,6 +125,5 @@ def test_notebook_opens_with_install_cell_and_is_stored_clean(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, jupyter_path, data_dir, monkeypatch, smoke_out):
     nb = nbformat.read(path, as_version=4)
-    execute(
-        nb, tmp_path, jupyter_path, data_dir, monkeypatch, results=smoke_out
-    )  # raises CellExecutionError with the traceback
+    # raises CellExecutionError with the traceback
+    execute(nb, tmp_path, jupyter_path, data_dir, monkeypatch, results=smoke_out)

@@ -184,9 +184,8 @@ def test_samplers_without_an_event_are_refused_with_the_reason(kwargs, reason):
     assert reason in str(info.value)
     config = TrainConfig(MODEL, HYPER, DPPlan.non_private(sampling_name, N, **kwargs))
     plan = config.plan.execution
-    assert (
-        _scanned_steps(config, N, D) == plan.steps
-    )  # the run is laid out; it just cannot be accounted
+    # the run is laid out; it just cannot be accounted
+    assert _scanned_steps(config, N, D) == plan.steps
     for call in (
         lambda: plan.dp_event(1.0),
         lambda: plan.epsilon(1.0, 1e-5),
@@ -438,9 +437,8 @@ def test_plan_with_1e12_epochs_is_refused():
             noise_multiplier=1.0,
             delta=1e-5,
         )
-    assert (
-        ExecutionPlan.create("full", 1000, steps=2**31 - 1).steps == 2**31 - 1
-    )  # the largest run is allowed
+    # the largest run is allowed
+    assert ExecutionPlan.create("full", 1000, steps=2**31 - 1).steps == 2**31 - 1
 
 
 def test_without_replacement_plan_with_default_options_is_refused_before_any_search(monkeypatch):

@@ -103,9 +103,8 @@ def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
         sun[4].endswith("(projection)") and sun[5].endswith("(projection)") and "(est.)" in sun[3]
     )
     assert "accounting only" in by_id["hu2024_table1"][-2]
-    for (
-        cells
-    ) in by_id.values():  # a time is either a labelled projection, accounting seconds or absent
+    # a time is either a labelled projection, accounting seconds or absent
+    for cells in by_id.values():
         assert all(
             t == "—"
             or t.endswith(("(projection)", "(projection, floor)"))
@@ -138,9 +137,8 @@ def test_plan_cli_computes_and_saves_no_unit(tmp_path, monkeypatch, capsys):
 
 def test_measured_sweep_rate_is_a_plausible_rate():
     rate, how = planning.measured_sweep_rate(steps=4, points=4)
-    assert (
-        1e8 < rate < 1e13 and "FLOP in" in how
-    )  # an XLA that dropped the training would read ~1e15
+    # an XLA that dropped the training would read ~1e15
+    assert 1e8 < rate < 1e13 and "FLOP in" in how
 
 
 # --------------------------------------------------------------------------------------------------
@@ -325,9 +323,8 @@ def test_validate_smoke_sun2024_table1_and_hu2024_fig3(data_dir):
 def test_validate_says_why_not(monkeypatch):
     assert planning.should_validate("hu2024_table1", "paper") == (True, "")  # cheap: run whole
     go, why = planning.should_validate("sun2024_counterexample", "paper")
-    assert (
-        not go and "projection is a floor" in why
-    )  # a serial experiment whose count is a lower bound
+    # a serial experiment whose count is a lower bound
+    assert not go and "projection is a floor" in why
     monkeypatch.setitem(
         planning.COST_MODELS,
         "sun2024_counterexample",

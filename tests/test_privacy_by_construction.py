@@ -152,9 +152,8 @@ def test_a_transposed_batch_is_refused_by_the_plan_s_clipped_grad():
     x = jnp.ones((8, 3))
     grad_fn(jnp.zeros(3), x, mask=jnp.ones(8))  # (n, d): fine
     with pytest.raises(ValueError, match="3 examples on its leading axis"):
-        grad_fn(
-            jnp.zeros(8), x.T, mask=jnp.ones(3)
-        )  # (d, n): each feature row would be clipped as an example
+        # (d, n): each feature row would be clipped as an example
+        grad_fn(jnp.zeros(8), x.T, mask=jnp.ones(3))
 
 
 def test_an_empty_batch_is_refused():
@@ -213,9 +212,8 @@ def test_dp_step_refuses_the_state_of_another_transformation_and_a_second_init()
     with pytest.raises(ValueError, match="opt_state is not the state of tx"):
         dp_step(params, optax.adam(0.1).init(params), data, grad_fn=plan.clipped_grad(loss), tx=tx)
     tx.init(params)
-    with pytest.raises(
-        ValueError, match="initialised already"
-    ):  # a fresh count would replay the noise
+    # a fresh count would replay the noise
+    with pytest.raises(ValueError, match="initialised already"):
         tx.init(params)
 
 
@@ -669,9 +667,8 @@ def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
 
     class Net(nnx.Module):
         def __init__(self, rngs):
-            self.emb = nnx.Embed(
-                5, 4, rngs=rngs
-            )  # needs integer inputs: the token leaf stays int32
+            # needs integer inputs: the token leaf stays int32
+            self.emb = nnx.Embed(5, 4, rngs=rngs)
             self.drop = nnx.Dropout(0.2, rngs=rngs)
             self.out = nnx.Linear(3 + 8, 2, rngs=rngs)
 
@@ -698,9 +695,8 @@ def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
     for alone, in_sweep in zip(
         jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(swept.params)
     ):
-        np.testing.assert_allclose(
-            np.asarray(in_sweep)[0, 0], alone, rtol=1e-4, atol=1e-5
-        )  # seed 0, point 0
+        # seed 0, point 0
+        np.testing.assert_allclose(np.asarray(in_sweep)[0, 0], alone, rtol=1e-4, atol=1e-5)
     selection = PrivateSelection(Repetitions(2.0), score_noise=5.0, validation_size=100)
     splan = selection.plan(
         "poisson", n, batch_size=50, epochs=2, l2_clip_norm=1.0, target_epsilon=8.0, delta=1e-5
@@ -732,9 +728,8 @@ def test_make_train_fn_runs_the_config_s_checked_values_only():
     expected, _ = train(_config(), LOGISTIC.init(None), (X, Y), KEY)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    with pytest.raises(
-        ValueError, match="plan was made for n="
-    ):  # a record gathered many times over
+    # a record gathered many times over
+    with pytest.raises(ValueError, match="plan was made for n="):
         fn(LOGISTIC.init(None), jnp.asarray(X[:10]), jnp.asarray(Y[:10]), KEY)
     scaled = dataclasses.replace(
         _coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_scales": _scales(1e-3)})
@@ -757,9 +752,8 @@ def test_per_seed_noise_is_accounted_per_seed_and_point():
     )
     assert out.epsilon.shape == (2, 2)
     np.testing.assert_allclose(out.epsilon, np.vectorize(plan.epsilon_at)(zs))
-    with pytest.raises(
-        ValueError, match="noise_multiplier must be finite and > 0"
-    ):  # a later seed's zero too
+    # a later seed's zero too
+    with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
         sweeps.sweep_points(
             _config(plan),
             LOGISTIC.init(None),
@@ -952,9 +946,8 @@ def test_a_dpsgdf_grid_charges_each_point_its_own_mean_once():
         for g in (forward, backward)
     ]
     np.testing.assert_allclose(eps[0], eps[1][::-1])
-    np.testing.assert_allclose(
-        eps[0], [2.0, 2.0], atol=1e-3
-    )  # each model calibrated to ε = 2, mean included
+    # each model calibrated to ε = 2, mean included
+    np.testing.assert_allclose(eps[0], [2.0, 2.0], atol=1e-3)
 
 
 def test_a_multiplier_is_accounted_as_float32_runs_it():

@@ -390,9 +390,8 @@ def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsy
     toys["toy_c"] = _toy("toy_c", 3)
     monkeypatch.setitem(sys.modules, "toy_experiments.toy_c", toys["toy_c"])
     monkeypatch.setitem(experiments.REGISTRY, "toy_c", ("toy_experiments.toy_c", "Toy toy_c"))
-    monkeypatch.setattr(
-        experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"})
-    )  # run whole: shards 1 and 2 of 3
+    # run whole: shards 1 and 2 of 3
+    monkeypatch.setattr(experiments, "UNSHARDED", frozenset({"toy_b", "toy_c"}))
     assert [experiments.whole_owner(e, 3) for e in ("toy_b", "toy_c")] == [1, 2]
     assert run_all.main(["--out", str(tmp_path / "full")]) == 0
     capsys.readouterr()
@@ -404,9 +403,8 @@ def test_experiments_without_a_grid_run_whole_in_one_shard(tmp_path, toys, capsy
         err = capsys.readouterr().err
         for name, n_units in (("toy_b", 4), ("toy_c", 3)):
             if toys[name].computed:
-                assert sorted(toys[name].computed) == list(
-                    range(n_units)
-                )  # every unit, in one shard
+                # every unit, in one shard
+                assert sorted(toys[name].computed) == list(range(n_units))
                 ran_whole[name].append(k)
             else:
                 owner = experiments.whole_owner(name, 3)
@@ -505,9 +503,8 @@ def test_one_line_per_experiment_counts_units_computed_and_cached(tmp_path, toys
     out = tmp_path / "r"
     assert run_all.main(["--out", str(out)]) == 0
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 4 and re.fullmatch(
-        _DONE.format("toy_a", 11, 0), lines[1]
-    )  # 10 grid units + 1
+    # 10 grid units + 1
+    assert len(lines) == 4 and re.fullmatch(_DONE.format("toy_a", 11, 0), lines[1])
     assert re.fullmatch(_DONE.format("toy_b", 5, 0), lines[2])
     (out / "toy_a" / ".units").rename(tmp_path / "lost")
     assert run_all.main(["--out", str(out)]) == 0

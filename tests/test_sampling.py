@@ -116,9 +116,8 @@ def test_overflow_delta_beyond_the_float_range_of_exp():
     assert sampling.overflow_delta(750.0, tiny) == pytest.approx(
         math.exp(750.0 + math.log(tiny)), rel=1e-9
     )
-    assert (
-        sampling.overflow_delta(699.0, 1e-10) == (1.0 + math.exp(699.0)) * 1e-10
-    )  # unchanged below
+    # unchanged below
+    assert sampling.overflow_delta(699.0, 1e-10) == (1.0 + math.exp(699.0)) * 1e-10
 
 
 def test_shuffled_batches_are_permutations_per_epoch():

@@ -34,9 +34,8 @@ def tnb_mean(gamma, eta):
     """E[K] under D_{η,γ} (Definition 1)."""
     if eta == 0:
         return (1 / gamma - 1) / math.log(1 / gamma)
-    return (
-        eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
-    )  # 1 − γ^η, accurate near γ = 1
+    # 1 − γ^η, accurate near γ = 1
+    return eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
 
 
 def gamma_of(mean, eta):
@@ -163,9 +162,8 @@ def test_epsilon_matches_papernot_steinke_and_dp_accounting(steps, z, sigma, mea
         DELTA
     )
     assert ours == pytest.approx(theirs, rel=1e-12)
-    if math.isinf(
-        eta
-    ):  # the exact Gaussian δ̂ is a valid (smaller) δ̂: a tighter instance of Theorem 6
+    # the exact Gaussian δ̂ is a valid (smaller) δ̂: a tighter instance of Theorem 6
+    if math.isinf(eta):
         exact = to_epsilon(theorem6(rdp, mean, gaussian_delta(rdp[0] / ORDERS[0])), DELTA)
         assert exact < ours
     # More than one candidate costs, less than ⌈E[K]⌉ candidates composed (at mean 3, η = 2: 2.724 <
@@ -240,9 +238,8 @@ def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbou
     plan = ExecutionPlan.create("full", 1100, steps=50, neighbouring=neighbouring)
     sel = _selection(4.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(30.0),))
     levels = [40.0, 25.0, 60.0, 25.0]  # a repeated entry is drawn twice as often
-    factor = (
-        4.0 if neighbouring == "replace_one" else 1.0
-    )  # a sum moves by 2 units: (2/z)²/2 per step
+    # a sum moves by 2 units: (2/z)²/2 per step
+    factor = 4.0 if neighbouring == "replace_one" else 1.0
     fixed = ORDERS * factor / (2 * 30.0**2)
 
     def selected(curves):
@@ -364,9 +361,8 @@ def test_k_follows_the_accounted_distribution(mean, eta, other):
 def test_gamma_is_on_the_safe_side_of_dp_accountings():
     for mean, eta in [(5.0, 0.0), (5.0, 0.5), (30.0, 2.0), (1.5, 0.01), (1000.0, 3.0)]:
         ours = selection.tnb_gamma(mean, eta)
-        assert (
-            selection.tnb_mean(ours, eta) <= mean
-        )  # the distribution drawn has at most the accounted mean
+        # the distribution drawn has at most the accounted mean
+        assert selection.tnb_mean(ours, eta) <= mean
         assert selection.tnb_mean(ours, eta) == pytest.approx(mean, rel=1e-12)
         assert ours >= rdp_privacy_accountant._gamma_truncated_negative_binomial(eta, mean)
         assert ours == pytest.approx(gamma_of(mean, eta), rel=1e-12)
@@ -732,9 +728,8 @@ def test_one_search_is_select_bitwise():
         selection=sel,
         chunk_size=4,
     )
-    assert (
-        found.accounting.epsilon == chosen.accounting.epsilon
-    )  # one noise level: the same account
+    # one noise level: the same account
+    assert found.accounting.epsilon == chosen.accounting.epsilon
     assert found.diagnostics["num_candidates"] == chosen.diagnostics["num_candidates"] > 4
     np.testing.assert_array_equal(
         found.diagnostics["noisy_scores"], chosen.diagnostics["noisy_scores"]
@@ -756,9 +751,8 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
     train_part, validation = selection.split((X, Y), 100, jax.random.key(5))
     grid = {"noise_multiplier": [0.5, 4.0, 20.0], "learning_rate": [1.0, 1.0, 0.5]}
     searches = [selection.Search(jax.random.key(20 + i), grid) for i in range(3)]
-    config = _plain(
-        200, 1.0, **WHOLE_PAD
-    )  # every point sets its own noise (checked and accounted against this plan)
+    # every point sets its own noise (checked and accounted against this plan)
+    config = _plain(200, 1.0, **WHOLE_PAD)
     packed = selection.search_many(
         config, PARAMS0, train_part, validation, searches, selection=sel, chunk_size=2
     )
@@ -777,9 +771,8 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
                 config.plan.execution, grid["noise_multiplier"], DELTA
             ).epsilon
         )
-        assert (
-            got.accounting.epsilon < sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon
-        )  # the least noisy
+        # the least noisy
+        assert got.accounting.epsilon < sel.end_to_end(config.plan.execution, 0.5, DELTA).epsilon
         best = got.diagnostics["best"]
         point = _plain(200, grid["noise_multiplier"][got.index], **WHOLE_PAD)
         point = dataclasses.replace(
@@ -793,9 +786,8 @@ def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
 def test_a_grid_of_noise_levels_on_poisson_batches_lies_between_its_points():
     sel = _selection(4.0, 1.0, 20.0, validation_size=100)
     at_least_noisy = _config(sel, noise_multiplier=1.2).plan
-    plan = (
-        at_least_noisy.execution
-    )  # the candidates' run on the 200 training rows (padded Poisson batches)
+    # the candidates' run on the 200 training rows (padded Poisson batches)
+    plan = at_least_noisy.execution
     account = sel.end_to_end_of_grid(plan, [3.0, 1.2, 8.0], DELTA)
     assert (
         sel.epsilon(plan, 8.0, DELTA)

@@ -265,18 +265,16 @@ def test_a_users_own_loop_of_dp_step_reproduces_train(sampling_name, batch_size)
     loss = lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0]  # noqa: E731
     grad_fn = plan.clipped_grad(loss)
     tx = plan.optimizer(optax.sgd(lr), key=key)
-    step = jax.jit(
-        lambda p, s: dp_step(p, s, (x, y), grad_fn=grad_fn, tx=tx)
-    )  # it draws step t's batch
+    # it draws step t's batch
+    step = jax.jit(lambda p, s: dp_step(p, s, (x, y), grad_fn=grad_fn, tx=tx))
     params, state = params0, tx.init(params0)
     for _ in range(steps):
         params, state, out = step(params, state)
     assert isinstance(out, ClippedGrad) and out.norms.shape == (plan.pad,)
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert (
-        plan.spent(state) == plan.epsilon
-    )  # every step the plan charges was taken, and no more may be
+    # every step the plan charges was taken, and no more may be
+    assert plan.spent(state) == plan.epsilon
     with pytest.raises(ValueError, match="all of them were taken"):
         dp_step(params, state, (x, y), grad_fn=grad_fn, tx=tx)
 

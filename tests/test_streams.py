@@ -105,9 +105,8 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     assert not np.array_equal(sizes[0], np.asarray(other_key["batch_size"]))
 
 
-ONE_HOT_MODEL = models.linear_regression(
-    30, fit_intercept=False
-)  # one object: one compilation per config
+# one object: one compilation per config
+ONE_HOT_MODEL = models.linear_regression(30, fit_intercept=False)
 
 
 def _one_hot_hyper(feature_scale=1.0, noise_std=0.0):

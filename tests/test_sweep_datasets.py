@@ -96,9 +96,8 @@ def test_equals_separate_runs(chunk_size, private):
             else:
                 assert out["epsilon"][u, p] == np.inf
     if private:
-        assert (
-            out["epsilon"][0, 0] > out["epsilon"][1, 0] > out["epsilon"][2, 0]
-        )  # more noise, less ε
+        # more noise, less ε
+        assert out["epsilon"][0, 0] > out["epsilon"][1, 0] > out["epsilon"][2, 0]
 
 
 def test_bad_input():

@@ -424,9 +424,8 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
     """
     total = 0.0
     for z, q, count, poisson in _gaussian_parts(event):
-        if (
-            not poisson
-        ):  # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
+        # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
+        if not poisson:
             total += _loss_range(z / math.sqrt(count), 1.0, neighbouring) / discretization
             continue
         width = _loss_range(z, q, neighbouring)

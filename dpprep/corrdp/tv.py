@@ -333,9 +333,8 @@ def _lr_pmfs(design: np.ndarray, labels: np.ndarray, points: np.ndarray, c: floa
     # Newton-CG to a tight tolerance: the optimum, not where a solver stops, decides the estimate
     # (sklearn's default lbfgs at tol 1e-4 stops early on fnlwgt: 0.332 vs the optimum's 0.318).
     model = LogisticRegression(C=c, solver="newton-cg", tol=1e-6, max_iter=1000)  # multinomial
-    with (
-        warnings.catch_warnings()
-    ):  # sklearn's "many classes per sample" hint; the rows are weighted
+    # sklearn's "many classes per sample" hint; the rows are weighted
+    with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message="The number of unique classes", category=UserWarning
         )
@@ -371,9 +370,8 @@ def mixed_tv(
     n = u.shape[0]
     if kind == "continuous" and u.shape[1] != 1:
         raise ValueError("a continuous insensitive feature must be a single column")
-    if (
-        kind == "discrete"
-    ):  # one feature (its value or one-hot row); its observed levels are the cells
+    # one feature (its value or one-hot row); its observed levels are the cells
+    if kind == "discrete":
         levels, codes = np.unique(u, axis=0, return_inverse=True)
         codes = codes.reshape(-1)
         points = levels

@@ -61,9 +61,8 @@ def analyze_gauss_noise(
     sens = analyze_gauss_sensitivity(n)
     if calibration == "lemma_m":
         c0 = math.sqrt(2.0 * math.log(1.0 / delta))
-        u = (
-            2.0 * eps / (c0 + math.sqrt(c0 * c0 + 2.0 * eps))
-        )  # = −c0 + sqrt(c0² + 2ε), cancellation-free
+        # = −c0 + sqrt(c0² + 2ε), cancellation-free
+        u = 2.0 * eps / (c0 + math.sqrt(c0 * c0 + 2.0 * eps))
         return sens / u
     if calibration == "analytic":
         return analytic_gaussian_sigma(eps, delta, sensitivity=sens)

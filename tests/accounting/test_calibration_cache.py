@@ -132,9 +132,8 @@ def test_forged_multiplier_is_caught_by_verification(disk_cache, monkeypatch, fa
     (message,) = _cache_warnings(caught)
     assert path.name in message and "checksum" not in message
     eps, eps_low = _reported_epsilons(message)
-    if (
-        factor < 1
-    ):  # the forged multiplier misses the target (its PLD is too large to evaluate exactly)
+    # the forged multiplier misses the target (its PLD is too large to evaluate exactly)
+    if factor < 1:
         assert problem in message and "work budget" in message and eps > PROBE_TARGET
     else:
         assert problem in message and eps_low <= PROBE_TARGET

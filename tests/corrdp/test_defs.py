@@ -70,9 +70,8 @@ def test_correlated_sensitivity_limits(coord, data):
     m_s = data.draw(st.integers(1, m - 1))
     s, u = list(range(m_s)), list(range(m_s, m))
     total = float(np.sum(coord))
-    assert defs.correlated_sensitivity(coord, np.ones(len(u)), s, u) == pytest.approx(
-        total
-    )  # tv ≡ 1: Δf
+    # tv ≡ 1: Δf
+    assert defs.correlated_sensitivity(coord, np.ones(len(u)), s, u) == pytest.approx(total)
     assert defs.correlated_sensitivity(coord, np.zeros(len(u)), s, u) == pytest.approx(
         sum(coord[:m_s])
     )  # tv ≡ 0

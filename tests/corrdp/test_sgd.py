@@ -48,9 +48,8 @@ def test_noise_on_the_mean_has_std_sigma_sqrt_f_per_coordinate():
     for value in (1.0, 0.25, 0.64):
         sample = moved[f == value] / (sigma * math.sqrt(value))
         assert stats.kstest(sample, "norm").pvalue > 1e-3
-        assert (
-            stats.kstest(sample * 1.3, "norm").pvalue < 1e-4
-        )  # power: a std off by 30 % is caught
+        # power: a std off by 30 % is caught
+        assert stats.kstest(sample * 1.3, "norm").pvalue < 1e-4
 
 
 def test_semi_is_exactly_noiseless_on_u_and_eq5_placement_on_w1_rows_and_b1():

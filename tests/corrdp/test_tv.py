@@ -240,9 +240,8 @@ def test_adult_mixed_procedure_reproduces_the_spec_attempt(data_dir):
     from dpprep.corrdp.data import load_corrdp
 
     out = tv.adult_tv(load_corrdp("adult", data_dir), bins=10)
-    assert out["race"].discrete_part == pytest.approx(
-        0.245, abs=0.01
-    )  # spec 5.3 (≈ 0.23 in Table 2)
+    # spec 5.3 (≈ 0.23 in Table 2)
+    assert out["race"].discrete_part == pytest.approx(0.245, abs=0.01)
     assert 0.83 <= out["gender"].total <= 0.90
     assert out["workclass"].total == 1.0
     assert out["fnlwgt"].continuous_part == pytest.approx(0.45, abs=0.01)
@@ -258,11 +257,9 @@ def test_discrete_plugin_properties(seed, k_s, k_u):
     value = tv.discrete_tv(s, u)
     assert 0.0 <= value <= 1.0
     perm = rng.permutation(n)
-    assert tv.discrete_tv(s[perm], u[perm]) == pytest.approx(
-        value, abs=1e-12
-    )  # row order is irrelevant
-    assert tv.discrete_tv(s, (u + 3) * 7) == pytest.approx(
-        value, abs=1e-12
-    )  # level names are irrelevant
+    # row order is irrelevant
+    assert tv.discrete_tv(s[perm], u[perm]) == pytest.approx(value, abs=1e-12)
+    # level names are irrelevant
+    assert tv.discrete_tv(s, (u + 3) * 7) == pytest.approx(value, abs=1e-12)
     assert tv.discrete_tv(np.zeros(n), u) == 0.0  # a constant S carries no information
     assert tv.discrete_tv(u, u) == pytest.approx(1.0)  # S = U: disjoint conditionals

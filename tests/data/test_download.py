@@ -430,13 +430,11 @@ def test_one_deadline_bounds_every_file_of_a_load(monkeypatch, data_dir):
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "1.5")
     with pytest.raises(DataNotFoundError, match="the download deadline of 1.5 s ran out"):
         load("mnist")
-    assert (
-        2 <= len(requests) <= 3
-    )  # one request per file until the deadline (the third file's ends past it)
+    # one request per file until the deadline (the third file's ends past it)
+    assert 2 <= len(requests) <= 3
     monkeypatch.setenv(dl.ENV_DOWNLOAD_DEADLINE, "60")
-    assert (
-        load("mnist").x_train.shape[0] == 60_000
-    )  # the files fetched before the deadline are kept
+    # the files fetched before the deadline are kept
+    assert load("mnist").x_train.shape[0] == 60_000
 
 
 def test_malformed_deadline_is_an_error_even_when_nothing_is_downloaded(monkeypatch, data_dir):

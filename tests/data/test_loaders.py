@@ -159,9 +159,8 @@ def test_insurance(data_dir):
     assert ds.y_train.dtype == np.float32 and ds.y_train.min() > 1000
     assert ds.feature_groups["region"] == (5, 6, 7)
     region = ds.x_train[:, 5:8]
-    assert (
-        np.all(region.sum(axis=1) <= 1) and int((region.sum(axis=1) == 0).sum()) > 0
-    )  # northeast dropped
+    # northeast dropped
+    assert np.all(region.sum(axis=1) <= 1) and int((region.sum(axis=1) == 0).sum()) > 0
     raw_rows = (data_dir / "insurance" / "insurance.csv").read_text().splitlines()[1:]
     assert len(raw_rows) == 1338 and len(set(raw_rows)) == 1337
 

@@ -140,9 +140,8 @@ def test_method_switch_shares_batches_and_bias_corrects():
     f = dpsgdf.fit(small(), X, Y, key, eval_data=(XT, YT), num_classes=K)
     b = dpsgdf.fit(small("dpsgd"), X, Y, key, eval_data=(XT, YT), num_classes=K)
     npv = dpsgdf.fit(small("nonprivate", epochs=2), X, Y, key, eval_data=(XT, YT), num_classes=K)
-    np.testing.assert_array_equal(
-        f.metrics["batch_size"], b.metrics["batch_size"]
-    )  # same Poisson draws (A21)
+    # same Poisson draws (A21)
+    np.testing.assert_array_equal(f.metrics["batch_size"], b.metrics["batch_size"])
     assert np.all(b.mu_hat == 0) and np.any(f.mu_hat != 0)
     assert npv.calibration is None and set(f.params) == {"last", "average"}
     # evaluation of the corrected params on normalised, un-centred test features equals the

@@ -122,9 +122,8 @@ def test_sun2024_accuracy_figure_uses_the_paper_names_and_points_not_truncated_b
     (ax,) = fig.axes
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert any(label.startswith("DPSGD-F") for label in labels) and "dpsgd" not in " ".join(labels)
-    assert not [
-        p for p in ax.patches if p.get_height() > 0
-    ]  # no bars: their length would need a 0 % baseline
+    # no bars: their length would need a 0 % baseline
+    assert not [p for p in ax.patches if p.get_height() > 0]
     low = ax.get_ylim()[0]
     assert f"axis from {low:g} %" in ax.get_ylabel()  # a zoomed axis says where it starts
     ticks = [t.get_text() for t in ax.get_xticklabels()]

@@ -25,9 +25,8 @@ def test_fig3_smoke(smoke_out):
     comparisons = run_experiment("hu2024_fig3", "smoke", smoke_out, quiet=True)
     names = [c.quantity for c in comparisons]
     assert any(q.startswith("Fig 3 (n=300, d=20)") for q in names)
-    assert any(
-        q.startswith("Fig 3 (n=300, d=20, k=2)") for q in names
-    )  # the rank case has its own rows
+    # the rank case has its own rows
+    assert any(q.startswith("Fig 3 (n=300, d=20, k=2)") for q in names)
     spec = [
         c
         for c in comparisons
@@ -250,9 +249,8 @@ def test_plot_draws_every_lower_bar_that_a_log_axis_can_show(monkeypatch):
     for container, key in zip(ax.containers, means):
         (bars,) = container.lines[2]
         lows[key] = [min(y for _, y in segment) for segment in bars.get_segments()]
-    np.testing.assert_allclose(
-        lows[("none", "-")], [0.01, 0.09, 0.045], rtol=1e-12
-    )  # the 0.2 ± 0.19 bar not cut
+    # the 0.2 ± 0.19 bar not cut
+    np.testing.assert_allclose(lows[("none", "-")], [0.01, 0.09, 0.045], rtol=1e-12)
     np.testing.assert_allclose(lows[("pca", "dim")][:2], [0.09, 0.009], rtol=1e-12)
     assert lows[("pca", "dim")][2] == pytest.approx(bottom)  # mean − s.d. < 0: to the edge …
     assert bottom < 0.009 and bottom > 0  # … which lies below every positive lower end

@@ -91,9 +91,8 @@ def test_hu2024_table3_smoke_by_hand():
     unit = n * d + 13 * (11 * n * d + n * (LOG2(n) + 16)) + 12 * 4 * n * d
     c = planning.cost("hu2024_table3", "smoke")
     assert (c.units, c.floor) == (4, True) and c.flops == pytest.approx(4 * unit, rel=1e-12)
-    paper = planning.cost(
-        "hu2024_table3", "paper"
-    )  # 2 settings × 3 rates × 4 methods, 300 neighbours, 45,175 rows
+    # 2 settings × 3 rates × 4 methods, 300 neighbours, 45,175 rows
+    paper = planning.cost("hu2024_table3", "paper")
     assert paper.units == 24 and paper.flops > 100 * c.flops
 
 
@@ -111,9 +110,8 @@ def test_hu2024_pipeline_demo_smoke_by_hand():
         + 4 * n * d * k
     )
     c = planning.cost("hu2024_pipeline_demo", "smoke")
-    assert c.units == 1 + 1 * (
-        1 + 6
-    )  # preprocess; dp_gd's base calibration and its 6 analysed steps
+    # preprocess; dp_gd's base calibration and its 6 analysed steps
+    assert c.units == 1 + 1 * (1 + 6)
     assert c.flops == pytest.approx(flops, rel=1e-12) and c.cheap and c.floor
     assert "paper grid = quick grid" in planning.cost("hu2024_pipeline_demo", "paper").basis
 
@@ -156,9 +154,8 @@ def test_wang2026_table2_smoke_by_hand():
     synthetic = sum(
         2 * (m - s) * (2 * s**3 / 3 + 4 * s**2) + 4 * n_syn * m * m for s in (5, 10, 20, 50, 80)
     )
-    adult = (
-        3 * 2 * hist(5000, 3) + 2 * 5000 * 16
-    )  # 3 discrete U × (base + 1 bin count); fnlwgt's covariance
+    # 3 discrete U × (base + 1 bin count); fnlwgt's covariance
+    adult = 3 * 2 * hist(5000, 3) + 2 * 5000 * 16
     credit = 4 * 1 * 19 * hist(30_000, 1)
     sepsis = 2 * (hist(110_204, 1) + hist(179_971, 1) + hist(10_000, 1))
     c = planning.cost("wang2026_table2", "smoke")
@@ -245,9 +242,8 @@ def test_shape_constants_equal_the_real_data(data_dir):
         try:
             ds = data.load(name, data_dir)
         except data.DataNotFoundError:
-            assert name == "cifar100_features", (
-                name
-            )  # user-supplied; every other set is in the data directory
+            # user-supplied; every other set is in the data directory
+            assert name == "cifar100_features", name
             continue
         assert (*ds.x_train.shape, ds.num_classes) == shape, name
     for name, (rows, columns, intercept) in planning.CORRDP_SHAPES.items():
@@ -295,9 +291,8 @@ def test_corrdp_figure_units_equal_their_grids(profile, data_dir):
         ctx, list(fig1.ALL_PANELS.values()), fig1.PROFILES[profile], "fig1", {"a"}
     )
     mechanism = fig1.mechanism_items(ctx, fig1.PROFILES[profile])
-    assert planning.cost("wang2026_fig1", profile).units == len(items) + len(
-        mechanism
-    )  # paper: 34, Medical NN's C_theory = 0.1
+    # paper: 34, Medical NN's C_theory = 0.1
+    assert planning.cost("wang2026_fig1", profile).units == len(items) + len(mechanism)
     pns = fig2.panels()
     items, _ = fig1.panel_items(ctx, pns, fig2.profile_for(profile), "fig2", {pn.key for pn in pns})
     assert planning.cost("wang2026_fig2", profile).units == len(items)
@@ -333,9 +328,8 @@ def test_a_short_grid_without_sweeps_is_validated_whole():
     CHEAP_SECONDS: --validate runs it whole (saving nothing) instead of saying 'not validated'."""
     report = planning.validate_experiment("wang2026_fig2", "smoke", cpu_rate=1e11)
     assert report["validated"] and report["mode"].startswith("run whole"), report
-    report = planning.validate_experiment(
-        "wang2026_fig2", "smoke", cpu_rate=1.0
-    )  # 1 FLOP/s: far too long
+    # 1 FLOP/s: far too long
+    report = planning.validate_experiment("wang2026_fig2", "smoke", cpu_rate=1.0)
     assert not report["validated"] and "not sweeps" in report["why"]
 
 
@@ -365,18 +359,16 @@ def test_hu2024_fig3_counts_every_rank_case_and_step_size(monkeypatch):
     one = planning.cost("hu2024_fig3", "smoke")
     wide = dataclasses.replace(base, learning_rates=(0.01, 0.1, 1.0, 10.0))
     monkeypatch.setitem(hu2024_fig3.PROFILES, "smoke", wide)
-    fixed = one.flops - 2 * 7 * 2 * 200 * 2000 * (
-        4 * (6 * 500 + 8) + 2 * (6 + 8)
-    )  # the trained runs, 2 step sizes
+    # the trained runs, 2 step sizes
+    fixed = one.flops - 2 * 7 * 2 * 200 * 2000 * (4 * (6 * 500 + 8) + 2 * (6 + 8))
     assert planning.cost("hu2024_fig3", "smoke").flops == pytest.approx(
         fixed + 2 * (one.flops - fixed), rel=1e-12
     )
     ranked = dataclasses.replace(base, rank_cases=((2000, 500, 3),))
     monkeypatch.setitem(hu2024_fig3.PROFILES, "smoke", ranked)
     c = planning.cost("hu2024_fig3", "smoke")
-    extra = (
-        2 * 7 * 2 * 200 * 2000 * 2 * ((6 * 3 + 8) - (6 + 8))
-    )  # its k-dim runs train 3 weights, not 1
+    # its k-dim runs train 3 weights, not 1
+    extra = 2 * 7 * 2 * 200 * 2000 * 2 * ((6 * 3 + 8) - (6 + 8))
     assert (c.units, c.flops) == (2, pytest.approx(2 * one.flops + extra, rel=1e-12))
     assert "k ∈ [1, 3]" in c.basis and "2 step sizes" in c.basis
 

@@ -188,9 +188,8 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(
     [
         lambda text: text[: len(text) // 2],  # truncated
         lambda text: "\x00\xff\xfe binary",  # not text
-        lambda text: text.replace('"l2":2.0', '"l2":2.5').replace(
-            '"l2": 2.0', '"l2": 2.5'
-        ),  # edited
+        # edited
+        lambda text: text.replace('"l2":2.0', '"l2":2.5').replace('"l2": 2.0', '"l2": 2.5'),
     ],
     ids=["truncated", "binary", "edited"],
 )
@@ -223,9 +222,8 @@ def test_directory_in_place_of_a_unit_is_named_and_recomputed(tmp_path, empty):
         UserWarning, match=re.escape(f"unit file {path} is a directory, not a unit; moved it to ")
     ):
         assert UnitStore(tmp_path).run("unit", lambda: {"l2": 3.0}) == {"l2": 3.0}
-    assert (
-        path.is_file()
-    )  # the recomputed unit took its place; the directory was moved aside, not deleted
+    # the recomputed unit took its place; the directory was moved aside, not deleted
+    assert path.is_file()
     (aside,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert aside.name.startswith(path.name + ".not-a-unit-") and empty == (not any(aside.iterdir()))
     with warnings.catch_warnings():
@@ -316,9 +314,8 @@ def test_progress_off_a_terminal_prints_no_bar_and_counts_units(tmp_path):
         store = UnitStore(tmp_path / str(verbose), progress=progress)
         store.run("lone", lambda: {"v": 0})  # outside any loop: a step of its own
         for i in progress.track(range(3), "cell"):
-            store.run_many(
-                [(f"{i}/{j}", lambda j=j: {"v": j}) for j in range(2)]
-            )  # nested: no steps
+            # nested: no steps
+            store.run_many([(f"{i}/{j}", lambda j=j: {"v": j}) for j in range(2)])
         store.run_many([("0/0", lambda: {"v": 9}), ("new", lambda: {"v": 1})])
         assert (progress.done, progress.total) == (6, 6)
         assert (progress.computed, progress.cached) == (
@@ -361,9 +358,8 @@ def test_progress_on_a_terminal_draws_a_tqdm_bar_with_done_total_and_our_eta(tmp
     store.run_many([(str(i), lambda i=i: {"v": i}) for i in range(3)])
     text = stream.getvalue()
     assert "\r" in text and "[1/2] exp" in text
-    assert re.search(r"3/3 \[\d\d:\d\d, 3 computed, 0 cached\]", text), (
-        text
-    )  # done/total [elapsed, counts
+    # done/total [elapsed, counts
+    assert re.search(r"3/3 \[\d\d:\d\d, 3 computed, 0 cached\]", text), text
     assert "<" not in text  # not tqdm's own ETA (steps/s), which ignores how steps differ in cost
     progress.close()
     assert stream.getvalue().endswith("\r")  # the bar is cleared (the caller prints one line)
@@ -400,9 +396,8 @@ def test_progress_estimate_weights_steps_by_their_stated_cost():
             pytest.approx(22.0),
             "from 2 computed units, weighted by size",
         )
-        progress.step(
-            computed=False, seconds=0.0, remaining=[1]
-        )  # loaded, not computed: the rate stays
+        # loaded, not computed: the rate stays
+        progress.step(computed=False, seconds=0.0, remaining=[1])
         assert progress.time_left()[0] == pytest.approx(2.0)
     assert progress.time_left() is None  # between grids: nothing to estimate
     progress = results.Progress("exp", stream=io.StringIO(), verbose=False, clock=clock)
@@ -431,9 +426,8 @@ def test_progress_status_line_is_the_grid_estimate_not_the_elapsed_time_per_step
         clock.now += 60  # the first chunk also compiles
         progress.chunk(1, 10)
         clock.now += 60
-        progress.chunk(
-            2, 10
-        )  # 8 chunks × 60 s left in this unit, which takes 600 s, and one more unit
+        # 8 chunks × 60 s left in this unit, which takes 600 s, and one more unit
+        progress.chunk(2, 10)
         assert progress.time_left() == (1080.0, "from the first unit's chunks, weighted by size")
         clock.now += 30
         progress.chunk(2, 10)
@@ -448,9 +442,8 @@ def test_progress_status_line_is_the_grid_estimate_not_the_elapsed_time_per_step
         clock.now += 450
         progress.step(computed=True, seconds=600.0, remaining=[1.0])
         assert progress.time_left() == (600.0, "from 1 computed unit, weighted by size")
-    assert (
-        len([line for line in _eta_lines(stream.getvalue()) if "≈" in line]) == 1
-    )  # one note per grid
+    # one note per grid
+    assert len([line for line in _eta_lines(stream.getvalue()) if "≈" in line]) == 1
 
 
 def test_progress_plain_lines_are_rate_limited_and_say_what_is_left():
@@ -559,9 +552,8 @@ def test_progress_estimates_a_long_sweep_from_its_second_chunk():
     assert line.endswith(
         "] 8 of 10 chunks left ≈ 40 s (this unit, from its chunks after the first)"
     ), line
-    progress.unit(
-        cached=False, seconds=95.0
-    )  # that lone unit is done: the next lone sweep gets its own line
+    # that lone unit is done: the next lone sweep gets its own line
+    progress.unit(cached=False, seconds=95.0)
     for done in range(4):
         progress.chunk(done, 3)
         clock.now += 50
@@ -637,9 +629,8 @@ def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
             "experiments/results.py": "import json\n",
             "experiments/shared.py": "from . import results\n",  # relative, transitive
             "experiments/a.py": "from experiments import RunContext, shared\n",
-            "experiments/b.py": (
-                "def f():\n    import experiments.results as r\n    return r\n"
-            ),  # inside a function
+            # inside a function
+            "experiments/b.py": ("def f():\n    import experiments.results as r\n    return r\n"),
             "experiments/other.py": "Y = 2\n",
         },
     )

@@ -66,9 +66,8 @@ def test_seed_keys_of_more_seeds_extend_those_of_fewer():
 def test_profiles_rerun_at_the_papers_ten_seeds_only_where_the_search_has_fewer():
     assert t1.GRIDS["quick"].seeds == 3 and t1.GRIDS["quick"].spread_seeds == t1.PAPER_SEEDS == 10
     assert t1.GRIDS["quick"].rerun_spread
-    assert (
-        t1.GRIDS["paper"].seeds == 10 and not t1.GRIDS["paper"].rerun_spread
-    )  # its search has the 10 seeds
+    # its search has the 10 seeds
+    assert t1.GRIDS["paper"].seeds == 10 and not t1.GRIDS["paper"].rerun_spread
     assert not t1.GRIDS["smoke"].rerun_spread
     with pytest.raises(ValueError, match="spread_seeds"):
         dataclasses.replace(t1.GRIDS["quick"], spread_seeds=-1)
@@ -132,24 +131,21 @@ def test_spread_units_rerun_exactly_the_selected_configurations(search):
             and "/spread/" in u.key
             and u.key not in search_keys
         )
-        source = next(
-            s for s in units if s.key == u.calibration
-        )  # the search unit whose noise it reuses
+        # the search unit whose noise it reuses
+        source = next(s for s in units if s.key == u.calibration)
         assert source.variant == "main" and (source.batch_size, source.epochs) == (
             u.batch_size,
             u.epochs,
         )
         assert source.meta["epsilon"] == u.meta["epsilon"] and set(u.models) <= set(source.models)
-    if (
-        search == "staged"
-    ):  # the same configurations give the same rerun units under either protocol
+    # the same configurations give the same rerun units under either protocol
+    if search == "staged":
         full_ds, full_units = _units(t1.grid_for("quick", "full"))
         assert [
             u.key for u in t1.spread_units(full_ds, t1.grid_for("quick", "full"), full_units, best)
         ] == [u.key for u in spread]
-    assert (
-        t1.spread_units(ds, t1.GRIDS["paper"], units, best) == []
-    )  # the paper profile's search has 10 seeds
+    # the paper profile's search has 10 seeds
+    assert t1.spread_units(ds, t1.GRIDS["paper"], units, best) == []
 
 
 def test_with_spread_takes_the_reruns_seeds_and_falls_back_to_the_search():
@@ -223,9 +219,8 @@ def test_with_spread_takes_the_reruns_seeds_and_falls_back_to_the_search():
         1
     ] == pytest.approx(acc.mean())
     assert (out.spread_std[0], out.spread_std[2]) == (0.05, 0.3)
-    assert list(out["mean"]) == list(best["mean"]) and list(out["std"]) == list(
-        best["std"]
-    )  # the search's, kept
+    # the search's, kept
+    assert list(out["mean"]) == list(best["mean"]) and list(out["std"]) == list(best["std"])
     assert list(t1.with_spread(best, pd.DataFrame()).spread_source) == ["search"] * 3
 
 
@@ -256,9 +251,8 @@ def test_grid_flops_count_the_rerun_by_hand():
         "mnist": base["mnist"] + spread,
         "spread": spread,
     }
-    assert (
-        t1.grid_flops(dataclasses.replace(grid, spread_seeds=2)) == base
-    )  # no more seeds than the search's
+    # no more seeds than the search's
+    assert t1.grid_flops(dataclasses.replace(grid, spread_seeds=2)) == base
     staged = t1.grid_flops(dataclasses.replace(grid, spread_seeds=5), "staged")
     assert (
         staged["spread"] == spread
@@ -405,9 +399,8 @@ def test_spread_rerun_smoke_end_to_end_and_resumes(tmp_path, data_dir):
             & (search.eps_F.isna() if pd.isna(r.eps_F) else search.eps_F == r.eps_F)
         ].sort_values("seed")
         assert list(first.z.fillna(-1)) == list(twin.z.fillna(-1))
-        assert np.allclose(
-            first.acc_last, twin.acc_last, atol=3.0
-        )  # the same streams, up to rounding
+        # the same streams, up to rounding
+        assert np.allclose(first.acc_last, twin.acc_last, atol=3.0)
     c16 = [
         c
         for c in t1.comparisons_for(search, selection, grid, "quick", [])

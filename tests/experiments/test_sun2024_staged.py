@@ -91,9 +91,8 @@ def test_top_k_is_exactly_the_k_best_of_stage1(k):
     frame = _stage1_frame(np.random.default_rng(k))
     chosen = t1.top_k(frame, k)
     for method, part in frame.groupby("method"):
-        order = sorted(
-            range(len(part)), key=lambda i: (-part.acc_last.iloc[i], i)
-        )  # best first, then grid order
+        # best first, then grid order
+        order = sorted(range(len(part)), key=lambda i: (-part.acc_last.iloc[i], i))
         want = part.iloc[order[:k]]
         got = chosen[chosen.method == method]
         assert len(got) == min(k, len(part))
@@ -158,9 +157,8 @@ def test_grid_flops_by_hand():
     assert full == {"total": 257_672_000, "mnist": 257_672_000}
     staged = t1.grid_flops(grid, "staged")
     stage1 = (private + nonprivate) // 2  # seed 0 only
-    stage2 = (
-        2 * 10 * 100 * clipped * 2 + 2 * 8 * 250 * plain
-    )  # top 1 of each of dpsgdf, dpsgd, non-private
+    # top 1 of each of dpsgdf, dpsgd, non-private
+    stage2 = 2 * 10 * 100 * clipped * 2 + 2 * 8 * 250 * plain
     assert staged == {
         "total": stage1 + stage2,
         "mnist": stage1 + stage2,
@@ -204,9 +202,8 @@ def test_staged_search_smoke_end_to_end(tmp_path, data_dir):
     comparisons = run()
     runs = pd.read_csv(tmp_path / "runs.csv")
     stage1, stage2 = runs[runs.stage == "stage1"], runs[runs.stage == "stage2"]
-    assert (
-        set(stage1.seed) == {0} and len(stage1) == 2 * 3
-    )  # (1 + 1 eps_F) x 2 lr private, 2 non-private
+    # (1 + 1 eps_F) x 2 lr private, 2 non-private
+    assert set(stage1.seed) == {0} and len(stage1) == 2 * 3
     assert set(stage2.seed) == {0, 1} and (runs.search == "staged").all()
     chosen = t1.top_k(stage1, 1)
     assert len(chosen) == 3  # one per method

@@ -173,9 +173,8 @@ def test_fig2_ordering_row_names_each_failing_point():
     summary = pd.DataFrame(good)
     row = ordering_row(summary)
     assert row.status == "pass" and row.measured.startswith("holds at 12/12 (m_s, ε)")
-    assert ordering(summary, "m_s=5")[
-        "holds"
-    ].all()  # ε = 3: CorrDP 0.035 > Standard 0.03, bands touch
+    # ε = 3: CorrDP 0.035 > Standard 0.03, bands touch
+    assert ordering(summary, "m_s=5")["holds"].all()
     bad = [
         r
         for m in M_S
@@ -225,9 +224,8 @@ def test_collapse_row_counts_runs_at_the_majority_rate():
     row = collapse_row(pd.DataFrame(rows), PANELS["c"], 0.01, 56.74, 10_000)
     assert row.status == "info"
     assert "ε = 1: 3/3 (2)" in row.measured and "ε = 5: 1/3 (1)" in row.measured
-    assert (
-        "at ε = 1:" in row.measured and "9.40–9.76 pp" in row.measured
-    )  # the tie sits at a ~9.8 pp gap
+    # the tie sits at a ~9.8 pp gap
+    assert "at ε = 1:" in row.measured and "9.40–9.76 pp" in row.measured
 
 
 def test_dp_status_discloses_panels_without_a_guarantee():

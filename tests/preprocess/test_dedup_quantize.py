@@ -93,9 +93,8 @@ def test_prop3_bounds_hold_on_random_neighbours(seed):
         assert l2q <= max(q1.sensitivity.l2, q2.sensitivity.l2) + 1e-12  # conservative 2η
         worst_linf = max(worst_linf, h / p)
         worst_ratio_q = max(worst_ratio_q, l2q / ETA)
-    assert (
-        worst_linf > 0 and worst_ratio_q > 0
-    )  # the neighbours do move dedup'd and quantized points
+    # the neighbours do move dedup'd and quantized points
+    assert worst_linf > 0 and worst_ratio_q > 0
 
 
 def test_pathological_example_moves_every_common_point():

@@ -62,9 +62,8 @@ def test_bounds_hold_on_random_neighbours(method, seed):
         assert l2 <= bound * (1 + 1e-9), (method, l2, bound)
         worst = max(worst, l2 / bound)
     print(f"{method} seed={seed}: worst measured/bound = {worst:.3f}")
-    assert worst > (
-        0.01 if method == "regression" else 0.3
-    )  # the check bites (regression: worst-case bound)
+    # the check bites (regression: worst-case bound)
+    assert worst > (0.01 if method == "regression" else 0.3)
 
 
 @pytest.mark.parametrize("method", ["mean", "median", "trimmed"])
@@ -140,9 +139,8 @@ def test_bad_input():
     with pytest.raises(
         ValueError, match="column 2 has 0 observed value\\(s\\); this imputation needs >= 2"
     ):
-        impute_regression(
-            np.column_stack([np.full((50, 2), 0.1), np.full(50, np.nan)])
-        )  # all-NaN column
+        # all-NaN column
+        impute_regression(np.column_stack([np.full((50, 2), 0.1), np.full(50, np.nan)]))
 
 
 @pytest.mark.parametrize("method", ["mean", "median", "trimmed_mean"])

@@ -122,9 +122,8 @@ def test_bad_input():
 @pytest.mark.parametrize(
     "rows",
     [
-        np.full(
-            (100, 5), 0.1
-        ),  # constant rows: centring leaves rounding residue (gap ~1e-31, "l2" ~1e29 before)
+        # constant rows: centring leaves rounding residue (gap ~1e-31, "l2" ~1e29 before)
+        np.full((100, 5), 0.1),
         np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1)),
         np.tile([0.3, 0.1, 0.2, 0.05, 0.4], (100, 1))
         + 1e-12 * np.random.default_rng(0).normal(size=(100, 5)),
@@ -154,9 +153,8 @@ def test_gap_tolerance_is_relative_to_the_data_scale():
         var1 = 0.25 * scale**2
         tol = pca_mod.gap_tolerance(_two_variances(n, d, var1, var1), np.array([var1]))
         assert 0 < tol < 1e-12 * scale**2
-        ok = pca_reduce(
-            _two_variances(n, d, var1, var1 - 100 * tol), 1
-        )  # a genuine gap, 100× the tolerance
+        # a genuine gap, 100× the tolerance
+        ok = pca_reduce(_two_variances(n, d, var1, var1 - 100 * tol), 1)
         assert ok.gap_k == pytest.approx(100 * tol, rel=0.05)
         with pytest.raises(ValueError, match="within rounding error of a tie"):
             pca_reduce(_two_variances(n, d, var1, var1 - tol / 10), 1)

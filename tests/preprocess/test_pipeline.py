@@ -195,9 +195,8 @@ def test_why_a_group_version_is_needed():
     centres = np.linspace(-0.75, 0.75, k_rows)
     imputed_rows = [[c, np.nan] for c in centres]  # mean of column 1 will be 0
     clusters = [r for c in centres for r in ([c, 3 * eta + 0.002], [c + 0.004, 3 * eta + 0.002])]
-    fill = (
-        -2 * k_rows * (3 * eta + 0.002) / 4
-    )  # four fillers pull the observed mean of column 1 to 0
+    # four fillers pull the observed mean of column 1 to 0
+    fill = -2 * k_rows * (3 * eta + 0.002) / 4
     fillers = [[x, fill] for x in (-0.6, -0.2, 0.2, 0.6)]
     x1 = np.array(imputed_rows + clusters + fillers)
     x2 = x1.copy()
@@ -215,7 +214,6 @@ def test_why_a_group_version_is_needed():
     assert changed > naive  # adding the steps' own Δ∞ would be invalid
     n = len(x1)
     assert r1.sensitivity.linf == min(k_rows + (k_rows + 1) * 4, n)  # chain rule, capped at n
-    assert r2.sensitivity.linf == min(
-        k_rows + (k_rows + 1) * 2, n
-    )  # S2's clusters are broken: p = 2
+    # S2's clusters are broken: p = 2
+    assert r2.sensitivity.linf == min(k_rows + (k_rows + 1) * 2, n)
     assert changed <= min(r1.sensitivity.linf, r2.sensitivity.linf)

@@ -66,9 +66,8 @@ def test_distance_statistic_has_sensitivity_one(n, d, k, seed, spread, replaceme
 def test_distance_statistic_values():
     data = low_rank_logistic(2000, 20, 1, seed=0)
     gap = ptr.eigen_gap(data.x, 1)
-    assert gap == pytest.approx(
-        pca_reduce(data.x, 1).gap_k, rel=1e-10
-    )  # same covariance as pca_reduce
+    # same covariance as pca_reduce
+    assert gap == pytest.approx(pca_reduce(data.x, 1).gap_k, rel=1e-10)
     n = 2000
     assert ptr.gap_change_bound(n) == pytest.approx(4 * (3 * n + 2) / (n * (n - 1)))
     assert ptr.gap_change_bound(101) * 101 == pytest.approx(12.2)

@@ -43,9 +43,8 @@ def test_table2_budgets_at_spec_11_2_point():
 def test_closed_forms():
     assert S.dedup_sensitivity(6) == Sensitivity(6.0, 1.0)
     assert S.quantization_sensitivity(6, 0.05, conservative=False) == Sensitivity(6.0, 0.05)
-    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(
-        6.0, 0.1
-    )  # safe default, as quantize()
+    # safe default, as quantize()
+    assert S.quantization_sensitivity(6, 0.05) == Sensitivity(6.0, 0.1)
     assert S.mean_imputation_sensitivity(100, 20).l2 == pytest.approx(2 / 80)
     assert S.mean_imputation_sensitivity(100, 20, max_missing_per_row=4).l2 == pytest.approx(4 / 80)
     assert S.median_imputation_sensitivity(5, 0.1, max_missing_per_row=4).l2 == pytest.approx(0.2)

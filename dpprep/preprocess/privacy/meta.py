@@ -783,9 +783,8 @@ class PreprocessedAccountant:
         theorem2 = plan.epsilon(noise_multiplier, delta, accountant=self)
         try:
             group = plan.epsilon(noise_multiplier, delta, accountant=_GroupPrivacy(self))
-        except (
-            ValueError
-        ):  # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
+        # the group bound leaves nothing of delta (e.g. its ε overflows the slack)
+        except ValueError:
             group = math.inf
         k = default_group_size(self.sensitivity.linf, plan.n)
         which = "Theorem 2" if theorem2 <= group else f"group privacy (k = {k})"

@@ -118,9 +118,8 @@ def table2_sensitivity(preprocessing: str, point: Table2Point) -> Sensitivity:
     if preprocessing == "dedup":
         return dedup_sensitivity(point.p)
     if preprocessing == "quantization":
-        return quantization_sensitivity(
-            point.p, point.eta, conservative=False
-        )  # the paper's Δ2 = η
+        # the paper's Δ2 = η
+        return quantization_sensitivity(point.p, point.eta, conservative=False)
     if preprocessing == "mean_imputation":
         return mean_imputation_sensitivity(point.n, point.p)
     return Sensitivity(

@@ -215,15 +215,13 @@ def test_overall_privacy_pure_and_group_baselines():
     assert res.pure and res.epsilon == pytest.approx(0.5 * 2.0) and res.optimal_alpha == math.inf
     assert res.group_size == 11 and res.group_epsilon == pytest.approx(5.5)  # k = Δ∞ + 1
     gd = meta.overall_privacy(table1.dp_gd(epsilon=0.1), Sensitivity(4, 0.5), delta=1e-5)
-    assert gd.group_epsilon == pytest.approx(
-        gaussian_group_epsilon(5, 0.2, 1e-5), rel=1e-8
-    )  # 2αk²ε² = α k²(2ε)²/2
+    # 2αk²ε² = α k²(2ε)²/2
+    assert gd.group_epsilon == pytest.approx(gaussian_group_epsilon(5, 0.2, 1e-5), rel=1e-8)
     it = meta.overall_privacy(
         table1.dp_sgd_iteration(epsilon=0.01, n=1000, kappa=20), Sensitivity(10, 0.1), delta=1e-5
     )
-    assert (
-        it.group_epsilon is None and it.group_size is None
-    )  # no group baseline for DP-SGD variants
+    # no group baseline for DP-SGD variants
+    assert it.group_epsilon is None and it.group_size is None
 
 
 def test_overall_privacy_checks():
@@ -344,9 +342,8 @@ def test_dp_sgd_sampling_formula_is_replaced_by_a_rigorous_bound():
     n, z_half, alpha = 10_000, 1.2, 11.0
     acc = RdpAccountant(orders=[alpha], neighboring_relation=NeighboringRelation.REPLACE_ONE)
     acc.compose(SampledWithoutReplacementDpEvent(n, 1, GaussianDpEvent(z_half)))
-    table_per_step = alpha**2 / (
-        (2 * z_half) ** 2 * n**2
-    )  # α²ε²/(2T) with σ = L√(2T)/(εn), z = 2·z_half
+    # α²ε²/(2T) with σ = L√(2T)/(εn), z = 2·z_half
+    table_per_step = alpha**2 / ((2 * z_half) ** 2 * n**2)
     assert acc._rdp[0] > table_per_step  # the reason the formula is not used
 
     sens = Sensitivity(10, 1.0)
@@ -355,9 +352,8 @@ def test_dp_sgd_sampling_formula_is_replaced_by_a_rigorous_bound():
     )
     assert isinstance(res.mechanism, SubsampledSGD) and res.mechanism.linf == 10.0
     assert res.epsilon > 3.75
-    with pytest.raises(
-        ValueError, match="rigorous"
-    ):  # theorem2's checks still refuse the formula itself
+    # theorem2's checks still refuse the formula itself
+    with pytest.raises(ValueError, match="rigorous"):
         meta.check_mechanism(
             table1.dp_sgd_sampling(epsilon=1.0, n=1000, steps=2_000_000), Sensitivity(0, 0)
         )

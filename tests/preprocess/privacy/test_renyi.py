@@ -38,9 +38,8 @@ def test_numeric_conversion_matches_linear_closed_form(slope, delta, alpha_min):
     numeric = renyi.rdp_to_dp(lambda a: slope * a, delta, alpha_min=alpha_min)
     closed = renyi.rdp_to_dp_linear(slope, delta, alpha_min=alpha_min)
     assert numeric.epsilon == pytest.approx(closed.epsilon, rel=1e-8)
-    assert numeric.epsilon >= closed.epsilon * (
-        1 - 1e-12
-    )  # a grid minimum cannot undercut the true one
+    # a grid minimum cannot undercut the true one
+    assert numeric.epsilon >= closed.epsilon * (1 - 1e-12)
 
 
 def test_discrete_orders_and_inadmissible_curve():

@@ -43,9 +43,8 @@ def mixture_divergence(alpha, sigma, weights, means_p, means_q):
 def test_replace_one_rdp_dominates_add_remove(q, z):
     n = round(1 / q)
     ar = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, z, ORDERS)
-    ar = np.where(
-        np.isfinite(ar), ar, sgd_samp.add_remove_step_rdp(q, z, np.array(ORDERS))
-    )  # dp-accounting gives up near α = 1 at q = 0.1
+    # dp-accounting gives up near α = 1 at q = 0.1
+    ar = np.where(np.isfinite(ar), ar, sgd_samp.add_remove_step_rdp(q, z, np.array(ORDERS)))
     assert np.all(np.isfinite(ar))
     for sampling in sgd_samp.SAMPLINGS:
         ro = sgd_samp.replace_one_step_rdp(sampling, n, 1, z, np.array(ORDERS))
@@ -104,9 +103,8 @@ def test_without_replacement_matches_dp_accounting_and_full_batch_closed_form():
         full = sgd_samp.subsampled_sgd(
             noise_multiplier=z, n=20, batch_size=20, steps=steps, linf=20, sampling=sampling
         )
-        for alpha in (
-            (1.5, 4.0, 30.0) if sampling == "poisson" else (4.0, 30.0)
-        ):  # WOR: integer grid
+        # WOR: integer grid
+        for alpha in (1.5, 4.0, 30.0) if sampling == "poisson" else (4.0, 30.0):
             closed = steps * 2 * alpha / z**2
             assert closed * (1 - 1e-12) <= full.rdp(alpha) <= closed * 1.01
 

@@ -98,9 +98,8 @@ def test_dp_sgd_sampling_needs_z_below_n_over_16():
     assert m.noise_multiplier == pytest.approx(7.0)
     with pytest.raises(ValueError, match="n/16"):
         m.rdp(4.0)
-    ok = table1.dp_sgd_sampling(
-        epsilon=math.sqrt(2 * 100) / (6.0 * 100), n=100, steps=100
-    )  # z = 6 < 6.25
+    # z = 6 < 6.25
+    ok = table1.dp_sgd_sampling(epsilon=math.sqrt(2 * 100) / (6.0 * 100), n=100, steps=100)
     assert ok.rdp(4.0) == pytest.approx(8 * ok.epsilon**2)
 
 
@@ -149,9 +148,8 @@ def test_dp_sgd_iteration_constants_and_range():
     )
     with pytest.raises(ValueError, match="alpha <"):
         it.rdp(it.alpha_range()[1])
-    dp.sgd_iter_rdp(
-        it.alpha_range()[1], noise_std=it.noise, lipschitz=1.0, n=1000
-    )  # Thm 26: allowed
+    # Thm 26: allowed
+    dp.sgd_iter_rdp(it.alpha_range()[1], noise_std=it.noise, lipschitz=1.0, n=1000)
     # Feldman et al. Thm 26 with this σ gives 4αL²log n/(nσ²) = αε²/32 ≤ αε²/2.
     assert 4 * 2.0 * math.log(1000) / (1000 * sigma**2) == pytest.approx(it.rdp(2.0) / 16)
     factor = 1000 * math.log(992) / (991 * math.log(1000))
