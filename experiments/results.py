@@ -83,53 +83,85 @@ def source_digest() -> str:
 # The runner (experiments/__init__.py: which profile, where to write) is not part of any
 # experiment's computation; every experiment imports it, so keying on it would tie them all again.
 _RUNNER = "experiments/__init__.py"
+# What never feeds a unit: an experiment's cost model (``cost.py``, read by ``--plan`` and
+# ``--validate`` only) and its figures (``plots.py`` and the shared ``experiments/plotting.py``,
+# drawn from finished units). Editing them leaves cached units valid; ``tests/experiments``
+# checks that only the modules allowed to import them do.
+NOT_KEYED = ("cost.py", "plots.py")
+_PLOTTING = "experiments/plotting.py"
+
+
+def _keyed(relpath: str) -> bool:
+    return relpath != _PLOTTING and Path(relpath).name not in NOT_KEYED
+
+
+def module_file(root: Path, module: str) -> str | None:
+    """The file of the dotted ``experiments`` module ``module`` under ``root`` (``a/b.py`` or the
+    package's ``a/b/__init__.py``), or None when there is none."""
+    parts = module.split(".")
+    if parts[0] != "experiments":
+        return None
+    for relpath in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
+        if (root / relpath).is_file():
+            return relpath
+    return None
+
+
+def _module_name(relpath: str) -> str:
+    parts = Path(relpath).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imported_experiment_files(root: Path, relpath: str) -> set[str]:
-    """The ``experiments/*.py`` files that ``relpath`` imports directly (absolute or relative)."""
+    """The ``experiments`` files that ``relpath`` imports directly (absolute or relative, at any
+    depth), with the ``__init__.py`` of every package on the way, as importing does."""
     import ast
 
     tree = ast.parse((root / relpath).read_text(), filename=relpath)
+    package = _module_name(relpath)
+    if not relpath.endswith("__init__.py"):
+        package = package.rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "experiments" if node.level else (node.module or "")
-            if node.level and node.module:
-                base = f"experiments.{node.module}"
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
             names.add(base)
-            # ``from experiments import results``
+            # ``from experiments import results`` names a module too
             names.update(f"{base}.{alias.name}" for alias in node.names)
     found = set()
     for name in names:
         parts = name.split(".")
-        if (
-            parts[0] == "experiments"
-            and len(parts) >= 2
-            and (root / "experiments" / f"{parts[1]}.py").is_file()
-        ):
-            found.add(f"experiments/{parts[1]}.py")
+        for depth in range(2, len(parts) + 1):  # each package on the way is imported too
+            file = module_file(root, ".".join(parts[:depth]))
+            if file is not None:
+                found.add(file)
     return found
 
 
 def experiment_sources(module: str, root: Path | str | None = None) -> tuple[str, ...]:
-    """The sources whose edits may change the units of the experiment module ``module`` (dotted,
-    e.g. ``"experiments.audit"``): the package ``dpprep/``, that module and every ``experiments``
-    module it imports, transitively (the runner
-    ``experiments/__init__.py`` excepted). Editing one experiment thus leaves the others' cached
-    units valid, while an edit to the package or to a shared helper (``results.py``) invalidates
-    every experiment that uses it."""
+    """The sources whose edits may change the units of the experiment ``module`` (dotted, e.g.
+    ``"experiments.audit"``): the package ``dpprep/``, the experiment's module and every
+    ``experiments`` module it imports, transitively, except the runner ``experiments/__init__.py``
+    and what never feeds a unit (:data:`NOT_KEYED`: cost models and figures). Editing one
+    experiment thus leaves the others' cached units valid, while an edit to the package or to a
+    shared helper (``results.py``) invalidates every experiment that uses it."""
     root = Path(__file__).resolve().parents[1] if root is None else Path(root)
-    start = module.replace(".", "/") + ".py"
-    if not (module.startswith("experiments.") and (root / start).is_file()):
-        raise ValueError(f"no experiment module {start} under {root}")
+    start = module_file(root, module) if module.startswith("experiments.") else None
+    if start is None:
+        raise ValueError(f"no experiment module {module.replace('.', '/')} under {root}")
     seen, todo = {start}, [start]
     while todo:
         for dep in _imported_experiment_files(root, todo.pop()) - seen - {_RUNNER}:
             seen.add(dep)
-            todo.append(dep)
-    return ("dpprep", *sorted(seen))
+            if _keyed(dep):
+                todo.append(dep)
+    return ("dpprep", *sorted(file for file in seen if _keyed(file)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -668,6 +668,56 @@ def test_experiment_sources_follow_its_imports_and_skip_the_runner(tmp_path):
     assert all(digest(m) != after[m] for m in before)  # the package: every experiment
 
 
+def test_a_package_experiment_is_keyed_on_what_computes_its_units(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "dpprep/core.py": "X = 1\n",
+            "experiments/__init__.py": "RUNNER = 1\n",
+            "experiments/results.py": "import json\n",
+            "experiments/plotting.py": "from experiments.results import json\n",
+            "experiments/c/__init__.py": "from . import compute, plots\n",
+            "experiments/c/__main__.py": "import experiments\n",
+            "experiments/c/compute.py": "from .config import GRID\n",
+            "experiments/c/config.py": "GRID = (1, 2)\n",
+            "experiments/c/plots.py": "from experiments import plotting\n",
+            "experiments/c/cost.py": "from experiments.c.config import GRID\n",
+            "experiments/c/targets.csv": "paper\n1.0\n",
+            "experiments/d/__init__.py": "from experiments.c.config import GRID\n",
+        },
+    )
+    assert results.experiment_sources("experiments.c", tmp_path) == (
+        "dpprep",
+        "experiments/c/__init__.py",
+        "experiments/c/compute.py",
+        "experiments/c/config.py",
+    )
+    # importing a submodule imports its package too
+    assert results.experiment_sources("experiments.d", tmp_path) == (
+        "dpprep",
+        "experiments/c/__init__.py",
+        "experiments/c/compute.py",
+        "experiments/c/config.py",
+        "experiments/d/__init__.py",
+    )
+
+    def digest():
+        return results.tree_digest(tmp_path, results.experiment_sources("experiments.c", tmp_path))
+
+    before = digest()
+    for edit in (
+        {"experiments/c/plots.py": "from experiments import plotting\nDPI = 90\n"},
+        {"experiments/plotting.py": "WIDTH = 4\n"},
+        {"experiments/c/cost.py": "FLOPS = 10\n"},
+        {"experiments/c/targets.csv": "paper\n2.0\n"},
+        {"experiments/c/__main__.py": "import experiments  # run alone\nX = 1\n"},
+    ):
+        _tree(tmp_path, edit)
+        assert digest() == before, edit  # figures, cost models, targets: units stay valid
+    _tree(tmp_path, {"experiments/c/config.py": "GRID = (1, 2, 3)\n"})
+    assert digest() != before
+
+
 def test_units_are_keyed_on_the_store_source(tmp_path):
     calls = []
 
@@ -688,8 +738,8 @@ def test_run_all_keys_each_experiment_on_its_own_sources(tmp_path):
     module = experiments.REGISTRY["hu2024_pipeline_demo"][0]
     assert results.experiment_sources(module) == (
         "dpprep",
-        "experiments/hu2024_pipeline_demo.py",
-        "experiments/hu2024_table3.py",
+        "experiments/hu2024_pipeline_demo/__init__.py",
+        "experiments/hu2024_table3/__init__.py",
         "experiments/results.py",
     )
     assert (

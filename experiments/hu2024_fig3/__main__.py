@@ -1,0 +1,5 @@
+"""``python -m experiments.hu2024_fig3``: run this experiment alone."""
+
+from experiments import main_for
+
+main_for("hu2024_fig3")

@@ -1,0 +1,5 @@
+"""``python -m experiments.sun2024_selection``: run this experiment alone."""
+
+from experiments import main_for
+
+main_for("sun2024_selection")

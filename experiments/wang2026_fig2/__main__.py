@@ -1,0 +1,5 @@
+"""``python -m experiments.wang2026_fig2``: run this experiment alone."""
+
+from experiments import main_for
+
+main_for("wang2026_fig2")
