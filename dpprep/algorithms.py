@@ -96,18 +96,19 @@ import functools
 import inspect
 import math
 import warnings
-from typing import Any, Callable, Collection, NamedTuple
+from typing import Any, Callable, Collection, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike, DTypeLike
 
 from dpprep import clipping, optimizers, sampling, streams
 from dpprep import extensions as ext_lib
 from dpprep import noise as noise_lib
-from dpprep.extensions import Extension
-from dpprep.models import Array, Model, Params, check_targets
+from dpprep.extensions import Extension, Field
+from dpprep.models import Array, Inputs, Model, Params, PyTree, check_targets
 from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.step import apply_step
 from dpprep.validation import check_finite_array, check_key
@@ -133,8 +134,8 @@ class Hyper:
     The clip bound and the noise are the plan's (:class:`~dpprep.plan.DPPlan`), stated there once.
     """
 
-    learning_rate: Any
-    extra: Any = dataclasses.field(default=None, kw_only=True)
+    learning_rate: ArrayLike
+    extra: dict[str, Any] | None = dataclasses.field(default=None, kw_only=True)
 
 
 @jax.tree_util.register_dataclass
@@ -143,10 +144,10 @@ class Traced:
     """What the engine traces for one run: :class:`Hyper`'s values and the plan's ``z`` and ``C``
     (a sweep point may set any of them; the drivers build it, checked against the plan)."""
 
-    learning_rate: Any
-    noise_multiplier: Any
-    clip_norm: Any
-    extra: Any = None
+    learning_rate: ArrayLike
+    noise_multiplier: ArrayLike
+    clip_norm: ArrayLike
+    extra: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +210,7 @@ def sweepable_fields(config: TrainConfig) -> tuple[str, ...]:
     return SCALAR_FIELDS + tuple(ext_lib.field_specs(config.extensions, SCALAR_FIELDS))
 
 
-def with_values(traced: Traced, values: Any) -> Traced:
+def with_values(traced: Traced, values: Mapping[str, Any]) -> Traced:
     """``traced`` with ``values`` (``{field: value}``) set: core fields directly, extension fields
     in ``extra`` (any name that is not a core field)."""
     core = {name: value for name, value in values.items() if name in SCALAR_FIELDS}
@@ -413,7 +414,7 @@ def _with_precision(fn: Callable[..., Any]) -> Callable[..., Any]:
 @_with_precision
 def _begin(
     config: TrainConfig, plan: ExecutionPlan, values: Traced, params0: Params, key: Array
-) -> tuple[tuple[Params, Any], _Invariants]:
+) -> tuple[tuple[Params, optax.OptState], _Invariants]:
     """A run's start: the carry ``(params0, optimizer state)`` and its :class:`_Invariants`."""
     tx = update_transform(config, plan, values, streams.stream(key, streams.NOISE))
     prepared = plan.impl.prepare(streams.stream(key, streams.BATCH), plan)
@@ -430,15 +431,15 @@ def _advance(
     config: TrainConfig,
     plan: ExecutionPlan,
     values: Traced,
-    x: Any,
+    x: Inputs,
     y: Array,
     key: Array,
-    carry: tuple[Params, Any],
+    carry: tuple[Params, optax.OptState],
     invariants: _Invariants,
-    t0: Any,
+    t0: ArrayLike,
     count: int,
     unroll: bool,
-) -> tuple[tuple[Params, Any], dict[str, Array]]:
+) -> tuple[tuple[Params, optax.OptState], dict[str, Array]]:
     """Steps ``t0 .. t0 + count − 1`` of the run from ``carry``: the new carry and the steps'
     metrics (leading axis ``count``); one ``lax.scan``, fully unrolled when ``unroll``."""
     sampler = plan.impl
@@ -511,7 +512,7 @@ def _advance(
 
 def _end(
     config: TrainConfig,
-    carry: tuple[Params, Any],
+    carry: tuple[Params, optax.OptState],
     invariants: _Invariants,
     metrics: dict[str, Array],
 ) -> tuple[Params, dict[str, Array]]:
@@ -530,7 +531,7 @@ def _run(
     plan: ExecutionPlan,
     values: Traced,
     params0: Params,
-    x: Array,
+    x: Inputs,
     y: Array,
     key: Array,
 ) -> tuple[Params, dict[str, Array]]:
@@ -547,7 +548,7 @@ class _RunState(NamedTuple):
     """A run between two host calls: its carry, invariants and the metrics of every step so far
     (a buffer with the run's leading steps axis, filled chunk by chunk)."""
 
-    carry: tuple[Params, Any]
+    carry: tuple[Params, optax.OptState]
     invariants: _Invariants
     metrics: dict[str, Array]
 
@@ -557,7 +558,7 @@ def _begin_state(
     plan: ExecutionPlan,
     values: Traced,
     params0: Params,
-    x: Any,
+    x: Inputs,
     y: Array,
     key: Array,
 ) -> _RunState:
@@ -575,11 +576,11 @@ def _advance_state(
     config: TrainConfig,
     plan: ExecutionPlan,
     values: Traced,
-    x: Any,
+    x: Inputs,
     y: Array,
     key: Array,
     state: _RunState,
-    t0: Any,
+    t0: ArrayLike,
     count: int,
 ) -> _RunState:
     carry, metrics = _advance(
@@ -617,14 +618,14 @@ def _primitives(jaxpr: Any) -> set[str]:
     return names
 
 
-def convolves(model: Model, params0: Params, x: Any) -> bool:
+def convolves(model: Model, params0: Params, x: Inputs) -> bool:
     """Whether ``model``'s forward pass on one example of ``x`` has a convolution (traced, not
     run)."""
     jaxpr = jax.make_jaxpr(model.apply)(params0, _example_structs(x, 1))
     return "conv_general_dilated" in _primitives(jaxpr.jaxpr)
 
 
-def steps_per_call(config: TrainConfig, params0: Params, x: Any) -> int | None:
+def steps_per_call(config: TrainConfig, params0: Params, x: Inputs) -> int | None:
     """How many steps :func:`train` and the sweeps run per compiled call: None runs the whole run
     as one compiled loop (``lax.scan``); ``k`` runs a host loop over a compiled call of ``k``
     straight-line steps (the result is the same run; only its speed differs).
@@ -708,7 +709,7 @@ def make_train_fn(
     )
     run = functools.partial(_run, static_config(config), plan.execution)
 
-    def fn(params0: Params, x: Any, y: Any, key: Array) -> tuple[Params, dict[str, Array]]:
+    def fn(params0: Params, x: Inputs, y: Array, key: Array) -> tuple[Params, dict[str, Array]]:
         n = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves((x, y))}
         if n != {plan.n}:
             raise ValueError(f"the data has {sorted(n)} rows but the plan was made for n={plan.n}")
@@ -717,7 +718,7 @@ def make_train_fn(
     return fn
 
 
-def _numeric(value: Any, name: str) -> np.ndarray:
+def _numeric(value: ArrayLike, name: str) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be numeric, got {value!r}")
@@ -846,11 +847,13 @@ def check_hyper(
     return {"noise_multiplier": z, "fixed_events": events}
 
 
-def _extension_fields(exts: tuple[Extension, ...]) -> dict[str, Any]:
+def _extension_fields(exts: tuple[Extension, ...]) -> dict[str, Field]:
     return {name: spec for name, (_, spec) in ext_lib.field_specs(exts, SCALAR_FIELDS).items()}
 
 
-def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[Array, Array]:
+def check_data(
+    data: tuple[Inputs, ArrayLike], params0: Params, model: Model | None = None
+) -> tuple[Array, Array]:
     """Host-side checks of ``(x, y)`` and ``params0``; returns them as JAX arrays. ``x`` has a
     leading example axis and any example shape (``(n, d)`` for GLMs, e.g. ``(n, 28, 28, 1)`` for
     a CNN). With ``model``, ``params0`` must fit ``model.init``, ``model.apply`` must take x's
@@ -886,7 +889,7 @@ def check_data(data: Any, params0: Params, model: Model | None = None) -> tuple[
     return _as_jax(x), jnp.asarray(targets)
 
 
-def check_inputs(x: Any, name: str = "x") -> Any:
+def check_inputs(x: Inputs, name: str = "x") -> Inputs:
     """The examples' inputs, checked on the host: an array with a leading example axis (any example
     shape: ``(n, d)`` for GLMs, e.g. ``(n, 28, 28, 1)`` for a CNN; float32 range) or a dict of such
     arrays sharing that axis (a model with several inputs; integer leaves, e.g. token ids, stay
@@ -919,25 +922,25 @@ def check_inputs(x: Any, name: str = "x") -> Any:
     return arr
 
 
-def rows(x: Any) -> int:
+def rows(x: Inputs) -> int:
     """The number of examples of checked inputs (:func:`check_inputs`)."""
     return int(np.shape(next(iter(x.values())) if isinstance(x, dict) else x)[0])
 
 
-def example_shape(x: Any) -> Any:
+def example_shape(x: Inputs) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
     """One example's shape: a tuple, or a dict of them for dict inputs."""
     if isinstance(x, dict):
         return {k: tuple(np.shape(a)[1:]) for k, a in x.items()}
     return tuple(np.shape(x)[1:])
 
 
-def num_features(x: Any) -> int | None:
+def num_features(x: Inputs) -> int | None:
     """``d`` of ``(n, d)`` array inputs (what feature-shaped extension fields are checked
     against); None for other inputs."""
     return int(np.shape(x)[-1]) if not isinstance(x, dict) and np.ndim(x) >= 2 else None
 
 
-def _as_jax(x: Any) -> Any:
+def _as_jax(x: Inputs) -> Inputs:
     """Inputs on the device: floating (and array) inputs as float32, integer leaves of dict inputs
     as int32."""
     if not isinstance(x, dict):
@@ -947,7 +950,9 @@ def _as_jax(x: Any) -> Any:
     }
 
 
-def _example_structs(x: Any, count: int) -> Any:
+def _example_structs(
+    x: Inputs, count: int
+) -> jax.ShapeDtypeStruct | dict[str, jax.ShapeDtypeStruct]:
     """``count`` abstract examples of ``x``'s shape and dtype (for abstract evaluation)."""
     if isinstance(x, dict):
         return {
@@ -960,7 +965,7 @@ def _example_structs(x: Any, count: int) -> Any:
     return jax.ShapeDtypeStruct((count, *np.shape(x)[1:]), jnp.float32)
 
 
-def _label_dtype(model: Model, y: np.ndarray) -> Any:
+def _label_dtype(model: Model, y: np.ndarray) -> DTypeLike:
     """The dtype :func:`dpprep.models.check_targets` gives ``y`` for ``model`` (without applying
     it)."""
     if model.target == "class" or (model.target is None and y.dtype.kind in "iub"):
@@ -968,7 +973,9 @@ def _label_dtype(model: Model, y: np.ndarray) -> Any:
     return jnp.float32
 
 
-def check_model_fits(model: Model, params0: Params, x: Any, label_dtype: Any = None) -> None:
+def check_model_fits(
+    model: Model, params0: Params, x: Inputs, label_dtype: DTypeLike | None = None
+) -> None:
     """Host-side check (abstract evaluation, nothing computed) that ``model.apply`` takes x's
     examples and ``model.per_example_loss`` returns one scalar per example, on labels of the
     dtype the run will feed it (``label_dtype``; default: int32 for class targets, else
@@ -1036,7 +1043,7 @@ def warn_on_overflow(metrics: dict[str, Array], plan: DPPlan) -> None:
         )
 
 
-def warn_if_not_finite(tree: Any, what: str) -> None:
+def warn_if_not_finite(tree: PyTree, what: str) -> None:
     """Warn when a run ended with non-finite values (a learning rate or noise too large for
     float32, a diverging loss): a NaN model should never pass silently."""
     bad = sum(
@@ -1054,7 +1061,7 @@ def warn_if_not_finite(tree: Any, what: str) -> None:
 
 
 def check_run(
-    config: TrainConfig, params0: Params, data: tuple[Any, Any]
+    config: TrainConfig, params0: Params, data: tuple[Inputs, ArrayLike]
 ) -> tuple[DPPlan, Traced, Array, Array]:
     """Every host-side check of one run, before anything is compiled: the config against its plan,
     the data (``plan.n`` rows) and the values; returns the plan, the values and the data as arrays.
@@ -1098,7 +1105,7 @@ def _check_charged(plan: DPPlan, charged: dict[str, Any]) -> None:
 
 
 def train(
-    config: TrainConfig, params0: Params, data: tuple[Any, Any], key: Array
+    config: TrainConfig, params0: Params, data: tuple[Inputs, ArrayLike], key: Array
 ) -> tuple[Params, dict[str, Any]]:
     """Run ``config.plan``'s run once; returns ``(params, metrics)``.
 
@@ -1157,7 +1164,7 @@ class FitResult:
 def fit(
     model: Model,
     params0: Params,
-    data: tuple[Any, Any],
+    data: tuple[Inputs, ArrayLike],
     key: Array,
     *,
     target_epsilon: float,

@@ -82,7 +82,7 @@ It is the union of k ≤ 4 tests (with the noise test), so each is computed at `
 ``significance`` (5 % by default), not k times it.
 
 **Bug catalogue.** The catalogue of planted privacy bugs the audit is tested against lives outside
-the library (``experiments.bug_catalogue``), so nothing in dpprep can switch a bug on. The audit's
+the library (``experiments.audit.bugs``), so nothing in dpprep can switch a bug on. The audit's
 reference ε comes from the accountant (or, for CorrDP, from the paper's Eq. 4 written out here),
 which no bug touches.
 
@@ -105,6 +105,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from dp_accounting import dp_event as dp_event_lib
+from jax.typing import ArrayLike
 from jax_privacy import auditing as jp_auditing
 from scipy import stats
 
@@ -433,7 +434,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def gdp_lower_bound(
-    in_scores: Any, out_scores: Any, *, significance: float, delta: float
+    in_scores: ArrayLike, out_scores: ArrayLike, *, significance: float, delta: float
 ) -> tuple[float, float]:
     """``(μ_lb, ε_lb)``: the Gaussian-DP lower bound of Nasr et al. (2023) for scores oriented so
     that in-canary runs score high: at every threshold ``t`` of the test "in iff score ≥ t",
@@ -488,7 +489,9 @@ class Bounds:
     epsilon_at_excess: float = math.nan
 
 
-def lower_bounds(in_scores: Any, out_scores: Any, *, delta: float, significance: float) -> Bounds:
+def lower_bounds(
+    in_scores: ArrayLike, out_scores: ArrayLike, *, delta: float, significance: float
+) -> Bounds:
     """Gaussian-DP (:func:`gdp_lower_bound`) and Clopper–Pearson (jax-privacy) lower bounds."""
     auditor = jp_auditing.CanaryScoreAuditor(np.asarray(in_scores), np.asarray(out_scores))
     mu, eps_gdp = gdp_lower_bound(in_scores, out_scores, significance=significance, delta=delta)
@@ -501,8 +504,8 @@ TRADEOFF_EPSILONS = np.linspace(0.02, 10.0, 500)
 
 
 def tradeoff_excess(
-    in_scores: Any,
-    out_scores: Any,
+    in_scores: ArrayLike,
+    out_scores: ArrayLike,
     profile: Callable[[np.ndarray], np.ndarray],
     *,
     significance: float,
@@ -536,7 +539,7 @@ def tradeoff_excess(
 
 
 def privacy_profile(
-    event: Any, *, overflow_prob: float = 0.0, discretization: float = 1e-4
+    event: dp_event_lib.DpEvent, *, overflow_prob: float = 0.0, discretization: float = 1e-4
 ) -> Callable[[np.ndarray], np.ndarray]:
     """``ε ↦ δ(ε)`` of a dp-accounting event under add/remove neighbours (PLD, pessimistic, so
     the claimed curve is never below the true one and the trade-off test stays valid), plus the
@@ -619,7 +622,9 @@ def background(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray
     return x, y
 
 
-def _chunked(fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int) -> Any:
+def _chunked(
+    fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int
+) -> np.ndarray | dict[str, np.ndarray]:
     """``fn`` over fixed-size chunks (the last one padded by repeating runs), so one compilation;
     its outputs (arrays or a dict of them) concatenated over runs."""
     total = keys.shape[0]
@@ -777,12 +782,12 @@ def _dpsgdf_data(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarr
 def _dpsgdf_score(
     cfg: AuditConfig,
     ref: Yardstick,
-    updates: Any,
-    mu_hat: Any,
+    updates: jax.Array | np.ndarray,
+    mu_hat: jax.Array | np.ndarray,
     feature_norm: float,
     clip: float,
     xp: Any = jnp,
-) -> Any:
+) -> jax.Array | np.ndarray:
     """The DPSGD-F attack on one run (``xp``: jnp traced, np on the host): the released mean's
     evidence on the canary's column plus the Poisson likelihood ratio of every update along the
     canary's clipped (centred) gradient, at the reference noises."""
@@ -814,8 +819,13 @@ def _dpsgdf_score(
 
 
 def _dpsgdf_null(
-    cfg: AuditConfig, ref: Yardstick, updates: Any, inside: Any, clip: float, xp: Any = jnp
-) -> Any:
+    cfg: AuditConfig,
+    ref: Yardstick,
+    updates: jax.Array | np.ndarray,
+    inside: jax.Array | np.ndarray,
+    clip: float,
+    xp: Any = jnp,
+) -> jax.Array | np.ndarray:
     """The noise test's columns of DPSGD-F: in the out world no record has a gradient (the zero
     record has label 0), so the untouched columns carry the noise alone; in the in world the
     canary's centred gradient touches them through μ̂, so those runs are left out (NaN)."""
@@ -952,7 +962,9 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     }
     params0 = model.init(None)
 
-    def group(world: bool, seed_keys: jax.Array) -> Any:
+    def group(
+        world: bool, seed_keys: jax.Array
+    ) -> tuple[TrainConfig, dict[str, Any], tuple[str, ...]]:
         found = dpsgdf.grid_group(
             "audit",
             model_list,
@@ -1638,7 +1650,7 @@ def _f_test(values: np.ndarray, axis: int, two_sided: bool) -> float:
     return min(1.0, 2 * min(upper, 1 - upper)) if two_sided else upper
 
 
-def noise_test(null: Any, *, significance: float) -> NoiseTest:
+def noise_test(null: ArrayLike, *, significance: float) -> NoiseTest:
     """:class:`NoiseTest` of ``null``: shape ``(runs, steps, coordinates)``, normalised so that an
     honest learner's entries are i.i.d. N(0, s²), s ≥ 1; a run with a NaN entry is left out (the
     target marks runs whose columns a record touches)."""

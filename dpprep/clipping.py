@@ -50,13 +50,16 @@ The reported ``norms`` are the computed ones, unpadded.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.models import Array, Model, Params
+
+Batch = Any  # a pytree of arrays, leading axis = examples
 
 METHODS = ("auto", "fast", "vmap", "none")
 
@@ -147,13 +150,13 @@ class ClippedGrad(NamedTuple):
     aux: Any = None
 
 
-def batch_size_of(batch: Any, name: str = "batch") -> int:
+def batch_size_of(batch: Batch, name: str = "batch") -> int:
     """The shared leading (example) axis of every leaf of ``batch``; ValueError naming the leaves
     that disagree (or a leaf without one). Runs on shapes only, so it works on traced batches."""
     leaves = jax.tree_util.tree_leaves_with_path(batch)
     if not leaves:
         raise ValueError(f"{name} has no array leaves")
-    sizes: dict[int, Any] = {}
+    sizes: dict[int, str] = {}
     for path, leaf in leaves:
         shape = np.shape(leaf)
         if not shape:
@@ -170,7 +173,7 @@ def batch_size_of(batch: Any, name: str = "batch") -> int:
     return next(iter(sizes))
 
 
-def _checked_mask(mask: Any, size: int) -> Array | None:
+def _checked_mask(mask: ArrayLike | None, size: int) -> Array | None:
     """The 0/1 weights of a batch's examples. Concrete masks must hold only 0 and 1 (ValueError: a
     weight of 5 would let one example contribute 5·C); a traced mask is clamped to [0, 1], so that
     no weight can raise an example's contribution above ``C`` (a 0/1 mask is unchanged)."""
@@ -190,7 +193,7 @@ def _checked_mask(mask: Any, size: int) -> Array | None:
     return jnp.clip(jnp.asarray(mask, jnp.float32), 0.0, 1.0)
 
 
-def check_microbatch_size(microbatch_size: Any) -> int | None:
+def check_microbatch_size(microbatch_size: int | None) -> int | None:
     """The one check of a microbatch size: a positive int, or None (all examples at once)."""
     if microbatch_size is not None and (
         isinstance(microbatch_size, bool)
@@ -201,7 +204,7 @@ def check_microbatch_size(microbatch_size: Any) -> int | None:
     return microbatch_size
 
 
-def _check_clip_norm(l2_clip_norm: Any) -> None:
+def _check_clip_norm(l2_clip_norm: ArrayLike | None) -> None:
     if l2_clip_norm is None:
         raise ValueError("l2_clip_norm is required (a float > 0, or inf for no clipping)")
     if not isinstance(l2_clip_norm, jax.core.Tracer) and not np.all(
@@ -213,7 +216,7 @@ def _check_clip_norm(l2_clip_norm: Any) -> None:
 def clipped_grad(
     loss_fn: Callable[..., Any] | Model,
     *,
-    l2_clip_norm: Any,
+    l2_clip_norm: ArrayLike,
     has_aux: bool = False,
     keep_batch_dim: bool = True,
     prng_argnum: int | None = None,
@@ -284,7 +287,7 @@ def clipped_grad(
         out = loss_fn(params, example, *args)
         return out if has_aux else (out, None)
 
-    def grad_fn(params: Params, batch: Any, *args: Any, mask: Array | None = None) -> ClippedGrad:
+    def grad_fn(params: Params, batch: Batch, *args: Any, mask: Array | None = None) -> ClippedGrad:
         size = batch_size_of(batch)
         if prng_argnum is not None and not 0 <= prng_argnum < len(args):
             raise ValueError(
@@ -320,7 +323,7 @@ def clipped_grad(
             axes[prng_argnum] = 0
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
 
-        def clipped(batch: Any, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
+        def clipped(batch: Batch, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
             grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
                 params, batch, *args
             )
@@ -348,9 +351,9 @@ def _microbatched(
     clipped: Callable[..., tuple[Params, Array, Any]],
     m: int,
     size: int,
-    batch: Any,
+    batch: Batch,
     weights: Array | None,
-    args: Any,
+    args: Sequence[Any],
     axes: list[int | None],
 ) -> tuple[Params, Array, Any]:
     """``clipped`` over ``ceil(size/m)`` microbatches of ``m`` examples in a ``lax.scan``, summing
@@ -388,7 +391,7 @@ def _microbatched(
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
     def body(
-        total: Params, chunk: tuple[Any, Array, list[Any]]
+        total: Params, chunk: tuple[Batch, Array, list[Any]]
     ) -> tuple[Params, tuple[Array, Any]]:
         part, w, part_args = chunk
         full = [a if axis == 0 else b for a, b, axis in zip(part_args, args, axes)]
@@ -517,7 +520,7 @@ def _grad_sum_unclipped(
 
 
 def _model_clipped_grad(
-    model: Model, l2_clip_norm: Any, method: str, microbatch_size: int | None = None
+    model: Model, l2_clip_norm: ArrayLike, method: str, microbatch_size: int | None = None
 ) -> Callable[..., ClippedGrad]:
     """:func:`clipped_grad` of a Model on ``(x, y)`` batches: the GLM fast path when the model has
     one (``method="auto"``), otherwise the general path (in microbatches of ``microbatch_size``:

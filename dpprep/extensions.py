@@ -42,11 +42,13 @@ is refused before anything compiles.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Collection, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Collection, Mapping, Sequence, TypeVar
 
 import optax
 
 from dpprep.models import Array, Model, Params
+
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +217,9 @@ def values_for(extension: Extension, extra: Mapping[str, Any] | None) -> dict[st
     return {name: extra.get(name, spec.default) for name, spec in extension.fields.items()}
 
 
-def the_one(extensions: Sequence[Extension], hook: str, call: Callable[[Extension], Any]) -> Any:
+def the_one(
+    extensions: Sequence[Extension], hook: str, call: Callable[[Extension], _T | None]
+) -> _T | None:
     """``call(ext)`` for the one extension whose ``hook`` gives a result (not None), or None; more
     than one is an error (which of two clipped sums or privatizers would be meant?)."""
     found = [(ext, out) for ext in extensions if (out := call(ext)) is not None]

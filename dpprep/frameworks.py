@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpprep.models import Array, Model, Params, _logistic_loss, _softmax_cross_entropy
 
@@ -96,7 +97,7 @@ def from_init_apply(
 
 def from_flax_linen(
     module: Any,
-    example_x: Any,
+    example_x: ArrayLike,
     *,
     loss: Loss,
     name: str | None = None,

@@ -30,10 +30,13 @@ from typing import Any, Callable, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.validation import check_finite_array, check_positive, check_positive_int
 
 Params = Any  # a pytree of arrays
+PyTree = Any  # any pytree of arrays (e.g. metrics, an evaluation)
+Inputs = Any  # an array with a leading example axis, or a dict of such arrays (several inputs)
 Array = jax.Array
 TARGETS = ("real", "binary", "class")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -315,7 +318,7 @@ def mlp(
     )
 
 
-def check_targets(model: Model | None, params: Params, x: Any, y: Any) -> np.ndarray:
+def check_targets(model: Model | None, params: Params, x: Inputs, y: ArrayLike) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
     (shape ``(n, ...)``, or a dict of such inputs) only gives the input shape from which the number

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from dpprep.models import Array, Params
 from dpprep.validation import check_finite_array
@@ -74,7 +75,7 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
     return scales
 
 
-def check_noise(noise_multiplier: Any, clip_norm: Any) -> None:
+def check_noise(noise_multiplier: ArrayLike, clip_norm: ArrayLike) -> None:
     """Host-side check of a private run's noise (grid values allowed): every multiplier finite and
     > 0, every clip bound finite and > 0 (a run without noise, or whose noise has no unit, has no
     DP guarantee: it is requested explicitly, with a non-private plan)."""
@@ -93,7 +94,11 @@ def check_noise(noise_multiplier: Any, clip_norm: Any) -> None:
 
 
 def noise_std(
-    noise_multiplier: Array, clip_norm: Array, scales: Scales, params: Params, stddev: Any = 0.0
+    noise_multiplier: ArrayLike,
+    clip_norm: ArrayLike,
+    scales: Scales,
+    params: Params,
+    stddev: ArrayLike = 0.0,
 ) -> Params:
     """Per-leaf standard deviation of the noise on the gradient *sum*: ``(z·C + stddev)·scale``
     (see the module docstring; ``stddev`` is an extension's absolute std, nominal runs only)."""
@@ -125,10 +130,10 @@ def gaussian_noise(key: Array, params: Params, std: Params) -> Params:
 def add_noise(
     key: Array,
     grad_sum: Params,
-    noise_multiplier: Array,
-    clip_norm: Array,
+    noise_multiplier: ArrayLike,
+    clip_norm: ArrayLike,
     scales: Scales = None,
-    stddev: Any = 0.0,
+    stddev: ArrayLike = 0.0,
 ) -> Params:
     """``grad_sum + N(0, ((z·C + stddev)·scale)²)`` per coordinate."""
     std = noise_std(noise_multiplier, clip_norm, scales, grad_sum, stddev)
@@ -161,11 +166,11 @@ def check_key_arg(key: Any, name: str = "key") -> Array:
 
 def privatizer(
     key: Array,
-    l2_clip_norm: Any,
-    noise_multiplier: Any,
+    l2_clip_norm: ArrayLike,
+    noise_multiplier: ArrayLike,
     scales: Scales,
-    normalize_by: Any,
-    stddev: Any = 0.0,
+    normalize_by: ArrayLike,
+    stddev: ArrayLike = 0.0,
 ) -> optax.GradientTransformation:
     """The engine's privatizer, unchecked (its values may be traced): ``(sum + noise) /
     normalize_by`` with noise std ``(z·C + stddev)·scale`` drawn from ``fold_in(key, t)`` at the
@@ -194,7 +199,7 @@ def privatizer(
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def _concrete(value: Any) -> np.ndarray | None:
+def _concrete(value: ArrayLike) -> np.ndarray | None:
     """``value`` as float64 numpy, or None when it is traced (checked on the host only)."""
     if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value)):
         return None

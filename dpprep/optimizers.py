@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import optax
 
 from dpprep.extensions import Extension
+from dpprep.models import Params
 from dpprep.validation import check_positive
 
 
@@ -57,11 +58,11 @@ class NamedOptimizer:
     options: tuple[tuple[str, Any], ...]
 
     @property
-    def init(self) -> Any:
+    def init(self) -> optax.TransformInitFn:
         return _build(self.name, self.options).init
 
     @property
-    def update(self) -> Any:
+    def update(self) -> optax.TransformUpdateFn:
         return _build(self.name, self.options).update
 
 
@@ -124,10 +125,6 @@ def _build(name: str, options: tuple[tuple[str, Any], ...]) -> optax.GradientTra
     return getattr(optax, name)(learning_rate=1.0, **dict(options))
 
 
-def _global_norm(tree: Any) -> jax.Array:
-    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
-
-
 def project_l2_ball(radius: float) -> optax.GradientTransformation:
     """A last link that projects the next iterate onto the L2 ball ``{‖θ‖ ≤ radius}`` (global norm
     over every leaf, bias included): it returns ``Π(θ + u) − θ`` for updates ``u``, so that
@@ -139,7 +136,7 @@ def project_l2_ball(radius: float) -> optax.GradientTransformation:
         if params is None:
             raise ValueError("project_l2_ball needs the params (pass them to tx.update)")
         new = optax.apply_updates(params, updates)
-        factor = jnp.minimum(1.0, radius / jnp.maximum(_global_norm(new), 1e-30))
+        factor = jnp.minimum(1.0, radius / jnp.maximum(optax.tree.norm(new), 1e-30))
         return jax.tree_util.tree_map(lambda n, p: n * factor - p, new, params), state
 
     return optax.GradientTransformation(optax.init_empty_state, update_fn)
@@ -173,7 +170,7 @@ class AverageIteratesState(NamedTuple):
     """State of :func:`average_iterates`: the inner state, ``Σ θ_t`` and the number of updates."""
 
     inner: optax.OptState
-    total: Any
+    total: Params
     num_updates: jax.Array
 
 
@@ -200,6 +197,6 @@ def average_iterates(inner: optax.GradientTransformation) -> optax.GradientTrans
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def averaged_params(state: AverageIteratesState) -> Any:
+def averaged_params(state: AverageIteratesState) -> Params:
     """The mean of the iterates summed by :func:`average_iterates` (NaN before any update)."""
     return jax.tree_util.tree_map(lambda a: a / state.num_updates, state.total)

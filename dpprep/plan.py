@@ -37,10 +37,12 @@ import numpy as np
 import optax
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
+from jax.typing import ArrayLike
 from scipy import optimize
 
 from dpprep import clipping, noise, sampling, streams
-from dpprep.models import Model
+from dpprep.clipping import Batch
+from dpprep.models import Array, Model, Params
 from dpprep.accounting import dp
 from dpprep.validation import (
     check_delta,
@@ -502,7 +504,12 @@ class PlanGradFn:
     stochastic: bool = False
 
     def __call__(
-        self, params: Any, batch: Any, *args: Any, mask: Any = None, key: Any = None
+        self,
+        params: Params,
+        batch: Batch,
+        *args: Any,
+        mask: ArrayLike | None = None,
+        key: Array | None = None,
     ) -> clipping.ClippedGrad:
         size = clipping.batch_size_of(batch)
         if size != self.plan.pad:
@@ -534,11 +541,11 @@ class PrivateTransformation:
     state would restart the count, replay the same noise and release more than the plan charges."""
 
     plan: DPPlan
-    key: Any
+    key: Array
     chained: optax.GradientTransformation
     _initialised: list[bool] = dataclasses.field(default_factory=list, repr=False)
 
-    def init(self, params: Any) -> Any:
+    def init(self, params: Params) -> optax.OptState:
         if self._initialised:
             raise ValueError(
                 "this plan optimizer was initialised already: a second state would restart its"
@@ -548,11 +555,13 @@ class PrivateTransformation:
         self._initialised.append(True)
         return self.chained.init(params)
 
-    def update(self, updates: Any, state: Any, params: Any = None) -> Any:
+    def update(
+        self, updates: Params, state: optax.OptState, params: Params | None = None
+    ) -> tuple[Params, optax.OptState]:
         return self.chained.update(updates, state, params)
 
 
-def _privatizer_state(opt_state: Any) -> noise.PrivatizerState:
+def _privatizer_state(opt_state: optax.OptState) -> noise.PrivatizerState:
     first = opt_state[0] if isinstance(opt_state, tuple) and opt_state else None
     if not isinstance(first, noise.PrivatizerState):
         raise ValueError(
@@ -897,7 +906,7 @@ class DPPlan:
 
     def clipped_grad(
         self,
-        loss_fn: Any,
+        loss_fn: Callable[..., Any] | Model,
         *,
         has_aux: bool = False,
         keep_batch_dim: bool = True,
@@ -919,7 +928,7 @@ class DPPlan:
         )
         return PlanGradFn(self, fn, prng_argnum, isinstance(loss_fn, Model) and loss_fn.stochastic)
 
-    def privatizer(self, key: Any) -> optax.GradientTransformation:
+    def privatizer(self, key: Array) -> optax.GradientTransformation:
         """The plan's privatizer on a clipped sum: noise std ``z·C`` (none for a non-private plan),
         divided by the plan's normaliser, from the ``"noise"`` stream of the run key ``key`` (the
         stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN."""
@@ -938,7 +947,7 @@ class DPPlan:
         return optax.GradientTransformation(inner.init, update_fn)
 
     def optimizer(
-        self, tx: optax.GradientTransformation | None = None, *, key: Any
+        self, tx: optax.GradientTransformation | None = None, *, key: Array
     ) -> PrivateTransformation:
         """``optax.chain(privatizer(key), tx)``: the plan's privatizer first, then ``tx`` (default
         ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` of the run with key ``key``
@@ -955,7 +964,7 @@ class DPPlan:
             self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx)
         )
 
-    def batch(self, key: Any, t: Any, data: Any) -> tuple[Any, Any]:
+    def batch(self, key: Array, t: int | Array, data: Batch) -> tuple[Batch, Array]:
         """Step ``t``'s batch of ``data`` (a pytree whose every leaf has the plan's ``n`` rows)
         in the run with key ``key``: ``(batch, mask)``, ``pad`` rows drawn from the key's
         ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them, and their 0/1
@@ -980,7 +989,7 @@ class DPPlan:
         batch = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx], data)
         return batch, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
 
-    def spent(self, opt_state: Any) -> float:
+    def spent(self, opt_state: optax.OptState) -> float:
         """ε of the releases a plan optimizer's state has made so far (0 before the first)."""
         count = int(_privatizer_state(opt_state).count)
         if count == 0:

@@ -76,6 +76,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 from dp_accounting.rdp import rdp_privacy_accountant
+from jax.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from dpprep import algorithms, streams, sweeps
@@ -91,7 +92,7 @@ from dpprep.algorithms import (
     with_values,
 )
 from dpprep.extensions import field_specs
-from dpprep.models import Array, Params
+from dpprep.models import Array, Inputs, Params
 from dpprep.plan import DPPlan, ExecutionPlan, epsilon_with_overflow_slack
 from dpprep.validation import (
     check_delta,
@@ -233,7 +234,7 @@ class Repetitions:
         )
         return f"{name}, mean {self.mean:g}"
 
-    def pmf(self, k: Any) -> np.ndarray:
+    def pmf(self, k: ArrayLike) -> np.ndarray:
         """``P[K = k]``, elementwise."""
         k = np.asarray(k)
         if self.poisson:
@@ -250,7 +251,7 @@ class Repetitions:
             0.0,
         )
 
-    def quantile(self, u: Any) -> np.ndarray:
+    def quantile(self, u: ArrayLike) -> np.ndarray:
         """The inverse CDF at ``u ∈ (0, 1)`` (the smallest ``k`` with ``P[K ≤ k] ≥ u``), as
         int64."""
         u = np.asarray(u, np.float64)
@@ -556,7 +557,7 @@ class PrivateSelection:
         record, so both parts are charged together."""
         return plan.neighbouring == "replace_one"
 
-    def _check_levels(self, noise_multipliers: Any) -> tuple[float, ...]:
+    def _check_levels(self, noise_multipliers: ArrayLike | Sequence[float]) -> tuple[float, ...]:
         levels = np.asarray(noise_multipliers, np.float64).ravel()
         if levels.size == 0 or not np.all(np.isfinite(levels)) or not np.all(levels > 0):
             raise ValueError(
@@ -744,7 +745,7 @@ class PrivateSelection:
         )
 
     def end_to_end_of_grid(
-        self, plan: ExecutionPlan, noise_multipliers: Any, delta: float
+        self, plan: ExecutionPlan, noise_multipliers: ArrayLike | Sequence[float], delta: float
     ) -> EndToEnd:
         """The :class:`EndToEnd` account of a search whose grid points carry their **own** training
         multipliers (:func:`search_many`; e.g. a constant that sets σ), each candidate drawing its
@@ -898,7 +899,7 @@ def candidate_key(key: Array, index: int) -> Array:
 
 
 def split(
-    data: tuple[Any, Any], validation_size: int, key: Array
+    data: tuple[Inputs, Array | np.ndarray], validation_size: int, key: Array
 ) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
     """``((x_train, y_train), (x_validation, y_validation))``: a random permutation of the rows
     from the ``"validation_split"`` stream of ``key``, its first ``validation_size`` rows held out.
@@ -927,7 +928,9 @@ def _draws(key: Array, which: Array, size: int) -> tuple[Array, Array, Array]:
     return keys, index, noise
 
 
-def _check_grid(config: TrainConfig, grid: Any, *, noise_levels: bool = False) -> dict[str, Any]:
+def _check_grid(
+    config: TrainConfig, grid: Mapping[str, Any], *, noise_levels: bool = False
+) -> dict[str, Any]:
     """A grid ``{field: values}`` with one shared, non-empty leading axis of points, checked
     against the config's sweepable fields and made arrays (pytree fields stay trees). The training
     noise fields (:data:`RESERVED`) only with ``noise_levels`` (:func:`search_many`)."""
@@ -1000,7 +1003,7 @@ def _checked_grid(
     config: TrainConfig,
     plan: DPPlan,
     values0: Traced,
-    grid: Any,
+    grid: Mapping[str, Any],
     params0: Params,
     num_features: int | None,
     *,
@@ -1040,7 +1043,7 @@ def _warn_if_scores_dominate(account: EndToEnd, scores: float, shared: bool) -> 
 def select(
     config: TrainConfig,
     params0: Params,
-    data: tuple[Any, Any],
+    data: tuple[Inputs, ArrayLike],
     key: Array,
     grid: Mapping[str, Any],
     *,
@@ -1170,8 +1173,8 @@ def _num_candidates(selection: PrivateSelection, key: Array) -> int:
 def _run_searches(
     config: TrainConfig,
     params0: Params,
-    train: tuple[Any, Any],
-    validation: tuple[Any, Any],
+    train: tuple[Inputs, ArrayLike],
+    validation: tuple[Inputs, ArrayLike],
     searches: list[tuple[Array, dict[str, Any]]],
     selection: PrivateSelection,
     chunk: int,
@@ -1249,8 +1252,8 @@ def _run_searches(
 def search_many(
     config: TrainConfig,
     params0: Params,
-    train: tuple[Any, Any],
-    validation: tuple[Any, Any],
+    train: tuple[Inputs, ArrayLike],
+    validation: tuple[Inputs, ArrayLike],
     searches: Sequence[Search],
     *,
     selection: PrivateSelection,

@@ -44,7 +44,7 @@ import numpy as np
 import optax
 
 from dpprep import streams
-from dpprep.clipping import ClippedGrad
+from dpprep.clipping import Batch, ClippedGrad
 from dpprep.models import Array, Params
 from dpprep.plan import PlanGradFn, PrivateTransformation, _privatizer_state
 
@@ -52,7 +52,7 @@ from dpprep.plan import PlanGradFn, PrivateTransformation, _privatizer_state
 def apply_step(
     params: Params,
     opt_state: optax.OptState,
-    batch: Any,
+    batch: Batch,
     *,
     grad_fn: Callable[..., ClippedGrad],
     tx: optax.GradientTransformation,
@@ -68,7 +68,7 @@ def apply_step(
 def dp_step(
     params: Params,
     opt_state: optax.OptState,
-    data: Any,
+    data: Batch,
     *,
     grad_fn: PlanGradFn,
     tx: PrivateTransformation,

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
+from jax.typing import ArrayLike
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpprep import algorithms, models
@@ -64,7 +65,7 @@ from dpprep.algorithms import (
     with_values,
 )
 from dpprep.extensions import field_specs
-from dpprep.models import Array, Params
+from dpprep.models import Array, Inputs, Params, PyTree
 from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.validation import check_finite_array, check_key, check_positive_int
 
@@ -128,7 +129,7 @@ def point_epsilons(plan: DPPlan, charged: dict[str, Any], total: int) -> np.ndar
     return np.array([plan.epsilon_at(value, fixed_events=e) for value, e in zip(z, events)])
 
 
-def vmaps_runs(config: TrainConfig, mesh: Any = None) -> bool:
+def vmaps_runs(config: TrainConfig, mesh: jax.sharding.Mesh | None = None) -> bool:
     """Whether a sweep batches (``vmap``) its runs into one computation (True) or runs them one
     after the other through one compiled run (False; the same runs, results and compilations).
 
@@ -310,7 +311,7 @@ def points_per_chunk(
     config: TrainConfig,
     plan: ExecutionPlan,
     params0: Params,
-    num_features: Any,
+    num_features: int | tuple[int, ...] | dict[str, Any],
     num_seeds: int,
     *,
     memory_budget: float = MEMORY_BUDGET,
@@ -347,7 +348,7 @@ def points_per_chunk(
     return max(1, int(room // per_point))
 
 
-def _check_budget(memory_budget: Any) -> float:
+def _check_budget(memory_budget: float) -> float:
     if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, float, np.number)):
         raise TypeError(
             f"memory_budget must be a number of bytes, got {type(memory_budget).__name__}"
@@ -359,7 +360,7 @@ def _check_budget(memory_budget: Any) -> float:
     return float(memory_budget)
 
 
-def _check_on_chunk(on_chunk: Any) -> None:
+def _check_on_chunk(on_chunk: Callable[[int, int], None] | None) -> None:
     if on_chunk is not None and not callable(on_chunk):
         raise TypeError(
             "on_chunk must be a callable on_chunk(done, chunks) or None, got"
@@ -367,7 +368,7 @@ def _check_on_chunk(on_chunk: Any) -> None:
         )
 
 
-def _replicate(tree: Any, sharding: NamedSharding) -> Any:
+def _replicate(tree: PyTree, sharding: NamedSharding) -> PyTree:
     """``jax.device_put(tree, sharding)``, except that PRNG key arrays travel as their key data.
 
     Why: with several processes the mesh holds other processes' devices, and jax 0.10's
@@ -375,7 +376,7 @@ def _replicate(tree: Any, sharding: NamedSharding) -> Any:
     a typed key array is refused ("must be a Device or a Sharding which represents addressable
     devices"). Its uint32 key data goes through, and re-wrapping it is exact."""
 
-    def put(leaf: Any) -> Any:
+    def put(leaf: ArrayLike) -> Array:
         if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             data = jax.device_put(jax.random.key_data(leaf), sharding)
             return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
@@ -412,7 +413,11 @@ def _limit_steps(plan: ExecutionPlan, max_steps: int | None) -> ExecutionPlan:
 
 
 def _check_eval_data(
-    eval_data, params0: Params, model, example_shape: tuple[int, ...], data_name: str
+    eval_data: tuple[Inputs, ArrayLike] | None,
+    params0: Params,
+    model: models.Model,
+    example_shape: tuple[int, ...] | dict[str, tuple[int, ...]],
+    data_name: str,
 ):
     """``(x_eval, y_eval)`` checked against the model and the training examples' shape, or ``(None,
     None)``."""
@@ -428,14 +433,14 @@ def _check_eval_data(
 
 
 def _over_chunks(
-    call: Callable[[np.ndarray], Any],
+    call: Callable[[np.ndarray], PyTree],
     total: int,
     chunk_size: int,
     *,
     axis: int,
     on_chunk: Callable[[int, int], None] | None,
     first_chunk_only: bool = False,
-) -> Any:
+) -> PyTree:
     """``call(take)`` on fixed-size chunks of the indices ``0..total−1`` (the last chunk padded
     with copies of its last index, dropped from the result: one shape, one compilation), results
     concatenated along ``axis``; ``on_chunk(done, chunks)`` before the first call and after each.
@@ -462,11 +467,11 @@ def _over_chunks(
 def sweep_points(
     config: TrainConfig,
     params0: Params,
-    data: tuple[Any, Any],
+    data: tuple[Inputs, ArrayLike],
     keys: Array,
     points: Mapping[str, Any],
     *,
-    eval_data: tuple[Any, Any] | None = None,
+    eval_data: tuple[Inputs, ArrayLike] | None = None,
     chunk_size: int | None = None,
     memory_budget: float = MEMORY_BUDGET,
     devices: int | Sequence[Any] | None = None,
@@ -634,7 +639,7 @@ def sweep_points(
         jax.tree_util.tree_map(lambda v: np.asarray(v, np.float32), points[name]) for name in names
     ]
 
-    def call(take: np.ndarray) -> Any:
+    def call(take: np.ndarray) -> PyTree:
         chunk = [
             jax.tree_util.tree_map(
                 lambda v, f=flag: jnp.asarray(v[:, take] if f else v[take]), value
@@ -668,7 +673,7 @@ def sweep_points(
 
 
 def sweep(
-    config: TrainConfig, params0: Params, data: tuple[Any, Any], keys: Array, **axes: Any
+    config: TrainConfig, params0: Params, data: tuple[Inputs, ArrayLike], keys: Array, **axes: Any
 ) -> SweepResult:
     """Train the Cartesian grid ``keys × axes`` (a thin layer over :func:`sweep_points`).
 
@@ -727,13 +732,13 @@ class Group:
 def sweep_datasets(
     config: TrainConfig,
     params0: Params,
-    xs: Any,
-    y: Any,
+    xs: ArrayLike,
+    y: ArrayLike,
     keys: Array,
     unit_points: Mapping[str, Any],
     points: Mapping[str, Any],
     *,
-    eval_data: tuple[Any, Any] | None = None,
+    eval_data: tuple[Inputs, ArrayLike] | None = None,
     chunk_size: int | None = None,
     memory_budget: float = MEMORY_BUDGET,
     on_chunk: Callable[[int, int], None] | None = None,
@@ -812,7 +817,7 @@ def sweep_datasets(
     unit_values = [np.asarray(v, np.float32) for v in unit_points.values()]
     point_values = tuple(jnp.asarray(v, jnp.float32) for v in points.values())
 
-    def call(take: np.ndarray) -> Any:
+    def call(take: np.ndarray) -> PyTree:
         return fn(
             base,
             params0,

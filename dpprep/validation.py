@@ -7,9 +7,13 @@ JAX compilation so that a bad call fails fast and clearly.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import jax
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
@@ -45,14 +49,14 @@ def check_probability(value: float, name: str, *, allow_zero: bool = False) -> f
     return value
 
 
-def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
+def check_positive_int(value: float, name: str, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or int(value) != value or int(value) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_finite_array(
-    array: Any, name: str, *, ndim: int | None = None, float32: bool = False
+    array: npt.ArrayLike, name: str, *, ndim: int | None = None, float32: bool = False
 ) -> np.ndarray:
     """Returns ``array`` as numpy after checking it is numeric (bool, integer or float: an object
     array, e.g. ``DataFrame.to_numpy()`` of mixed columns, is refused), finite, of rank ``ndim``
@@ -81,7 +85,7 @@ def check_finite_array(
     return arr
 
 
-def check_same_length(a: Any, b: Any, name_a: str, name_b: str) -> None:
+def check_same_length(a: npt.ArrayLike, b: npt.ArrayLike, name_a: str, name_b: str) -> None:
     if np.shape(a)[0] != np.shape(b)[0]:
         raise ValueError(
             f"{name_a} and {name_b} must have the same number of rows, got "
@@ -89,7 +93,7 @@ def check_same_length(a: Any, b: Any, name_a: str, name_b: str) -> None:
         )
 
 
-def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> Any:
+def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> jax.Array:
     """Host-side check that ``key`` is a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``),
     or with ``stacked`` a 1-D stack of them (``jax.random.split``); TypeError naming it otherwise.
     """

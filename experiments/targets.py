@@ -10,18 +10,25 @@ them leaves cached units valid (the units' digest covers Python sources only).
 from __future__ import annotations
 
 import importlib.resources
+import io
 
 import pandas as pd
 
 
 def paper_targets(package: str, name: str = "targets.csv") -> pd.DataFrame:
-    """The table ``name`` of the experiment package ``package`` (pass ``__name__`` from inside
-    it), with ``#`` comment lines skipped."""
+    """The table ``name`` of the experiment package ``package`` (pass ``__package__`` from inside
+    it), without its ``#`` comment lines.
+
+    >>> paper_targets("experiments.wang2026_selection").columns.tolist()[:2]
+    ['panel', 'dataset']
+    """
     path = importlib.resources.files(package).joinpath(name)
     if not path.is_file():
         raise FileNotFoundError(f"{package} has no {name}")
-    with path.open() as stream:
-        frame = pd.read_csv(stream, comment="#", skipinitialspace=True)
+    # Only whole lines starting with "#" are comments (pandas' comment= would also cut a value at a
+    # "#" anywhere in a line).
+    rows = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    frame = pd.read_csv(io.StringIO("\n".join(rows)), skipinitialspace=True)
     if frame.empty:
         raise ValueError(f"{package}/{name} has no rows")
     return frame

@@ -1,5 +1,4 @@
-"""The bug catalogue (issue 19, :mod:`experiments.bug_catalogue`): bugs planted in the library code
-a
+"""The bug catalogue (issue 19, :mod:`experiments.audit.bugs`): bugs planted in the library code a
 learner runs are caught by a rigorous bound; the honest learners are not flagged; the switches act
 where they say and nowhere else (nor after their block)."""
 
@@ -15,8 +14,8 @@ import pytest
 from dpprep import auditing, clipping, dpsgdf, noise, sampling
 from dpprep.auditing import AuditConfig
 from dpprep.corrdp import noise as corr_noise
-from experiments import bug_catalogue
-from experiments.bug_catalogue import audit_with_bug, inject
+from experiments.audit import bugs
+from experiments.audit.bugs import audit_with_bug, inject
 
 # Test-suite size: 8,000 evaluation runs per world (DP-GD: ~2 s an audit on 2 cores).
 RUNS, PILOT = 8000, 1000
@@ -24,7 +23,7 @@ RUNS, PILOT = 8000, 1000
 
 def test_unknown_bug_names_the_available_ones():
     for call in (
-        lambda: bug_catalogue.check_bug("noise_half"),
+        lambda: bugs.check_bug("noise_half"),
         lambda: inject("noise_half").__enter__(),
         lambda: audit_with_bug("noise_half", AuditConfig("dp_gd", runs=RUNS)),
     ):
@@ -62,9 +61,7 @@ def test_inject_restores_the_library_even_on_error():
 
     originals = patched()
     assert {
-        (module, attribute)
-        for bug in bug_catalogue.BUGS.values()
-        for module, attribute, _ in bug.patches
+        (module, attribute) for bug in bugs.BUGS.values() for module, attribute, _ in bug.patches
     } == {
         ("dpprep.noise", "add_noise"),
         ("dpprep.clipping", "clip_factors"),
@@ -79,7 +76,7 @@ def test_inject_restores_the_library_even_on_error():
         ("dpprep.clipping", "_global_norms"),
         ("dpprep.dpsgdf", "mean_sigma"),
     }
-    for name in bug_catalogue.BUGS:
+    for name in bugs.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
             with inject(name):
                 raise RuntimeError("inside")

@@ -16,7 +16,7 @@ from dpprep import auditing
 from dpprep.accounting import dp
 from dpprep.auditing import AuditConfig
 from dpprep.plan import DPPlan
-from experiments.bug_catalogue import BUGS, audit_with_bug, inject
+from experiments.audit.bugs import BUGS, audit_with_bug, inject
 
 RUNS, PILOT = 8000, 1000
 POISSON = {"epochs": 5, "batch_size": 20}

@@ -80,7 +80,7 @@ def test_plan_has_a_row_per_experiment_with_labelled_projections(monkeypatch):
     monkeypatch.setitem(
         experiments.REGISTRY,
         "brand_new",
-        ("experiments.brand_new", "an experiment planning.py does not know"),
+        ("experiments.brand_new", "an experiment without a cost model"),
     )
     selected = list(experiments.REGISTRY)
     text = planning.plan_report(
@@ -122,7 +122,8 @@ def test_plan_cli_computes_and_saves_no_unit(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(experiments, "run_experiment", no_unit)
     monkeypatch.setattr(experiments, "load", no_unit)
-    monkeypatch.setattr(planning, "measured_sweep_rate", lambda: (1e11, "stated for the test"))
+    for where in (planning, planning.plan):  # run_all's and plan_report's name for it
+        monkeypatch.setattr(where, "measured_sweep_rate", lambda: (1e11, "stated for the test"))
     out = tmp_path / "out"
     assert (
         run_all.main(["--profile", "paper", "--plan", "--out", str(out), "--gpu-flops", "2e13"])
@@ -325,11 +326,9 @@ def test_validate_says_why_not(monkeypatch):
     go, why = planning.should_validate("sun2024_counterexample", "paper")
     # a serial experiment whose count is a lower bound
     assert not go and "projection is a floor" in why
-    monkeypatch.setitem(
-        planning.COST_MODELS,
-        "sun2024_counterexample",
-        lambda p: planning.Cost(None, None, None, "x"),
-    )
+    from experiments.sun2024_counterexample import cost as counterexample_cost
+
+    monkeypatch.setattr(counterexample_cost, "cost", lambda p: planning.Cost(None, None, None, "x"))
     go, why = planning.should_validate("sun2024_counterexample", "paper")
     assert not go and "running it would run it whole" in why  # no FLOP count at all
 

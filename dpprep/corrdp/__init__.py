@@ -16,10 +16,9 @@ paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which mul
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.corrdp.data import CorrDPData, load_corrdp, sepsis_rebalanced, synthetic_truth
 from dpprep.corrdp.defs import (
@@ -94,7 +93,7 @@ def sum_noise_std(std_on_mean: float, normaliser: float) -> float:
     return std_on_mean * normaliser
 
 
-def feature_scales(params: Params, row_scales: Any, leaf: str) -> Params:
+def feature_scales(params: Params, row_scales: ArrayLike, leaf: str) -> Params:
     """Scales that are ``row_scales[j]`` on row ``j`` of ``params[leaf]`` (shape ``(d, k)``) and 1
     elsewhere. Row ``j`` holds the weights of input feature ``j`` (GLM ``"w"``, MLP ``"w1"``).
     Pass standard-deviation factors (square roots of variance factors such as CorrDP's TV~)."""

@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.corrdp.data import CorrDPData, domain_bound
 from dpprep.models import Params
@@ -133,7 +134,7 @@ def _check_split(
     return s, u
 
 
-def check_factor(values: Any, name: str) -> np.ndarray:
+def check_factor(values: ArrayLike, name: str) -> np.ndarray:
     """Variance factors (TV weights) must be finite and lie in [0, 1]."""
     arr = check_finite_array(np.asarray(values, np.float64), name)
     if np.any(arr < 0) or np.any(arr > 1):
@@ -144,11 +145,11 @@ def check_factor(values: Any, name: str) -> np.ndarray:
 def corrdp_factors(
     m: int,
     sensitive: Sequence[int],
-    tv: Any,
+    tv: ArrayLike,
     *,
     use_floor: bool = True,
     insensitive: Sequence[int] | None = None,
-    graded: Any = None,
+    graded: ArrayLike | None = None,
     label_scale: float | None = None,
 ) -> np.ndarray:
     """Per-feature variance factors of Eq. 4: 1 on ``S``, ``max{TV(i), m_s²/m²}`` on ``U``
@@ -184,7 +185,7 @@ def corrdp_factors(
 def eq4_variances(
     m: int,
     sensitive: Sequence[int],
-    tv: Any,
+    tv: ArrayLike,
     *,
     lipschitz: float,
     steps: int,
@@ -204,7 +205,7 @@ def method_factors(
     method: str,
     m: int,
     sensitive: Sequence[int],
-    tv: Any = None,
+    tv: ArrayLike | None = None,
     *,
     insensitive: Sequence[int] | None = None,
     use_floor: bool = False,
@@ -246,7 +247,7 @@ def partial_feature_mask(
 
 def param_factors(
     params: Params,
-    column_factors: Any,
+    column_factors: ArrayLike,
     *,
     leaf: str | None = None,
     bias_factor: str | float = "insensitive",
@@ -336,7 +337,7 @@ def noise_trace(factors: Params, params: Params) -> float:
 
 
 def whitened_gradient_bound(
-    data: CorrDPData, factors: Any, clip_norm: float | None = None
+    data: CorrDPData, factors: ArrayLike, clip_norm: float | None = None
 ) -> tuple[float, str]:
     """``(L_f, why)``: a bound on ``‖D^{-1/2}∇ℓ‖`` over every record of the domain, ``D = diag(f)``
     the per-column variance ``factors`` of a GLM's weights (:meth:`CorrDPData.column_factors`).

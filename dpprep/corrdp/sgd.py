@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from dpprep import sampling, streams, sweeps
 from dpprep import noise as noise_lib
@@ -54,7 +55,7 @@ from dpprep.plan import DPPlan
 from dpprep.corrdp import noise
 from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures
-from dpprep.models import Array, Model, Params
+from dpprep.models import Array, Inputs, Model, Params
 from dpprep.optimizers import L2BallProjection
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
@@ -65,10 +66,6 @@ SAMPLINGS = ("full", "without_replacement", "poisson")
 CLIP_MODES = (None, "per_example", "batch")
 
 
-def _global_norm(tree: Params) -> Array:
-    return jnp.sqrt(sum(jnp.sum(p * p) for p in jax.tree_util.tree_leaves(tree)))
-
-
 def clip_batch_mean(max_norm: float, normalize_by: float) -> optax.GradientTransformation:
     """Rescale a gradient *sum* so that its mean (``sum / normalize_by``) has global L2 norm at most
     ``max_norm`` (``torch.nn.utils.clip_grad_norm_`` on the mean, as in the paper's Sepsis
@@ -77,7 +74,7 @@ def clip_batch_mean(max_norm: float, normalize_by: float) -> optax.GradientTrans
     def update_fn(updates, state, params=None):
         del params
         factor = jnp.minimum(
-            1.0, max_norm / jnp.maximum(_global_norm(updates) / normalize_by, 1e-30)
+            1.0, max_norm / jnp.maximum(optax.tree.norm(updates) / normalize_by, 1e-30)
         )
         return jax.tree_util.tree_map(lambda g: g * factor, updates), state
 
@@ -298,7 +295,7 @@ class Point:
     epsilon: float | None
     c: float
     factors: Params | None = None
-    feature_scale: Any = None
+    feature_scale: ArrayLike | None = None
 
     def __post_init__(self) -> None:
         if self.epsilon is not None:
@@ -359,11 +356,11 @@ def point_values(
 def sweep(
     cfg: CorrDPSGD,
     params0: Params,
-    data: tuple[Any, Any],
+    data: tuple[Inputs, ArrayLike],
     keys: Array,
     points: Sequence[Point],
     *,
-    eval_data: tuple[Any, Any] | None = None,
+    eval_data: tuple[Inputs, ArrayLike] | None = None,
     chunk_size: int | None = None,
     return_params: bool = True,
     params0_per_seed: bool = False,
@@ -403,7 +400,7 @@ INIT_STREAM = "init"
 def corrdp_sgd(
     cfg: CorrDPSGD,
     params0: Params,
-    data: tuple[Any, Any],
+    data: tuple[Inputs, ArrayLike],
     key: Array,
     *,
     epsilon: float | None,
@@ -415,7 +412,7 @@ def corrdp_sgd(
     return jax.tree_util.tree_map(lambda a: a[0, 0], out.params)
 
 
-def quadratic_sketch(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def quadratic_sketch(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(m+1)`` rows with the same mean squared loss and gradient as ``(x, y)`` for every θ.
 
     With ``[X y] = QR`` (float64), ``Σ_k (y_k − θᵀx_k)² = ||R (θ; −1)||²``, so the rows of

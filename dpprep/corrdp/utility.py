@@ -21,9 +21,8 @@ Networks are scored by :func:`dpprep.sweeps.evaluate` (the sweep's ``eval_data``
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.corrdp import tv as tv_lib
 from dpprep.corrdp.data import CorrDPData
@@ -40,7 +39,7 @@ def _check_kind(kind: str, allowed: tuple[str, ...] = GLM_OBJECTIVES) -> str:
     return kind
 
 
-def _check_xy(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _check_xy(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != 2 or y.shape != (x.shape[0],):
         raise ValueError(f"x must be (n, d) and y (n,), got {x.shape} and {y.shape}")
@@ -76,7 +75,7 @@ def dataset_tv(data: CorrDPData, delta: float, *, population: bool = False) -> n
     return columns[sorted(data.insensitive)]
 
 
-def objective(kind: str, x: Any, y: Any, w: Any) -> np.ndarray:
+def objective(kind: str, x: ArrayLike, y: ArrayLike, w: ArrayLike) -> np.ndarray:
     """``F(θ)`` of a GLM panel for a stack of weight vectors ``w`` (shape ``(..., d)``), float64.
 
     ``kind``: "ols" ``mean((y − Xθ)²)``; "ridge" adds ``||θ||²/n`` (the synthetic panel of
@@ -97,7 +96,7 @@ def objective(kind: str, x: Any, y: Any, w: Any) -> np.ndarray:
     return loss
 
 
-def exact_minimiser(kind: str, x: Any, y: Any) -> np.ndarray:
+def exact_minimiser(kind: str, x: ArrayLike, y: ArrayLike) -> np.ndarray:
     """The exact minimiser ``θ̂`` of :func:`objective` for least squares (float64, shape ``(d,)``):
     "ridge" solves ``(XᵀX + I)θ = Xᵀy`` (the stationarity condition of
     ``mean((y − Xθ)²) + ||θ||²/n``), "ols" is ``lstsq``. Logistic regression has no closed form
@@ -110,7 +109,9 @@ def exact_minimiser(kind: str, x: Any, y: Any) -> np.ndarray:
     return np.linalg.lstsq(x.astype(np.float64), y.astype(np.float64), rcond=None)[0]
 
 
-def gradient_bound(kind: str, x: Any, y: Any, theta_hat: Any = None) -> float:
+def gradient_bound(
+    kind: str, x: ArrayLike, y: ArrayLike, theta_hat: ArrayLike | None = None
+) -> float:
     """A per-example gradient bound ``L`` of the data for ``C_theory = L²T/n²``.
 
     "logistic": ``max_i ‖x_i‖`` (``|σ(z) − y| ≤ 1``; a bound at every θ). "ridge"/"ols":
@@ -127,7 +128,7 @@ def gradient_bound(kind: str, x: Any, y: Any, theta_hat: Any = None) -> float:
     return float(np.max(2.0 * r * norms))
 
 
-def accuracy_pp(x: Any, y: Any, w: Any) -> np.ndarray:
+def accuracy_pp(x: ArrayLike, y: ArrayLike, w: ArrayLike) -> np.ndarray:
     """In-sample accuracy in percent of binary GLM classifiers (predict ``1`` iff ``θᵀx > 0``,
     labels in {0, 1}) for a stack of weight vectors ``w`` (``(..., d)``), computed in float64
     (exact ``100·k/n``). Returns shape ``w.shape[:-1]``."""

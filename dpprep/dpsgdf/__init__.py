@@ -41,6 +41,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from dp_accounting import dp_event
+from jax.typing import ArrayLike
 
 from dpprep import models, streams
 from dpprep.accounting import dp
@@ -65,7 +67,7 @@ MEAN_STREAM = "private_mean"
 # Step 0-1: normalisation and the private mean
 
 
-def unit_normalize(x: Any) -> np.ndarray:
+def unit_normalize(x: ArrayLike) -> np.ndarray:
     """Rows scaled to unit L2 norm (float32); a zero row stays zero (our choice: the paper's
     ``x·C_F/‖x‖`` is undefined there)."""
     x = check_finite_array(x, "x", ndim=2).astype(np.float64)
@@ -73,20 +75,20 @@ def unit_normalize(x: Any) -> np.ndarray:
     return np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), 0.0).astype(np.float32)
 
 
-def normalize(x: Any, feature_norm: float) -> np.ndarray:
+def normalize(x: ArrayLike, feature_norm: float) -> np.ndarray:
     """Step 0: ``x ← C_F · x / ‖x‖`` (zero rows map to 0)."""
     feature_norm = check_feature_norm(feature_norm)
     return (unit_normalize(x) * np.float32(feature_norm)).astype(np.float32)
 
 
-def check_feature_norm(feature_norm: Any, name: str = "feature_norm") -> float:
+def check_feature_norm(feature_norm: float, name: str = "feature_norm") -> float:
     value = float(feature_norm)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} (C_F) must be finite and > 0, got {feature_norm!r}")
     return value
 
 
-def check_eps_f(eps_f: Any, epsilon: float | None, name: str = "eps_F") -> float:
+def check_eps_f(eps_f: float, epsilon: float | None, name: str = "eps_F") -> float:
     """``0 < ε_F < ε`` (ValueError naming ``eps_F`` otherwise)."""
     value = float(eps_f)
     if not (math.isfinite(value) and value > 0):
@@ -112,7 +114,9 @@ def mean_sigma(eps_f: float, delta: float) -> float:
     return dp.analytic_gaussian_sigma(check_eps_f(eps_f, None), check_delta(delta))
 
 
-def mean_event(eps_f: float, delta: float, neighbouring: str = "add_remove") -> Any:
+def mean_event(
+    eps_f: float, delta: float, neighbouring: str = "add_remove"
+) -> dp_event.GaussianDpEvent:
     """The mean step as a dp-accounting event, as a multiplier of the per-record bound ``C_F``:
     noise std on the sum is ``σ_F·Δ`` = ``σ_F·factor·C_F``. Under replace-one dp-accounting's PLD
     doubles the Gaussian's sensitivity itself, so the event is ``Gaussian(factor·σ_F)`` under
@@ -127,7 +131,7 @@ def mean_noise(key: jax.Array, num_features: int) -> jax.Array:
 
 
 def mean_from_parts(
-    unit_mean: Any, n: int, feature_norm: float, noise_std_unit: float, xi: Any
+    unit_mean: ArrayLike, n: int, feature_norm: float, noise_std_unit: float, xi: ArrayLike
 ) -> np.ndarray:
     """``μ̂ = C_F·(x̄̃ + s·ξ/n)`` where ``x̄̃`` is the exact mean of the unit rows and ``s·C_F``
     the noise std on the sum of the normalised rows; equal to ``(Σ_i C_F x̃_i + N(0, (s C_F)²
@@ -145,7 +149,7 @@ def mean_from_parts(
 
 
 def private_mean(
-    x_unit: Any,
+    x_unit: ArrayLike,
     feature_norm: float,
     eps_f: float,
     delta: float,
@@ -164,7 +168,7 @@ def private_mean(
     )
 
 
-def bias_correct(params: models.Params, mu_hat: Any) -> models.Params:
+def bias_correct(params: models.Params, mu_hat: ArrayLike) -> models.Params:
     """Step 5: ``W_prv = W'``, ``b_prv = b' − W'ᵀ μ̂``: parameters trained on ``x − μ̂`` that act
     on un-centred ``x`` (:func:`dpprep.features.glm_params_for_raw_features` with no scale)."""
     return glm_params_for_raw_features(params, None, jnp.asarray(mu_hat, jnp.float32))
@@ -374,15 +378,15 @@ class FitResult:
     features; a dict of ``last``/``average`` with ``iterates="both"``); ``centred``: the same
     before step 5; ``mu_hat``: the released mean (zeros for the baselines)."""
 
-    params: Any
-    centred: Any
+    params: models.Params
+    centred: models.Params
     mu_hat: np.ndarray
     calibration: Calibration | None
     evaluation: dict[str, Any] | None
     metrics: dict[str, Any]
 
 
-def _check_labels(y: Any, n: int, num_classes: int | None, name: str) -> np.ndarray:
+def _check_labels(y: ArrayLike, n: int, num_classes: int | None, name: str) -> np.ndarray:
     """Integer class labels in ``[0, num_classes)`` (when given), one per row of the features."""
     y = check_finite_array(y, name, ndim=1)
     if y.shape[0] != n:
@@ -399,11 +403,11 @@ def _check_labels(y: Any, n: int, num_classes: int | None, name: str) -> np.ndar
 
 def fit(
     cfg: DpsgdfConfig,
-    x: Any,
-    y: Any,
+    x: ArrayLike,
+    y: ArrayLike,
     key: jax.Array,
     *,
-    eval_data: tuple[Any, Any] | None = None,
+    eval_data: tuple[ArrayLike, ArrayLike] | None = None,
     num_classes: int | None = None,
 ) -> FitResult:
     """Algorithm 3 end to end on raw features ``x`` (normalised here unless ``feature_norm`` is
@@ -558,7 +562,7 @@ def grid_group(
     batch_size: int,
     epochs: float,
     n: int,
-    unit_mean: Any,
+    unit_mean: ArrayLike,
     seed_keys: jax.Array,
     *,
     delta: float = 1e-5,

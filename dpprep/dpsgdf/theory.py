@@ -27,6 +27,7 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpprep.accounting import dp
 from dpprep.validation import check_delta, check_positive, check_positive_int
@@ -177,10 +178,10 @@ def simulate_types(
     yt: np.ndarray,
     counts: Callable[[int], np.ndarray],
     *,
-    clip: Any,
-    lr: Any,
-    noise_std_sum: Any,
-    normaliser: Any,
+    clip: ArrayLike,
+    lr: ArrayLike,
+    noise_std_sum: ArrayLike,
+    normaliser: ArrayLike,
     steps: int,
     rng: np.random.Generator,
     noise: Callable[[int], np.ndarray] | None = None,
@@ -221,10 +222,10 @@ def simulate_counterexample(
     k_plus: Callable[[int], np.ndarray],
     k_minus: Callable[[int], np.ndarray],
     *,
-    clip: Any,
-    lr: Any,
-    noise_std_sum: Any,
-    normaliser: Any,
+    clip: ArrayLike,
+    lr: ArrayLike,
+    noise_std_sum: ArrayLike,
+    normaliser: ArrayLike,
     steps: int,
     rng: np.random.Generator,
     noise: Callable[[int], np.ndarray] | None = None,
@@ -256,7 +257,7 @@ def simulate_counterexample(
 
 
 def poisson_counts(
-    sizes: np.ndarray, q: Any, runs: int, rng: np.random.Generator
+    sizes: np.ndarray, q: ArrayLike, runs: int, rng: np.random.Generator
 ) -> Callable[[int], np.ndarray]:
     """Per-type Binomial(size, q) counts for ``runs`` runs (``q`` scalar or ``(runs,)``)."""
     q = np.broadcast_to(np.asarray(q, float), (runs,))[:, None]

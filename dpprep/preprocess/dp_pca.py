@@ -43,7 +43,7 @@ __all__ = [
 
 Calibration = Literal["lemma_m", "analytic"]
 # Dense eigendecomposition up to this d; ARPACK (top-k only) above it.
-_DENSE_MAX_D = 200
+DENSE_MAX_D = 200
 
 
 def analyze_gauss_sensitivity(n: int) -> float:
@@ -117,7 +117,7 @@ class DPPCAResult:
 
 def _top_k(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     d = matrix.shape[0]
-    if d <= _DENSE_MAX_D:
+    if d <= DENSE_MAX_D:
         values, vectors = np.linalg.eigh(matrix)
         order = np.argsort(values)[::-1][:k]
         return values[order], vectors[:, order]

@@ -233,7 +233,7 @@ class PTRResult:
     """Output of :func:`algorithm1`: ``output`` is :data:`BOTTOM` or the DP-GD parameters (the only
     private release); ``test``, ``pca`` (None on ⊥) and ``noise_std`` are for analysis."""
 
-    output: Any
+    output: models.Params  # or BOTTOM
     test: PTRTest
     pca: PCAResult | None
     noise_std: float
@@ -308,7 +308,7 @@ class PTRSweep:
     passed: np.ndarray
     noise_std: np.ndarray
     trained: bool
-    params: Any
+    params: models.Params
     evaluation: dict[str, np.ndarray]
     pca: PCAResult
     guarantees: tuple[Theorem7, ...]

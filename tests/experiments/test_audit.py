@@ -51,7 +51,7 @@ def test_quick_profile_covers_the_issue_targets():
     assert all(c.delta == 1e-5 for _, c in plan)
     assert any(role == "broken" for role, _ in plan)
     # Every bug class of the catalogue is audited on some learner, at the learners' default runs.
-    from experiments.bug_catalogue import BUGS
+    from experiments.audit.bugs import BUGS
 
     assert {role.split(":", 1)[1] for role, _ in plan if role.startswith("bug:")} == set(BUGS)
     assert all(c.runs == 20_000 for role, c in plan if role.startswith("bug:"))

@@ -30,10 +30,13 @@ def _csv(relative: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def _drawn(module, monkeypatch, plot, frame, *args):
-    """The figure ``plot(frame, path, *args)`` saves (saving itself is skipped)."""
+def _drawn(monkeypatch, plot, frame, *args):
+    """The figure ``plot(frame, path, *args)`` saves (saving itself is skipped): every figure
+    saves through ``experiments.plotting.save``, whose ``save_figure`` is replaced."""
+    from experiments import plotting
+
     figures = []
-    monkeypatch.setattr(module, "save_figure", lambda fig, path, **kwargs: figures.append(fig))
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path, **kwargs: figures.append(fig))
     plot(frame, "unused.png", *args)
     (fig,) = figures
     return fig
@@ -51,7 +54,7 @@ def _legend_font_sizes(fig):
 
 
 def test_hu2024_fig3_every_series_has_its_own_colour_and_marker(monkeypatch):
-    fig = _drawn(hu2024_fig3, monkeypatch, hu2024_fig3.plot, _csv("hu2024_fig3/fig3_tuned.csv"))
+    fig = _drawn(monkeypatch, hu2024_fig3.plot, _csv("hu2024_fig3/fig3_tuned.csv"))
     for ax in fig.axes:
         series = [container.lines[0] for container in ax.containers]  # each errorbar's data line
         assert len(series) >= 5
@@ -66,7 +69,6 @@ def test_hu2024_fig3_every_series_has_its_own_colour_and_marker(monkeypatch):
 def test_sun2024_e2_loss_axis_has_no_negative_range_and_the_legend_covers_no_panel(monkeypatch):
     module = sun2024_counterexample
     fig = _drawn(
-        module,
         monkeypatch,
         module.plot,
         _csv("sun2024_counterexample/e2.csv"),
@@ -90,7 +92,7 @@ def test_sun2024_e2_loss_axis_has_no_negative_range_and_the_legend_covers_no_pan
 
 
 def test_audit_legend_is_legible_and_threat_models_keep_their_colour(monkeypatch):
-    fig = _drawn(audit, monkeypatch, audit.plot, _csv("audit/audit.csv"))
+    fig = _drawn(monkeypatch, audit.plot, _csv("audit/audit.csv"))
     assert min(_legend_font_sizes(fig)) >= 9  # was 6 pt
     colours: dict[str, set] = {}
     for ax in fig.axes:
@@ -101,7 +103,7 @@ def test_audit_legend_is_legible_and_threat_models_keep_their_colour(monkeypatch
 
 
 def test_hu2024_fig2_both_group_privacy_lines_are_visible_where_they_coincide(monkeypatch):
-    fig = _drawn(hu2024_fig2, monkeypatch, hu2024_fig2.plot, _csv("hu2024_fig2/fig2.csv"))
+    fig = _drawn(monkeypatch, hu2024_fig2.plot, _csv("hu2024_fig2/fig2.csv"))
     pca = fig.axes[2]
     group = [line for line in pca.get_lines() if line.get_label().startswith("group privacy")]
     assert len(group) == 2

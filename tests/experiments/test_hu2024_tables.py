@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import importlib.resources
 import json
 import math
 
@@ -12,6 +14,7 @@ import pytest
 from dpprep.preprocess.privacy.renyi import gaussian_group_epsilon
 from experiments import run_experiment
 from experiments import hu2024_fig2 as fig2
+from experiments.targets import paper_targets
 
 
 def _by_status(comparisons):
@@ -172,6 +175,24 @@ def test_fig2_panel_functions_hit_reference_points():
     c = fig2.panel_pca(np.array([101]), cfg).iloc[0]
     assert c["tau"] == pytest.approx(12.2) and c["group_k"] == 101
     assert fig2.quantization_crossover(cfg) == pytest.approx(0.255, abs=5e-4)
-    assert fig2._half_unit("12.242") == pytest.approx(5e-4) and fig2._half_unit(
-        "5.0037e7"
-    ) == pytest.approx(500.0)
+
+
+def _half_unit(printed: str) -> float:
+    """Half a unit of the last printed digit of a reference value (its rounding tolerance)."""
+    mantissa, _, exponent = printed.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+
+
+def test_fig2_targets_closed_forms_are_held_to_their_printed_digits():
+    """A closed-form reference value's tolerance is half a unit of its last digit as printed in
+    ``targets.csv`` (so "6.80" is held to 0.005); numerically optimised ones to ±1 %."""
+    text = (importlib.resources.files("experiments.hu2024_fig2") / "targets.csv").read_text()
+    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    closed = [row for row in rows if row["abs_tol"]]
+    assert len(closed) == 32 and all(float(r["abs_tol"]) == _half_unit(r["value"]) for r in closed)
+    assert all(float(row["rel_tol"]) == 0.01 for row in rows if not row["abs_tol"])
+    targets = paper_targets("experiments.hu2024_fig2").set_index(["panel", "quantity", "x"])
+    assert targets.loc[("a", "srdp_table2", 1e-3), "abs_tol"] == pytest.approx(5e-4)
+    assert targets.loc[("c", "group", 10_000), "abs_tol"] == pytest.approx(500.0)
+    assert targets.loc[("b", "ratio", 0.1), "abs_tol"] == pytest.approx(5e-3)

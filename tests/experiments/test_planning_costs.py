@@ -14,6 +14,8 @@ import pytest
 
 import experiments
 from experiments import planning
+from experiments.hu2024_fig3 import cost as fig3_cost
+from experiments.planning import flops
 from experiments.results import Progress, UnitStore
 
 MODELLED = (
@@ -238,7 +240,7 @@ def test_shape_constants_equal_the_real_data(data_dir):
     from dpprep import data
     from dpprep.corrdp.data import load_corrdp, sepsis_rebalanced
 
-    for name, shape in planning.DATA_SHAPES.items():
+    for name, shape in flops.DATA_SHAPES.items():
         try:
             ds = data.load(name, data_dir)
         except data.DataNotFoundError:
@@ -246,10 +248,10 @@ def test_shape_constants_equal_the_real_data(data_dir):
             assert name == "cifar100_features", name
             continue
         assert (*ds.x_train.shape, ds.num_classes) == shape, name
-    for name, (rows, columns, intercept) in planning.CORRDP_SHAPES.items():
+    for name, (rows, columns, intercept) in flops.CORRDP_SHAPES.items():
         view = load_corrdp(name, data_dir)
         assert (*np.shape(view.x), view.intercept is not None) == (rows, columns, intercept), name
-    assert sepsis_rebalanced(data_dir)[0].shape[0] == planning.SEPSIS_REBALANCED_ROWS
+    assert sepsis_rebalanced(data_dir)[0].shape[0] == flops.SEPSIS_REBALANCED_ROWS
 
 
 def _registered_units(experiment_id: str, profile: str, root: Path, data_dir: Path) -> int:
@@ -380,7 +382,7 @@ def test_hu2024_fig3_release_floor_follows_dp_pca_solver():
 
     from dpprep.preprocess import dp_pca
 
-    assert f"max(2 * k + 1, {planning.FIG3_LANCZOS_VECTORS})" in inspect.getsource(dp_pca._top_k)
-    assert planning._fig3_release_flops(8000, 1) == 40 * 2 * 8000**2
-    assert planning._fig3_release_flops(200, 1) == pytest.approx(4 / 3 * 200**3)
-    assert planning._fig3_release_flops(8000, 1) < 9 * 8000**3 / 500
+    assert f"max(2 * k + 1, {fig3_cost.FIG3_LANCZOS_VECTORS})" in inspect.getsource(dp_pca._top_k)
+    assert fig3_cost.release_flops(8000, 1) == 40 * 2 * 8000**2
+    assert fig3_cost.release_flops(200, 1) == pytest.approx(4 / 3 * 200**3)
+    assert fig3_cost.release_flops(8000, 1) < 9 * 8000**3 / 500

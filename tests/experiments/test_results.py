@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from experiments import results
+from experiments.results import identity
+from experiments.results import progress as progress_module
 from experiments.results import (
     Comparison,
     UnitStore,
@@ -164,7 +166,7 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(
     )
     # A later process reads the unit back with the provenance of its computation, not today's.
     epoch = time.gmtime(0)
-    monkeypatch.setattr(results.time, "gmtime", lambda *a: epoch)
+    monkeypatch.setattr(identity.time, "gmtime", lambda *a: epoch)
     again = UnitStore(tmp_path)
     assert again.run("unit", compute) == {"l2": 2.0} and len(calls) == 1
     assert again.provenance("unit") == computed
@@ -173,13 +175,13 @@ def test_unit_store_recomputes_units_of_other_code_and_keeps_their_provenance(
         k: v for k, v in computed.items() if k not in ("computed", "seconds")
     }
     # After an edit to the package (another source digest) the unit is stale: recomputed.
-    monkeypatch.setattr(results, "source_digest", lambda: "edited")
+    monkeypatch.setattr(identity, "source_digest", lambda: "edited")
     edited = UnitStore(tmp_path)
     assert edited.run("unit", compute) == {"l2": 4.0} and len(calls) == 2
     assert edited.provenance("unit")["source"] == "edited"
     assert edited.provenance("unit")["computed"] == "1970-01-01T00:00:00Z"
     # So does an upgrade of a dependency.
-    monkeypatch.setattr(results, "package_versions", lambda: {"jax": "9.9"})
+    monkeypatch.setattr(identity, "package_versions", lambda: {"jax": "9.9"})
     assert UnitStore(tmp_path).run("unit", compute) == {"l2": 6.0} and len(calls) == 3
 
 
@@ -293,7 +295,7 @@ def test_units_keep_key_order_and_rows_carry_no_time(tmp_path, monkeypatch):
     assert "computed" not in json.loads(first) and "computed" in again.provenance("u")
     # Recomputed at another time by the same code: the row's provenance is byte-identical.
     then = time.gmtime(10**9)
-    monkeypatch.setattr(results.time, "gmtime", lambda *a: then)
+    monkeypatch.setattr(identity.time, "gmtime", lambda *a: then)
     later = UnitStore(tmp_path, fresh=True)
     later.run("u", lambda: dict(value))
     assert later.provenance("u")["computed"] != again.provenance("u")["computed"]
@@ -574,7 +576,7 @@ def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_
     assert stream.getvalue() == "" and progress.done == 2
     # A Jupyter kernel's stderr is no terminal: without ipywidgets, plain lines (no tqdm warning).
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
-    monkeypatch.setattr(results, "_notebook_widgets", lambda: False)
+    monkeypatch.setattr(progress_module, "_notebook_widgets", lambda: False)
     stream = io.StringIO()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -736,12 +738,15 @@ def test_run_all_keys_each_experiment_on_its_own_sources(tmp_path):
     import experiments
 
     module = experiments.REGISTRY["hu2024_pipeline_demo"][0]
-    assert results.experiment_sources(module) == (
-        "dpprep",
+    sources = results.experiment_sources(module)
+    assert sources[0] == "dpprep" and {
         "experiments/hu2024_pipeline_demo/__init__.py",
-        "experiments/hu2024_table3/__init__.py",
-        "experiments/results.py",
-    )
+        "experiments/hu2024_table3/__init__.py",  # imported by the demo
+        "experiments/results/store.py",
+    } <= set(sources)
+    folders = {Path(s).parts[1] for s in sources[1:]}
+    assert folders <= {"hu2024_pipeline_demo", "hu2024_table3", "results", "targets.py"}, folders
+    assert not any(Path(s).name in results.NOT_KEYED for s in sources)
     assert (
         experiments.unit_source("hu2024_pipeline_demo")
         == results.experiment_digest(module)

@@ -1,0 +1,241 @@
+"""The catalogue of planted privacy bugs that dpprep's audit is tested against (test-only).
+
+It lives outside the library on purpose: nothing in ``dpprep`` can switch a bug on. :func:`inject`
+rebinds a library attribute (the privatizer's noise, the clip factors, the Poisson sampler, the
+engine's step, DPSGD-F's private mean, CorrDP's noise factors) to its broken version
+(:mod:`experiments.audit.patches`) for the duration of a ``with`` block — never the audit's
+bookkeeping: the accountant, the canary and the attack stay honest — and :func:`audit_with_bug`
+audits a learner under it. JAX's compilation caches and dpprep's own are cleared on entry and on
+exit, so a function compiled inside the block never runs after it (and one compiled before it is
+traced afresh inside), whatever caches its config hits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable, Iterator
+
+import jax
+
+from dpprep.auditing import AuditConfig, AuditResult, audit
+
+from . import patches
+
+
+@dataclasses.dataclass(frozen=True)
+class Bug:
+    """A class of privacy bug that :func:`inject` plants in dpprep's own code (never in the
+    audit's bookkeeping: the accountant, the canary and the attack stay honest).
+
+    Attributes:
+      description: what the broken code does.
+      patches: ``(module, attribute, wrap)`` triples: while injected, ``module.attribute`` is
+        ``wrap(original)``. Library code looks these names up when the audit traces the learner,
+        so every learner built and compiled inside :func:`inject` runs the broken code.
+      learners: dpprep learners whose code path the patch reaches.
+    """
+
+    description: str
+    patches: tuple[tuple[str, str, Callable[[Callable], Callable]], ...]
+    learners: tuple[str, ...]
+
+
+_PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid")
+_GAUSSIAN_NOISE_LEARNERS = (
+    "dp_gd",
+    "dp_sgd_poisson",
+    "dp_sgd_shuffle",
+    "dp_sgd_iteration",
+    "dpsgdf",
+    "corrdp_sgd",
+    "corrdp_sgd_sensitive",
+    "impute_dp_gd",
+) + _PATHS
+#: Learners whose noise the plan calibrates (through dpprep.plan and the DP-SGD event).
+_PLAN_CALIBRATED = (
+    "dp_gd",
+    "dp_sgd_poisson",
+    "dp_sgd_shuffle",
+    "dp_sgd_iteration",
+    "dpsgdf",
+) + _PATHS
+_POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
+_DPSGDF = ("dpsgdf", "dpsgdf_grid")
+
+#: The catalogue by name (:func:`inject`): every bug class the audit is tested against.
+BUGS: dict[str, Bug] = {
+    "noise_0.7x": Bug(
+        "the Gaussian noise is 0.7× the std the accountant assumes (dpprep.noise.add_noise)",
+        (("dpprep.noise", "add_noise", patches.scaled_noise(0.7)),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "clip_2c": Bug(
+        "per-example gradients are clipped to 2C instead of C (dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", patches.clip_to(2.0)),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "one_unclipped": Bug(
+        "the last real example (per the mask) of each batch is not clipped"
+        " (dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", patches.last_row_unclipped),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "calibration_0.7x": Bug(
+        "the plan's calibration returns 0.7x the multiplier its accountant needs"
+        " (dpprep.plan._calibrate)",
+        (("dpprep.plan", "_calibrate", patches.calibrated_low),),
+        _PLAN_CALIBRATED,
+    ),
+    "half_steps_charged": Bug(
+        "the accountant's DP-SGD event composes half the steps the run takes "
+        "(dpprep.accounting.dp.dpsgd_event)",
+        (("dpprep.accounting.dp", "dpsgd_event", patches.half_steps_charged),),
+        tuple(name for name in _PLAN_CALIBRATED if name != "dp_sgd_iteration"),
+    ),
+    "noise_key_frozen": Bug(
+        "every step of a run draws the same noise (the privatizer's counter does not reach its "
+        "key; dpprep.noise.privatizer)",
+        (("dpprep.noise", "privatizer", patches.frozen_noise_key),),
+        ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf") + _PATHS,
+    ),
+    "batch_max_scaling": Bug(
+        "a batch is scaled by C over its largest gradient norm instead of clipping each example "
+        "(dpprep.clipping.clip_factors)",
+        (("dpprep.clipping", "clip_factors", patches.batch_max_scaling),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "padding_slots_real": Bug(
+        "the padded slots of a Poisson batch (index 0) keep weight 1"
+        " (dpprep.sampling.poisson_batch)",
+        (("dpprep.sampling", "poisson_batch", patches.padding_slots_real),),
+        _POISSON,
+    ),
+    "first_record_always": Bug(
+        "record 0 joins every Poisson batch that missed it (dpprep.sampling.poisson_batch)",
+        (("dpprep.sampling", "poisson_batch", patches.first_record_always),),
+        _POISSON,
+    ),
+    "per_leaf_norms": Bug(
+        "the clipping norm of a multi-leaf gradient is its largest leaf's"
+        " (dpprep.clipping._global_norms)",
+        (("dpprep.clipping", "_global_norms", patches.per_leaf_norms),),
+        ("dp_sgd_poisson_vmap_clip",),
+    ),
+    "poisson_2q": Bug(
+        "the Poisson sampler includes each record at rate 2q, the accountant charges q "
+        "(dpprep.sampling.poisson_batch, poisson_pad_size)",
+        (
+            ("dpprep.sampling", "poisson_batch", patches.doubled_batch_rate),
+            ("dpprep.sampling", "poisson_pad_size", patches.doubled_pad_rate),
+        ),
+        _POISSON,
+    ),
+    "double_releases": Bug(
+        "every accounted step releases two noisy updates (dpprep.algorithms' apply_step runs"
+        " twice)",
+        (("dpprep.algorithms", "apply_step", patches.twice),),
+        _GAUSSIAN_NOISE_LEARNERS,
+    ),
+    "mean_noiseless": Bug(
+        "DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
+        (("dpprep.dpsgdf", "mean_from_parts", patches.noiseless_mean),),
+        _DPSGDF,
+    ),
+    "mean_sigma_halved": Bug(
+        "DPSGD-F's private-mean multiplier σ_F is half what (ε_F, δ) needs, and the run is "
+        "calibrated around it (dpprep.dpsgdf.mean_sigma)",
+        (("dpprep.dpsgdf", "mean_sigma", patches.mean_sigma_halved),),
+        _DPSGDF,
+    ),
+    "corrdp_factors_halved": Bug(
+        "CorrDP's insensitive-feature noise variance factors are halved "
+        "(dpprep.corrdp.noise.corrdp_factors)",
+        (("dpprep.corrdp.noise", "corrdp_factors", patches.halved_factors),),
+        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+    ),
+    "corrdp_sensitive_factors_halved": Bug(
+        "CorrDP's sensitive-feature noise variance factors are halved "
+        "(dpprep.corrdp.noise.corrdp_factors)",
+        (("dpprep.corrdp.noise", "corrdp_factors", patches.halved_sensitive),),
+        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+    ),
+}
+
+
+def check_bug(name: str) -> Bug:
+    """The catalogue entry ``name``; ValueError naming the available ones otherwise."""
+    if not isinstance(name, str) or name not in BUGS:
+        raise ValueError(f"unknown bug {name!r}; available: {', '.join(BUGS)}")
+    return BUGS[name]
+
+
+def clear_compilations() -> None:
+    """Forget every compiled function and cached account: JAX's caches, the engine's (the sweeps'
+    compiled calls) and the plan's accountant's."""
+    from dpprep import algorithms, plan, sweeps
+    from dpprep.accounting import dp
+
+    sweeps._compiled_group.cache_clear()
+    sweeps._compiled_datasets.cache_clear()
+    algorithms._host_fns.cache_clear()
+    # The accountant's caches too: a planted accounting bug must neither hit an honest entry nor
+    # leave a broken one behind (the on-disk cache re-verifies every hit with the accountant).
+    plan._account.cache_clear()
+    dp._calibrate_noise_cached.cache_clear()
+    jax.clear_caches()
+
+
+@contextlib.contextmanager
+def inject(name: str) -> Iterator[Bug]:
+    """Test-only: plants bug ``name`` (:data:`BUGS`) in dpprep's library code for the duration of
+    the block; every learner traced inside it runs the broken code (compilations are cleared on
+    entry and exit, so none leaks in or out). Not thread-safe: the patch is a module attribute.
+    Restores the originals on exit, also on error::
+
+        with inject("clip_2c"):
+            result = audit(AuditConfig("dp_gd", epsilon=1.0))
+        result.violation  # True: a rigorous bound above the accounted ε
+    """
+    import importlib
+
+    import os
+
+    from dpprep.accounting import dp
+
+    bug = check_bug(name)
+    saved: list[tuple[Any, str, Any]] = []
+    # no broken calibration reaches the disk
+    disk_cache = os.environ.pop(dp.ENV_CALIBRATION_CACHE, None)
+    clear_compilations()
+    try:
+        for module_name, attribute, wrap in bug.patches:
+            module = importlib.import_module(module_name)
+            original = getattr(module, attribute)
+            saved.append((module, attribute, original))
+            setattr(module, attribute, wrap(original))
+        yield bug
+    finally:
+        for module, attribute, original in reversed(saved):
+            setattr(module, attribute, original)
+        if disk_cache is not None:
+            os.environ[dp.ENV_CALIBRATION_CACHE] = disk_cache
+        clear_compilations()
+
+
+def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditResult:
+    """:func:`audit` of ``cfg`` with catalogue bug ``bug`` injected (None: the honest learner). A
+    bug whose patches do not reach ``cfg.learner`` is refused (its audit would be an honest one)."""
+    if bug is None:
+        return audit(cfg, **kwargs)
+    entry = check_bug(bug)
+    if cfg.learner not in entry.learners:
+        raise ValueError(
+            f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches"
+            f" {', '.join(entry.learners)}"
+        )
+    with inject(bug):
+        return audit(cfg, **kwargs)
+
+
+__all__ = ["BUGS", "Bug", "audit_with_bug", "check_bug", "clear_compilations", "inject"]

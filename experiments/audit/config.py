@@ -1,0 +1,223 @@
+"""The audit's settings: the learners' audited shapes, the bug catalogue's (learner, bug) pairs,
+the profiles' run counts, and the measured reasons why some catalogue rows cannot be caught.
+
+Each learner is audited at a target ε (δ = 1e-5) under its threat models; :data:`PROFILES` sets
+the runs per world of the honest, broken and catalogue audits and the seeds the honest audits are
+repeated at. :data:`NOT_CATCHABLE` is data too: the measurements behind each missed row's note.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+EPSILONS = (1.0, 2.0, 4.0)
+PIPELINE_EPSILONS = (0.1, 0.25, 0.5)  # DP-GD's own ε parameter (Hu et al.'s σ = L√T/(εn))
+# Per-learner shape of the audited run (the rest are AuditConfig defaults: n = 100, dim = 4).
+SHAPES = {
+    "dp_gd": {"steps": 10},
+    "dp_sgd_poisson": {"epochs": 5, "batch_size": 20},
+    "dp_sgd_shuffle": {"epochs": 5, "batch_size": 20},
+    "dp_sgd_iteration": {"n": 10},
+    "dpsgdf": {"epochs": 5, "batch_size": 20},
+    "corrdp_sgd": {"steps": 10},
+    "impute_dp_gd": {"steps": 10},
+    "dp_sgd_poisson_vmap_clip": {"epochs": 5, "batch_size": 20},
+    "dp_sgd_poisson_sweep_point": {"epochs": 5, "batch_size": 20},
+    "dpsgdf_grid": {"epochs": 5, "batch_size": 20},
+    "corrdp_sgd_sensitive": {"steps": 10},
+    # A host loop of select() calls: its own (small) size and run count at every profile.
+    "private_selection": {
+        "n": 40,
+        "dim": 3,
+        "steps": 4,
+        "runs": 600,
+        "pilot_runs": 150,
+        "chunk": 150,
+    },
+}
+#: Learners audited under the final-model threat model only.
+FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection")
+TITLES = {
+    "dp_gd": "DP-GD",
+    "dp_sgd_poisson": "DP-SGD (Poisson)",
+    "dp_sgd_shuffle": "DP-SGD (shuffled)",
+    "dp_sgd_iteration": "DP-SGD by iteration",
+    "dpsgdf": "DPSGD-F",
+    "corrdp_sgd": "CorrDP-SGD",
+    "impute_dp_gd": "mean imputation → DP-GD",
+    "dp_sgd_poisson_vmap_clip": "DP-SGD (Poisson), vmap clipping of two leaves",
+    "dp_sgd_poisson_sweep_point": "DP-SGD (Poisson), one point of a vmapped sweep",
+    "dpsgdf_grid": "DPSGD-F, grid path (grid_group + sweep_points)",
+    "corrdp_sgd_sensitive": "CorrDP-SGD, sensitive-feature canary",
+    "private_selection": "private selection (end to end)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """How many audits a profile runs, and how many runs per world each gets."""
+
+    runs: int  # evaluation runs per world
+    runs_eps1_dp_gd: int  # DP-GD at ε = 1 needs more for its 0.8 target
+    runs_broken: int  # the broken learners (Clopper–Pearson must resolve Poisson's gap)
+    pilot_runs: int
+    epsilons: tuple[float, ...]
+    pipeline_epsilons: tuple[float, ...]
+    final_model: tuple[str, ...]  # learners also audited under the final-model threat model
+    catalogue: tuple[tuple[str, str], ...] = ()  # (learner, bug) pairs of the bug catalogue
+    # The catalogue's runs per world: the learners' default audit settings.
+    runs_catalogue: int = 20_000
+    # Every honest audit is repeated at these seeds (the false-alarm count).
+    honest_seeds: tuple[int, ...] = (0,)
+
+
+#: Every bug class of :data:`experiments.audit.bugs.BUGS` on every learner whose code path it
+#: reaches (ε = 1; the pipeline at its own ε of 0.25). ``one_unclipped`` leaves the last *real* row
+#: (per the mask) of each batch unclipped: the canary whenever it is sampled (full batch, Poisson);
+#: see NOT_CATCHABLE for the rows that no rigorous test can catch at these settings, and why.
+CATALOGUE: tuple[tuple[str, str], ...] = (
+    ("dp_gd", "noise_0.7x"),
+    ("dp_gd", "clip_2c"),
+    ("dp_gd", "one_unclipped"),
+    ("dp_gd", "double_releases"),
+    ("dp_sgd_poisson", "noise_0.7x"),
+    ("dp_sgd_poisson", "clip_2c"),
+    ("dp_sgd_poisson", "one_unclipped"),
+    ("dp_sgd_poisson", "poisson_2q"),
+    ("dp_sgd_poisson", "double_releases"),
+    ("dp_sgd_shuffle", "noise_0.7x"),
+    ("dp_sgd_shuffle", "clip_2c"),
+    ("dp_sgd_iteration", "noise_0.7x"),
+    ("dp_sgd_iteration", "clip_2c"),
+    ("dpsgdf", "noise_0.7x"),
+    ("dpsgdf", "clip_2c"),
+    ("dpsgdf", "poisson_2q"),
+    ("dpsgdf", "mean_noiseless"),
+    ("corrdp_sgd", "noise_0.7x"),
+    ("corrdp_sgd", "clip_2c"),
+    ("corrdp_sgd", "corrdp_factors_halved"),
+    ("impute_dp_gd", "noise_0.7x"),
+    ("impute_dp_gd", "clip_2c"),
+    # Bugs in the plan's calibration and account, the noise's structure, batch-level
+    # clipping rules, slots, multi-leaf norms, and the paths (vmap clipping, a sweep's point).
+    ("dp_gd", "calibration_0.7x"),
+    ("dp_sgd_poisson", "calibration_0.7x"),
+    ("dp_sgd_shuffle", "calibration_0.7x"),
+    ("dp_sgd_iteration", "calibration_0.7x"),
+    ("dpsgdf", "calibration_0.7x"),
+    ("dp_gd", "half_steps_charged"),
+    ("dp_sgd_poisson", "half_steps_charged"),
+    ("dp_sgd_shuffle", "half_steps_charged"),
+    ("dpsgdf", "half_steps_charged"),
+    ("dp_gd", "noise_key_frozen"),
+    ("dp_sgd_poisson", "noise_key_frozen"),
+    ("dp_sgd_shuffle", "noise_key_frozen"),
+    ("dpsgdf", "noise_key_frozen"),
+    ("dp_sgd_poisson_sweep_point", "noise_key_frozen"),
+    ("dp_gd", "batch_max_scaling"),
+    ("dp_sgd_poisson", "batch_max_scaling"),
+    ("dp_sgd_shuffle", "batch_max_scaling"),
+    ("dp_sgd_poisson_vmap_clip", "batch_max_scaling"),
+    ("dp_sgd_poisson", "padding_slots_real"),
+    ("dp_sgd_poisson_sweep_point", "padding_slots_real"),
+    ("dpsgdf", "padding_slots_real"),
+    ("dp_sgd_poisson", "first_record_always"),
+    ("dp_sgd_poisson_vmap_clip", "per_leaf_norms"),
+    ("dp_sgd_poisson_vmap_clip", "noise_0.7x"),
+    ("dp_sgd_poisson_vmap_clip", "clip_2c"),
+    ("dp_sgd_poisson_sweep_point", "noise_0.7x"),
+    ("dp_sgd_poisson_sweep_point", "clip_2c"),
+    ("dpsgdf_grid", "noise_0.7x"),
+    ("dpsgdf_grid", "mean_noiseless"),
+    ("dpsgdf_grid", "half_steps_charged"),
+    ("dpsgdf_grid", "padding_slots_real"),
+    ("dpsgdf", "mean_sigma_halved"),
+    ("dpsgdf_grid", "mean_sigma_halved"),
+    ("dpsgdf_grid", "noise_key_frozen"),
+    ("dpsgdf", "first_record_always"),
+    ("dpsgdf_grid", "first_record_always"),
+    ("corrdp_sgd_sensitive", "noise_0.7x"),
+    ("corrdp_sgd_sensitive", "corrdp_sensitive_factors_halved"),
+    ("corrdp_sgd", "corrdp_sensitive_factors_halved"),
+)
+
+#: Why a catalogue row is not caught, computed (how many runs it would need, and why); shown as
+#: the REPORT row's note when the audit misses it.
+NOT_CATCHABLE: dict[tuple[str, str], str] = {
+    # The shuffled learner is held to its proven no-amplification bound (5 Gaussian releases: ε 2.25
+    # at the yardstick's floor) and tested against that bound's whole PLD profile. The shuffle hides
+    # which batch holds the canary, so even the broken runs stay inside that curve: their
+    # (non-rigorous) GDP estimates at 20,000 runs were 1.86 (2C) and 1.54 (batch scaling) < 2.25,
+    # δ excess −0.0027 (measured). A sound test cannot refute a bound the broken mechanism still
+    # satisfies, at any number of runs; only the unproven as-if-Poisson number (1.0) is exceeded.
+    # (0.7x noise is now caught by the noise test: its columns show the missing noise directly.)
+    ("dp_sgd_shuffle", "clip_2c"): (
+        "within the proven no-amplification bound the shuffled learner is held to "
+        "(GDP estimate 1.86 < 2.25): not a violation of it at any number of runs"
+    ),
+    ("dp_sgd_shuffle", "batch_max_scaling"): (
+        "within the proven no-amplification bound the shuffled learner is held "
+        "to (GDP estimate 1.54 < 2.25): not a violation of it at any number of runs"
+    ),
+    # Final model, n = 10: the margin score's in/out samples (100,000 runs per world, measured) have
+    # AUROC 0.570 (0.7× noise) / 0.601 (2C), a Gaussian fit μ = 0.25 / 0.36 (ε 0.93 / 1.39 at
+    # δ = 1e-5). The audit's 32 thresholds sit at pilot quantiles 1/33..32/33, where the attack's
+    # best point is ε 0.20 / 0.28 (measured): no run count lifts Clopper–Pearson above 1 there
+    # (3,000,000 runs per world gave 0.21 for 2C). With thresholds in the tail, the Gaussian fit
+    # needs ~1.0e6 runs per world for 2C (Clopper–Pearson at 0.05 over 64 points, 0.9e6 do not
+    # suffice) and no finite number for 0.7× noise (fit ε 0.93 < 1).
+    ("dp_sgd_iteration", "noise_0.7x"): (
+        "final-model margin attack too weak: best point ε 0.20 at the audit's "
+        "thresholds, Gaussian-fit ε 0.93 < 1 even with unlimited runs"
+    ),
+    ("dp_sgd_iteration", "clip_2c"): (
+        "final-model margin attack: best point ε 0.28 at the audit's thresholds (any run "
+        "count); with tail thresholds ~1.0e6 runs per world under a Gaussian fit (ε 1.39)"
+    ),
+    # Hu et al.'s threat model bounds every record to the domain (features in [−1, 1], L = C = 1),
+    # so every per-example gradient of the pipeline has norm ≤ C: clipping at 2C returns the same
+    # output as at C on every in-domain dataset, so the true ε is unchanged. A canary above C is
+    # outside the domain where the overall ε (Cor. 4's imputation sensitivity) is proven, so
+    # exceeding it there would refute nothing.
+    ("impute_dp_gd", "clip_2c"): (
+        "not a privacy bug on the pipeline's domain: every in-domain gradient is ≤ C, so "
+        "clipping at 2C changes no output (a canary above C is outside Hu et al.'s threat model)"
+    ),
+}
+
+PROFILES = {
+    "smoke": Profile(
+        1_000,
+        1_000,
+        1_000,
+        200,
+        (2.0,),
+        (0.25,),
+        ("dp_gd", "dp_sgd_iteration"),
+        catalogue=(("dp_gd", "clip_2c"),),
+        runs_catalogue=1_000,
+    ),
+    "quick": Profile(
+        20_000,
+        60_000,
+        100_000,
+        2_000,
+        EPSILONS,
+        PIPELINE_EPSILONS,
+        ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration"),
+        catalogue=CATALOGUE,
+        honest_seeds=(0, 1),
+    ),
+    "paper": Profile(
+        100_000,
+        300_000,
+        300_000,
+        10_000,
+        EPSILONS,
+        PIPELINE_EPSILONS,
+        ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration"),
+        catalogue=CATALOGUE,
+        runs_catalogue=100_000,
+        honest_seeds=(0, 1),
+    ),
+}
