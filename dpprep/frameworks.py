@@ -33,7 +33,14 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from dpprep.models import Array, Model, Params, _logistic_loss, _softmax_cross_entropy
+from dpprep.models import (
+    Array,
+    Model,
+    Params,
+    _logistic_loss,
+    _softmax_cross_entropy,
+    _squared_error,
+)
 
 Loss = str | Callable[[Array, Array], Array]
 
@@ -48,7 +55,7 @@ def _flat(outputs: Array) -> Array:
 LOSSES: dict[str, tuple[Callable[[Array, Array], Array], str, str, bool]] = {
     "softmax_cross_entropy": (_softmax_cross_entropy, "class", "classification", False),
     "sigmoid_binary_cross_entropy": (_logistic_loss, "binary", "classification", True),
-    "squared_error": (lambda out, y: (y - out) ** 2, "real", "regression", True),
+    "squared_error": (_squared_error, "real", "regression", True),
 }
 
 

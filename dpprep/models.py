@@ -30,6 +30,7 @@ from typing import Any, Callable, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.typing import ArrayLike
 
 from dpprep.validation import check_finite_array, check_positive, check_positive_int
@@ -160,16 +161,25 @@ def _glm_params(
 
 
 def _softmax_cross_entropy(logits: Array, y: Array) -> Array:
-    """Per-example ``−log softmax(logits)[y]`` for integer labels ``y``."""
-    return (
-        jax.nn.logsumexp(logits, axis=-1)
-        - jnp.take_along_axis(logits, y[:, None].astype(jnp.int32), axis=-1)[:, 0]
-    )
+    """Per-example ``−log softmax(logits)[y]`` for integer labels ``y`` (optax's, labels cast to
+    ``int32`` so float-stored class labels work too)."""
+    return optax.losses.softmax_cross_entropy_with_integer_labels(logits, y.astype(jnp.int32))
 
 
 def _logistic_loss(z: Array, y: Array) -> Array:
-    """Per-example ``log(1 + e^z) − y·z`` (binary cross-entropy of a logit), stable."""
+    """Per-example ``log(1 + e^z) − y·z`` (binary cross-entropy of a logit), stable. The same
+    function as ``optax.losses.sigmoid_binary_cross_entropy``, which computes it as two
+    log-sigmoids and so rounds differently; this one form keeps every logistic result (and the
+    fast GLM path's residual ``σ(z) − y``, its exact derivative) as it was."""
     return jax.nn.softplus(z) - y * z
+
+
+def _squared_error(out: Array, y: Array) -> Array:
+    """Per-example ``(y − out)²``. ``optax.losses.squared_error(out, y)`` is the same number, but
+    it differences the other way round and XLA then fuses the gradient differently: float32
+    results move by an ulp (seen in Wang et al.'s Figure 1 (f) at the smoke profile), so this
+    form stays and every committed number with it."""
+    return (y - out) ** 2
 
 
 def _logits(params: Params, x: Array) -> Array:
@@ -189,7 +199,7 @@ def linear_regression(
         return _logits(params, x)[:, 0]
 
     def per_example_loss(params, x, y):
-        return (y - apply(params, x)) ** 2
+        return _squared_error(apply(params, x), y)
 
     def residual(params, x, y):
         return (2.0 * (apply(params, x) - y))[:, None]
@@ -309,7 +319,7 @@ def mlp(
             return _softmax_cross_entropy(out, y)
         if loss == "logistic":
             return _logistic_loss(out, y)
-        return (y - out) ** 2
+        return _squared_error(out, y)
 
     task = "regression" if loss == "squared" else "classification"
     target = {"softmax": "class", "logistic": "binary", "squared": "real"}[loss]

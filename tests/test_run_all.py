@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 import experiments
-from experiments import results
-from experiments.results import identity
+from experiments import runner
+from experiments.results import identity, output, store
 from experiments.results import Comparison, provenance_json, write_csv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,7 +199,7 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, toys, capsys, mon
     out = tmp_path / "r"
     with monkeypatch.context() as patch:
         # 3 units saved, then the 4th unit and FAILED.txt find the disk full
-        _disk_fills_after(patch, 3, results, experiments)
+        _disk_fills_after(patch, 3, output, store, runner)
         assert run_all.main(["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "toy_b" not in err, err
@@ -236,7 +236,7 @@ def test_full_disk_while_writing_the_report_is_one_line(tmp_path, toys, capsys, 
 
 def test_failure_that_cannot_be_recorded_keeps_its_own_error(tmp_path, toys, monkeypatch):
     toys["toy_a"].fail = True
-    _disk_fills_after(monkeypatch, 0, experiments)  # only FAILED.txt cannot be written
+    _disk_fills_after(monkeypatch, 0, runner)  # only FAILED.txt cannot be written
     with pytest.raises(RuntimeError, match="dataset not found") as info:
         experiments.run_experiment("toy_a", "smoke", tmp_path, quiet=True)
     assert info.value.__context__ is None  # not a traceback inside a traceback
@@ -270,7 +270,7 @@ def test_experiment_alone_refuses_an_unwritable_out_with_one_line(tmp_path, toys
 
 
 def test_experiment_alone_on_a_full_disk_is_one_line(tmp_path, toys, capsys, monkeypatch):
-    _disk_fills_after(monkeypatch, 0, results, experiments)
+    _disk_fills_after(monkeypatch, 0, output, store, runner)
     with pytest.raises(SystemExit) as info:
         experiments.main_for("toy_a", ["--out", str(tmp_path), "--profile", "smoke"])
     assert info.value.code == 1
