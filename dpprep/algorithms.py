@@ -110,12 +110,15 @@ from dpprep import noise as noise_lib
 from dpprep.extensions import Extension, Field
 from dpprep.models import Array, Inputs, Model, Params, PyTree, check_targets
 from dpprep.plan import DPPlan, ExecutionPlan
+from dpprep.renames import rename_keys
 from dpprep.step import apply_step
 from dpprep.validation import check_finite_array, check_key
 
 # The engine's traced scalar fields: the learning rate (Hyper's) and the noise multiplier and clip
 # bound (the plan's; a sweep may vary them point by point, each point accounted).
-SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "clip_norm")
+SCALAR_FIELDS = ("learning_rate", "noise_multiplier", "l2_clip_norm")
+#: Earlier names of the core's traced fields (``{old: new}``), accepted with a warning.
+CORE_RENAMES = {"clip_norm": "l2_clip_norm"}
 ITERATES = ("last", "average", "both")
 PRECISIONS = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32")
 
@@ -146,7 +149,7 @@ class Traced:
 
     learning_rate: ArrayLike
     noise_multiplier: ArrayLike
-    clip_norm: ArrayLike
+    l2_clip_norm: ArrayLike
     extra: dict[str, Any] | None = None
 
 
@@ -210,6 +213,23 @@ def sweepable_fields(config: TrainConfig) -> tuple[str, ...]:
     return SCALAR_FIELDS + tuple(ext_lib.field_specs(config.extensions, SCALAR_FIELDS))
 
 
+def field_renames(extensions: Collection[Extension] = ()) -> dict[str, str]:
+    """Earlier names of the traced fields of the core and of ``extensions`` (``{old: new}``)."""
+    renames = dict(CORE_RENAMES)
+    for ext in extensions:
+        renames.update(getattr(type(ext), "renamed_fields", {}))
+    return renames
+
+
+def current_names(
+    values: Mapping[str, Any], extensions: Collection[Extension] = (), where: str = ""
+) -> dict[str, Any]:
+    """``values`` (``{field: value}``) under the fields' current names: an earlier name (e.g.
+    ``clip_norm`` for ``l2_clip_norm``) is renamed with a :class:`~dpprep.renames.RenamedWarning`,
+    and a value under both names is a TypeError."""
+    return rename_keys(values, field_renames(extensions), where, stacklevel=3)
+
+
 def with_values(traced: Traced, values: Mapping[str, Any]) -> Traced:
     """``traced`` with ``values`` (``{field: value}``) set: core fields directly, extension fields
     in ``extra`` (any name that is not a core field)."""
@@ -227,7 +247,10 @@ def traced(config: TrainConfig) -> Traced:
         raise ValueError("config.hyper is required (Hyper(learning_rate))")
     if not isinstance(hyper, Hyper):
         raise TypeError(f"config.hyper must be a Hyper, got {type(hyper).__name__}")
-    return Traced(hyper.learning_rate, plan.noise_multiplier, plan.l2_clip_norm, hyper.extra)
+    extra = hyper.extra
+    if isinstance(extra, Mapping):
+        extra = current_names(extra, config.extensions, "hyper.extra: ")
+    return Traced(hyper.learning_rate, plan.noise_multiplier, plan.l2_clip_norm, extra)
 
 
 def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
@@ -351,9 +374,9 @@ def update_transform(
     exts = config.extensions
     options = dict(
         key=noise_key,
-        l2_clip_norm=jnp.asarray(values.clip_norm, jnp.float32),
+        l2_clip_norm=jnp.asarray(values.l2_clip_norm, jnp.float32),
         noise_multiplier=values.noise_multiplier,
-        normalize_by=plan.normaliser,
+        normalize_by=plan.normalize_by,
     )
     privatizer = ext_lib.the_one(
         exts,
@@ -365,7 +388,7 @@ def update_transform(
             privatizer
             if privatizer is not None
             else noise_lib.privatizer(
-                noise_key, options["l2_clip_norm"], values.noise_multiplier, None, plan.normaliser
+                noise_key, options["l2_clip_norm"], values.noise_multiplier, None, plan.normalize_by
             )
         )
     ]
@@ -445,7 +468,7 @@ def _advance(
     sampler = plan.impl
     model = run_model(config, values)
     k_batch, k_model = streams.stream(key, streams.BATCH), streams.stream(key, streams.MODEL)
-    clip = jnp.asarray(values.clip_norm, jnp.float32)
+    clip = jnp.asarray(values.l2_clip_norm, jnp.float32)
     grad_fn = ext_lib.the_one(
         config.extensions,
         "clipped_grad",
@@ -783,22 +806,22 @@ def check_hyper(
                 "to vary it, make it an axis of the sweep"
             )
     arrays = {name: _numeric(getattr(values, name), name) for name in SCALAR_FIELDS}
-    if clip_method == "none" and np.any(np.isfinite(arrays["clip_norm"])):
+    if clip_method == "none" and np.any(np.isfinite(arrays["l2_clip_norm"])):
         raise ValueError(
-            "clip_method='none' computes no per-example gradients: every clip_norm must be inf, "
-            f"got {values.clip_norm!r}"
+            "clip_method='none' computes no per-example gradients: every l2_clip_norm must be inf, "
+            f"got {values.l2_clip_norm!r}"
         )
     lr = arrays["learning_rate"]
     if np.any(~np.isfinite(lr)) or np.any(lr < 0):
         raise ValueError(f"learning_rate must be finite and >= 0, got {values.learning_rate!r}")
     if plan.private:
-        noise_lib.check_noise(arrays["noise_multiplier"], arrays["clip_norm"])
+        noise_lib.check_noise(arrays["noise_multiplier"], arrays["l2_clip_norm"])
         lipschitz = getattr(plan.accountant, "lipschitz", None)
-        if lipschitz is not None and np.any(arrays["clip_norm"] != float(lipschitz)):
+        if lipschitz is not None and np.any(arrays["l2_clip_norm"] != float(lipschitz)):
             raise ValueError(
                 "the plan's accountant assumes per-example gradients bounded by"
                 f" lipschitz={lipschitz!r}: every clip bound must be that number, got"
-                f" {values.clip_norm!r}"
+                f" {values.l2_clip_norm!r}"
             )
     else:
         if np.any(arrays["noise_multiplier"] != 0):
@@ -807,8 +830,10 @@ def check_hyper(
                 " private plan with DPPlan.create(..., noise_multiplier=z) to add the Gaussian"
                 " mechanism"
             )
-        if np.any(~(arrays["clip_norm"] > 0)):
-            raise ValueError(f"clip_norm must be > 0 (inf: no clipping), got {values.clip_norm!r}")
+        if np.any(~(arrays["l2_clip_norm"] > 0)):
+            raise ValueError(
+                f"l2_clip_norm must be > 0 (inf: no clipping), got {values.l2_clip_norm!r}"
+            )
     if plan.smoothness is not None and plan.smoothness > 0 and np.any(lr > 2.0 / plan.smoothness):
         raise ValueError(
             f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g} (β ="
@@ -1182,8 +1207,8 @@ def fit(
     :class:`~dpprep.plan.DPPlan` (sampler, ``n`` from the data, batch size, steps or epochs, clip
     bound, noise calibrated to ``(target_epsilon, delta)``) and runs it with :func:`train`.
     ``options`` go to the plan when :meth:`~dpprep.plan.DPPlan.create` takes them (e.g.
-    ``neighbouring``, ``smoothness``, ``options``, ``fixed_events``), else to :class:`TrainConfig`
-    (e.g. ``iterates``, ``extensions``).
+    ``neighboring_relation``, ``smoothness``, ``options``, ``fixed_events``), else to
+    :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
 
     >>> import jax, numpy as np
     >>> from dpprep import models

@@ -113,6 +113,7 @@ from dpprep import models
 from dpprep.accounting import dp
 from dpprep.algorithms import Hyper, Traced, TrainConfig, engine_fn
 from dpprep.plan import DPPlan
+from dpprep.renames import renamed_fields
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -800,7 +801,7 @@ def _dpsgdf_score(
     v = v / xp.linalg.norm(v, axis=-1, keepdims=True)
     a = (
         xp.einsum("...td,...d->...t", updates, v)
-        * ref.normaliser
+        * ref.normalize_by
         / (cfg.learning_rate * z_ref * clip)
     )
     m = (mu_hat[..., cfg.dim] * cfg.n / feature_norm) / s_ref  # N(b/s, 1): the mean's evidence
@@ -831,7 +832,7 @@ def _dpsgdf_null(
     canary's centred gradient touches them through μ̂, so those runs are left out (NaN)."""
     null = (
         updates[..., cfg.dim + 1 : cfg.dim + 3]
-        * ref.normaliser
+        * ref.normalize_by
         / (cfg.learning_rate * ref.floor * clip)
     )
     return xp.where(xp.reshape(inside, inside.shape + (1, 1)), xp.nan, null)
@@ -860,7 +861,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         batch_size=cfg.batch_size,
         epochs=cfg.epochs,
         learning_rate=cfg.learning_rate,
-        clip_norm=clip,
+        l2_clip_norm=clip,
         iterates="last",
     )
     dp_plan = dpsgdf.plan(run, cfg.n)  # z calibrated for [mean, DP-SGD] at (ε, δ)
@@ -1085,7 +1086,7 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         learning_rate=cfg.learning_rate,
         delta=cfg.delta,
         clip_mode="per_example",
-        clip_norm=lipschitz,
+        l2_clip_norm=lipschitz,
     )
     sensitive = list(range(cfg.dim)) + [null_s]
     factors = corr_noise.corrdp_factors(d, sensitive, cfg.tv)
@@ -1115,7 +1116,7 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         0.0,
         lipschitz,
         extra={
-            "noise_std": jnp.float32(values["noise_std"][0] * cfg.noise_factor),
+            "stddev": jnp.float32(values["stddev"][0] * cfg.noise_factor),
             "noise_scales": jax.tree_util.tree_map(
                 lambda v: jnp.asarray(v[0]), values["noise_scales"]
             ),
@@ -1186,7 +1187,7 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         steps=cfg.steps,
         l2_clip_norm=1.0,
         delta=cfg.delta,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
         target_epsilon=cfg.epsilon,
     )
     if cfg.noise_factor != 1.0:  # a deliberately broken learner: less noise than its account claims
@@ -1196,7 +1197,7 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
             steps=cfg.steps,
             l2_clip_norm=1.0,
             delta=cfg.delta,
-            neighbouring="replace_one",
+            neighboring_relation="replace_one",
             noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
         )
     model = models.logistic_regression(d, fit_intercept=False)
@@ -1210,7 +1211,7 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
             steps=cfg.steps,
             l2_clip_norm=1.0,
             delta=cfg.delta,
-            neighbouring="replace_one",
+            neighboring_relation="replace_one",
             target_epsilon=cfg.epsilon,
         ).epsilon
     )
@@ -1279,7 +1280,7 @@ def _impute_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         l2_clip_norm=1.0,
         noise_multiplier=z,
         delta=cfg.delta,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
     )
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
     hyper = Traced(cfg.learning_rate, z * cfg.noise_factor, 1.0)
@@ -1325,6 +1326,7 @@ YARDSTICK_TOLERANCE = 0.01
 _REFERENCE_DISCRETIZATION = 1e-3
 
 
+@renamed_fields(normaliser="normalize_by")
 @dataclasses.dataclass(frozen=True)
 class Yardstick:
     """What an audit holds a learner to, computed from the run the user *stated* (sampler, n, batch
@@ -1342,7 +1344,7 @@ class Yardstick:
       steps: the steps the stated run takes (the trajectory length an audit expects).
       releases: the Gaussian releases of the proven event (``steps``; for shuffled DP-SGD
         ``epochs``: each record is in one batch per epoch).
-      normaliser: what each step's noisy sum is divided by (n for full batches, B otherwise).
+      normalize_by: what each step's noisy sum is divided by (n for full batches, B otherwise).
       sampling_rate: the stated ``B/n``.
       overflow_prob: probability that a padded Poisson batch drops a record (stated pad), charged
         as the δ slack ``(1 + e^ε)·p`` in the profile.
@@ -1355,7 +1357,7 @@ class Yardstick:
     epsilon: float
     steps: int
     releases: int
-    normaliser: float
+    normalize_by: float
     sampling_rate: float
     overflow_prob: float
     sampler: str
@@ -1546,7 +1548,7 @@ def yardstick(
         raise ValueError(f"the reference of sampler {sampler!r} needs {', '.join(missing)}")
     if sampler == "full":
         steps = check_positive_int(steps, "steps")
-        q, calibrated, claimed_steps, releases, normaliser, over = (
+        q, calibrated, claimed_steps, releases, normalize_by, over = (
             1.0,
             "full",
             steps,
@@ -1557,7 +1559,7 @@ def yardstick(
     elif sampler in ("poisson", "shuffle"):
         b, e = check_positive_int(batch_size, "batch_size"), check_positive_int(epochs, "epochs")
         q = b / n
-        normaliser = float(b)
+        normalize_by = float(b)
         if sampler == "poisson":
             claimed_steps = releases = max(1, math.ceil(e * n / b - 1e-9))
             per_step = float(sps.binom.sf(pad, n, q)) if pad is not None and pad < n else 0.0
@@ -1589,7 +1591,7 @@ def yardstick(
         held_to,
         claimed_steps,
         releases,
-        normaliser,
+        normalize_by,
         q,
         over,
         sampler,
@@ -1851,8 +1853,8 @@ def _trajectory_setup(
     x_bg, y_bg = jnp.asarray(x_bg, jnp.float32), jnp.asarray(y_bg)
     positions = tuple(cfg.canary_positions)
     s = 1.0 / ref.noise_multiplier  # the canary's clipped shift over the reference noise std
-    to_a = ref.normaliser / (cfg.learning_rate * ref.noise_multiplier * clip)
-    to_null = ref.normaliser / (cfg.learning_rate * ref.floor * clip)
+    to_a = ref.normalize_by / (cfg.learning_rate * ref.noise_multiplier * clip)
+    to_null = ref.normalize_by / (cfg.learning_rate * ref.floor * clip)
     z_run = z * cfg.noise_factor
 
     if path == "sweep_point":

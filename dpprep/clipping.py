@@ -33,7 +33,7 @@ Norms are overflow-safe at the cost of a plain sum of squares: each row's square
 computed directly, and only a row where that overflowed (float32 squares overflow above ~1.8e19)
 takes the value computed on the row times ``2⁻¹⁰⁰`` (an exact power-of-two scale: no division, no
 rounding), rescaled by ``2¹⁰⁰``; so features up to ~1e30 give finite, accurate norms
-(:func:`_safe_norms`). ``clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may
+(:func:`_safe_norms`). ``l2_clip_norm`` may be a traced scalar (so sweeps can vmap over it) and may
 be ``inf`` (no clipping). The regulariser is not part of the clipped sum.
 
 **Never above the bound, in float32.** A norm computed in float32 can fall below the true norm by
@@ -128,10 +128,10 @@ def norm_roundings(shapes: list[tuple[int, ...]]) -> int:
     return 1 + max(pairwise_depth(size) for size in sizes) + pairwise_depth(len(sizes))
 
 
-def clip_factors(norms: Array, clip_norm: Array, mask: Array | None) -> Array:
+def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array:
     """``mask_i · min(1, C/||g_i||)``: the weight of each example's gradient in the clipped sum."""
     # min(1, C/||g||) written so that ||g|| = 0 and C = inf both give 1 without NaNs.
-    scale = jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-30))
+    scale = jnp.minimum(1.0, l2_clip_norm / jnp.maximum(norms, 1e-30))
     return scale if mask is None else scale * mask
 
 
@@ -455,15 +455,15 @@ def _clipped_sum_vmap(
     params: Params,
     x: Array,
     y: Array,
-    clip_norm: Array,
+    l2_clip_norm: Array,
     mask: Array | None = None,
     microbatch_size: int | None = None,
 ) -> tuple[Params, Array]:
     """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
     per-example norms before clipping)."""
-    out = clipped_grad(_model_loss(model), l2_clip_norm=clip_norm, microbatch_size=microbatch_size)(
-        params, (x, y), mask=mask
-    )
+    out = clipped_grad(
+        _model_loss(model), l2_clip_norm=l2_clip_norm, microbatch_size=microbatch_size
+    )(params, (x, y), mask=mask)
     return out.grad, out.norms
 
 
@@ -477,7 +477,7 @@ def _clipped_sum_fast(
     params: Params,
     x: Array,
     y: Array,
-    clip_norm: Array,
+    l2_clip_norm: Array,
     mask: Array | None = None,
 ) -> tuple[Params, Array]:
     """GLM path: norms as products of norms, the clipped sum as one matrix product."""
@@ -489,7 +489,7 @@ def _clipped_sum_fast(
     norms = _feature_norms(x, "b" in params) * r_norm
     # The realised contribution x_i ⊗ (c_i r_i): d (+1) squares, k squares, two more roundings.
     pad = rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 2)
-    weighted = residual * clip_factors(norms * pad, clip_norm, mask)[:, None]
+    weighted = residual * clip_factors(norms * pad, l2_clip_norm, mask)[:, None]
     summed = {"w": x.T @ weighted}
     if "b" in params:
         summed["b"] = jnp.sum(weighted, axis=0)

@@ -73,6 +73,9 @@ class Extension:
 
     #: The traced hyperparameters this extension adds, by name.
     fields: ClassVar[Mapping[str, Field]] = {}
+    #: Earlier names of those fields (``{old: new}``): accepted in points, grids and
+    #: ``Hyper.extra`` with a :class:`~dpprep.renames.RenamedWarning`.
+    renamed_fields: ClassVar[Mapping[str, str]] = {}
     #: The mechanism hooks it overrides and vouches keep the plan's guarantee (module docstring).
     vouches: ClassVar[tuple[str, ...]] = ()
 

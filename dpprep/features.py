@@ -175,7 +175,7 @@ def _clipped_sum_fast(
     params: Params,
     x: Array,
     y: Array,
-    clip_norm: Array,
+    l2_clip_norm: Array,
     mask: Array | None,
     scale: Array | None,
     shift: Array | None,
@@ -191,7 +191,7 @@ def _clipped_sum_fast(
     # As the core's fast path (float32 roundings of the norms and the products), and one more
     # rounding for the scale.
     pad = clipping.rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 3)
-    weighted = residual * clipping.clip_factors(norms * pad, clip_norm, mask)[:, None]
+    weighted = residual * clipping.clip_factors(norms * pad, l2_clip_norm, mask)[:, None]
     w_grad = x.T @ weighted
     column_sum = jnp.sum(weighted, axis=0)
     if scale is not None:

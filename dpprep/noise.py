@@ -5,10 +5,10 @@ by a fixed normaliser ``N`` (the expected batch size ``q·n`` for Poisson sampli
 fixed-size batches, ``n`` for full batch, 1 for one record per step). Coordinate ``j`` of
 parameter leaf ``ℓ`` gets noise of standard deviation
 
-    std_ℓ,j = noise_multiplier · clip_norm · scale_ℓ,j   on the sum (·/N on the mean).
+    std_ℓ,j = noise_multiplier · l2_clip_norm · scale_ℓ,j   on the sum (·/N on the mean).
 
 ``noise_multiplier`` (z) is relative to the clip norm, the unit the accountants use: a private run
-has a finite ``clip_norm`` and ``z > 0`` (both come from its :class:`dpprep.plan.DPPlan`).
+has a finite ``l2_clip_norm`` and ``z > 0`` (both come from its :class:`dpprep.plan.DPPlan`).
 ``scales`` is a pytree matching the parameters whose leaves are scalars or arrays broadcastable to
 the leaf; ``None`` means isotropic (every scale 1), the usual DP-SGD ``N(0, z²C²I)``. An
 extension running a mechanism with a *nominal* ε only (no guarantee, e.g. CorrDP-SGD's paper
@@ -31,7 +31,7 @@ the noise key and the step count), so a private update composes with any optimiz
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,7 @@ import optax
 from jax.typing import ArrayLike
 
 from dpprep.models import Array, Params
+from dpprep.renames import module_renames
 from dpprep.validation import check_finite_array
 
 Scales = Any  # None, or a pytree matching the params with scalar / broadcastable array leaves
@@ -75,12 +76,12 @@ def check_scales(params: Params, scales: Scales, name: str = "noise_scales") -> 
     return scales
 
 
-def check_noise(noise_multiplier: ArrayLike, clip_norm: ArrayLike) -> None:
+def check_noise(noise_multiplier: ArrayLike, l2_clip_norm: ArrayLike) -> None:
     """Host-side check of a private run's noise (grid values allowed): every multiplier finite and
     > 0, every clip bound finite and > 0 (a run without noise, or whose noise has no unit, has no
     DP guarantee: it is requested explicitly, with a non-private plan)."""
     z = np.asarray(noise_multiplier, np.float64)
-    c = np.asarray(clip_norm, np.float64)
+    c = np.asarray(l2_clip_norm, np.float64)
     if z.size == 0 or not np.all(np.isfinite(z) & (z > 0)):
         raise ValueError(
             f"noise_multiplier must be finite and > 0, got {z.tolist()!r} (a run without noise has"
@@ -88,14 +89,14 @@ def check_noise(noise_multiplier: ArrayLike, clip_norm: ArrayLike) -> None:
         )
     if c.size == 0 or not np.all(np.isfinite(c) & (c > 0)):
         raise ValueError(
-            "clip_norm must be finite and > 0 in a private run (the noise std is z·C), got"
+            "l2_clip_norm must be finite and > 0 in a private run (the noise std is z·C), got"
             f" {c.tolist()!r}"
         )
 
 
-def noise_std(
+def leaf_stddevs(
     noise_multiplier: ArrayLike,
-    clip_norm: ArrayLike,
+    l2_clip_norm: ArrayLike,
     scales: Scales,
     params: Params,
     stddev: ArrayLike = 0.0,
@@ -104,7 +105,7 @@ def noise_std(
     (see the module docstring; ``stddev`` is an extension's absolute std, nominal runs only)."""
     z = jnp.asarray(noise_multiplier, jnp.float32)
     # z·C with z = 0 and C = inf must be 0, not NaN (a private run has z > 0 and a finite C).
-    relative = jnp.where(z > 0, z * jnp.asarray(clip_norm, jnp.float32), 0.0)
+    relative = jnp.where(z > 0, z * jnp.asarray(l2_clip_norm, jnp.float32), 0.0)
     base = relative + jnp.asarray(stddev, jnp.float32)
     if scales is None:
         scales = isotropic_scales(params)
@@ -131,12 +132,12 @@ def add_noise(
     key: Array,
     grad_sum: Params,
     noise_multiplier: ArrayLike,
-    clip_norm: ArrayLike,
+    l2_clip_norm: ArrayLike,
     scales: Scales = None,
     stddev: ArrayLike = 0.0,
 ) -> Params:
     """``grad_sum + N(0, ((z·C + stddev)·scale)²)`` per coordinate."""
-    std = noise_std(noise_multiplier, clip_norm, scales, grad_sum, stddev)
+    std = leaf_stddevs(noise_multiplier, l2_clip_norm, scales, grad_sum, stddev)
     noise = gaussian_noise(key, grad_sum, std)
     return jax.tree_util.tree_map(jnp.add, grad_sum, noise)
 
@@ -253,3 +254,7 @@ def gaussian_privatizer(
                     f" with values in [{arr.min():g}, {arr.max():g}]"
                 )
     return privatizer(key, l2_clip_norm, noise_multiplier, scales, normalize_by)
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"noise_std": "leaf_stddevs"})

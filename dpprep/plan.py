@@ -44,6 +44,7 @@ from dpprep import clipping, noise, sampling, streams
 from dpprep.clipping import Batch
 from dpprep.models import Array, Model, Params
 from dpprep.accounting import dp
+from dpprep.renames import renamed_fields, renamed_kwargs, warn_renamed
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -114,6 +115,7 @@ def epsilon_with_overflow_slack(
     return eps
 
 
+@renamed_fields(normaliser="normalize_by", neighbouring="neighboring_relation")
 @dataclasses.dataclass(frozen=True)
 class ExecutionPlan:
     """Static description of a run's data access (hashable; build it with :meth:`create`).
@@ -125,9 +127,9 @@ class ExecutionPlan:
       steps: noisy releases the run makes and the accountant charges (with ``random_stop``, the
         scan length, an upper bound on the releases).
       pad: rows of the fixed-shape batch.
-      normaliser: what the noisy gradient sum is divided by.
+      normalize_by: what the noisy gradient sum is divided by.
       epochs: permutations drawn up front (shuffle only).
-      neighbouring: "add_remove" or "replace_one": the relation of the guarantee.
+      neighboring_relation: "add_remove" or "replace_one": the relation of the guarantee.
       random_stop: DP-SGD by iteration (fixed_order with ``T ~ Unif{1..n−κ+1}``).
       kappa: ``κ`` of that stopping time.
       max_overflow_prob: bound on the probability that any Poisson draw overflows ``pad``.
@@ -146,15 +148,16 @@ class ExecutionPlan:
     batch_size: int
     steps: int
     pad: int
-    normaliser: float
+    normalize_by: float
     epochs: int
-    neighbouring: str
+    neighboring_relation: str
     random_stop: bool = False
     kappa: int = 1
     max_overflow_prob: float = 1e-10
     shuffle_bound: str = "as_poisson"
 
     @classmethod
+    @renamed_kwargs(neighbouring="neighboring_relation")
     def create(
         cls,
         sampler: str,
@@ -165,11 +168,11 @@ class ExecutionPlan:
         epochs: float | None = None,
         kappa: int = 1,
         max_overflow_prob: float = 1e-10,
-        neighbouring: str | None = None,
+        neighboring_relation: str | None = None,
         shuffle_bound: str = "as_poisson",
     ) -> ExecutionPlan:
         """Lays out a run of ``sampler`` on ``n`` records (ValueError naming a bad argument).
-        ``neighbouring=None`` takes the sampler's own relation."""
+        ``neighboring_relation=None`` takes the sampler's own relation."""
         if shuffle_bound not in SHUFFLE_BOUNDS:
             raise ValueError(
                 f"shuffle_bound must be one of {SHUFFLE_BOUNDS}, got {shuffle_bound!r}"
@@ -179,16 +182,19 @@ class ExecutionPlan:
         n = check_positive_int(n, "n")
         impl = sampling.get(sampler)
         check_probability(max_overflow_prob, "max_overflow_prob")
-        relation = impl.neighbouring if neighbouring is None else neighbouring
-        if relation not in dp.NEIGHBOURINGS:
+        sampler_relation = sampling.neighboring_relation_of(impl)
+        relation = sampler_relation if neighboring_relation is None else neighboring_relation
+        if relation not in dp.NEIGHBORING_RELATIONS:
             raise ValueError(
-                f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}"
+                f"neighboring_relation must be one of {dp.NEIGHBORING_RELATIONS}, got "
+                f"{neighboring_relation!r}"
             )
-        if impl.name == "fixed_order" and relation != impl.neighbouring:
+        if impl.name == "fixed_order" and relation != sampler_relation:
             raise ValueError(
                 "fixed_order visits record t at step t: adding or removing a record shifts every"
                 " later step, which its bounds (one release per record; amplification by iteration)"
-                " do not cover; they are replace-one guarantees (neighbouring='replace_one')"
+                " do not cover; they are replace-one guarantees"
+                " (neighboring_relation='replace_one')"
             )
         layout = impl.layout(
             n, batch_size, steps, epochs, kappa=kappa, max_overflow_prob=max_overflow_prob
@@ -209,7 +215,7 @@ class ExecutionPlan:
             layout.batch_size,
             layout.steps,
             layout.pad,
-            layout.normaliser,
+            layout.normalize_by,
             layout.epochs,
             relation,
             layout.random_stop,
@@ -255,15 +261,16 @@ class ExecutionPlan:
     def _options(self, options: dp.AccountingOptions | None) -> dp.AccountingOptions:
         if options is None:
             # validated in __post_init__
-            return dp.AccountingOptions(neighbouring=self.neighbouring)  # type: ignore[arg-type]
+            return dp.AccountingOptions(neighboring_relation=self.neighboring_relation)  # type: ignore[arg-type]
         if not isinstance(options, dp.AccountingOptions):
             raise TypeError(
                 f"options must be an AccountingOptions or None, got {type(options).__name__}"
             )
-        if options.neighbouring != self.neighbouring:
+        if options.neighboring_relation != self.neighboring_relation:
             raise ValueError(
-                f"this plan is a {self.neighbouring} guarantee; got options.neighbouring="
-                f"{options.neighbouring!r} (set it when creating the plan)"
+                f"this plan is a {self.neighboring_relation} guarantee; got "
+                f"options.neighboring_relation={options.neighboring_relation!r} (set it when "
+                "creating the plan)"
             )
         return options
 
@@ -664,6 +671,7 @@ class DPPlan:
         )
 
     @classmethod
+    @renamed_kwargs(neighbouring="neighboring_relation")
     def create(
         cls,
         sampling: str,
@@ -679,7 +687,7 @@ class DPPlan:
         fixed_events: tuple[DpEvent, ...] = (),
         accountant: PlanAccountant | None = None,
         options: dp.AccountingOptions | None = None,
-        neighbouring: str | None = None,
+        neighboring_relation: str | None = None,
         kappa: int = 1,
         max_overflow_prob: float = 1e-10,
         shuffle_bound: str = "as_poisson",
@@ -699,7 +707,7 @@ class DPPlan:
             epochs=epochs,
             kappa=kappa,
             max_overflow_prob=max_overflow_prob,
-            neighbouring=neighbouring,
+            neighboring_relation=neighboring_relation,
             shuffle_bound=shuffle_bound,
         )
         clip = check_clip_norm(l2_clip_norm)
@@ -769,6 +777,7 @@ class DPPlan:
         )
 
     @classmethod
+    @renamed_kwargs(neighbouring="neighboring_relation")
     def non_private(
         cls,
         sampling: str,
@@ -780,7 +789,7 @@ class DPPlan:
         l2_clip_norm: float = math.inf,
         kappa: int = 1,
         max_overflow_prob: float = 1e-10,
-        neighbouring: str | None = None,
+        neighboring_relation: str | None = None,
     ) -> DPPlan:
         """A run that claims **no** DP guarantee: no noise from the plan (``z = 0``); clipping only
         if ``l2_clip_norm`` is given. Its :attr:`epsilon` is ``inf`` and every driver says "no DP
@@ -793,7 +802,7 @@ class DPPlan:
             epochs=epochs,
             kappa=kappa,
             max_overflow_prob=max_overflow_prob,
-            neighbouring=neighbouring,
+            neighboring_relation=neighboring_relation,
         )
         clip = _number(l2_clip_norm, "l2_clip_norm")
         if not clip > 0:
@@ -828,12 +837,24 @@ class DPPlan:
         return self.execution.pad
 
     @property
+    def normalize_by(self) -> float:
+        return self.execution.normalize_by
+
+    @property
+    def neighboring_relation(self) -> str:
+        return self.execution.neighboring_relation
+
+    @property
     def normaliser(self) -> float:
-        return self.execution.normaliser
+        """Renamed :attr:`normalize_by` (warns)."""
+        warn_renamed("normaliser", "normalize_by", "DPPlan.")
+        return self.normalize_by
 
     @property
     def neighbouring(self) -> str:
-        return self.execution.neighbouring
+        """Renamed :attr:`neighboring_relation` (warns)."""
+        warn_renamed("neighbouring", "neighboring_relation", "DPPlan.")
+        return self.neighboring_relation
 
     def describe(self) -> str:
         """One line: the guarantee (or "no DP guarantee") and the numbers it rests on."""
@@ -854,8 +875,8 @@ class DPPlan:
         if self.accountant is not None:
             how.append(f"accounted by {type(self.accountant).__name__}")
         return (
-            f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighbouring}): {layout}, {clip}, "
-            + ", ".join(how)
+            f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighboring_relation}): "
+            f"{layout}, {clip}, " + ", ".join(how)
         )
 
     def __str__(self) -> str:
@@ -934,7 +955,7 @@ class DPPlan:
         stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN."""
         noise_key = streams.stream(noise.check_key_arg(key), streams.NOISE)
         inner = noise.privatizer(
-            noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normaliser
+            noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normalize_by
         )
         steps = self.steps
 

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from scipy import stats
 
 from dpprep.accounting.dp import DpSgdSchedule
+from dpprep.renames import renamed_fields, warn_renamed
 from dpprep.validation import check_epsilon, check_positive_int, check_probability
 
 Array = jax.Array
@@ -156,6 +157,7 @@ def without_replacement_batch(key: Array, n: int, batch_size: int) -> Array:
 # Samplers: what the engine draws and what the accountant charges, side by side.
 
 
+@renamed_fields(normaliser="normalize_by")
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """Static shape of a run as a sampler lays it out on ``n`` records (see :class:`Sampler`)."""
@@ -163,7 +165,7 @@ class Layout:
     batch_size: int  # expected (poisson) or fixed batch size; n for full, 1 for fixed_order
     steps: int  # scan length = noisy releases (with random_stop: their maximum)
     pad: int  # rows of the fixed-shape batch
-    normaliser: float  # the noisy sum is divided by this
+    normalize_by: float  # the noisy sum is divided by this
     epochs: int = 0  # permutations drawn up front (shuffle)
     random_stop: bool = False  # fixed_order without steps: stop at T ~ Unif{1..n−κ+1}
 
@@ -172,13 +174,13 @@ class Sampler(Protocol):
     """How a learner picks each step's records. Implementations are stateless and hashable.
 
     ``schedule(plan)`` is the :class:`dpprep.accounting.dp.DpSgdSchedule` the accountant
-    charges for ``plan`` (under the relation ``neighbouring``), or None when dp-accounting has no
+    charges for ``plan`` (under its ``neighboring_relation``), or None when dp-accounting has no
     event for the sampler (the plan then refuses to account it and says what to use instead,
     ``no_event_reason``).
     """
 
     name: str
-    neighbouring: str
+    neighboring_relation: str
     no_event_reason: str
 
     def layout(
@@ -221,7 +223,7 @@ def _steps_or_epochs(name: str, steps: int | None, epochs: float | None, per_epo
 @dataclasses.dataclass(frozen=True)
 class _Base:
     name: str = ""
-    neighbouring: str = "add_remove"
+    neighboring_relation: str = "add_remove"
     no_event_reason: str = ""
 
     def prepare(self, key: Array, plan: Any) -> Any:
@@ -303,7 +305,7 @@ class WithoutReplacementSampler(_Base):
     dp-accounting's sampled-without-replacement Gaussian, a replace-one guarantee."""
 
     name: str = "without_replacement"
-    neighbouring: str = "replace_one"
+    neighboring_relation: str = "replace_one"
 
     def layout(self, n, batch_size, steps, epochs, *, kappa, max_overflow_prob):
         b = _need_batch(self.name, batch_size, n)
@@ -353,7 +355,7 @@ class FixedOrderSampler(_Base):
     (:func:`dpprep.accounting.dp.sgd_iter_epsilon`), not by a dp-accounting event."""
 
     name: str = "fixed_order"
-    neighbouring: str = "replace_one"
+    neighboring_relation: str = "replace_one"
     no_event_reason: str = (
         "DP-SGD by iteration (fixed_order with a random stop) is accounted by amplification by "
         "iteration, not by a dp-accounting event: use plan.epsilon / plan.calibrate "
@@ -391,6 +393,16 @@ def _schedule(steps: int, sampling: str, rate: float = 1.0) -> DpSgdSchedule:
 
 
 SAMPLERS: dict[str, Sampler] = {}
+
+
+def neighboring_relation_of(sampler: Sampler) -> str:
+    """``sampler.neighboring_relation`` (a sampler written for dpprep 0.1 names it
+    ``neighbouring``: read with a :class:`~dpprep.renames.RenamedWarning`)."""
+    relation = getattr(sampler, "neighboring_relation", None)
+    if relation is None and hasattr(sampler, "neighbouring"):
+        warn_renamed("neighbouring", "neighboring_relation", f"{type(sampler).__qualname__}.")
+        relation = sampler.neighbouring
+    return relation  # type: ignore[return-value]  # the plan checks it against the relations
 
 
 def register(sampler: Sampler) -> Sampler:

@@ -87,6 +87,7 @@ from dpprep.algorithms import (
     check_data,
     check_hyper,
     checked_plan,
+    current_names,
     sweepable_fields,
     traced,
     with_values,
@@ -125,7 +126,7 @@ _BRACKET_DOUBLINGS = 60  # calibration: a bracket up to z = 2^60
 def _rdp(plan: ExecutionPlan) -> dp.AccountingOptions:
     """RepeatAndSelect is accounted by dp-accounting's RDP accountant only: every ε of a selection
     is RDP under the plan's relation."""
-    return dp.AccountingOptions(accountant="rdp", neighbouring=plan.neighbouring)  # type: ignore[arg-type]
+    return dp.AccountingOptions(accountant="rdp", neighboring_relation=plan.neighboring_relation)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -418,7 +419,7 @@ def training_only(
             _statistics_part(
                 fixed_events,
                 delta,
-                options or dp.AccountingOptions(neighbouring=plan.neighbouring),  # type: ignore[arg-type]
+                options or dp.AccountingOptions(neighboring_relation=plan.neighboring_relation),  # type: ignore[arg-type]
             ),
             Part(
                 "selection",
@@ -523,7 +524,7 @@ class PrivateSelection:
         accountants read a Gaussian's multiplier as relative to a sum that moves by 2 units under
         replace-one, so there the multiplier is ``2·score_noise`` (the same ``1/σ``)."""
         return dp_event.GaussianDpEvent(
-            self.score_noise * (2.0 if plan.neighbouring == "replace_one" else 1.0)
+            self.score_noise * (2.0 if plan.neighboring_relation == "replace_one" else 1.0)
         )
 
     def candidate_event(
@@ -555,7 +556,7 @@ class PrivateSelection:
         the hockey-stick divergence are jointly quasi-convex, so the mixture over splits is no
         worse than its worst split). Under add/remove the parts' sizes would change with the
         record, so both parts are charged together."""
-        return plan.neighbouring == "replace_one"
+        return plan.neighboring_relation == "replace_one"
 
     def _check_levels(self, noise_multipliers: ArrayLike | Sequence[float]) -> tuple[float, ...]:
         levels = np.asarray(noise_multipliers, np.float64).ravel()
@@ -580,8 +581,11 @@ class PrivateSelection:
             return [plan.dp_event(z)] * trained + [self.score_event(plan)] * scored
 
         unique, counts = np.unique(np.asarray(levels), return_counts=True)
-        relation: Any = plan.neighbouring  # a dp.Neighbouring: the plan validated it
-        curves = np.stack([dp.rdp_curve(events(float(z)), neighbouring=relation) for z in unique])
+        # a dp.NeighboringRelationName: the plan validated it
+        relation: Any = plan.neighboring_relation
+        curves = np.stack(
+            [dp.rdp_curve(events(float(z)), neighboring_relation=relation) for z in unique]
+        )
         if len(unique) == 1 or not trained:
             return curves[0]
         orders = np.asarray(dp.RDP_ORDERS)[None, :]
@@ -617,9 +621,10 @@ class PrivateSelection:
         """ε of the procedure (with the shared statistics when ``shared``) and, where
         :meth:`splits_parts`, the two parts' ε (training runs, noisy counts); else ``None``s."""
         self._check_plan(plan)
-        relation: Any = plan.neighbouring  # a dp.Neighbouring: the plan validated it
+        # a dp.NeighboringRelationName: the plan validated it
+        relation: Any = plan.neighboring_relation
         fixed = (
-            dp.rdp_curve(self.fixed_events, neighbouring=relation)
+            dp.rdp_curve(self.fixed_events, neighboring_relation=relation)
             if shared and self.fixed_events
             else np.zeros(len(dp.RDP_ORDERS))
         )
@@ -651,14 +656,15 @@ class PrivateSelection:
             )
         schedule = plan.schedule()  # ValueError saying why for a run without a dp-accounting event
         if (
-            plan.neighbouring == "replace_one"
+            plan.neighboring_relation == "replace_one"
             and schedule.sampling in ("poisson", "shuffle")
             and schedule.sampling_rate < 1
         ):
             raise ValueError(
                 "private selection is accounted by dp-accounting's RDP accountant (the only one"
                 " with RepeatAndSelectDpEvent), which has no replace-one bound for Poisson"
-                " sampling: use neighbouring='add_remove', or full / without_replacement batches"
+                " sampling: use neighboring_relation='add_remove', or full / without_replacement"
+                " batches"
             )
         if plan.sampler == "shuffle" and plan.shuffle_bound == "as_poisson":
             warnings.warn(
@@ -678,7 +684,9 @@ class PrivateSelection:
         >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0,
         ...                              validation_size=200)
         >>> both = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50), 25.0, 1e-5)
-        >>> replace_one = ExecutionPlan.create("full", 1000, steps=50, neighbouring="replace_one")
+        >>> replace_one = ExecutionPlan.create(
+        ...     "full", 1000, steps=50, neighboring_relation="replace_one"
+        ... )
         >>> split = selection.epsilon(replace_one, 50.0, 1e-5)
         >>> # replace-one at z = 2·25: the same training divergence
         >>> round(both, 4), round(split, 4)
@@ -936,6 +944,7 @@ def _check_grid(
     noise fields (:data:`RESERVED`) only with ``noise_levels`` (:func:`search_many`)."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError("grid must be a non-empty mapping {field: values} (a flat axis of points)")
+    grid = current_names(grid, config.extensions, "grid: ")
     known = sweepable_fields(config)
     reserved = sorted(set(grid) & set(RESERVED))
     if reserved and not noise_levels:

@@ -56,6 +56,7 @@ from dpprep.algorithms import (
     check_data,
     check_hyper,
     checked_plan,
+    current_names,
     run_model,
     static_config,
     sweepable_fields,
@@ -103,6 +104,7 @@ def evaluate(model: models.Model, params: Params, x: Array, y: Array) -> dict[st
 def _as_values(config: TrainConfig, points: Mapping[str, Any]) -> dict[str, Any]:
     """``points`` with every name checked against the config's sweepable fields and sequences made
     arrays (a list is a pytree of scalars); pytree fields (e.g. noise scales) are kept as given."""
+    points = current_names(points, config.extensions, "points: ")
     known = sweepable_fields(config)
     unknown = sorted(set(points) - set(known))
     if unknown:
@@ -531,7 +533,7 @@ def sweep_points(
         raise ValueError("points must be a non-empty mapping {Hyper field: values}")
     points = _as_values(config, points)
     names = tuple(points)
-    per_seed = tuple(per_seed)
+    per_seed = tuple(current_names(dict.fromkeys(per_seed), config.extensions, "per_seed: "))
     unknown = sorted(set(per_seed) - set(names))
     if unknown:
         raise ValueError(f"per_seed names {unknown} are not swept in points")

@@ -33,7 +33,7 @@ N = 64
 
 
 def _private(sampling_name, *, l2_clip_norm, noise_multiplier, n=N, **layout):
-    """The private plan of a run that used to give ``Hyper(lr, noise_multiplier, clip_norm)``."""
+    """The private plan of a run that used to give ``Hyper(lr, noise_multiplier, l2_clip_norm)``."""
     return DPPlan.create(
         sampling_name,
         n,
@@ -222,7 +222,7 @@ def test_shuffled_epochs_and_replacement_sampling_learn():
         (_private("shuffle", l2_clip_norm=1.0, noise_multiplier=0.5, **layout), None, ()),
         (
             DPPlan.non_private("replacement", N, l2_clip_norm=1.0, **layout),
-            {"noise_std": 0.5},
+            {"stddev": 0.5},
             (CoordinateNoise(),),
         ),
     ]

@@ -263,7 +263,7 @@ def _users_dp_gd(cfg, key):
             step, (jnp.zeros(cfg.dim), tx.init(jnp.zeros(cfg.dim))), None, cfg.steps
         )
         # the plan divides each noisy sum by n (full batch)
-        return jnp.sum(updates) * run.normaliser
+        return jnp.sum(updates) * run.normalize_by
 
     claimed = plan.epsilon
     return auditing.AuditTarget(

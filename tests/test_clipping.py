@@ -48,7 +48,7 @@ def _example_grad(model):
     return jax.jit(jax.grad(lambda p, xi, yi: model.per_example_loss(p, xi[None], yi[None])[0]))
 
 
-def _loop_reference(model, params, x, y, clip_norm, mask=None):
+def _loop_reference(model, params, x, y, l2_clip_norm, mask=None):
     """Straightforward per-example loop: grad, clip, sum."""
     total = jax.tree_util.tree_map(jnp.zeros_like, params)
     grad_fn = _example_grad(model)
@@ -57,14 +57,14 @@ def _loop_reference(model, params, x, y, clip_norm, mask=None):
             continue
         g = grad_fn(params, x[i], y[i])
         norm = math.sqrt(sum(float(jnp.sum(leaf**2)) for leaf in jax.tree_util.tree_leaves(g)))
-        factor = min(1.0, clip_norm / norm) if norm > 0 else 1.0
+        factor = min(1.0, l2_clip_norm / norm) if norm > 0 else 1.0
         total = jax.tree_util.tree_map(lambda a, b: a + factor * b, total, g)
     return total
 
 
-def _clipped_sum(model, params, x, y, clip_norm, mask=None, method="auto"):
+def _clipped_sum(model, params, x, y, l2_clip_norm, mask=None, method="auto"):
     """The clipped gradient sum of a model's batch and the per-example norms before clipping."""
-    out = clipping.clipped_grad(model, l2_clip_norm=clip_norm, method=method)(
+    out = clipping.clipped_grad(model, l2_clip_norm=l2_clip_norm, method=method)(
         params, (x, y), mask=mask
     )
     return out.grad, out.norms
@@ -75,10 +75,10 @@ def _assert_trees_close(a, b, rtol, atol=0.0):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
 
 
-def _contributions(model, params, x, y, clip_norm, method):
+def _contributions(model, params, x, y, l2_clip_norm, method):
     """Each example's actual float32 contribution to the library's clipped sum: the sum with a
     one-hot mask selecting that example alone (leading axis: examples)."""
-    return jax.vmap(lambda m: _clipped_sum(model, params, x, y, clip_norm, m, method=method)[0])(
+    return jax.vmap(lambda m: _clipped_sum(model, params, x, y, l2_clip_norm, m, method=method)[0])(
         jnp.eye(x.shape[0])
     )
 
@@ -90,18 +90,18 @@ def _norms64(contributions) -> np.ndarray:
     return np.sqrt(sum(np.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1) for leaf in leaves))
 
 
-def _bound(clip_norm: float) -> float:
+def _bound(l2_clip_norm: float) -> float:
     """The bound the library clips to: the float32 value of C."""
-    return float(np.float32(clip_norm))
+    return float(np.float32(l2_clip_norm))
 
 
-def _compare(model, params, x, y, clip_norm):
+def _compare(model, params, x, y, l2_clip_norm):
     """(fast sum, vmap sum, fast norms, vmap norms, per-example contribution norms of both
     paths)."""
-    fast, fast_norms = _clipped_sum(model, params, x, y, clip_norm, method="fast")
-    slow, slow_norms = _clipped_sum(model, params, x, y, clip_norm, method="vmap")
+    fast, fast_norms = _clipped_sum(model, params, x, y, l2_clip_norm, method="fast")
+    slow, slow_norms = _clipped_sum(model, params, x, y, l2_clip_norm, method="vmap")
     contributions = [
-        _contributions(model, params, x, y, clip_norm, method) for method in ("fast", "vmap")
+        _contributions(model, params, x, y, l2_clip_norm, method) for method in ("fast", "vmap")
     ]
     return fast, slow, fast_norms, slow_norms, contributions
 
@@ -115,13 +115,13 @@ COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in 
     seed=st.integers(0, 2**31 - 1),
     x_scale=st.floats(0.01, 30.0),
     w_scale=st.floats(0.0, 3.0),
-    clip_norm=st.floats(1e-3, 100.0),
+    l2_clip_norm=st.floats(1e-3, 100.0),
 )
 # a saturated sigmoid
-@example(name="logistic", seed=242, x_scale=22.0, w_scale=1.5, clip_norm=0.25)
-def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, clip_norm):
+@example(name="logistic", seed=242, x_scale=22.0, w_scale=1.5, l2_clip_norm=0.25)
+def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, l2_clip_norm):
     _, params, x, y = _problem(name, seed, x_scale, w_scale)
-    fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, clip_norm)
+    fast, slow, fast_norms, slow_norms, contributions = COMPARE[name](params, x, y, l2_clip_norm)
     # Norms agree to 1e-5 relative to the larger of the norm and ||(x_i, 1)|| (the norm a unit
     # residual would give): a residual near 0 is a difference of O(1) terms in float32.
     x_norms = jnp.sqrt(jnp.sum(x * x, axis=1) + ("b" in params))
@@ -133,7 +133,7 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
     # autodiff's softplus/log-sum-exp gradient each come within a few ulps of 1 (< 2⁻²⁰) of the
     # exact residual, so a saturated example (r ~ 1e-5, unclipped) may differ by 2⁻²⁰·|x_ij| per
     # entry between the paths (e.g. seed 242: 4.8e-7 in r, 1.6e-5 in w).
-    scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, clip_norm))))
+    scale = max(1e-30, float(jnp.sum(jnp.minimum(fast_norms, l2_clip_norm))))
     bounded_link = not name.startswith("linear")
     rounding = (
         2.0**-20 * float(jnp.sum(jnp.maximum(jnp.max(jnp.abs(x), axis=1), 1.0)))
@@ -147,7 +147,7 @@ def test_clipped_norms_bounded_and_paths_agree(name, seed, x_scale, w_scale, cli
     for path in contributions:
         norms = _norms64(path)
         assert norms.shape == (B,)
-        assert float(np.max(norms)) <= _bound(clip_norm)
+        assert float(np.max(norms)) <= _bound(l2_clip_norm)
 
 
 def _pairwise32(a: np.ndarray) -> np.ndarray:
@@ -408,7 +408,7 @@ def test_apply_and_loss_transformed_equal_materialised(name):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
+def _transformed_contributions(name, params, x, y, l2_clip_norm, scale, shift):
     model = MODELS[name]
     return jax.vmap(
         lambda m: _transformed_sum(
@@ -416,7 +416,7 @@ def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
             params,
             x,
             y,
-            clip_norm,
+            l2_clip_norm,
             m,
             method="fast",
             feature_scale=scale,
@@ -430,7 +430,7 @@ def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
     name=st.sampled_from(["linear", "linear_noint", "logistic", "softmax", "softmax_noint"]),
     seed=st.integers(0, 2**31 - 1),
     x_scale=st.floats(0.01, 30.0),
-    clip_norm=st.floats(1e-3, 100.0),
+    l2_clip_norm=st.floats(1e-3, 100.0),
     shift_size=st.floats(0.0, 10.0),
     near=st.sampled_from([None, 0.0, 1e-4, 1e-2]),
     feature_norm=st.sampled_from([1.0, 100.0, 1000.0]),
@@ -439,13 +439,13 @@ def _transformed_contributions(name, params, x, y, clip_norm, scale, shift):
     name="softmax",
     seed=0,
     x_scale=1.0,
-    clip_norm=1.0,
+    l2_clip_norm=1.0,
     shift_size=0.0,
     near=1e-2,
     feature_norm=1000.0,
 )
 def test_transformed_clipped_contributions_are_bounded(
-    name, seed, x_scale, clip_norm, shift_size, near, feature_norm
+    name, seed, x_scale, l2_clip_norm, shift_size, near, feature_norm
 ):
     """Every example's contribution to the fast path's clipped sum (with a vector scale and a
     shift) has global norm <= C, bias included, exactly (float64 norms of the float32
@@ -459,8 +459,8 @@ def test_transformed_clipped_contributions_are_bounded(
         shift = jnp.asarray(feature_norm * shift_size * rng.normal(size=D), jnp.float32)
     else:
         shift = scale * x[0] + jnp.asarray(near * rng.normal(size=D), jnp.float32)
-    contributions = _transformed_contributions(name, params, x, y, clip_norm, scale, shift)
-    assert float(np.max(_norms64(contributions))) <= _bound(clip_norm)
+    contributions = _transformed_contributions(name, params, x, y, l2_clip_norm, scale, shift)
+    assert float(np.max(_norms64(contributions))) <= _bound(l2_clip_norm)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,14 +16,14 @@ from dpprep.corrdp.sgd import CoordinateNoise
 from dpprep.plan import DPPlan
 
 
-def test_sum_noise_std_maps_the_mean_std_to_the_sum():
+def test_sum_stddev_maps_the_mean_std_to_the_sum():
     # std 0.01 on a mean over N = 500: std 0.01 · 500 on the sum.
-    assert corrdp.sum_noise_std(0.01, 500) == pytest.approx(5.0)
-    assert corrdp.sum_noise_std(0.0, 500) == 0.0
-    with pytest.raises(ValueError, match="normaliser"):
-        corrdp.sum_noise_std(0.01, 0)
+    assert corrdp.sum_stddev(0.01, 500) == pytest.approx(5.0)
+    assert corrdp.sum_stddev(0.0, 500) == 0.0
+    with pytest.raises(ValueError, match="normalize_by"):
+        corrdp.sum_stddev(0.01, 0)
     with pytest.raises(ValueError, match="std_on_mean"):
-        corrdp.sum_noise_std(-0.01, 10)
+        corrdp.sum_stddev(-0.01, 10)
 
 
 def test_feature_scales_put_row_scales_on_the_named_leaf():
@@ -50,7 +50,7 @@ def test_feature_scales_put_row_scales_on_the_named_leaf():
 
 
 def test_corrdp_sgd_step_has_std_sigma_sqrt_f_on_the_mean():
-    """CorrDP-SGD: unclipped, noise_std = sum_noise_std(σ, N), scales sqrt(f_j) on row j: one
+    """CorrDP-SGD: unclipped, stddev = sum_stddev(σ, N), scales sqrt(f_j) on row j: one
     full-batch step on zero data gradients (x = 0) moves row j by N(0, σ²·f_j) on the mean."""
     d, n, sigma = 3000, 4, 0.3
     factors = np.tile([0.0, 1.0, 4.0], d // 3)
@@ -61,7 +61,7 @@ def test_corrdp_sgd_step_has_std_sigma_sqrt_f_on_the_mean():
     hyper = algorithms.Hyper(
         1.0,
         extra={
-            "noise_std": corrdp.sum_noise_std(sigma, n),
+            "stddev": corrdp.sum_stddev(sigma, n),
             "noise_scales": corrdp.feature_scales(params0, np.sqrt(factors), "w"),
         },
     )

@@ -44,7 +44,7 @@ CORE = (
     "files",
 )
 #: What the core may load of the package besides itself: the accountant wrappers it calibrates with.
-CORE_MAY_IMPORT = {"dpprep", "dpprep.accounting", "dpprep.accounting.dp"}
+CORE_MAY_IMPORT = {"dpprep", "dpprep.accounting", "dpprep.accounting.dp", "dpprep.renames"}
 
 
 def test_the_core_imports_no_paper_module():
@@ -74,7 +74,7 @@ def test_the_engine_names_no_paper():
     assert [f.name for f in dataclasses.fields(Traced)] == [
         "learning_rate",
         "noise_multiplier",
-        "clip_norm",
+        "l2_clip_norm",
         "extra",
     ]
     paper_words = (

@@ -59,7 +59,7 @@ CHILD = textwrap.dedent("""
     plan = DPPlan.create("poisson", N, batch_size=24, steps=25, l2_clip_norm=1.0,
                          noise_multiplier=1.0, delta=1e-5)
     config = TrainConfig(model, Hyper(0.5), plan)
-    points = {"learning_rate": np.linspace(0.1, 0.6, P), "clip_norm": np.linspace(0.5, 2.0, P)}
+    points = {"learning_rate": np.linspace(0.1, 0.6, P), "l2_clip_norm": np.linspace(0.5, 2.0, P)}
     keys = jax.random.split(jax.random.key(0), 2)
 
     # Record how every compiled chunk's outputs are laid out (before the gather).

@@ -20,7 +20,7 @@ D, K, N = 400, 10, 8
 _MODEL = models.softmax_regression(D, K)
 
 
-def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_std=0.0):
+def _noise_of_one_step(noise_multiplier, l2_clip_norm, scales=None, seed=0, stddev=0.0):
     """The noise a full-batch step adds to the mean gradient, isolated by differencing the run
     with the same key and noise 0 (identical batches and clipping)."""
     model = _MODEL
@@ -32,19 +32,19 @@ def _noise_of_one_step(noise_multiplier, clip_norm, scales=None, seed=0, noise_s
     def run(on):
         # Per-coordinate scales and an absolute std are CorrDP's privatizer, an engine extension (a
         # nominal mechanism: its runs are non-private plans); without them the core's.
-        nominal = scales is not None or noise_std != 0
-        extra = {"noise_scales": scales, "noise_std": noise_std * on} if nominal else None
+        nominal = scales is not None or stddev != 0
+        extra = {"noise_scales": scales, "stddev": stddev * on} if nominal else None
         if on and noise_multiplier > 0:
             plan = DPPlan.create(
                 "full",
                 N,
                 steps=1,
-                l2_clip_norm=clip_norm,
+                l2_clip_norm=l2_clip_norm,
                 noise_multiplier=noise_multiplier,
                 delta=1e-5,
             )
         else:
-            plan = DPPlan.non_private("full", N, steps=1, l2_clip_norm=clip_norm)
+            plan = DPPlan.non_private("full", N, steps=1, l2_clip_norm=l2_clip_norm)
         cfg = algorithms.TrainConfig(
             model,
             algorithms.Hyper(1.0, extra=extra),
@@ -71,7 +71,7 @@ def test_step_noise_has_the_configured_std():
 
 def test_unclipped_runs_take_an_absolute_std_and_per_leaf_scales():
     std = 2.0
-    delta = _noise_of_one_step(0.0, math.inf, scales={"w": 0.5, "b": 0.0}, seed=1, noise_std=std)
+    delta = _noise_of_one_step(0.0, math.inf, scales={"w": 0.5, "b": 0.0}, seed=1, stddev=std)
     np.testing.assert_array_equal(delta["b"], 0.0)
     assert stats.kstest(delta["w"].ravel() / (std * 0.5 / N), "norm").pvalue > 1e-3
     assert stats.kstest(delta["w"].ravel() / (std * 0.5 / N * 1.5), "norm").pvalue < 1e-6
@@ -80,7 +80,7 @@ def test_unclipped_runs_take_an_absolute_std_and_per_leaf_scales():
 def test_per_coordinate_scales():
     params = {"w": jnp.zeros((3, 20000)), "b": jnp.zeros((20000,))}
     scales = corrdp.feature_scales(params, [0.0, 1.0, 2.5], "w")
-    std = noise.noise_std(1.5, 0.4, scales, params)
+    std = noise.leaf_stddevs(1.5, 0.4, scales, params)
     out = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     w = np.asarray(out["w"], np.float64)
     np.testing.assert_array_equal(w[0], 0.0)
@@ -92,7 +92,7 @@ def test_per_coordinate_scales():
 
 def test_noise_is_independent_across_leaves_and_keys():
     params = {"a": jnp.zeros(5000), "b": jnp.zeros(5000)}
-    std = noise.noise_std(1.0, 1.0, None, params)
+    std = noise.leaf_stddevs(1.0, 1.0, None, params)
     one = noise.gaussian_noise(jax.random.PRNGKey(0), params, std)
     two = noise.gaussian_noise(jax.random.PRNGKey(1), params, std)
     assert abs(np.corrcoef(one["a"], one["b"])[0, 1]) < 0.06
@@ -117,7 +117,9 @@ def test_scale_validation():
         corrdp.feature_scales(params, [1.0, 2.0, 3.0], "w1")
 
 
-def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, seed, batch_size=None):
+def _zero_gradient_noise(
+    sampling, steps, noise_multiplier, l2_clip_norm, d, n, seed, batch_size=None
+):
     """The noise each step adds to the clipped-gradient *sum*, recovered from consecutive iterates
     of plain SGD at learning rate 1 on x = 0 (linear model, no intercept: every data gradient is
     0), so θ_t − θ_{t−1} = −noise_t / N. Returns (noise (steps, d), metrics)."""
@@ -128,7 +130,7 @@ def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, see
         n,
         batch_size=batch_size,
         steps=steps,
-        l2_clip_norm=clip_norm,
+        l2_clip_norm=l2_clip_norm,
         noise_multiplier=noise_multiplier,
         delta=1e-5,
     )
@@ -137,8 +139,8 @@ def _zero_gradient_noise(sampling, steps, noise_multiplier, clip_norm, d, n, see
     iterates = np.concatenate(
         [np.zeros((1, d)), np.asarray(metrics["params"]["w"], np.float64)[:, :, 0]]
     )
-    normaliser = n if sampling == "full" else batch_size
-    return -np.diff(iterates, axis=0) * normaliser, metrics
+    normalize_by = n if sampling == "full" else batch_size
+    return -np.diff(iterates, axis=0) * normalize_by, metrics
 
 
 def test_noise_is_fresh_at_every_step():
@@ -169,14 +171,14 @@ def test_noise_and_batch_sampling_use_different_streams():
             metrics["batch_size"][t]
         )
         from_sampling_key = noise.gaussian_noise(
-            step_key, params, noise.noise_std(1.0, 1.0, None, params)
+            step_key, params, noise.leaf_stddevs(1.0, 1.0, None, params)
         )
         r = np.corrcoef(noise_per_step[t], np.asarray(from_sampling_key["w"])[:, 0])[0, 1]
         assert abs(r) < 0.15, f"step {t}: correlation {r:.3f} with the sampling stream's noise"
 
 
 # ------------------------------------------------------------------------------------------------
-# Noise units: z is relative to a finite clip norm (a private plan's); noise_std is absolute (a
+# Noise units: z is relative to a finite clip norm (a private plan's); stddev is absolute (a
 # nominal mechanism's, CoordinateNoise's, in a non-private plan).
 
 _X, _Y = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32), np.arange(16) % 2
@@ -202,8 +204,8 @@ def _plain_plan(l2_clip_norm=math.inf):
     return DPPlan.non_private("poisson", 16, batch_size=4, steps=3, l2_clip_norm=l2_clip_norm)
 
 
-def _config(plan, noise_std=None):
-    extra = None if noise_std is None else {"noise_std": noise_std}
+def _config(plan, stddev=None):
+    extra = None if stddev is None else {"stddev": stddev}
     return algorithms.TrainConfig(
         _LOGISTIC, algorithms.Hyper(0.1, extra=extra), plan, extensions=(CoordinateNoise(),)
     )
@@ -217,32 +219,32 @@ def test_a_multiplier_needs_a_finite_clip_norm():
 
 
 @pytest.mark.parametrize(
-    "make_plan,noise_std,match",
+    "make_plan,stddev,match",
     [
-        (_plan, 0.5, "noise_std .* has no unit in a private plan"),  # z > 0 and an absolute std
-        (_plain_plan, -0.5, "noise_std must be finite and >= 0"),
-        (_plain_plan, math.inf, "noise_std must be finite"),
+        (_plan, 0.5, "stddev .* has no unit in a private plan"),  # z > 0 and an absolute std
+        (_plain_plan, -0.5, "stddev must be finite and >= 0"),
+        (_plain_plan, math.inf, "stddev must be finite"),
     ],
 )
-def test_noise_units_are_checked_before_compiling_in_train(no_compile, make_plan, noise_std, match):
+def test_noise_units_are_checked_before_compiling_in_train(no_compile, make_plan, stddev, match):
     with pytest.raises(ValueError, match=match):
         algorithms.train(
-            _config(make_plan(), noise_std), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0)
+            _config(make_plan(), stddev), _LOGISTIC.init(None), (_X, _Y), jax.random.PRNGKey(0)
         )
 
 
 def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
     """A sweep over the clip norm [1, inf] at z > 0 is refused (z has no unit at C = inf), as is
-    z > 0 with noise_std > 0 at one point, and z = 0 at a point of a private plan (or z > 0 in a
+    z > 0 with stddev > 0 at one point, and z = 0 at a point of a private plan (or z > 0 in a
     non-private one); a private plan's points with z and C finite, and a non-private plan's nominal
     stds at any clip norm, are fine."""
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     params0 = _LOGISTIC.init(None)
     z_config = _config(_plan())
-    with pytest.raises(ValueError, match="clip_norm must be finite"):
-        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"clip_norm": [1.0, math.inf]})
-    with pytest.raises(ValueError, match="clip_norm must be finite"):
-        sweeps.sweep(z_config, params0, (_X, _Y), keys, clip_norm=[1.0, math.inf])
+    with pytest.raises(ValueError, match="l2_clip_norm must be finite"):
+        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"l2_clip_norm": [1.0, math.inf]})
+    with pytest.raises(ValueError, match="l2_clip_norm must be finite"):
+        sweeps.sweep(z_config, params0, (_X, _Y), keys, l2_clip_norm=[1.0, math.inf])
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
         sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_multiplier": [1.0, 0.0]})
     plain = _config(_plain_plan(l2_clip_norm=1.0))
@@ -252,13 +254,13 @@ def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
             params0,
             (_X, _Y),
             keys,
-            {"noise_multiplier": [1.0, 0.0], "noise_std": [0.5, 0.5]},
+            {"noise_multiplier": [1.0, 0.0], "stddev": [0.5, 0.5]},
         )
-    # z > 0, a swept noise_std
-    with pytest.raises(ValueError, match="noise_std .* has no unit in a private plan"):
-        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"noise_std": [0.0, 0.5]})
+    # z > 0, a swept stddev
+    with pytest.raises(ValueError, match="stddev .* has no unit in a private plan"):
+        sweeps.sweep_points(z_config, params0, (_X, _Y), keys, {"stddev": [0.0, 0.5]})
     # Valid (checked without compiling): z and C per point in the private plan, each accounted ...
-    private = {"noise_multiplier": np.array([1.0, 2.0]), "clip_norm": np.array([1.0, 0.5])}
+    private = {"noise_multiplier": np.array([1.0, 2.0]), "l2_clip_norm": np.array([1.0, 0.5])}
     charged = algorithms.check_hyper(
         algorithms.with_values(algorithms.traced(z_config), private),
         params0,
@@ -268,7 +270,7 @@ def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
     )
     np.testing.assert_array_equal(charged["noise_multiplier"], [1.0, 2.0])
     # ... and nominal stds at any clip norm in the non-private one (which accounts nothing).
-    nominal = {"noise_std": np.array([0.0, 0.5]), "clip_norm": np.array([1.0, math.inf])}
+    nominal = {"stddev": np.array([0.0, 0.5]), "l2_clip_norm": np.array([1.0, math.inf])}
     assert (
         algorithms.check_hyper(
             algorithms.with_values(algorithms.traced(plain), nominal),
@@ -283,7 +285,7 @@ def test_noise_units_are_checked_per_point_in_sweeps(no_compile):
 
 def test_absolute_noise_std_without_clipping_has_the_configured_std():
     std = 3.0
-    delta = _noise_of_one_step(0.0, math.inf, seed=4, noise_std=std)
+    delta = _noise_of_one_step(0.0, math.inf, seed=4, stddev=std)
     sample = np.concatenate([delta["w"].ravel(), delta["b"].ravel()])
     assert stats.kstest(sample / (std / N), "norm").pvalue > 1e-3
     assert stats.kstest(sample / (std / N * 2 / 3), "norm").pvalue < 1e-6
@@ -291,9 +293,9 @@ def test_absolute_noise_std_without_clipping_has_the_configured_std():
 
 
 def test_absolute_noise_std_ignores_a_finite_clip_norm():
-    """noise_std is absolute: with C = 0.2 the std on the mean is std/N, not std·C/N."""
+    """stddev is absolute: with C = 0.2 the std on the mean is std/N, not std·C/N."""
     std, clip = 3.0, 0.2
-    delta = _noise_of_one_step(0.0, clip, seed=5, noise_std=std)
+    delta = _noise_of_one_step(0.0, clip, seed=5, stddev=std)
     sample = np.concatenate([delta["w"].ravel(), delta["b"].ravel()])
     assert stats.kstest(sample / (std / N), "norm").pvalue > 1e-3
     assert stats.kstest(sample / (std * clip / N), "norm").pvalue < 1e-6

@@ -148,7 +148,7 @@ def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
             executed = _scanned_steps(config, N, D)
         plan = config.plan.execution
         assert executed == plan.steps == steps
-        assert plan.neighbouring == "replace_one"
+        assert plan.neighboring_relation == "replace_one"
         event = plan.dp_event(z)
         assert event == dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), 1)
         eps.append(plan.epsilon(z, delta))
@@ -160,7 +160,7 @@ def test_fixed_order_with_steps_is_one_gaussian_release_per_record():
     composed = dp.composed_epsilon(
         [dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), 10)],
         delta,
-        options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+        options=AccountingOptions(accountant="rdp", neighboring_relation="replace_one"),
     )
     assert composed > 2 * eps[0]
 
@@ -281,17 +281,20 @@ def test_plans_without_overflow_charge_exactly_the_schedule():
     assert plan.epsilon(5.0, 1e-5) == dp.epsilon(5.0, 1e-5, dp.DpSgdSchedule(20, "full"))
     with pytest.raises(ValueError, match="replace_one guarantee"):
         ExecutionPlan.create("fixed_order", 100, steps=5).epsilon(
-            1.0, 1e-5, options=AccountingOptions(neighbouring="add_remove")
+            1.0, 1e-5, options=AccountingOptions(neighboring_relation="add_remove")
         )
 
 
 def test_options_default_to_the_plans_relation():
-    plan = ExecutionPlan.create("full", 1000, steps=16, neighbouring="replace_one")
+    plan = ExecutionPlan.create("full", 1000, steps=16, neighboring_relation="replace_one")
     rep = dp.epsilon(
-        6.0, 1e-5, DpSgdSchedule(16, "full"), options=AccountingOptions(neighbouring="replace_one")
+        6.0,
+        1e-5,
+        DpSgdSchedule(16, "full"),
+        options=AccountingOptions(neighboring_relation="replace_one"),
     )
     assert plan.epsilon(6.0, 1e-5) == rep
-    rdp = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+    rdp = AccountingOptions(accountant="rdp", neighboring_relation="replace_one")
     assert plan.epsilon(6.0, 1e-5, options=rdp) == dp.epsilon(
         6.0, 1e-5, DpSgdSchedule(16, "full"), options=rdp
     )
@@ -299,9 +302,11 @@ def test_options_default_to_the_plans_relation():
 
 @pytest.mark.parametrize("method", ["epsilon", "calibrate"])
 def test_options_with_another_relation_are_refused(method):
-    plan = ExecutionPlan.create("full", 1000, steps=16, neighbouring="add_remove")
-    with pytest.raises(ValueError, match="neighbouring"):
-        getattr(plan, method)(2.0, 1e-5, options=AccountingOptions(neighbouring="replace_one"))
+    plan = ExecutionPlan.create("full", 1000, steps=16, neighboring_relation="add_remove")
+    with pytest.raises(ValueError, match="neighboring_relation"):
+        getattr(plan, method)(
+            2.0, 1e-5, options=AccountingOptions(neighboring_relation="replace_one")
+        )
     with pytest.raises(TypeError, match="options must be an AccountingOptions"):
         getattr(plan, method)(2.0, 1e-5, options={"accountant": "rdp"})
 
@@ -456,7 +461,7 @@ def test_without_replacement_plan_with_default_options_is_refused_before_any_sea
         match=r"sampling='without_replacement' is a replace-one guarantee that only "
         r"dp-accounting's RDP accountant bounds; pass "
         r"options=AccountingOptions\(accountant='rdp', "
-        r"neighbouring='replace_one'\) "
-        r"\(got accountant='pld', neighbouring='replace_one'\)",
+        r"neighboring_relation='replace_one'\) "
+        r"\(got accountant='pld', neighboring_relation='replace_one'\)",
     ):
         plan.calibrate(1.5, 1e-5)

@@ -279,7 +279,7 @@ def test_gaussian_privatizer_refuses_zero_scales_zero_clip_and_bad_keys():
         noise.gaussian_privatizer(
             key=KEY, l2_clip_norm=1.0, noise_multiplier=1.0, scales={"w": 0.0}
         )
-    with pytest.raises(ValueError, match="clip_norm must be finite and > 0"):
+    with pytest.raises(ValueError, match="l2_clip_norm must be finite and > 0"):
         noise.gaussian_privatizer(key=KEY, l2_clip_norm=0.0, noise_multiplier=1.0)
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
         noise.gaussian_privatizer(key=KEY, l2_clip_norm=1.0, noise_multiplier=0.0)
@@ -358,7 +358,7 @@ def test_reduced_coordinate_noise_is_accounted_per_point_in_sweeps_and_refused_i
 
 def test_absolute_noise_std_has_no_unit_in_a_private_plan():
     config = dataclasses.replace(
-        _coordinate_config(_plan()), hyper=Hyper(0.5, extra={"noise_std": 3.0})
+        _coordinate_config(_plan()), hyper=Hyper(0.5, extra={"stddev": 3.0})
     )
     with pytest.raises(ValueError, match="has no unit in a private plan"):
         train(config, LOGISTIC.init(None), (X, Y), KEY)
@@ -542,7 +542,7 @@ def test_a_preprocessing_accountant_must_assume_the_plan_s_clip_bound():
             l2_clip_norm=1.0,
             noise_multiplier=5.0,
             delta=1e-5,
-            neighbouring="replace_one",
+            neighboring_relation="replace_one",
             accountant=accountant,
         )
     ok = DPPlan.create(
@@ -552,7 +552,7 @@ def test_a_preprocessing_accountant_must_assume_the_plan_s_clip_bound():
         l2_clip_norm=1.0,
         noise_multiplier=5.0,
         delta=1e-5,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
         accountant=dataclasses.replace(accountant, lipschitz=1.0),
     )
     assert ok.epsilon == pytest.approx(ok.execution.epsilon(5.0, 1e-5, accountant=ok.accountant))
@@ -569,7 +569,7 @@ def test_corrdp_point_with_epsilon_and_no_noise_is_refused():
 def test_corrdp_runs_claim_no_guarantee():
     cfg = corr_sgd.CorrDPSGD(LOGISTIC, steps=3, learning_rate=0.1, delta=1e-5)
     assert not cfg.plan(N).private
-    out = corr_sgd.sweep(
+    out = corr_sgd.sweep_points(
         cfg, LOGISTIC.init(None), (X, Y), KEYS, [corr_sgd.Point("standard", 1.0, 1.0)]
     )
     assert np.all(np.isinf(out.epsilon))
@@ -846,12 +846,12 @@ def test_the_accountant_s_lipschitz_bound_holds_for_every_swept_clip_bound():
         l2_clip_norm=1.0,
         noise_multiplier=5.0,
         delta=1e-5,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
         accountant=accountant,
     )
     with pytest.raises(ValueError, match="every clip bound must be that number"):
         sweeps.sweep_points(
-            _config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"clip_norm": [1.0, 0.1]}
+            _config(plan), LOGISTIC.init(None), (X, Y), KEYS, {"l2_clip_norm": [1.0, 0.1]}
         )
     with pytest.raises(ValueError, match="fixed_events and options do not compose"):
         DPPlan.create(
@@ -861,7 +861,7 @@ def test_the_accountant_s_lipschitz_bound_holds_for_every_swept_clip_bound():
             l2_clip_norm=1.0,
             noise_multiplier=5.0,
             delta=1e-5,
-            neighbouring="replace_one",
+            neighboring_relation="replace_one",
             accountant=accountant,
             fixed_events=(dp_events.GaussianDpEvent(0.5),),
         )
@@ -891,7 +891,7 @@ def test_fixed_order_is_a_replace_one_guarantee_only():
             l2_clip_norm=1.0,
             noise_multiplier=2.0,
             delta=1e-5,
-            neighbouring="add_remove",
+            neighboring_relation="add_remove",
         )
 
 
@@ -979,10 +979,10 @@ def test_fit_passes_plan_options_to_the_plan():
         learning_rate=0.5,
         sampling="full",
         steps=5,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
         iterates="average",
     )
-    assert out.plan.neighbouring == "replace_one" and out.epsilon <= 4.0
+    assert out.plan.neighboring_relation == "replace_one" and out.epsilon <= 4.0
 
 
 def test_an_own_loop_gives_a_stochastic_model_its_keys():

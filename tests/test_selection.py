@@ -190,7 +190,7 @@ def test_poisson_batches_charge_the_overflow_of_every_candidate():
 
 def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     ar = ExecutionPlan.create("full", 600, steps=40)
-    ro = ExecutionPlan.create("full", 600, steps=40, neighbouring="replace_one")
+    ro = ExecutionPlan.create("full", 600, steps=40, neighboring_relation="replace_one")
     sel = _selection(10.0, 1.0, 15.0)
     # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1; and the replaced
     # record sits in the training part or in the validation part, so the procedure costs the larger
@@ -224,22 +224,22 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(max(theirs), rel=1e-12)
     for sampler in ("poisson", "shuffle"):
         plan = ExecutionPlan.create(
-            sampler, 600, batch_size=60, epochs=4, neighbouring="replace_one"
+            sampler, 600, batch_size=60, epochs=4, neighboring_relation="replace_one"
         )
         with pytest.raises(ValueError, match="replace-one"):
             sel.epsilon(plan, 3.0, DELTA)
 
 
-@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
-def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbouring):
+@pytest.mark.parametrize("neighboring_relation", ["add_remove", "replace_one"])
+def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighboring_relation):
     """Each candidate draws its point (and so its multiplier) uniformly from the grid's entries and
     releases it: its RDP is the log-mean-exp of the points' curves, written out here from the
     closed forms, then Theorem 2; below the least noisy point's, equal to it for a constant grid."""
-    plan = ExecutionPlan.create("full", 1100, steps=50, neighbouring=neighbouring)
+    plan = ExecutionPlan.create("full", 1100, steps=50, neighboring_relation=neighboring_relation)
     sel = _selection(4.0, 1.0, 20.0, fixed_events=(dp.gaussian_event(30.0),))
     levels = [40.0, 25.0, 60.0, 25.0]  # a repeated entry is drawn twice as often
     # a sum moves by 2 units: (2/z)²/2 per step
-    factor = 4.0 if neighbouring == "replace_one" else 1.0
+    factor = 4.0 if neighboring_relation == "replace_one" else 1.0
     fixed = ORDERS * factor / (2 * 30.0**2)
 
     def selected(curves):
@@ -248,7 +248,7 @@ def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbou
 
     runs = [ORDERS * 50 * factor / (2 * z**2) for z in levels]
     count = ORDERS / (2 * 20.0**2)
-    if neighbouring == "replace_one":  # the larger of the two parts
+    if neighboring_relation == "replace_one":  # the larger of the two parts
         hand = max(selected(runs), selected([count]))
     else:
         hand = selected([r + count for r in runs])
@@ -531,7 +531,7 @@ def no_training(monkeypatch):
         ({}, "grid"),
         ({"learning_rate": []}, "grid"),
         ({"noise_multiplier": [1.0, 2.0]}, "noise_multiplier"),
-        ({"learning_rate": [0.1, 0.2], "clip_norm": [1.0]}, "grid"),
+        ({"learning_rate": [0.1, 0.2], "l2_clip_norm": [1.0]}, "grid"),
         ({"momentum": [0.9]}, "momentum"),
         ({"learning_rate": [-1.0]}, "learning_rate"),
     ],
@@ -673,7 +673,7 @@ def test_training_only_charges_a_declared_preprocessing():
     from dpprep.preprocess.privacy import meta
     from dpprep.preprocess.sensitivity import Sensitivity
 
-    plan = ExecutionPlan.create("full", 2000, steps=200, neighbouring="replace_one")
+    plan = ExecutionPlan.create("full", 2000, steps=200, neighboring_relation="replace_one")
     z = 20.0
     totals = []
     for sens in (Sensitivity(2.0, 0.01), Sensitivity(50.0, 0.5)):
@@ -819,7 +819,7 @@ def test_bad_searches_are_refused(no_training):
             PARAMS0,
             train_part,
             validation,
-            [selection.Search(key, GRID), selection.Search(key, {"clip_norm": [1.0]})],
+            [selection.Search(key, GRID), selection.Search(key, {"l2_clip_norm": [1.0]})],
             selection=sel,
         )
     with pytest.raises(ValueError, match="validation_size"):
@@ -857,12 +857,14 @@ def test_the_scores_warning_fires_only_where_the_scores_share_the_budget():
     less: a warning. Under replace-one the larger part is charged, so the counts take nothing
     from the training below the target: no warning for the same selection."""
     loud = _selection(10.0, 1.0, 2.0)
-    for neighbouring, warns in (("add_remove", True), ("replace_one", False)):
-        plan = ExecutionPlan.create("full", 600, steps=40, neighbouring=neighbouring)
+    for neighboring_relation, warns in (("add_remove", True), ("replace_one", False)):
+        plan = ExecutionPlan.create(
+            "full", 600, steps=40, neighboring_relation=neighboring_relation
+        )
         account = loud.end_to_end(plan, 300.0, DELTA)
         scores = loud.scores_epsilon(plan, DELTA)
         assert scores > 0.5 * account.epsilon
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             selection._warn_if_scores_dominate(account, scores, not loud.splits_parts(plan))
-        assert bool(caught) == warns, (neighbouring, [str(w.message) for w in caught])
+        assert bool(caught) == warns, (neighboring_relation, [str(w.message) for w in caught])

@@ -41,7 +41,13 @@ def _config(selection, **noise) -> TrainConfig:
     """The selection's plan: full-batch DP-GD, 4 steps, clipped at 1, replace-one, on the N − 4
     training rows, at ``noise_multiplier=z`` or calibrated to ``target_epsilon`` end to end."""
     plan = selection.plan(
-        "full", N, steps=4, l2_clip_norm=1.0, delta=DELTA, neighbouring="replace_one", **noise
+        "full",
+        N,
+        steps=4,
+        l2_clip_norm=1.0,
+        delta=DELTA,
+        neighboring_relation="replace_one",
+        **noise,
     )
     return TrainConfig(
         model=models.logistic_regression(D, fit_intercept=False),

@@ -52,7 +52,7 @@ CHILD = textwrap.dedent("""
     config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
     points = {
         "learning_rate": np.linspace(0.1, 0.6, P),
-        "clip_norm": np.linspace(0.5, 2.0, P),
+        "l2_clip_norm": np.linspace(0.5, 2.0, P),
         "feature_scale": rng.uniform(0.5, 1.5, size=(P, D)),
         "feature_shift": 0.3 * rng.normal(size=(P, D)),
     }

@@ -229,7 +229,7 @@ def test_privatizer_refuses_noise_without_a_clipping_bound():
     key = jax.random.key(0)
     with pytest.raises(TypeError, match="l2_clip_norm"):
         gaussian_privatizer(key=key, noise_multiplier=1.0)  # type: ignore[call-arg]
-    with pytest.raises(ValueError, match="clip_norm must be finite and > 0"):
+    with pytest.raises(ValueError, match="l2_clip_norm must be finite and > 0"):
         gaussian_privatizer(key=key, noise_multiplier=1.0, l2_clip_norm=math.inf)
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):
         gaussian_privatizer(key=key, noise_multiplier=0.0, l2_clip_norm=1.0)

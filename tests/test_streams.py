@@ -62,7 +62,7 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
     layout = dict(batch_size=10, steps=12)
     base = TrainConfig(LOGISTIC, None, extensions=(AffineFeatures(), CoordinateNoise()))
     # One pytree structure for all (identity transform where none), so one compilation.
-    plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32), "noise_std": 0.0}
+    plain = {"feature_scale": 1.0, "feature_shift": np.zeros(3, np.float32), "stddev": 0.0}
 
     def private(z, clip):
         return DPPlan.create(
@@ -73,7 +73,7 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
         (Hyper(0.5, extra=plain), private(1.0, 1.0)),
         (Hyper(0.1, extra=plain), private(4.0, 0.3)),
         # An absolute noise std (a nominal mechanism's, CoordinateNoise's) in a non-private plan.
-        (Hyper(0.5, extra={**plain, "noise_std": 2.0}), DPPlan.non_private("poisson", N, **layout)),
+        (Hyper(0.5, extra={**plain, "stddev": 2.0}), DPPlan.non_private("poisson", N, **layout)),
         (
             Hyper(
                 0.5,
@@ -109,14 +109,14 @@ def test_dpsgd_and_dpsgd_f_with_the_same_seed_share_poisson_batches():
 ONE_HOT_MODEL = models.linear_regression(30, fit_intercept=False)
 
 
-def _one_hot_hyper(feature_scale=1.0, noise_std=0.0):
+def _one_hot_hyper(feature_scale=1.0, stddev=0.0):
     """One pytree structure for every one-hot run (so one compilation per sampler); the noise
     only reaches a zero-scaled leaf, so w moves exactly on the batch's records. A zero scale has
     no place in a private plan (its noise would not cover w), so these runs' plans are
     non-private and a noise level is CoordinateNoise's nominal std."""
     return Hyper(
         0.01,
-        extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}, "noise_std": noise_std},
+        extra={"feature_scale": feature_scale, "noise_scales": {"w": 0.0}, "stddev": stddev},
     )
 
 
@@ -148,7 +148,7 @@ def test_fixed_size_samplers_share_batches_across_noise_and_transforms(sampling_
     variants = [
         (hyper(), math.inf),
         (hyper(feature_scale=0.5), math.inf),
-        (hyper(noise_std=3.0), 1.0),
+        (hyper(stddev=3.0), 1.0),
     ]
     touched = [_one_hot_batches(sampling_name, 5, 7, 2, h, clip)[0] for h, clip in variants]
     for other in touched[1:]:
@@ -191,7 +191,7 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
         l2_clip_norm=1.0,
         noise_multiplier=z,
         delta=1e-5,
-        options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+        options=AccountingOptions(accountant="rdp", neighboring_relation="replace_one"),
     )
     cfg = TrainConfig(model, Hyper(1.0), plan, track_params=True)
     _, metrics = train(
@@ -208,7 +208,7 @@ def test_without_replacement_noise_is_independent_of_the_batch_stream():
     k_batch = streams.stream(jax.random.PRNGKey(seed), streams.BATCH)
     k_noise = streams.stream(jax.random.PRNGKey(seed), streams.NOISE)
     params = {"w": jnp.zeros((d, 1))}
-    std = noise.noise_std(z, 1.0, None, params)
+    std = noise.leaf_stddevs(z, 1.0, None, params)
     for t in range(steps):
         assert 0.9 < np.std(added[t]) < 1.1
         from_batch = np.asarray(

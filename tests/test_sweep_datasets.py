@@ -21,7 +21,7 @@ STDS = np.array([0.5, 2.0, 4.0])  # per unit: the noise std on the gradient sum
 
 def _plan(private: bool, z: float = 1.0) -> DPPlan:
     """Full-batch GD for 15 steps: private at multiplier ``z`` with C = 1 (noise std z on the sum),
-    or non-private (no clipping; the noise is CoordinateNoise's absolute ``noise_std``)."""
+    or non-private (no clipping; the noise is CoordinateNoise's absolute ``stddev``)."""
     if private:
         return DPPlan.create(
             "full", N, steps=STEPS, l2_clip_norm=1.0, noise_multiplier=z, delta=DELTA
@@ -42,7 +42,7 @@ def _setup(private: bool):
         extensions=extensions,
         iterates="average",
     )
-    field = "noise_multiplier" if private else "noise_std"  # std z·C = z (C = 1), or the std itself
+    field = "noise_multiplier" if private else "stddev"  # std z·C = z (C = 1), or the std itself
     return xs, y, model, config, field
 
 
@@ -50,7 +50,7 @@ def _unit_config(config: TrainConfig, field: str, std: float, lr: float) -> Trai
     """``config`` for one unit's and point's own train call."""
     if field == "noise_multiplier":
         return dataclasses.replace(config, hyper=Hyper(learning_rate=lr), plan=_plan(True, std))
-    return dataclasses.replace(config, hyper=Hyper(learning_rate=lr, extra={"noise_std": std}))
+    return dataclasses.replace(config, hyper=Hyper(learning_rate=lr, extra={"stddev": std}))
 
 
 @pytest.mark.parametrize("private", [True, False], ids=["private", "non_private"])
@@ -105,19 +105,17 @@ def test_bad_input():
     keys = jax.random.split(jax.random.key(1), 3)
     p0 = model.init(keys[0])
     with pytest.raises(ValueError, match="xs"):
-        sweep_datasets(config, p0, xs[0], y, keys, {"noise_std": [1.0]}, {"learning_rate": [0.1]})
+        sweep_datasets(config, p0, xs[0], y, keys, {"stddev": [1.0]}, {"learning_rate": [0.1]})
     with pytest.raises(ValueError, match="keys"):
-        sweep_datasets(
-            config, p0, xs, y, keys[:2], {"noise_std": [1.0] * 3}, {"learning_rate": [0.1]}
-        )
+        sweep_datasets(config, p0, xs, y, keys[:2], {"stddev": [1.0] * 3}, {"learning_rate": [0.1]})
     with pytest.raises(ValueError, match="units"):
-        sweep_datasets(config, p0, xs, y, keys, {"noise_std": [1.0] * 2}, {"learning_rate": [0.1]})
+        sweep_datasets(config, p0, xs, y, keys, {"stddev": [1.0] * 2}, {"learning_rate": [0.1]})
     with pytest.raises(ValueError, match="either per unit or per point"):
         sweep_datasets(
             config, p0, xs, y, keys, {"learning_rate": [0.1] * 3}, {"learning_rate": [0.1]}
         )
-    with pytest.raises(ValueError, match="noise_std"):
-        sweep_datasets(config, p0, xs, y, keys, {"noise_std": [-1.0] * 3}, {"learning_rate": [0.1]})
+    with pytest.raises(ValueError, match="stddev"):
+        sweep_datasets(config, p0, xs, y, keys, {"stddev": [-1.0] * 3}, {"learning_rate": [0.1]})
     # A private plan: every unit's multiplier must be > 0 (a unit without noise has no guarantee).
     _, _, _, private, _ = _setup(private=True)
     with pytest.raises(ValueError, match="noise_multiplier must be finite and > 0"):

@@ -24,7 +24,7 @@ PARAMS0 = MODEL.init(None)
 DELTA = 1e-5
 
 
-def _plan(noise_multiplier=1.0, clip_norm=1.0):
+def _plan(noise_multiplier=1.0, l2_clip_norm=1.0):
     """CONFIG's private plan (Poisson, B = 16, 25 steps on the 80 rows) at ``z`` and ``C``. The
     batch is padded to all 80 rows (``max_overflow_prob=1e-16``): at z = 0.5 the run is only
     ε ≈ 27-DP, where the default pad's overflow slack (1 + e^ε)·p would leave nothing of δ."""
@@ -33,7 +33,7 @@ def _plan(noise_multiplier=1.0, clip_norm=1.0):
         80,
         batch_size=16,
         steps=25,
-        l2_clip_norm=clip_norm,
+        l2_clip_norm=l2_clip_norm,
         noise_multiplier=noise_multiplier,
         delta=DELTA,
         max_overflow_prob=1e-16,
@@ -86,7 +86,7 @@ def test_sweep_over_clip_norm_and_noise_scales():
         "w": np.stack([np.ones((4, 1)), np.array([[1.0], [1.0], [1.5], [2.0]])]),
         "b": np.array([1.0, 1.5]),
     }
-    result = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
+    result = sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, l2_clip_norm=clips, noise_scales=scales)
     params = result.params
     assert params["w"].shape == (2, 2, 2, 4, 3)
     # The least noisy coordinate gets z·C·1 at every point: each point is charged the plan's ε.
@@ -99,7 +99,7 @@ def test_sweep_over_clip_norm_and_noise_scales():
                 cfg = dataclasses.replace(
                     CONFIG,
                     hyper=Hyper(0.5, extra={"noise_scales": scale_k}),
-                    plan=_plan(clip_norm=clip),
+                    plan=_plan(l2_clip_norm=clip),
                 )
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
                 _assert_close(single, jax.tree_util.tree_map(lambda a: a[i, j, k], params))
@@ -107,7 +107,7 @@ def test_sweep_over_clip_norm_and_noise_scales():
 
 def test_non_private_sweep_over_clip_norm_and_noise_scales():
     """A non-private plan (it claims nothing, so zero scales are allowed): clip bounds × noise
-    scales of a nominal mechanism's absolute noise std (CoordinateNoise's noise_std), each point
+    scales of a nominal mechanism's absolute noise std (CoordinateNoise's stddev), each point
     equal to its own train call and charged no ε."""
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
     clips = [0.1, 10.0]
@@ -119,8 +119,8 @@ def test_non_private_sweep_over_clip_norm_and_noise_scales():
     def plan(clip):
         return DPPlan.non_private("poisson", 80, batch_size=16, steps=25, l2_clip_norm=clip)
 
-    config = dataclasses.replace(CONFIG, hyper=Hyper(0.5, extra={"noise_std": 1.0}), plan=plan(1.0))
-    result = sweeps.sweep(config, PARAMS0, (X, Y), keys, clip_norm=clips, noise_scales=scales)
+    config = dataclasses.replace(CONFIG, hyper=Hyper(0.5, extra={"stddev": 1.0}), plan=plan(1.0))
+    result = sweeps.sweep(config, PARAMS0, (X, Y), keys, l2_clip_norm=clips, noise_scales=scales)
     params = result.params
     assert params["w"].shape == (2, 2, 2, 4, 3)
     assert (
@@ -132,7 +132,7 @@ def test_non_private_sweep_over_clip_norm_and_noise_scales():
                 scale_k = jax.tree_util.tree_map(lambda a: a[k], scales)
                 cfg = dataclasses.replace(
                     config,
-                    hyper=Hyper(0.5, extra={"noise_std": 1.0, "noise_scales": scale_k}),
+                    hyper=Hyper(0.5, extra={"stddev": 1.0, "noise_scales": scale_k}),
                     plan=plan(clip),
                 )
                 single, _ = train(cfg, PARAMS0, (X, Y), keys[i])
@@ -147,8 +147,8 @@ def test_bad_sweeps_raise():
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, batch_size=[8, 16])
     with pytest.raises(ValueError, match="learning_rate"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, learning_rate=[0.1, -1.0])
-    with pytest.raises(ValueError, match="clip_norm"):
-        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, clip_norm=[0.0, 1.0])
+    with pytest.raises(ValueError, match="l2_clip_norm"):
+        sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, l2_clip_norm=[0.0, 1.0])
     with pytest.raises(ValueError, match="1-D"):
         sweeps.sweep(CONFIG, PARAMS0, (X, Y), keys, learning_rate=0.1)
     with pytest.raises(TypeError, match="keys"):
@@ -185,7 +185,7 @@ def test_fields_not_swept_must_be_scalars():
         sweeps.sweep(cfg, PARAMS0, (X, Y), keys, noise_multiplier=[0.5, 2.0])
     # The clip bound is the plan's: a stacked one is refused when the plan is made.
     with pytest.raises(TypeError, match="l2_clip_norm must be a scalar"):
-        _plan(clip_norm=np.array([1.0, 2.0]))
+        _plan(l2_clip_norm=np.array([1.0, 2.0]))
 
 
 def test_sweep_checks_labels_and_keys():
@@ -248,7 +248,7 @@ def _single(config, point):
     plan = config.plan
     z, clip = (
         point.get("noise_multiplier", plan.noise_multiplier),
-        point.get("clip_norm", plan.l2_clip_norm),
+        point.get("l2_clip_norm", plan.l2_clip_norm),
     )
     layout = dict(
         batch_size=plan.batch_size,
@@ -270,7 +270,7 @@ def _single(config, point):
     extra = {
         k: v
         for k, v in point.items()
-        if k not in ("learning_rate", "noise_multiplier", "clip_norm")
+        if k not in ("learning_rate", "noise_multiplier", "l2_clip_norm")
     }
     hyper = Hyper(point.get("learning_rate", config.hyper.learning_rate), extra=extra or None)
     return dataclasses.replace(config, hyper=hyper, plan=run_plan)
@@ -548,7 +548,7 @@ def test_per_seed_points_equal_individual_runs():
             single, _ = train(dataclasses.replace(CONFIG, hyper=hyper), PARAMS0, (X, Y), keys[s])
             _assert_close(single, jax.tree_util.tree_map(lambda a: a[s, p], result.params))
     with pytest.raises(ValueError, match="per_seed"):
-        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("clip_norm",))
+        sweeps.sweep_points(CONFIG, PARAMS0, (X, Y), keys, points, per_seed=("l2_clip_norm",))
     with pytest.raises(ValueError, match="feature_shift needs a leading axis of 2 seeds"):
         sweeps.sweep_points(
             CONFIG,

@@ -22,7 +22,9 @@ from dpprep.preprocess.privacy import meta
         (lambda: dp.composed_epsilon([1.0], 1e-5), "events must contain dp_accounting DpEvents"),
         (lambda: dp.composed_calibrate(1.0, 1.0, 1e-5), "make_event must be callable"),
         (
-            lambda: meta.calibrate(1.0, Sensitivity(0.0, 0.0), target_epsilon=1.0, delta=1e-5),
+            lambda: meta.calibrate_mechanism(
+                1.0, Sensitivity(0.0, 0.0), target_epsilon=1.0, delta=1e-5
+            ),
             "mechanism_factory must be callable",
         ),
         (

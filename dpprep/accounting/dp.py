@@ -39,7 +39,8 @@ add/remove). The PLD accountant implements this itself; dp-accounting's RDP acco
 this module halves the multipliers of full-batch Gaussian events, and refuses Poisson-subsampled
 events under replace-one (dp-accounting's RDP has no such bound; use the PLD accountant).
 Sampling without replacement is the reverse: dp-accounting bounds it with RDP under replace-one
-only (no PLD), so it needs ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
+only (no PLD), so it needs
+``AccountingOptions(accountant="rdp", neighboring_relation="replace_one")``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
@@ -68,6 +69,7 @@ from dp_accounting.privacy_accountant import (
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
+from dpprep.renames import module_renames, renamed_fields, renamed_kwargs
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -80,11 +82,11 @@ from dpprep.validation import (
 
 Sampling = Literal["full", "poisson", "shuffle", "without_replacement"]
 AccountantName = Literal["pld", "rdp"]
-Neighbouring = Literal["add_remove", "replace_one"]
+NeighboringRelationName = Literal["add_remove", "replace_one"]
 
 SAMPLINGS: tuple[str, ...] = ("full", "poisson", "shuffle", "without_replacement")
 ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
-NEIGHBOURINGS: tuple[str, ...] = ("add_remove", "replace_one")
+NEIGHBORING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 
 #: dp-accounting's default PLD grid. Pessimistic rounding, so ε is an upper bound; on the pinned
 #: DP-SGD settings it is within 1e-5 of the ε on a 10x finer grid, at 1/10 of the cost.
@@ -118,23 +120,26 @@ _RELATIONS = {
 }
 
 
+@renamed_fields(neighbouring="neighboring_relation")
 @dataclasses.dataclass(frozen=True)
 class AccountingOptions:
     """How ε is accounted (hashable, so it can key caches): the dp-accounting ``accountant``
-    (``"pld"`` or ``"rdp"``), the ``neighbouring`` relation of the guarantee (``"add_remove"`` or
+    (``"pld"`` or ``"rdp"``), the ``neighboring_relation`` of the guarantee (``"add_remove"`` or
     ``"replace_one"``) and the PLD grid ``pld_discretization`` (ignored by RDP).
 
-    >>> AccountingOptions(accountant="rdp", neighbouring="replace_one")
-    AccountingOptions(accountant='rdp', neighbouring='replace_one', pld_discretization=0.0001)
+    >>> options = AccountingOptions(accountant="rdp", neighboring_relation="replace_one")
+    >>> options  # doctest: +NORMALIZE_WHITESPACE
+    AccountingOptions(accountant='rdp', neighboring_relation='replace_one',
+                      pld_discretization=0.0001)
     """
 
     accountant: AccountantName = "pld"
-    neighbouring: Neighbouring = "add_remove"
+    neighboring_relation: NeighboringRelationName = "add_remove"
     pld_discretization: float = PLD_DISCRETIZATION
 
     def __post_init__(self) -> None:
         _check_choice(self.accountant, "accountant", ACCOUNTANTS)
-        _check_choice(self.neighbouring, "neighbouring", NEIGHBOURINGS)
+        _check_choice(self.neighboring_relation, "neighboring_relation", NEIGHBORING_RELATIONS)
         object.__setattr__(
             self, "pld_discretization", _check_discretization(self.pld_discretization)
         )
@@ -159,7 +164,7 @@ class DpSgdSchedule:
     * ``"without_replacement"``: each step a fresh batch of exactly B records drawn uniformly
       without replacement from ``dataset_size`` = n; q = B/n. A replace-one guarantee (Wang,
       Balle & Kasiviswanathan 2019), accounted by dp-accounting's RDP only: use
-      ``AccountingOptions(accountant="rdp", neighbouring="replace_one")``.
+      ``AccountingOptions(accountant="rdp", neighboring_relation="replace_one")``.
 
     A run's schedule comes from the plan the engine runs,
     ``dpprep.plan.ExecutionPlan.create(sampler, n, batch_size=B, epochs=E).schedule()``, so the
@@ -279,7 +284,7 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     if isinstance(event, dp_event.NoOpDpEvent):
         return event
     raise ValueError(
-        "accountant='rdp' with neighbouring='replace_one' supports only full-batch and"
+        "accountant='rdp' with neighboring_relation='replace_one' supports only full-batch and"
         " sampled-without-replacement Gaussian events (dp-accounting's RDP accountant has no"
         f" replace-one bound for {type(event).__name__}); use accountant='pld'"
     )
@@ -287,11 +292,11 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
 
 def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccountant]:
     if options.accountant == "pld":
-        relation, d = _RELATIONS[options.neighbouring], options.pld_discretization
+        relation, d = _RELATIONS[options.neighboring_relation], options.pld_discretization
         return lambda: pld_privacy_accountant.PLDAccountant(
             relation, value_discretization_interval=d
         )
-    relation = _RELATIONS[options.neighbouring]
+    relation = _RELATIONS[options.neighboring_relation]
     return lambda: rdp_privacy_accountant.RdpAccountant(RDP_ORDERS, relation)
 
 
@@ -307,16 +312,16 @@ def _has_without_replacement(event: dp_event.DpEvent) -> bool:
 
 def _prepare(event: dp_event.DpEvent, options: AccountingOptions) -> dp_event.DpEvent:
     if _has_without_replacement(event) and options != dataclasses.replace(
-        options, accountant="rdp", neighbouring="replace_one"
+        options, accountant="rdp", neighboring_relation="replace_one"
     ):
         # dp-accounting: no PLD for it at all, RDP only under REPLACE_ONE (WBK19 is replace-one).
         raise ValueError(
             "sampling='without_replacement' is a replace-one guarantee that only dp-accounting's "
             "RDP accountant bounds; pass options=AccountingOptions(accountant='rdp', "
-            f"neighbouring='replace_one') (got accountant={options.accountant!r}, "
-            f"neighbouring={options.neighbouring!r})"
+            f"neighboring_relation='replace_one') (got accountant={options.accountant!r}, "
+            f"neighboring_relation={options.neighboring_relation!r})"
         )
-    if options.accountant == "rdp" and options.neighbouring == "replace_one":
+    if options.accountant == "rdp" and options.neighboring_relation == "replace_one":
         return _rdp_replace_one(event)
     return event
 
@@ -333,12 +338,12 @@ def _check_events(events: Iterable[dp_event.DpEvent], name: str) -> list[dp_even
 # Bounding the PLD accountant's work
 
 
-def _loss_range(z: float, q: float, neighbouring: str) -> float:
+def _loss_range(z: float, q: float, neighboring_relation: str) -> float:
     """Width of one step's privacy-loss range as dp-accounting's PLD discretises it (its
     truncation at tail mass e^-50), from its own privacy-loss objects; nothing is discretised."""
     adjacencies = (
         (privacy_loss_mechanism.AdjacencyType.REPLACE,)
-        if neighbouring == "replace_one"
+        if neighboring_relation == "replace_one"
         else (privacy_loss_mechanism.AdjacencyType.ADD, privacy_loss_mechanism.AdjacencyType.REMOVE)
     )
     width = 0.0
@@ -373,15 +378,21 @@ def _gaussian_parts(
         yield event.event.noise_multiplier, event.sampling_probability, count, True
 
 
-def _step_ranges(event: dp_event.DpEvent, neighbouring: str) -> list[tuple[float, int, int]]:
+def _step_ranges(
+    event: dp_event.DpEvent, neighboring_relation: str
+) -> list[tuple[float, int, int]]:
     """(loss range of one PLD dp-accounting builds, how many times it is composed, its budget of
     grid points) for the Gaussian parts of ``event``; other events are not estimated."""
     # The accountant builds T plain Gaussian steps as one Gaussian with z/sqrt(T).
     return [
         (
-            (_loss_range(z, q, neighbouring), c, MAX_PLD_POINTS)
+            (_loss_range(z, q, neighboring_relation), c, MAX_PLD_POINTS)
             if poisson
-            else (_loss_range(z / math.sqrt(c), 1.0, neighbouring), 1, MAX_GAUSSIAN_PLD_POINTS)
+            else (
+                _loss_range(z / math.sqrt(c), 1.0, neighboring_relation),
+                1,
+                MAX_GAUSSIAN_PLD_POINTS,
+            )
         )
         for z, q, c, poisson in _gaussian_parts(event)
     ]
@@ -398,20 +409,24 @@ MAX_SPARSE_POWER_BITS = 5_000_000
 _SPARSE_SIZE = 1000  # dp-accounting's pld_pmf._MAX_PMF_SPARSE_SIZE
 
 
-def _sparse_power_bits(event: dp_event.DpEvent, discretization: float, neighbouring: str) -> float:
+def _sparse_power_bits(
+    event: dp_event.DpEvent, discretization: float, neighboring_relation: str
+) -> float:
     """Bits of the largest ``size ** count`` dp-accounting computes for a sparse (<= 1000
     points, with a 10 % margin on the estimated size) Poisson step self-composed ``count``
     times in ``event`` (see :data:`MAX_SPARSE_POWER_BITS`)."""
     bits = 0.0
     for z, q, count, poisson in _gaussian_parts(event):
         if poisson and count > 1:
-            size = _loss_range(z, q, neighbouring) / discretization + 2
+            size = _loss_range(z, q, neighboring_relation) / discretization + 2
             if size <= 1.1 * _SPARSE_SIZE:
                 bits = max(bits, count * math.log2(size))
     return bits
 
 
-def _composed_points(event: dp_event.DpEvent, discretization: float, neighbouring: str) -> float:
+def _composed_points(
+    event: dp_event.DpEvent, discretization: float, neighboring_relation: str
+) -> float:
     """Grid points of the PLD dp-accounting composes for the Gaussian parts of ``event`` at
     ``discretization`` (parts summed; other events are not estimated), before building it.
 
@@ -426,9 +441,9 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
     for z, q, count, poisson in _gaussian_parts(event):
         # T Gaussian steps are one Gaussian with z/sqrt(T): nothing is self-composed.
         if not poisson:
-            total += _loss_range(z / math.sqrt(count), 1.0, neighbouring) / discretization
+            total += _loss_range(z / math.sqrt(count), 1.0, neighboring_relation) / discretization
             continue
-        width = _loss_range(z, q, neighbouring)
+        width = _loss_range(z, q, neighboring_relation)
         if count == 1:
             total += width / discretization
             continue
@@ -437,7 +452,7 @@ def _composed_points(event: dp_event.DpEvent, discretization: float, neighbourin
             z,
             sampling_prob=q,
             value_discretization_interval=coarse,
-            neighboring_relation=_RELATIONS[neighbouring],
+            neighboring_relation=_RELATIONS[neighboring_relation],
         )
         support = 0.0
         # The remove and add halves are composed one after the other; the larger one decides.
@@ -476,7 +491,7 @@ def _budgeted(
     """
     if options.accountant != "pld":
         return options, None
-    ranges = _step_ranges(event, options.neighbouring)
+    ranges = _step_ranges(event, options.neighboring_relation)
     if not ranges:
         return options, None
     width, _, budget = max(ranges, key=lambda r: r[0] / r[2])
@@ -509,9 +524,9 @@ def _budgeted(
         )
     raise ValueError(
         f"{why}, too many even on a grid of {MAX_COARSE_DISCRETIZATION:g}, and dp-accounting's "
-        "RDP accountant cannot account this event under neighbouring="
-        f"{options.neighbouring!r}: use more noise (the noise multiplier is tiny), or "
-        "neighbouring='add_remove' with accountant='rdp'"
+        "RDP accountant cannot account this event under neighboring_relation="
+        f"{options.neighboring_relation!r}: use more noise (the noise multiplier is tiny), or "
+        "neighboring_relation='add_remove' with accountant='rdp'"
     )
 
 
@@ -520,7 +535,7 @@ def _composition_budget_cause(
 ) -> tuple[str, str] | tuple[None, None]:
     """Why composing ``event``'s PLD on ``options``' grid is over ``composed_budget`` points
     (or :data:`MAX_SPARSE_POWER_BITS`), and what helps; (None, None) within budget."""
-    bits = _sparse_power_bits(event, options.pld_discretization, options.neighbouring)
+    bits = _sparse_power_bits(event, options.pld_discretization, options.neighboring_relation)
     if bits > MAX_SPARSE_POWER_BITS:
         return (
             (
@@ -530,7 +545,7 @@ def _composition_budget_cause(
             ),
             "use fewer steps",
         )
-    points = _composed_points(event, options.pld_discretization, options.neighbouring)
+    points = _composed_points(event, options.pld_discretization, options.neighboring_relation)
     if points <= composed_budget:
         return None, None
     return (
@@ -561,8 +576,8 @@ def _composition_budgeted(
         )
     raise ValueError(
         f"{cause}, and dp-accounting's RDP accountant cannot account this event under "
-        f"neighbouring={options.neighbouring!r}: {remedy}, or neighbouring='add_remove' with "
-        "accountant='rdp'"
+        f"neighboring_relation={options.neighboring_relation!r}: {remedy}, or "
+        "neighboring_relation='add_remove' with accountant='rdp'"
     )
 
 
@@ -729,7 +744,7 @@ def _calibrate(
         # dp-accounting's RDP has no replace-one Poisson bound. Replace-one moves the sum by 2C,
         # so twice the add/remove multiplier is a good guess there (only a guess: the bracket
         # search below checks it). Events RDP cannot handle at all start from initial_guess.
-        for relation, scale in ((options.neighbouring, 1.0), ("add_remove", 2.0)):
+        for relation, scale in ((options.neighboring_relation, 1.0), ("add_remove", 2.0)):
             try:
                 initial_guess = (
                     scale
@@ -737,7 +752,7 @@ def _calibrate(
                         make_event,
                         target_epsilon,
                         delta,
-                        AccountingOptions(accountant="rdp", neighbouring=relation),
+                        AccountingOptions(accountant="rdp", neighboring_relation=relation),
                         initial_guess,
                         1e-3,
                     )[0]
@@ -747,7 +762,7 @@ def _calibrate(
                 # RDP's ε is above the PLD's at every z, over a wider range of z than the PLD
                 # search below tries: a target RDP cannot reach with next to no noise, the PLD
                 # cannot either. Say so now rather than after a search through ever larger PLDs.
-                if err.side == "low" and relation == options.neighbouring:
+                if err.side == "low" and relation == options.neighboring_relation:
                     raise
                 continue
             except (ValueError, UnsupportedEventError):
@@ -762,7 +777,7 @@ def _calibrate(
         if seed_options != options and _rdp_can(seed_event, options):
             rdp = dataclasses.replace(options, accountant="rdp")
             width, _, budget = max(
-                _step_ranges(seed_event, options.neighbouring), key=lambda r: r[0] / r[2]
+                _step_ranges(seed_event, options.neighboring_relation), key=lambda r: r[0] / r[2]
             )
             cause = (
                 f"one step's PLD needs {width / options.pld_discretization:.3g} grid points "
@@ -950,19 +965,24 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
 # Hand-written RDP curves
 
 
+@renamed_kwargs(neighbouring="neighboring_relation")
 def rdp_curve(
-    events: Sequence[dp_event.DpEvent], *, neighbouring: Neighbouring = "add_remove"
+    events: Sequence[dp_event.DpEvent],
+    *,
+    neighboring_relation: NeighboringRelationName = "add_remove",
 ) -> np.ndarray:
     """The RDP of the composition of ``events`` at each of :data:`RDP_ORDERS` (dp-accounting's RDP
-    accountant under ``neighbouring``; ``inf`` where an order is out of an event's reach): the
-    curve to combine by hand where dp-accounting has no event for the combination (e.g. a mixture
-    over data-independent choices).
+    accountant under ``neighboring_relation``; ``inf`` where an order is out of an event's reach):
+    the curve to combine by hand where dp-accounting has no event for the combination (e.g. a
+    mixture over data-independent choices).
 
     >>> curve = rdp_curve([gaussian_event(2.0)])
     >>> float(curve[RDP_ORDERS.index(2.0)])   # α / (2 z²)
     0.25
     """
-    options = _check_options(AccountingOptions(accountant="rdp", neighbouring=neighbouring))
+    options = _check_options(
+        AccountingOptions(accountant="rdp", neighboring_relation=neighboring_relation)
+    )
     events = _check_events(events, "events")
     if not events:
         raise ValueError("events must contain at least one DpEvent")
@@ -1000,15 +1020,17 @@ def rdp_curve_epsilon(
 # One pass, fixed order, random stopping: amplification by iteration (Feldman et al. 2018)
 
 
-def sgd_iter_max_order(noise_std: float, lipschitz: float) -> float:
-    """Largest α with ``noise_std >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26);
+@renamed_kwargs(noise_std="stddev")
+def sgd_iter_max_order(stddev: float, lipschitz: float) -> float:
+    """Largest α with ``stddev >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26);
     Hu et al.'s Theorem 14 (``table1.DPSGDIteration``) needs the strict inequality, α below it."""
-    sigma = check_positive(noise_std, "noise_std")
+    sigma = check_positive(stddev, "stddev")
     lip = check_positive(lipschitz, "lipschitz")
     return 0.5 * (1.0 + math.sqrt(1.0 + 2.0 * (sigma / lip) ** 2))
 
 
-def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) -> float:
+@renamed_kwargs(noise_std="stddev")
+def sgd_iter_rdp(alpha: float, *, stddev: float, lipschitz: float, n: int) -> float:
     """RDP at order ``alpha`` of one pass of noisy projected SGD over ``n`` records in a fixed
     order, stopped at a uniformly random step (Hu et al. 2024's A_SGD-iter; Feldman et al.
     2018, Thm 26, quoted as Hu et al. Lemma H / Thm 14): ``4 α L² H_n / (n σ²)``.
@@ -1017,16 +1039,16 @@ def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) ->
     Feldman et al. state ``log n`` (and Hu et al.'s proof bounds the sum by ``log(n+1)``), but
     ``H_n > log(n+1)``, so those are not upper bounds of the sum; we use the safe value.
 
-    ``noise_std`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
+    ``stddev`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
     per-record gradient bound. Needs a convex, L-Lipschitz, β-smooth loss, step ≤ 2/β, a convex
     parameter set, replace-one neighbours, and ``σ >= L sqrt(2 α (α − 1))``; raises ValueError
     for α outside (1, :func:`sgd_iter_max_order`].
 
-    >>> round(sgd_iter_rdp(2.0, noise_std=3.0, lipschitz=1.0, n=1000), 6)
+    >>> round(sgd_iter_rdp(2.0, stddev=3.0, lipschitz=1.0, n=1000), 6)
     0.006654
     """
     alpha = check_positive(alpha, "alpha")
-    sigma = check_positive(noise_std, "noise_std")
+    sigma = check_positive(stddev, "stddev")
     lip = check_positive(lipschitz, "lipschitz")
     n = check_positive_int(n, "n", minimum=2)
     if alpha <= 1.0:
@@ -1035,7 +1057,7 @@ def sgd_iter_rdp(alpha: float, *, noise_std: float, lipschitz: float, n: int) ->
     if lip**2 * 2.0 * alpha * (alpha - 1.0) > sigma**2 * (1.0 + 1e-12):
         raise ValueError(
             f"alpha={alpha!r} is outside the range of Feldman et al. Thm 26: need "
-            "noise_std >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
+            "stddev >= lipschitz*sqrt(2*alpha*(alpha-1)), i.e. alpha <= "
             f"{sgd_iter_max_order(sigma, lip):.6g}"
         )
     return 4.0 * alpha * lip**2 * harmonic_number(n) / (n * sigma**2)
@@ -1047,8 +1069,9 @@ def harmonic_number(n: int) -> float:
     return float(special.digamma(n + 1.0) + np.euler_gamma)
 
 
+@renamed_kwargs(noise_std="stddev")
 def sgd_iter_epsilon(
-    noise_std: float,
+    stddev: float,
     delta: float,
     *,
     lipschitz: float,
@@ -1059,17 +1082,23 @@ def sgd_iter_epsilon(
     (default: :data:`RDP_ORDERS` inside the valid range, plus its upper end). Every given order
     must be valid; raises ValueError if none is (noise too small relative to ``lipschitz``)."""
     delta = check_delta(delta)
-    max_order = sgd_iter_max_order(noise_std, lipschitz)
+    max_order = sgd_iter_max_order(stddev, lipschitz)
     if orders is None:
         if max_order <= 1.01:  # dp-accounting's conversion needs alpha > 1.01 to be finite
             raise ValueError(
-                f"noise_std/lipschitz={noise_std / lipschitz:.4g} is too small for "
+                f"stddev/lipschitz={stddev / lipschitz:.4g} is too small for "
                 f"amplification by iteration (largest valid order {max_order:.4g})"
             )
         orders = [a for a in RDP_ORDERS if a < max_order] + [max_order]
-    rdp_values = [sgd_iter_rdp(a, noise_std=noise_std, lipschitz=lipschitz, n=n) for a in orders]
+    rdp_values = [sgd_iter_rdp(a, stddev=stddev, lipschitz=lipschitz, n=n) for a in orders]
     return rdp_curve_epsilon(orders, rdp_values, delta)
 
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(
+        globals(),
+        {"Neighbouring": "NeighboringRelationName", "NEIGHBOURINGS": "NEIGHBORING_RELATIONS"},
+    )
 
 __all__ = [
     "ACCOUNTANTS",
@@ -1077,7 +1106,8 @@ __all__ = [
     "CALIBRATION_TOL",
     "ENV_CALIBRATION_CACHE",
     "calibration_cache_enabled",
-    "NEIGHBOURINGS",
+    "NEIGHBORING_RELATIONS",
+    "NeighboringRelationName",
     "MAX_CALIBRATION_PLD_POINTS",
     "MAX_COMPOSED_PLD_POINTS",
     "MAX_GAUSSIAN_PLD_POINTS",

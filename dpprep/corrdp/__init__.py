@@ -9,12 +9,14 @@ five datasets as CorrDP sees them (``load_corrdp``), ``dpprep.corrdp.tv`` the TV
 **CorrDP-SGD (Algorithm 1 / §5)** adds ``b_i ~ N(0, σ_i²)`` to the averaged gradient,
 unclipped. In a non-private plan (``DPPlan.non_private``, ``l2_clip_norm = inf``, normaliser
 ``N``), choose a base level ``σ`` and set the :class:`~dpprep.corrdp.sgd.CoordinateNoise`
-extension's ``noise_std = sum_noise_std(σ, N)`` and ``noise_scales = feature_scales(params,
+extension's ``stddev = sum_stddev(σ, N)`` and ``noise_scales = feature_scales(params,
 sqrt(f), leaf)`` (``Hyper(lr, extra={...})``, or a sweep axis) where ``f`` are the
 paper's variance *factors* (``TV~(i)``, or ``max{TV(i), m_s²/m²}``), which multiply ``σ²``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import numpy as np
@@ -50,7 +52,11 @@ from dpprep.corrdp.tv import (
 )
 from dpprep.models import Params
 from dpprep.noise import isotropic_scales
+from dpprep.renames import module_renames
 from dpprep.validation import check_finite_array, check_positive
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"sum_noise_std": "sum_stddev"})
 
 __all__ = [
     "CorrDPData",
@@ -78,19 +84,19 @@ __all__ = [
     "regression_gaussian_tv",
     "sepsis_rebalanced",
     "sepsis_tv",
-    "sum_noise_std",
+    "sum_stddev",
     "synthetic_truth",
     "synthetic_tv_factors",
     "tv_upper_bound",
 ]
 
 
-def sum_noise_std(std_on_mean: float, normaliser: float) -> float:
-    """The engine's absolute ``noise_std`` (on the gradient sum) that gives std ``std_on_mean``
+def sum_stddev(std_on_mean: float, normalize_by: float) -> float:
+    """The engine's absolute ``stddev`` (on the gradient sum) that gives std ``std_on_mean``
     on the averaged gradient: ``σ·N``."""
     std_on_mean = check_positive(std_on_mean, "std_on_mean", allow_zero=True)
-    normaliser = check_positive(normaliser, "normaliser")
-    return std_on_mean * normaliser
+    normalize_by = check_positive(normalize_by, "normalize_by")
+    return std_on_mean * normalize_by
 
 
 def feature_scales(params: Params, row_scales: ArrayLike, leaf: str) -> Params:

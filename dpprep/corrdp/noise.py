@@ -36,6 +36,7 @@ from jax.typing import ArrayLike
 
 from dpprep.corrdp.data import CorrDPData, domain_bound
 from dpprep.models import Params
+from dpprep.renames import renamed_kwargs
 from dpprep.validation import (
     check_delta,
     check_epsilon,
@@ -336,8 +337,9 @@ def noise_trace(factors: Params, params: Params) -> float:
     )
 
 
+@renamed_kwargs(clip_norm="l2_clip_norm")
 def whitened_gradient_bound(
-    data: CorrDPData, factors: ArrayLike, clip_norm: float | None = None
+    data: CorrDPData, factors: ArrayLike, l2_clip_norm: float | None = None
 ) -> tuple[float, str]:
     """``(L_f, why)``: a bound on ``‖D^{-1/2}∇ℓ‖`` over every record of the domain, ``D = diag(f)``
     the per-column variance ``factors`` of a GLM's weights (:meth:`CorrDPData.column_factors`).
@@ -345,7 +347,7 @@ def whitened_gradient_bound(
     Noise ``N(0, σ² D)`` on the mean gradient releases what ``D^{-1/2}·mean + N(0, σ² I)`` does,
     whose replace-one sensitivity is ``2·L_f/n``: the run is then a Gaussian mechanism with
     multiplier ``σ·n/L_f`` that dp-accounting can certify (standard DP; the paper's ε is nominal).
-    With per-example clipping at ``clip_norm`` = L: ``L_f = L/√min f`` (the Euclidean clip bounds
+    With per-example clipping at ``l2_clip_norm`` = L: ``L_f = L/√min f`` (the Euclidean clip bounds
     the whitened norm only through the smallest factor). Unclipped: a loss with ``|∂ℓ/∂(θᵀx)| ≤ 1``
     (logistic) on a data set with a :func:`dpprep.corrdp.data.domain_bound` (blocks of norm ≤ 1)
     gives ``L_f² = Σ_blocks max_{i∈block} 1/f_i`` (+ ``1/f`` of the intercept). ValueError where a
@@ -359,7 +361,7 @@ def whitened_gradient_bound(
     >>> factors = toy.column_factors({"b": 0.25})
     >>> round(whitened_gradient_bound(toy, factors)[0], 4)  # √(1 + 4 + 1)
     2.4495
-    >>> round(whitened_gradient_bound(toy, factors, clip_norm=1.0)[0], 4)  # 1/√0.25
+    >>> round(whitened_gradient_bound(toy, factors, l2_clip_norm=1.0)[0], 4)  # 1/√0.25
     2.0
     """
     f = np.asarray(factors, np.float64).ravel()
@@ -370,8 +372,8 @@ def whitened_gradient_bound(
             "a zero (or non-finite) noise factor releases a coordinate without noise: no"
             " standard-DP guarantee"
         )
-    if clip_norm is not None:
-        clip = check_positive(clip_norm, "clip_norm")
+    if l2_clip_norm is not None:
+        clip = check_positive(l2_clip_norm, "l2_clip_norm")
         return clip / math.sqrt(f.min()), (
             f"per-example clip L = {clip:.4g}"
             + (f", / √min f = √{f.min():g}" if f.min() < 1 else "")
@@ -380,7 +382,7 @@ def whitened_gradient_bound(
     if bound is None:
         raise ValueError(
             f"data set {data.name!r} has no a-priori gradient bound ({why}); clip per example"
-            " (clip_norm)"
+            " (l2_clip_norm)"
         )
     blocks = [*data.sensitive_groups.values(), *data.insensitive_groups.values()]
     total = sum(float(np.max(1.0 / f[list(cols)])) for cols in blocks)

@@ -2,8 +2,8 @@
 
 Algorithm 1 adds ``b ~ N(0, diag(σ_1², …))`` to the **averaged** minibatch gradient, unclipped,
 and outputs the last iterate. On the engine (:mod:`dpprep.algorithms`) that is the
-:class:`CoordinateNoise` extension, whose privatizer adds ``N(0, (noise_std·scale)²)`` to the
-gradient *sum* with its fields ``noise_std = σ·N`` and ``noise_scales = sqrt(f)`` in a non-private
+:class:`CoordinateNoise` extension, whose privatizer adds ``N(0, (stddev·scale)²)`` to the
+gradient *sum* with its fields ``stddev = σ·N`` and ``noise_scales = sqrt(f)`` in a non-private
 plan (:meth:`CorrDPSGD.plan`: the paper's ε is nominal; ``l2_clip_norm = inf`` unless clipped per
 example), and divides by the engine's normaliser ``N`` (``n`` for full batches, ``B`` for fixed-size
 batches, the expected size for Poisson), so coordinate ``i`` of the mean gets std
@@ -13,7 +13,7 @@ batches, the expected size for Poisson), so coordinate ``i`` of the mean gets st
   records per step, the default for minibatches: the paper only says "randomly sample", and fixed
   sizes match its batches of 1024 and 1000) or ``"poisson"``.
 * Clipping (``clip_mode``): None (Algorithm 1), ``"per_example"`` (each example's gradient to
-  ``clip_norm`` before averaging: DP-correct, ``L = clip_norm``) or ``"batch"`` (the paper's
+  ``l2_clip_norm`` before averaging: DP-correct, ``L = l2_clip_norm``) or ``"batch"`` (the paper's
   ``clip_grad_norm_`` of the averaged gradient, :func:`clip_batch_mean` in
   :class:`CoordinateNoise`'s privatizer; not a per-example bound). Clipping happens before the
   noise.
@@ -21,8 +21,8 @@ batches, the expected size for Poisson), so coordinate ``i`` of the mean gets st
   networks; the noise enters before Adam's moments: the paper gives only a constant step size, and
   plain SGD at its step and T does not reach its 69 % Sepsis baseline). Optional projection
   (``radius``: :class:`dpprep.optimizers.L2BallProjection`).
-* **One compiled call per panel**: :func:`sweep` maps every ``(ε, method, C)`` point to its own
-  ``noise_std`` and ``noise_scales`` and runs ``seeds × points`` through
+* **One compiled call per panel**: :func:`sweep_points` maps every ``(ε, method, C)`` point to its
+  own ``stddev`` and ``noise_scales`` and runs ``seeds × points`` through
   :func:`dpprep.sweeps.sweep_points`.
 * :func:`quadratic_sketch`: for full-batch GD on a squared loss without per-example clipping, the
   ``(m+1)``-row dataset ``sqrt((m+1)/n)·R`` (``R`` from the QR of ``[X y]``) has the same mean loss
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -57,6 +57,7 @@ from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures
 from dpprep.models import Array, Inputs, Model, Params
 from dpprep.optimizers import L2BallProjection
+from dpprep.renames import module_renames, renamed_fields, warn_renamed
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
 
 #: The registered samplers (:data:`dpprep.sampling.SAMPLERS`) CorrDP-SGD runs: the ones its
@@ -87,13 +88,13 @@ class CoordinateNoise(Extension):
 
     Fields (traced, sweepable; both carry privacy): ``noise_scales`` — None (isotropic) or a
     pytree like the params of per-leaf / per-coordinate factors: coordinate ``i`` gets std
-    ``scale_i`` times the core's; ``noise_std`` — an absolute std added to the core's ``z·C``
+    ``scale_i`` times the core's; ``stddev`` — an absolute std added to the core's ``z·C``
     (0 by default), for the paper's nominal-ε runs. ``batch_clip_norm``: the paper's
     ``clip_grad_norm_`` of the batch mean before the noise (:func:`clip_batch_mean`; ``inf``: none).
 
     In a private plan (:class:`dpprep.plan.DPPlan`) the run is accounted at ``z·min(scale)``
     (:meth:`noise_factor`: the least noisy coordinate; a zero scale is refused) and an absolute
-    ``noise_std`` is refused (it has no unit: the guarantee is in units of the clip bound). The
+    ``stddev`` is refused (it has no unit: the guarantee is in units of the clip bound). The
     paper's runs, whose ε is nominal, run in a non-private plan.
     """
 
@@ -104,8 +105,9 @@ class CoordinateNoise(Extension):
     batch_clip_norm: float = math.inf
     fields: ClassVar[Mapping[str, Field]] = {
         "noise_scales": Field(pytree=True, privacy=True),
-        "noise_std": Field(default=0.0, privacy=True),
+        "stddev": Field(default=0.0, privacy=True),
     }
+    renamed_fields: ClassVar[Mapping[str, str]] = {"noise_std": "stddev"}
 
     def __post_init__(self) -> None:
         if not self.batch_clip_norm > 0:
@@ -123,20 +125,20 @@ class CoordinateNoise(Extension):
     ) -> set[int]:
         del num_features
         lengths = set()
-        std = np.asarray(values["noise_std"], np.float64)
-        if "noise_std" in swept:
+        std = np.asarray(values["stddev"], np.float64)
+        if "stddev" in swept:
             if std.ndim != 1 or std.shape[0] == 0:
                 raise ValueError(
-                    f"noise_std values must be a non-empty 1-D sequence, got shape {std.shape}"
+                    f"stddev values must be a non-empty 1-D sequence, got shape {std.shape}"
                 )
             lengths.add(std.shape[0])
         elif std.shape != ():
             raise ValueError(
-                f"noise_std must be a scalar, got shape {std.shape}; to vary it, make it an axis of"
+                f"stddev must be a scalar, got shape {std.shape}; to vary it, make it an axis of"
                 " the sweep"
             )
         if not np.all(np.isfinite(std) & (std >= 0)):
-            raise ValueError(f"noise_std must be finite and >= 0, got {std.tolist()!r}")
+            raise ValueError(f"stddev must be finite and >= 0, got {std.tolist()!r}")
         scales = values["noise_scales"]
         if "noise_scales" not in swept:
             noise_lib.check_scales(params, scales)
@@ -153,9 +155,9 @@ class CoordinateNoise(Extension):
         return lengths | leading
 
     def noise_factor(self, values: Mapping[str, Any]) -> float:
-        if np.any(np.asarray(values["noise_std"], np.float64) != 0):
+        if np.any(np.asarray(values["stddev"], np.float64) != 0):
             raise ValueError(
-                "noise_std (an absolute std) has no unit in a private plan, whose guarantee is in"
+                "stddev (an absolute std) has no unit in a private plan, whose guarantee is in"
                 " units of the clip bound: give the noise as the plan's noise_multiplier (and"
                 " noise_scales), or run the nominal mechanism in a non-private plan"
                 " (DPPlan.non_private)"
@@ -174,13 +176,14 @@ class CoordinateNoise(Extension):
             options["noise_multiplier"],
             values["noise_scales"],
             options["normalize_by"],
-            stddev=values["noise_std"],
+            stddev=values["stddev"],
         )
         if math.isinf(self.batch_clip_norm):
             return noisy
         return optax.chain(clip_batch_mean(self.batch_clip_norm, options["normalize_by"]), noisy)
 
 
+@renamed_fields(clip_norm="l2_clip_norm")
 @dataclasses.dataclass(frozen=True)
 class CorrDPSGD:
     """Static description of a CorrDP-SGD run (everything but the noise level).
@@ -195,7 +198,7 @@ class CorrDPSGD:
       batch_size: ``n_q`` (minibatch samplers).
       optimizer: unit-rate optax transformation (None: GD).
       clip_mode: None, "per_example" or "batch" (module docstring).
-      clip_norm: the bound of ``clip_mode``.
+      l2_clip_norm: the bound of ``clip_mode``.
       radius: projection onto the L2 ball of this radius (``inf``: ``Θ = R^m``).
       matmul_precision: passed to the engine.
     """
@@ -208,7 +211,7 @@ class CorrDPSGD:
     batch_size: int | None = None
     optimizer: optax.GradientTransformation | None = None
     clip_mode: str | None = None
-    clip_norm: float = math.inf
+    l2_clip_norm: float = math.inf
     radius: float = math.inf
     matmul_precision: str | None = None
 
@@ -226,34 +229,37 @@ class CorrDPSGD:
         if self.clip_mode not in CLIP_MODES:
             raise ValueError(f"clip_mode must be one of {CLIP_MODES}, got {self.clip_mode!r}")
         if self.clip_mode is not None and not (
-            math.isfinite(self.clip_norm) and self.clip_norm > 0
+            math.isfinite(self.l2_clip_norm) and self.l2_clip_norm > 0
         ):
             raise ValueError(
-                f"clip_mode={self.clip_mode!r} needs a finite clip_norm > 0, got {self.clip_norm!r}"
+                f"clip_mode={self.clip_mode!r} needs a finite l2_clip_norm > 0, got "
+                f"{self.l2_clip_norm!r}"
             )
-        if self.clip_mode is None and math.isfinite(self.clip_norm):
-            raise ValueError("clip_norm is set but clip_mode is None; say which clipping is meant")
+        if self.clip_mode is None and math.isfinite(self.l2_clip_norm):
+            raise ValueError(
+                "l2_clip_norm is set but clip_mode is None; say which clipping is meant"
+            )
         if not self.radius > 0:
             raise ValueError(f"radius must be > 0 (inf: no projection), got {self.radius!r}")
 
     def plan(self, n: int) -> DPPlan:
         """The run's plan on ``n`` records: **non-private** (the paper's ε is nominal, no
-        accountant; every driver says "no DP guarantee"), clipped per example at ``clip_norm``
+        accountant; every driver says "no DP guarantee"), clipped per example at ``l2_clip_norm``
         with ``clip_mode="per_example"``; the noise is :class:`CoordinateNoise`'s, set per point."""
-        clip = self.clip_norm if self.clip_mode == "per_example" else math.inf
+        clip = self.l2_clip_norm if self.clip_mode == "per_example" else math.inf
         return DPPlan.non_private(
             self.sampling,
             check_positive_int(n, "n"),
             batch_size=self.batch_size,
             steps=self.steps,
             l2_clip_norm=clip,
-            neighbouring="replace_one",
+            neighboring_relation="replace_one",
         )
 
     def train_config(self, n: int) -> TrainConfig:
         """The engine config on ``n`` records (:meth:`plan`; each point sets its own noise)."""
         extensions: tuple[Extension, ...] = (
-            CoordinateNoise(self.clip_norm if self.clip_mode == "batch" else math.inf),
+            CoordinateNoise(self.l2_clip_norm if self.clip_mode == "batch" else math.inf),
             AffineFeatures(),
         )
         if math.isfinite(self.radius):
@@ -277,9 +283,14 @@ class CorrDPSGD:
             "none" if self.clip_mode != "per_example" and not self.model.has_fast_path else "auto"
         )
 
-    def normaliser(self, n: int) -> float:
+    def normalize_by(self, n: int) -> float:
         """What the engine divides the noisy gradient sum by on ``n`` records."""
-        return self.plan(n).normaliser
+        return self.plan(n).normalize_by
+
+    def normaliser(self, n: int) -> float:
+        """Renamed :meth:`normalize_by` (warns)."""
+        warn_renamed("normaliser", "normalize_by", "CorrDPSGD.")
+        return self.normalize_by(n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,12 +331,12 @@ class Point:
 def point_values(
     cfg: CorrDPSGD, params0: Params, n: int, points: Sequence[Point]
 ) -> dict[str, Any]:
-    """The engine's swept ``Hyper`` values of ``points``: ``noise_std = σ·N`` (``N`` the
+    """The engine's swept ``Hyper`` values of ``points``: ``stddev = σ·N`` (``N`` the
     normaliser on ``n`` records), ``noise_scales = sqrt(factors)`` and, if given, ``feature_scale``.
     """
     if not points:
         raise ValueError("points must be a non-empty sequence of Point")
-    normaliser = cfg.normaliser(n)
+    normalize_by = cfg.normalize_by(n)
     ones = jax.tree_util.tree_map(lambda p: np.ones((), np.float32), params0)
     scales = []
     for point in points:
@@ -342,7 +353,7 @@ def point_values(
             )
         )
     values: dict[str, Any] = {
-        "noise_std": np.array([p.sigma(cfg.delta) * normaliser for p in points], np.float32),
+        "stddev": np.array([p.sigma(cfg.delta) * normalize_by for p in points], np.float32),
         "noise_scales": jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *scales),
     }
     masks = [p.feature_scale for p in points]
@@ -353,7 +364,7 @@ def point_values(
     return values
 
 
-def sweep(
+def sweep_points(
     cfg: CorrDPSGD,
     params0: Params,
     data: tuple[Inputs, ArrayLike],
@@ -407,8 +418,10 @@ def corrdp_sgd(
     c: float,
     factors: Params | None = None,
 ) -> Params:
-    """One run of Algorithm 1 (a one-seed, one-point :func:`sweep`); returns ``θ_{T+1}``."""
-    out = sweep(cfg, params0, data, jax.numpy.stack([key]), [Point("run", epsilon, c, factors)])
+    """One run of Algorithm 1 (a one-seed, one-point :func:`sweep_points`); returns ``θ_{T+1}``."""
+    out = sweep_points(
+        cfg, params0, data, jax.numpy.stack([key]), [Point("run", epsilon, c, factors)]
+    )
     return jax.tree_util.tree_map(lambda a: a[0, 0], out.params)
 
 
@@ -441,10 +454,14 @@ def standard_dp_epsilon(
     sigma = check_positive(sigma, "sigma")
     n = check_positive_int(n, "n")
     z = sigma * n / check_positive(lipschitz, "lipschitz")  # std on the sum over the clip norm
-    options = dp.AccountingOptions(accountant=accountant, neighbouring="replace_one")  # type: ignore[arg-type]  # AccountingOptions validates it
+    options = dp.AccountingOptions(accountant=accountant, neighboring_relation="replace_one")  # type: ignore[arg-type]  # AccountingOptions validates it
     return dp.epsilon(
         z,
         check_delta(delta),
         dp.DpSgdSchedule(check_positive_int(steps, "steps"), "full"),
         options=options,
     )
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"sweep": "sweep_points"})

@@ -6,7 +6,7 @@ What a CorrDP experiment needs around the engine (:mod:`dpprep.corrdp.sgd`) to s
   :class:`~dpprep.corrdp.data.CorrDPData` (synthetic: the per-feature Eq. 22 plug-in on the
   empirical mean and covariance, App. E.1, or the population value; real data: the paper's
   factors), the ``tv`` argument of :func:`dpprep.corrdp.noise.method_factors`.
-* :func:`objective`, :func:`exact_minimiser`: the in-sample objective ``F(θ)`` of the paper's GLM
+* :func:`objective`, :func:`exact_minimizer`: the in-sample objective ``F(θ)`` of the paper's GLM
   panels (ridge ``mean((y − Xθ)²) + ||θ||²/n`` on the synthetic data, §5.1; OLS; logistic) and its
   exact minimiser ``θ̂`` (least squares), for the utility gap ``F(θ^priv) − F(θ̂)``. Float64 on the
   host: the gaps are small differences of O(1) objectives, below float32's resolution.
@@ -21,11 +21,14 @@ Networks are scored by :func:`dpprep.sweeps.evaluate` (the sweep's ``eval_data``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from jax.typing import ArrayLike
 
 from dpprep.corrdp import tv as tv_lib
 from dpprep.corrdp.data import CorrDPData
+from dpprep.renames import module_renames
 from dpprep.validation import check_delta
 
 #: The GLM objectives of the paper's panels: ridge (synthetic, penalty ``||θ||²/n``), OLS
@@ -96,7 +99,7 @@ def objective(kind: str, x: ArrayLike, y: ArrayLike, w: ArrayLike) -> np.ndarray
     return loss
 
 
-def exact_minimiser(kind: str, x: ArrayLike, y: ArrayLike) -> np.ndarray:
+def exact_minimizer(kind: str, x: ArrayLike, y: ArrayLike) -> np.ndarray:
     """The exact minimiser ``θ̂`` of :func:`objective` for least squares (float64, shape ``(d,)``):
     "ridge" solves ``(XᵀX + I)θ = Xᵀy`` (the stationarity condition of
     ``mean((y − Xθ)²) + ||θ||²/n``), "ols" is ``lstsq``. Logistic regression has no closed form
@@ -123,7 +126,7 @@ def gradient_bound(
     if kind == "logistic":
         return float(norms.max())
     if theta_hat is None:
-        raise ValueError(f"kind {kind!r} needs theta_hat (see exact_minimiser)")
+        raise ValueError(f"kind {kind!r} needs theta_hat (see exact_minimizer)")
     r = np.abs(y - x @ np.asarray(theta_hat))
     return float(np.max(2.0 * r * norms))
 
@@ -138,3 +141,7 @@ def accuracy_pp(x: ArrayLike, y: ArrayLike, w: ArrayLike) -> np.ndarray:
         raise ValueError(f"w must end in the {x.shape[1]} features of x, got shape {w.shape}")
     z = np.einsum("nd,...d->...n", x.astype(np.float64), w.astype(np.float64))
     return 100.0 * np.mean((z > 0) == (y > 0.5), axis=-1)
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"exact_minimiser": "exact_minimizer"})

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +51,7 @@ from dpprep.extensions import Extension, Field
 from dpprep.features import AffineFeatures, glm_params_for_raw_features
 from dpprep.plan import DPPlan, ExecutionPlan
 from dpprep.sweeps import Group, evaluate
+from dpprep.renames import module_renames, renamed_fields, renamed_kwargs
 from dpprep.validation import (
     check_delta,
     check_finite_array,
@@ -101,11 +102,15 @@ def check_eps_f(eps_f: float, epsilon: float | None, name: str = "eps_F") -> flo
     return value
 
 
-def mean_sensitivity_factor(neighbouring: str) -> float:
+@renamed_kwargs(neighbouring="neighboring_relation")
+def mean_sensitivity_factor(neighboring_relation: str) -> float:
     """The L2 sensitivity of ``Σ_i x_i`` in units of ``C_F``: 1 (add/remove), 2 (replace-one)."""
-    if neighbouring not in dp.NEIGHBOURINGS:
-        raise ValueError(f"neighbouring must be one of {dp.NEIGHBOURINGS}, got {neighbouring!r}")
-    return 1.0 if neighbouring == "add_remove" else 2.0
+    if neighboring_relation not in dp.NEIGHBORING_RELATIONS:
+        raise ValueError(
+            f"neighboring_relation must be one of {dp.NEIGHBORING_RELATIONS}, got "
+            f"{neighboring_relation!r}"
+        )
+    return 1.0 if neighboring_relation == "add_remove" else 2.0
 
 
 def mean_sigma(eps_f: float, delta: float) -> float:
@@ -114,14 +119,17 @@ def mean_sigma(eps_f: float, delta: float) -> float:
     return dp.analytic_gaussian_sigma(check_eps_f(eps_f, None), check_delta(delta))
 
 
+@renamed_kwargs(neighbouring="neighboring_relation")
 def mean_event(
-    eps_f: float, delta: float, neighbouring: str = "add_remove"
+    eps_f: float, delta: float, neighboring_relation: str = "add_remove"
 ) -> dp_event.GaussianDpEvent:
     """The mean step as a dp-accounting event, as a multiplier of the per-record bound ``C_F``:
     noise std on the sum is ``σ_F·Δ`` = ``σ_F·factor·C_F``. Under replace-one dp-accounting's PLD
     doubles the Gaussian's sensitivity itself, so the event is ``Gaussian(factor·σ_F)`` under
     the run's own relation either way (and alone it is exactly ``(ε_F, δ)``-DP)."""
-    return dp.gaussian_event(mean_sensitivity_factor(neighbouring) * mean_sigma(eps_f, delta))
+    return dp.gaussian_event(
+        mean_sensitivity_factor(neighboring_relation) * mean_sigma(eps_f, delta)
+    )
 
 
 def mean_noise(key: jax.Array, num_features: int) -> jax.Array:
@@ -148,6 +156,7 @@ def mean_from_parts(
     ).astype(xp.float32)
 
 
+@renamed_kwargs(neighbouring="neighboring_relation")
 def private_mean(
     x_unit: ArrayLike,
     feature_norm: float,
@@ -155,13 +164,13 @@ def private_mean(
     delta: float,
     key: jax.Array,
     *,
-    neighbouring: str = "add_remove",
+    neighboring_relation: str = "add_remove",
 ) -> np.ndarray:
     """Step 1 on unit-normalised rows ``x̃``: ``μ̂`` of the features ``C_F·x̃`` (their sum has
     sensitivity ``C_F``, ``2C_F`` under replace-one; ``n`` is public)."""
     x_unit = check_finite_array(x_unit, "x_unit", ndim=2)
     feature_norm = check_feature_norm(feature_norm)
-    s = mean_sensitivity_factor(neighbouring) * mean_sigma(eps_f, delta)
+    s = mean_sensitivity_factor(neighboring_relation) * mean_sigma(eps_f, delta)
     unit_mean = np.mean(np.asarray(x_unit, np.float64), axis=0)
     return mean_from_parts(
         unit_mean, x_unit.shape[0], feature_norm, s, mean_noise(key, x_unit.shape[1])
@@ -178,6 +187,7 @@ def bias_correct(params: models.Params, mu_hat: ArrayLike) -> models.Params:
 # One run
 
 
+@renamed_fields(clip_norm="l2_clip_norm", neighbouring="neighboring_relation")
 @dataclasses.dataclass(frozen=True)
 class DpsgdfConfig:
     """One Algorithm-3 run (or its DPSGD / non-private baseline).
@@ -194,8 +204,8 @@ class DpsgdfConfig:
     batch_size: int = 1024
     epochs: float = 40
     learning_rate: float = 1.0
-    clip_norm: float = 1.0
-    neighbouring: str = "add_remove"
+    l2_clip_norm: float = 1.0
+    neighboring_relation: str = "add_remove"
     iterates: str = "both"
     fit_intercept: bool = True
     sampling: str | None = None
@@ -204,7 +214,7 @@ class DpsgdfConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        mean_sensitivity_factor(self.neighbouring)
+        mean_sensitivity_factor(self.neighboring_relation)
         check_delta(self.delta)
         check_positive_int(self.batch_size, "batch_size")
         check_positive(self.epochs, "epochs")
@@ -213,7 +223,7 @@ class DpsgdfConfig:
             if self.epsilon is None:
                 raise ValueError(f"epsilon is required for method={self.method!r}")
             check_positive(self.epsilon, "epsilon")
-            check_positive(self.clip_norm, "clip_norm")
+            check_positive(self.l2_clip_norm, "l2_clip_norm")
         if self.method == "dpsgdf":
             check_eps_f(self.eps_F, self.epsilon)
             if self.feature_norm is None:
@@ -270,7 +280,7 @@ def layout(cfg: DpsgdfConfig, n: int) -> ExecutionPlan:
         check_positive_int(n, "n"),
         batch_size=cfg.batch_size,
         epochs=_epochs(cfg),
-        neighbouring=cfg.neighbouring if cfg.private else None,
+        neighboring_relation=cfg.neighboring_relation if cfg.private else None,
     )
 
 
@@ -294,7 +304,7 @@ def plan(
             cfg.sampler, check_positive_int(n, "n"), batch_size=cfg.batch_size, epochs=epochs
         )
     with_mean = with_mean and cfg.method == "dpsgdf"
-    fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighbouring),) if with_mean else ()  # type: ignore[arg-type]
+    fixed = (mean_event(cfg.eps_F, cfg.delta, cfg.neighboring_relation),) if with_mean else ()  # type: ignore[arg-type]
     target = None if noise_multiplier is not None else cfg.epsilon
     try:
         return DPPlan.create(
@@ -302,12 +312,12 @@ def plan(
             n,
             batch_size=cfg.batch_size,
             epochs=epochs,
-            l2_clip_norm=cfg.clip_norm,
+            l2_clip_norm=cfg.l2_clip_norm,
             delta=cfg.delta,
             target_epsilon=target,
             noise_multiplier=noise_multiplier,
             fixed_events=fixed,
-            neighbouring=cfg.neighbouring,
+            neighboring_relation=cfg.neighboring_relation,
         )
     except ValueError as err:
         where = f" for grid unit {unit}" if unit else ""
@@ -367,7 +377,9 @@ def calibrate(
         raise ValueError("calibrate needs a private method (dpsgdf or dpsgd)")
     run_plan = plan(cfg, n, unit=unit)
     sigma_f = mean_sigma(cfg.eps_F, cfg.delta) if cfg.method == "dpsgdf" else None  # type: ignore[arg-type]
-    mult = mean_sensitivity_factor(cfg.neighbouring) * sigma_f if sigma_f is not None else None
+    mult = (
+        mean_sensitivity_factor(cfg.neighboring_relation) * sigma_f if sigma_f is not None else None
+    )
     alone = run_plan.execution.epsilon(run_plan.noise_multiplier, cfg.delta) if with_alone else None
     return Calibration(sigma_f, mult, float(run_plan.noise_multiplier), run_plan.steps, alone)
 
@@ -430,7 +442,7 @@ def fit(
     unit = unit_normalize(x) if cfg.feature_norm is not None else x.astype(np.float32)
     scale = cfg.feature_norm
     if cfg.method == "dpsgdf":
-        s = mean_sensitivity_factor(cfg.neighbouring) * mean_sigma(cfg.eps_F, cfg.delta)
+        s = mean_sensitivity_factor(cfg.neighboring_relation) * mean_sigma(cfg.eps_F, cfg.delta)
         mu_hat = mean_from_parts(
             np.mean(unit.astype(np.float64), axis=0), n, cfg.feature_norm, s, mean_noise(key, d)
         )
@@ -472,8 +484,9 @@ def fit(
 
 
 @dataclasses.dataclass(frozen=True)
-class Model:
-    """One model of a (B, E) group: method, ε (None for non-private), ε_F (DPSGD-F), C_F, η."""
+class GridModel:
+    """One point of a (B, E) group's grid, a "model" of Sun et al.'s tables: method, ε (None for
+    non-private), ε_F (DPSGD-F), C_F, η. (Not a :class:`dpprep.models.Model`.)"""
 
     method: str
     epsilon: float | None
@@ -500,7 +513,7 @@ def grid_models(
     learning_rates: Sequence[float],
     eps_fs: Sequence[float],
     epsilon: float | None,
-) -> list[Model]:
+) -> list[GridModel]:
     """The models of one (B, E) group: ``C_F × η × ({none} ∪ ε_F)`` for the private methods
     (DPSGD is the ``ε_F = none`` slice), ``C_F × η`` for non-private. Empty grids raise."""
     for name, values in (("feature_norms", feature_norms), ("learning_rates", learning_rates)):
@@ -520,7 +533,7 @@ def grid_models(
             fs = [None]
         eps = None if method == "nonprivate" else epsilon
         out += [
-            Model(method, eps, f, float(c), float(lr))
+            GridModel(method, eps, f, float(c), float(lr))
             for c in feature_norms
             for lr in learning_rates
             for f in fs
@@ -530,18 +543,19 @@ def grid_models(
     return out
 
 
-def _setting(m: Model) -> str:
+def _setting(m: GridModel) -> str:
     return f"{m.method}/{m.epsilon}/{m.eps_F}"
 
 
+@renamed_kwargs(neighbouring="neighboring_relation")
 def calibrate_models(
-    model_list: Sequence[Model],
+    model_list: Sequence[GridModel],
     batch_size: int,
     epochs: float,
     n: int,
     *,
     delta: float = 1e-5,
-    neighbouring: str = "add_remove",
+    neighboring_relation: str = "add_remove",
     unit: str | None = None,
 ) -> dict[str, float]:
     """The DP-SGD multiplier of every distinct (method, ε, ε_F) among private ``model_list``
@@ -551,14 +565,17 @@ def calibrate_models(
     out: dict[str, float] = {}
     for m in model_list:
         if m.method != "nonprivate" and _setting(m) not in out:
-            cfg = m.config(batch_size, epochs, neighbouring=neighbouring, delta=delta)
+            cfg = m.config(
+                batch_size, epochs, neighboring_relation=neighboring_relation, delta=delta
+            )
             out[_setting(m)] = calibrate(cfg, n, unit=unit).noise_multiplier
     return out
 
 
+@renamed_kwargs(neighbouring="neighboring_relation")
 def grid_group(
     key: str,
-    model_list: Sequence[Model],
+    model_list: Sequence[GridModel],
     batch_size: int,
     epochs: float,
     n: int,
@@ -566,7 +583,7 @@ def grid_group(
     seed_keys: jax.Array,
     *,
     delta: float = 1e-5,
-    neighbouring: str = "add_remove",
+    neighboring_relation: str = "add_remove",
     fit_intercept: bool = True,
     num_classes: int = 10,
     num_features: int | None = None,
@@ -592,14 +609,20 @@ def grid_group(
     first = model_list[0].config(
         batch_size,
         epochs,
-        neighbouring=neighbouring,
+        neighboring_relation=neighboring_relation,
         fit_intercept=fit_intercept,
         matmul_precision=matmul_precision,
         iterates="both",
     )
     if private and noise_multipliers is None:
         noise_multipliers = calibrate_models(
-            model_list, batch_size, epochs, n, delta=delta, neighbouring=neighbouring, unit=key
+            model_list,
+            batch_size,
+            epochs,
+            n,
+            delta=delta,
+            neighboring_relation=neighboring_relation,
+            unit=key,
         )
     zs, scales, lrs, mults = [], [], [], []
     for m in model_list:
@@ -608,7 +631,7 @@ def grid_group(
         scales.append(1.0 if raw_features else m.feature_norm)
         lrs.append(m.learning_rate)
         mults.append(
-            mean_sensitivity_factor(neighbouring) * mean_sigma(m.eps_F, delta)
+            mean_sensitivity_factor(neighboring_relation) * mean_sigma(m.eps_F, delta)
             if m.method == "dpsgdf"
             else None
         )
@@ -635,3 +658,7 @@ def grid_group(
             points["feature_shift"] = shift
             per_seed = ("feature_shift",)
     return Group(key, tc, points, per_seed)
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"Model": "GridModel"})

@@ -30,6 +30,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpprep.accounting import dp
+from dpprep.renames import renamed_kwargs
 from dpprep.validation import check_delta, check_positive, check_positive_int
 
 GRID_POINTS = 200_001
@@ -95,6 +96,7 @@ def hinge_grads(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return -(y * active)[:, None] * x
 
 
+@renamed_kwargs(noise_std_sum="stddev", normaliser="normalize_by")
 def dpsgd_linear(
     x: np.ndarray,
     y: np.ndarray,
@@ -103,17 +105,17 @@ def dpsgd_linear(
     lr: float,
     steps: int,
     batch_size: int,
-    noise_std_sum: float,
-    normaliser: float,
+    stddev: float,
+    normalize_by: float,
     sampling: str = "replacement",
     rng: np.random.Generator | None = None,
     draws: dict | None = None,
     w0: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-example DP-SGD for a linear model without bias and the hinge loss: each step
-    ``w ← w − lr·(Σ_batch Clip(g_i, C) + N(0, s² I)) / normaliser``. ``sampling``:
+    ``w ← w − lr·(Σ_batch Clip(g_i, C) + N(0, s² I)) / normalize_by``. ``sampling``:
     ``"replacement"`` (``batch_size`` indices uniform with replacement: Algorithm 1 with
-    ``normaliser = B`` and ``s = σ·B``) or ``"poisson"`` (each record w.p. ``batch_size/n``).
+    ``normalize_by = B`` and ``s = σ·B``) or ``"poisson"`` (each record w.p. ``batch_size/n``).
     ``draws`` (``{"batches": [...], "noise": (T, d)}``) replaces the random draws (tests).
     Returns the last and the average iterate (of ``w_1..w_T``)."""
     n, d = x.shape
@@ -133,7 +135,7 @@ def dpsgd_linear(
         norms = np.linalg.norm(g, axis=1)
         g = g * np.minimum(1.0, clip / np.maximum(norms, 1e-300))[:, None]
         noise = draws["noise"][t] if draws is not None else rng.normal(size=d)
-        w = w - lr * (g.sum(0) + noise_std_sum * noise) / normaliser
+        w = w - lr * (g.sum(0) + stddev * noise) / normalize_by
         total += w
     return {"last": w, "average": total / steps}
 
@@ -162,8 +164,8 @@ def dpsgd_alg1(
         lr=lr,
         steps=steps,
         batch_size=b,
-        noise_std_sum=sigma * b,
-        normaliser=b,
+        stddev=sigma * b,
+        normalize_by=b,
         sampling="replacement",
         rng=rng,
     )["average"]
@@ -173,6 +175,7 @@ def dpsgd_alg1(
 # Type-collapsed simulation
 
 
+@renamed_kwargs(noise_std_sum="stddev", normaliser="normalize_by")
 def simulate_types(
     xt: np.ndarray,
     yt: np.ndarray,
@@ -180,8 +183,8 @@ def simulate_types(
     *,
     clip: ArrayLike,
     lr: ArrayLike,
-    noise_std_sum: ArrayLike,
-    normaliser: ArrayLike,
+    stddev: ArrayLike,
+    normalize_by: ArrayLike,
     steps: int,
     rng: np.random.Generator,
     noise: Callable[[int], np.ndarray] | None = None,
@@ -191,7 +194,7 @@ def simulate_types(
     Args:
       xt: type features, ``(m, d)`` or per run ``(R, m, d)``; yt: labels ``(m,)``.
       counts: ``t -> (R, m)`` examples of each type in step ``t``'s batch.
-      clip, lr, noise_std_sum, normaliser: scalars or ``(R,)`` arrays (as in :func:`dpsgd_linear`).
+      clip, lr, stddev, normalize_by: scalars or ``(R,)`` arrays (as in :func:`dpsgd_linear`).
       noise: ``t -> (R, d)`` standard normals (default: from ``rng``).
     Returns ``{"last": (R, d), "average": (R, d)}``.
     """
@@ -200,7 +203,7 @@ def simulate_types(
     xt = np.broadcast_to(np.asarray(xt, float), (r,) + np.shape(xt)[-2:])
     d = xt.shape[-1]
     col = lambda v: np.broadcast_to(np.asarray(v, float), (r,))[:, None]  # noqa: E731
-    clip, lr, s, norm = col(clip), col(lr), col(noise_std_sum), col(normaliser)
+    clip, lr, s, norm = col(clip), col(lr), col(stddev), col(normalize_by)
     yx = yt[None, :, None] * xt  # (R, m, d)
     gnorm = np.linalg.norm(xt, axis=-1)  # |y| = 1: ‖g‖ = ‖x‖ when active
     scale = np.minimum(1.0, clip / np.maximum(gnorm, 1e-300))  # (R, m)
@@ -217,6 +220,7 @@ def simulate_types(
     return {"last": w, "average": total / steps}
 
 
+@renamed_kwargs(noise_std_sum="stddev", normaliser="normalize_by")
 def simulate_counterexample(
     mu: float,
     k_plus: Callable[[int], np.ndarray],
@@ -224,8 +228,8 @@ def simulate_counterexample(
     *,
     clip: ArrayLike,
     lr: ArrayLike,
-    noise_std_sum: ArrayLike,
-    normaliser: ArrayLike,
+    stddev: ArrayLike,
+    normalize_by: ArrayLike,
     steps: int,
     rng: np.random.Generator,
     noise: Callable[[int], np.ndarray] | None = None,
@@ -236,7 +240,7 @@ def simulate_counterexample(
     kp0 = k_plus(0)
     r = kp0.shape[0]
     vec = lambda v: np.broadcast_to(np.asarray(v, float), (r,))  # noqa: E731
-    clip, lr, s, norm = vec(clip), vec(lr), vec(noise_std_sum), vec(normaliser)
+    clip, lr, s, norm = vec(clip), vec(lr), vec(stddev), vec(normalize_by)
     c = np.minimum(1.0, clip / math.sqrt(mu * mu + 1.0))
     w1, w2 = np.zeros(r), np.zeros(r)
     t1, t2 = np.zeros(r), np.zeros(r)
@@ -444,8 +448,8 @@ def dpsgdf_theory(
         lr=lr / tau**2,
         steps=steps,
         batch_size=b,
-        noise_std_sum=z * clip,
-        normaliser=q * n,
+        stddev=z * clip,
+        normalize_by=q * n,
         sampling="poisson" if q < 1 else "replacement",
         rng=rng,
         draws=(

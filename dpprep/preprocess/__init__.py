@@ -26,6 +26,9 @@ Importing this package loads only the pre-processing steps (NumPy); :mod:`.ptr` 
 load JAX and the engine when imported.
 """
 
+from typing import TYPE_CHECKING
+
+from dpprep.renames import module_renames
 from dpprep.preprocess.clusters import GoodClusters, good_clusters
 from dpprep.preprocess.dedup import DedupResult, deduplicate
 from dpprep.preprocess.impute import (
@@ -35,7 +38,7 @@ from dpprep.preprocess.impute import (
     impute_regression,
     impute_trimmed_mean,
 )
-from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalise
+from dpprep.preprocess.pca import PCAResult, pca_reduce, sign_normalize
 from dpprep.preprocess.pipeline import Pipeline, PipelineResult, Step
 from dpprep.preprocess.quantize import QuantizeResult, quantize
 from dpprep.preprocess.sensitivity import Sensitivity
@@ -56,7 +59,7 @@ __all__ = [
     "impute_regression",
     "PCAResult",
     "pca_reduce",
-    "sign_normalise",
+    "sign_normalize",
     "Pipeline",
     "PipelineResult",
     "Step",
@@ -64,3 +67,7 @@ __all__ = [
     "project_to_unit_ball",
     "scale_into_unit_ball",
 ]
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"sign_normalise": "sign_normalize"})

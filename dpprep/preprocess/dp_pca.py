@@ -29,7 +29,7 @@ import scipy.sparse.linalg
 
 from dpprep.accounting.dp import analytic_gaussian_sigma
 
-from dpprep.preprocess.pca import sign_normalise
+from dpprep.preprocess.pca import sign_normalize
 from dpprep.preprocess.unit_ball import check_unit_ball
 from dpprep.validation import check_delta, check_epsilon, check_key, check_positive_int
 
@@ -155,6 +155,6 @@ def dp_pca(
         arr, epsilon, delta, key, calibration=calibration, second_moment=second_moment
     )
     values, vectors = _top_k(release, k)
-    comps = sign_normalise(vectors)
+    comps = sign_normalize(vectors)
     z = arr @ comps
     return DPPCAResult(mode, k, comps, values, s, z @ comps.T if mode == "rank" else z)

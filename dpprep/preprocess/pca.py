@@ -19,12 +19,13 @@ at least ``gap − 4(3n+2)/(n(n−1))``), or pass ``gap_lower_bound`` for a know
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from dpprep.preprocess.sensitivity import Sensitivity, pca_dim_sensitivity, pca_rank_sensitivity
 from dpprep.preprocess.unit_ball import check_unit_ball
+from dpprep.renames import module_renames
 from dpprep.validation import check_positive, check_positive_int
 
 Mode = Literal["rank", "dim"]
@@ -66,7 +67,7 @@ def centred_covariance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return centred.T @ centred / (x.shape[0] - 1), mean
 
 
-def sign_normalise(vectors: np.ndarray) -> np.ndarray:
+def sign_normalize(vectors: np.ndarray) -> np.ndarray:
     """Flips each column so that its entry of largest absolute value (first on ties) is positive."""
     idx = np.argmax(np.abs(vectors), axis=0)
     signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
@@ -121,7 +122,7 @@ def pca_reduce(
     eigenvalues, vectors = np.linalg.eigh(cov)
     order = np.argsort(eigenvalues)[::-1]
     eigenvalues, vectors = eigenvalues[order], vectors[:, order]
-    components = sign_normalise(vectors[:, :k])
+    components = sign_normalize(vectors[:, :k])
     gaps = eigenvalues[:-1] - eigenvalues[1:]
     gap_k = float(gaps[k - 1])
     gap_1 = float(gaps[:k].min()) if k >= 3 else float(gaps[0])
@@ -148,3 +149,7 @@ def pca_reduce(
         sens = pca_dim_sensitivity(n, gap_used, gap_used)
         data = arr @ components
     return PCAResult(mode, k, data, components, eigenvalues, mean, gap_k, gap_1, gap_used, sens)
+
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"sign_normalise": "sign_normalize"})

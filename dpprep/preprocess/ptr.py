@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +46,7 @@ from dpprep.plan import DPPlan
 from dpprep.optimizers import L2BallProjection
 from dpprep.preprocess.pca import PCAResult, centred_covariance, pca_reduce
 from dpprep.preprocess.unit_ball import check_unit_ball
+from dpprep.renames import module_renames, renamed_fields, renamed_kwargs
 from dpprep.sweeps import sweep_points
 from dpprep.validation import (
     check_delta,
@@ -54,6 +55,9 @@ from dpprep.validation import (
     check_positive,
     check_positive_int,
 )
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(globals(), {"dp_gd_noise_std": "dp_gd_stddev"})
 
 __all__ = [
     "BOTTOM",
@@ -68,7 +72,7 @@ __all__ = [
     "statistic_from_gap",
     "ptr_test",
     "laplace_test",
-    "dp_gd_noise_std",
+    "dp_gd_stddev",
     "algorithm1",
     "algorithm1_sweep",
     "train_config",
@@ -168,8 +172,8 @@ def laplace_test(statistic: float, epsilon: float, delta: float, key) -> PTRTest
     return PTRTest(stat, noisy, threshold, noisy > threshold)
 
 
-def dp_gd_noise_std(mechanism_epsilon: float, steps: int, *, lipschitz: float = 1.0) -> float:
-    """Engine ``noise_std`` (on the gradient *sum*) of full-batch DP-GD at Table 1's parameter
+def dp_gd_stddev(mechanism_epsilon: float, steps: int, *, lipschitz: float = 1.0) -> float:
+    """Engine ``stddev`` (on the gradient *sum*) of full-batch DP-GD at Table 1's parameter
     ``ε_b``: ``σ = L√T/(ε_b n)`` on the mean, i.e. ``L√T/ε_b`` on the sum (RDP ``2αε_b²``).
     Algorithm 1's doubled noise is ``ε_b = ε/2``."""
     eps = check_epsilon(mechanism_epsilon, "mechanism_epsilon")
@@ -228,15 +232,16 @@ def calibrate_epsilon(
     return eps
 
 
+@renamed_fields(noise_std="stddev")
 @dataclasses.dataclass(frozen=True, eq=False)
 class PTRResult:
     """Output of :func:`algorithm1`: ``output`` is :data:`BOTTOM` or the DP-GD parameters (the only
-    private release); ``test``, ``pca`` (None on ⊥) and ``noise_std`` are for analysis."""
+    private release); ``test``, ``pca`` (None on ⊥) and ``stddev`` are for analysis."""
 
     output: models.Params  # or BOTTOM
     test: PTRTest
     pca: PCAResult | None
-    noise_std: float
+    stddev: float
     guarantee: Theorem7
 
     @property
@@ -251,12 +256,13 @@ def _logistic(num_features: int) -> models.Model:
     return models.logistic_regression(num_features, fit_intercept=False)
 
 
+@renamed_kwargs(noise_std="stddev")
 def train_config(
     num_features: int,
     n: int,
     steps: int,
     learning_rate: float,
-    noise_std: float,
+    stddev: float,
     delta: float,
     *,
     radius: float = 1.0,
@@ -266,16 +272,16 @@ def train_config(
     ``n`` rows, a replace-one guarantee (Hu et al.'s setting). The per-example gradients are
     clipped to ``L`` (``lipschitz``), so that the bound the guarantee rests on holds by
     construction (on data in the unit ball the logistic loss's gradients are within it and the
-    clipping never binds), and the noise std on the sum ``noise_std`` is the plan's ``z·L``."""
+    clipping never binds), and the noise std on the sum ``stddev`` is the plan's ``z·L``."""
     lipschitz = check_positive(lipschitz, "lipschitz")
     plan = DPPlan.create(
         "full",
         n,
         steps=steps,
         l2_clip_norm=lipschitz,
-        noise_multiplier=check_positive(noise_std, "noise_std") / lipschitz,
+        noise_multiplier=check_positive(stddev, "stddev") / lipschitz,
         delta=delta,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
     )
     return TrainConfig(
         model=_logistic(check_positive_int(num_features, "num_features")),
@@ -286,6 +292,7 @@ def train_config(
     )
 
 
+@renamed_fields(noise_std="stddev")
 @dataclasses.dataclass(frozen=True, eq=False)
 class PTRSweep:
     """Output of :func:`algorithm1_sweep` over ``E`` PTR ε × ``S`` keys × ``P`` step sizes.
@@ -293,7 +300,7 @@ class PTRSweep:
     Attributes:
       tests: ``tests[i][s]``, the :class:`PTRTest` of ε ``i`` with key ``s``.
       passed: ``(E, S)`` bool, ``tests[i][s].passed`` (False: that run's output is ⊥).
-      noise_std: ``(E,)`` DP-GD's engine noise std per ε (twice Table 1's, :func:`dp_gd_noise_std`).
+      stddev: ``(E,)`` DP-GD's engine noise std per ε (twice Table 1's, :func:`dp_gd_stddev`).
       trained: whether DP-GD ran (it does when some test passed).
       params: the DP-GD parameters with leading axes ``(E, S, P)``, NaN where ⊥; None when not
         requested or when every test failed.
@@ -306,7 +313,7 @@ class PTRSweep:
 
     tests: tuple[tuple[PTRTest, ...], ...]
     passed: np.ndarray
-    noise_std: np.ndarray
+    stddev: np.ndarray
     trained: bool
     params: models.Params
     evaluation: dict[str, np.ndarray]
@@ -351,8 +358,8 @@ def algorithm1_sweep(
     DP-GD's). Steps 1–2 use ``J_lb`` from ``pca.gap_k`` (:func:`statistic_from_gap`: one
     eigendecomposition shared by every test and the projection) and :func:`laplace_test`. Step 3
     trains projected, averaged, full-batch DP-GD (:func:`train_config`, ``w_0 = 0``) on the rank
-    reduced data with noise ``dp_gd_noise_std(ε/2, steps)`` as one
-    :func:`dpprep.sweeps.sweep_points` over the ``E·P`` (ε-major) points ``(noise_std,
+    reduced data with noise ``dp_gd_stddev(ε/2, steps)`` as one
+    :func:`dpprep.sweeps.sweep_points` over the ``E·P`` (ε-major) points ``(stddev,
     learning_rate)`` × keys. It runs when some test passed, always over every point (one set of
     points, so one compiled shape whichever tests pass); the runs whose test failed are discarded
     and reported as ⊥ (NaN in ``params`` and ``evaluation``). When every test fails nothing trains.
@@ -404,7 +411,7 @@ def algorithm1_sweep(
     stat = statistic_from_gap(pca.gap_k, n, beta)
     tests = tuple(tuple(laplace_test(stat, e, delta, h[0]) for h in halves) for e in eps_list)
     passed = np.array([[t.passed for t in row] for row in tests], dtype=bool)
-    noise = np.array([dp_gd_noise_std(e / 2.0, steps, lipschitz=lipschitz) for e in eps_list])
+    noise = np.array([dp_gd_stddev(e / 2.0, steps, lipschitz=lipschitz) for e in eps_list])
     trained = bool(passed.any())
     params, evaluation = None, {}
     if trained:
@@ -471,6 +478,6 @@ def algorithm1(
     )
     test = run.tests[0][0]
     if not test.passed:
-        return PTRResult(BOTTOM, test, None, float(run.noise_std[0]), run.guarantees[0])
+        return PTRResult(BOTTOM, test, None, float(run.stddev[0]), run.guarantees[0])
     params = jax.tree_util.tree_map(lambda v: jnp.asarray(v[0, 0, 0]), run.params)
-    return PTRResult(params, test, run.pca, float(run.noise_std[0]), run.guarantees[0])
+    return PTRResult(params, test, run.pca, float(run.stddev[0]), run.guarantees[0])

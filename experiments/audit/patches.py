@@ -20,9 +20,9 @@ import optax
 
 def scaled_noise(factor: float) -> Callable[[Callable], Callable]:
     def wrap(add_noise):
-        def broken(key, grad_sum, noise_multiplier, clip_norm, scales=None, stddev=0.0):
+        def broken(key, grad_sum, noise_multiplier, l2_clip_norm, scales=None, stddev=0.0):
             return add_noise(
-                key, grad_sum, noise_multiplier * factor, clip_norm, scales, stddev * factor
+                key, grad_sum, noise_multiplier * factor, l2_clip_norm, scales, stddev * factor
             )
 
         return broken
@@ -32,7 +32,7 @@ def scaled_noise(factor: float) -> Callable[[Callable], Callable]:
 
 def clip_to(multiple: float) -> Callable[[Callable], Callable]:
     def wrap(clip_factors):
-        return lambda norms, clip_norm, mask: clip_factors(norms, clip_norm * multiple, mask)
+        return lambda norms, l2_clip_norm, mask: clip_factors(norms, l2_clip_norm * multiple, mask)
 
     return wrap
 
@@ -45,8 +45,8 @@ def last_row_unclipped(clip_factors: Callable) -> Callable:
     # the Poisson sampler lists selected indices in order, so whenever the canary is sampled it is
     # this row (full batch: always; shuffled: only when shuffled last, 1 in B per epoch — the bug's
     # real reach there).
-    def broken(norms, clip_norm, mask):
-        scale = clip_factors(norms, clip_norm, mask)
+    def broken(norms, l2_clip_norm, mask):
+        scale = clip_factors(norms, l2_clip_norm, mask)
         if mask is None:
             return scale.at[-1].set(1.0)
         kept = mask > 0
@@ -123,10 +123,10 @@ def batch_max_scaling(clip_factors: Callable) -> Callable:
     # "Clipping" that scales the whole batch by C over its largest norm: a lone gradient of norm
     # 4C becomes C exactly as per-example clipping makes it, but every other record of that batch
     # shrinks too, so the canary's presence moves the other records' contributions.
-    def broken(norms, clip_norm, mask):
+    def broken(norms, l2_clip_norm, mask):
         real = jnp.ones_like(norms) if mask is None else mask
         worst = jnp.max(jnp.where(real > 0, norms, 0.0))
-        return jnp.minimum(1.0, clip_norm / jnp.maximum(worst, 1e-30)) * real
+        return jnp.minimum(1.0, l2_clip_norm / jnp.maximum(worst, 1e-30)) * real
 
     return broken
 

@@ -53,7 +53,7 @@ def calibrations(
         rank = noise_std(sens_rank, eps, cfg.delta, "table2")
         dim = noise_std(sens_dim, eps, cfg.delta, "table2")
         eps_ptr = ptr.calibrate_epsilon(eps, cfg.delta, beta, smoothness=cfg.smoothness)
-        ptr_noise = (eps_ptr / 2, ptr.dp_gd_noise_std(eps_ptr / 2, cfg.steps))
+        ptr_noise = (eps_ptr / 2, ptr.dp_gd_stddev(eps_ptr / 2, cfg.steps))
         s_pca = dp_pca.analyze_gauss_noise(eps / 2, cfg.delta / 2, n)
         for (method, variant), (eb, std), extra in (
             (METHODS[0], none, math.nan),
@@ -90,7 +90,7 @@ def dp_sgd_config(cfg: Fig3Config, num_features: int, n: int) -> TrainConfig:
         l2_clip_norm=1.0,
         noise_multiplier=1.0,
         delta=cfg.delta,
-        neighbouring="replace_one",
+        neighboring_relation="replace_one",
     )
     return TrainConfig(
         model=models.logistic_regression(num_features, fit_intercept=False),

@@ -9,7 +9,7 @@ import pandas as pd
 
 from dpprep.preprocess import ptr
 from dpprep.preprocess.privacy import table1
-from dpprep.preprocess.privacy.meta import calibrate
+from dpprep.preprocess.privacy.meta import calibrate_mechanism
 from dpprep.preprocess.privacy.theorem7 import (
     proposition8_failure_probability,
     proposition8_min_gap,
@@ -37,7 +37,7 @@ def _ours(target) -> float:
         return proposition8_min_gap(target.beta, int(target.n), target.epsilon, target.delta)
     if check == "dp_gd_calibration":
         gd = lambda e: table1.dp_gd(epsilon=e)  # noqa: E731
-        return calibrate(
+        return calibrate_mechanism(
             gd, Sensitivity(0.0, 0.0), target_epsilon=target.epsilon, delta=target.delta
         ).mechanism_epsilon
     raise ValueError(f"no computation for the target {check!r}")

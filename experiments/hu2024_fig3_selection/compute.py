@@ -27,7 +27,12 @@ from .config import DELTA, SEED, SelectionConfig
 def plan_options(cfg: Fig3Config) -> dict:
     """Fig 3's DP-GD plan (full batch, replace-one) with its noise as a multiplier of a clip norm
     C = 1 = L that never bites."""
-    return {"steps": cfg.steps, "l2_clip_norm": 1.0, "delta": DELTA, "neighbouring": "replace_one"}
+    return {
+        "steps": cfg.steps,
+        "l2_clip_norm": 1.0,
+        "delta": DELTA,
+        "neighboring_relation": "replace_one",
+    }
 
 
 def train_config(cfg: Fig3Config, num_features: int, plan: DPPlan) -> TrainConfig:

@@ -11,7 +11,7 @@ import numpy as np
 
 from dpprep.preprocess import Pipeline, Sensitivity, impute_mean, pca_reduce, quantize
 from dpprep.preprocess import pipeline as pl
-from dpprep.preprocess.privacy.meta import calibrate, default_group_size, overall_privacy
+from dpprep.preprocess.privacy.meta import calibrate_mechanism, default_group_size, overall_privacy
 from experiments.hu2024_table3 import inject_mcar
 
 from .config import MECHANISMS, DemoConfig
@@ -89,7 +89,7 @@ def baseline_epsilon(mechanism: str, cfg: DemoConfig) -> dict:
     factory = MECHANISMS[mechanism][1](cfg)
     return {
         "eps": (
-            calibrate(
+            calibrate_mechanism(
                 factory,
                 Sensitivity(0.0, 0.0),
                 target_epsilon=cfg.target_epsilon,
@@ -122,7 +122,7 @@ def analyse(step: dict, mechanism: str, base_epsilon: float, cfg: DemoConfig, n:
         row[f"overall_epsilon_{mode}"] = res.epsilon
         row["group_size"] = res.group_size
         row["group_epsilon"] = res.group_epsilon
-        cal = calibrate(
+        cal = calibrate_mechanism(
             factory,
             sens,
             target_epsilon=cfg.target_epsilon,

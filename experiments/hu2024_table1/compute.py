@@ -98,7 +98,7 @@ def sgd_iter_check(add: AddRow) -> tuple[float, float, float]:
     it = table1.dp_sgd_iteration(epsilon=0.05, n=1000, kappa=10)
     alpha = 2.0
     feldman_log = 4 * alpha * it.lipschitz**2 * math.log(it.n) / (it.n * it.noise**2)
-    feldman = sgd_iter_rdp(alpha, noise_std=it.noise, lipschitz=it.lipschitz, n=it.n)
+    feldman = sgd_iter_rdp(alpha, stddev=it.noise, lipschitz=it.lipschitz, n=it.n)
     add(
         "dp_sgd_iter_rdp_geq_feldman_thm26",
         it.rdp(alpha),

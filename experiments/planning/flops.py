@@ -122,7 +122,7 @@ def c_count(panel: Any, values: Sequence[float | None]) -> tuple[int, bool]:
             unknown += 1
             continue
         value = (
-            noise.theory_constant(panel.clip_norm, panel.steps, corrdp_dims(panel)[0])
+            noise.theory_constant(panel.l2_clip_norm, panel.steps, corrdp_dims(panel)[0])
             if c is None
             else float(c)
         )

@@ -38,8 +38,8 @@ def e1_cell(n: int, eps: float, mu: float, steps: int, cfg: Cfg, seed: int) -> l
         lambda t: b - draws.pop(t),
         clip=clip,
         lr=lr,
-        noise_std_sum=sigma * b,
-        normaliser=b,
+        stddev=sigma * b,
+        normalize_by=b,
         steps=steps,
         rng=rng,
     )
@@ -95,8 +95,8 @@ def crosscheck(seed: int = 0, reps: int = 400) -> dict:
         th.replacement_counts(shares, b, reps, rng),
         clip=clip,
         lr=lr,
-        noise_std_sum=sigma * b,
-        normaliser=b,
+        stddev=sigma * b,
+        normalize_by=b,
         steps=steps,
         rng=rng,
     )["average"][:, 1]

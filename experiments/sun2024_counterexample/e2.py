@@ -33,8 +33,8 @@ def _dpsgd_arm(n, mu, eps, cfg, rng) -> list[dict]:
                 counts,
                 clip=clip,
                 lr=lr,
-                noise_std_sum=z * clip,
-                normaliser=q * n,
+                stddev=z * clip,
+                normalize_by=q * n,
                 steps=steps,
                 rng=rng,
             )
@@ -108,8 +108,8 @@ def _translated_arm(n, mu, eps, cfg, rng, arm: str) -> list[dict]:
                 counts,
                 clip=clip,
                 lr=lr,
-                noise_std_sum=z * clip,
-                normaliser=q * n,
+                stddev=z * clip,
+                normalize_by=q * n,
                 steps=steps,
                 rng=rng,
             )

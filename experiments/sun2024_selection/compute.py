@@ -73,12 +73,14 @@ def run_private(method: str, eps: float, grid: Grid, ds: dict, draw: int = 0) ->
     if method == "dpsgdf":
         unit_mean = np.mean(np.asarray(x_train, np.float64), axis=0)
         for i, eps_f in enumerate(grid.eps_fs):  # one release per ε_F, each composed once
-            s = dpsgdf.mean_sensitivity_factor(cfg.neighbouring) * dpsgdf.mean_sigma(eps_f, DELTA)
+            s = dpsgdf.mean_sensitivity_factor(cfg.neighboring_relation) * dpsgdf.mean_sigma(
+                eps_f, DELTA
+            )
             xi = jax.random.normal(
                 jax.random.fold_in(streams.stream(key, MEAN_STREAM), i), (d,), jnp.float32
             )
             means[eps_f] = dpsgdf.mean_from_parts(unit_mean, n_train, 1.0, s, xi)  # μ̂ at C_F = 1
-            fixed += (dpsgdf.mean_event(eps_f, DELTA, cfg.neighbouring),)
+            fixed += (dpsgdf.mean_event(eps_f, DELTA, cfg.neighboring_relation),)
         points = list(itertools.product(grid.feature_norms, grid.learning_rates, grid.eps_fs))
         search = {
             "feature_scale": [c for c, _, _ in points],
@@ -101,10 +103,10 @@ def run_private(method: str, eps: float, grid: Grid, ds: dict, draw: int = 0) ->
         ds["unit"].shape[0],
         batch_size=cfg.batch_size,
         epochs=cfg.epochs,
-        l2_clip_norm=cfg.clip_norm,
+        l2_clip_norm=cfg.l2_clip_norm,
         delta=DELTA,
         target_epsilon=eps,
-        neighbouring=cfg.neighbouring,
+        neighboring_relation=cfg.neighboring_relation,
     )
     config = dpsgdf.train_config(cfg, plan, d, k)
     result = select(

@@ -52,11 +52,11 @@ class Unit:
     calibration: str | None = None
 
 
-def _unit_digest(models: Sequence[dpsgdf.Model], seeds: int, n: int, grid: Grid) -> str:
+def _unit_digest(models: Sequence[dpsgdf.GridModel], seeds: int, n: int, grid: Grid) -> str:
     return _digest([dataclasses.astuple(m) for m in models] + [seeds, n, grid.matmul_precision])
 
 
-def _private_models(grid: Grid, eps: float) -> tuple[dpsgdf.Model, ...]:
+def _private_models(grid: Grid, eps: float) -> tuple[dpsgdf.GridModel, ...]:
     return tuple(
         dpsgdf.grid_models(
             ["dpsgdf", "dpsgd"], grid.feature_norms, grid.learning_rates, grid.eps_fs, eps
@@ -64,7 +64,7 @@ def _private_models(grid: Grid, eps: float) -> tuple[dpsgdf.Model, ...]:
     )
 
 
-def _nonprivate_models(grid: Grid) -> tuple[dpsgdf.Model, ...]:
+def _nonprivate_models(grid: Grid) -> tuple[dpsgdf.GridModel, ...]:
     return tuple(
         dpsgdf.grid_models(["nonprivate"], grid.np_feature_norms, grid.np_learning_rates, (), None)
     )
@@ -141,7 +141,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
             )
         )
         raw = tuple(
-            dpsgdf.Model("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw
+            dpsgdf.GridModel("dpsgd", 1.0, None, None, lr) for lr in grid.sens_learning_rates_raw
         )
         out.append(
             Unit(

@@ -21,8 +21,9 @@ curve and for items 19–21 (:data:`PRESET_C`, :func:`primary_of`); the syntheti
 1.
 
 Every (seed × ε × method) of a panel and C is ONE compiled engine call
-(:func:`dpprep.corrdp.sgd.sweep`). Full-batch GLM panels run their deterministic non-private and
-Partial references in one extra one-seed call (no noise, full batch: every seed is the same run).
+(:func:`dpprep.corrdp.sgd.sweep_points`). Full-batch GLM panels run their deterministic non-private
+and Partial references in one extra one-seed call (no noise, full batch: every seed is the same
+run).
 The least-squares panels (a, e) run on :func:`dpprep.corrdp.sgd.quadratic_sketch` rows, which give
 the identical full-batch objective and gradient. Metrics (in-sample, spec A18/A22):
 regression: ``gap = F(θ^priv) − F(θ̂)`` (θ̂ the exact minimiser for GLMs, the same-seed non-private

@@ -1,6 +1,7 @@
 """What one unit of Figure 1 computes: a panel at one C, every seed × ε × method in one compiled
-engine call (:func:`dpprep.corrdp.sgd.sweep`) with the in-sample metrics of spec A18/A22, and the
-mechanism measurement (how far the insensitive first-layer rows move under CorrDP vs Standard)."""
+engine call (:func:`dpprep.corrdp.sgd.sweep_points`) with the in-sample metrics of spec A18/A22, and
+the mechanism measurement (how far the insensitive first-layer rows move under CorrDP vs
+Standard)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def run_unit(
     train = sgd.quadratic_sketch(x, y) if panel.model in ("ridge", "ols") else (x, y)
     start = time.perf_counter()
     if panel.is_glm:
-        result = sgd.sweep(cfg, params0, train, keys, points)
+        result = sgd.sweep_points(cfg, params0, train, keys, points)
         w = np.asarray(result.params["w"])[..., 0]  # (S, P, d)
         refs = [sgd.Point("nonprivate", None, 0.0, feature_scale=np.ones(d))]
         if panel.partial:
@@ -73,7 +74,7 @@ def run_unit(
                     feature_scale=noise.partial_feature_mask(d, s_cols, u_cols),
                 )
             )
-        ref = sgd.sweep(cfg, params0, train, keys[:1], refs)
+        ref = sgd.sweep_points(cfg, params0, train, keys[:1], refs)
         # (R, d): the weights acting on the raw columns (Partial's masked S columns contribute 0).
         w_ref = np.asarray(ref.params["w"])[0, :, :, 0] * np.stack(
             [np.asarray(r.feature_scale) for r in refs]
@@ -101,7 +102,7 @@ def run_unit(
     if panel.is_glm:
         if panel.task == "regression":
             f_hat = float(
-                utility.objective(panel.model, x, y, utility.exact_minimiser(panel.model, x, y))
+                utility.objective(panel.model, x, y, utility.exact_minimizer(panel.model, x, y))
             )
             f_priv = utility.objective(panel.model, x, y, w)  # (S, P)
             f_ref = utility.objective(panel.model, x, y, w_ref)
@@ -190,7 +191,7 @@ def insensitive_displacement(
     one = jax.tree_util.tree_map(lambda p: np.asarray(p)[0], params0)
     methods = ("standard", "corrdp")
     points = [sgd.Point(m, epsilon, c, method_param_factors(panel, data, one, m)) for m in methods]
-    result = sgd.sweep(
+    result = sgd.sweep_points(
         engine_config(panel, model, steps), params0, (x, y), keys, points, params0_per_seed=True
     )
     w1_0 = np.asarray(params0["w1"], np.float64)[:, u_cols]  # (S, |U|, hidden)

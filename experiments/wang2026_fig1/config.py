@@ -27,7 +27,7 @@ class Panel:
     batch_size: int | None = None
     optimizer: str = "gd"  # "gd" or "adam"
     clip_mode: str | None = None
-    clip_norm: float = math.inf
+    l2_clip_norm: float = math.inf
     hidden: int = 0
     partial: bool = False
     variant: str = "default"
@@ -62,7 +62,7 @@ PANELS: dict[str, Panel] = {
         batch_size=1024,
         optimizer="adam",
         clip_mode="batch",
-        clip_norm=5.0,
+        l2_clip_norm=5.0,
         hidden=5,
         title="(c) Sepsis, NN",
     ),
@@ -76,7 +76,7 @@ PANELS: dict[str, Panel] = {
         0.005,
         optimizer="adam",
         clip_mode="batch",
-        clip_norm=10.0,
+        l2_clip_norm=10.0,
         hidden=20,
         title="(f) Medical Cost, NN",
     ),

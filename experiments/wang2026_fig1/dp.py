@@ -72,9 +72,9 @@ def dp_status(panel: Panel, record: dict) -> str:
         sigma = math.sqrt(noise.base_variance(1.0, panel.delta, record["C"]))
         return (
             f"none: only the {'minibatch' if panel.sampling != 'full' else 'full-batch'} mean"
-            f" gradient is clipped (to {panel.clip_norm:g}), not each example's, so one record can"
-            f" move it by up to 2 × {panel.clip_norm:g}, against noise std {sigma:.2g} at nominal ε"
-            f" = 1 (C = {record['C']:.3g})"
+            f" gradient is clipped (to {panel.l2_clip_norm:g}), not each example's, so one"
+            f" record can move it by up to 2 × {panel.l2_clip_norm:g}, against noise std"
+            f" {sigma:.2g} at nominal ε = 1 (C = {record['C']:.3g})"
         )
     if record["domain_lipschitz"] is not None:
         return (

@@ -73,9 +73,9 @@ def lipschitz_bound(panel: Panel, x: np.ndarray, y: np.ndarray) -> float:
     """The L of C_theory (module docstring): the clip norm of a clipped panel, else
     :func:`dpprep.corrdp.utility.gradient_bound` (least squares: at the exact minimiser)."""
     if panel.clip_mode is not None:
-        return panel.clip_norm
+        return panel.l2_clip_norm
     theta_hat = (
-        utility.exact_minimiser(panel.model, x, y) if panel.model in ("ridge", "ols") else None
+        utility.exact_minimizer(panel.model, x, y) if panel.model in ("ridge", "ols") else None
     )
     return utility.gradient_bound(panel.model, x, y, theta_hat)
 
@@ -91,7 +91,7 @@ def engine_config(panel: Panel, model: models.Model, steps: int) -> sgd.CorrDPSG
         batch_size=panel.batch_size,
         optimizer=optimizer,
         clip_mode=panel.clip_mode,
-        clip_norm=panel.clip_norm,
+        l2_clip_norm=panel.l2_clip_norm,
     )
 
 
@@ -106,7 +106,7 @@ def _nn_sweep(cfg: sgd.CorrDPSGD, model: models.Model, x, y, keys, points) -> di
     :func:`dpprep.sweeps.evaluate`):
     ``{"loss"}`` and, for classifiers, ``{"accuracy"}`` in percent, float64, leaves ``(S, P)``."""
     params0 = sgd.init_per_seed(model, keys)
-    evaluation = sgd.sweep(
+    evaluation = sgd.sweep_points(
         cfg,
         params0,
         (x, y),
@@ -150,8 +150,8 @@ def nonprivate_accuracy(panel_key: str, data_dir=None, *, seeds: int = 3) -> np.
     keys = seed_keys(seeds)
     reference = [sgd.Point("nonprivate", None, 0.0)]
     if panel.is_glm:
-        w = np.asarray(sgd.sweep(cfg, model.init(None), (x, y), keys[:1], reference).params["w"])[
-            0, :, :, 0
-        ]
+        w = np.asarray(
+            sgd.sweep_points(cfg, model.init(None), (x, y), keys[:1], reference).params["w"]
+        )[0, :, :, 0]
         return np.repeat(utility.accuracy_pp(x, y, w), seeds)
     return _nn_sweep(cfg, model, x, y, keys, reference)["accuracy"][:, 0]

@@ -31,7 +31,7 @@ def sigma(setup: Setup, epsilon: float, c: float) -> float:
 
 def run_plan(setup: Setup, n: int) -> ExecutionPlan:
     """A run as DP-GD: full batch, replace-one, T steps on ``n`` rows."""
-    return ExecutionPlan.create("full", n, steps=setup.steps, neighbouring="replace_one")
+    return ExecutionPlan.create("full", n, steps=setup.steps, neighboring_relation="replace_one")
 
 
 def multiplier(setup: Setup, method: str, epsilon: float, c: float, n: int) -> float:

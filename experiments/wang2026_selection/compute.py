@@ -135,12 +135,12 @@ def training_unit(setup: Setup, profile: Profile) -> dict:
         for c in setup.grid
     ]
     w = np.asarray(
-        sgd.sweep(setup.cfg, setup.params0, (setup.x, setup.y), keys, points).params["w"],
+        sgd.sweep_points(setup.cfg, setup.params0, (setup.x, setup.y), keys, points).params["w"],
         np.float64,
     )[..., 0]
     acc = utility.accuracy_pp(setup.x, setup.y, w)  # (S, P)
-    paper_cfg = dataclasses.replace(setup.cfg, clip_mode=None, clip_norm=math.inf)
-    ref = sgd.sweep(
+    paper_cfg = dataclasses.replace(setup.cfg, clip_mode=None, l2_clip_norm=math.inf)
+    ref = sgd.sweep_points(
         paper_cfg, setup.params0, (setup.x, setup.y), keys[:1], [sgd.Point("nonprivate", None, 0.0)]
     )
     ref_acc = float(

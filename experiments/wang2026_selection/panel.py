@@ -68,7 +68,7 @@ class Setup:
     factors: dict[str, Any]
     bound: dict[str, float]
     basis: dict[str, str]
-    clip_norm: float | None
+    l2_clip_norm: float | None
     grid: tuple[float, ...]
     steps: int
 
@@ -117,7 +117,7 @@ def make_setup(panel_key: str, profile: Profile, data_dir=None) -> Setup:
         panel.learning_rate,
         panel.delta,
         clip_mode=None if clip is None else "per_example",
-        clip_norm=math.inf if clip is None else clip,
+        l2_clip_norm=math.inf if clip is None else clip,
     )
     factors, bound, basis = {}, {}, {}
     for method in METHODS:

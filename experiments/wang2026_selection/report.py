@@ -44,11 +44,11 @@ def tidy(
             "dataset": setup.panel.dataset,
             "delta": setup.delta,
             "steps": setup.steps,
-            "clip_norm": setup.clip_norm if setup.clip_norm is not None else math.nan,
+            "clip_norm": setup.l2_clip_norm if setup.l2_clip_norm is not None else math.nan,
             "mechanism": (
                 "paper's (unclipped)"
-                if setup.clip_norm is None
-                else f"per-example clip L = {setup.clip_norm:.4g}"
+                if setup.l2_clip_norm is None
+                else f"per-example clip L = {setup.l2_clip_norm:.4g}"
             ),
             "nonprivate_accuracy": ref,
             "grid": ",".join(f"{c:.4g}" for c in setup.grid),
@@ -172,10 +172,10 @@ def comparisons(
                 f"{s.panel.title}: standard-DP guarantee of the runs",
                 (
                     "paper's mechanism, unchanged: "
-                    if s.clip_norm is None
+                    if s.l2_clip_norm is None
                     else (
                         "paper's mechanism has none (no a-priori bound under StandardScaler); run"
-                        f" CLIPPED per example at L = √{s.x.shape[1]} = {s.clip_norm:.3f}, which"
+                        f" CLIPPED per example at L = √{s.x.shape[1]} = {s.l2_clip_norm:.3f}, which"
                         " changes the mechanism: "
                     )
                 )

@@ -24,8 +24,8 @@ from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
 from dpprep.plan import ExecutionPlan
 
 RDP = AccountingOptions(accountant="rdp")
-REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
-RDP_REPLACE_ONE = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+REPLACE_ONE = AccountingOptions(neighboring_relation="replace_one")
+RDP_REPLACE_ONE = AccountingOptions(accountant="rdp", neighboring_relation="replace_one")
 
 
 def poisson(steps: int, q: float) -> DpSgdSchedule:
@@ -217,7 +217,7 @@ def test_forged_fallback_accounting_is_caught(disk_cache, monkeypatch, claim):
         (AccountingOptions(), {"accountant": "gdp"}, "not an accounting"),
         (
             AccountingOptions(),
-            {"accountant": "rdp", "neighbouring": "add_remove"},
+            {"accountant": "rdp", "neighboring_relation": "add_remove"},
             "not an accounting",
         ),
     ],

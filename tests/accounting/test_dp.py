@@ -35,7 +35,7 @@ from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
 
 RDP = AccountingOptions(accountant="rdp")
-REPLACE_ONE = AccountingOptions(neighbouring="replace_one")
+REPLACE_ONE = AccountingOptions(neighboring_relation="replace_one")
 
 
 def poisson(steps: int, q: float) -> DpSgdSchedule:
@@ -249,7 +249,7 @@ def test_replace_one_full_batch_is_half_multiplier():
             z,
             delta,
             full(steps),
-            options=AccountingOptions(accountant=accountant, neighbouring="replace_one"),
+            options=AccountingOptions(accountant=accountant, neighboring_relation="replace_one"),
         )
         add = dp.epsilon(
             z / 2, delta, full(steps), options=AccountingOptions(accountant=accountant)
@@ -262,7 +262,7 @@ def test_replace_one_full_batch_is_half_multiplier():
         z,
         delta,
         full(steps),
-        options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+        options=AccountingOptions(accountant="rdp", neighboring_relation="replace_one"),
     )
     assert rep_rdp == pytest.approx(expected, rel=1e-9)
 
@@ -277,7 +277,7 @@ def test_replace_one_poisson():
             3.0,
             1e-6,
             sched,
-            options=AccountingOptions(accountant="rdp", neighbouring="replace_one"),
+            options=AccountingOptions(accountant="rdp", neighboring_relation="replace_one"),
         )
     z = dp.calibrate_noise(2.0, 1e-6, sched, options=REPLACE_ONE)
     assert dp.epsilon(z, 1e-6, sched, options=REPLACE_ONE) == pytest.approx(2.0, abs=1e-4)
@@ -326,23 +326,23 @@ def test_sgd_iter_rdp_formula_and_range():
     h1000 = math.fsum(1.0 / j for j in range(1, 1001))
     assert dp.harmonic_number(1000) == pytest.approx(h1000, rel=1e-14)
     assert dp.harmonic_number(1) == 1.0 and h1000 > math.log(1001)
-    assert dp.sgd_iter_rdp(2.0, noise_std=3.0, lipschitz=1.0, n=1000) == pytest.approx(
+    assert dp.sgd_iter_rdp(2.0, stddev=3.0, lipschitz=1.0, n=1000) == pytest.approx(
         (2 / 1000) * sum(2 * 2.0 / (9 * j) for j in range(1, 1001)), rel=1e-12
     )
-    assert dp.sgd_iter_rdp(3.0, noise_std=10.0, lipschitz=2.0, n=50) == pytest.approx(
+    assert dp.sgd_iter_rdp(3.0, stddev=10.0, lipschitz=2.0, n=50) == pytest.approx(
         4 * 3 * 4 * math.fsum(1.0 / j for j in range(1, 51)) / (50 * 100), rel=1e-12
     )
     # Range: sigma >= L sqrt(2 alpha (alpha - 1)). sigma = L = 1: alpha <= (1 + sqrt 3) / 2.
     a_max = dp.sgd_iter_max_order(1.0, 1.0)
     assert a_max == pytest.approx((1 + math.sqrt(3)) / 2)
     assert 2 * a_max * (a_max - 1) == pytest.approx(1.0)
-    dp.sgd_iter_rdp(a_max, noise_std=1.0, lipschitz=1.0, n=100)  # boundary is allowed
+    dp.sgd_iter_rdp(a_max, stddev=1.0, lipschitz=1.0, n=100)  # boundary is allowed
     with pytest.raises(ValueError, match="alpha"):
-        dp.sgd_iter_rdp(2.0, noise_std=1.0, lipschitz=1.0, n=100)
+        dp.sgd_iter_rdp(2.0, stddev=1.0, lipschitz=1.0, n=100)
     with pytest.raises(ValueError, match="alpha"):
-        dp.sgd_iter_rdp(1.0, noise_std=1.0, lipschitz=1.0, n=100)
+        dp.sgd_iter_rdp(1.0, stddev=1.0, lipschitz=1.0, n=100)
     with pytest.raises(ValueError, match="n"):
-        dp.sgd_iter_rdp(1.2, noise_std=1.0, lipschitz=1.0, n=1)
+        dp.sgd_iter_rdp(1.2, stddev=1.0, lipschitz=1.0, n=1)
 
 
 def test_sgd_iter_epsilon():
@@ -425,9 +425,9 @@ def test_calibration_cache_never_serves_a_looser_target(monkeypatch):
         ),
         (
             lambda: dp.epsilon(
-                1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighbouring="swap")
+                1.0, 1e-5, poisson(10, 0.1), options=AccountingOptions(neighboring_relation="swap")
             ),
-            "neighbouring",
+            "neighboring_relation",
         ),
         (lambda: AccountingOptions(pld_discretization=0.0), "pld_discretization"),
         (lambda: AccountingOptions(pld_discretization=0.5), "pld_discretization"),
@@ -599,12 +599,15 @@ def test_long_run_replace_one_is_refused_clearly():
     with pytest.raises(
         ValueError,
         match=(
-            "cannot account this event under neighbouring='replace_one': "
+            "cannot account this event under neighboring_relation='replace_one': "
             "use fewer steps or more noise"
         ),
     ):
         dp.epsilon(
-            1.0, 1e-5, poisson(10**9, 0.01), options=AccountingOptions(neighbouring="replace_one")
+            1.0,
+            1e-5,
+            poisson(10**9, 0.01),
+            options=AccountingOptions(neighboring_relation="replace_one"),
         )
     assert time.monotonic() - t0 < 10
 
@@ -768,7 +771,7 @@ def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
 # ------------------------------------------------------------------------------------------------
 # Sampling without replacement (fixed-size batches; replace-one; dp-accounting's RDP only)
 
-WOR_OPTIONS = AccountingOptions(accountant="rdp", neighbouring="replace_one")
+WOR_OPTIONS = AccountingOptions(accountant="rdp", neighboring_relation="replace_one")
 
 
 def wor(steps: int, batch: int, n: int) -> DpSgdSchedule:
@@ -807,10 +810,11 @@ def test_without_replacement_needs_rdp_replace_one():
     sched = wor(100, 256, 10_000)
     for bad in (AccountingOptions(), RDP, REPLACE_ONE):
         with pytest.raises(
-            ValueError, match=r"AccountingOptions\(accountant='rdp', neighbouring='replace_one'\)"
+            ValueError,
+            match=r"AccountingOptions\(accountant='rdp', neighboring_relation='replace_one'\)",
         ):
             dp.epsilon(2.0, 1e-5, sched, options=bad)
-    with pytest.raises(ValueError, match="neighbouring='replace_one'"):
+    with pytest.raises(ValueError, match="neighboring_relation='replace_one'"):
         dp.calibrate_noise(1.0, 1e-5, sched)
     z = dp.calibrate_noise(1.0, 1e-5, sched, options=WOR_OPTIONS)
     assert dp.epsilon(z, 1e-5, sched, options=WOR_OPTIONS) <= 1.0

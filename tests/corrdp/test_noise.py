@@ -207,7 +207,7 @@ def test_whitened_gradient_bound_bounds_and_is_attained():
         worst[data.intercept] = 1.0
         g = (1 / (1 + np.exp(-worst @ (-50 * worst))) - 1.0) * worst  # σ → 0, y = 1: |σ − y| → 1
         assert np.linalg.norm(g / np.sqrt(f)) == pytest.approx(bound, rel=1e-6)
-    clipped, _ = noise.whitened_gradient_bound(data, f, clip_norm=2.0)
+    clipped, _ = noise.whitened_gradient_bound(data, f, l2_clip_norm=2.0)
     assert clipped == pytest.approx(2.0 / math.sqrt(f.min()))
     unnamed = dataclasses.replace(data, name="mine")
     with pytest.raises(ValueError, match="no a-priori gradient bound"):

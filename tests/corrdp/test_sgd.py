@@ -36,7 +36,7 @@ def test_noise_on_the_mean_has_std_sigma_sqrt_f_per_coordinate():
     f = noise.method_factors("corrdp", d, s, tv)
     cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5)
     eps, c = 0.7, 0.01
-    out = sgd.sweep(
+    out = sgd.sweep_points(
         cfg,
         p0,
         _zero_data(n, d),
@@ -75,7 +75,7 @@ def test_semi_is_exactly_noiseless_on_u_and_eq5_placement_on_w1_rows_and_b1():
         ),
         sgd.Point("corrdp", 1.0, 1.0, noise.param_factors(p0, cor_col, insensitive=u)),
     ]
-    out = sgd.sweep(cfg, p0, data, jax.random.split(jax.random.key(1), 1), points).params
+    out = sgd.sweep_points(cfg, p0, data, jax.random.split(jax.random.key(1), 1), points).params
     diff = {
         k: np.asarray(v[0, 1:]) - np.asarray(v[0, :1]) for k, v in out.items()
     }  # vs non-private
@@ -87,7 +87,7 @@ def test_semi_is_exactly_noiseless_on_u_and_eq5_placement_on_w1_rows_and_b1():
         assert np.all(diff[leaf] != 0)
     # CorrDP: the noise on the U rows shrinks by sqrt(factor) relative to the same draw at factor 1
     # (the noise key is shared, so the per-row ratio to a Standard run is exact).
-    std = sgd.sweep(
+    std = sgd.sweep_points(
         cfg,
         p0,
         data,
@@ -126,7 +126,7 @@ def test_one_compiled_sweep_equals_separate_runs():
         batch_size=32,
         optimizer=optax.adam(1.0),
         clip_mode="per_example",
-        clip_norm=1.0,
+        l2_clip_norm=1.0,
     )
     s = [0, 1]
     points = [
@@ -137,7 +137,7 @@ def test_one_compiled_sweep_equals_separate_runs():
         for e in (0.5, 2.0)
     ]
     keys = jax.random.split(jax.random.key(7), 3)
-    out = sgd.sweep(cfg, p0, (x, y), keys, points).params["w"]
+    out = sgd.sweep_points(cfg, p0, (x, y), keys, points).params["w"]
     for si in range(3):
         for pi in (0, 3, 5):
             p = points[pi]
@@ -159,14 +159,16 @@ def test_clipping_modes_bound_the_step():
     keys = jax.random.split(jax.random.key(0), 1)
     nonprivate = [sgd.Point("nonprivate", None, 0.0)]
     for mode, bound in (("per_example", 0.5), ("batch", 0.5)):
-        cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode=mode, clip_norm=bound)
-        step = -np.asarray(sgd.sweep(cfg, p0, (x, y), keys, nonprivate).params["w"])[0, 0, :, 0]
+        cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode=mode, l2_clip_norm=bound)
+        step = -np.asarray(sgd.sweep_points(cfg, p0, (x, y), keys, nonprivate).params["w"])[
+            0, 0, :, 0
+        ]
         assert np.linalg.norm(step) <= bound * (1 + 1e-5)
     # per_example bounds each example: the mean of clipped gradients, computed by hand.
     g = -2 * y[:, None] * x  # per-example gradients at θ = 0
     clipped = g * np.minimum(1.0, 0.5 / np.linalg.norm(g, axis=1))[:, None]
-    cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode="per_example", clip_norm=0.5)
-    step = -np.asarray(sgd.sweep(cfg, p0, (x, y), keys, nonprivate).params["w"])[0, 0, :, 0]
+    cfg = sgd.CorrDPSGD(model, 1, 1.0, 1e-5, clip_mode="per_example", l2_clip_norm=0.5)
+    step = -np.asarray(sgd.sweep_points(cfg, p0, (x, y), keys, nonprivate).params["w"])[0, 0, :, 0]
     np.testing.assert_allclose(step, clipped.mean(axis=0), rtol=1e-4, atol=1e-6)
 
 
@@ -183,8 +185,8 @@ def test_quadratic_sketch_runs_the_same_algorithm():
         sgd.Point("nonprivate", None, 0.0),
     ]
     keys = jax.random.split(jax.random.key(5), 2)
-    full = sgd.sweep(cfg, p0, (x, y), keys, points).params["w"]
-    sketch = sgd.sweep(cfg, p0, sgd.quadratic_sketch(x, y), keys, points).params["w"]
+    full = sgd.sweep_points(cfg, p0, (x, y), keys, points).params["w"]
+    sketch = sgd.sweep_points(cfg, p0, sgd.quadratic_sketch(x, y), keys, points).params["w"]
     np.testing.assert_allclose(np.asarray(sketch), np.asarray(full), rtol=2e-4, atol=2e-5)
     xs, ys = sgd.quadratic_sketch(x, y)
     theta = rng.normal(size=d)
@@ -202,13 +204,11 @@ def test_per_seed_initialisation_matches_separate_runs():
     # An absolute noise std is CoordinateNoise's (a nominal mechanism: a non-private plan).
     cfg = algorithms.TrainConfig(
         model,
-        algorithms.Hyper(0.1, extra={"noise_std": 0.5}),
+        algorithms.Hyper(0.1, extra={"stddev": 0.5}),
         DPPlan.non_private("full", 40, steps=5),
         extensions=(sgd.CoordinateNoise(),),
     )
-    out = sweeps.sweep_points(
-        cfg, inits, data, keys, {"noise_std": [0.0, 0.5]}, params0_per_seed=True
-    )
+    out = sweeps.sweep_points(cfg, inits, data, keys, {"stddev": [0.0, 0.5]}, params0_per_seed=True)
     for s in range(2):
         p0 = jax.tree_util.tree_map(lambda a: a[s], inits)
         single, _ = algorithms.train(dataclasses_replace(cfg, 0.5), p0, data, keys[s])
@@ -222,15 +222,15 @@ def test_per_seed_initialisation_matches_separate_runs():
             model.init(jax.random.key(0)),
             data,
             keys,
-            {"noise_std": [0.0]},
+            {"stddev": [0.0]},
             params0_per_seed=True,
         )
 
 
-def dataclasses_replace(cfg, noise_std):
+def dataclasses_replace(cfg, stddev):
     import dataclasses
 
-    extra = {**cfg.hyper.extra, "noise_std": noise_std}
+    extra = {**cfg.hyper.extra, "stddev": stddev}
     return dataclasses.replace(cfg, hyper=dataclasses.replace(cfg.hyper, extra=extra))
 
 
@@ -258,7 +258,7 @@ def test_poisson_and_adam_run():
     cfg = sgd.CorrDPSGD(
         model, 20, 0.05, 1e-5, sampling="poisson", batch_size=50, optimizer=optax.adam(1.0)
     )
-    out = sgd.sweep(
+    out = sgd.sweep_points(
         cfg,
         p0,
         (x, y),
@@ -269,10 +269,10 @@ def test_poisson_and_adam_run():
         ],
     )
     assert np.all(np.isfinite(out.params["w"]))
-    assert cfg.normaliser(300) == 50
+    assert cfg.normalize_by(300) == 50
     # Optional projection onto the L2 ball (global norm, bias included).
     ball = sgd.CorrDPSGD(model, 20, 0.5, 1e-5, radius=0.1)
-    out = sgd.sweep(
+    out = sgd.sweep_points(
         ball,
         p0,
         (x, y),
@@ -288,10 +288,10 @@ def test_bad_input():
     p0 = model.init(None)
     with pytest.raises(ValueError, match="sampling"):
         sgd.CorrDPSGD(model, 10, 0.1, 1e-5, sampling="shuffle")
-    with pytest.raises(ValueError, match="clip_norm"):
+    with pytest.raises(ValueError, match="l2_clip_norm"):
         sgd.CorrDPSGD(model, 10, 0.1, 1e-5, clip_mode="batch")
     with pytest.raises(ValueError, match="clip_mode"):
-        sgd.CorrDPSGD(model, 10, 0.1, 1e-5, clip_norm=1.0)
+        sgd.CorrDPSGD(model, 10, 0.1, 1e-5, l2_clip_norm=1.0)
     with pytest.raises(ValueError, match="delta"):
         sgd.CorrDPSGD(model, 10, 0.1, 0.0)
     cfg = sgd.CorrDPSGD(model, 10, 0.1, 1e-5)
@@ -310,13 +310,15 @@ def test_bad_input():
 
 def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
     """The engine's clip_method="none" (no per-example gradients, used for the unclipped networks)
-    gives the vmap path's result at clip_norm = inf, and refuses a finite clip norm."""
+    gives the vmap path's result at l2_clip_norm = inf, and refuses a finite clip norm."""
     model = models.mlp(3, 4, 2)
     p0 = model.init(jax.random.key(0))
     rng = np.random.default_rng(6)
     data = (rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50))
-    hyper = algorithms.Hyper(0.1, extra={"noise_std": 0.3})
-    plan = DPPlan.non_private("without_replacement", 50, batch_size=16, steps=6)  # clip_norm = inf
+    hyper = algorithms.Hyper(0.1, extra={"stddev": 0.3})
+    plan = DPPlan.non_private(
+        "without_replacement", 50, batch_size=16, steps=6
+    )  # l2_clip_norm = inf
     runs = {}
     for method in ("none", "vmap"):
         cfg = algorithms.TrainConfig(
@@ -333,10 +335,10 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
         algorithms.train(bad, p0, data, jax.random.key(1))
     with pytest.raises(ValueError, match="clip_method='none'"):
         sweeps.sweep_points(
-            bad, p0, data, jax.random.split(jax.random.key(0), 1), {"clip_norm": [math.inf, 2.0]}
+            bad, p0, data, jax.random.split(jax.random.key(0), 1), {"l2_clip_norm": [math.inf, 2.0]}
         )
     # An unclipped plan whose sweep asks for a finite clip bound at some point: no per-example
-    # gradients to clip, so refused too (not trained unclipped under a clip_norm=2.0 label).
+    # gradients to clip, so refused too (not trained unclipped under a l2_clip_norm=2.0 label).
     unclipped = algorithms.TrainConfig(
         model, algorithms.Hyper(0.1), DPPlan.non_private("full", 50, steps=1), clip_method="none"
     )
@@ -346,7 +348,7 @@ def test_engine_clip_method_none_equals_the_unclipped_vmap_path():
             p0,
             data,
             jax.random.split(jax.random.key(0), 1),
-            {"clip_norm": [math.inf, 2.0]},
+            {"l2_clip_norm": [math.inf, 2.0]},
         )
 
 

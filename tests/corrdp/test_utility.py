@@ -43,7 +43,7 @@ def test_objective_is_the_library_models_loss(kind):
 
 @pytest.mark.parametrize("kind", ["ridge", "ols"])
 def test_exact_minimiser_is_stationary_and_minimal(kind):
-    theta = utility.exact_minimiser(kind, X, Y_REAL)
+    theta = utility.exact_minimizer(kind, X, Y_REAL)
     x, y = X.astype(np.float64), Y_REAL.astype(np.float64)
     grad = 2.0 / N * x.T @ (x @ theta - y) + (2.0 * theta / N if kind == "ridge" else 0.0)
     np.testing.assert_allclose(grad, 0.0, atol=1e-12)
@@ -56,7 +56,7 @@ def test_exact_minimiser_is_stationary_and_minimal(kind):
 def test_gradient_bound_bounds_every_per_example_gradient(kind):
     model, y = _model(kind)
     theta = (
-        utility.exact_minimiser(kind, X, y) if kind != "logistic" else RNG.normal(size=D)
+        utility.exact_minimizer(kind, X, y) if kind != "logistic" else RNG.normal(size=D)
     ).astype(np.float32)
     bound = utility.gradient_bound(kind, X, y, theta if kind != "logistic" else None)
     params = {"w": jnp.asarray(theta[:, None])}
@@ -125,7 +125,7 @@ def test_dataset_tv_real_data_uses_the_paper_factors_per_column():
     [
         (lambda: utility.objective("lasso", X, Y_REAL, np.zeros(D)), "kind"),
         (lambda: utility.objective("ols", X, Y_REAL, np.zeros(D + 1)), "features"),
-        (lambda: utility.exact_minimiser("logistic", X, Y_BIN), "kind"),
+        (lambda: utility.exact_minimizer("logistic", X, Y_BIN), "kind"),
         (lambda: utility.accuracy_pp(X, Y_BIN[:-1], np.zeros(D)), "y"),
     ],
 )

@@ -62,7 +62,7 @@ def test_private_mean_noise_on_the_sum_and_its_own_stream():
     ) / N
     np.testing.assert_allclose(mu, expected, rtol=1e-5)
     # replace-one doubles the sensitivity of the sum (A2)
-    mu2 = dpsgdf.private_mean(unit, 10.0, 0.1, 1e-5, key, neighbouring="replace_one")
+    mu2 = dpsgdf.private_mean(unit, 10.0, 0.1, 1e-5, key, neighboring_relation="replace_one")
     np.testing.assert_allclose(
         mu2 - 10.0 * unit.mean(0), 2 * (mu - 10.0 * unit.mean(0)), rtol=1e-4, atol=1e-6
     )
@@ -166,8 +166,8 @@ def test_bad_inputs_name_the_argument():
         small(feature_norm=0.0)
     with pytest.raises(ValueError, match="feature_norm"):
         small(feature_norm=-1.0)
-    with pytest.raises(ValueError, match="neighbouring"):
-        small(neighbouring="swap")
+    with pytest.raises(ValueError, match="neighboring_relation"):
+        small(neighboring_relation="swap")
     with pytest.raises(ValueError, match="feature_norms"):
         dpsgdf.grid_models(["dpsgdf"], [], [1.0], [0.05], 1.0)
     with pytest.raises(ValueError, match="feature_norms"):
@@ -177,7 +177,7 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="empty grid"):
         dpsgdf.grid_group("u", [], 10, 1, N, np.zeros(D), jax.random.split(jax.random.key(0), 2))
     # a unit whose calibration cannot converge: the mean step alone spends more than epsilon
-    bad = dpsgdf.Model("dpsgdf", 1.0, 0.999999, 1.0, 1.0)
+    bad = dpsgdf.GridModel("dpsgdf", 1.0, 0.999999, 1.0, 1.0)
     with pytest.raises(ValueError, match="grid unit u7"):
         dpsgdf.grid_group(
             "u7",
@@ -194,7 +194,7 @@ def test_bad_inputs_name_the_argument():
 def test_replace_one_option_costs_more_noise():
     add = dpsgdf.calibrate(small(epsilon=1.0, batch_size=30, epochs=3), N)
     rep = dpsgdf.calibrate(
-        small(epsilon=1.0, batch_size=30, epochs=3, neighbouring="replace_one"), N
+        small(epsilon=1.0, batch_size=30, epochs=3, neighboring_relation="replace_one"), N
     )
     assert rep.mean_multiplier == pytest.approx(2 * add.mean_multiplier)
     assert rep.noise_multiplier > 1.5 * add.noise_multiplier

@@ -65,8 +65,8 @@ def test_smoke_run_end_to_end(tmp_path, data_dir):
     np.testing.assert_allclose(
         runs.accuracy_gap_pp, runs.nonprivate_accuracy - runs.accuracy, atol=1e-9
     )
-    np.testing.assert_allclose(runs[runs.panel == "d"].clip_norm, math.sqrt(34))
-    assert runs[runs.panel == "b"].clip_norm.isna().all()
+    np.testing.assert_allclose(runs[runs.panel == "d"]["clip_norm"], math.sqrt(34))
+    assert runs[runs.panel == "b"]["clip_norm"].isna().all()
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary) == len(ws.PANEL_KEYS) * len(ws.METHODS) * len(profile.epsilons)
     assert (out / "selection_vs_epsilon.png").stat().st_size > 10_000
@@ -158,12 +158,13 @@ def test_sensitivity_bounds(smoke_setups):
     workclass 1, fnlwgt 0.22); Credit: clipped at √34, CorrDP's bound through SEX's 0.103; a
     refusal where nothing bounds the gradient."""
     adult, credit = smoke_setups["b"], smoke_setups["d"]
-    assert adult.clip_norm is None and adult.bound["standard"] == pytest.approx(math.sqrt(10))
+    assert adult.l2_clip_norm is None and adult.bound["standard"] == pytest.approx(math.sqrt(10))
     assert adult.bound["corrdp"] == pytest.approx(
         math.sqrt(5 + 1 + 1 + 1 / 0.23 + 1 / 0.9 + 1 / 0.22)
     )  # 5 S blocks, workclass, intercept
     assert (
-        credit.clip_norm == pytest.approx(math.sqrt(34)) and credit.cfg.clip_mode == "per_example"
+        credit.l2_clip_norm == pytest.approx(math.sqrt(34))
+        and credit.cfg.clip_mode == "per_example"
     )
     assert credit.bound["standard"] == pytest.approx(math.sqrt(34))
     assert credit.bound["corrdp"] == pytest.approx(math.sqrt(34) / math.sqrt(0.103))
@@ -176,8 +177,8 @@ def test_sensitivity_bounds(smoke_setups):
 
 def test_one_candidate_is_a_plain_run(smoke_setups):
     """K fixed at 1 (mean 1): each selection's output is its single candidate, which is exactly the
-    plain CorrDP-SGD run (sgd.sweep) at the drawn C with the candidate's key on the training split;
-    and the padded, vmapped candidates of a bigger draw equal their runs one by one."""
+    plain CorrDP-SGD run (sgd.sweep_points) at the drawn C with the candidate's key on the training
+    split; and the padded, vmapped candidates of a bigger draw equal their runs one by one."""
     setup = dataclasses.replace(smoke_setups["b"], steps=30)
     setup = dataclasses.replace(setup, cfg=dataclasses.replace(setup.cfg, steps=30))
     key = jax.random.key(7)
@@ -192,7 +193,7 @@ def test_one_candidate_is_a_plain_run(smoke_setups):
     for r, res in zip(requests, out):
         assert res["num_candidates"] == 1 and res["best"] == 0
         point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
-        plain = sgd.sweep(
+        plain = sgd.sweep_points(
             setup.cfg, setup.params0, train, jax.numpy.stack([candidate_key(r.key, 0)]), [point]
         )
         np.testing.assert_allclose(
@@ -205,7 +206,7 @@ def test_one_candidate_is_a_plain_run(smoke_setups):
     assert sum(res["num_candidates"] for res in packed) > 3
     for r, res in zip(requests[:3], packed):
         point = sgd.Point(r.method, r.epsilon, res["C"], setup.factors[r.method])
-        alone = sgd.sweep(
+        alone = sgd.sweep_points(
             setup.cfg,
             setup.params0,
             train,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpprep.preprocess import pca as pca_mod
-from dpprep.preprocess import pca_reduce, sign_normalise
+from dpprep.preprocess import pca_reduce, sign_normalize
 from dpprep.preprocess.sensitivity import pca_dim_sensitivity, pca_rank_sensitivity
 
 
@@ -94,7 +94,7 @@ def test_sign_convention_and_determinism():
     d = pca_reduce(-x, 2, mode="dim")  # same covariance, so same basis
     np.testing.assert_allclose(d.components, a.components, atol=1e-10)
     v = np.array([[0.6, -0.8], [-0.8, -0.6]])
-    np.testing.assert_array_equal(sign_normalise(v), [[-0.6, 0.8], [0.8, 0.6]])
+    np.testing.assert_array_equal(sign_normalize(v), [[-0.6, 0.8], [0.8, 0.6]])
 
 
 def test_bad_input():

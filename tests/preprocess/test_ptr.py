@@ -132,18 +132,18 @@ def test_release_uses_rank_reduction_and_doubled_noise():
         learning_rate=lr,
     )
     assert not out.is_bottom  # J_lb ≈ 0.6·3000/12 ≈ 150 ≫ threshold log(2e5)/8 ≈ 1.5
-    assert out.noise_std == pytest.approx(2 * math.sqrt(steps) / eps)  # twice L√T/ε on the sum
-    assert out.noise_std == pytest.approx(ptr.dp_gd_noise_std(eps / 2, steps))
+    assert out.stddev == pytest.approx(2 * math.sqrt(steps) / eps)  # twice L√T/ε on the sum
+    assert out.stddev == pytest.approx(ptr.dp_gd_stddev(eps / 2, steps))
     np.testing.assert_allclose(out.pca.data, pca_reduce(data.x, 1, mode="rank").data)
     w = np.asarray(out.output["w"])[:, 0]
     assert np.linalg.norm(w) <= 1.0 + 1e-6
     # the learner is the engine's DP-GD on the rank-reduced data with DP-GD's half of the key
-    config = ptr.train_config(10, 3000, steps, lr, out.noise_std, delta)
-    # its plan clips at L = 1 (never binding on the unit ball) and adds z·L = noise_std to the sum
+    config = ptr.train_config(10, 3000, steps, lr, out.stddev, delta)
+    # its plan clips at L = 1 (never binding on the unit ball) and adds z·L = stddev to the sum
     assert config.plan.l2_clip_norm == 1.0 and config.plan.noise_multiplier == pytest.approx(
-        out.noise_std
+        out.stddev
     )
-    assert (config.plan.sampler, config.plan.steps, config.plan.neighbouring) == (
+    assert (config.plan.sampler, config.plan.steps, config.plan.neighboring_relation) == (
         "full",
         steps,
         "replace_one",
@@ -263,7 +263,7 @@ def test_algorithm1_sweep_is_algorithm1_at_every_point():
     assert run.trained and run.params["w"].shape == (2, 2, 2, 10, 1)
     assert np.isnan(run.params["w"][0]).all() and np.isnan(run.evaluation["loss"][0]).all()
     assert np.isfinite(run.evaluation["loss"][1]).all()
-    np.testing.assert_allclose(run.noise_std, [2 * math.sqrt(steps) / e for e in eps_list])
+    np.testing.assert_allclose(run.stddev, [2 * math.sqrt(steps) / e for e in eps_list])
     assert run.guarantees == tuple(theorem7(e, delta, gap / 4, smoothness=1.25) for e in eps_list)
     for i, eps in enumerate(eps_list):
         for s in range(2):
@@ -279,7 +279,7 @@ def test_algorithm1_sweep_is_algorithm1_at_every_point():
                     steps=steps,
                     learning_rate=lr,
                 )
-                assert one.test == run.tests[i][s] and one.noise_std == run.noise_std[i]
+                assert one.test == run.tests[i][s] and one.stddev == run.stddev[i]
                 if run.passed[i, s]:
                     np.testing.assert_allclose(
                         np.asarray(one.output["w"]), run.params["w"][i, s, p], rtol=1e-5, atol=1e-7

@@ -23,14 +23,15 @@ Public API (kept stable; other modules build on it):
 - :func:`group_privacy_rdp` — the naive group-privacy baseline (Fig. 2; the paper gives no formula).
 - :func:`check_mechanism` — the checks every function here that returns a privacy level applies.
 - :func:`overall_privacy` — the pipeline's RDP curve, its (ε, δ) via Lemma M, optimal α and the
-  group-privacy baseline. :func:`calibrate` — the mechanism ε (noise level) for a target overall ε.
+  group-privacy baseline. :func:`calibrate_mechanism` — the mechanism ε (noise level) for a target
+  overall ε.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
 from scipy.optimize import brentq
@@ -52,7 +53,13 @@ from dpprep.preprocess.privacy.table1 import (
     Mechanism,
 )
 from dpprep.preprocess.sensitivity import Sensitivity
+from dpprep.renames import module_renames, renamed_kwargs
 from dpprep.validation import check_delta, check_epsilon, check_positive, check_positive_int
+
+if not TYPE_CHECKING:  # old names, for users' code (they warn)
+    __getattr__ = module_renames(
+        globals(), {"calibrate": "calibrate_mechanism", "Calibration": "MechanismCalibration"}
+    )
 
 __all__ = [
     "TABLE2_ALPHA_MIN",
@@ -67,8 +74,8 @@ __all__ = [
     "default_group_size",
     "OverallPrivacy",
     "overall_privacy",
-    "Calibration",
-    "calibrate",
+    "MechanismCalibration",
+    "calibrate_mechanism",
     "SgdCalibration",
     "calibrate_subsampled_sgd",
 ]
@@ -284,8 +291,8 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
       replace-one, multiplier z/2) exceeds ``α²ε²/2`` at orders up to ≈ 11.5 on a sweep of n ≤ 10⁶
       (e.g. n = 10⁴, z/2 = 1.2), with no n-independent safe range established. Its formula is
       never turned into a guarantee (:mod:`dpprep.preprocess.privacy.table2` still evaluates it to
-      print the paper's Table 2); :func:`overall_privacy` / :func:`calibrate` first replace the
-      mechanism by :func:`rigorous_mechanism`, whose bounds are proved;
+      print the paper's Table 2); :func:`overall_privacy` / :func:`calibrate_mechanism` first
+      replace the mechanism by :func:`rigorous_mechanism`, whose bounds are proved;
     - :class:`~dpprep.preprocess.privacy.sgd_samp.SubsampledSGD`: its ``linf`` equals the
       pre-processing's Δ∞ (capped at n).
     """
@@ -304,9 +311,9 @@ def check_mechanism(mechanism: Mechanism, preprocessing_sensitivity: Sensitivity
         raise ValueError(
             "dp_sgd_sampling: Table 1's RDP α²ε²/2 is not a valid bound under replace-one adjacency"
             " (a sampled gradient moves by up to 2L; dp-accounting's RDP of this algorithm exceeds"
-            " it at orders up to ≈ 11.5); overall_privacy/calibrate account it with the rigorous"
-            " dpprep.preprocess.privacy.sgd_samp.SubsampledSGD (rigorous_mechanism) — use those, or"
-            " build a SubsampledSGD for theorem2"
+            " it at orders up to ≈ 11.5); overall_privacy/calibrate_mechanism account it with the"
+            " rigorous dpprep.preprocess.privacy.sgd_samp.SubsampledSGD (rigorous_mechanism) — use"
+            " those, or build a SubsampledSGD for theorem2"
         )
     if isinstance(mechanism, SubsampledSGD) and mechanism.linf != min(linf, float(mechanism.n)):
         raise ValueError(
@@ -481,16 +488,16 @@ def overall_privacy(
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Calibration:
-    """Result of :func:`calibrate`: the mechanism's own ε, the mechanism, and its overall privacy
-    (``overall.epsilon <= target``, within the bisection's relative tolerance of it)."""
+class MechanismCalibration:
+    """Result of :func:`calibrate_mechanism`: the mechanism's own ε, the mechanism, and its overall
+    privacy (``overall.epsilon <= target``, within the bisection's relative tolerance of it)."""
 
     mechanism_epsilon: float
     mechanism: Mechanism
     overall: OverallPrivacy
 
 
-def calibrate(
+def calibrate_mechanism(
     mechanism_factory: Callable[[float], Mechanism],
     preprocessing_sensitivity: Sensitivity,
     *,
@@ -500,7 +507,7 @@ def calibrate(
     combine: Combine = "max",
     initial: float = 1.0,
     rtol: float = 1e-8,
-) -> Calibration:
+) -> MechanismCalibration:
     """Largest mechanism ε (smallest noise) whose pipeline is ``(target_epsilon, delta)``-DP.
 
     ``mechanism_factory(eps)`` builds the mechanism at its own privacy parameter ``eps``, e.g.
@@ -576,7 +583,9 @@ def calibrate(
             break
         eps *= 1.0 - rtol
     assert lo_result is not None and not too_big(lo_result)
-    return Calibration(mechanism_epsilon=lo, mechanism=lo_result.mechanism, overall=lo_result)
+    return MechanismCalibration(
+        mechanism_epsilon=lo, mechanism=lo_result.mechanism, overall=lo_result
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -591,6 +600,7 @@ class SgdCalibration:
     overall: OverallPrivacy
 
 
+@renamed_kwargs(clip_norm="l2_clip_norm")
 def calibrate_subsampled_sgd(
     *,
     target_epsilon: float,
@@ -600,7 +610,7 @@ def calibrate_subsampled_sgd(
     steps: int,
     sensitivity,
     sampling: Sampling = "poisson",
-    clip_norm: float = 1.0,
+    l2_clip_norm: float = 1.0,
     smoothness: float = 1.0,
     mode: Mode = "exact",
     combine: Combine = "max",
@@ -608,11 +618,12 @@ def calibrate_subsampled_sgd(
 ) -> SgdCalibration:
     """Noise multiplier of subsampled DP-SGD on pre-processed data (pre-processing
     ``sensitivity`` = a :class:`~dpprep.preprocess.sensitivity.Sensitivity`, e.g. PCA's with
-    Δ∞ = n) so that the pipeline is ``(target_epsilon, delta)``-DP by Theorem 2 (:func:`calibrate`).
+    Δ∞ = n) so that the pipeline is ``(target_epsilon, delta)``-DP by Theorem 2
+    (:func:`calibrate_mechanism`).
 
     For a DP-SGD variant of Figure 3 (the paper trains with DP-SGD but analyses DP-GD): pass the
     returned ``noise_std`` as the learner's absolute noise on the averaged gradient, with clip norm
-    ``clip_norm`` and the same ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100,
+    ``l2_clip_norm`` and the same ``sampling``, ``batch_size`` and ``steps``. E.g. n = 10⁴, B = 100,
     T = 1000, PCA τ* = 14.81 (``Sensitivity(10_000, 14.81e-4)``), μ = 1.25, (1, 1e-5): z ≈ 32
     (z ≈ 3.3 without pre-processing).
     """
@@ -642,11 +653,11 @@ def calibrate_subsampled_sgd(
             steps=steps,
             linf=sensitivity.linf,
             sampling=sampling,
-            clip_norm=clip_norm,
+            l2_clip_norm=l2_clip_norm,
             smoothness=smoothness,
         )
 
-    cal = calibrate(
+    cal = calibrate_mechanism(
         factory,
         sensitivity,
         target_epsilon=target_epsilon,
@@ -712,10 +723,11 @@ class PreprocessedAccountant:
                 "Theorem 2 accounting here covers full-batch DP-GD and Poisson or"
                 f" without-replacement DP-SGD plans, got sampling={plan.sampler!r}"
             )
-        if plan.neighbouring != "replace_one":
+        if plan.neighboring_relation != "replace_one":
             raise ValueError(
                 "Theorem 2 is a replace-one guarantee (pre-processed neighbours differ in place): "
-                f"create the plan with neighbouring='replace_one', got {plan.neighbouring!r}"
+                "create the plan with neighboring_relation='replace_one', got "
+                f"{plan.neighboring_relation!r}"
             )
 
     def mechanism(self, plan, noise_multiplier: float) -> Mechanism:
@@ -735,7 +747,7 @@ class PreprocessedAccountant:
             steps=plan.steps,
             linf=self.sensitivity.linf,
             sampling=plan.sampler,
-            clip_norm=self.lipschitz,
+            l2_clip_norm=self.lipschitz,
             smoothness=self.smoothness,
         )
 
@@ -751,7 +763,7 @@ class PreprocessedAccountant:
     def calibrate(self, plan, target_epsilon: float, delta: float) -> float:
         self._check(plan)
         if plan.sampler == "full":
-            cal = calibrate(
+            cal = calibrate_mechanism(
                 lambda e: DPGD(epsilon=e, lipschitz=self.lipschitz, smoothness=self.smoothness),
                 self.sensitivity,
                 target_epsilon=target_epsilon,
@@ -769,7 +781,7 @@ class PreprocessedAccountant:
             steps=plan.steps,
             sensitivity=self.sensitivity,
             sampling=plan.sampler,
-            clip_norm=self.lipschitz,
+            l2_clip_norm=self.lipschitz,
             smoothness=self.smoothness,
             mode=self.mode,
             combine=self.combine,

@@ -2,16 +2,17 @@
 
 Table 1's RDP ``α²ε²/2`` for DP-SGD with sampling is not a valid replace-one bound
 (:func:`dpprep.preprocess.privacy.meta.check_mechanism` says why). :class:`SubsampledSGD` is a
-Table-1-style mechanism whose RDP and SRDP are both proved, so that Theorem 2 (``meta.theorem2`` /
-``overall_privacy`` / ``calibrate``) turns it into a guarantee for a pre-processed pipeline.
+Table-1-style mechanism whose RDP and SRDP are both proved, so that Theorem 2 (``meta.theorem2``
+/ ``overall_privacy`` / ``calibrate_mechanism``) turns it into a guarantee for a pre-processed
+pipeline.
 
 The algorithm: T steps; each step draws a batch of the n record indices — ``"poisson"`` (each
 index independently with rate q = B/n) or ``"without_replacement"`` (exactly B indices; B = 1 is
 Hu et al.'s analysed A_SGD-samp, one uniform index per step) — sums the per-record gradients
-clipped to norm ``C`` (``clip_norm``; ``C ≥ L`` means no clipping), adds ``N(0, z²C²I)`` and divides
-by the fixed normaliser B (what :mod:`dpprep.algorithms` does). ``z`` is the noise multiplier; the
-Mechanism's own ``epsilon`` is ``1/z`` (a noise *level*, increasing in privacy loss, so that
-``meta.calibrate`` applies).
+clipped to norm ``C`` (``l2_clip_norm``; ``C ≥ L`` means no clipping), adds ``N(0, z²C²I)`` and
+divides by the fixed normaliser B (what :mod:`dpprep.algorithms` does). ``z`` is the noise
+multiplier; the Mechanism's own ``epsilon`` is ``1/z`` (a noise *level*, increasing in privacy
+loss, so that ``meta.calibrate_mechanism`` applies).
 
 RDP ``ε(α)`` (record-level replace-one), T times one step's:
 
@@ -77,6 +78,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special, stats
 
 from dpprep.preprocess.privacy.table1 import DPSGDSampling, Mechanism
+from dpprep.renames import renamed_fields, renamed_kwargs
 from dpprep.validation import check_positive, check_positive_int
 
 __all__ = [
@@ -286,6 +288,7 @@ def srdp_step_cgf(
     return special.logsumexp(logw[keep] + a * (a - 1.0) * (b[keep] * shift) ** 2 / 2.0, axis=-1)
 
 
+@renamed_fields(clip_norm="l2_clip_norm")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SubsampledSGD(Mechanism):
     """Subsampled DP-SGD with rigorous replace-one RDP and Theorem-2 SRDP (module docstring).
@@ -299,7 +302,7 @@ class SubsampledSGD(Mechanism):
     steps: int
     linf: float
     sampling: str = "poisson"
-    clip_norm: float = 1.0
+    l2_clip_norm: float = 1.0
     smoothness: float = 1.0
     name: ClassVar[str] = "subsampled_sgd"
 
@@ -318,7 +321,7 @@ class SubsampledSGD(Mechanism):
         if linf > n:
             raise ValueError(f"linf (Δ∞) must be <= n={n}, got {linf!r}")
         object.__setattr__(self, "linf", float(linf))
-        check_positive(self.clip_norm, "clip_norm")
+        check_positive(self.l2_clip_norm, "l2_clip_norm")
         check_positive(self.smoothness, "smoothness")
         if not self.enforce_range:
             raise ValueError("subsampled_sgd has no formula-only form; enforce_range must be True")
@@ -334,7 +337,7 @@ class SubsampledSGD(Mechanism):
     @property
     def noise(self) -> float:
         """Noise std on the *averaged* (sum / batch_size) gradient: zC/B."""
-        return self.noise_multiplier * self.clip_norm / self.batch_size
+        return self.noise_multiplier * self.l2_clip_norm / self.batch_size
 
     def _grid(self) -> np.ndarray:
         return _replace_one_cgf(self.sampling, self.n, self.batch_size, self.noise_multiplier)[0]
@@ -372,11 +375,12 @@ class SubsampledSGD(Mechanism):
         m = min(int(math.floor(self.linf)), self.n)
         if tau == 0.0 or m == 0:
             return np.zeros_like(alpha)
-        shift = self.smoothness * (tau / self.linf) / (self.noise_multiplier * self.clip_norm)
+        shift = self.smoothness * (tau / self.linf) / (self.noise_multiplier * self.l2_clip_norm)
         cgf = _srdp_cgf(self.sampling, self.n, self.batch_size, m, shift)
         return self.steps * _chord(ORDER_GRID, cgf, alpha)
 
 
+@renamed_kwargs(clip_norm="l2_clip_norm")
 def subsampled_sgd(
     *,
     noise_multiplier: float,
@@ -385,7 +389,7 @@ def subsampled_sgd(
     steps: int,
     linf: float,
     sampling: Sampling = "poisson",
-    clip_norm: float = 1.0,
+    l2_clip_norm: float = 1.0,
     smoothness: float = 1.0,
 ) -> SubsampledSGD:
     z = check_positive(noise_multiplier, "noise_multiplier")
@@ -396,7 +400,7 @@ def subsampled_sgd(
         steps=steps,
         linf=linf,
         sampling=sampling,
-        clip_norm=clip_norm,
+        l2_clip_norm=l2_clip_norm,
         smoothness=smoothness,
     )
 
@@ -414,6 +418,6 @@ def from_table1(mechanism: DPSGDSampling, linf: float) -> SubsampledSGD:
         steps=mechanism.steps,
         linf=min(float(linf), float(mechanism.n)),
         sampling="without_replacement",
-        clip_norm=mechanism.lipschitz,
+        l2_clip_norm=mechanism.lipschitz,
         smoothness=mechanism.smoothness,
     )

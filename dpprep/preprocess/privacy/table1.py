@@ -25,7 +25,7 @@ formula (no α-range check). It exists only to evaluate the *printed* symbolic T
 default :class:`~dpprep.preprocess.privacy.table2.Table2Point`, which lies outside Theorem 14's
 range for DP-SGD-iter (``table2.derived_cell`` and ``meta.eq43``); every caller that uses it says
 so in its output. Such a mechanism carries no privacy guarantee, so ``meta.theorem2``,
-``meta.overall_privacy`` and ``meta.calibrate`` refuse it.
+``meta.overall_privacy`` and ``meta.calibrate_mechanism`` refuse it.
 """
 
 from __future__ import annotations

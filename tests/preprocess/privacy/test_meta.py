@@ -272,7 +272,7 @@ def test_overall_privacy_checks():
     ],
 )
 def test_calibrate_round_trip(factory, sens, mode, target):
-    cal = meta.calibrate(factory, sens, target_epsilon=target, delta=1e-5, mode=mode)
+    cal = meta.calibrate_mechanism(factory, sens, target_epsilon=target, delta=1e-5, mode=mode)
     again = meta.overall_privacy(factory(cal.mechanism_epsilon), sens, delta=1e-5, mode=mode)
     assert again.epsilon <= target * (1 + 1e-9)
     assert again.epsilon == pytest.approx(target, rel=1e-5)
@@ -281,7 +281,7 @@ def test_calibrate_round_trip(factory, sens, mode, target):
 
 @pytest.mark.parametrize("target,expected", [(1.0, 0.1020), (0.25, 0.0259), (2.0, 0.2001)])
 def test_calibrate_dp_gd_no_preprocessing_spec_11_3(target, expected):
-    cal = meta.calibrate(
+    cal = meta.calibrate_mechanism(
         lambda e: table1.dp_gd(epsilon=e), Sensitivity(0, 0), target_epsilon=target, delta=1e-5
     )
     c0 = math.sqrt(2 * math.log(1e5))
@@ -294,7 +294,7 @@ def test_calibrate_pca_pipeline_spec_11_3():
     n, gap = 10_000, 0.8101
     tau = 4 * (3 * n + 2) / ((n - 1) * gap)
     assert tau == pytest.approx(14.81, abs=1e-2)  # spec: τ ≈ 14.81
-    cal = meta.calibrate(
+    cal = meta.calibrate_mechanism(
         lambda e: table1.dp_gd(epsilon=e, smoothness=1.25),
         Sensitivity(n, tau / n),
         target_epsilon=1.0,
@@ -302,7 +302,7 @@ def test_calibrate_pca_pipeline_spec_11_3():
         mode="table2",
     )
     assert cal.mechanism_epsilon == pytest.approx(0.00756, rel=0.01)  # [PILOT] value, ±1 %
-    no_pre = meta.calibrate(
+    no_pre = meta.calibrate_mechanism(
         lambda e: table1.dp_gd(epsilon=e), Sensitivity(0, 0), target_epsilon=1.0, delta=1e-5
     )
     assert no_pre.mechanism_epsilon / cal.mechanism_epsilon == pytest.approx(13.5, rel=0.01)
@@ -312,11 +312,11 @@ def test_calibrate_bad_input():
     f = lambda e: table1.gaussian(epsilon=e)  # noqa: E731
     s = Sensitivity(1, 0.1)
     with pytest.raises(ValueError, match="target_epsilon"):
-        meta.calibrate(f, s, target_epsilon=0.0, delta=1e-5)
+        meta.calibrate_mechanism(f, s, target_epsilon=0.0, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
-        meta.calibrate(f, s, target_epsilon=1.0, delta=0.0)
+        meta.calibrate_mechanism(f, s, target_epsilon=1.0, delta=0.0)
     with pytest.raises(ValueError, match="initial"):
-        meta.calibrate(f, s, target_epsilon=1.0, delta=1e-5, initial=-1.0)
+        meta.calibrate_mechanism(f, s, target_epsilon=1.0, delta=1e-5, initial=-1.0)
 
 
 def test_default_group_size_counts_the_replaced_record():
@@ -367,7 +367,7 @@ def test_formula_only_mechanisms_are_refused():
     with pytest.raises(ValueError, match="enforce_range"):
         meta.overall_privacy(loose, sens, delta=1e-5)
     with pytest.raises(ValueError, match="enforce_range"):
-        meta.calibrate(
+        meta.calibrate_mechanism(
             lambda e: table1.dp_sgd_iteration(epsilon=e, n=1000, kappa=10, enforce_range=False),
             sens,
             target_epsilon=2.0,
@@ -488,19 +488,20 @@ def test_empty_alphas_are_refused_clearly():
 def _plan(sampler, **kw):
     from dpprep.plan import ExecutionPlan
 
-    return ExecutionPlan.create(sampler, 2000, neighbouring="replace_one", **kw)
+    return ExecutionPlan.create(sampler, 2000, neighboring_relation="replace_one", **kw)
 
 
 def test_plan_calibrates_dp_gd_on_preprocessed_data_by_theorem_2():
     """Full-batch DP-GD: the plan's multiplier is Table 1's noise √T/ε_b at the ε_b that
-    meta.calibrate finds for the same pre-processing, and reading ε back meets the target."""
+    meta.calibrate_mechanism finds for the same pre-processing, and reading ε back meets the
+    target."""
     from dpprep.plan import ExecutionPlan
 
     plan = _plan("full", steps=200)
     sens = Sensitivity(2.0, 0.01)
     accountant = meta.PreprocessedAccountant(sens, smoothness=1.25, mode="table2")
     z = plan.calibrate(1.0, 1e-5, accountant=accountant)
-    eb = meta.calibrate(
+    eb = meta.calibrate_mechanism(
         lambda e: table1.dp_gd(epsilon=e, smoothness=1.25),
         sens,
         target_epsilon=1.0,

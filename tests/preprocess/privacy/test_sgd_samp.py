@@ -131,7 +131,7 @@ def test_srdp_closed_forms_and_binomial_sum():
         steps=steps,
         linf=n,
         sampling="without_replacement",
-        clip_norm=clip,
+        l2_clip_norm=clip,
         smoothness=mu,
     )
     for alpha in (1.3, 4.0, 25.0):
@@ -145,7 +145,7 @@ def test_srdp_closed_forms_and_binomial_sum():
         batch_size=batch,
         steps=steps,
         linf=m,
-        clip_norm=clip,
+        l2_clip_norm=clip,
         smoothness=mu,
     )
     q, shift = batch / n, mu * (tau / m) / (z * clip)
@@ -221,7 +221,7 @@ def test_overall_privacy_accepts_table1_sgd_samp_and_is_monotone_in_noise():
 
 def test_calibrate_round_trips():
     sens = Sensitivity(linf=2000.0, l2=14.81 / 2000)
-    cal = meta.calibrate(
+    cal = meta.calibrate_mechanism(
         lambda e: table1.dp_sgd_sampling(epsilon=e, n=2000, steps=40_000),
         sens,
         target_epsilon=8.0,
@@ -266,7 +266,7 @@ def test_bad_input():
         ("noise_multiplier", 0.0),
         ("linf", 101.0),
         ("steps", 0),
-        ("clip_norm", -1.0),
+        ("l2_clip_norm", -1.0),
     ):
         with pytest.raises(ValueError, match=key):
             sgd_samp.subsampled_sgd(**{**ok, key: value})
