@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--learning-rate", type=float, default=2.0)
-    parser.add_argument("--clip-norm", type=float, default=1.0)
+    parser.add_argument("--clip-norm", dest="l2_clip_norm", type=float, default=1.0)
     parser.add_argument("--eval-every", type=int, default=5, help="epochs between test evaluations")
     parser.add_argument(
         "--microbatch-size",
@@ -67,14 +67,14 @@ def main() -> None:
         n,
         batch_size=args.batch_size,
         epochs=args.epochs,
-        l2_clip_norm=args.clip_norm,
+        l2_clip_norm=args.l2_clip_norm,
         target_epsilon=args.epsilon,
         delta=args.delta,
     )
     z = plan.noise_multiplier
     print(
         f"MNIST CNN ({size:,} params), Poisson DP-SGD: n={n}, B={args.batch_size}, {args.epochs}"
-        f" epochs = {plan.steps} steps, C={args.clip_norm}, lr={args.learning_rate},"
+        f" epochs = {plan.steps} steps, C={args.l2_clip_norm}, lr={args.learning_rate},"
         f" microbatch={args.microbatch_size}, z={z:.4f} for (ε={args.epsilon}, δ={args.delta})"
         f" [calibrated in {time.perf_counter() - start:.1f} s]"
     )
