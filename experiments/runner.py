@@ -6,6 +6,7 @@ failure recorded for REPORT.md, a full disk reported as such, and ``python -m ex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import importlib
@@ -15,7 +16,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from dpprep.accounting.dp import ENV_CALIBRATION_CACHE
+from dpprep.accounting import dp
 import experiments
 from experiments.results import (
     Comparison,
@@ -27,6 +28,18 @@ from experiments.results import (
     experiment_digest,
     write_csv,
 )
+from experiments.results.calibrations import DiskCalibrations
+
+#: ``0``/``off``/``false``/``no`` (anything but ``1``/``on``/``true``/``yes``) keeps the runner's
+#: on-disk calibration cache off; unset, it is on (the tests turn it off, to stay hermetic).
+ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
+
+
+def calibration_cache_enabled() -> bool:
+    """Whether :func:`run_experiment` keeps calibrations on disk (:class:`DiskCalibrations`):
+    yes unless ``$DPPREP_CALIBRATION_CACHE`` turns it off."""
+    value = os.environ.get(ENV_CALIBRATION_CACHE)
+    return value is None or value.strip().lower() in ("1", "on", "true", "yes")
 
 
 class ExperimentElsewhere(UnitsElsewhere):
@@ -142,9 +155,6 @@ def run_experiment(
     """
     if profile not in experiments.PROFILES:
         raise ValueError(f"profile must be one of {experiments.PROFILES}, got {profile!r}")
-    # Grids calibrate hundreds of settings: keep them on disk across processes (verified on every
-    # hit, so a stale or edited entry costs time, never privacy). Off when the caller says so.
-    os.environ.setdefault(ENV_CALIBRATION_CACHE, "1")
     module = load(experiment_id)
     if shard is not None and experiment_id in experiments.UNSHARDED:
         owner = experiments.whole_owner(experiment_id, shard[1])
@@ -169,8 +179,16 @@ def run_experiment(
     noise = None if progress.verbose else _ConvergenceNoise()
     if noise is not None:
         logging.getLogger("absl").addFilter(noise)
+    # Grids calibrate hundreds of settings: keep them on disk across processes (verified on every
+    # hit, so a stale or edited entry costs time, never privacy). Off when the caller says so.
+    calibrations = (
+        dp.calibration_store(DiskCalibrations())
+        if calibration_cache_enabled()
+        else contextlib.nullcontext()
+    )
     try:
-        comparisons = list(module.run(ctx))
+        with calibrations:
+            comparisons = list(module.run(ctx))
     except UnitsElsewhere:
         raise  # not a failure: this shard's part is done
     except Exception as err:

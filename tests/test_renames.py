@@ -221,6 +221,8 @@ ALIAS_LINE = re.compile(
     r"renamed_fields\(|renamed_kwargs\(|module_renames\(|renamed_fields: ClassVar|CORE_RENAMES ="
     r"|warn_renamed\(|globals\(\), \{"
 )
+# The alias machinery and these tests name old names on purpose.
+ALIAS_FILES = {"dpprep/renames.py", "tests/test_renames.py"}
 # Columns of committed result CSVs that keep their names (renaming them is a results change).
 KEPT_COLUMNS = {
     "experiments/wang2026_selection/report.py": r"[\"']clip_norm[\"']\s*:",
@@ -235,7 +237,7 @@ def test_the_repository_uses_no_old_name():
     ).stdout.split()  # fmt: skip
     found = []
     for name in files:
-        if name == "tests/test_renames.py" or not name.endswith((".py", ".md", ".ipynb")):
+        if name in ALIAS_FILES or not name.endswith((".py", ".md", ".ipynb")):
             continue
         path = ROOT / name
         if not path.is_file():

@@ -9,9 +9,10 @@ What lives here, and what it builds on:
   passed as ``options=`` to every function below.
 * :func:`epsilon` / :func:`calibrate_noise`: ε of a DP-SGD/DP-GD run and the smallest noise
   multiplier for a target ε (PLD accountant by default, RDP on request). Calibrations are cached
-  in memory and on disk (keyed on the accounting code's digest and the dp-accounting version; a
-  value read from disk is checksummed and re-verified with the accountant before it is used, so a
-  tampered or corrupt entry costs time, never privacy).
+  in memory; a caller may route them through a store of its own for a ``with`` block
+  (:func:`calibration_store`, e.g. the experiments' on-disk cache), which verifies what it keeps
+  with :func:`check_calibration` (a stored value can cost time, never privacy). The library itself
+  writes no file.
   The PLD's work is bounded, per step (:data:`MAX_PLD_POINTS`) and for the composed run
   (:data:`MAX_COMPOSED_PLD_POINTS`): beyond it the grid is coarsened or RDP answers, with a
   warning saying why, or a ValueError says what to do; a target no multiplier reaches is refused
@@ -45,13 +46,14 @@ only (no PLD), so it needs
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
-import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
@@ -826,6 +828,206 @@ def _calibrate(
     return float(z), search
 
 
+# A calibration's answer checked without recomputing it: what lets a store elsewhere (the
+# experiments' disk cache) hand back a multiplier that someone else could have edited.
+
+
+def _lower_check_point(z: float) -> float | None:
+    """Where a calibrated ``z`` must miss the target: ``z - 2 * CALIBRATION_TOL`` (None if <= 0)."""
+    low = z - 2.0 * CALIBRATION_TOL
+    return low if low > 0 else None
+
+
+def _unaccepted_accounting(search: AccountingOptions, options: AccountingOptions) -> str | None:
+    """Why a calibration asked for ``options`` never searches on ``search``; None if it may:
+    ``options`` themselves, and for a PLD request the fallbacks of :func:`composed_calibrate`
+    (RDP, or a PLD grid coarser than asked up to :data:`MAX_COARSE_DISCRETIZATION`). Each is an
+    upper bound on ε under the requested neighbouring relation, so a multiplier meeting the target
+    on it is private whichever one is named."""
+    if search == options:
+        return None
+    if options.accountant != "pld":
+        return f"a calibration with {options} never falls back to {search}"
+    if search.accountant == "pld" and not (
+        options.pld_discretization < search.pld_discretization <= MAX_COARSE_DISCRETIZATION
+    ):
+        return (
+            f"pld_discretization={search.pld_discretization!r} is not a grid the work budget may"
+            " choose"
+        )
+    return None
+
+
+def _unneeded_fallback(
+    make_event: Callable[[float], dp_event.DpEvent],
+    z: float,
+    search: AccountingOptions,
+    options: AccountingOptions,
+) -> str | None:
+    """Why the fallback ``search`` is not needed at ``z`` (so that a stored value cannot swap the
+    requested accounting for a looser one where the search would not): a calibration falls back
+    only where ``options`` are over its work budget. None if ``search`` is ``options``, or they
+    are over that budget at the lower check point. Cheap (no PLD of the run is built)."""
+    if search == options:
+        return None
+    point = _lower_check_point(z) or z
+    try:
+        if _budgeted(make_event(point), options, MAX_CALIBRATION_PLD_POINTS)[0] != options:
+            return None
+    except (ValueError, UnsupportedEventError):  # options cannot account it there at all
+        return None
+    return (
+        f"a calibration falls back to {search} only where {options} are over its work budget, and"
+        f" at z={point!r} they are not"
+    )
+
+
+def _over_budget(
+    make_event: Callable[[float], dp_event.DpEvent], z: float, search: AccountingOptions
+) -> str | None:
+    """Why evaluating ε on ``search`` at the check points of ``z`` would exceed the budget of an
+    ε evaluation (:data:`MAX_COMPOSED_PLD_POINTS`); None if it would not. Cheap."""
+    low = _lower_check_point(z)
+    try:
+        for point in (z,) if low is None else (z, low):
+            if _budgeted(make_event(point), search, MAX_COMPOSED_PLD_POINTS)[0] != search:
+                return f"evaluating epsilon on {search} at z={point!r} is over the work budget"
+    except (ValueError, UnsupportedEventError) as err:
+        return str(err)
+    return None
+
+
+def _check_calibration_args(
+    make_event: Callable[[float], dp_event.DpEvent],
+    noise_multiplier: float,
+    accounted_with: AccountingOptions,
+    options: AccountingOptions,
+) -> tuple[float, AccountingOptions, AccountingOptions]:
+    if not callable(make_event):
+        raise TypeError("make_event must be callable")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    return z, _check_options(accounted_with), _check_options(options)
+
+
+def check_calibration_accounting(
+    make_event: Callable[[float], dp_event.DpEvent],
+    noise_multiplier: float,
+    accounted_with: AccountingOptions,
+    options: AccountingOptions,
+) -> str | None:
+    """The part of :func:`check_calibration` that needs no ε: why it would refuse
+    ``noise_multiplier`` even as the honest answer of a calibration asked for ``options`` that
+    searched on ``accounted_with``, or None if it accepts any multiplier passing its two ε checks.
+    It refuses an accounting a calibration never searches on (``options``, or for a PLD request
+    the fallbacks of :func:`composed_calibrate`: RDP, or a PLD grid up to
+    :data:`MAX_COARSE_DISCRETIZATION`), ε over an evaluation's work budget at the check points,
+    and a fallback where ``options`` are within the calibration's budget at ``z - 2 *
+    CALIBRATION_TOL`` (a search falling back further below its answer than that; rare). Cheap:
+    no PLD of the run is built. A store that keeps only values passing this keeps only values
+    :func:`check_calibration` will accept when they come back.
+
+    >>> sched = DpSgdSchedule(100, "poisson", 0.05)
+    >>> make_event = lambda z: dpsgd_event(z, sched)
+    >>> pld, rdp = AccountingOptions(), AccountingOptions(accountant="rdp")
+    >>> check_calibration_accounting(make_event, 4.0, pld, pld) is None
+    True
+    >>> print(check_calibration_accounting(make_event, 4.0, rdp, pld))  # PLD is cheap here
+    a calibration falls back to ...(accountant='rdp', ...) only where ... at z=3.99998 they are not
+    """
+    z, search, options = _check_calibration_args(
+        make_event, noise_multiplier, accounted_with, options
+    )
+    return (
+        _unaccepted_accounting(search, options)
+        or _over_budget(make_event, z, search)
+        or _unneeded_fallback(make_event, z, search, options)
+    )
+
+
+def check_calibration(
+    make_event: Callable[[float], dp_event.DpEvent],
+    noise_multiplier: float,
+    target_epsilon: float,
+    delta: float,
+    accounted_with: AccountingOptions,
+    options: AccountingOptions,
+) -> str | None:
+    """Why ``noise_multiplier`` is not what calibrating ``make_event`` to ``(target_epsilon,
+    delta)`` under ``options`` returns (:func:`composed_calibrate`), or None if it is: a value
+    stored elsewhere, which anyone could have edited, checked without recomputing it.
+
+    ``accounted_with`` is the accounting the calibration searched on (what
+    :func:`composed_calibrate` appends to its ``accounted_with`` list): ``options``, or a fallback
+    its work budget may choose (:func:`check_calibration_accounting`); each is an upper bound on
+    ε under the requested neighbouring relation. On it, evaluated exactly as the search evaluates
+    it (same accountant, event and float, within an ε evaluation's work budget
+    :data:`MAX_COMPOSED_PLD_POINTS`), what a calibration guarantees of its answer ``z``:
+
+    * ε(z) <= ``target_epsilon``: never too little noise;
+    * ε(z - 2·:data:`CALIBRATION_TOL`) > ``target_epsilon``: not wastefully much (skipped if that
+      point is <= 0);
+    * a fallback accounting only where the search would fall back (``options`` over its work
+      budget at z - 2·:data:`CALIBRATION_TOL`).
+
+    So a multiplier too small for the target is never accepted, nor one more than
+    ``2 * CALIBRATION_TOL`` above the smallest on that accounting. The reason names both ε values
+    where it got that far. Costs two ε evaluations, about a sixth of a calibration.
+
+    >>> sched = DpSgdSchedule(100, "poisson", 0.05)
+    >>> rdp = AccountingOptions(accountant="rdp")
+    >>> make_event = lambda z: dpsgd_event(z, sched)
+    >>> z = composed_calibrate(make_event, 2.0, 1e-5, options=rdp)
+    >>> check_calibration(make_event, z, 2.0, 1e-5, rdp, rdp) is None
+    True
+    >>> print(check_calibration(make_event, 0.99 * z, 2.0, 1e-5, rdp, rdp))
+    too little noise for the target: epsilon=2.034... at noise_multiplier=1.430... misses it at z...
+    """
+    z, search, options = _check_calibration_args(
+        make_event, noise_multiplier, accounted_with, options
+    )
+    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    why = _unaccepted_accounting(search, options)
+    if why is not None:
+        return why
+    low = _lower_check_point(z)
+    try:
+        # Within budget this is exactly the search's evaluation (same accountant, event, float);
+        # over it, the budget's looser accounting, which only serves the reason (it is refused).
+        eps, over = _epsilon_of(make_event(z), delta, search, MAX_COMPOSED_PLD_POINTS)
+        eps_low, over_low = (
+            (math.inf, None)
+            if low is None
+            else _epsilon_of(make_event(low), delta, search, MAX_COMPOSED_PLD_POINTS)
+        )
+    except (ValueError, UnsupportedEventError) as err:
+        return f"cannot account it on {search} ({err})"
+    problem: str | None
+    note = (
+        f" (epsilons on the work budget's looser accounting: {over or over_low})"
+        if over or over_low
+        else ""
+    )
+    if eps > target_epsilon:
+        problem = (
+            "not shown to meet the target" if note else "too little noise for the target"
+        ) + note
+    elif eps_low <= target_epsilon:
+        problem = "more noise than the target needs" + note
+    elif note:
+        problem = "its accounting is over the work budget at its multiplier" + note
+    else:
+        problem = _unneeded_fallback(make_event, z, search, options)
+    if problem is None:
+        return None
+    return (
+        f"{problem}: epsilon={eps!r} at noise_multiplier={z!r} and epsilon={eps_low!r} at"
+        f" z - 2*CALIBRATION_TOL={low!r}, on {search}, where a calibration to"
+        f" target_epsilon={target_epsilon!r} meets the target at z and misses it at"
+        " z - 2*CALIBRATION_TOL"
+    )
+
+
 def _flatten(events: Iterable[dp_event.DpEvent]) -> tuple[dp_event.DpEvent, ...]:
     out: list[dp_event.DpEvent] = []
     for e in events:
@@ -850,24 +1052,12 @@ def calibrate_noise(
 
     Cached on the exact arguments (no rounding: a slightly tighter target must never get the
     multiplier calibrated for a looser one): a sweep pays one calibration per distinct setting.
-    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache; results
-    also persist on disk, one JSON file per argument set under ``$DPPREP_CACHE_DIR/calibrations``
-    (default ``~/.cache/dpprep/calibrations``) when ``DPPREP_CALIBRATION_CACHE=1`` asks for it
-    (:mod:`dpprep.accounting.calibration_cache`: keyed also on what computes the value, checksummed,
-    and verified with the accountant on every hit).
-
-    The disk cache is not trusted: a tampered or corrupt entry can cost time, never privacy.
-    Every entry carries a sha256 checksum of its key and value, and, since whoever edits an entry
-    can recompute that too, a multiplier read back is verified before it is returned: on the
-    accounting the calibration searched on (recorded in the entry; only ``options`` or a fallback
-    the search itself may choose is accepted), ε at the multiplier must meet the target and ε at
-    the multiplier less ``2 * CALIBRATION_TOL`` must not, which is what a calibration guarantees
-    (see :func:`composed_calibrate`). So a multiplier too small for the target is never served,
-    nor one more than ``2 * CALIBRATION_TOL`` above the smallest on that accounting (a fallback
-    is accepted only where ``options`` are over the search's work budget). The check costs two ε
-    evaluations, about a sixth of a calibration's time (~10 PLD and ~10 RDP evaluations). An
-    entry failing any of this is ignored with a warning naming its file, recomputed and
-    rewritten; an entry of the older format without a checksum is recomputed silently.
+    ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache. The library
+    writes no file: a caller may install a store of its own for a ``with`` block
+    (:func:`calibration_store`), which then answers each calibration this cache misses, e.g. the
+    experiments' on-disk cache (``experiments.results.calibrations``), which verifies every value
+    it reads back with :func:`check_calibration`, so that a tampered or corrupt entry costs time,
+    never privacy.
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
     9.662
@@ -894,6 +1084,67 @@ def calibrate_noise(
     return _calibrate_noise_cached(target_epsilon, delta, schedule, fixed, options)
 
 
+class CalibrationStore(Protocol):
+    """Where :func:`calibrate_noise` gets the calibrations its in-memory cache misses, while
+    installed with :func:`calibration_store` (e.g. a cache on disk, shared across processes)."""
+
+    def calibrate(
+        self,
+        make_event: Callable[[float], dp_event.DpEvent],
+        target_epsilon: float,
+        delta: float,
+        schedule: DpSgdSchedule,
+        fixed: tuple[dp_event.DpEvent, ...],
+        options: AccountingOptions,
+    ) -> float:
+        """What :func:`composed_calibrate` of ``make_event`` (``fixed`` then DP-SGD run by
+        ``schedule``) to ``(target_epsilon, delta)`` under ``options`` returns: that, or a value
+        :func:`check_calibration` accepts, never anything less checked (the arguments are the
+        checked ones of :func:`calibrate_noise`; ``schedule``, ``fixed`` and ``options`` are
+        hashable and have exact reprs, to key the store on)."""
+        ...
+
+
+# The store of the current context: a context variable, so that a store installed in one thread
+# (or asyncio task) never answers another's calibrations.
+_CALIBRATION_STORE: contextvars.ContextVar[CalibrationStore | None] = contextvars.ContextVar(
+    "dpprep_calibration_store", default=None
+)
+
+
+@contextlib.contextmanager
+def calibration_store(store: CalibrationStore | None) -> Iterator[CalibrationStore | None]:
+    """Inside the ``with`` block, :func:`calibrate_noise` gets what its in-memory cache misses from
+    ``store`` (a :class:`CalibrationStore`) rather than computing it; ``None`` turns an enclosing
+    store off for the block. The previous store is back after the block, also on error, and
+    blocks nest. Scoped by :mod:`contextvars`: a thread started inside the block does not see
+    ``store`` (a new thread starts from an empty context; install it there too, or run the
+    thread in ``contextvars.copy_context()``). A value already in the in-memory cache is served
+    from there whichever store is installed (a store answers only with verified values).
+
+    >>> class Counting:
+    ...     calls = 0
+    ...     def calibrate(self, make_event, target_epsilon, delta, schedule, fixed, options):
+    ...         self.calls += 1
+    ...         return composed_calibrate(make_event, target_epsilon, delta, options=options)
+    >>> store = Counting()
+    >>> calibrate_noise.cache_clear()  # as in a fresh process
+    >>> with calibration_store(store):
+    ...     z = calibrate_noise(3.0, 1e-6, DpSgdSchedule(64, "poisson", 0.02))
+    >>> store.calls
+    1
+    """
+    if store is not None and not callable(getattr(store, "calibrate", None)):
+        raise TypeError(
+            f"store must be a CalibrationStore (with a calibrate method) or None, got {store!r}"
+        )
+    token = _CALIBRATION_STORE.set(store)
+    try:
+        yield store
+    finally:
+        _CALIBRATION_STORE.reset(token)
+
+
 @functools.lru_cache(maxsize=1024)
 def _calibrate_noise_cached(
     target_epsilon: float,
@@ -905,24 +1156,10 @@ def _calibrate_noise_cached(
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    if not calibration_cache_enabled():
+    store = _CALIBRATION_STORE.get()
+    if store is None:
         return composed_calibrate(make_event, target_epsilon, delta, options=options)
-    from dpprep.accounting import (
-        calibration_cache,
-    )  # on request only: the accountant writes no file otherwise
-
-    return calibration_cache.calibrate(make_event, target_epsilon, delta, schedule, fixed, options)
-
-
-#: ``1``/``on``/``true``/``yes`` turns the on-disk calibration cache on
-#: (:mod:`dpprep.accounting.calibration_cache`); anything else, or unset, leaves it off.
-ENV_CALIBRATION_CACHE = "DPPREP_CALIBRATION_CACHE"
-
-
-def calibration_cache_enabled() -> bool:
-    """Whether :func:`calibrate_noise` reads and writes the on-disk cache (off unless
-    ``$DPPREP_CALIBRATION_CACHE`` turns it on: the experiments' runner does)."""
-    return os.environ.get(ENV_CALIBRATION_CACHE, "").strip().lower() in ("1", "on", "true", "yes")
+    return store.calibrate(make_event, target_epsilon, delta, schedule, fixed, options)
 
 
 calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
@@ -1104,8 +1341,7 @@ __all__ = [
     "ACCOUNTANTS",
     "AccountingOptions",
     "CALIBRATION_TOL",
-    "ENV_CALIBRATION_CACHE",
-    "calibration_cache_enabled",
+    "CalibrationStore",
     "NEIGHBORING_RELATIONS",
     "NeighboringRelationName",
     "MAX_CALIBRATION_PLD_POINTS",
@@ -1120,6 +1356,9 @@ __all__ = [
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
     "calibrate_noise",
+    "calibration_store",
+    "check_calibration",
+    "check_calibration_accounting",
     "composed_calibrate",
     "composed_epsilon",
     "dpsgd_event",

@@ -199,28 +199,24 @@ def inject(name: str) -> Iterator[Bug]:
     """
     import importlib
 
-    import os
-
     from dpprep.accounting import dp
 
     bug = check_bug(name)
     saved: list[tuple[Any, str, Any]] = []
-    # no broken calibration reaches the disk
-    disk_cache = os.environ.pop(dp.ENV_CALIBRATION_CACHE, None)
     clear_compilations()
-    try:
-        for module_name, attribute, wrap in bug.patches:
-            module = importlib.import_module(module_name)
-            original = getattr(module, attribute)
-            saved.append((module, attribute, original))
-            setattr(module, attribute, wrap(original))
-        yield bug
-    finally:
-        for module, attribute, original in reversed(saved):
-            setattr(module, attribute, original)
-        if disk_cache is not None:
-            os.environ[dp.ENV_CALIBRATION_CACHE] = disk_cache
-        clear_compilations()
+    # no broken calibration reaches a store (the runner's disk cache)
+    with dp.calibration_store(None):
+        try:
+            for module_name, attribute, wrap in bug.patches:
+                module = importlib.import_module(module_name)
+                original = getattr(module, attribute)
+                saved.append((module, attribute, original))
+                setattr(module, attribute, wrap(original))
+            yield bug
+        finally:
+            for module, attribute, original in reversed(saved):
+                setattr(module, attribute, original)
+            clear_compilations()
 
 
 def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditResult:

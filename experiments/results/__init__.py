@@ -5,7 +5,10 @@ half-written file (:mod:`.output`), (ii) a re-run skips units of work already fi
 code (:mod:`.store`, keyed through :mod:`.identity`), and (iii) every result row records the
 seed, config and provenance (source digest, package versions, time) of the computation that
 produced it. :mod:`.progress` draws the bar, :mod:`.report` holds the paper-vs-ours rows and
-:mod:`.sweep_units` runs grids of ``dpprep.sweeps`` groups as units.
+:mod:`.sweep_units` runs grids of ``dpprep.sweeps`` groups as units. :mod:`.calibrations` is the
+on-disk cache of noise calibrations that the runner installs around each experiment; it is not
+re-exported here, so that only the runner imports it: every value it serves is verified by the
+accountant, so like the runner it decides no unit's value and stays out of the units' digest.
 """
 
 from dpprep.files import atomic_write_bytes, atomic_write_text

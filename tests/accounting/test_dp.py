@@ -19,9 +19,7 @@ issue's value has 3 decimals (5e-4), the spec's was calibrated with tol 1e-3, he
 from __future__ import annotations
 
 import doctest
-import json
 import math
-import os
 import time
 
 import numpy as np
@@ -29,9 +27,8 @@ import pytest
 from scipy.stats import norm
 
 import dp_accounting as dpa
-from dpprep.accounting import calibration_cache, dp
+from dpprep.accounting import dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
-from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
 
 RDP = AccountingOptions(accountant="rdp")
@@ -650,122 +647,201 @@ def test_composed_points_estimate_is_an_upper_bound(z, q, steps):
 
 
 # ------------------------------------------------------------------------------------------------
-# On-disk calibration cache
+# Calibration stores: the library writes no file; a caller's store answers inside its block
+# (the experiments' disk cache: tests/experiments/test_calibrations.py)
 
 
-@pytest.fixture
-def disk_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
+class _RecordingStore:
+    """A CalibrationStore that calibrates honestly and records what it was asked."""
+
+    def __init__(self, factor: float = 1.0):
+        self.asked: list[tuple] = []
+        self.factor = factor
+
+    def calibrate(self, make_event, target_epsilon, delta, schedule, fixed, options):
+        self.asked.append((target_epsilon, delta, schedule, fixed, options))
+        return self.factor * dp.composed_calibrate(
+            make_event, target_epsilon, delta, options=options
+        )
+
+
+def test_calibration_store_answers_inside_its_block_only():
+    dp.calibrate_noise.cache_clear()
+    store, sched = _RecordingStore(), poisson(100, 0.05)
+    with dp.calibration_store(store) as installed:
+        assert installed is store
+        z = dp.calibrate_noise(
+            2.0, 1e-5, sched, fixed_events=(dp.gaussian_event(30.0),), options=RDP
+        )
+    assert store.asked == [(2.0, 1e-5, sched, (dp.gaussian_event(30.0),), RDP)]
+    assert z == dp.composed_calibrate(
+        lambda z: dpa.ComposedDpEvent([dp.gaussian_event(30.0), dp.dpsgd_event(z, sched)]),
+        2.0,
+        1e-5,
+        options=RDP,
+    )
+    dp.calibrate_noise.cache_clear()
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) > 0  # after the block: not asked
+    assert len(store.asked) == 1
+    dp.calibrate_noise.cache_clear()
+
+
+def test_calibration_store_is_reset_after_an_exception():
+    dp.calibrate_noise.cache_clear()
+    store = _RecordingStore()
+    with pytest.raises(RuntimeError, match="boom"):
+        with dp.calibration_store(store):
+            raise RuntimeError("boom")
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    assert store.asked == []
+    dp.calibrate_noise.cache_clear()
+
+
+def test_calibration_stores_nest_and_none_turns_one_off():
+    dp.calibrate_noise.cache_clear()
+    outer, inner = _RecordingStore(), _RecordingStore()
+    targets = iter([2.0, 2.5, 3.0, 3.5])
+    with dp.calibration_store(outer):
+        dp.calibrate_noise(next(targets), 1e-5, poisson(100, 0.05), options=RDP)
+        with dp.calibration_store(inner):
+            dp.calibrate_noise(next(targets), 1e-5, poisson(100, 0.05), options=RDP)
+        with dp.calibration_store(None):  # e.g. while a bug is planted (experiments.audit.bugs)
+            dp.calibrate_noise(next(targets), 1e-5, poisson(100, 0.05), options=RDP)
+        dp.calibrate_noise(next(targets), 1e-5, poisson(100, 0.05), options=RDP)
+    assert [a[0] for a in outer.asked] == [2.0, 3.5] and [a[0] for a in inner.asked] == [2.5]
+    dp.calibrate_noise.cache_clear()
+
+
+def test_calibration_store_does_not_cross_into_a_new_thread():
+    import contextvars
+    import threading
+
+    dp.calibrate_noise.cache_clear()
+    store = _RecordingStore()
+
+    def calibrate(target):
+        dp.calibrate_noise(target, 1e-5, poisson(100, 0.05), options=RDP)
+
+    with dp.calibration_store(store):
+        thread = threading.Thread(target=calibrate, args=(2.0,))
+        thread.start()
+        thread.join()
+        assert store.asked == []  # documented: a new thread starts from an empty context
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(calibrate, 2.5))
+        thread.start()
+        thread.join()
+    assert [a[0] for a in store.asked] == [2.5]
+    dp.calibrate_noise.cache_clear()
+
+
+def test_in_memory_cache_serves_a_hit_without_asking_the_store():
+    dp.calibrate_noise.cache_clear()
+    store = _RecordingStore()
+    with dp.calibration_store(store):
+        first = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+        assert dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP) is first
+    assert len(store.asked) == 1
+    dp.calibrate_noise.cache_clear()
+
+
+def test_calibration_store_must_have_a_calibrate_method():
+    with pytest.raises(TypeError, match="CalibrationStore"):
+        with dp.calibration_store(object()):  # type: ignore[arg-type]
+            pass
+
+
+def test_the_library_writes_no_file_without_a_store(tmp_path, monkeypatch):
+    # Whatever the environment says (the variable that once turned the library's disk cache on):
+    # neither the cache root nor the home directory gets a file.
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(cache))
     monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "1")
     dp.calibrate_noise.cache_clear()
-    yield tmp_path / "calibrations"
-    dp.calibrate_noise.cache_clear()
-
-
-def _refuse(*args, **kwargs):
-    raise AssertionError("calibrated although the disk cache holds the answer")
-
-
-def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
-    sched = poisson(100, 0.05)
-    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
-    files = list(disk_cache.glob("*.json"))
-    assert len(files) == 1 and not list(disk_cache.glob(".tmp-*"))
-    umask = os.umask(0)
-    os.umask(umask)
-    assert files[0].stat().st_mode & 0o777 == 0o666 & ~umask
-    dp.calibrate_noise.cache_clear()  # a fresh process: only the disk has it
-    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
-    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
-    # Any other argument is another key (exact: no rounding).
-    with pytest.raises(AssertionError, match="disk cache"):
-        dp.calibrate_noise(2.0 * (1 - 1e-13), 1e-5, sched, options=RDP)
-    with pytest.raises(AssertionError, match="disk cache"):
-        dp.calibrate_noise(
-            2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4)
-        )
-
-
-def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
-    # (Tampered entries, checksums and verification: test_calibration_cache.py.)
-    sched = poisson(100, 0.05)
-    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
-    (path,) = disk_cache.glob("*.json")
-    for garbage in ("{not json", "[]", '{"checksum": "0", "key": {}, "noise_multiplier": 1.0}', ""):
-        path.write_text(garbage)
-        dp.calibrate_noise.cache_clear()
-        with pytest.warns(UserWarning, match=path.name):
-            assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
-        assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
-
-
-def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
-    # Issue 21: an edit to the calibration code reused the old code's cached multiplier. An
-    # entry written by other code (another digest) must be a miss, and recomputed.
-    sched = poisson(100, 0.05)
-    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
-    (entry,) = disk_cache.glob("*.json")
-    assert (
-        json.loads(entry.read_text())["key"]["code"] == calibration_cache.calibration_code_digest()
-    )
-    dp.calibrate_noise.cache_clear()
-    monkeypatch.setattr(
-        calibration_cache, "calibration_code_digest", lambda: "edited-accounting-code"
-    )
-    calls = []
-    real = dp.composed_calibrate
-    monkeypatch.setattr(
-        dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k)
-    )
-    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == 1.5 * z  # the edited code's value
-    assert calls == [1] and len(list(disk_cache.glob("*.json"))) == 2
-
-
-def test_calibration_code_digest_follows_the_sources(tmp_path):
-    # The digest covers every file of CALIBRATION_SOURCES: a copy agrees, an edit of the
-    # calibration code (or of the checks normalising its inputs) changes it; a comment does not.
-    import shutil
-    from pathlib import Path
-
-    root = Path(dp.__file__).resolve().parents[2]
-    shutil.copytree(
-        root / "dpprep" / "accounting",
-        tmp_path / "dpprep" / "accounting",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    shutil.copy(root / "dpprep" / "validation.py", tmp_path / "dpprep" / "validation.py")
-    assert (
-        tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
-        == calibration_cache.calibration_code_digest()
-    )
-    for edited in ("dpprep/accounting/dp.py", "dpprep/validation.py"):
-        path = tmp_path / edited
-        original = path.read_text()
-        # A comment is not code: the cached calibrations stay valid.
-        path.write_text(original + "\n# edit\n")
-        assert (
-            tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
-            == calibration_cache.calibration_code_digest()
-        )
-        path.write_text(
-            original.replace("return float(z)", "return 1.5 * float(z)") + "\n_EDITED = 1\n"
-        )
-        assert (
-            tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
-            != calibration_cache.calibration_code_digest()
-        )
-        path.write_text(original)
-    assert (
-        tree_digest(tmp_path, calibration_cache.CALIBRATION_SOURCES)
-        == calibration_cache.calibration_code_digest()
-    )
-
-
-@pytest.mark.parametrize("off", ["0", "off", "False", "no"])
-def test_disk_cache_can_be_turned_off(disk_cache, monkeypatch, off):
-    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
     dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
-    assert not disk_cache.exists()
+    dp.calibrate_noise(0.5, 1e-5, poisson(100, 0.05))
+    dp.calibrate_noise.cache_clear()
+    assert not cache.exists() and list(home.iterdir()) == []
+
+
+def test_dpprep_has_no_on_disk_calibration_cache():
+    import importlib.util
+    import pathlib
+
+    import dpprep.accounting
+
+    assert importlib.util.find_spec("dpprep.accounting.calibration_cache") is None
+    assert not hasattr(dpprep.accounting, "calibration_cache")
+    assert not hasattr(dp, "ENV_CALIBRATION_CACHE") and not hasattr(dp, "calibration_cache_enabled")
+    package = pathlib.Path(dpprep.__file__).parent
+    writers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if '"calibrations"' in path.read_text() or "DPPREP_CALIBRATION_CACHE" in path.read_text()
+    ]
+    assert writers == []
+
+
+# check_calibration: what a store verifies a value with (its forged entries: the store's tests)
+
+
+def test_check_calibration_accepts_the_calibrated_multiplier_only():
+    sched = poisson(100, 0.05)
+
+    def make_event(z):
+        return dp.dpsgd_event(z, sched)
+
+    accounted_with: list = []
+    z = dp.composed_calibrate(make_event, 2.0, 1e-5, options=RDP, accounted_with=accounted_with)
+    assert accounted_with == [RDP]
+    assert dp.check_calibration(make_event, z, 2.0, 1e-5, RDP, RDP) is None
+    assert dp.check_calibration_accounting(make_event, z, RDP, RDP) is None
+    assert "too little noise" in dp.check_calibration(make_event, z * 0.999, 2.0, 1e-5, RDP, RDP)
+    assert "more noise than the target needs" in dp.check_calibration(
+        make_event, z * 1.001, 2.0, 1e-5, RDP, RDP
+    )
+    # A tighter target than the one calibrated for: too little noise.
+    assert "too little noise" in dp.check_calibration(make_event, z, 1.99, 1e-5, RDP, RDP)
+    # An accounting a calibration with RDP never searches on.
+    for check in (
+        lambda: dp.check_calibration(make_event, z, 2.0, 1e-5, AccountingOptions(), RDP),
+        lambda: dp.check_calibration_accounting(make_event, z, AccountingOptions(), RDP),
+    ):
+        assert "never falls back" in check()
+
+
+def test_check_calibration_refuses_a_fallback_the_search_does_not_need():
+    sched = poisson(100, 0.05)
+
+    def make_event(z):
+        return dp.dpsgd_event(z, sched)
+
+    z_rdp = dp.composed_calibrate(make_event, 0.5, 1e-5, options=RDP)
+    pld = AccountingOptions()
+    # Private (ε meets the target on RDP), but the PLD search would not have fallen back there.
+    why = dp.check_calibration(make_event, z_rdp, 0.5, 1e-5, RDP, pld)
+    assert "falls back" in why and "over its work budget" in why
+    assert "falls back" in dp.check_calibration_accounting(make_event, z_rdp, RDP, pld)
+    coarse = AccountingOptions(pld_discretization=0.05)
+    assert "not a grid" in dp.check_calibration_accounting(make_event, z_rdp, coarse, pld)
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: dp.check_calibration(None, 1.0, 1.0, 1e-5, RDP, RDP), TypeError),
+        (lambda: dp.check_calibration(dp.gaussian_event, 0.0, 1.0, 1e-5, RDP, RDP), ValueError),
+        (lambda: dp.check_calibration(dp.gaussian_event, 1.0, -1.0, 1e-5, RDP, RDP), ValueError),
+        (lambda: dp.check_calibration(dp.gaussian_event, 1.0, 1.0, 2.0, RDP, RDP), ValueError),
+        (lambda: dp.check_calibration(dp.gaussian_event, 1.0, 1.0, 1e-5, "rdp", RDP), TypeError),
+        (lambda: dp.check_calibration_accounting(dp.gaussian_event, 1.0, RDP, ("rdp",)), TypeError),
+    ],
+)
+def test_check_calibration_checks_its_arguments(call, error):
+    with pytest.raises(error):
+        call()
 
 
 # ------------------------------------------------------------------------------------------------

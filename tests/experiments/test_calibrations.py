@@ -1,10 +1,13 @@
-"""The on-disk calibration cache cannot lie: a tampered or corrupt entry costs time, never privacy.
+"""The experiments' on-disk calibration cache (``experiments.results.calibrations``) cannot lie: a
+tampered or corrupt entry costs time, never privacy.
 
 Entries are forged here as whoever can write the cache could forge them: a multiplier changed and
 the checksum recomputed (sha256 of the canonical JSON of the rest of the entry, written out below
-independently of the library), which only re-verification with the accountant can catch, or
+independently of the cache), which only re-verification with the accountant can catch, or
 changed without recomputing it, which the checksum catches. Every test runs in a temporary
-``DPPREP_CACHE_DIR`` and clears the in-memory cache before each call that must go to the disk.
+``DPPREP_CACHE_DIR`` with the cache installed (``dp.calibration_store``), and clears the in-memory
+cache before each call that must go to the disk. The runner installs it around each experiment
+(the end of this file).
 """
 
 from __future__ import annotations
@@ -12,16 +15,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
+import sys
 import time
+import types
 import warnings
 from pathlib import Path
 
 import pytest
 
-from dpprep.accounting import calibration_cache, dp
+import experiments
+from dpprep.accounting import dp
 from dpprep.accounting.dp import AccountingOptions, DpSgdSchedule
+from dpprep.files import tree_digest
 from dpprep.plan import ExecutionPlan
+from experiments import runner
+from experiments.results import Comparison, calibrations
+from experiments.results.calibrations import DiskCalibrations
 
 RDP = AccountingOptions(accountant="rdp")
 REPLACE_ONE = AccountingOptions(neighboring_relation="replace_one")
@@ -38,10 +49,11 @@ def full(steps: int) -> DpSgdSchedule:
 
 @pytest.fixture
 def disk_cache(tmp_path, monkeypatch) -> Path:
+    """The cache's directory, ``<$DPPREP_CACHE_DIR>/calibrations``, with the cache installed."""
     monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", "1")
     dp.calibrate_noise.cache_clear()
-    yield tmp_path / "calibrations"
+    with dp.calibration_store(DiskCalibrations()):
+        yield tmp_path / "calibrations"
     dp.calibrate_noise.cache_clear()
 
 
@@ -101,7 +113,7 @@ def test_entry_carries_a_checksum_of_its_key_and_value(disk_cache):
     assert set(entry) == {"key", "noise_multiplier", "accounted_with", "checksum"}
     assert entry["noise_multiplier"] == z and entry["accounted_with"] == {"accountant": "rdp"}
     assert entry["checksum"] == _checksum(entry)
-    assert entry["key"]["method_version"] == calibration_cache.CALIBRATION_METHOD_VERSION >= 2
+    assert entry["key"]["method_version"] == calibrations.CALIBRATION_METHOD_VERSION >= 2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,7 +307,7 @@ def test_old_format_without_checksum_is_recomputed_quietly(disk_cache, monkeypat
     calls = _count_calibrations(monkeypatch)
     with (
         warnings.catch_warnings(record=True) as caught,
-        caplog.at_level(logging.DEBUG, logger=calibration_cache.__name__),
+        caplog.at_level(logging.DEBUG, logger=calibrations.__name__),
     ):
         warnings.simplefilter("always")
         assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
@@ -378,3 +390,201 @@ def test_coarse_grid_fallback_entry_is_a_verified_hit(disk_cache, monkeypatch):
         warnings.simplefilter("always")
         assert dp.calibrate_noise(8.0, 1e-5, sched, options=options) == z
     assert _cache_warnings(caught) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Across processes, keys and the code digest
+
+
+def test_disk_cache_hit_across_processes(disk_cache, monkeypatch):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    files = list(disk_cache.glob("*.json"))
+    assert len(files) == 1 and not list(disk_cache.glob(".tmp-*"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert files[0].stat().st_mode & 0o777 == 0o666 & ~umask
+    dp.calibrate_noise.cache_clear()  # a fresh process: only the disk has it
+    monkeypatch.setattr(dp, "composed_calibrate", _refuse)
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    # Any other argument is another key (exact: no rounding).
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(2.0 * (1 - 1e-13), 1e-5, sched, options=RDP)
+    with pytest.raises(AssertionError, match="disk cache"):
+        dp.calibrate_noise(
+            2.0, 1e-5, sched, options=AccountingOptions(accountant="rdp", pld_discretization=2e-4)
+        )
+
+
+def test_second_calibration_is_read_from_disk(disk_cache, monkeypatch):
+    # Two fresh in-memory states, one store: the first computes and writes, the second reads the
+    # file (the calibration runs once; the file is read, not rewritten).
+    calls = _count_calibrations(monkeypatch)
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(0.5, 1e-5, sched)
+    path = _entry_path(disk_cache)
+    written = path.stat().st_mtime_ns
+    dp.calibrate_noise.cache_clear()
+    reads = []
+    real_read = calibrations._read_calibration
+    monkeypatch.setattr(
+        calibrations,
+        "_read_calibration",
+        lambda p, *a: reads.append(p) or real_read(p, *a),
+    )
+    assert dp.calibrate_noise(0.5, 1e-5, sched) == z
+    assert calls == [1] and reads == [path] and path.stat().st_mtime_ns == written
+
+
+def test_an_explicit_directory_is_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path / "root"))
+    dp.calibrate_noise.cache_clear()
+    store = DiskCalibrations(tmp_path / "mine")
+    assert store.directory == tmp_path / "mine"
+    assert DiskCalibrations().directory == tmp_path / "root" / "calibrations"
+    with dp.calibration_store(store):
+        dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    dp.calibrate_noise.cache_clear()
+    assert len(list((tmp_path / "mine").glob("*.json"))) == 1 and not (tmp_path / "root").exists()
+
+
+def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (path,) = disk_cache.glob("*.json")
+    for garbage in ("{not json", "[]", '{"checksum": "0", "key": {}, "noise_multiplier": 1.0}', ""):
+        path.write_text(garbage)
+        dp.calibrate_noise.cache_clear()
+        with pytest.warns(UserWarning, match=path.name):
+            assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+        assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
+    # An edit to the calibration code once reused the old code's cached multiplier. An entry
+    # written by other code (another digest) must be a miss, and recomputed.
+    sched = poisson(100, 0.05)
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    (entry,) = disk_cache.glob("*.json")
+    assert json.loads(entry.read_text())["key"]["code"] == calibrations.calibration_code_digest()
+    dp.calibrate_noise.cache_clear()
+    monkeypatch.setattr(calibrations, "calibration_code_digest", lambda: "edited-accounting-code")
+    calls = []
+    real = dp.composed_calibrate
+    monkeypatch.setattr(
+        dp, "composed_calibrate", lambda *a, **k: calls.append(1) or 1.5 * real(*a, **k)
+    )
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == 1.5 * z  # the edited code's value
+    assert calls == [1] and len(list(disk_cache.glob("*.json"))) == 2
+
+
+def test_calibration_code_digest_follows_the_sources(tmp_path):
+    # The digest covers every file of CALIBRATION_SOURCES: a copy agrees, an edit of the
+    # calibration code, of the checks normalising its inputs or of this cache changes it; a
+    # comment does not.
+    import shutil
+
+    root = Path(dp.__file__).resolve().parents[2]
+    assert "experiments/results/calibrations.py" in calibrations.CALIBRATION_SOURCES
+    shutil.copytree(
+        root / "dpprep" / "accounting",
+        tmp_path / "dpprep" / "accounting",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for file in ("dpprep/validation.py", "experiments/results/calibrations.py"):
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / file, tmp_path / file)
+    digest = calibrations.calibration_code_digest()
+    assert tree_digest(tmp_path, calibrations.CALIBRATION_SOURCES) == digest
+    for edited in (
+        "dpprep/accounting/dp.py",
+        "dpprep/validation.py",
+        "experiments/results/calibrations.py",
+    ):
+        path = tmp_path / edited
+        original = path.read_text()
+        # A comment is not code: the cached calibrations stay valid.
+        path.write_text(original + "\n# edit\n")
+        assert tree_digest(tmp_path, calibrations.CALIBRATION_SOURCES) == digest
+        path.write_text(
+            original.replace("return float(z)", "return 1.5 * float(z)") + "\n_EDITED = 1\n"
+        )
+        assert tree_digest(tmp_path, calibrations.CALIBRATION_SOURCES) != digest
+        path.write_text(original)
+    assert tree_digest(tmp_path, calibrations.CALIBRATION_SOURCES) == digest
+
+
+# ------------------------------------------------------------------------------------------------
+# The runner installs it around each experiment, unless DPPREP_CALIBRATION_CACHE turns it off
+
+
+@pytest.fixture
+def calibrating_experiment(tmp_path, monkeypatch):
+    """A registered toy experiment that calibrates one setting; its cache root is ``tmp_path``."""
+    monkeypatch.setenv("DPPREP_CACHE_DIR", str(tmp_path))
+    module = types.ModuleType("toy_experiments.calibrating")
+    module.values = []
+
+    def run(ctx):
+        module.values.append(dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP))
+        return [Comparison.info("noise multiplier", repr(module.values[-1]))]
+
+    module.run = run
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(experiments, "REGISTRY", {"calibrating": (module.__name__, "Toy")})
+    dp.calibrate_noise.cache_clear()
+    yield module
+    dp.calibrate_noise.cache_clear()
+
+
+def _run(tmp_path) -> None:
+    runner.run_experiment("calibrating", "smoke", tmp_path / "results", quiet=True)
+
+
+def test_the_runner_keeps_calibrations_on_disk(tmp_path, monkeypatch, calibrating_experiment):
+    monkeypatch.delenv("DPPREP_CALIBRATION_CACHE")
+    calls = _count_calibrations(monkeypatch)
+    _run(tmp_path)
+    path = _entry_path(tmp_path / "calibrations")
+    entry, written = json.loads(path.read_text()), path.stat().st_mtime_ns
+    assert entry["noise_multiplier"] == calibrating_experiment.values[0] and calls == [1]
+    # A second run in a fresh process reads it back (verified) instead of calibrating.
+    dp.calibrate_noise.cache_clear()
+    _run(tmp_path)
+    assert calls == [1] and path.stat().st_mtime_ns == written
+    assert calibrating_experiment.values[1] == calibrating_experiment.values[0]
+    # Scoped to the run: after it, the library writes no file.
+    path.unlink()
+    dp.calibrate_noise.cache_clear()
+    dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    assert list((tmp_path / "calibrations").iterdir()) == [] and calls == [1, 1]
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("on", True), ("YES", True), ("true", True)])
+def test_the_runner_switch_turns_it_on(monkeypatch, value, on):
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", value)
+    assert runner.calibration_cache_enabled() is on
+
+
+@pytest.mark.parametrize("off", ["0", "off", "False", "no"])
+def test_the_runner_switch_turns_it_off(tmp_path, monkeypatch, calibrating_experiment, off):
+    monkeypatch.setenv("DPPREP_CALIBRATION_CACHE", off)
+    assert not runner.calibration_cache_enabled()
+    _run(tmp_path)
+    assert calibrating_experiment.values and not (tmp_path / "calibrations").exists()
+
+
+def test_the_tests_keep_the_runner_cache_off():
+    # tests/conftest.py's hermetic environment: no test reads or writes the user's cache.
+    assert os.environ["DPPREP_CALIBRATION_CACHE"] == "0" and not runner.calibration_cache_enabled()
+
+
+def test_no_calibration_made_under_a_planted_bug_reaches_the_store(disk_cache):
+    # experiments.audit.bugs.inject turns the installed store off for its block, and back on after.
+    from experiments.audit import bugs
+
+    with bugs.inject("calibration_0.7x"):
+        dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
+    assert not disk_cache.exists()
+    dp.calibrate_noise(2.5, 1e-5, poisson(100, 0.05), options=RDP)
+    assert len(list(disk_cache.glob("*.json"))) == 1
