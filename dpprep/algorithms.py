@@ -23,7 +23,9 @@ example axis, or a dict of them; :func:`check_inputs`), per step ``t``:
      SGD with contractive steps: a convex, L-Lipschitz, β-smooth loss (β including the
      regulariser), learning rate ``η ≤ 2/β`` and no binding clipping (``C ≥ L``); momentum, Adam
      or any other stateful ``config.optimizer`` voids it, as does ``η > 2/β``, so the plan takes
-     ``smoothness=β`` and the drivers refuse both;
+     ``smoothness=β`` and the drivers and the plan's own pieces refuse both
+     (:meth:`~dpprep.plan.DPPlan.optimizer` builds plain SGD at a checked ``learning_rate``
+     for such a plan, and its privatizer zeroes the updates after the random stop);
 2. sum the clipped per-example gradients (:mod:`dpprep.clipping`; no clipping only in a
    non-private plan without a clip bound);
 3. add Gaussian noise to the sum (:mod:`dpprep.noise` for the std convention) and divide by the
@@ -109,7 +111,12 @@ from dpprep import extensions as ext_lib
 from dpprep import noise as noise_lib
 from dpprep.extensions import Extension, Field
 from dpprep.models import Array, Inputs, Model, Params, PyTree, check_targets
-from dpprep.plan import DPPlan, ExecutionPlan
+from dpprep.plan import (
+    DPPlan,
+    ExecutionPlan,
+    check_iteration_learning_rate,
+    refuse_iteration_optimizer,
+)
 from dpprep.renames import rename_keys
 from dpprep.step import apply_step
 from dpprep.validation import check_finite_array, check_key
@@ -331,10 +338,14 @@ def _check_iteration_run(config: TrainConfig, plan: DPPlan) -> None:
     steps: no optimizer state, the last iterate only, ``η ≤ 2/β`` (checked per learning rate by
     :func:`check_hyper`), no privatizer of an extension's own."""
     if config.optimizer is not None and config.optimizer != optimizers.optimizer("sgd"):
-        raise ValueError(
-            "DP-SGD by iteration is accounted by amplification by iteration, whose proof covers"
-            " plain SGD only: leave config.optimizer None (momentum, Adam or any stateful optimizer"
-            " voids it)"
+        refuse_iteration_optimizer(
+            "config.optimizer="
+            + (
+                repr(config.optimizer)
+                if isinstance(config.optimizer, optimizers.NamedOptimizer)
+                else type(config.optimizer).__name__
+            ),
+            "leave config.optimizer None: plain SGD at hyper.learning_rate, checked ≤ 2/β",
         )
     if config.iterates != "last":
         raise ValueError(
@@ -834,12 +845,8 @@ def check_hyper(
             raise ValueError(
                 f"l2_clip_norm must be > 0 (inf: no clipping), got {values.l2_clip_norm!r}"
             )
-    if plan.smoothness is not None and plan.smoothness > 0 and np.any(lr > 2.0 / plan.smoothness):
-        raise ValueError(
-            f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / plan.smoothness:.6g} (β ="
-            f" smoothness={plan.smoothness!r}: amplification by iteration needs contractive steps),"
-            f" got {values.learning_rate!r}"
-        )
+    if plan.execution.random_stop:
+        check_iteration_learning_rate(values.learning_rate, plan.smoothness)
     for ext in extensions:
         own = ext_lib.values_for(ext, extra)
         lengths |= ext.check(

@@ -729,14 +729,15 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_bg, _ = background(cfg, key)
     y_bg = np.zeros(cfg.n - 1, np.float32)
     clip = 1.0
-    # The linear loss is 0-smooth: amplification by iteration holds at every learning rate.
+    # The linear loss is 0-smooth, so β-smooth for every β > 0: the plan states β = 1/η, under
+    # which the run's step η ≤ 2/β is contractive.
     dp_plan = DPPlan.create(
         "fixed_order",
         cfg.n,
         l2_clip_norm=clip,
         target_epsilon=cfg.epsilon,
         delta=cfg.delta,
-        smoothness=0.0,
+        smoothness=1.0 / cfg.learning_rate,
     )
     z, theoretical = dp_plan.noise_multiplier, dp_plan.epsilon
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan)

@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import math
 import warnings
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NoReturn, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -497,6 +497,64 @@ def check_noise_multiplier(value: object, name: str = "noise_multiplier") -> flo
     return z
 
 
+# DP-SGD by iteration: the rules of its proof, stated once for the plan's pieces and the drivers.
+ITERATION_PROOF = (
+    "DP-SGD by iteration (fixed_order without steps) is accounted by amplification by iteration"
+    " (Feldman et al. 2018), whose proof covers plain SGD with contractive steps η ≤ 2/β only (β:"
+    " the loss's smoothness), releasing the iterate at the random stop"
+)
+
+
+def check_smoothness(value: object) -> float:
+    """``β`` of DP-SGD by iteration: a finite number > 0 (TypeError for a non-number). A step
+    ``η ≤ 2/β`` bounds the step only for such a ``β``; a linear (0-smooth) loss is ``β``-smooth for
+    every ``β > 0``, so its run states a ``β ≤ 2/η`` for its step size ``η`` (e.g. ``1/η``)."""
+    beta = _number(value, "smoothness")
+    if not (math.isfinite(beta) and beta > 0):
+        raise ValueError(
+            f"smoothness must be a finite number > 0, got {value!r}: {ITERATION_PROOF}, and"
+            " η ≤ 2/β bounds the step only for a finite β > 0 (a linear, 0-smooth loss is β-smooth"
+            " for every β > 0: state a β ≤ 2/η for your step size η, e.g. β = 1/η)"
+        )
+    return beta
+
+
+def check_iteration_learning_rate(learning_rate: ArrayLike, smoothness: float | None) -> None:
+    """Every step size in ``learning_rate`` (a number or a grid of them, finite and ≥ 0) is at
+    most ``2/β``, the contractive steps of amplification by iteration (Feldman et al. 2018);
+    nothing to check without a stated ``β`` (a non-private plan)."""
+    if smoothness is None:
+        return
+    if np.any(np.asarray(learning_rate, np.float64) > 2.0 / smoothness):
+        raise ValueError(
+            f"DP-SGD by iteration needs learning_rate <= 2/β = {2.0 / smoothness:.6g} (β ="
+            f" smoothness={smoothness!r}: amplification by iteration needs contractive steps),"
+            f" got {learning_rate!r}"
+        )
+
+
+def _constant_learning_rate(value: object) -> float:
+    """A step size given to a plan: a finite number ≥ 0 (a schedule is a TypeError)."""
+    if callable(value):
+        raise TypeError(
+            "learning_rate must be a number: a schedule is not checked against the plan (build it"
+            " into tx, or for DP-SGD by iteration give a constant η ≤ 2/β)"
+        )
+    eta = _number(value, "learning_rate")
+    if not (math.isfinite(eta) and eta >= 0):
+        raise ValueError(f"learning_rate must be finite and >= 0, got {value!r}")
+    return eta
+
+
+def refuse_iteration_optimizer(what: str, instead: str) -> NoReturn:
+    """ValueError: ``what`` (an optimizer given to a DP-SGD-by-iteration run) is not plain SGD at a
+    checked step, which is all its proof covers; ``instead`` says what to pass."""
+    raise ValueError(
+        f"{ITERATION_PROOF}: {what} is refused (momentum, Adam or any optimizer with state voids"
+        f" it, and an optax transformation's step size cannot be checked against 2/β); {instead}"
+    )
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class PlanGradFn:
     """A clipped-gradient function bound to a :class:`DPPlan` (from :meth:`DPPlan.clipped_grad`):
@@ -613,7 +671,11 @@ class DPPlan:
       accountant: another accounting of the same run (:class:`PlanAccountant`, e.g. Hu et al.'s
         Theorem 2 for pre-processed data, or a private selection over the whole procedure).
       options: dp-accounting's options (:class:`dpprep.accounting.dp.AccountingOptions`).
-      smoothness: ``β`` of the loss, for DP-SGD by iteration (its proof needs ``η ≤ 2/β``).
+      smoothness: ``β`` of the loss (regularizer included), for DP-SGD by iteration only: finite
+        and > 0, and every piece holds its steps to ``η ≤ 2/β`` (the proof's contractive steps,
+        Feldman et al. 2018). ``β`` is the user's statement about the loss: a ``β`` below the
+        loss's true smoothness (e.g. ``dataclasses.replace(plan, smoothness=1e-6)``) lets larger
+        steps through and voids the guarantee, which no check here can see.
     """
 
     execution: ExecutionPlan
@@ -634,6 +696,7 @@ class DPPlan:
             raise TypeError(
                 f"execution must be an ExecutionPlan, got {type(self.execution).__name__}"
             )
+        self._check_random_stop()
         if self.noise_multiplier == 0:
             if (
                 self.delta is not None
@@ -658,6 +721,44 @@ class DPPlan:
                 f" (z={self.noise_multiplier!r}, {self.steps} steps) spends {spent!r}: make plans"
                 " with DPPlan.create, which computes it"
             )
+
+    def _check_random_stop(self) -> None:
+        """DP-SGD by iteration: the layout its account assumes (one record per step, ``n − κ + 1``
+        steps; a hand-made or cut layout is refused) and a stated ``β``, finite and > 0
+        (:func:`check_smoothness`), which only such a plan takes."""
+        ex = self.execution
+        if not ex.random_stop:
+            if self.smoothness is not None:
+                raise ValueError(
+                    "smoothness is only used by DP-SGD by iteration (fixed_order without steps)"
+                )
+            return
+        laid_out = ExecutionPlan.create(
+            "fixed_order",
+            ex.n,
+            kappa=ex.kappa,
+            max_overflow_prob=ex.max_overflow_prob,
+            neighboring_relation=ex.neighboring_relation,
+        )
+        if ex != laid_out:
+            changed = ", ".join(
+                f"{f.name}={getattr(ex, f.name)!r} (its layout has {getattr(laid_out, f.name)!r})"
+                for f in dataclasses.fields(ex)
+                if getattr(ex, f.name) != getattr(laid_out, f.name)
+            )
+            raise ValueError(
+                "DP-SGD by iteration scans n − κ + 1 steps of fixed_order, one record each, and"
+                f" stops at a random T, as its account assumes; got {changed} (a random-stop run"
+                " cannot be cut or laid out by hand: make it with DPPlan.create('fixed_order', n,"
+                " ...))"
+            )
+        if self.smoothness is not None or self.noise_multiplier != 0:
+            if self.smoothness is None:
+                raise ValueError(
+                    f"{ITERATION_PROOF}: give smoothness=β (the loss's smoothness, regularizer"
+                    " included)"
+                )
+            check_smoothness(self.smoothness)
 
     def _spec(self) -> tuple[Any, ...]:
         """What the account of the plan's run depends on besides the multiplier (a cache key)."""
@@ -698,7 +799,8 @@ class DPPlan:
         here, once). Everything is checked before anything is computed (TypeError for a value of
         the wrong type, ValueError naming a bad one). ``smoothness``: required for DP-SGD by
         iteration (``sampling="fixed_order"`` without ``steps``), whose amplification-by-iteration
-        proof covers plain SGD with ``η ≤ 2/β`` only (the drivers then refuse anything else)."""
+        proof covers plain SGD with ``η ≤ 2/β`` only, ``β`` finite and > 0 (the drivers and
+        :meth:`optimizer` then refuse anything else)."""
         execution = ExecutionPlan.create(
             sampling,
             n,
@@ -746,13 +848,10 @@ class DPPlan:
         if execution.random_stop:
             if smoothness is None:
                 raise ValueError(
-                    "DP-SGD by iteration (fixed_order without steps) is accounted by amplification"
-                    " by iteration, whose proof needs a β-smooth convex loss and learning rate ≤"
-                    " 2/β: give smoothness=β"
+                    f"{ITERATION_PROOF}: its plan states the β of a β-smooth convex loss, give"
+                    " smoothness=β"
                 )
-            smoothness = check_positive(
-                _number(smoothness, "smoothness"), "smoothness", allow_zero=True
-            )
+            smoothness = check_smoothness(smoothness)
         elif smoothness is not None:
             raise ValueError(
                 "smoothness is only used by DP-SGD by iteration (fixed_order without steps)"
@@ -952,15 +1051,28 @@ class DPPlan:
     def privatizer(self, key: Array) -> optax.GradientTransformation:
         """The plan's privatizer on a clipped sum: noise std ``z·C`` (none for a non-private plan),
         divided by the plan's normaliser, from the ``"noise"`` stream of the run key ``key`` (the
-        stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN."""
-        noise_key = streams.stream(noise.check_key_arg(key), streams.NOISE)
+        stream :func:`dpprep.algorithms.train` uses). Past the plan's steps it returns NaN.
+
+        DP-SGD by iteration (a random-stop plan) releases the iterate at the random stop
+        ``T ~ Unif{1..n−κ+1}`` (Feldman et al. 2018): the privatizer draws ``T`` from the run key's
+        ``"stop"`` stream, as :func:`~dpprep.algorithms.train` does, and every update after the
+        ``T``-th is zero, so a loop of all :attr:`steps` through plain SGD
+        (:meth:`optimizer`) ends at ``θ_T``, the iterate ``train`` releases with that key."""
+        key = noise.check_key_arg(key)
+        noise_key = streams.stream(key, streams.NOISE)
         inner = noise.privatizer(
             noise_key, self.l2_clip_norm, self.noise_multiplier, None, self.normalize_by
         )
         steps = self.steps
+        ex = self.execution
 
         def update_fn(updates, state, params=None):
             out, new_state = inner.update(updates, state, params)
+            if ex.random_stop:
+                stop = sampling.stopping_time(streams.stream(key, streams.STOP), ex.n, ex.kappa)
+                out = jax.tree_util.tree_map(
+                    lambda u: jnp.where(state.count < stop, u, jnp.zeros_like(u)), out
+                )
             within = state.count < steps
             out = jax.tree_util.tree_map(lambda u: jnp.where(within, u, jnp.nan), out)
             return out, new_state
@@ -968,11 +1080,46 @@ class DPPlan:
         return optax.GradientTransformation(inner.init, update_fn)
 
     def optimizer(
-        self, tx: optax.GradientTransformation | None = None, *, key: Array
+        self,
+        tx: optax.GradientTransformation | None = None,
+        *,
+        key: Array,
+        learning_rate: float | None = None,
     ) -> PrivateTransformation:
         """``optax.chain(privatizer(key), tx)``: the plan's privatizer first, then ``tx`` (default
-        ``optax.sgd(1.0)``), as one :class:`PrivateTransformation` of the run with key ``key``
-        for :func:`dpprep.step.dp_step`."""
+        ``optax.sgd(learning_rate)``, or ``optax.sgd(1.0)``), as one :class:`PrivateTransformation`
+        of the run with key ``key`` for :func:`dpprep.step.dp_step`.
+
+        DP-SGD by iteration (a random-stop plan) takes no ``tx``: amplification by iteration
+        (Feldman et al. 2018) covers plain SGD with contractive steps ``η ≤ 2/β`` only, and an optax
+        transformation's step size and state cannot be checked. Give ``learning_rate=η`` (a
+        constant, checked ``≤ 2/β`` here); the plan builds ``optax.sgd(η)`` itself, after its
+        privatizer (which zeroes every update after the random stop). The check rests on the
+        plan's ``β`` (:attr:`smoothness`): a ``β`` below the loss's true smoothness is a claim
+        about the loss that no code can check, and voids the guarantee."""
+        eta = None if learning_rate is None else _constant_learning_rate(learning_rate)
+        if self.execution.random_stop:
+            if tx is not None:
+                refuse_iteration_optimizer(
+                    f"plan.optimizer(tx={type(tx).__name__}, ...)",
+                    "pass no tx and plan.optimizer(learning_rate=η, key=...) with η ≤ 2/β"
+                    + (f" = {2.0 / self.smoothness:.6g}" if self.smoothness is not None else "")
+                    + ": the plan builds plain SGD itself",
+                )
+            if eta is None:
+                raise ValueError(
+                    f"{ITERATION_PROOF}: give the step size, plan.optimizer(learning_rate=η,"
+                    " key=...), checked η ≤ 2/β"
+                )
+            check_iteration_learning_rate(eta, self.smoothness)
+            tx = optax.sgd(eta)
+        elif eta is not None:
+            if tx is not None:
+                raise ValueError(
+                    "give tx (an optax optimizer with its own step size) or learning_rate (plain"
+                    " SGD), not both"
+                )
+            tx = optax.sgd(eta)
         tx = optax.sgd(1.0) if tx is None else tx
         if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
             raise TypeError(f"tx must be an optax GradientTransformation, got {type(tx).__name__}")
@@ -1011,12 +1158,20 @@ class DPPlan:
         return batch, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
 
     def spent(self, opt_state: optax.OptState) -> float:
-        """ε of the releases a plan optimizer's state has made so far (0 before the first)."""
+        """ε of the releases a plan optimizer's state has made so far (0 before the first).
+
+        DP-SGD by iteration is accounted as one procedure: from its first step on, the plan's
+        :attr:`epsilon`, whatever the random stop ``T`` turns out to be. What that ε covers is the
+        procedure's output only, the params after all :attr:`steps` (``θ_T``); the params of an
+        own loop before its end are intermediate iterates, which its proof hides and no ε here
+        covers."""
         count = int(_privatizer_state(opt_state).count)
         if count == 0:
             return 0.0
         if not self.private:
             return math.inf
+        if self.execution.random_stop:
+            return self.epsilon
         return self.epsilon_at(self.noise_multiplier, min(count, self.steps))
 
 
