@@ -1214,8 +1214,10 @@ def fit(
     :class:`~dpprep.plan.DPPlan` (sampler, ``n`` from the data, batch size, steps or epochs, clip
     bound, noise calibrated to ``(target_epsilon, delta)``) and runs it with :func:`train`.
     ``options`` go to the plan when :meth:`~dpprep.plan.DPPlan.create` takes them (e.g.
-    ``neighboring_relation``, ``smoothness``, ``options``, ``fixed_events``), else to
-    :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
+    ``neighboring_relation``, ``smoothness``, ``options``, ``fixed_events``,
+    ``allow_large_delta``), else to :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
+    ``delta`` must be below ``1/n`` (``n``: the data's rows) unless ``allow_large_delta=True``,
+    which the guarantee then states.
 
     >>> import jax, numpy as np
     >>> from dpprep import models

@@ -342,11 +342,13 @@ class ExecutionPlan:
         fixed_events: tuple[DpEvent, ...] = (),
         options: dp.AccountingOptions | None = None,
         accountant: PlanAccountant | None = None,
+        allow_large_delta: bool = False,
     ) -> float:
         """Smallest multiplier ``z`` with the run as implemented ``(target_epsilon, delta)``-DP,
         composed with ``fixed_events``; the Poisson overflow slack at ``target_epsilon`` is taken
         out of ``delta`` exactly. Cached (:func:`dpprep.accounting.dp.calibrate_noise`);
-        ``options`` as in :meth:`epsilon`.
+        ``options`` as in :meth:`epsilon`. ``delta >= 1/n`` is refused unless
+        ``allow_large_delta=True`` (:func:`dpprep.accounting.dp.check_delta_for_size`).
 
         DP-SGD by iteration (``fixed_order`` with a random stop) has no dp-accounting event: it is
         accounted by amplification by iteration (Feldman et al. 2018, Thm 26;
@@ -355,7 +357,7 @@ class ExecutionPlan:
         calibrated here by bisection on that bound. ``accountant``: calibrate by it instead
         (:class:`PlanAccountant`; the overflow slack is taken out of ``delta`` first)."""
         target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
-        delta = check_delta(delta)
+        delta = dp.check_delta_for_size(delta, self.n, allow_large_delta=allow_large_delta)
         if accountant is not None:
             self._check_accountant(accountant, fixed_events, options)
         else:
@@ -379,6 +381,7 @@ class ExecutionPlan:
             self.schedule(),
             fixed_events=fixed_events,
             options=self._options(options),
+            allow_large_delta=allow_large_delta,
         )
 
     def _warn_if_assumed(self) -> None:
@@ -473,6 +476,15 @@ def _number(value: object, name: str) -> float:
     if hasattr(value, "shape") and value.shape != ():
         raise TypeError(f"{name} must be a scalar, got an array of shape {value.shape}")
     return float(value)  # checked above: a number or something with __float__
+
+
+def _check_options_type(options: object) -> None:
+    """A plan's ``options``: None or an AccountingOptions (TypeError, before anything computes)."""
+    if options is not None and not isinstance(options, dp.AccountingOptions):
+        raise TypeError(
+            "options must be a dpprep.accounting.dp.AccountingOptions or None, got"
+            f" {type(options).__name__} (e.g. options=AccountingOptions(accountant='rdp'))"
+        )
 
 
 def check_clip_norm(value: object, name: str = "l2_clip_norm") -> float:
@@ -676,6 +688,9 @@ class DPPlan:
         Feldman et al. 2018). ``β`` is the user's statement about the loss: a ``β`` below the
         loss's true smoothness (e.g. ``dataclasses.replace(plan, smoothness=1e-6)``) lets larger
         steps through and voids the guarantee, which no check here can see.
+      allow_large_delta: the user's explicit opt-in to ``delta >= 1/n`` (refused otherwise: a
+        mechanism that publishes one random record whole is ``(0, 1/n)``-DP); the guarantee
+        (:meth:`describe`) then says so.
     """
 
     execution: ExecutionPlan
@@ -688,6 +703,7 @@ class DPPlan:
     accountant: PlanAccountant | None = None
     options: dp.AccountingOptions | None = None
     smoothness: float | None = None
+    allow_large_delta: bool = False
 
     def __post_init__(self) -> None:
         """A plan is consistent or it is not made: a plan built by hand, or changed with
@@ -714,6 +730,10 @@ class DPPlan:
         check_noise_multiplier(self.noise_multiplier)
         if self.delta is None:
             raise ValueError("a private plan needs its delta")
+        _check_options_type(self.options)
+        dp.check_delta_for_size(
+            self.delta, self.execution.n, allow_large_delta=self.allow_large_delta
+        )
         spent = _account(self._spec(), self.noise_multiplier, self.steps, ())
         if self.epsilon != spent:
             raise ValueError(
@@ -793,14 +813,25 @@ class DPPlan:
         max_overflow_prob: float = 1e-10,
         shuffle_bound: str = "as_poisson",
         smoothness: float | None = None,
+        allow_large_delta: bool = False,
     ) -> DPPlan:
         """A private plan: give exactly one of ``noise_multiplier`` and ``target_epsilon`` (then
-        ``z`` is the smallest multiplier with the run ``(target_epsilon, delta)``-DP, calibrated
-        here, once). Everything is checked before anything is computed (TypeError for a value of
-        the wrong type, ValueError naming a bad one). ``smoothness``: required for DP-SGD by
-        iteration (``sampling="fixed_order"`` without ``steps``), whose amplification-by-iteration
-        proof covers plain SGD with ``η ≤ 2/β`` only, ``β`` finite and > 0 (the drivers and
-        :meth:`optimizer` then refuse anything else)."""
+        ``z`` is the smallest multiplier with the run ``(target_epsilon, delta)``-DP *as it
+        executes*, calibrated here, once, and verified: see below). Everything is checked before
+        anything is computed (TypeError for a value of the wrong type, ValueError naming a bad
+        one). ``smoothness``: required for DP-SGD by iteration (``sampling="fixed_order"`` without
+        ``steps``), whose amplification-by-iteration proof covers plain SGD with ``η ≤ 2/β`` only,
+        ``β`` finite and > 0 (the drivers and :meth:`optimizer` then refuse anything else). ``delta`` must be below ``1/n`` (a mechanism that
+        publishes one random record whole is ``(0, 1/n)``-DP) unless ``allow_large_delta=True``,
+        which the guarantee then states.
+
+        A calibrated ``z`` is never taken on trust, whichever answered it (the accountant, a
+        calibration store, the in-memory cache): the ε of the run as the engine executes it
+        (float32 noise std ``fl32(fl32(z)·fl32(C))`` over the largest contribution clipping allows,
+        ``max(C, fl32(C))``) is recomputed and must meet the target; ``z`` is raised by float32
+        ulps where rounding takes it past the target, and an answer further off is recomputed
+        afresh with a warning (ValueError if the fresh one misses too)."""
+        _check_options_type(options)
         execution = ExecutionPlan.create(
             sampling,
             n,
@@ -813,7 +844,9 @@ class DPPlan:
             shuffle_bound=shuffle_bound,
         )
         clip = check_clip_norm(l2_clip_norm)
-        delta = check_delta(_number(delta, "delta"))
+        delta = dp.check_delta_for_size(
+            _number(delta, "delta"), execution.n, allow_large_delta=allow_large_delta
+        )
         if (noise_multiplier is None) == (target_epsilon is None):
             raise ValueError("give exactly one of noise_multiplier and target_epsilon")
         fixed_events = tuple(fixed_events)
@@ -873,6 +906,7 @@ class DPPlan:
             accountant,
             options,
             smoothness,
+            bool(allow_large_delta),
         )
 
     @classmethod
@@ -973,6 +1007,8 @@ class DPPlan:
             how.append(f"{len(self.fixed_events)} private statistic(s)")
         if self.accountant is not None:
             how.append(f"accounted by {type(self.accountant).__name__}")
+        if self.delta is not None and self.delta >= 1.0 / ex.n:
+            how.append("δ ≥ 1/n allowed by the user")
         return (
             f"({self.epsilon:.6g}, {self.delta:g})-DP ({ex.neighboring_relation}): "
             f"{layout}, {clip}, " + ", ".join(how)
@@ -1182,17 +1218,22 @@ def _whole_procedure(accountant: Any) -> bool:
 
 
 def _run_multiplier(z: float, clip: float) -> float:
-    """The multiplier the run has: the engine computes in float32, so a multiplier that float32
-    rounds down is accounted at its float32 value (never above what runs); one whose noise std
-    ``z·C`` is not a normal float32 number has no noise to account, and is refused."""
-    z32 = float(np.float32(z))
-    std = np.float32(z32) * np.float32(clip)
+    """The multiplier the run has. The engine computes in float32: it adds noise of std
+    ``fl32(fl32(z)·fl32(C))`` (:func:`dpprep.noise.leaf_stddevs`) to a sum of contributions
+    clipped to ``fl32(C)``, which may lie above ``C``; so the run's multiplier is that std over
+    ``max(C, fl32(C))``. It is accounted where it is below ``z`` (never above what runs: the ε
+    stated is never below the run's). A std that is not a normal float32 number has no noise to
+    account, and is refused."""
+    z32, c32 = np.float32(z), np.float32(clip)
+    std = z32 * c32  # a float32 product, as the engine computes it
     if not (np.isfinite(std) and std >= np.finfo(np.float32).tiny):
         raise ValueError(
             f"noise_multiplier={z!r} with l2_clip_norm={clip!r} gives a noise std z·C that float32"
             " cannot hold (the run would add no noise, or overflow): no guarantee follows"
         )
-    return min(z, z32)
+    # (The float64 quotient's rounding, <= 1.1e-16 relative, is below the accountants' own.)
+    run = float(std) / max(clip, float(c32))
+    return min(z, run)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1215,19 +1256,78 @@ def _account(spec: tuple[Any, ...], z: float, steps: int, more: tuple[DpEvent, .
     )
 
 
+#: Most float32 steps a calibrated multiplier is raised by for its run to meet the target (float32
+#: rounding of z, C and z·C moves the run's multiplier by about 2 ulps; a root finder's tolerance
+#: by less than one); an answer further off is wrong and recalibrated (:func:`_calibrate`).
+_MAX_FLOAT32_RAISES = 16
+
+
+def _executed_meeting(spec: tuple[Any, ...], z: float, target: float) -> tuple[float, float]:
+    """``(z', ε)``: the first of ``z`` and the float32 numbers above it (up to
+    :data:`_MAX_FLOAT32_RAISES` of them) whose run, as executed, meets ``target``, and its ε; or
+    ``(z, ε(z))`` with ``ε(z) > target`` when none does."""
+    steps = spec[0].steps
+    candidate, first = z, _account(spec, z, steps, ())
+    eps = first
+    for _ in range(_MAX_FLOAT32_RAISES):
+        if eps <= target:
+            return candidate, eps
+        # The next float32 above the float32 the engine takes for z (the first raise: never below z)
+        candidate = float(np.nextafter(np.float32(candidate), np.float32(np.inf)))
+        eps = _account(spec, candidate, steps, ())
+    if eps <= target:
+        return candidate, eps
+    return z, first
+
+
 def _calibrate(spec: tuple[Any, ...], target: float) -> float:
-    """The smallest multiplier with the run ``spec`` ``(target, δ)``-DP as it runs: calibrated by
-    the
-    accountant, then (rarely) raised to the next float32 when float32 rounds it down past the
-    target.
-    """
+    """The smallest multiplier with the run ``spec`` ``(target, δ)``-DP as it executes: calibrated
+    by the accountant (through :func:`dpprep.accounting.dp.calibrate_noise`, its cache and any
+    calibration store), then verified: the ε of the run as executed (:func:`_run_multiplier`)
+    must meet the target. Where float32 rounding takes it past the target, ``z`` is raised by
+    float32 ulps until it meets it; an answer no such raise mends is wrong: it is recalibrated
+    without any store or cache, with a warning, and ValueError if the fresh answer misses too.
+    ``DPPlan.create`` checked δ against ``n`` before (its opt-in included)."""
     execution, clip, delta, fixed_events, accountant, options = spec
-    if accountant is not None and _whole_procedure(accountant):
-        z = float(accountant.calibrate(execution, target, delta))
+
+    def calibrate() -> float:
+        if accountant is not None and _whole_procedure(accountant):
+            z = accountant.calibrate(execution, target, delta)
+        else:
+            z = execution.calibrate(
+                target,
+                delta,
+                fixed_events=fixed_events,
+                options=options,
+                accountant=accountant,
+                allow_large_delta=True,
+            )
+        return check_noise_multiplier(z, "the calibrated noise_multiplier")
+
+    z = calibrate()
+    try:
+        met, eps = _executed_meeting(spec, z, target)
+    except ValueError as err:  # e.g. a multiplier float32 cannot hold: not a usable answer
+        met, eps = z, math.nan
+        problem = str(err)
     else:
-        z = execution.calibrate(
-            target, delta, fixed_events=fixed_events, options=options, accountant=accountant
+        problem = f"epsilon={eps!r} > target_epsilon={target!r}"
+    if eps <= target:
+        return met
+    warnings.warn(
+        f"the calibration to target_epsilon={target!r} answered noise_multiplier={z!r}, whose run"
+        f" as executed misses the target ({problem}): a wrong answer of the accountant, a"
+        " calibration store or a cache; calibrating afresh without store or cache",
+        UserWarning,
+        stacklevel=4,
+    )
+    with dp.calibration_store(None), dp._fresh_calibrations():
+        fresh = calibrate()
+    met, eps = _executed_meeting(spec, fresh, target)
+    if not eps <= target:
+        raise ValueError(
+            f"calibrating to target_epsilon={target!r} afresh answered noise_multiplier={fresh!r},"
+            f" whose run as executed spends epsilon={eps!r} > target_epsilon: no plan meeting the"
+            " target was found (the accountant's calibrate and epsilon disagree)"
         )
-    if _account(spec, z, execution.steps, ()) > target:
-        z = float(np.nextafter(np.float32(z), np.float32(np.inf)))
-    return z
+    return met

@@ -5,6 +5,7 @@ dp-accounting itself)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.privacy_accountant import NeighboringRelation
 
 from dpprep import algorithms, models, sampling
 from dpprep.accounting import dp
@@ -465,3 +467,208 @@ def test_without_replacement_plan_with_default_options_is_refused_before_any_sea
         r"\(got accountant='pld', neighboring_relation='replace_one'\)",
     ):
         plan.calibrate(1.5, 1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# The plan verifies its calibration, never trusts it
+
+
+class _ScaledStore:
+    """A calibration store answering ``factor`` times the honest multiplier."""
+
+    def __init__(self, factor: float):
+        self.factor = factor
+
+    def calibrate(self, make_event, target_epsilon, delta, schedule, fixed, options):
+        z = dp.composed_calibrate(make_event, target_epsilon, delta, options=options)
+        return self.factor * z
+
+
+_FULL_PLAN = dict(steps=20, l2_clip_norm=1.0, delta=1e-5, options=RDP)  # RDP: fast
+
+
+def test_a_store_answering_too_little_noise_cannot_make_a_plan_miss_its_target():
+    # The plan used to state the target and run at ε 3.67 for a target of 1.23, and the wrong
+    # multiplier stayed in the in-memory cache after the block.
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match="too little noise, a wrong answer"):
+        with dp.calibration_store(_ScaledStore(0.7)):
+            plan = DPPlan.create("full", 1000, target_epsilon=1.23, **_FULL_PLAN)
+    assert plan.epsilon <= 1.23 and plan.target_epsilon == 1.23
+    assert plan.execution.epsilon(plan.noise_multiplier, 1e-5, options=RDP) <= 1.23
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # served from the cache, verified: no warning
+        assert DPPlan.create("full", 1000, target_epsilon=1.23, **_FULL_PLAN) == plan
+    dp.calibrate_noise.cache_clear()
+    assert DPPlan.create("full", 1000, target_epsilon=1.23, **_FULL_PLAN) == plan
+
+
+def test_a_plan_recalibrates_afresh_when_the_cache_answers_wrong(monkeypatch):
+    # Whatever answered (here the in-memory cache, as if corrupted), the plan checks the ε of
+    # its run and recalibrates without store or cache when it misses.
+    dp.calibrate_noise.cache_clear()
+    honest = DPPlan.create("full", 1000, target_epsilon=1.23, **_FULL_PLAN)
+    real_get = dp._CALIBRATIONS.get
+    monkeypatch.setattr(
+        dp._CALIBRATIONS, "get", lambda key: None if real_get(key) is None else 0.7 * real_get(key)
+    )
+    with pytest.warns(UserWarning, match="misses the target .* calibrating afresh"):
+        plan = DPPlan.create("full", 1000, target_epsilon=1.23, **_FULL_PLAN)
+    assert plan == honest
+    dp.calibrate_noise.cache_clear()
+
+
+class _WrongAccountant:
+    """A PlanAccountant whose calibrate answers 0.7x what its own epsilon needs."""
+
+    def epsilon(self, plan, noise_multiplier, delta):
+        return plan.epsilon(noise_multiplier, delta, options=RDP)
+
+    def calibrate(self, plan, target_epsilon, delta):
+        return 0.7 * plan.calibrate(target_epsilon, delta, options=RDP)
+
+
+def test_an_accountant_whose_calibration_misses_is_refused():
+    with pytest.warns(UserWarning, match="calibrating afresh"):
+        with pytest.raises(ValueError, match="no plan meeting the target was found"):
+            DPPlan.create(
+                "full",
+                1000,
+                steps=20,
+                l2_clip_norm=1.0,
+                delta=1e-5,
+                target_epsilon=1.23,
+                accountant=_WrongAccountant(),
+            )
+
+
+def _executed_epsilon(z: float, clip: float, steps: int, grid: float) -> float:
+    """ε at δ = 1e-5 of ``steps`` full-batch steps as the engine runs them (float32 noise std
+    fl32(fl32(z)·fl32(C)) on sums of contributions of norm up to max(C, fl32(C))), by
+    dp-accounting's PLD accountant called directly."""
+    std = np.float32(np.float32(z) * np.float32(clip))
+    multiplier = float(std) / max(clip, float(np.float32(clip)))
+    accountant = pld_privacy_accountant.PLDAccountant(
+        NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=grid
+    )
+    accountant.compose(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(multiplier), steps))
+    return accountant.get_epsilon(1e-5)
+
+
+@pytest.mark.parametrize("clip", [3.0, 0.7, 1e-3, 7.1])
+def test_calibrated_plans_meet_their_target_as_executed_in_float32(clip):
+    # Float32 rounds z, C and z·C: with C = 3.0 or 0.7, some calibrated plans ran above their
+    # target, and stated an ε below the one of their run. A coarse PLD grid makes ε(z) step, so
+    # that calibrated multipliers sit right at the target (and the test is fast).
+    grid = 1e-2
+    options = AccountingOptions(pld_discretization=grid)
+    for target in np.geomspace(0.3, 8.0, 50):
+        plan = DPPlan.create(
+            "full",
+            1000,
+            steps=10,
+            l2_clip_norm=clip,
+            target_epsilon=float(target),
+            delta=1e-5,
+            options=options,
+        )
+        executed = _executed_epsilon(plan.noise_multiplier, clip, 10, grid)
+        assert executed <= target, (target, plan.noise_multiplier)
+        # the ε stated is the executed run's, never below it (up to the accountant's rounding)
+        assert plan.epsilon >= executed * (1 - 1e-12) and plan.epsilon <= target
+        part = _executed_epsilon(plan.noise_multiplier, clip, 4, grid)
+        assert plan.epsilon_at(plan.noise_multiplier, steps=4) >= part * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("delta", [0.5, 1 / N, 2 / N], ids=["0.5", "1/n", "2/n"])
+def test_a_plan_refuses_delta_at_or_above_one_over_n_unless_opted_in(delta):
+    kwargs = dict(steps=5, l2_clip_norm=1.0, noise_multiplier=2.0)
+    why = r"delta=.* is >= 1/n = 1/60: a mechanism that publishes one random record whole is"
+    with pytest.raises(ValueError, match=why):
+        DPPlan.create("full", N, delta=delta, **kwargs)
+    execution = ExecutionPlan.create("full", N, steps=5)
+    with pytest.raises(ValueError, match=why):
+        execution.calibrate(2.0, delta, options=RDP)
+    plan = DPPlan.create("full", N, delta=delta, allow_large_delta=True, **kwargs)
+    assert plan.allow_large_delta and plan.describe().endswith("δ ≥ 1/n allowed by the user")
+    assert execution.calibrate(2.0, delta, options=RDP, allow_large_delta=True) > 0
+    # A plan changed by hand is held to the same rule.
+    plain = DPPlan.create("full", N, delta=1e-5, **kwargs)
+    with pytest.raises(ValueError, match=why):
+        dataclasses.replace(plain, delta=delta)
+    with pytest.raises(ValueError, match=why):
+        dataclasses.replace(plan, allow_large_delta=False)
+
+
+def test_delta_just_below_one_over_n_is_accepted_and_delta_stays_below_one():
+    below = math.nextafter(1 / N, 0.0)
+    plan = DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=2.0, delta=below)
+    assert not plan.allow_large_delta and "1/n" not in plan.describe()
+    for delta in (1.0, 2.0):
+        with pytest.raises(ValueError, match="open interval"):
+            DPPlan.create(
+                "full",
+                N,
+                steps=5,
+                l2_clip_norm=1.0,
+                noise_multiplier=2.0,
+                delta=delta,
+                allow_large_delta=True,
+            )
+
+
+def test_fit_checks_delta_against_n_and_takes_the_opt_in():
+    kwargs = dict(
+        target_epsilon=2.0,
+        l2_clip_norm=1.0,
+        learning_rate=0.1,
+        sampling="full",
+        steps=2,
+        options=RDP,
+    )
+    with pytest.raises(ValueError, match="1/n = 1/60"):
+        algorithms.fit(MODEL, MODEL.init(None), (X, Y), KEY, delta=1 / N, **kwargs)
+    out = algorithms.fit(
+        MODEL, MODEL.init(None), (X, Y), KEY, delta=2 / N, allow_large_delta=True, **kwargs
+    )
+    assert out.epsilon <= 2.0 and "δ ≥ 1/n allowed by the user" in out.metrics["guarantee"]
+
+
+def test_fit_under_a_wrong_store_runs_at_its_target():
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match="too little noise, a wrong answer"):
+        with dp.calibration_store(_ScaledStore(0.7)):
+            out = algorithms.fit(
+                MODEL,
+                MODEL.init(None),
+                (X, Y),
+                KEY,
+                target_epsilon=1.23,
+                delta=1e-5,
+                l2_clip_norm=1.0,
+                learning_rate=0.1,
+                sampling="full",
+                steps=2,
+                options=RDP,
+            )
+    assert out.epsilon <= 1.23
+    assert out.plan.execution.epsilon(out.plan.noise_multiplier, 1e-5, options=RDP) <= 1.23
+    dp.calibrate_noise.cache_clear()
+
+
+@pytest.mark.parametrize("options", [{"accountant": "rdp"}, "rdp", ("pld",)], ids=repr)
+def test_options_that_are_not_accounting_options_are_refused_before_anything_computes(
+    monkeypatch, options
+):
+    monkeypatch.setattr(dp, "calibrate_noise", lambda *a, **k: pytest.fail("computed first"))
+    monkeypatch.setattr(dp, "composed_epsilon", lambda *a, **k: pytest.fail("computed first"))
+    why = r"options must be a dpprep.accounting.dp.AccountingOptions or None, got"
+    for given in ({"noise_multiplier": 1.0}, {"target_epsilon": 1.0}):
+        with pytest.raises(TypeError, match=why):
+            DPPlan.create(
+                "full", N, steps=5, l2_clip_norm=1.0, delta=1e-5, options=options, **given
+            )
+    monkeypatch.undo()
+    plan = DPPlan.create("full", N, steps=5, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    with pytest.raises(TypeError, match=why):
+        dataclasses.replace(plan, options=options)

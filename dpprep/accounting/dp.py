@@ -46,11 +46,13 @@ only (no PLD), so it needs
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import math
+import numbers
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -235,6 +237,37 @@ def _check_options(options: AccountingOptions) -> AccountingOptions:
     if not isinstance(options, AccountingOptions):
         raise TypeError(f"options must be an AccountingOptions, got {type(options).__name__}")
     return options
+
+
+def check_delta_for_size(delta: float, n: int, *, allow_large_delta: bool = False) -> float:
+    """``delta`` as the δ of a guarantee about a data set of ``n`` records: in (0, 1), and below
+    ``1/n`` unless ``allow_large_delta`` is True. A mechanism that publishes one record chosen
+    uniformly at random, whole, is (0, 1/n)-DP: at δ >= 1/n the guarantee allows leaking a record
+    outright, so such a δ is refused unless the caller opts in explicitly (and then says so).
+
+    >>> check_delta_for_size(1e-5, 60_000)
+    1e-05
+    >>> check_delta_for_size(1e-3, 1000)
+    Traceback (most recent call last):
+    ...
+    ValueError: delta=0.001 is >= 1/n = 1/1000: a mechanism that publishes one random record ...
+    >>> check_delta_for_size(1e-3, 1000, allow_large_delta=True)
+    0.001
+    """
+    delta = check_delta(delta)
+    n = check_positive_int(n, "n")
+    if not isinstance(allow_large_delta, (bool, np.bool_)):
+        raise TypeError(
+            f"allow_large_delta must be True or False, got {type(allow_large_delta).__name__}"
+        )
+    if delta >= 1.0 / n and not allow_large_delta:
+        raise ValueError(
+            f"delta={delta!r} is >= 1/n = 1/{n}: a mechanism that publishes one random record"
+            " whole is (0, 1/n)-DP, so this delta allows leaking a record outright. Ask for"
+            f" delta < 1/n (well below it, e.g. 1/n^1.1 = {n**-1.1:.3g}), or opt in explicitly"
+            " with allow_large_delta=True (the guarantee then says so)"
+        )
+    return delta
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1045,19 +1078,25 @@ def calibrate_noise(
     *,
     fixed_events: Sequence[dp_event.DpEvent] = (),
     options: AccountingOptions = AccountingOptions(),
+    allow_large_delta: bool = False,
 ) -> float:
     """Smallest DP-SGD multiplier meeting ``(target_epsilon, delta)`` under ``schedule``,
     composed with ``fixed_events`` (e.g. ``(gaussian_event(sigma_F),)`` for DPSGD-F's private
     mean). Within :data:`CALIBRATION_TOL` of the optimum, never above the target ε.
+
+    Where the schedule knows the data set's size n (``"without_replacement"``), ``delta >= 1/n``
+    is refused (:func:`check_delta_for_size`) unless ``allow_large_delta=True``.
 
     Cached on the exact arguments (no rounding: a slightly tighter target must never get the
     multiplier calibrated for a looser one): a sweep pays one calibration per distinct setting.
     ``calibrate_noise.cache_info()`` / ``cache_clear()`` expose the in-memory cache. The library
     writes no file: a caller may install a store of its own for a ``with`` block
     (:func:`calibration_store`), which then answers each calibration this cache misses, e.g. the
-    experiments' on-disk cache (``experiments.results.calibrations``), which verifies every value
-    it reads back with :func:`check_calibration`, so that a tampered or corrupt entry costs time,
-    never privacy.
+    experiments' on-disk cache (``experiments.results.calibrations``). Whatever a store answers
+    is verified here before it is used or cached: a positive number at which ε meets the target
+    (one ε evaluation); anything else (too little noise, a non-number, an exception) is a
+    warning and a calibration without the store. So a store can cost time, never privacy, and
+    only verified values enter the in-memory cache.
 
     >>> round(calibrate_noise(1.0, 1e-6, DpSgdSchedule(512, "poisson", 0.1)), 3)
     9.662
@@ -1066,6 +1105,8 @@ def calibrate_noise(
     delta = check_delta(delta)
     schedule = _check_schedule(schedule)
     options = _check_options(options)
+    if schedule.dataset_size is not None:
+        check_delta_for_size(delta, schedule.dataset_size, allow_large_delta=allow_large_delta)
     fixed = _flatten(_check_events(fixed_events, "fixed_events"))
     try:
         hash(fixed)
@@ -1081,12 +1122,25 @@ def calibrate_noise(
                 f"fixed_events alone already spend epsilon={spent:.4g} >= "
                 f"target_epsilon={target_epsilon!r}"
             )
-    return _calibrate_noise_cached(target_epsilon, delta, schedule, fixed, options)
+    key = (target_epsilon, delta, schedule, fixed, options)
+    fresh = _FRESH_CALIBRATIONS.get()
+    if not fresh:
+        cached = _CALIBRATIONS.get(key)
+        if cached is not None:
+            return cached
+    else:
+        _CALIBRATIONS.count_miss()
+    z = _calibrate_noise_uncached(
+        target_epsilon, delta, schedule, fixed, options, None if fresh else _CALIBRATION_STORE.get()
+    )
+    _CALIBRATIONS.put(key, z)
+    return z
 
 
 class CalibrationStore(Protocol):
     """Where :func:`calibrate_noise` gets the calibrations its in-memory cache misses, while
-    installed with :func:`calibration_store` (e.g. a cache on disk, shared across processes)."""
+    installed with :func:`calibration_store` (e.g. a cache on disk, shared across processes).
+    Its answers are verified before they are used (see :func:`calibrate_noise`)."""
 
     def calibrate(
         self,
@@ -1110,6 +1164,11 @@ class CalibrationStore(Protocol):
 _CALIBRATION_STORE: contextvars.ContextVar[CalibrationStore | None] = contextvars.ContextVar(
     "dpprep_calibration_store", default=None
 )
+# While set (:func:`_fresh_calibrations`), calibrate_noise neither reads its in-memory cache nor
+# asks a store: what a caller does once it has found an answer it cannot trust.
+_FRESH_CALIBRATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "dpprep_fresh_calibrations", default=False
+)
 
 
 @contextlib.contextmanager
@@ -1119,8 +1178,10 @@ def calibration_store(store: CalibrationStore | None) -> Iterator[CalibrationSto
     store off for the block. The previous store is back after the block, also on error, and
     blocks nest. Scoped by :mod:`contextvars`: a thread started inside the block does not see
     ``store`` (a new thread starts from an empty context; install it there too, or run the
-    thread in ``contextvars.copy_context()``). A value already in the in-memory cache is served
-    from there whichever store is installed (a store answers only with verified values).
+    thread in ``contextvars.copy_context()``). Every answer of ``store`` is verified before it is
+    used or cached (ε at it must meet the target); a wrong or unreadable answer, or an exception,
+    is a warning and a calibration without the store. So a value in the in-memory cache, served
+    from there whichever store is installed, is a verified one, also after the block.
 
     >>> class Counting:
     ...     calls = 0
@@ -1145,25 +1206,134 @@ def calibration_store(store: CalibrationStore | None) -> Iterator[CalibrationSto
         _CALIBRATION_STORE.reset(token)
 
 
-@functools.lru_cache(maxsize=1024)
-def _calibrate_noise_cached(
+@contextlib.contextmanager
+def _fresh_calibrations() -> Iterator[None]:
+    """Inside the block, :func:`calibrate_noise` computes every calibration afresh, neither
+    reading its in-memory cache nor asking a store, and caches the fresh value (replacing what
+    was there): for a caller that found an answer it cannot trust (:class:`dpprep.plan.DPPlan`)."""
+    token = _FRESH_CALIBRATIONS.set(True)
+    try:
+        yield
+    finally:
+        _FRESH_CALIBRATIONS.reset(token)
+
+
+CacheInfo = collections.namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
+
+
+class _VerifiedCache:
+    """:func:`calibrate_noise`'s in-memory cache: least recently used first out, thread-safe. It
+    holds only what :func:`_calibrate_noise_uncached` returns: a fresh calibration, or a store's
+    answer verified against the target."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._maxsize = maxsize
+        self._values: collections.OrderedDict[tuple, float] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+
+    def get(self, key: tuple) -> float | None:
+        with self._lock:
+            value = self._values.get(key)
+            if value is None:
+                self._misses += 1
+                return None
+            self._values.move_to_end(key)
+            self._hits += 1
+            return value
+
+    def count_miss(self) -> None:
+        with self._lock:
+            self._misses += 1
+
+    def put(self, key: tuple, value: float) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self._maxsize:
+                self._values.popitem(last=False)
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self._maxsize, len(self._values))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._hits = self._misses = 0
+
+
+_CALIBRATIONS = _VerifiedCache(maxsize=1024)
+
+
+def _store_answer_problem(
+    answer: object,
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    options: AccountingOptions,
+) -> str | None:
+    """Why a store's ``answer`` cannot be used as the calibration of ``make_event`` to
+    ``(target_epsilon, delta)``, or None: it must be a finite number > 0 at which ε, evaluated as
+    :func:`composed_epsilon` evaluates it (the ε a plan states), meets the target."""
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, numbers.Real):
+        return f"answered {answer!r} (a {type(answer).__name__}), not a number"
+    z = float(answer)
+    if not (math.isfinite(z) and z > 0):
+        return f"answered noise_multiplier={z!r}, not a finite number > 0"
+    try:
+        eps, _ = _epsilon_of(make_event(z), delta, options)
+    except (ValueError, UnsupportedEventError, ArithmeticError) as err:  # e.g. z² underflows
+        return f"answered noise_multiplier={z!r}, at which epsilon cannot be evaluated ({err!r})"
+    if not eps <= target_epsilon:
+        return (
+            f"answered noise_multiplier={z!r}, at which epsilon={eps!r} > target_epsilon="
+            f"{target_epsilon!r}: too little noise, a wrong answer"
+        )
+    return None
+
+
+def _calibrate_noise_uncached(
     target_epsilon: float,
     delta: float,
     schedule: DpSgdSchedule,
     fixed: tuple[dp_event.DpEvent, ...],
     options: AccountingOptions,
+    store: CalibrationStore | None,
 ) -> float:
+    """The calibration of :func:`calibrate_noise`'s checked arguments: ``store``'s answer where it
+    is verified, else :func:`composed_calibrate`'s (with a warning saying what was wrong)."""
+
     def make_event(z: float) -> dp_event.DpEvent:
         return dp_event.ComposedDpEvent([*fixed, dpsgd_event(z, schedule)])
 
-    store = _CALIBRATION_STORE.get()
     if store is None:
         return composed_calibrate(make_event, target_epsilon, delta, options=options)
-    return store.calibrate(make_event, target_epsilon, delta, schedule, fixed, options)
+    raised, problem = False, None
+    try:
+        answer = store.calibrate(make_event, target_epsilon, delta, schedule, fixed, options)
+    except Exception as err:  # noqa: BLE001 (a store's failure only costs a calibration)
+        raised, problem = True, f"raised {type(err).__name__}: {err}"
+    else:
+        problem = _store_answer_problem(answer, make_event, target_epsilon, delta, options)
+        if problem is None:
+            return float(answer)  # checked: a finite real number > 0
+    why = (
+        f"calibration store {store!r} {problem} (target_epsilon={target_epsilon!r},"
+        f" delta={delta!r}, {schedule}); calibrated without it"
+    )
+    try:
+        z = composed_calibrate(make_event, target_epsilon, delta, options=options)
+    except (ValueError, UnsupportedEventError):
+        if not raised:  # the store answered where the calibration refuses: say so, then refuse
+            warnings.warn(why, stacklevel=4)
+        raise
+    warnings.warn(why, stacklevel=4)
+    return z
 
 
-calibrate_noise.cache_info = _calibrate_noise_cached.cache_info  # type: ignore[attr-defined]
-calibrate_noise.cache_clear = _calibrate_noise_cached.cache_clear  # type: ignore[attr-defined]
+calibrate_noise.cache_info = _CALIBRATIONS.info  # type: ignore[attr-defined]
+calibrate_noise.cache_clear = _CALIBRATIONS.clear  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1359,6 +1529,7 @@ __all__ = [
     "calibration_store",
     "check_calibration",
     "check_calibration_accounting",
+    "check_delta_for_size",
     "composed_calibrate",
     "composed_epsilon",
     "dpsgd_event",

@@ -182,7 +182,7 @@ def clear_compilations() -> None:
     # The accountant's caches too: a planted accounting bug must neither hit an honest entry nor
     # leave a broken one behind (the on-disk cache re-verifies every hit with the accountant).
     plan._account.cache_clear()
-    dp._calibrate_noise_cached.cache_clear()
+    dp.calibrate_noise.cache_clear()  # type: ignore[attr-defined]
     jax.clear_caches()
 
 

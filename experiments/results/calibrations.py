@@ -193,7 +193,7 @@ def _read_calibration(
     verified: see :func:`_verify_calibration`); None (with a warning, but silently for a missing
     file or the older format without a checksum) otherwise."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as err:
@@ -202,7 +202,8 @@ def _read_calibration(
         )
         return None
     try:
-        entry = json.loads(text)
+        # Bytes that are not UTF-8 (a damaged file) are a corrupt entry like any other.
+        entry = json.loads(raw.decode("utf-8"))
         if not isinstance(entry, dict):
             raise ValueError("not a JSON object")
         if "checksum" not in entry:
@@ -218,7 +219,7 @@ def _read_calibration(
         if not isinstance(z, float) or not (math.isfinite(z) and z > 0):
             raise ValueError(f"noise_multiplier={z!r} is not a positive float")
         accounted_with = _accounting_from_fields(entry["accounted_with"], options)
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, RecursionError) as err:  # RecursionError: deep JSON
         warnings.warn(
             f"ignoring corrupt calibration cache entry {path} ({err}); recomputing", stacklevel=4
         )
@@ -262,5 +263,5 @@ def _write_calibration(path: Path, key: dict, entry: _CalibrationEntry) -> None:
         atomic_write_text(
             path, json.dumps({**body, "checksum": _entry_checksum(body)}, sort_keys=True)
         )
-    except OSError as err:  # a cache that cannot be written only costs time
+    except (OSError, ValueError) as err:  # a cache that cannot be written only costs time
         warnings.warn(f"cannot write calibration cache in {path.parent}: {err}", stacklevel=4)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import doctest
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -742,6 +743,133 @@ def test_in_memory_cache_serves_a_hit_without_asking_the_store():
         first = dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
         assert dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP) is first
     assert len(store.asked) == 1
+    dp.calibrate_noise.cache_clear()
+
+
+class _AnsweringStore:
+    """A CalibrationStore answering ``answer(honest multiplier)``, or raising ``error``."""
+
+    def __init__(self, answer=lambda z: z, error: Exception | None = None):
+        self.answer, self.error, self.calls = answer, error, 0
+
+    def calibrate(self, make_event, target_epsilon, delta, schedule, fixed, options):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return self.answer(
+            dp.composed_calibrate(make_event, target_epsilon, delta, options=options)
+        )
+
+
+def _store_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "calibration store" in str(w.message)]
+
+
+def test_a_store_answering_too_little_noise_is_recomputed_and_never_cached():
+    # A store answering 0.7x the multiplier used to be returned, and kept in the in-memory cache
+    # after its block: a later calibration with no store got the wrong value too.
+    sched = DpSgdSchedule(10, "full")  # RDP: closed form, fast
+    dp.calibrate_noise.cache_clear()
+    honest = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    dp.calibrate_noise.cache_clear()
+    store = _AnsweringStore(lambda z: 0.7 * z)
+    with pytest.warns(UserWarning, match=r"calibration store .* too little noise, a wrong answer"):
+        with dp.calibration_store(store):
+            z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    assert z == honest and dp.epsilon(z, 1e-5, sched, options=RDP) <= 2.0
+    assert store.calls == 1
+    # After the block: the verified value, from the cache (no new calibration).
+    info = dp.calibrate_noise.cache_info()
+    assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == honest
+    assert dp.calibrate_noise.cache_info().hits == info.hits + 1
+    dp.calibrate_noise.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "garbage",
+        "1.5",
+        b"\xff\xfe",
+        None,
+        True,
+        math.nan,
+        math.inf,
+        -1.0,
+        0.0,
+        np.array([1.0, 2.0]),
+        1e-300,  # a positive float no accountant can evaluate: far too little noise
+    ],
+    ids=repr,
+)
+def test_a_store_answering_a_non_multiplier_is_a_warning_and_a_recomputation(answer):
+    sched = DpSgdSchedule(10, "full")  # RDP: closed form, fast
+    dp.calibrate_noise.cache_clear()
+    honest = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    dp.calibrate_noise.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with dp.calibration_store(_AnsweringStore(lambda z: answer)):
+            z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    assert z == honest and type(z) is float
+    (message,) = _store_warnings(caught)
+    assert "calibrated without it" in message
+    dp.calibrate_noise.cache_clear()
+
+
+def test_a_store_that_raises_costs_a_calibration_not_the_run():
+    sched = DpSgdSchedule(10, "full")  # RDP: closed form, fast
+    dp.calibrate_noise.cache_clear()
+    honest = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    dp.calibrate_noise.cache_clear()
+    store = _AnsweringStore(error=OSError("disk full"))
+    with pytest.warns(UserWarning, match="raised OSError: disk full.*calibrated without it"):
+        with dp.calibration_store(store):
+            assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == honest
+    dp.calibrate_noise.cache_clear()
+
+
+def test_an_honest_store_answer_is_used_as_is():
+    sched = DpSgdSchedule(10, "full")  # RDP: closed form, fast
+    dp.calibrate_noise.cache_clear()
+    honest = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    dp.calibrate_noise.cache_clear()
+    store = _AnsweringStore(lambda z: np.float64(z * 1.5))  # more noise: private, so used
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with dp.calibration_store(store):
+            z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    assert type(z) is float and z == 1.5 * honest
+    dp.calibrate_noise.cache_clear()
+
+
+@pytest.mark.parametrize("delta", [0.5, 1e-2, 2e-2], ids=["0.5", "1/n", "2/n"])
+def test_delta_at_or_above_one_over_n_is_refused_unless_opted_in(delta):
+    with pytest.raises(ValueError, match=r"delta=.* is >= 1/n = 1/100: .* \(0, 1/n\)-DP"):
+        dp.check_delta_for_size(delta, 100)
+    assert dp.check_delta_for_size(delta, 100, allow_large_delta=True) == delta
+    below = math.nextafter(1 / 100, 0.0)
+    assert dp.check_delta_for_size(below, 100) == below
+    for bad in (1.0, 1.5, 0.0):
+        with pytest.raises(ValueError, match="open interval"):
+            dp.check_delta_for_size(bad, 100, allow_large_delta=True)
+    with pytest.raises(TypeError, match="allow_large_delta must be True or False"):
+        dp.check_delta_for_size(1e-5, 100, allow_large_delta="yes")  # type: ignore[arg-type]
+
+
+def test_calibrate_noise_checks_delta_against_n_where_the_schedule_knows_it(monkeypatch):
+    # Sampling without replacement knows n: δ = 1/n is refused before any search; the opt-in
+    # (or a δ below 1/n) reaches the search (stubbed here: an RDP search of this event is slow).
+    monkeypatch.setattr(dp, "composed_calibrate", lambda *args, **kwargs: 3.0)
+    sched = DpSgdSchedule(10, "without_replacement", 0.1, dataset_size=100)
+    options = AccountingOptions(accountant="rdp", neighboring_relation="replace_one")
+    dp.calibrate_noise.cache_clear()
+    with pytest.raises(ValueError, match="1/n = 1/100"):
+        dp.calibrate_noise(2.0, 1 / 100, sched, options=options)
+    assert dp.calibrate_noise(2.0, 1 / 100, sched, options=options, allow_large_delta=True) == 3.0
+    assert dp.calibrate_noise(2.0, math.nextafter(1 / 100, 0.0), sched, options=options) == 3.0
+    # Poisson sampling does not know n: its δ is the caller's to check.
+    assert dp.calibrate_noise(2.0, 0.5, poisson(10, 0.1), options=RDP) == 3.0
     dp.calibrate_noise.cache_clear()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -458,6 +459,72 @@ def test_disk_cache_corrupt_entry_is_recomputed(disk_cache):
         with pytest.warns(UserWarning, match=path.name):
             assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
         assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\xff\xfe\x00\x81binary", b"\x89PNG\r\n\x1a\n", b"[" * 100_000],
+    ids=["not utf-8", "png header", "deeply nested"],
+)
+def test_disk_cache_binary_garbage_is_recomputed(disk_cache, garbage):
+    # Bytes that are not UTF-8 used to crash the calibration (UnicodeDecodeError).
+    sched = full(10)  # RDP: closed form, fast
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    path = _entry_path(disk_cache)
+    path.write_bytes(garbage)
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match=f"corrupt calibration cache entry .*{path.name}"):
+        assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+@pytest.mark.parametrize("value", ["1.5", "NaN", math.nan, -1.0, 0.0, None, [1.0], True])
+def test_disk_cache_entry_with_a_non_multiplier_is_recomputed(disk_cache, value):
+    # A checksummed entry whose value is a string, NaN, negative, ...: a warning and a
+    # recomputation, never an error or a value used.
+    sched = full(10)  # RDP: closed form, fast
+    z = dp.calibrate_noise(2.0, 1e-5, sched, options=RDP)
+    path = _entry_path(disk_cache)
+    entry = json.loads(path.read_text())
+    entry["noise_multiplier"] = value
+    body = {name: v for name, v in entry.items() if name != "checksum"}
+    entry["checksum"] = hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    path.write_text(json.dumps(entry, sort_keys=True))
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match=path.name):
+        assert dp.calibrate_noise(2.0, 1e-5, sched, options=RDP) == z
+    assert json.loads(path.read_text())["noise_multiplier"] == z  # rewritten
+
+
+@pytest.mark.parametrize("error", [OSError("read-only file system"), ValueError("bad path")])
+def test_disk_cache_that_cannot_be_written_does_not_lose_the_run(disk_cache, monkeypatch, error):
+    def failing(path, text):
+        raise error
+
+    monkeypatch.setattr(calibrations, "atomic_write_text", failing)
+    with pytest.warns(UserWarning, match="cannot write calibration cache"):
+        z = dp.calibrate_noise(2.0, 1e-5, full(10), options=RDP)
+    assert z > 0 and not list(disk_cache.glob("*.json"))
+
+
+def test_a_wrong_answer_of_the_disk_cache_never_reaches_a_plan(disk_cache, monkeypatch):
+    # Even a store whose own verification were broken could not hand a plan too little noise:
+    # calibrate_noise verifies what any store answers, and caches only verified values.
+    from dpprep.plan import DPPlan
+
+    monkeypatch.setattr(calibrations, "_verify_calibration", lambda *args: True)
+    kwargs = dict(steps=20, l2_clip_norm=1.0, delta=1e-5, options=RDP)
+    honest = DPPlan.create("full", 1000, target_epsilon=1.23, **kwargs)
+    path = _entry_path(disk_cache)
+    _forge(path, noise_multiplier=0.7 * honest.noise_multiplier)
+    dp.calibrate_noise.cache_clear()
+    with pytest.warns(UserWarning, match="too little noise, a wrong answer"):
+        plan = DPPlan.create("full", 1000, target_epsilon=1.23, **kwargs)
+    assert plan.noise_multiplier == honest.noise_multiplier and plan.epsilon <= 1.23
+    with dp.calibration_store(None):  # and after it: the verified value
+        assert DPPlan.create("full", 1000, target_epsilon=1.23, **kwargs) == honest
 
 
 def test_disk_cache_is_keyed_on_the_accounting_code(disk_cache, monkeypatch):
