@@ -666,9 +666,8 @@ class PrivateSelection:
             )
         runs, counts_curve = curve(True, False), curve(False, True)
         training = epsilon_with_overflow_slack(ideal(runs), delta, self._overflow(plan), what)
-        counts = ideal(counts_curve)(
-            delta
-        )  # the training runs are identical: no overflow to charge
+        # the training runs are identical: no overflow to charge
+        counts = ideal(counts_curve)(delta)
         larger = max(training, counts)
         if not drawn_split:
             return larger, training, counts
@@ -744,7 +743,9 @@ class PrivateSelection:
 
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
-        shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
+        shared statistics and ``K`` noisy scores (under replace-one their δ averaged with the
+        noiseless training runs' selection's, :meth:`splits_parts`). No multiplier reaches a
+        target at or below it."""
         self._check_plan(plan)
         delta = check_delta(delta)
         selection = self.repetitions.dp_event(self.score_event(plan))
