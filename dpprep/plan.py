@@ -423,6 +423,8 @@ class ExecutionPlan:
         fixed_events: tuple[DpEvent, ...],
         options: dp.AccountingOptions,
     ) -> float:
+        """The random-stopping mixture bound of :func:`dpprep.accounting.dp.sgd_iter_epsilon`
+        (noise std ``z·C``, Lipschitz constant ``C``: both scale out, so σ = z and L = 1)."""
         self._check_iteration(fixed_events, options)
         z = check_positive(noise_multiplier, "noise_multiplier")
         return dp.sgd_iter_epsilon(z, delta, lipschitz=1.0, n=self.n)[0]
@@ -434,6 +436,9 @@ class ExecutionPlan:
         fixed_events: tuple[DpEvent, ...],
         options: dp.AccountingOptions,
     ) -> float:
+        """Smallest ``z`` (to 1e-10) whose :meth:`_iteration_epsilon` is at most
+        ``target_epsilon``: bisection on that bound, which decreases in ``z`` (each order's RDP
+        does), and the answer is moved up until it meets the target (never below)."""
         self._check_iteration(fixed_events, options)
 
         def excess(z: float) -> float:
@@ -449,16 +454,16 @@ class ExecutionPlan:
                 f"target_epsilon={target_epsilon!r} needs a noise multiplier above {hi:.3g} for "
                 f"DP-SGD by iteration on n={self.n}; ask for a larger target_epsilon"
             )
-        while True:  # the smallest multiplier may lie below the first bracket
-            try:
-                if excess(lo) > 0:
-                    break
-            except ValueError:
-                # Below lo the bound has no valid order: hi meets the target, the smallest
-                # multiplier with a bound lies in (lo, hi].
-                return hi
+        for _ in range(_BRACKET_DOUBLINGS):  # the smallest multiplier may lie below the bracket
+            if excess(lo) > 0:
+                break
             lo, hi = lo / 2, lo
-        return float(optimize.brentq(excess, lo, hi, xtol=1e-10))
+        else:
+            return hi  # so large a target is met at a multiplier of 0.3·2^-59 already
+        z = float(optimize.brentq(excess, lo, hi, xtol=1e-10))
+        while excess(z) > 0:  # brentq's answer is within 1e-10 of the root, on either side
+            z = min(hi, z + 1e-10)
+        return z
 
 
 # --------------------------------------------------------------------------------------------------

@@ -34,8 +34,9 @@ drawing it). The two parts of the split are treated like the plan treats ``n``: 
 public, and a neighbouring dataset changes one record of one part. Under add/remove the
 candidate's event charges both parts (valid whichever part it fell in; for the count, sensitivity
 1 under either relation); under replace-one the split is a data-independent permutation of the
-indices, so the procedure costs the larger of the two parts' selections, not their composition
-(:meth:`PrivateSelection.splits_parts`).
+indices, so the replaced record sits in one part: the procedure's δ is the two parts' selections'
+δ averaged over the uniform split :func:`select` draws (at most the larger part's ε), not their
+composition (:meth:`PrivateSelection.splits_parts`).
 
 :func:`search_many` runs steps 2–4 for several searches on one split, their candidates packed
 into shared compiled calls; its grids may also set the training noise per point (each search is
@@ -552,10 +553,19 @@ class PrivateSelection:
         both: under replace-one the split is a data-independent permutation of the indices, so the
         replaced index lands in one part. Then the procedure is, for each split, either the
         selection of training runs (the scores post-process them) or the selection of noisy
-        counts (the training identical), and its ε is the larger of the two (Rényi divergence and
-        the hockey-stick divergence are jointly quasi-convex, so the mixture over splits is no
-        worse than its worst split). Under add/remove the parts' sizes would change with the
-        record, so both parts are charged together."""
+        counts (the training identical). Under add/remove the parts' sizes would change with the
+        record, so both parts are charged together.
+
+        What is charged for the two parts (:func:`_split_epsilon`): where the procedure draws the
+        split itself, uniformly (:func:`select`: :meth:`epsilon`, :meth:`calibrate`,
+        :meth:`end_to_end`), δ is the average of the parts' δ(ε) weighted by the replaced record's
+        chance to sit in each, ``1 − v/N`` (training) and ``v/N`` (validation), ``v`` =
+        ``validation_size`` of ``N`` rows. Proof: given the split π the output is ``M_π(D)``, so
+        the procedure's is the mixture ``Σ_π w_π M_π(D)`` with the same data-independent weights
+        for ``D`` and ``D'``; the hockey-stick divergence ``∫ (P − e^ε Q)_+`` is jointly convex, so
+        ``δ(ε) <= Σ_π w_π δ_π(ε) = (1 − v/N)·δ_training(ε) + (v/N)·δ_counts(ε)``. Where the split
+        is the caller's (:meth:`end_to_end_of_grid`, :func:`search_many`) it may be fixed, the
+        record's part known: the larger part's ε is charged (valid for every split)."""
         return plan.neighboring_relation == "replace_one"
 
     def _check_levels(self, noise_multipliers: ArrayLike | Sequence[float]) -> tuple[float, ...]:
@@ -616,10 +626,18 @@ class PrivateSelection:
         return min(1.0, self.repetitions.mean * plan.overflow_probability())
 
     def _epsilon(
-        self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float, *, shared: bool = True
+        self,
+        plan: ExecutionPlan,
+        levels: tuple[float, ...],
+        delta: float,
+        *,
+        shared: bool = True,
+        drawn_split: bool = True,
     ) -> tuple[float, float | None, float | None]:
         """ε of the procedure (with the shared statistics when ``shared``) and, where
-        :meth:`splits_parts`, the two parts' ε (training runs, noisy counts); else ``None``s."""
+        :meth:`splits_parts`, the two parts' ε (training runs, noisy counts); else ``None``s.
+        ``drawn_split``: the procedure draws the split uniformly (δ averaged over it), else the
+        larger part is charged (:meth:`splits_parts`)."""
         self._check_plan(plan)
         # a dp.NeighboringRelationName: the plan validated it
         relation: Any = plan.neighboring_relation
@@ -630,23 +648,38 @@ class PrivateSelection:
         )
         what = f"at noise_multiplier={min(levels)!r} the selection"
 
-        def ideal(trained: bool, scored: bool) -> Callable[[float], float]:
-            curve = fixed + self._selected(
+        def curve(trained: bool, scored: bool) -> np.ndarray:
+            return fixed + self._selected(
                 self._candidate_curve(plan, levels, trained=trained, scored=scored)
             )
+
+        def ideal(curve: np.ndarray) -> Callable[[float], float]:
             return lambda d: self._rdp_epsilon(curve, d)
 
         if not self.splits_parts(plan):
             return (
-                epsilon_with_overflow_slack(ideal(True, True), delta, self._overflow(plan), what),
+                epsilon_with_overflow_slack(
+                    ideal(curve(True, True)), delta, self._overflow(plan), what
+                ),
                 None,
                 None,
             )
-        training = epsilon_with_overflow_slack(
-            ideal(True, False), delta, self._overflow(plan), what
+        runs, counts_curve = curve(True, False), curve(False, True)
+        training = epsilon_with_overflow_slack(ideal(runs), delta, self._overflow(plan), what)
+        # the training runs are identical: no overflow to charge
+        counts = ideal(counts_curve)(delta)
+        larger = max(training, counts)
+        if not drawn_split:
+            return larger, training, counts
+        total = _split_epsilon(
+            runs, counts_curve, self._in_validation(plan), self._overflow(plan), delta, larger
         )
-        counts = ideal(False, True)(delta)  # the training runs are identical: no overflow to charge
-        return max(training, counts), training, counts
+        return total, training, counts
+
+    def _in_validation(self, plan: ExecutionPlan) -> float:
+        """The replaced record's chance to sit in the validation part of a uniform split:
+        ``v/N`` with ``N = plan.n + v`` rows (:func:`select` checks that the data has them)."""
+        return self.validation_size / (plan.n + self.validation_size)
 
     def _check_plan(self, plan: ExecutionPlan) -> None:
         if not isinstance(plan, ExecutionPlan):
@@ -678,7 +711,8 @@ class PrivateSelection:
         """ε at ``delta`` of the whole procedure (shared statistics + selection) with training
         multiplier ``noise_multiplier`` on ``plan`` (RDP; the padded Poisson batches' overflow
         slack charged as in :meth:`ExecutionPlan.epsilon`, over E[K] runs). Under replace-one the
-        larger of the two parts' ε (:meth:`splits_parts`), else both parts composed.
+        two parts' δ averaged over the split :func:`select` draws (:meth:`splits_parts`; at most
+        the larger part's ε), else both parts composed.
 
         >>> from dpprep.plan import ExecutionPlan
         >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0,
@@ -690,7 +724,7 @@ class PrivateSelection:
         >>> split = selection.epsilon(replace_one, 50.0, 1e-5)
         >>> # replace-one at z = 2·25: the same training divergence
         >>> round(both, 4), round(split, 4)
-        (2.1438, 2.1104)
+        (2.1438, 2.099)
         """
         delta = check_delta(delta)
         return self._epsilon(plan, (check_positive(noise_multiplier, "noise_multiplier"),), delta)[
@@ -709,11 +743,32 @@ class PrivateSelection:
 
     def floor(self, plan: ExecutionPlan, delta: float) -> float:
         """The ε the procedure costs with no training noise charged at all (``z → ∞``): the
-        shared statistics and ``K`` noisy scores. No multiplier reaches a target at or below it."""
+        shared statistics and ``K`` noisy scores (under replace-one their δ averaged with the
+        noiseless training runs' selection's, :meth:`splits_parts`). No multiplier reaches a
+        target at or below it."""
         self._check_plan(plan)
+        delta = check_delta(delta)
         selection = self.repetitions.dp_event(self.score_event(plan))
-        return dp.composed_epsilon(
-            [*self.fixed_events, selection], check_delta(delta), options=_rdp(plan)
+        counts = dp.composed_epsilon([*self.fixed_events, selection], delta, options=_rdp(plan))
+        if not self.splits_parts(plan):
+            return counts
+        # Replace-one (the split drawn by select): z → ∞ leaves the training runs' selection of
+        # (nearly) nothing, its δ averaged with the counts' (splits_parts).
+        relation: Any = plan.neighboring_relation  # a dp.NeighboringRelationName
+        fixed = (
+            dp.rdp_curve(self.fixed_events, neighboring_relation=relation)
+            if self.fixed_events
+            else np.zeros(len(dp.RDP_ORDERS))
+        )
+        runs = fixed + self._selected(np.zeros(len(dp.RDP_ORDERS)))
+        counts_curve = dp.rdp_curve([*self.fixed_events, selection], neighboring_relation=relation)
+        return _split_epsilon(
+            runs,
+            counts_curve,
+            self._in_validation(plan),
+            0.0,
+            delta,
+            max(counts, self._rdp_epsilon(runs, delta)),
         )
 
     def calibrate(
@@ -749,7 +804,11 @@ class PrivateSelection:
     def end_to_end(self, plan: ExecutionPlan, noise_multiplier: float, delta: float) -> EndToEnd:
         """The :class:`EndToEnd` account of this selection at ``noise_multiplier`` (cached)."""
         return _end_to_end(
-            self, plan, (check_positive(noise_multiplier, "noise_multiplier"),), check_delta(delta)
+            self,
+            plan,
+            (check_positive(noise_multiplier, "noise_multiplier"),),
+            check_delta(delta),
+            True,
         )
 
     def end_to_end_of_grid(
@@ -775,11 +834,15 @@ class PrivateSelection:
         >>> round(grid.epsilon, 4), round(least_noisy, 4)
         (1.9076, 2.1438)
         """
-        return _end_to_end(self, plan, self._check_levels(noise_multipliers), check_delta(delta))
+        return _end_to_end(
+            self, plan, self._check_levels(noise_multipliers), check_delta(delta), False
+        )
 
-    def _end_to_end(self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float) -> EndToEnd:
-        total, training, counts = self._epsilon(plan, levels, delta)
-        alone = self._epsilon(plan, levels, delta, shared=False)[0]
+    def _end_to_end(
+        self, plan: ExecutionPlan, levels: tuple[float, ...], delta: float, drawn_split: bool
+    ) -> EndToEnd:
+        total, training, counts = self._epsilon(plan, levels, delta, drawn_split=drawn_split)
+        alone = self._epsilon(plan, levels, delta, shared=False, drawn_split=drawn_split)[0]
         scores = self.scores_epsilon(plan, delta)
         z = min(levels)
         train = plan.epsilon(z, delta, options=_rdp(plan))
@@ -796,11 +859,21 @@ class PrivateSelection:
                 " (log-mean-exp of the points' RDP curves; the least noisy point alone would"
                 " charge more)"
             )
-        if training is not None and counts is not None:
+        if training is not None and counts is not None and drawn_split:
+            p = self._in_validation(plan)
             how += (
                 "; replace-one: the replaced record sits in the training part or in the validation"
-                f" part, so the larger of the training runs' selection (epsilon = {training:.4g})"
-                f" and the noisy counts' (epsilon = {counts:.4g}) is charged, not their composition"
+                f" part of the split drawn uniformly, so delta is the average of the training runs'"
+                f" selection's (epsilon = {training:.4g} alone) and the noisy counts' (epsilon ="
+                f" {counts:.4g} alone), weighted {1 - p:.4g} and {p:.4g}: epsilon = {total:.4g}"
+                " is charged, not their composition"
+            )
+        elif training is not None and counts is not None:
+            how += (
+                "; replace-one: the replaced record sits in the training part or in the validation"
+                f" part of the caller's split, so the larger of the training runs' selection"
+                f" (epsilon = {training:.4g}) and the noisy counts' (epsilon = {counts:.4g}) is"
+                " charged, not their composition"
             )
         trained = (
             "the least noisy grid point's run" if len(set(levels)) > 1 else "one candidate's run"
@@ -826,9 +899,47 @@ class PrivateSelection:
 
 @functools.lru_cache(maxsize=128)
 def _end_to_end(
-    selection: PrivateSelection, plan: ExecutionPlan, levels: tuple[float, ...], delta: float
+    selection: PrivateSelection,
+    plan: ExecutionPlan,
+    levels: tuple[float, ...],
+    delta: float,
+    drawn_split: bool,
 ) -> EndToEnd:
-    return selection._end_to_end(plan, levels, delta)
+    return selection._end_to_end(plan, levels, delta, drawn_split)
+
+
+def _split_epsilon(
+    runs: np.ndarray,
+    counts: np.ndarray,
+    in_validation: float,
+    overflow: float,
+    delta: float,
+    larger: float,
+) -> float:
+    """The smallest ε (to 1e-12) at which ``(1 − p)·δ_runs(ε) + p·δ_counts(ε) <= delta``,
+    ``p = in_validation``, each part's δ(ε) dp-accounting's conversion of its RDP curve (Canonne
+    et al. 2020, Prop. 12), the training runs' plus the padded batches' overflow slack
+    ``(1 + e^ε)·overflow`` (:func:`dpprep.sampling.overflow_delta`). Valid by the joint convexity
+    of the hockey-stick divergence (:meth:`PrivateSelection.splits_parts`). ``larger``, the larger
+    part's ε at ``delta``, meets it (each δ there is at most ``delta``): never above it."""
+    orders = dp.RDP_ORDERS
+
+    def excess(eps: float) -> float:
+        runs_delta = rdp_privacy_accountant.compute_delta(orders, runs, eps)[0]
+        runs_delta = min(1.0, runs_delta + (1.0 + math.exp(eps)) * overflow)
+        counts_delta = rdp_privacy_accountant.compute_delta(orders, counts, eps)[0]
+        return (1.0 - in_validation) * runs_delta + in_validation * counts_delta - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    if not excess(larger) <= 0:  # rounding at the larger part's own answer: that is valid alone
+        return larger
+    eps = float(optimize.brentq(excess, 0.0, larger, xtol=1e-12))
+    for _ in range(64):  # Brent's answer is within 1e-12 of a root, on either side: step up
+        if excess(eps) <= 0:
+            return eps
+        eps = min(larger, eps + 1e-12)
+    return larger
 
 
 @functools.lru_cache(maxsize=128)
@@ -1038,7 +1149,7 @@ def _warn_if_scores_dominate(account: EndToEnd, scores: float, shared: bool) -> 
     where they share the budget with the training (``shared``: both parts composed), say so when
     they take more than half of it (the training then gets less). Under replace-one the parts
     do not share it (:meth:`PrivateSelection.splits_parts`): the scores cost the training nothing
-    below the target, and at or above it calibration refuses."""
+    below the target, and at or above :meth:`PrivateSelection.floor` calibration refuses."""
     if shared and scores > 0.5 * account.epsilon:
         warnings.warn(
             f"the noisy validation scores alone cost epsilon = {scores:.4g} of the selection's"

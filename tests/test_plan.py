@@ -374,6 +374,30 @@ def test_dp_sgd_by_iteration_is_calibrated_by_the_plan():
             call()
 
 
+def test_dp_sgd_by_iteration_charges_the_random_stopping_mixture():
+    """The plan charges the random-stopping mixture (dp.sgd_iter_epsilon), not Feldman et al.'s
+    linearized Thm 26: less noise for the same target. Its epsilon decreases in z, and
+    calibrate(epsilon(z)) returns z, never a multiplier whose epsilon exceeds the target."""
+    for n in (10, 60_000):
+        plan = ExecutionPlan.create("fixed_order", n, steps=None)
+        zs = [0.05, 0.3, 0.8, 1.5, 3.0, 7.0, 20.0]
+        eps = [plan.epsilon(z, 1e-5) for z in zs]
+        assert eps == [dp.sgd_iter_epsilon(z, 1e-5, lipschitz=1.0, n=n)[0] for z in zs]
+        assert np.all(np.diff(eps) < 0), eps
+        for z0 in (0.8, 3.0, 7.0):
+            target = plan.epsilon(z0, 1e-5)
+            z = plan.calibrate(target, 1e-5)
+            assert plan.epsilon(z, 1e-5) <= target
+            assert z == pytest.approx(z0, rel=1e-8)
+        z = plan.calibrate(1.0, 1e-5)
+        assert plan.epsilon(z, 1e-5) <= 1.0 < plan.epsilon(z * (1 - 1e-6), 1e-5)
+        # Thm 26 charges far more than the target at this noise (it needs 1.9x-3.2x the noise)
+        assert dp.sgd_iter_linearized_epsilon(z, 1e-5, lipschitz=1.0, n=n)[0] > 1.5
+    # a huge target: the bracket search walks down (every z has a bound; no order range)
+    z = plan.calibrate(1e4, 1e-5)
+    assert plan.epsilon(z, 1e-5) <= 1e4 < plan.epsilon(z * (1 - 1e-6), 1e-5)
+
+
 def test_shuffle_is_accounted_as_poisson_with_a_warning_or_proven_on_request():
     plan = ExecutionPlan.create("shuffle", 1000, batch_size=100, epochs=3)
     with pytest.warns(

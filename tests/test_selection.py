@@ -85,6 +85,21 @@ def prop12_delta(rdp, eps):
     return float(np.exp(np.min(np.minimum(kl, prop))))
 
 
+def split_epsilon(runs, counts, in_validation, delta):
+    """The smallest ε (bisection, 1e-13) with the two parts' δ averaged over a uniform split,
+    (1 − p)·δ_runs(ε) + p·δ_counts(ε) <= δ (joint convexity of the hockey-stick divergence)."""
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        mixed = (1 - in_validation) * prop12_delta(runs, mid) + in_validation * prop12_delta(
+            counts, mid
+        )
+        lo, hi = (lo, mid) if mixed <= delta else (mid, hi)
+        if hi - lo < 1e-13:
+            break
+    return hi
+
+
 def theorem6(rdp, mean, delta_of):
     """Theorem 6 (Poisson K): (λ, ε(λ) + μ·δ̂ + log μ/(λ−1))-RDP when Q is (ε̂, δ̂)-DP with
     e^ε̂ = 1 + 1/(λ−1); ``delta_of(ε̂)`` is any valid δ̂."""
@@ -193,35 +208,54 @@ def test_replace_one_doubles_the_training_sensitivity_not_the_counts():
     ro = ExecutionPlan.create("full", 600, steps=40, neighboring_relation="replace_one")
     sel = _selection(10.0, 1.0, 15.0)
     # Replace-one moves each clipped sum by 2C (z -> z/2) but a count still by 1; and the replaced
-    # record sits in the training part or in the validation part, so the procedure costs the larger
-    # of the two selections (training runs alone; counts alone), not their composition.
-    training = to_epsilon(theorem2(ORDERS * 40 / (2 * 15.0**2), 10.0, 1.0), DELTA)
-    counts = to_epsilon(theorem2(ORDERS / (2 * 15.0**2), 10.0, 1.0), DELTA)
-    assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(max(training, counts), rel=1e-8)
+    # record sits in the training part (600 of 700 rows) or in the validation part (100), so the
+    # procedure's δ is the two selections' δ (training runs alone; counts alone) averaged over the
+    # split select draws: at most the larger of the two, not their composition.
+    runs_rdp = theorem2(ORDERS * 40 / (2 * 15.0**2), 10.0, 1.0)
+    counts_rdp = theorem2(ORDERS / (2 * 15.0**2), 10.0, 1.0)
+    training, counts = to_epsilon(runs_rdp, DELTA), to_epsilon(counts_rdp, DELTA)
+    averaged = split_epsilon(runs_rdp, counts_rdp, 100 / 700, DELTA)
+    assert sel.epsilon(ro, 30.0, DELTA) == pytest.approx(averaged, rel=1e-8)
+    assert averaged < max(training, counts)
+    # the caller's split (end_to_end_of_grid, search_many) may be fixed: the larger part
+    assert sel.end_to_end_of_grid(ro, [30.0], DELTA).epsilon == pytest.approx(
+        max(training, counts), rel=1e-8
+    )
     both = to_epsilon(theorem2(candidate_rdp(40, 15.0, 15.0), 10.0, 1.0), DELTA)
     assert sel.epsilon(ar, 15.0, DELTA) == pytest.approx(both, rel=1e-8)
     assert sel.epsilon(ro, 30.0, DELTA) < sel.epsilon(ar, 15.0, DELTA)
-    # Where the counts are the costlier part, they set the total (noisy counts at std 2: ε > 1.5).
+    # Where the counts are the costlier part (noisy counts at std 2: ε > 1.5), the average gains
+    # most: the record is in the validation part with probability 1/7 only.
     loud = _selection(10.0, 1.0, 2.0)
-    counts = to_epsilon(theorem2(ORDERS / (2 * 2.0**2), 10.0, 1.0), DELTA)
-    assert loud.epsilon(ro, 300.0, DELTA) == pytest.approx(counts, rel=1e-8) and counts > 1.5
+    counts_rdp = theorem2(ORDERS / (2 * 2.0**2), 10.0, 1.0)
+    counts = to_epsilon(counts_rdp, DELTA)
+    runs_rdp = theorem2(ORDERS * 40 / (2 * 150.0**2), 10.0, 1.0)
+    averaged = split_epsilon(runs_rdp, counts_rdp, 100 / 700, DELTA)
+    assert loud.epsilon(ro, 300.0, DELTA) == pytest.approx(averaged, rel=1e-8) and counts > 1.5
+    assert averaged < 0.97 * counts
     account = loud.end_to_end(ro, 300.0, DELTA)
-    assert f"(epsilon = {counts:.4g}) is charged" in account.part("selection").note
+    note = account.part("selection").note
+    assert f"(epsilon = {counts:.4g} alone), weighted 0.8571 and 0.1429" in note
+    assert f"epsilon = {averaged:.4g} is charged" in note
     # Batches without replacement: dp-accounting's replace-one RDP of each part (the count's
-    # multiplier as given: 2·15 read at sensitivity 2), selected, the larger of the two.
+    # multiplier as given: 2·15 read at sensitivity 2), selected; the larger of the two for a
+    # caller's split, their δ averaged for select's.
     wor = ExecutionPlan.create("without_replacement", 600, batch_size=60, steps=40)
     runs = dp_event.SelfComposedDpEvent(
         dp_event.SampledWithoutReplacementDpEvent(600, 60, dp_event.GaussianDpEvent(1.5)), 40
     )
-    theirs = []
+    theirs, curves = [], []
     for candidate in (runs, dp_event.GaussianDpEvent(15.0)):
         accountant = rdp_privacy_accountant.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
-        theirs.append(
-            accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0)).get_epsilon(
-                DELTA
-            )
-        )
-    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(max(theirs), rel=1e-12)
+        accountant.compose(dp_event.RepeatAndSelectDpEvent(candidate, 10.0, 1.0))
+        theirs.append(accountant.get_epsilon(DELTA))
+        curves.append(accountant._rdp)  # noqa: SLF001
+    assert sel.end_to_end_of_grid(wor, [3.0], DELTA).epsilon == pytest.approx(
+        max(theirs), rel=1e-12
+    )
+    assert sel.epsilon(wor, 3.0, DELTA) == pytest.approx(
+        split_epsilon(*curves, 100 / 700, DELTA), rel=1e-8
+    )
     for sampler in ("poisson", "shuffle"):
         plan = ExecutionPlan.create(
             sampler, 600, batch_size=60, epochs=4, neighboring_relation="replace_one"
@@ -248,17 +282,18 @@ def test_a_grid_of_noise_levels_is_charged_as_the_mixture_of_its_points(neighbor
 
     runs = [ORDERS * 50 * factor / (2 * z**2) for z in levels]
     count = ORDERS / (2 * 20.0**2)
-    if neighboring_relation == "replace_one":  # the larger of the two parts
+    if neighboring_relation == "replace_one":  # the caller's split: the larger of the two parts
         hand = max(selected(runs), selected([count]))
     else:
         hand = selected([r + count for r in runs])
     grid = sel.end_to_end_of_grid(plan, levels, DELTA)
     assert grid.epsilon == pytest.approx(hand, rel=1e-8)
     assert grid.epsilon < sel.end_to_end(plan, 25.0, DELTA).epsilon
-    assert (
-        sel.end_to_end_of_grid(plan, [25.0] * 3, DELTA).epsilon
-        == sel.end_to_end(plan, 25.0, DELTA).epsilon
-    )
+    constant = sel.end_to_end_of_grid(plan, [25.0] * 3, DELTA).epsilon
+    if neighboring_relation == "replace_one":  # select's drawn split: the parts' δ averaged
+        assert sel.end_to_end(plan, 25.0, DELTA).epsilon < constant
+    else:
+        assert constant == sel.end_to_end(plan, 25.0, DELTA).epsilon
     assert "mixture" in grid.part("selection").note
     # the order of the entries does not matter, their multiplicity does
     assert sel.end_to_end_of_grid(plan, levels[::-1], DELTA).epsilon == pytest.approx(
@@ -279,6 +314,33 @@ def test_calibration_is_tight_and_refuses_unreachable_targets():
     assert floor < sel.epsilon(plan, 1e6, DELTA) < floor + 1e-3  # z → ∞ tends to the floor
     with pytest.raises(ValueError, match="target_epsilon"):
         sel.calibrate(plan, floor, DELTA)
+
+
+def test_replace_one_calibration_reaches_below_the_larger_part():
+    """Under replace-one (select's drawn split) z → ∞ tends to the floor, the δ-average of the
+    shared statistics' part (training runs of no noise) and the counts' part: below the counts'
+    ε alone, which the larger-part rule could not go under. Calibration reaches a target between
+    the two, with the smallest multiplier, and refuses the floor."""
+    plan = ExecutionPlan.create("full", 600, steps=40, neighboring_relation="replace_one")
+    fixed = (dp.gaussian_event(30.0),)
+    loud = _selection(10.0, 1.0, 2.0, fixed_events=fixed)
+    floor = loud.floor(plan, DELTA)
+    factor = 4.0  # replace-one: a sum moves by 2 units, the multiplier reads (2/z)²/2
+    fixed_rdp = ORDERS * factor / (2 * 30.0**2)
+    counts_rdp = fixed_rdp + theorem2(ORDERS / (2 * 2.0**2), 10.0, 1.0)
+    runs_rdp = fixed_rdp + theorem2(np.zeros_like(ORDERS), 10.0, 1.0)
+    assert floor == pytest.approx(split_epsilon(runs_rdp, counts_rdp, 100 / 700, DELTA), rel=1e-8)
+    larger_part = to_epsilon(counts_rdp, DELTA)
+    assert floor <= loud.epsilon(plan, 1e6, DELTA) < floor + 1e-3 < larger_part - 0.05
+    target = 0.5 * (floor + larger_part)
+    z = loud.calibrate(plan, target, DELTA)
+    assert (
+        loud.epsilon(plan, z, DELTA)
+        <= target
+        < loud.epsilon(plan, z - 2 * dp.CALIBRATION_TOL, DELTA)
+    )
+    with pytest.raises(ValueError, match="target_epsilon"):
+        loud.calibrate(plan, floor, DELTA)
 
 
 def test_end_to_end_record_names_every_part():
@@ -854,8 +916,8 @@ def test_bad_searches_are_refused(no_training):
 
 def test_the_scores_warning_fires_only_where_the_scores_share_the_budget():
     """Composed (add/remove), noisy counts costing more than half the total leave the training
-    less: a warning. Under replace-one the larger part is charged, so the counts take nothing
-    from the training below the target: no warning for the same selection."""
+    less: a warning. Under replace-one the parts' δ is averaged (at most the larger part), so the
+    counts take nothing from the training below the target: no warning for the same selection."""
     loud = _selection(10.0, 1.0, 2.0)
     for neighboring_relation, warns in (("add_remove", True), ("replace_one", False)):
         plan = ExecutionPlan.create(

@@ -26,8 +26,10 @@ What lives here, and what it builds on:
 * :func:`rdp_curve_epsilon`: convert a hand-written RDP curve to (ε, δ) with dp-accounting's
   conversion (Canonne et al. 2020, Prop. 12 / Asoodeh et al. 2020).
 * :func:`sgd_iter_rdp` / :func:`sgd_iter_epsilon`: one-pass fixed-order noisy SGD with random
-  stopping (privacy amplification by iteration, Feldman et al. 2018, Thm 26, with the exact
-  harmonic-number sum), for which dp-accounting has no event.
+  stopping (privacy amplification by iteration, Feldman et al. 2018: the random-stopping mixture
+  of their Thm 26, evaluated without its linearization), for which dp-accounting has no event;
+  :func:`sgd_iter_linearized_rdp` / :func:`sgd_iter_linearized_epsilon`: Thm 26's closed form
+  (with the exact harmonic-number sum), as Hu et al. 2024 use it.
 
 Noise multiplier convention (dp-accounting's): ``z = s / C`` where ``s`` is the std of the Gaussian
 noise added to a *sum* of per-record contributions each of L2 norm <= ``C`` (the clip norm).
@@ -1429,29 +1431,26 @@ def rdp_curve_epsilon(
 
 @renamed_kwargs(noise_std="stddev")
 def sgd_iter_max_order(stddev: float, lipschitz: float) -> float:
-    """Largest α with ``stddev >= lipschitz · sqrt(2 α (α − 1))`` (Feldman et al. Thm 26);
-    Hu et al.'s Theorem 14 (``table1.DPSGDIteration``) needs the strict inequality, α below it."""
+    """Largest α with ``stddev >= lipschitz · sqrt(2 α (α − 1))``, the range of Feldman et al.'s
+    Thm 26 (:func:`sgd_iter_linearized_rdp`); Hu et al.'s Theorem 14 (``table1.DPSGDIteration``)
+    needs the strict inequality, α below it."""
     sigma = check_positive(stddev, "stddev")
     lip = check_positive(lipschitz, "lipschitz")
     return 0.5 * (1.0 + math.sqrt(1.0 + 2.0 * (sigma / lip) ** 2))
 
 
-@renamed_kwargs(noise_std="stddev")
-def sgd_iter_rdp(alpha: float, *, stddev: float, lipschitz: float, n: int) -> float:
-    """RDP at order ``alpha`` of one pass of noisy projected SGD over ``n`` records in a fixed
-    order, stopped at a uniformly random step (Hu et al. 2024's A_SGD-iter; Feldman et al.
-    2018, Thm 26, quoted as Hu et al. Lemma H / Thm 14): ``4 α L² H_n / (n σ²)``.
+def sgd_iter_linearized_rdp(alpha: float, *, stddev: float, lipschitz: float, n: int) -> float:
+    """Feldman et al. 2018's Thm 26 (quoted as Hu et al. 2024's Lemma H / Thm 14) for the run of
+    :func:`sgd_iter_rdp`: ``4 α L² H_n / (n σ²)``, the mixture bound linearized by
+    ``e^x − 1 <= 2x`` (valid for ``x <= 1``, hence ``σ >= L sqrt(2 α (α − 1))``). Kept for Hu et
+    al.'s Table 1 reproduction; :func:`sgd_iter_rdp` is never larger.
 
     ``H_n = Σ_{j≤n} 1/j`` is the random-stopping sum ``(2/n) Σ_j 2αL²/(σ² j)`` evaluated exactly.
     Feldman et al. state ``log n`` (and Hu et al.'s proof bounds the sum by ``log(n+1)``), but
     ``H_n > log(n+1)``, so those are not upper bounds of the sum; we use the safe value.
+    Raises ValueError for α outside (1, :func:`sgd_iter_max_order`].
 
-    ``stddev`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
-    per-record gradient bound. Needs a convex, L-Lipschitz, β-smooth loss, step ≤ 2/β, a convex
-    parameter set, replace-one neighbours, and ``σ >= L sqrt(2 α (α − 1))``; raises ValueError
-    for α outside (1, :func:`sgd_iter_max_order`].
-
-    >>> round(sgd_iter_rdp(2.0, stddev=3.0, lipschitz=1.0, n=1000), 6)
+    >>> round(sgd_iter_linearized_rdp(2.0, stddev=3.0, lipschitz=1.0, n=1000), 6)
     0.006654
     """
     alpha = check_positive(alpha, "alpha")
@@ -1476,6 +1475,127 @@ def harmonic_number(n: int) -> float:
     return float(special.digamma(n + 1.0) + np.euler_gamma)
 
 
+def sgd_iter_linearized_epsilon(
+    stddev: float,
+    delta: float,
+    *,
+    lipschitz: float,
+    n: int,
+    orders: Sequence[float] | None = None,
+) -> tuple[float, float]:
+    """(ε, optimal order) at ``delta`` of :func:`sgd_iter_linearized_rdp`, optimised over
+    ``orders`` (default: :data:`RDP_ORDERS` inside the valid range, plus its upper end). Every
+    given order must be valid; raises ValueError if none is (noise too small relative to
+    ``lipschitz``)."""
+    delta = check_delta(delta)
+    max_order = sgd_iter_max_order(stddev, lipschitz)
+    if orders is None:
+        if max_order <= 1.01:  # dp-accounting's conversion needs alpha > 1.01 to be finite
+            raise ValueError(
+                f"stddev/lipschitz={stddev / lipschitz:.4g} is too small for "
+                f"amplification by iteration (largest valid order {max_order:.4g})"
+            )
+        orders = [a for a in RDP_ORDERS if a < max_order] + [max_order]
+    rdp_values = [
+        sgd_iter_linearized_rdp(a, stddev=stddev, lipschitz=lipschitz, n=n) for a in orders
+    ]
+    return rdp_curve_epsilon(orders, rdp_values, delta)
+
+
+#: Terms of the random-stopping sum summed one by one; the tail beyond is bounded in closed form.
+_SGD_ITER_HEAD = 1024
+#: Taylor order of the tail bound: each tail term expm1(x), x <= _SGD_ITER_TAYLOR_X, is bounded by
+#: its first _SGD_ITER_TAYLOR terms plus the Lagrange remainder (relative slack < 1e-13).
+_SGD_ITER_TAYLOR = 8
+_SGD_ITER_TAYLOR_X = 0.1
+
+
+def _log_expm1(x: np.ndarray) -> np.ndarray:
+    """``log(e^x − 1)`` for ``x > 0``, without overflow (``x + log(1 − e^{−x})``)."""
+    return x + np.log(-np.expm1(-x))
+
+
+def _sgd_iter_log_sum(c: np.ndarray, n: int) -> np.ndarray:
+    """An upper bound on ``log Σ_{j=1}^{n} expm1(c / j)`` for each ``c > 0`` in ``c``, equal to
+    it up to rounding and a relative slack below 1e-13.
+
+    The first ``m = min(n, 1024)`` terms are summed (log-sum-exp). Each later term has
+    ``x = c/j <= x_t = c/(m+1)``; where ``x_t <= 0.1`` it is bounded by Taylor's theorem,
+    ``expm1(x) <= Σ_{k<=8} x^k/k! + e^{x_t} x^9/9!``, whose sums over ``j`` are Hurwitz zeta
+    differences (digamma for ``k = 1``); otherwise (``c > 102``) by ``(n − m)·expm1(x_t)``, below
+    ``2n·e^{−102}`` (< 1e-37 for n <= 1e7) times the first term ``expm1(c)``."""
+    m = min(n, _SGD_ITER_HEAD)
+    log_sum = special.logsumexp(_log_expm1(c[:, None] / np.arange(1.0, m + 1.0)), axis=1)
+    if n == m:
+        return log_sum
+    x_t = c / (m + 1)
+    k = np.arange(1, _SGD_ITER_TAYLOR + 2)
+    # z[k−1] = Σ_{j=m+1}^{n} j^{−k}
+    z = np.concatenate(
+        [
+            [special.digamma(n + 1.0) - special.digamma(m + 1.0)],
+            special.zeta(k[1:], m + 1.0) - special.zeta(k[1:], n + 1.0),
+        ]
+    )
+    taylor_ok = x_t <= _SGD_ITER_TAYLOR_X
+    # Where the Taylor bound does not apply c is clamped (no overflow) and its value discarded.
+    c_t = np.where(taylor_ok, c, _SGD_ITER_TAYLOR_X * (m + 1))
+    terms = c_t[:, None] ** k / special.factorial(k) * np.maximum(z, 0.0)  # Σ_j x^k / k!
+    terms[:, -1] *= np.exp(c_t / (m + 1))  # the Lagrange remainder's e^{x_t}
+    taylor = np.log(terms.sum(axis=1))
+    crude = math.log(n - m) + _log_expm1(x_t)
+    return np.logaddexp(log_sum, np.where(taylor_ok, taylor, crude))
+
+
+def _sgd_iter_rdp_curve(orders: np.ndarray, sigma: float, lip: float, n: int) -> np.ndarray:
+    """:func:`sgd_iter_rdp` at each order (> 1) of ``orders``."""
+    ratio = lip / sigma
+    c = (orders - 1.0) * 2.0 * orders * (ratio * ratio)  # (α − 1) ε_1; inf, not an error, if huge
+    if not np.all(np.isfinite(c)):
+        raise ValueError(
+            f"stddev/lipschitz={sigma / lip:.3g} is too small for a finite RDP bound at orders "
+            f"up to {orders.max()!r}"
+        )
+    return np.logaddexp(0.0, _sgd_iter_log_sum(c, n) - math.log(n)) / (orders - 1.0)
+
+
+@renamed_kwargs(noise_std="stddev")
+def sgd_iter_rdp(alpha: float, *, stddev: float, lipschitz: float, n: int) -> float:
+    """RDP at order ``alpha`` of one pass of noisy projected SGD over ``n`` records in a fixed
+    order, stopped at a uniformly random step ``T ~ Unif{1..n}`` (Hu et al. 2024's A_SGD-iter;
+    the random-stopping mixture of Feldman et al. 2018, Thm 26, without its linearization):
+
+        ε(α) = log(1 + (1/n) Σ_{j=1}^{n} (exp((α−1) ε_j) − 1)) / (α − 1),
+        ε_j = 2 α L² / (σ² j).
+
+    Derivation (replace-one, the records differ at position ``t``). The output at stop ``T`` is
+    that of ``T`` contractive noisy steps (step ≤ 2/β on a convex, L-Lipschitz, β-smooth loss):
+    for ``T < t`` it does not depend on the record; for ``T >= t`` the two runs' maps differ once,
+    by ``s_t <= 2ηL``, and Feldman et al.'s Thm 22 (shift ``s_t/(T−t+1)`` spread over the
+    ``j = T − t + 1`` noisy steps, noise ``ησ``) gives ``D_α <= j·α(2ηL/j)²/(2η²σ²) = ε_j``, at
+    every α > 1 (their Thm 23). ``exp((α−1) D_α(P‖Q)) = ∫ P^α Q^{1−α}`` is jointly convex, so the
+    mixture over ``T`` has ``exp((α−1) D_α) <= (t−1)/n + (1/n) Σ_{j=1}^{n−t+1} exp((α−1) ε_j)``,
+    largest at ``t = 1``: the formula above. Thm 26's ``4αL²H_n/(nσ²)``
+    (:func:`sgd_iter_linearized_rdp`) bounds it further by ``e^x − 1 <= 2x`` for
+    ``x = (α−1)ε_1 <= 1``, which is what needs ``σ >= L·sqrt(2α(α−1))``; this bound needs no
+    condition on α. The sum is evaluated to rounding (an upper bound: ``_sgd_iter_log_sum``).
+
+    ``stddev`` (σ) is the std of the noise added to each gradient, ``lipschitz`` (L) the
+    per-record gradient bound. Needs a convex, L-Lipschitz, β-smooth loss, step ≤ 2/β, a convex
+    parameter set and replace-one neighbours.
+
+    >>> round(sgd_iter_rdp(2.0, stddev=3.0, lipschitz=1.0, n=1000), 6)
+    0.003503
+    """
+    alpha = check_positive(alpha, "alpha")
+    sigma = check_positive(stddev, "stddev")
+    lip = check_positive(lipschitz, "lipschitz")
+    n = check_positive_int(n, "n")
+    if alpha <= 1.0:
+        raise ValueError(f"alpha must be > 1, got {alpha!r}")
+    return float(_sgd_iter_rdp_curve(np.array([alpha]), sigma, lip, n)[0])
+
+
 @renamed_kwargs(noise_std="stddev")
 def sgd_iter_epsilon(
     stddev: float,
@@ -1486,19 +1606,18 @@ def sgd_iter_epsilon(
     orders: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """(ε, optimal order) at ``delta`` of :func:`sgd_iter_rdp`, optimised over ``orders``
-    (default: :data:`RDP_ORDERS` inside the valid range, plus its upper end). Every given order
-    must be valid; raises ValueError if none is (noise too small relative to ``lipschitz``)."""
+    (default: :data:`RDP_ORDERS`) with :func:`rdp_curve_epsilon`. What the plan charges DP-SGD
+    by iteration (:meth:`dpprep.plan.ExecutionPlan.epsilon`)."""
     delta = check_delta(delta)
-    max_order = sgd_iter_max_order(stddev, lipschitz)
-    if orders is None:
-        if max_order <= 1.01:  # dp-accounting's conversion needs alpha > 1.01 to be finite
-            raise ValueError(
-                f"stddev/lipschitz={stddev / lipschitz:.4g} is too small for "
-                f"amplification by iteration (largest valid order {max_order:.4g})"
-            )
-        orders = [a for a in RDP_ORDERS if a < max_order] + [max_order]
-    rdp_values = [sgd_iter_rdp(a, stddev=stddev, lipschitz=lipschitz, n=n) for a in orders]
-    return rdp_curve_epsilon(orders, rdp_values, delta)
+    sigma = check_positive(stddev, "stddev")
+    lip = check_positive(lipschitz, "lipschitz")
+    n = check_positive_int(n, "n")
+    a = check_finite_array(
+        np.asarray(RDP_ORDERS if orders is None else orders, float), "orders", ndim=1
+    )
+    if a.size == 0 or np.any(a <= 1):
+        raise ValueError(f"orders must be a non-empty list of numbers > 1, got {orders!r}")
+    return rdp_curve_epsilon(a, _sgd_iter_rdp_curve(a, sigma, lip, n), delta)
 
 
 if not TYPE_CHECKING:  # old names, for users' code (they warn)
@@ -1539,6 +1658,8 @@ __all__ = [
     "rdp_curve",
     "rdp_curve_epsilon",
     "sgd_iter_epsilon",
+    "sgd_iter_linearized_epsilon",
+    "sgd_iter_linearized_rdp",
     "sgd_iter_max_order",
     "sgd_iter_rdp",
 ]

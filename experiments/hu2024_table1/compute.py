@@ -20,7 +20,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import RdpAccountant
 
 from dpprep.preprocess.privacy import table1
-from dpprep.accounting.dp import sgd_iter_rdp
+from dpprep.accounting.dp import sgd_iter_linearized_rdp
 from dpprep.preprocess.privacy.renyi import gaussian_divergence, mixture_gaussian_divergence
 from experiments.results import config_json, provenance_json
 
@@ -36,7 +36,7 @@ class Findings:
     beside the Table-1 value, and DP-SGD-samp's below-range summaries and 2L-pair verdicts."""
 
     feldman_log: float  # Feldman et al. Thm 26 as stated (log n)
-    feldman: float  # the exact random-stopping sum (H_n), dp.sgd_iter_rdp
+    feldman: float  # Thm 26 with the exact random-stopping sum (H_n), dp.sgd_iter_linearized_rdp
     sgd_iter_rdp: float  # Table 1's αε²/2 at the same point
     below_pairs: list[str]
     verdicts: dict[str, int]
@@ -93,12 +93,12 @@ def closed_form_checks(add: AddRow) -> None:
 
 def sgd_iter_check(add: AddRow) -> tuple[float, float, float]:
     """DP-SGD-iter: Feldman et al. Thm 26 as stated, 4αL² log n/(nσ²), is αε²/32 with Theorem
-    14's σ (spec §3); our dp.sgd_iter_rdp uses the exact random-stopping sum (H_n instead of
-    log n). Returns (Thm 26 with log n, with H_n, Table 1's value)."""
+    14's σ (spec §3); dp.sgd_iter_linearized_rdp is Thm 26 with the exact random-stopping sum
+    (H_n instead of log n). Returns (Thm 26 with log n, with H_n, Table 1's value)."""
     it = table1.dp_sgd_iteration(epsilon=0.05, n=1000, kappa=10)
     alpha = 2.0
     feldman_log = 4 * alpha * it.lipschitz**2 * math.log(it.n) / (it.n * it.noise**2)
-    feldman = sgd_iter_rdp(alpha, stddev=it.noise, lipschitz=it.lipschitz, n=it.n)
+    feldman = sgd_iter_linearized_rdp(alpha, stddev=it.noise, lipschitz=it.lipschitz, n=it.n)
     add(
         "dp_sgd_iter_rdp_geq_feldman_thm26",
         it.rdp(alpha),

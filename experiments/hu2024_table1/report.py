@@ -51,7 +51,7 @@ def sgd_iter_comparisons(findings: Findings, targets: pd.DataFrame) -> list[Comp
             note="Table 1's αε²/2 is a valid (16× loose) bound with Theorem 14's σ",
         ),
         Comparison.info(
-            "DP-SGD-iter: dp.sgd_iter_rdp (exact sum H_n) / Table-1 RDP",
+            "DP-SGD-iter: dp.sgd_iter_linearized_rdp (Thm 26, exact sum H_n) / Table-1 RDP",
             f"{findings.feldman / findings.sgd_iter_rdp:.5f}",
             note=(
                 "H_n/(16 log n) at n = 1000: log n understates the random-stopping sum; still far"

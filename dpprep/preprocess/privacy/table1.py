@@ -393,11 +393,13 @@ class DPSGDIteration(Mechanism):
     The proofs bound the random-stopping sums ``Σ_{j≤m} 1/j`` by ``log(m+1)``, which is a *lower*
     bound of the harmonic number H_m (Feldman et al. likewise state ``log n``); the safe sums give
     ``H_n/log n`` and ``H_m/log(m+1)`` times the derived values, still ≤ 16 × them, so the slack of
-    Theorem 14's σ keeps the tabulated values valid. :func:`dpprep.accounting.dp.sgd_iter_rdp` uses
-    the exact H_n.
+    Theorem 14's σ keeps the tabulated values valid.
+    :func:`dpprep.accounting.dp.sgd_iter_linearized_rdp` is Thm 26 with the exact H_n; what the plan
+    charges, :func:`dpprep.accounting.dp.sgd_iter_rdp`, is the same mixture without Thm 26's
+    linearization (≈ half of it, at every α > 1).
 
     α-range: ``L·sqrt(2α(α−1)) < σ`` for RDP, i.e. ``α < dp.sgd_iter_max_order(σ, L)`` — strict as
-    in Theorem 14 (Feldman et al.'s Thm 26, used by ``dp.sgd_iter_rdp``, allows equality) — and
+    in Theorem 14 (Feldman et al.'s Thm 26, ``dp.sgd_iter_linearized_rdp``, allows equality) — and
     additionally ``τμ·sqrt(2α(α−1)) < σ`` for SRDP (μ, not L, in the τ-term, as the proof of Lemma 3
     needs). Table 1's "ε = O(1/(nα²))" is dropped in favour of these explicit conditions (the two
     do not match). Assumptions not

@@ -149,7 +149,7 @@ def test_dp_sgd_iteration_constants_and_range():
     with pytest.raises(ValueError, match="alpha <"):
         it.rdp(it.alpha_range()[1])
     # Thm 26: allowed
-    dp.sgd_iter_rdp(it.alpha_range()[1], stddev=it.noise, lipschitz=1.0, n=1000)
+    dp.sgd_iter_linearized_rdp(it.alpha_range()[1], stddev=it.noise, lipschitz=1.0, n=1000)
     # Feldman et al. Thm 26 with this σ gives 4αL²log n/(nσ²) = αε²/32 ≤ αε²/2.
     assert 4 * 2.0 * math.log(1000) / (1000 * sigma**2) == pytest.approx(it.rdp(2.0) / 16)
     factor = 1000 * math.log(992) / (991 * math.log(1000))
