@@ -420,7 +420,7 @@ def padded_work(sizes: Sizes) -> None:
         x = jnp.zeros((sizes.n, 1))
         real = whole = micro = 0
         for t in range(200):
-            size = int(jnp.sum(plan.batch(jax.random.key(0), t, x)[1]))
+            size = int(jnp.sum(plan.batch(jax.random.key(0), t, x).mask))
             real += size
             whole += plan.pad
             micro += -(-size // sizes.microbatch) * sizes.microbatch
@@ -432,7 +432,8 @@ def _temp_mib(model, params0, x, y, microbatch):
         "full", x.shape[0], steps=1, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
     )
     grad_fn = plan.clipped_grad(model, microbatch_size=microbatch)
-    fn = jax.jit(lambda p, x, y: grad_fn(p, (x, y), mask=jnp.ones((x.shape[0],))).grad)
+    key = jax.random.key(0)
+    fn = jax.jit(lambda p, x, y: grad_fn(p, plan.batch(key, 0, (x, y))).grad)
     compiled = fn.lower(params0, x, y).compile()
     return compiled.memory_analysis().temp_size_in_bytes / 2**20
 

@@ -317,12 +317,7 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
         for ext in config.extensions:
             unvouched = ext_lib.unvouched_hooks(ext)
             if unvouched:
-                raise ValueError(
-                    f"extension {type(ext).__name__} replaces {unvouched} of the private mechanism"
-                    " without vouching for them (Extension.vouches): in a private plan, a clipped"
-                    " sum must keep each example within C, a privatizer add at least the plan's"
-                    " noise, a wrapper only post-process the privatized update"
-                )
+                raise ValueError(ext_lib.refusal(ext, unvouched))
     if config.clip_method == "none" and math.isfinite(plan.l2_clip_norm):
         raise ValueError(
             "clip_method='none' computes no per-example gradients: it is for unclipped non-private "
@@ -331,6 +326,17 @@ def checked_plan(config: TrainConfig, n: int | None = None) -> DPPlan:
     if plan.execution.random_stop:
         _check_iteration_run(config, plan)
     return plan
+
+
+def guarantee(plan: DPPlan, extensions: Collection[Extension] = ()) -> str:
+    """The one line every driver reports: :meth:`~dpprep.plan.DPPlan.describe`, and, for a
+    private plan, what the guarantee rests on besides dpprep's checks — each extension that
+    vouches for a mechanism hook dpprep does not verify
+    (:func:`dpprep.extensions.reliance`: "rests on an unverified extension: … vouches for …")."""
+    text = plan.describe()
+    if not plan.private:
+        return text
+    return "; ".join([text, *ext_lib.reliance(tuple(extensions))])
 
 
 def _check_iteration_run(config: TrainConfig, plan: DPPlan) -> None:
@@ -502,7 +508,7 @@ def _advance(
     def step(carry, t):
         params, opt_state = carry
         idx, mask, size, overflow = sampler.select(k_batch, plan, t, invariants.prepared)
-        xb, yb = (x, y) if idx is None else (jax.tree_util.tree_map(lambda a: a[idx], x), y[idx])
+        xb, yb = sampling.gather((x, y), idx, mask)  # padded slots zeros: no record
         step_grad_fn = grad_fn
         if config.model.stochastic:  # this step's key, split per example by the clipping
             step_grad_fn = functools.partial(grad_fn, key=jax.random.fold_in(k_model, t))
@@ -1144,7 +1150,8 @@ def train(
     Only ``params`` is the differentially private output (with ``iterates="both"`` a dict of
     the last and the averaged iterate), at ``metrics["epsilon"]``, ``metrics["delta"]`` (the
     plan's: ``inf``/None for a non-private plan) and ``metrics["guarantee"]`` (one line:
-    :meth:`~dpprep.plan.DPPlan.describe`). The other ``metrics`` are non-private diagnostics
+    :func:`guarantee`, the plan's :meth:`~dpprep.plan.DPPlan.describe` and any unverified
+    extension it rests on). The other ``metrics`` are non-private diagnostics
     computed
     from the data and the secret sampling without noise: they must not be released as part of
     the DP output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson
@@ -1175,7 +1182,7 @@ def train(
         **metrics,
         "epsilon": plan.epsilon,
         "delta": plan.delta,
-        "guarantee": plan.describe(),
+        "guarantee": guarantee(plan, config.extensions),
     }
     return params, metrics
 
@@ -1191,6 +1198,12 @@ class FitResult:
     delta: float | None
     plan: DPPlan
     metrics: dict[str, Any]
+
+    @property
+    def guarantee(self) -> str:
+        """The run's guarantee in one line (:func:`guarantee`: the plan's, and any unverified
+        extension it rests on)."""
+        return str(self.metrics["guarantee"])
 
 
 def fit(

@@ -233,6 +233,18 @@ def clipped_grad(
     per-example clipping of DP-SGD (Abadi et al. 2016); its sum has L2 sensitivity ``C`` under
     add/remove of one example, whatever the loss.
 
+    **One example is one slice along the leading axis**, by definition: the primitive cannot
+    tell which axis holds the records (a ``(d, b)`` array is as valid a batch as a ``(b, d)``
+    one), and the sensitivity is that of a slice. A record laid out over several slices is
+    several examples: in a transposed single-leaf batch (features on the leading axis) slice
+    ``j`` holds feature ``j`` of every record, so one record touches all ``d`` slices, each of
+    whose clipped gradients it can move by ``2·C``: up to ``2·d·C`` in all (3.7·C measured at
+    ``d = 3``); likewise a record split over rows, or the same record in two rows. Lay every
+    leaf out records first (one row per record), or use a plan's clipped gradient
+    (:meth:`dpprep.plan.DPPlan.clipped_grad`), which takes only the plan's batches
+    (``plan.pad`` rows per leaf, drawn by the plan from data of ``plan.n`` rows per leaf) and
+    refuses any other shape.
+
     ``loss_fn`` may also be a :class:`~dpprep.models.Model` (batches ``(x, y)``): its loss, with
     the GLM fast path as a specialisation when the model has one (``method="auto"``; ``"fast"``,
     ``"vmap"`` force a path, tested equal; ``"none"``: the plain gradient of the summed loss, for
@@ -251,12 +263,12 @@ def clipped_grad(
       method: for a Model only (above).
       microbatch_size: compute the per-example gradients ``m`` examples at a time (a ``lax.scan``
         over microbatches summing their clipped contributions), so memory holds ``m`` per-example
-        gradients instead of ``b``. The batch is padded to a multiple of ``m`` with masked slots,
-        and a microbatch whose mask is all 0 (Poisson padding, which the samplers put last) is
-        skipped, not computed — except under ``vmap`` over batches (a sweep over seeds), where
-        JAX runs both branches of the skip. The sum is the unbatched one up to float32 summation
-        order (tested); None: all at once. A Model's GLM fast path ignores it (it holds no
-        per-example gradients).
+        gradients instead of ``b``. The batch is padded to a multiple of ``m`` with masked slots
+        (rows of zeros: padding holds no record), and a microbatch whose mask is all 0
+        (Poisson padding, which the samplers put last) is skipped, not computed — except under
+        ``vmap`` over batches (a sweep over seeds), where JAX runs both branches of the skip.
+        The sum is the unbatched one up to float32 summation order (tested); None: all at once.
+        A Model's GLM fast path ignores it (it holds no per-example gradients).
 
     Raises ``ValueError`` (at trace time, before compilation) when the batch is empty or its
     leaves disagree on the example axis, when ``loss_fn`` does not return a scalar per example
@@ -367,11 +379,15 @@ def _microbatched(
     def split(a):
         return jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1)).reshape(count, m, *a.shape[1:])
 
-    # Padding rows repeat the batch's first example (real data, so no NaN or domain error),
-    # masked 0.
-    def pad_rows(a):
+    # Padding rows are zeros, masked 0: padding holds no record (a copy of the first example
+    # would be a second copy of a real record wherever a slot is counted by mistake). The
+    # per-example keys are randomness, not records (and a key array has no zeros): the first
+    # key is repeated.
+    def pad_rows(a, record=True):
         if not extra:
             return a
+        if record:
+            return jnp.concatenate([a, jnp.zeros((extra, *a.shape[1:]), a.dtype)])
         return jnp.concatenate([a, jnp.broadcast_to(a[:1], (extra, *a.shape[1:]))])
 
     micro_batch = jax.tree_util.tree_map(
@@ -379,7 +395,7 @@ def _microbatched(
     )
     micro_mask = split(mask)
     micro_args = [
-        pad_rows(a).reshape(count, m, *a.shape[1:]) if axis == 0 else a
+        pad_rows(a, record=False).reshape(count, m, *a.shape[1:]) if axis == 0 else a
         for a, axis in zip(args, axes)
     ]
     shapes = jax.eval_shape(

@@ -31,12 +31,19 @@ factor of 0 — noise taken away somewhere — is refused in every private plan.
 privacy fields that does not override :meth:`~Extension.noise_factor` is refused in private plans.
 
 The hooks that replace part of the mechanism — :meth:`~Extension.clipped_grad`,
-:meth:`~Extension.privatizer`, :meth:`~Extension.wrap` — run in a private plan only when the
-extension vouches for them in :attr:`Extension.vouches`: its clipped sum keeps every example's
-contribution at most ``C``; its privatizer adds the plan's noise times :meth:`noise_factor` (at
-least) on every coordinate, once per step; its wrapper only post-processes the privatized update
-(it does not call the inner transformation more than once per step). An override not vouched for
-is refused before anything compiles.
+:meth:`~Extension.privatizer`, :meth:`~Extension.wrap` — are not covered by the plan's guarantee,
+which rests on what each must keep (:data:`HOOK_REQUIREMENTS`): a clipped sum keeps every
+example's contribution at most ``C``; a privatizer adds the plan's noise times
+:meth:`noise_factor` (at least) on every coordinate, once per step; a wrapper only post-processes
+the privatized update (it does not call the inner transformation more than once per step).
+dpprep cannot check that of an arbitrary hook, so an override is refused in a private plan
+before anything compiles — unless its extension declares it in :attr:`Extension.vouches`. A
+declaration is the author's word, not a proof: every guarantee the drivers report
+(``train``'s and ``fit``'s, the sweeps', a private selection's) then says that it rests on an
+unverified extension and which hooks (:func:`reliance`). dpprep's own extensions that vouch
+(:class:`dpprep.features.AffineFeatures`, :class:`dpprep.optimizers.L2BallProjection`,
+:class:`dpprep.corrdp.sgd.CoordinateNoise`) are verified by dpprep's tests and marked
+``verified_by_dpprep``, a mark a subclass does not inherit (:func:`verified`).
 """
 
 from __future__ import annotations
@@ -76,8 +83,12 @@ class Extension:
     #: Earlier names of those fields (``{old: new}``): accepted in points, grids and
     #: ``Hyper.extra`` with a :class:`~dpprep.renames.RenamedWarning`.
     renamed_fields: ClassVar[Mapping[str, str]] = {}
-    #: The mechanism hooks it overrides and vouches keep the plan's guarantee (module docstring).
+    #: The mechanism hooks it overrides and vouches keep the plan's guarantee (module docstring):
+    #: its author's word, which every reported guarantee then names.
     vouches: ClassVar[tuple[str, ...]] = ()
+    #: Set (to True) only by dpprep's own extensions whose vouched hooks dpprep's tests verify;
+    #: read from the class itself (:func:`verified`), so a subclass does not inherit it.
+    verified_by_dpprep: ClassVar[bool] = False
 
     def check(
         self,
@@ -202,16 +213,67 @@ def per_point(
 #: The hooks that replace part of the private mechanism.
 MECHANISM_HOOKS = ("clipped_grad", "privatizer", "wrap")
 
+#: What the plan's guarantee needs of each mechanism hook an extension overrides.
+HOOK_REQUIREMENTS = {
+    "clipped_grad": "a clipped sum must keep every example's contribution at most C (float32"
+    " rounding included) and count no padded slot",
+    "privatizer": "a privatizer must add Gaussian noise of std at least z·C·noise_factor on every"
+    " coordinate of the sum, freshly drawn, once per step",
+    "wrap": "a wrapper must only post-process the privatized update (call the inner"
+    " transformation once per step and read no data)",
+}
 
-def unvouched_hooks(extension: Extension) -> list[str]:
-    """The mechanism hooks ``extension`` overrides without vouching for them (refused in private
-    plans)."""
-    overridden = [
+
+def _overridden(extension: Extension) -> list[str]:
+    return [
         hook
         for hook in MECHANISM_HOOKS
         if getattr(type(extension), hook) is not getattr(Extension, hook)
     ]
-    return [hook for hook in overridden if hook not in extension.vouches]
+
+
+def unvouched_hooks(extension: Extension) -> list[str]:
+    """The mechanism hooks ``extension`` overrides without vouching for them (refused in private
+    plans)."""
+    return [hook for hook in _overridden(extension) if hook not in extension.vouches]
+
+
+def vouched_hooks(extension: Extension) -> list[str]:
+    """The mechanism hooks ``extension`` overrides and vouches for (its author's word)."""
+    return [hook for hook in _overridden(extension) if hook in extension.vouches]
+
+
+def verified(extension: Extension) -> bool:
+    """Whether dpprep's tests verify ``extension``'s vouched hooks: its own class (not a base) is
+    one of dpprep's and says ``verified_by_dpprep = True``. A user's subclass of a verified
+    extension is not verified (it may change what the hooks do)."""
+    cls = type(extension)
+    return cls.__dict__.get("verified_by_dpprep") is True and cls.__module__.startswith("dpprep.")
+
+
+def reliance(extensions: Sequence[Extension]) -> list[str]:
+    """What a private run's guarantee rests on besides dpprep's checks: one line per extension
+    that vouches for a mechanism hook it overrides and that dpprep does not verify, e.g.
+    ``"rests on an unverified extension: MyNoise vouches for privatizer"``."""
+    return [
+        f"rests on an unverified extension: {type(ext).__name__} vouches for {', '.join(hooks)}"
+        for ext in extensions
+        if (hooks := vouched_hooks(ext)) and not verified(ext)
+    ]
+
+
+def refusal(extension: Extension, hooks: Sequence[str]) -> str:
+    """The message refusing ``extension``'s unvouched ``hooks`` in a private plan: what each must
+    keep, and that a declaration of it would be its author's word, not dpprep's check."""
+    needs = "; ".join(HOOK_REQUIREMENTS[hook] for hook in hooks)
+    return (
+        f"extension {type(extension).__name__} replaces {list(hooks)} of the private mechanism,"
+        f" which the plan's guarantee does not cover: {needs}. dpprep cannot check that of this"
+        " code, so it does not run in a private plan. Use the core's mechanism (drop the"
+        " override), or run it in a non-private plan (DPPlan.non_private) that claims nothing."
+        " (An extension whose author declares the hooks in Extension.vouches does run, but its"
+        " guarantee then rests on that author's word, and every report says so.)"
+    )
 
 
 def values_for(extension: Extension, extra: Mapping[str, Any] | None) -> dict[str, Any]:

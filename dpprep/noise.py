@@ -173,10 +173,13 @@ def privatizer(
     normalize_by: ArrayLike,
     stddev: ArrayLike = 0.0,
 ) -> optax.GradientTransformation:
-    """The engine's privatizer, unchecked (its values may be traced): ``(sum + noise) /
-    normalize_by`` with noise std ``(z·C + stddev)·scale`` drawn from ``fold_in(key, t)`` at the
-    ``t``-th update. Public code uses :func:`gaussian_privatizer` or a plan's
-    (:meth:`dpprep.plan.DPPlan.optimizer`), which check them."""
+    """Internal: the engine's privatizer, **unchecked** (its values may be traced, and nothing
+    here refuses a multiplier, clip bound or scale of 0): ``(sum + noise) / normalize_by`` with
+    noise std ``(z·C + stddev)·scale`` drawn from ``fold_in(key, t)`` at the ``t``-th update.
+    The engine and the sweeps call it with values their plan checked on the host (each point of
+    a sweep is checked and accounted before compiling), and an extension's privatizer hook with
+    the options the engine hands it. Anything else uses :func:`gaussian_privatizer` (concrete,
+    checked values) or a plan's (:meth:`dpprep.plan.DPPlan.optimizer`)."""
 
     def init_fn(params: Params) -> PrivatizerState:
         del params
@@ -200,11 +203,9 @@ def privatizer(
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def _concrete(value: ArrayLike) -> np.ndarray | None:
-    """``value`` as float64 numpy, or None when it is traced (checked on the host only)."""
-    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value)):
-        return None
-    return np.asarray(value, np.float64)
+def _traced(value: Any) -> bool:
+    """Whether any leaf of ``value`` is traced (under ``jit``/``vmap``: no value to check)."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value))
 
 
 def gaussian_privatizer(
@@ -233,19 +234,34 @@ def gaussian_privatizer(
         (> 0; the account is that of the smallest factor times ``z``).
       normalize_by: the fixed normaliser (e.g. the expected batch size).
 
-    Raises ``TypeError`` for a key that is not a PRNG key, ``ValueError`` on the host (before any
-    compilation) for a clip bound or multiplier that is not finite and > 0, scales that are not,
-    or a non-positive normaliser: a privatizer adds noise, or it is not one.
+    Raises ``TypeError`` for a key that is not a PRNG key or a noise value that is traced (built
+    under ``jit`` or ``vmap`` from traced numbers, which no host check can read: one traced to 0
+    would add no noise), ``ValueError`` on the host (before any compilation) for a clip bound or
+    multiplier that is not finite and > 0, scales that are not, or a non-positive normaliser: a
+    privatizer adds noise, or it is not one. To vary the noise inside a compiled computation,
+    give each value its plan (sweeps check and account every point before compiling).
     """
     check_key_arg(key)
-    z, c, n = (_concrete(v) for v in (noise_multiplier, l2_clip_norm, normalize_by))
-    if z is not None and c is not None:
-        check_noise(z, c)
-    if n is not None and not (np.all(np.isfinite(n)) and np.all(n > 0)):
+    values = {
+        "noise_multiplier": noise_multiplier,
+        "l2_clip_norm": l2_clip_norm,
+        "normalize_by": normalize_by,
+        "scales": scales,
+    }
+    traced = [name for name, value in values.items() if _traced(value)]
+    if traced:
+        raise TypeError(
+            f"gaussian_privatizer got traced {', '.join(traced)} (it was called under jit or vmap"
+            " with traced values): it checks its noise on the host, before compiling, and a"
+            " traced value cannot be checked (one traced to 0 would add no noise). Pass concrete"
+            " numbers (build the privatizer outside jit), or use a plan"
+            " (DPPlan.create(...).optimizer(tx, key=...)), which states and checks them once"
+        )
+    z, c, n = (np.asarray(v, np.float64) for v in (noise_multiplier, l2_clip_norm, normalize_by))
+    check_noise(z, c)
+    if not (n.size and np.all(np.isfinite(n)) and np.all(n > 0)):
         raise ValueError(f"normalize_by must be finite and > 0, got {normalize_by!r}")
-    if scales is not None and not any(
-        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(scales)
-    ):
+    if scales is not None:
         for leaf in jax.tree_util.tree_leaves(scales):
             arr = np.asarray(leaf, np.float64)
             if not np.all(np.isfinite(arr) & (arr > 0)):

@@ -150,6 +150,9 @@ class L2BallProjection(Extension):
     #: Vouched: the projection post-processes the privatized update (it calls the inner
     #: transformation once).
     vouches: ClassVar[tuple[str, ...]] = ("wrap",)
+    #: Verified by dpprep's tests (tests/test_plan_pieces.py: one inner update per step, the
+    #: update projected; tests/test_algorithms.py: the iterates stay in the ball).
+    verified_by_dpprep: ClassVar[bool] = True
 
     radius: float
 

@@ -572,42 +572,108 @@ def refuse_iteration_optimizer(what: str, instead: str) -> NoReturn:
     )
 
 
+# Handed by the plan's own methods to the constructors of the pieces it makes (PlanBatch,
+# PlanGradFn, PrivateTransformation), which refuse to be built without it: a piece assembled by
+# hand, or changed with dataclasses.replace, could hold another bound, another chain or another
+# mask than the plan it names.
+_MINT = object()
+
+
+@jax.tree_util.register_pytree_node_class
+class PlanBatch:
+    """Step ``t``'s batch of a plan's run, as :meth:`DPPlan.batch` draws it: ``data`` (the plan's
+    ``pad`` rows on every leaf; padded slots hold zeros, never a record) and ``mask`` (1 for a
+    real example, 0 for padding). The two travel as one object to the plan's clipped-gradient
+    function (:class:`PlanGradFn`), which takes nothing else, so no hand-made mask can count
+    padded slots or weigh a record twice. Unpack it to read it (``data, mask = batch``); only
+    :meth:`DPPlan.batch` makes one. It is a pytree (it crosses ``jit``); mapping a function over
+    it maps the mask too, which the clipping still checks (0/1, or clamped to [0, 1] when
+    traced)."""
+
+    __slots__ = ("data", "mask")
+    data: Batch
+    mask: Array
+
+    def __init__(self, data: Batch, mask: Array, *, _token: object = None) -> None:
+        if _token is not _MINT:
+            raise TypeError(
+                "a PlanBatch is made by plan.batch(key, t, data) only: the plan draws the rows and"
+                " their mask together, so that no slot is counted that the plan did not draw"
+            )
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "mask", mask)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a PlanBatch is immutable (plan.batch draws a new one)")
+
+    def __iter__(self) -> Any:
+        return iter((self.data, self.mask))
+
+    def __repr__(self) -> str:
+        return f"PlanBatch(data={self.data!r}, mask={self.mask!r})"
+
+    def tree_flatten(self) -> tuple[tuple[Batch, Array], None]:
+        return (self.data, self.mask), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: None, children: Any) -> PlanBatch:
+        del aux
+        return cls(*children, _token=_MINT)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class PlanGradFn:
-    """A clipped-gradient function bound to a :class:`DPPlan` (from :meth:`DPPlan.clipped_grad`):
-    it clips to the plan's ``C`` and takes batches of the plan's shape (``plan.pad`` examples on
-    every leaf) with their mask, so that a batch laid out another way (e.g. transposed) or a
-    padded batch without its mask is refused, not clipped along the wrong axis or counted whole.
+    """A clipped-gradient function bound to a :class:`DPPlan` (from :meth:`DPPlan.clipped_grad`,
+    the only maker: one built by hand, or changed with :func:`dataclasses.replace`, is refused):
+    it clips to the plan's ``C`` and takes the plan's batches only — the :class:`PlanBatch` of
+    :meth:`DPPlan.batch`, rows and mask as one object (``plan.pad`` examples on every leaf) — so
+    that a batch laid out another way (e.g. transposed), a padded batch without its mask or with
+    a mask of the user's making is refused, not clipped along the wrong axis or counted whole.
     ``prng_argnum`` / ``stochastic``: where :func:`dpprep.step.dp_step` puts the step's key."""
 
     plan: DPPlan
     fn: Callable[..., clipping.ClippedGrad]
     prng_argnum: int | None = None
     stochastic: bool = False
+    _token: dataclasses.InitVar[object] = None
+
+    def __post_init__(self, _token: object) -> None:
+        if _token is not _MINT:
+            raise TypeError(
+                "a PlanGradFn is made by plan.clipped_grad(loss) only (not by hand, nor with"
+                " dataclasses.replace): its clipped sum must be the plan's, at the plan's bound"
+            )
 
     def __call__(
         self,
         params: Params,
-        batch: Batch,
+        batch: PlanBatch,
         *args: Any,
         mask: ArrayLike | None = None,
         key: Array | None = None,
     ) -> clipping.ClippedGrad:
-        size = clipping.batch_size_of(batch)
+        if mask is not None:
+            raise TypeError(
+                "a plan's clipped gradient takes no mask: the mask travels with the batch (pass"
+                " plan.batch(key, t, data) whole), so that no slot counts that the plan did not"
+                " draw"
+            )
+        if not isinstance(batch, PlanBatch):
+            raise TypeError(
+                "a plan's clipped gradient takes the plan's batches: the PlanBatch that"
+                f" plan.batch(key, t, data) returns (rows and mask as one object), got"
+                f" {type(batch).__name__}"
+            )
+        size = clipping.batch_size_of(batch.data)
         if size != self.plan.pad:
             raise ValueError(
                 f"the batch has {size} examples on its leading axis, the plan's batches have"
                 f" {self.plan.pad} (plan.batch(key, t, data) draws them; every leaf's first axis is"
                 " the example axis)"
             )
-        if mask is None:
-            raise ValueError(
-                "a plan's batch comes with its mask (plan.batch(key, t, data) gives both): without"
-                " it, padded slots would count as examples"
-            )
         if self.stochastic:
-            return self.fn(params, batch, *args, mask=mask, key=key)
-        return self.fn(params, batch, *args, mask=mask)
+            return self.fn(params, batch.data, *args, mask=batch.mask, key=key)
+        return self.fn(params, batch.data, *args, mask=batch.mask)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -620,12 +686,22 @@ class PrivateTransformation:
     the noisy releases, which is also the step whose batch :func:`~dpprep.step.dp_step` draws:
     past the plan's steps every update is NaN (the plan charges no more), and
     :meth:`DPPlan.spent` reads the ε of the steps taken. ``init`` may be called once: a second
-    state would restart the count, replay the same noise and release more than the plan charges."""
+    state would restart the count, replay the same noise and release more than the plan charges.
+    Only :meth:`DPPlan.optimizer` makes one (built by hand, or changed with
+    :func:`dataclasses.replace`, it is refused)."""
 
     plan: DPPlan
     key: Array
     chained: optax.GradientTransformation
     _initialised: list[bool] = dataclasses.field(default_factory=list, repr=False)
+    _token: dataclasses.InitVar[object] = None
+
+    def __post_init__(self, _token: object) -> None:
+        if _token is not _MINT:
+            raise TypeError(
+                "a PrivateTransformation is made by plan.optimizer(tx, key=...) only (not by hand,"
+                " nor with dataclasses.replace): its chain must start with the plan's privatizer"
+            )
 
     def init(self, params: Params) -> optax.OptState:
         if self._initialised:
@@ -1076,7 +1152,8 @@ class DPPlan:
     ) -> PlanGradFn:
         """:func:`dpprep.clipping.clipped_grad` of ``loss_fn`` (a loss ``(params, batch, *args)``
         or a :class:`~dpprep.models.Model`, whose GLM fast path is then used; a stochastic model
-        gets each example its own key) at this plan's ``C``, for batches of this plan's shape,
+        gets each example its own key) at this plan's ``C``, for this plan's batches (the
+        :class:`PlanBatch` of :meth:`batch`, given whole: it takes no separate mask),
         ``microbatch_size`` per-example gradients at a time (None: all; padding-only microbatches
         are skipped). Microbatching changes memory and work, not the clipped sum or the account."""
         fn = clipping.clipped_grad(
@@ -1087,7 +1164,8 @@ class DPPlan:
             prng_argnum=prng_argnum,
             microbatch_size=microbatch_size,
         )
-        return PlanGradFn(self, fn, prng_argnum, isinstance(loss_fn, Model) and loss_fn.stochastic)
+        stochastic = isinstance(loss_fn, Model) and loss_fn.stochastic
+        return PlanGradFn(self, fn, prng_argnum, stochastic, _token=_MINT)
 
     def privatizer(self, key: Array) -> optax.GradientTransformation:
         """The plan's privatizer on a clipped sum: noise std ``z·C`` (none for a non-private plan),
@@ -1170,14 +1248,16 @@ class DPPlan:
                 " twice"
             )
         return PrivateTransformation(
-            self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx)
+            self, noise.check_key_arg(key), optax.chain(self.privatizer(key), tx), _token=_MINT
         )
 
-    def batch(self, key: Array, t: int | Array, data: Batch) -> tuple[Batch, Array]:
+    def batch(self, key: Array, t: int | Array, data: Batch) -> PlanBatch:
         """Step ``t``'s batch of ``data`` (a pytree whose every leaf has the plan's ``n`` rows)
-        in the run with key ``key``: ``(batch, mask)``, ``pad`` rows drawn from the key's
+        in the run with key ``key``: a :class:`PlanBatch` of ``pad`` rows drawn from the key's
         ``"batch"`` stream exactly as :func:`dpprep.algorithms.train` draws them, and their 0/1
-        mask (padded slots 0). Data of another size, or a step outside the plan, is refused."""
+        mask (padded slots 0, their rows zeros: padding holds no record). Give it whole to
+        :meth:`clipped_grad`'s function; ``rows, mask = batch`` reads it. Data of another size,
+        or a step outside the plan, is refused."""
         ex = self.execution
         rows = {
             np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(data)
@@ -1193,10 +1273,8 @@ class DPPlan:
         idx, mask, _, _ = ex.impl.select(
             k_batch, ex, jnp.asarray(t, jnp.int32), ex.impl.prepare(k_batch, ex)
         )
-        if idx is None:
-            return data, jnp.ones((ex.pad,), jnp.float32)
-        batch = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx], data)
-        return batch, (jnp.ones((ex.pad,), jnp.float32) if mask is None else mask)
+        mask = jnp.ones((ex.pad,), jnp.float32) if mask is None else mask
+        return PlanBatch(sampling.gather(data, idx, mask), mask, _token=_MINT)
 
     def spent(self, opt_state: optax.OptState) -> float:
         """ε of the releases a plan optimizer's state has made so far (0 before the first).

@@ -128,6 +128,24 @@ def shuffled_batches(key: Array, n: int, batch_size: int, epochs: int) -> tuple[
     return indices.astype(jnp.int32), mask
 
 
+def gather(data: Any, idx: Array | None, mask: Array | None) -> Any:
+    """Rows ``idx`` of every leaf of ``data`` (the data itself when ``idx`` is None), the padded
+    slots (``mask`` 0) set to zeros. Poisson's and shuffle's unused slots point at index 0; were
+    they filled from it, a slot counted by mistake would be a second copy of record 0. Zeros are
+    no record: whatever counts them adds a term that depends on no one's data."""
+    if idx is None:
+        return data
+
+    def take(a: Any) -> Array:
+        rows = jnp.asarray(a)[idx]
+        if mask is None:
+            return rows
+        real = (mask > 0).reshape((-1,) + (1,) * (rows.ndim - 1))
+        return jnp.where(real, rows, jnp.zeros((), rows.dtype))
+
+    return jax.tree_util.tree_map(take, data)
+
+
 def steps_per_epoch(n: int, batch_size: int) -> int:
     """Number of shuffled fixed-size batches per epoch, ``⌈n/B⌉``."""
     return -(-check_positive_int(n, "n") // check_positive_int(batch_size, "batch_size"))

@@ -94,6 +94,7 @@ from dpprep.algorithms import (
     with_values,
 )
 from dpprep.extensions import field_specs
+from dpprep.extensions import reliance as ext_reliance
 from dpprep.models import Array, Inputs, Params
 from dpprep.plan import DPPlan, ExecutionPlan, epsilon_with_overflow_slack
 from dpprep.validation import (
@@ -309,12 +310,15 @@ class EndToEnd:
     """What a whole procedure charges: ``epsilon`` at ``delta`` for everything it released from
     the private data (composed, not a sum of the parts), and the :data:`PARTS` with each part's ε
     alone. :attr:`charged` names the parts the total charges; a part listed with ``charged=False``
-    was not paid for (e.g. hyperparameters tuned on the data, in a training-only account)."""
+    was not paid for (e.g. hyperparameters tuned on the data, in a training-only account).
+    ``rests_on``: what the account rests on besides dpprep's checks (e.g. "rests on an unverified
+    extension: … vouches for …", :func:`dpprep.extensions.reliance`), said in :meth:`describe`."""
 
     epsilon: float
     delta: float
     parts: tuple[Part, ...]
     accountant: str
+    rests_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = tuple(part.name for part in self.parts)
@@ -337,6 +341,7 @@ class EndToEnd:
         lines = [
             f"end-to-end ({self.accountant}): epsilon = {self.epsilon:.4g} at delta ="
             f" {self.delta:g}, charging {' + '.join(self.charged) or 'nothing'}"
+            + "".join(f"; {note}" for note in self.rests_on)
         ]
         for part in self.parts:
             value = "—" if part.epsilon is None else f"{part.epsilon:.4g}"
@@ -357,6 +362,8 @@ class EndToEnd:
         }
         for part in self.parts:
             row[f"epsilon_{part.name.replace(' ', '_').replace('-', '_')}"] = part.epsilon
+        if self.rests_on:
+            row["rests_on"] = "; ".join(self.rests_on)
         return row
 
 
@@ -1223,7 +1230,10 @@ def select(
         chunk_size = check_positive_int(chunk_size, "chunk_size")
     z = plan.noise_multiplier
     assert plan.delta is not None
-    accounting = selection.end_to_end(plan.execution, z, plan.delta)
+    accounting = dataclasses.replace(
+        selection.end_to_end(plan.execution, z, plan.delta),
+        rests_on=tuple(ext_reliance(config.extensions)),
+    )
     _warn_if_scores_dominate(
         accounting,
         selection.scores_epsilon(plan.execution, plan.delta),
@@ -1455,10 +1465,11 @@ def search_many(
             )
         if plan.private:
             assert plan.delta is not None
+            account = selection.end_to_end_of_grid(
+                plan.execution, charged["noise_multiplier"], plan.delta
+            )
             accounts.append(
-                selection.end_to_end_of_grid(
-                    plan.execution, charged["noise_multiplier"], plan.delta
-                )
+                dataclasses.replace(account, rests_on=tuple(ext_reliance(config.extensions)))
             )
         else:
             accounts.append(None)

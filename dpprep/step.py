@@ -3,9 +3,11 @@
 A DP-SGD step is four pieces, each handed out by the run's :class:`dpprep.plan.DPPlan`, the one
 object that states the clip bound, the noise, the normaliser, the sampler and the steps:
 
-1. ``plan.batch(key, t, data)`` — step ``t``'s batch and mask, drawn by the plan's sampler;
+1. ``plan.batch(key, t, data)`` — step ``t``'s batch and its mask, drawn by the plan's sampler,
+   as one :class:`~dpprep.plan.PlanBatch` (padded slots hold zeros, never a record);
 2. ``plan.clipped_grad(loss)`` — the sum of per-example gradients clipped to the plan's ``C``
-   (any loss, any batch pytree; :func:`dpprep.clipping.clipped_grad`);
+   (any loss, any batch pytree; :func:`dpprep.clipping.clipped_grad`) over that
+   :class:`~dpprep.plan.PlanBatch`, which it takes whole (no separate mask);
 3. ``plan.optimizer(tx, key=...)`` — the plan's privatizer (Gaussian noise of std ``z·C`` on that
    sum, divided by the plan's normaliser) chained *before* any optax optimizer ``tx``;
 4. ``optax.apply_updates``.
@@ -125,7 +127,7 @@ def dp_step(
         )
     # past the last step the privatizer gives NaN
     t = jnp.minimum(jnp.asarray(count, jnp.int32), plan.steps - 1)
-    batch, mask = plan.batch(tx.key, t, data)
+    batch = plan.batch(tx.key, t, data)  # rows and mask as one PlanBatch
     step_key = jax.random.fold_in(streams.stream(tx.key, streams.MODEL), t)
     call_args = list(args)
     if grad_fn.prng_argnum is not None:
@@ -140,7 +142,6 @@ def dp_step(
         params,
         opt_state,
         batch,
-        grad_fn=lambda p, b, mask: step_fn(p, b, *call_args, mask=mask),
+        grad_fn=lambda p, b, mask: step_fn(p, b, *call_args),
         tx=tx,
-        mask=mask,
     )

@@ -81,13 +81,16 @@ class SweepResult(NamedTuple):
     ``delta`` (the plan's); ``metrics`` are the non-private
     diagnostics of :func:`dpprep.algorithms.train`; ``evaluation`` (with ``eval_data``) holds
     ``loss`` and, for classifiers, ``accuracy`` (under ``"last"``/``"average"`` keys when the
-    config asks for both iterates)."""
+    config asks for both iterates). ``guarantee``: one line, the plan's
+    (:func:`dpprep.algorithms.guarantee`: what every point's ε rests on, any unverified extension
+    included; a point that sets the noise or clip bound is accounted at its ``epsilon[p]``)."""
 
     params: Params
     metrics: dict[str, Array]
     evaluation: dict[str, Any] | None
     epsilon: np.ndarray | None = None
     delta: float | None = None
+    guarantee: str | None = None
 
 
 def evaluate(model: models.Model, params: Params, x: Array, y: Array) -> dict[str, Array]:
@@ -671,7 +674,14 @@ def sweep_points(
         params if return_params else evaluation,
         "trained parameters" if return_params else "evaluation of the trained models",
     )
-    return SweepResult(params, metrics, evaluation, epsilons, dp_plan.delta)
+    return SweepResult(
+        params,
+        metrics,
+        evaluation,
+        epsilons,
+        dp_plan.delta,
+        algorithms.guarantee(dp_plan, config.extensions),
+    )
 
 
 def sweep(
@@ -714,7 +724,12 @@ def sweep(
     unflatten = lambda a: a.reshape(a.shape[:1] + tuple(lengths) + a.shape[2:])  # noqa: E731
     params, metrics = jax.tree_util.tree_map(unflatten, (result.params, result.metrics))
     return SweepResult(
-        params, metrics, None, np.asarray(result.epsilon).reshape(tuple(lengths)), result.delta
+        params,
+        metrics,
+        None,
+        np.asarray(result.epsilon).reshape(tuple(lengths)),
+        result.delta,
+        result.guarantee,
     )
 
 
@@ -746,7 +761,7 @@ def sweep_datasets(
     on_chunk: Callable[[int, int], None] | None = None,
     max_steps: int | None = None,
     first_chunk_only: bool = False,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """Train ``U`` units × ``P`` points where every unit has **its own dataset** ``xs[u]`` (e.g.
     data
     projected by a per-seed private PCA), key ``keys[u]`` and Hyper values ``unit_points`` (leading
@@ -757,7 +772,8 @@ def sweep_datasets(
     the call on ``eval_data`` (shared ``(x, y)`` with ``f`` features) or, without it, on its own
     training data. Returns ``{"loss": (U, P)}`` (and ``"accuracy"`` for classifiers; the
     evaluation is non-private: it reads the data, like every metric of :func:`sweep_points`) and
-    ``"epsilon"`` ``(U, P)``, each run's ε by the plan.
+    ``"epsilon"`` ``(U, P)``, each run's ε by the plan, and ``"guarantee"``, what it rests on
+    (:func:`dpprep.algorithms.guarantee`).
     ``on_chunk(done, chunks)`` is told of each compiled call, and ``max_steps`` /
     ``first_chunk_only`` check the sweep cheaply, as in :func:`sweep_points`.
     """
@@ -835,7 +851,11 @@ def sweep_datasets(
     out = _over_chunks(
         call, num_units, chunk_size, axis=0, on_chunk=on_chunk, first_chunk_only=first_chunk_only
     )
-    return {**out, "epsilon": epsilon}
+    return {
+        **out,
+        "epsilon": epsilon,
+        "guarantee": algorithms.guarantee(dp_plan, config.extensions),
+    }
 
 
 def _grid_epsilons(

@@ -754,9 +754,9 @@ def test_own_loop_microbatches_through_the_plan():
     config, params0, (x, y) = _mlp_run(None)
     plan = config.plan
     loss = lambda p, b: config.model.per_example_loss(p, b[0], b[1])[0]  # noqa: E731
-    batch, mask = plan.batch(KEY, 0, (jnp.asarray(x), jnp.asarray(y)))
-    whole = plan.clipped_grad(loss)(params0, batch, mask=mask)
-    micro = plan.clipped_grad(loss, microbatch_size=4)(params0, batch, mask=mask)
+    batch = plan.batch(KEY, 0, (jnp.asarray(x), jnp.asarray(y)))
+    whole = plan.clipped_grad(loss)(params0, batch)
+    micro = plan.clipped_grad(loss, microbatch_size=4)(params0, batch)
     for a, b in zip(jax.tree_util.tree_leaves(whole.grad), jax.tree_util.tree_leaves(micro.grad)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
 
@@ -778,7 +778,7 @@ def test_poisson_padding_costs_at_most_one_microbatch():
     x = jnp.zeros((60_000, 1))
     worst = 0.0
     for t in range(0, 200, 7):
-        _, mask = plan.batch(KEY, t, x)
+        mask = plan.batch(KEY, t, x).mask
         mask = np.asarray(mask)
         size = int(mask.sum())
         assert np.all(mask[:size] == 1) and np.all(mask[size:] == 0)  # real slots first

@@ -150,10 +150,16 @@ def test_a_transposed_batch_is_refused_by_the_plan_s_clipped_grad():
     plan = DPPlan.create("full", 8, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
     grad_fn = plan.clipped_grad(lambda p, b: jnp.sum(b @ p))
     x = jnp.ones((8, 3))
-    grad_fn(jnp.zeros(3), x, mask=jnp.ones(8))  # (n, d): fine
-    with pytest.raises(ValueError, match="3 examples on its leading axis"):
+    grad_fn(jnp.zeros(3), plan.batch(KEY, 0, x))  # (n, d): fine
+    with pytest.raises(ValueError, match="the plan was made for n=8"):
         # (d, n): each feature row would be clipped as an example
-        grad_fn(jnp.zeros(8), x.T, mask=jnp.ones(3))
+        plan.batch(KEY, 0, x.T)
+    with pytest.raises(TypeError, match="takes the plan's batches"):
+        grad_fn(jnp.zeros(8), x.T)  # not drawn by the plan at all
+    # A batch of another plan's shape (3 rows) is refused by this plan's clipped gradient.
+    other = DPPlan.create("full", 3, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="3 examples on its leading axis"):
+        grad_fn(jnp.zeros(8), other.batch(KEY, 0, x.T))
 
 
 def test_an_empty_batch_is_refused():
@@ -227,9 +233,11 @@ def test_the_own_loop_s_data_must_have_the_plan_s_rows_and_batches_their_mask():
         dp_step(params, state, small, grad_fn=grad_fn, tx=tx)
     with pytest.raises(ValueError, match="outside the plan's steps"):
         plan.batch(KEY, plan.steps, data)
-    batch, mask = plan.batch(KEY, 0, data)
-    with pytest.raises(ValueError, match="comes with its mask"):
-        grad_fn(params, batch)
+    rows, mask = plan.batch(KEY, 0, data)  # readable, but only the PlanBatch is taken
+    with pytest.raises(TypeError, match="takes the plan's batches"):
+        grad_fn(params, rows)
+    with pytest.raises(TypeError, match="takes no mask"):
+        grad_fn(params, plan.batch(KEY, 0, data), mask=mask)
 
 
 def test_an_own_loop_cannot_run_more_steps_than_the_plan_charges():
@@ -909,7 +917,7 @@ def test_extensions_that_replace_the_mechanism_must_vouch_for_it():
             return optax.chain(tx, tx)
 
     with pytest.raises(
-        ValueError, match=r"replaces \['wrap'\] of the private mechanism without vouching"
+        ValueError, match=r"replaces \['wrap'\] of the private mechanism, which the plan's"
     ):
         train(
             TrainConfig(LOGISTIC, Hyper(0.5), _plan(), extensions=(Twice(),)),

@@ -101,6 +101,9 @@ class CoordinateNoise(Extension):
     #: Vouched: its privatizer adds the plan's noise z·C times the scales, at least z·C·noise_factor
     #: on every coordinate, once per step (plus its own nominal std).
     vouches: ClassVar[tuple[str, ...]] = ("privatizer",)
+    #: Verified by dpprep's tests (tests/test_plan_pieces.py: the std per coordinate in a private
+    #: plan; tests/test_noise.py: the nominal std and scales), so no report calls it unverified.
+    verified_by_dpprep: ClassVar[bool] = True
 
     batch_clip_norm: float = math.inf
     fields: ClassVar[Mapping[str, Field]] = {
