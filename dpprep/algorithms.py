@@ -62,7 +62,8 @@ explicitly (its results say "no DP guarantee"). Randomness comes from named stre
 
 **Only the returned parameters are the private output.** ``metrics`` are diagnostics computed
 from the data and the secret randomness without noise: ``loss`` and ``clip_fraction`` (opt-in,
-``track_loss`` / ``track_clip_fraction``) are plain functions of the batch, ``batch_size`` and
+``track_loss`` / ``track_clip_fraction``) and ``nonfinite`` (the examples whose gradient was not
+finite, skipped) are plain functions of the batch, ``batch_size`` and
 ``overflow`` expose the Poisson draws whose secrecy amplification relies on, ``params`` are the
 intermediate iterates (hidden in the amplification-by-iteration and averaged-iterate analyses) and
 ``stopping_time`` is the random stop those analyses average over. None of them may be released as
@@ -522,6 +523,8 @@ def _advance(
         )
         new_params, new_opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
         out = {"batch_size": size, "overflow": overflow}
+        if clipped.nonfinite is not None:  # skipped examples of the steps that updated
+            out["nonfinite"] = jnp.where(active, clipped.nonfinite, 0)
         if config.track_clip_fraction:
             clipped_rows = (clipped.norms > clip).astype(jnp.float32)
             real = jnp.ones_like(clipped_rows) if mask is None else mask
@@ -1081,6 +1084,25 @@ def warn_on_overflow(metrics: dict[str, Array], plan: DPPlan) -> None:
         )
 
 
+def warn_on_nonfinite(metrics: dict[str, Array]) -> None:
+    """Warn when some per-example gradients were not finite (``metrics["nonfinite"]``): those
+    examples contributed nothing (:func:`dpprep.clipping.nan_safe`), so the release is as
+    private as planned, but they did not train the model."""
+    if "nonfinite" not in metrics:
+        return
+    count = int(np.sum(np.asarray(metrics["nonfinite"])))
+    if count:
+        warnings.warn(
+            f"{count} per-example gradient(s) were not finite (a NaN or inf in a record, or a loss"
+            " that is NaN on it, e.g. the log of a negative number) and contributed nothing to"
+            " their steps' clipped sums: the release keeps its guarantee (such an example counts"
+            " as a zero gradient) but those examples did not train the model. metrics['nonfinite']"
+            " counts them per step (a non-private diagnostic: do not release it)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def warn_if_not_finite(tree: PyTree, what: str) -> None:
     """Warn when a run ended with non-finite values (a learning rate or noise too large for
     float32, a diverging loss): a NaN model should never pass silently."""
@@ -1157,9 +1179,12 @@ def train(
     the DP output. They hold per-step arrays ``batch_size`` (realised), ``overflow`` (Poisson
     draw larger than the pad), optionally ``clip_fraction`` (share of real examples with norm >
     C; ``track_clip_fraction``), ``loss`` (batch objective before the step; ``track_loss``) and
-    ``params`` (iterates; ``track_params``), and the scalar ``stopping_time`` (the number of
-    steps that updated the parameters). Bad inputs raise ``TypeError``/``ValueError`` before
-    anything is compiled.
+    ``params`` (iterates; ``track_params``), ``nonfinite`` (real examples whose gradient was not
+    finite and which so contributed nothing: a NaN arising in the loss; a warning says when there
+    were any; absent for ``clip_method="none"``), and the scalar ``stopping_time`` (the number
+    of steps that updated the parameters). Bad inputs raise ``TypeError``/``ValueError`` before
+    anything is compiled; refusing non-finite data there is a convenience, not what the
+    guarantee rests on (:func:`dpprep.clipping.nan_safe`).
     """
     key = check_key(key)
     plan, values, x, y = check_run(config, params0, data)
@@ -1177,6 +1202,7 @@ def train(
             per_call,
         )
     warn_on_overflow(metrics, plan)
+    warn_on_nonfinite(metrics)
     warn_if_not_finite(params, "trained parameters")
     metrics = {
         **metrics,

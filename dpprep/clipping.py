@@ -46,6 +46,18 @@ error of the whole computation, so every contribution to the clipped sum is at m
 one leaf of 26k parameters, ``1 + 2.0e-6`` for 11M: a clipped example keeps its signal);
 the GLM paths sum ``d + k`` squares by XLA's reduction and pad for any order (``1 + (d+k+10)·u``).
 The reported ``norms`` are the computed ones, unpadded.
+
+**A non-finite gradient contributes zero.** An example whose gradient has a NaN or inf entry (a NaN
+or inf feature or label, or a finite record on which the loss is NaN, e.g. a log of a negative
+number) has a non-finite norm; it gets weight 0 and counts as a zero row of the sum
+(:func:`nan_safe`, jax_privacy's ``nan_safe``), on every path (vmap, microbatched, per-example
+keys, the GLM paths), masked-in or not; on finite data the sum is bitwise what it was, at the
+cost of a reduction over the batch's norms. Without that, ``0 · NaN = NaN`` would make the whole
+release NaN whenever that record (or a padded slot holding its data) is in the batch: its presence
+would show, whatever the clip bound. The sensitivity stays ``C``: such an example is treated as if
+its gradient were zero. How many masked-in examples were skipped is
+``ClippedGrad.nonfinite`` (a non-private diagnostic). Data checks up front (``train`` refuses NaN
+inputs) are a convenience; the guarantee does not rest on them.
 """
 
 from __future__ import annotations
@@ -129,10 +141,114 @@ def norm_roundings(shapes: list[tuple[int, ...]]) -> int:
 
 
 def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array:
-    """``mask_i · min(1, C/||g_i||)``: the weight of each example's gradient in the clipped sum."""
+    """``mask_i · min(1, C/||g_i||)``, and 0 where ``||g_i||`` is not finite: the weight of each
+    example's gradient in the clipped sum. A weight of 0 alone does not remove a non-finite
+    gradient (``0 · NaN = NaN``): its rows are zeroed too (:func:`nan_safe`)."""
     # min(1, C/||g||) written so that ||g|| = 0 and C = inf both give 1 without NaNs.
     scale = jnp.minimum(1.0, l2_clip_norm / jnp.maximum(norms, 1e-30))
-    return scale if mask is None else scale * mask
+    scale = scale if mask is None else scale * mask
+    return jnp.where(jnp.isfinite(norms), scale, 0.0)
+
+
+def nan_safe(
+    finite: Array,
+    contract: Callable[[Any], Any],
+    rows: Any,
+    contract_zeroed: Callable[[Any], Any] | None = None,
+) -> Any:
+    """``contract(rows)`` as if the rows ``i`` where ``finite[i]`` is False were zero in every leaf
+    of ``rows`` (leading axis: examples), so that a non-finite per-example gradient contributes
+    exactly zero to the clipped sum (jax_privacy's ``clipped_grad(..., nan_safe=True)``). One
+    record with a NaN or inf (in its features, its label or its loss) would otherwise make the
+    release NaN whatever its weight (``0 · NaN = NaN``), and so reveal whether it was in the
+    batch — or, as a padded slot's data, whether it is in the data set at all.
+
+    ``contract`` must be a weighted sum over the rows. It runs as is, and a ``lax.cond`` on "every
+    row finite" computes the sum again without those rows only when some row is not finite
+    (``contract_zeroed(rows)``; default: ``contract`` of a copy of ``rows`` with those rows zeroed).
+    So a batch of finite gradients pays one reduction over ``finite`` and a select of the result:
+    no pass over ``rows`` and no copy of them (the finite branch returns zeros), and the sum is
+    bitwise the plain one. Under ``vmap`` with a batched ``finite`` (sweeps over seeds) the cond
+    becomes a select and both branches run."""
+    if contract_zeroed is None:
+
+        def contract_zeroed(rows: Any) -> Any:
+            return contract(jax.tree_util.tree_map(lambda a: _zero_rows(finite, a), rows))
+
+    plain = contract(rows)
+    ok = jnp.all(finite)
+    safe = jax.lax.cond(
+        ok,
+        lambda rows: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), plain),
+        contract_zeroed,
+        rows,
+    )
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), plain, safe)
+
+
+def _zero_rows(finite: Array, a: Array) -> Array:
+    """``a`` with its rows ``i`` (leading axis) where ``finite[i]`` is False set to 0."""
+    keep = finite.reshape(finite.shape + (1,) * (a.ndim - 1))
+    return jnp.where(keep, a, jnp.zeros((), a.dtype))
+
+
+#: Elements of per-example gradients zeroed at a time when some are not finite (1 MiB of
+#: float32): the memory that the zeroing adds, whatever the model and batch size.
+NAN_SAFE_CHUNK = 2**18
+
+
+def _weighted_row_sum(scale: Array, grads: Params, finite: Array) -> Params:
+    """``Σ_i scale_i · g_i`` over the rows of every leaf of ``grads``, the rows where ``finite``
+    is False counting zero (:func:`nan_safe`).
+
+    The leaves go to the cond as the ``(b, m)`` views the product reads (the buffer the norms'
+    overflow fallback holds too): in their own layout XLA would materialise the per-example
+    gradients a second time. Without the finite rows the sum runs over chunks of rows
+    (``NAN_SAFE_CHUNK`` elements), each zeroed where needed and multiplied in: a zeroed copy of
+    the whole batch would double the memory of the per-example gradients in every run, since
+    XLA allocates a branch's buffers up front."""
+    leaves, tree = jax.tree_util.tree_flatten(grads)
+    rows = [g.reshape(g.shape[0], -1) for g in leaves]
+    size = finite.shape[0]
+    chunk = max(1, min(size, NAN_SAFE_CHUNK // max(1, sum(g.shape[1] for g in rows))))
+    count = -(-size // chunk)
+
+    def zeroed(rows: list[Array]) -> list[Array]:
+        def body(j: Array, totals: list[Array]) -> list[Array]:
+            # The last chunk ends at the last row; rows an earlier chunk took count zero there.
+            start = jnp.minimum(j * chunk, size - chunk)
+            keep = jax.lax.dynamic_slice_in_dim(finite, start, chunk) & (
+                start + jnp.arange(chunk) >= j * chunk
+            )
+            weight = jnp.where(keep, jax.lax.dynamic_slice_in_dim(scale, start, chunk), 0.0)
+            return [
+                total
+                + jnp.tensordot(
+                    weight, _zero_rows(keep, jax.lax.dynamic_slice_in_dim(g, start, chunk)), axes=1
+                )
+                for total, g in zip(totals, rows)
+            ]
+
+        zeros = [jnp.zeros(g.shape[1:], jnp.result_type(scale, g)) for g in rows]
+        return jax.lax.fori_loop(0, count, body, zeros)
+
+    sums = nan_safe(
+        finite, lambda rows: [jnp.tensordot(scale, g, axes=1) for g in rows], rows, zeroed
+    )
+    return jax.tree_util.tree_unflatten(
+        tree, [total.reshape(g.shape[1:]) for total, g in zip(sums, leaves)]
+    )
+
+
+def nonfinite_count(norms: Array, mask: Array | None) -> Array:
+    """The number of (masked-in) examples whose computed norm is not finite — those whose
+    gradient has a NaN or inf entry (the norms are overflow-safe, so a finite gradient has a
+    finite norm unless its norm exceeds float32's range), which contributed nothing to the
+    clipped sum. A non-private diagnostic (int32 scalar)."""
+    bad = ~jnp.isfinite(norms)
+    if mask is not None:
+        bad = bad & (mask > 0)
+    return jnp.sum(bad, dtype=jnp.int32)
 
 
 class ClippedGrad(NamedTuple):
@@ -143,11 +259,17 @@ class ClippedGrad(NamedTuple):
         privatizer adds noise to it and divides by the normaliser).
       norms: ``(b,)`` per-example global gradient norms before clipping (NaN when not computed).
       aux: with ``has_aux``, the per-example auxiliary outputs (leading axis ``b``); else None.
+      nonfinite: the number of masked-in examples whose gradient was not finite (a NaN or inf
+        entry: a NaN or inf in the record, or a loss that is NaN on it) and so contributed
+        exactly zero to ``grad`` (:func:`nan_safe`); an int32 scalar, or None where not computed
+        (``method="none"``, or a clipped sum built elsewhere). Like ``norms`` and ``aux``, a
+        non-private diagnostic, never part of the release.
     """
 
     grad: Params
     norms: Array
     aux: Any = None
+    nonfinite: Any = None
 
 
 def batch_size_of(batch: Batch, name: str = "batch") -> int:
@@ -342,11 +464,7 @@ def clipped_grad(
             norms = _global_norms(grads)
             roundings = norm_roundings([np.shape(g) for g in jax.tree_util.tree_leaves(grads)])
             scale = clip_factors(norms * rounding_pad(roundings), clip, weights)
-            return (
-                jax.tree_util.tree_map(lambda g: jnp.tensordot(scale, g, axes=1), grads),
-                norms,
-                aux,
-            )
+            return _weighted_row_sum(scale, grads, jnp.isfinite(norms)), norms, aux
 
         if microbatch_size is None or microbatch_size >= size:
             summed, norms, aux = clipped(batch, weights, *args)
@@ -354,7 +472,7 @@ def clipped_grad(
             summed, norms, aux = _microbatched(
                 clipped, microbatch_size, size, batch, weights, args, axes
             )
-        return ClippedGrad(summed, norms, aux if has_aux else None)
+        return ClippedGrad(summed, norms, aux if has_aux else None, nonfinite_count(norms, weights))
 
     return grad_fn
 
@@ -382,7 +500,7 @@ def _microbatched(
     # Padding rows are zeros, masked 0: padding holds no record (a copy of the first example
     # would be a second copy of a real record wherever a slot is counted by mistake). The
     # per-example keys are randomness, not records (and a key array has no zeros): the first
-    # key is repeated.
+    # key is repeated. A loss that is not finite on a zero row is zeroed by the nan_safe guard.
     def pad_rows(a, record=True):
         if not extra:
             return a
@@ -502,11 +620,19 @@ def _clipped_sum_fast(
     # (b, k); has_fast_path checked above
     residual = model.residual(params, x, y)  # type: ignore[misc]
     r_norm = jnp.linalg.norm(residual, axis=1)
-    norms = _feature_norms(x, "b" in params) * r_norm
+    feature_norms = _feature_norms(x, "b" in params)
+    norms = feature_norms * r_norm
     # The realised contribution x_i ⊗ (c_i r_i): d (+1) squares, k squares, two more roundings.
     pad = rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 2)
-    weighted = residual * clip_factors(norms * pad, l2_clip_norm, mask)[:, None]
-    summed = {"w": x.T @ weighted}
+    # A NaN or inf in x_i or r_i makes the norm non-finite and the factor 0; its r_i row is
+    # zeroed (b × k, cheap), and its x_i row too where x_i is not finite (nan_safe: x.T @ weighted
+    # would carry 0 · NaN = NaN into every coordinate). That cond depends on the batch alone.
+    weighted = jnp.where(
+        jnp.isfinite(norms)[:, None],
+        residual * clip_factors(norms * pad, l2_clip_norm, mask)[:, None],
+        0.0,
+    )
+    summed = {"w": nan_safe(jnp.isfinite(feature_norms), lambda x: x.T @ weighted, x)}
     if "b" in params:
         summed["b"] = jnp.sum(weighted, axis=0)
     return summed, norms
@@ -586,6 +712,8 @@ def _model_clipped_grad(
                 weights,
                 microbatch_size,
             )
-        return ClippedGrad(grad, norms)
+        if method == "none":
+            return ClippedGrad(grad, norms)
+        return ClippedGrad(grad, norms, None, nonfinite_count(norms, weights))
 
     return grad_fn

@@ -191,8 +191,17 @@ def _clipped_sum_fast(
     # As the core's fast path (float32 roundings of the norms and the products), and one more
     # rounding for the scale.
     pad = clipping.rounding_pad(x.shape[1] + int("b" in params) + residual.shape[1] + 3)
-    weighted = residual * clipping.clip_factors(norms * pad, l2_clip_norm, mask)[:, None]
-    w_grad = x.T @ weighted
+    # A NaN or inf in x_i or r_i makes the norm non-finite and the factor 0; its r_i row is
+    # zeroed, and its x_i row too where x_i is not finite (clipping.nan_safe: 0 · NaN would
+    # otherwise reach every coordinate of x.T @ weighted). That cond depends on the raw batch
+    # alone (its row maxima, which transformed_feature_norms computes too), not on the transform.
+    weighted = jnp.where(
+        jnp.isfinite(norms)[:, None],
+        residual * clipping.clip_factors(norms * pad, l2_clip_norm, mask)[:, None],
+        0.0,
+    )
+    x_finite = jnp.isfinite(jnp.max(jnp.abs(x), axis=1))
+    w_grad = clipping.nan_safe(x_finite, lambda x: x.T @ weighted, x)
     column_sum = jnp.sum(weighted, axis=0)
     if scale is not None:
         w_grad = w_grad * _column(scale)
@@ -287,8 +296,9 @@ class AffineFeatures(Extension):
             x, y = batch
             if fast:
                 weights = clipping._checked_mask(mask, x.shape[0])
+                grad, norms = _clipped_sum_fast(model, params, x, y, clip, weights, scale, shift)
                 return clipping.ClippedGrad(
-                    *_clipped_sum_fast(model, params, x, y, clip, weights, scale, shift)
+                    grad, norms, None, clipping.nonfinite_count(norms, weights)
                 )
             inner = clipping.clipped_grad(model, l2_clip_norm=clip, method="vmap")
             return inner(params, (affine_features(x, scale, shift), y), mask=mask, key=key)

@@ -62,6 +62,7 @@ from dpprep.algorithms import (
     sweepable_fields,
     traced,
     warn_if_not_finite,
+    warn_on_nonfinite,
     warn_on_overflow,
     with_values,
 )
@@ -670,6 +671,7 @@ def sweep_points(
         call, total, chunk_size, axis=1, on_chunk=on_chunk, first_chunk_only=first_chunk_only
     )
     warn_on_overflow(metrics, dp_plan)
+    warn_on_nonfinite(metrics)
     warn_if_not_finite(
         params if return_params else evaluation,
         "trained parameters" if return_params else "evaluation of the trained models",

@@ -646,21 +646,26 @@ def test_microbatches_give_the_unbatched_clipped_sum(m):
 
 def test_microbatches_of_padding_only_are_skipped_not_computed():
     """Poisson batches are padded to a fixed shape; a microbatch holding only padded slots must
-    cost nothing. Here the padded rows are NaN: computed (as the unbatched path does) they poison
-    the sum even with weight 0; skipped, the sum is that of the 8 real rows."""
+    cost nothing. Here the padded rows are NaN: computed (as the unbatched path does) their norms
+    are NaN (and nan_safe keeps them out of the sum); skipped, their norms are the zeros of a
+    slot never computed. Either way the sum is that of the 8 real rows and no real example was
+    non-finite."""
     p, b = _mlp_problem(32)
     b = {k: v.at[8:].set(jnp.nan) for k, v in b.items()}
     mask = jnp.asarray([1.0] * 8 + [0.0] * 24)
     loss = lambda p, b: _dropout_loss(p, b, jax.random.key(0))[0]  # noqa: E731
     whole = clipping.clipped_grad(loss, l2_clip_norm=0.5)(p, b, mask=mask)
-    assert not all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(whole.grad))
+    assert bool(jnp.all(jnp.isnan(whole.norms[8:])))
     got = jax.jit(
         lambda p, b, mk: clipping.clipped_grad(loss, l2_clip_norm=0.5, microbatch_size=8)(
             p, b, mask=mk
         )
     )(p, b, mask)
+    np.testing.assert_array_equal(np.asarray(got.norms[8:]), 0.0)
     real = clipping.clipped_grad(loss, l2_clip_norm=0.5)(p, {k: v[:8] for k, v in b.items()})
     _assert_trees_close(got.grad, real.grad, rtol=1e-6, atol=1e-7)
+    _assert_trees_close(whole.grad, real.grad, rtol=1e-6, atol=1e-7)
+    assert int(got.nonfinite) == int(whole.nonfinite) == 0
 
 
 def test_microbatching_bounds_the_memory_of_per_example_gradients():
@@ -696,3 +701,104 @@ def test_microbatch_size_is_checked():
             clipping.clipped_grad(
                 lambda p, b: jnp.sum(p * b), l2_clip_norm=1.0, microbatch_size=bad
             )
+
+
+# ------------------------------------------------------------------------------------------------
+# Non-finite gradients contribute exactly zero (nan_safe; tests/test_nonfinite.py runs each path)
+
+
+def test_clip_factors_are_zero_for_non_finite_norms():
+    norms = jnp.array([0.5, 4.0, jnp.nan, jnp.inf, 0.0])
+    np.testing.assert_array_equal(
+        np.asarray(clipping.clip_factors(norms, 1.0, None)), [1.0, 0.25, 0.0, 0.0, 1.0]
+    )
+    mask = jnp.array([1.0, 0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(
+        np.asarray(clipping.clip_factors(norms, 1.0, mask)), [1.0, 0.0, 0.0, 0.0, 1.0]
+    )
+    np.testing.assert_array_equal(np.asarray(clipping.nonfinite_count(norms, None)), 2)
+    np.testing.assert_array_equal(np.asarray(clipping.nonfinite_count(norms, mask)), 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.integers(1, 13),
+    bad=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6), st.sampled_from([0, 1, 2]))),
+    chunk=st.sampled_from([1, 3, 7, 16, 2**18]),
+)
+def test_weighted_row_sum_leaves_out_non_finite_rows_in_any_chunking(rows, bad, chunk):
+    """Without all rows finite the sum runs over chunks of NAN_SAFE_CHUNK elements (the last one
+    ending at the last row): any chunk size, any set of NaN / inf / −inf entries, gives the sum of
+    the finite rows; with all rows finite, bitwise the plain product."""
+    rng = np.random.default_rng(rows)
+    g = {"a": rng.normal(size=(rows, 2, 2)).astype(np.float32)}
+    g["b"] = rng.normal(size=(rows, 3)).astype(np.float32)
+    scale = rng.uniform(0.1, 1.0, rows).astype(np.float32)
+    for row, col, kind in bad:
+        if row < rows:
+            leaf, index = ("a", np.unravel_index(col % 4, (2, 2))) if col < 4 else ("b", col - 4)
+            g[leaf][(row, *np.atleast_1d(index))] = [np.nan, np.inf, -np.inf][kind]
+    finite = np.array(
+        [all(np.all(np.isfinite(leaf[i])) for leaf in g.values()) for i in range(rows)]
+    )
+    want = {
+        k: np.tensordot(
+            scale * finite, np.where(finite.reshape((-1,) + (1,) * (v.ndim - 1)), v, 0.0), axes=1
+        )
+        for k, v in g.items()
+    }
+    old = clipping.NAN_SAFE_CHUNK
+    clipping.NAN_SAFE_CHUNK = chunk
+    try:
+        got = jax.jit(clipping._weighted_row_sum)(
+            jnp.asarray(scale), jax.tree_util.tree_map(jnp.asarray, g), jnp.asarray(finite)
+        )
+    finally:
+        clipping.NAN_SAFE_CHUNK = old
+    for k in g:
+        np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-5, atol=1e-6)
+    if finite.all():
+        plain = {k: jnp.tensordot(jnp.asarray(scale), jnp.asarray(v), axes=1) for k, v in g.items()}
+        for k in g:
+            np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(plain[k]))
+
+
+def test_the_nan_guard_adds_no_memory_and_no_pass_over_the_batch():
+    """The guard's zeroing runs in a cond branch, over chunks of NAN_SAFE_CHUNK elements: the
+    compiled clipped sum holds no second copy of the per-example gradients (XLA allocates a
+    branch's buffers up front; a zeroed copy of the whole batch here adds ~60 MB) and, on finite
+    data, computes the plain product (bitwise)."""
+    rng = np.random.default_rng(0)
+    p = {
+        "w1": jnp.asarray(rng.normal(size=(784, 128)) * 0.05, jnp.float32),
+        "w2": jnp.asarray(rng.normal(size=(128, 10)) * 0.05, jnp.float32),
+    }
+    b = {
+        "x": jnp.asarray(rng.normal(size=(512, 784)), jnp.float32),
+        "y": jnp.asarray(rng.integers(0, 10, 512)),
+    }
+    loss = lambda p, b: (  # noqa: E731
+        -jnp.mean(jax.nn.log_softmax(jnp.tanh(b["x"] @ p["w1"]) @ p["w2"])[0, b["y"][0]])
+    )
+    mask = jnp.ones(512)
+
+    def compiled():
+        fn = jax.jit(lambda p, b, m: clipping.clipped_grad(loss, l2_clip_norm=1.0)(p, b, mask=m))
+        return fn, fn.lower(p, b, mask).compile().memory_analysis().temp_size_in_bytes
+
+    guarded, guarded_temp = compiled()
+    original = clipping.nan_safe
+    clipping.nan_safe = lambda finite, contract, rows, contract_zeroed=None: contract(rows)
+    try:
+        plain, plain_temp = compiled()
+    finally:
+        clipping.nan_safe = original
+    assert guarded_temp <= plain_temp + 4 * clipping.NAN_SAFE_CHUNK + 2**16, (
+        guarded_temp,
+        plain_temp,
+    )
+    for got, want in zip(
+        jax.tree_util.tree_leaves(guarded(p, b, mask).grad),
+        jax.tree_util.tree_leaves(plain(p, b, mask).grad),
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
