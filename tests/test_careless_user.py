@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from dp_accounting import dp_event as dpe
 from dp_accounting import pld
 from hypothesis import HealthCheck, event, given, settings
@@ -42,7 +43,7 @@ from dpprep.step import dp_step
 D = 3
 SAMPLERS = ("poisson", "shuffle", "full", "fixed_order", "by_iteration")
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=4,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -86,17 +87,14 @@ def _with_canary(data, index: int, canary: str):
 @st.composite
 def plans(draw):
     sampler = draw(st.sampled_from(SAMPLERS))
-    n = draw(st.integers(24, 64))
+    n = draw(st.sampled_from([24, 40]))
     if sampler == "by_iteration":  # DP-SGD by iteration: one pass, a random stop, β stated
         clip = draw(st.sampled_from([0.7, 1.0]))
         kw = dict(l2_clip_norm=clip, delta=1e-5, smoothness=1.0, noise_multiplier=4.0)
         return "fixed_order", n, kw
     clip = draw(st.sampled_from([0.1, 0.7, 1.0, 3.0]))
     kw = dict(l2_clip_norm=clip, delta=draw(st.sampled_from([1e-5, 1.0 / (4 * n)])))
-    if draw(st.booleans()):
-        kw["noise_multiplier"] = draw(st.sampled_from([0.8, 1.3, 4.0]))
-    else:
-        kw["target_epsilon"] = draw(st.sampled_from([1.0, 4.0]))
+    kw["noise_multiplier"] = draw(st.sampled_from([1.3, 4.0]))
     if sampler == "full":
         kw["steps"] = draw(st.integers(1, 3))
     elif sampler == "fixed_order":
@@ -132,9 +130,10 @@ def _build(sampler, n, kw, misuse):
     if misuse == "delta_too_large":
         kw = {**kw, "delta": 1.0 / n}
     if misuse == "lying_store":
+        kw = {k: v for k, v in kw.items() if k != "noise_multiplier"}
         with warnings.catch_warnings(), dp.calibration_store(_LyingStore()):
             warnings.simplefilter("ignore")
-            plan = DPPlan.create(sampler, n, **kw)
+            plan = DPPlan.create(sampler, n, target_epsilon=4.0, **kw)
     else:
         plan = DPPlan.create(sampler, n, **kw)
     if misuse == "replaced_plan_clip":
@@ -239,10 +238,10 @@ def _assert_refused_by_dpprep(err: BaseException) -> None:
     )
 
 
+@pytest.mark.parametrize("misuse", MISUSES)
 @SETTINGS
 @given(
     plan_spec=plans(),
-    misuse=st.sampled_from(MISUSES),
     canary=st.sampled_from(sorted(CANARIES)),
     at_zero=st.booleans(),
     seed=st.integers(0, 2**16),
