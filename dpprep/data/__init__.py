@@ -57,13 +57,20 @@ Preprocessing
   (n_test,). Features are cast to float32 and not otherwise changed; no checksum, no download.
 """
 
-from dpprep.data.download import ChecksumError, DataNotFoundError, cache_dir, search_dirs
+from dpprep.data.download import (
+    ChecksumError,
+    DataFormatError,
+    DataNotFoundError,
+    cache_dir,
+    search_dirs,
+)
 from dpprep.data.loaders import Dataset, load, load_features_npz
 from dpprep.data.registry import DATASETS
 
 __all__ = [
     "DATASETS",
     "ChecksumError",
+    "DataFormatError",
     "DataNotFoundError",
     "Dataset",
     "cache_dir",
