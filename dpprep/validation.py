@@ -52,9 +52,17 @@ def check_probability(value: float, name: str, *, allow_zero: bool = False) -> f
 
 
 def check_positive_int(value: float, name: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
+    try:
+        whole = int(value)
+    except TypeError:  # None, a list: a wrong type
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}, got {type(value).__name__}"
+        ) from None
+    except (ValueError, OverflowError):  # NaN, inf, text: a wrong value, named
+        whole = None
+    if isinstance(value, bool) or whole is None or whole != value or whole < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return whole
 
 
 def check_finite_array(

@@ -371,21 +371,24 @@ def test_an_audit_beyond_the_machine_is_refused_with_its_estimate():
         audit(big)
     with pytest.raises(ValueError, match=r"above max_bytes \(1e-06 GB\)"):
         audit(AuditConfig("dp_gd", runs=4000, pilot_runs=200), max_bytes=1000)
-    # time: the first chunk is timed and the rest extrapolated (20M runs per world at 1 ms a
-    # chunk of 4000 is 10 s), refused after that chunk, not hours later
+    # time: the first chunk is timed (a host runner's second: its first compiles) and the rest
+    # extrapolated (20M runs per world at 1 ms a chunk of 2000 is 20 s), refused after that
+    # chunk, not hours later
     auditing.register(
         "slow_chunks",
         _toy_target(lambda keys, inside: time.sleep(1e-3) or np.asarray(inside, float), host=True),
     )
     try:
-        many = AuditConfig("slow_chunks", runs=20_000_000, chunk=4000)
-        assert auditing.audit_cost(many).chunks == 10_001
+        many = AuditConfig("slow_chunks", runs=20_000_000, chunk=2000)
+        assert auditing.audit_cost(many).chunks == 20_002
         start = time.perf_counter()
-        with pytest.raises(ValueError, match=r"would take about .* s \(10,001 chunks.*max_seconds"):
+        with pytest.raises(ValueError, match=r"would take about .* s \(20,002 chunks.*max_seconds"):
             audit(many, max_seconds=5.0, max_bytes=10**15)
         assert time.perf_counter() - start < 5.0
         for bad in (0.0, -1.0, math.nan):
             with pytest.raises(ValueError, match="max_seconds must be a number > 0"):
                 audit(many, max_seconds=bad)
+        with pytest.raises(ValueError, match="max_bytes must be an integer >= 1, got nan"):
+            audit(many, max_bytes=math.nan)  # was int()'s "cannot convert float NaN"
     finally:
         auditing.REGISTRY.pop("slow_chunks", None)
