@@ -170,13 +170,21 @@ def check_step_fits(
         seen = set()
     if signature in seen:
         return
-    abstract = [
-        jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) if hasattr(leaf, "dtype") else leaf
-        for leaf in leaves
-    ]
-    p, b, m, a = jax.tree_util.tree_unflatten(treedef, abstract)
+    # arrays (and tracers, under jit) abstract; anything else (e.g. a Python scalar or a string
+    # the loss reads) passed as it is, as the step itself will pass it
+    arrays = [i for i, leaf in enumerate(leaves) if hasattr(leaf, "dtype")]
+
+    def traced(*values: Any) -> Any:
+        filled = list(leaves)
+        for i, value in zip(arrays, values):
+            filled[i] = value
+        p, b, m, a = jax.tree_util.tree_unflatten(treedef, filled)
+        return step_fn(p, b, *a, mask=m)
+
     try:
-        jax.eval_shape(lambda p, b, m, a: step_fn(p, b, *a, mask=m), p, b, m, a)
+        jax.eval_shape(
+            traced, *(jax.ShapeDtypeStruct(np.shape(leaves[i]), leaves[i].dtype) for i in arrays)
+        )
     except Exception as err:  # any tracing error of user code: say what it was given
         shapes = functools.partial(jax.tree_util.tree_map, lambda leaf: tuple(np.shape(leaf)))
         example = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)[1:]), batch)
