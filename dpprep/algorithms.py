@@ -120,7 +120,7 @@ from dpprep.plan import (
 )
 from dpprep.renames import rename_keys
 from dpprep.step import apply_step
-from dpprep.validation import check_finite_array, check_key
+from dpprep.validation import check_finite_array, check_float_params, check_key
 
 # The engine's traced scalar fields: the learning rate (Hyper's) and the noise multiplier and clip
 # bound (the plan's; a sweep may vary them point by point, each point accounted).
@@ -178,7 +178,8 @@ class TrainConfig:
         bound, noise, δ and ε, stated there once (:meth:`~dpprep.plan.DPPlan.create`, or
         :meth:`~dpprep.plan.DPPlan.non_private` for a run that claims no guarantee).
       optimizer: unit-learning-rate optax transformation (default ``optax.sgd(1.0)``), e.g.
-        ``dpprep.optimizers.optimizer("adam")``.
+        ``dpprep.optimizers.optimizer("adam")``, or a name :func:`dpprep.optimizers.optimizer`
+        accepts (``"adam"``), which becomes that optimizer.
       iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
         ``{"last": …, "average": …}`` from the same run).
       clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad`;
@@ -214,6 +215,11 @@ class TrainConfig:
     matmul_precision: str | None = None
     steps_per_call: int | str | None = "auto"
     extensions: tuple[Extension, ...] = ()
+
+    def __post_init__(self) -> None:
+        # every route (train, fit, the sweeps, select) builds a config: a name becomes its
+        # optimizer here, and a wrong type fails here rather than as an AttributeError in the scan
+        object.__setattr__(self, "optimizer", optimizers.as_optimizer(self.optimizer))
 
 
 def sweepable_fields(config: TrainConfig) -> tuple[str, ...]:
@@ -908,6 +914,7 @@ def check_data(
         raise ValueError(
             f"x and y must have the same number of rows, got {rows(x)} and {y.shape[0]}"
         )
+    check_float_params(params0, "params0")
     for leaf in jax.tree_util.tree_leaves(params0):
         check_finite_array(leaf, "params0")
     if model is None or model.has_fast_path:
@@ -1246,7 +1253,7 @@ def fit(
     batch_size: int | None = None,
     epochs: float | None = None,
     steps: int | None = None,
-    optimizer: optax.GradientTransformation | None = None,
+    optimizer: optax.GradientTransformation | str | None = None,
     **options: Any,
 ) -> FitResult:
     """Ask for ``(ε, δ)``, get a trained model and the ε it spent, in one call: makes the
@@ -1256,7 +1263,8 @@ def fit(
     ``neighboring_relation``, ``smoothness``, ``options``, ``fixed_events``,
     ``allow_large_delta``), else to :class:`TrainConfig` (e.g. ``iterates``, ``extensions``).
     ``delta`` must be below ``1/n`` (``n``: the data's rows) unless ``allow_large_delta=True``,
-    which the guarantee then states.
+    which the guarantee then states. ``optimizer``: a unit-rate optax transformation or a name
+    :func:`dpprep.optimizers.optimizer` accepts (``"adam"``); None: SGD.
 
     >>> import jax, numpy as np
     >>> from dpprep import models
@@ -1271,6 +1279,9 @@ def fit(
     """
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (x, y)")
+    # before the calibration below (seconds): a wrong optimizer or dtype fails at once
+    optimizer = optimizers.as_optimizer(optimizer)
+    check_float_params(params0, "params0")
     n = rows(check_inputs(data[0]))
     plan_names = set(inspect.signature(DPPlan.create).parameters) - {"cls", "sampling", "n"}
     plan_options = {k: v for k, v in options.items() if k in plan_names}

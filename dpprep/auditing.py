@@ -98,6 +98,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -624,19 +625,28 @@ def background(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray
 
 
 def _chunked(
-    fn: Callable, keys: jax.Array, inside: jax.Array, chunk: int
+    fn: Callable,
+    keys: jax.Array,
+    inside: jax.Array,
+    chunk: int,
+    after: Callable[[float], None] | None = None,
 ) -> np.ndarray | dict[str, np.ndarray]:
     """``fn`` over fixed-size chunks (the last one padded by repeating runs), so one compilation;
-    its outputs (arrays or a dict of them) concatenated over runs."""
+    its outputs (arrays or a dict of them) concatenated over runs. ``after(seconds)`` is called
+    after each chunk with its time (the outputs on the host)."""
     total = keys.shape[0]
     pad = -total % chunk
     if pad:
         keys = jnp.concatenate([keys, keys[:pad]])
         inside = jnp.concatenate([inside, inside[:pad]])
-    out = [
-        jax.tree_util.tree_map(np.asarray, fn(keys[i : i + chunk], inside[i : i + chunk]))
-        for i in range(0, total + pad, chunk)
-    ]
+    out = []
+    for i in range(0, total + pad, chunk):
+        start = time.perf_counter()
+        out.append(
+            jax.tree_util.tree_map(np.asarray, fn(keys[i : i + chunk], inside[i : i + chunk]))
+        )
+        if after is not None:
+            after(time.perf_counter() - start)
     return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:total], *out)
 
 
@@ -1534,6 +1544,14 @@ def yardstick(
     definitions, not from :mod:`dpprep.sampling`, :mod:`dpprep.dpsgdf` or the plan."""
     from scipy import stats as sps
 
+    # before any accounting: a NaN epsilon read as "the overflow slack leaves nothing of delta",
+    # a negative one never ended the bracket search, an infinite one exploded the PLD grid
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    n = check_positive_int(n, "n")
+    if mean_epsilon is not None:
+        mean_epsilon = check_epsilon(mean_epsilon, "mean_epsilon")
+    if batch_size is not None and check_positive_int(batch_size, "batch_size") > n:
+        raise ValueError(f"batch_size must be at most n = {n}, got {batch_size}")
     needed = {
         "full": ("steps",),
         "poisson": ("epochs", "batch_size"),
@@ -1978,6 +1996,121 @@ SUPPORTED: dict[str, tuple[str, ...]] = {name: REGISTRY[name].threat_models for 
 
 
 # --------------------------------------------------------------------------------------------------
+# What an audit costs, before it runs
+
+#: The time :func:`audit` allows an audit by default (seconds); raise it with
+#: ``audit(cfg, max_seconds=...)`` (``math.inf``: no limit).
+MAX_SECONDS = 3600.0
+#: Copies of the runs' float32 outputs the host holds at once: the chunks and their concatenation,
+#: then the statistics' float64 temporaries (measured: the noise test peaks at 6x its input, the
+#: bounds at 8.5x the scores).
+_RESULT_COPIES = 10
+#: Learners whose runs take ``cfg.steps`` full-batch steps; one pass over the records for
+#: DP-SGD by iteration; ``⌈epochs·n/batch_size⌉`` minibatch steps for the rest of dpprep's own.
+_FULL_BATCH_LEARNERS = (
+    "dp_gd",
+    "corrdp_sgd",
+    "corrdp_sgd_sensitive",
+    "impute_dp_gd",
+    "private_selection",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditCost:
+    """An audit's cost estimated from its :class:`AuditConfig` alone (:func:`audit_cost`), before
+    anything is built or compiled. A model of dpprep's own learners, coarse by design (a
+    registered learner may cost less or more):
+
+    * memory: ``data_bytes + chunk_bytes + result_bytes``, the largest arrays an audit holds. The
+      background records and their copies on the host, ``24·n·f`` bytes (``f = dim + 4`` columns,
+      float64 and float32 copies); one chunk's working set, ``8·c·(n·f + T·f)`` (each of the
+      chunk's ``c`` runs holds its own copy of the data with its canary, and its trajectory of
+      ``T`` steps, float32, twice for the step's temporaries); the runs' outputs, ``4·R·(1 + 2T)``
+      (a score and two untouched coordinates per step, float32, for all ``R`` runs) times
+      :data:`_RESULT_COPIES`.
+    * time: ``chunks × (seconds of one compiled chunk)``, the chunk measured on the machine
+      (:meth:`seconds`): :func:`audit` times its first chunk and extrapolates, so a run that would
+      take hours is refused after seconds.
+
+    Attributes:
+      runs: ``R``, the trainings in all (both worlds, pilot runs included).
+      chunk: ``c``, runs per compiled call; ``chunks``: the calls.
+      steps: ``T``, noisy updates per run.
+    """
+
+    runs: int
+    chunk: int
+    chunks: int
+    steps: int
+    data_bytes: int
+    chunk_bytes: int
+    result_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.data_bytes + self.chunk_bytes + self.result_bytes
+
+    def seconds(self, chunk_seconds: float) -> float:
+        """The audit's time if each chunk takes ``chunk_seconds`` (statistics not counted)."""
+        return self.chunks * chunk_seconds
+
+    def describe(self) -> str:
+        return (
+            f"{_gb(self.bytes)} (data {_gb(self.data_bytes)}, a chunk of {self.chunk} runs"
+            f" {_gb(self.chunk_bytes)}, outputs of {self.runs:,} runs {_gb(self.result_bytes)})"
+        )
+
+
+def _gb(size: float) -> str:
+    return f"{size / 1e9:.3g} GB"
+
+
+def audit_cost(cfg: AuditConfig) -> AuditCost:
+    """The :class:`AuditCost` of ``cfg``: memory from its sizes, chunks from its run counts."""
+    if not isinstance(cfg, AuditConfig):
+        raise TypeError(f"audit_cost takes an AuditConfig, got {type(cfg).__name__}")
+    minibatch_steps = math.ceil(cfg.epochs * cfg.n / cfg.batch_size)
+    if cfg.learner in _FULL_BATCH_LEARNERS:
+        steps = cfg.steps
+    elif cfg.learner == "dp_sgd_iteration":
+        steps = cfg.n
+    elif cfg.learner in LEARNERS:
+        steps = minibatch_steps
+    else:  # a registered learner: the longer of the two readings of its config
+        steps = max(cfg.steps, minibatch_steps)
+    chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
+    runs = 2 * (cfg.runs + cfg.pilot_runs)
+    columns = cfg.dim + 4
+    return AuditCost(
+        runs=runs,
+        chunk=chunk,
+        chunks=-(-2 * cfg.pilot_runs // chunk) - (-2 * cfg.runs // chunk),
+        steps=steps,
+        data_bytes=24 * cfg.n * columns,
+        chunk_bytes=8 * chunk * (cfg.n * columns + steps * columns),
+        result_bytes=4 * runs * (1 + 2 * steps) * _RESULT_COPIES,
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the machine has available now: Linux's ``MemAvailable`` (free memory plus
+    what the page cache can give back), else the free physical pages (``os.sysconf``); None where
+    neither is known."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
 # The audit
 
 
@@ -2081,9 +2214,33 @@ class AuditResult:
         }
 
 
+def _dtype(value: Any) -> np.dtype:
+    dtype = getattr(value, "dtype", None)
+    return np.asarray(value).dtype if dtype is None else np.dtype(dtype)
+
+
 def _check_outputs(learner: str, out: Any, runs: int) -> None:
     """ValueError unless a runner's output over ``runs`` runs is ``(runs,)`` scores or the dict
-    ``{"score": (runs,), "null": (runs, T, m)}`` (:class:`AuditTarget`)."""
+    ``{"score": (runs,), "null": (runs, T, m)}`` (:class:`AuditTarget`); TypeError unless the
+    scores are real numbers (float or integer: a boolean guess has no threshold to vary) and the
+    ``null`` updates floats."""
+    scores = out.get("score") if isinstance(out, dict) else out
+    if scores is not None and _dtype(scores).kind not in "fiu":
+        raise TypeError(
+            f"learner {learner!r}: the runner's scores must be real numbers, oriented so that"
+            f" in-canary runs score high (e.g. float32 log-likelihood ratios), got dtype"
+            f" {_dtype(scores)}"
+            + (
+                "; a boolean guess is a score of 0 or 1: return it as float"
+                if _dtype(scores).kind == "b"
+                else ""
+            )
+        )
+    if isinstance(out, dict) and "null" in out and _dtype(out["null"]).kind != "f":
+        raise TypeError(
+            f"learner {learner!r}: the runner's 'null' output must be floats (the normalised"
+            f" updates of untouched coordinates), got dtype {_dtype(out['null'])}"
+        )
     if isinstance(out, dict):
         shape = {k: tuple(np.shape(v)) for k, v in out.items()}
         if (
@@ -2104,13 +2261,40 @@ def _check_outputs(learner: str, out: Any, runs: int) -> None:
         )
 
 
-def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) -> AuditResult:
+def audit(
+    cfg: AuditConfig,
+    *,
+    progress: Callable[[str], None] | None = None,
+    max_seconds: float = MAX_SECONDS,
+    max_bytes: int | None = None,
+) -> AuditResult:
     """Runs ``pilot_runs`` + ``runs`` trainings per world as vmapped chunks of one compiled
     function, fixes ``levels`` thresholds on the pilot scores and returns the lower bounds of the
-    evaluation scores."""
+    evaluation scores.
+
+    An audit beyond the machine is refused with its estimate (:class:`AuditCost`): before anything
+    is built, when its memory estimate is above ``max_bytes`` (default: the memory available now,
+    :func:`available_memory`); after its first compiled chunk, when that chunk's time times the
+    chunks is above ``max_seconds`` (default :data:`MAX_SECONDS`; ``math.inf``: no limit)."""
     if not isinstance(cfg, AuditConfig):
         raise TypeError(
             f"audit takes an AuditConfig, got {type(cfg).__name__} (e.g. AuditConfig('dp_gd'))"
+        )
+    if not (isinstance(max_seconds, (int, float)) and max_seconds > 0):  # NaN fails too
+        raise ValueError(
+            f"max_seconds must be a number > 0 (math.inf: no limit), got {max_seconds!r}"
+        )
+    if max_bytes is not None:
+        max_bytes = check_positive_int(max_bytes, "max_bytes")
+    cost = audit_cost(cfg)
+    limit = available_memory() if max_bytes is None else max_bytes
+    if limit is not None and cost.bytes > limit:
+        source = "max_bytes" if max_bytes is not None else "the memory available now"
+        raise ValueError(
+            f"audit of {cfg.learner!r} would need about {cost.describe()}, above {source}"
+            f" ({_gb(limit)}): lower n or dim (every run of a chunk holds its own copy of the"
+            " data), chunk, or runs; or pass audit(..., max_bytes=...) if your learner needs"
+            " less than this estimate"
         )
     key = jax.random.key(int(cfg.seed))
     k_data, k_pilot, k_eval = jax.random.split(key, 3)
@@ -2135,7 +2319,7 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
     def scores(run_key, runs):
         keys = jax.random.split(run_key, 2 * runs)
         inside = jnp.concatenate([jnp.ones(runs, bool), jnp.zeros(runs, bool)])
-        out = _chunked(compiled, keys, inside, chunk)
+        out = _chunked(compiled, keys, inside, chunk, after=within_time)
         values, null = (out["score"], out["null"]) if isinstance(out, dict) else (out, None)
         values = np.asarray(values)
         if not np.all(np.isfinite(values)) or (null is not None and np.any(np.isinf(null))):
@@ -2144,7 +2328,21 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
             )
         return out, values[:runs], values[runs:], null
 
-    chunk = min(cfg.chunk, 2 * cfg.pilot_runs)
+    chunk = cost.chunk
+    # The chunk timed: the first (compiled ahead), or a host runner's second (its first compiles).
+    timed = 1 if setup.host and cost.chunks > 1 else 0
+    done = [0]
+
+    def within_time(seconds: float) -> None:
+        if done[0] == timed and cost.seconds(seconds) > max_seconds:
+            raise ValueError(
+                f"audit of {cfg.learner!r} would take about {cost.seconds(seconds):.3g} s"
+                f" ({cost.chunks:,} chunks of {chunk} runs; one took {seconds:.3g} s here), above"
+                f" max_seconds={max_seconds:g}: lower runs or pilot_runs, or raise the limit with"
+                " audit(..., max_seconds=...) (math.inf: none)"
+            )
+        done[0] += 1
+
     shapes: Any = None
     if setup.host:  # the runner calls compiled code itself (e.g. a public driver per chunk of runs)
         compiled = setup.runner
@@ -2213,6 +2411,7 @@ def audit(cfg: AuditConfig, *, progress: Callable[[str], None] | None = None) ->
 
 __all__ = [
     "AuditConfig",
+    "AuditCost",
     "AuditResult",
     "AuditTarget",
     "BOUND_NAMES",
@@ -2231,7 +2430,10 @@ __all__ = [
     "REGISTRY",
     "SUPPORTED",
     "THREAT_MODELS",
+    "MAX_SECONDS",
     "audit",
+    "audit_cost",
+    "available_memory",
     "check_learner",
     "discretise",
     "gdp_epsilon",

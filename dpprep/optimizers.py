@@ -120,6 +120,36 @@ def optimizer(name: str, **options: Any) -> NamedOptimizer:
     return NamedOptimizer(name, key)
 
 
+def as_optimizer(
+    value: optax.GradientTransformation | str | None, name: str = "optimizer"
+) -> optax.GradientTransformation | None:
+    """``value`` as a run's unit-rate optimizer: an optax transformation (anything with callable
+    ``init`` and ``update``) unchanged, a name as :func:`optimizer` ``(value)`` (``"adam"``), None
+    unchanged (the engine's default, ``optax.sgd(1.0)``).
+
+    Raises:
+      TypeError: anything else, e.g. the factory ``optax.adam`` instead of ``optax.adam(1.0)``.
+      ValueError: a name :func:`optimizer` does not know.
+    """
+    if value is None or isinstance(value, NamedOptimizer):
+        return value
+    if isinstance(value, str):
+        return optimizer(value)
+    if callable(getattr(value, "init", None)) and callable(getattr(value, "update", None)):
+        return value
+    hint = (
+        f" ({getattr(value, '__name__', 'it')} is a function: pass what it returns, e.g. "
+        "optax.adam(1.0), not the factory)"
+        if callable(value)
+        else ""
+    )
+    raise TypeError(
+        f"{name} must be an optax GradientTransformation at unit learning rate (e.g. "
+        "optax.adam(1.0)) or the name of an optax optimizer that dpprep.optimizers.optimizer "
+        f"accepts (e.g. 'sgd', 'adam'), got {type(value).__name__}{hint}"
+    )
+
+
 @functools.cache
 def _build(name: str, options: tuple[tuple[str, Any], ...]) -> optax.GradientTransformation:
     return getattr(optax, name)(learning_rate=1.0, **dict(options))

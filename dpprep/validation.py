@@ -6,8 +6,10 @@ JAX compilation so that a bad call fails fast and clearly.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -50,9 +52,17 @@ def check_probability(value: float, name: str, *, allow_zero: bool = False) -> f
 
 
 def check_positive_int(value: float, name: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
+    try:
+        whole = int(value)
+    except TypeError:  # None, a list: a wrong type
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}, got {type(value).__name__}"
+        ) from None
+    except (ValueError, OverflowError):  # NaN, inf, text: a wrong value, named
+        whole = None
+    if isinstance(value, bool) or whole is None or whole != value or whole < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return whole
 
 
 def check_finite_array(
@@ -112,3 +122,76 @@ def check_key(key: Any, name: str = "key", *, stacked: bool = False) -> jax.Arra
             f"{type(key).__name__} of shape {np.shape(key)} and dtype {dtype}"
         )
     return jnp.asarray(key)
+
+
+def check_float_params(params: Any, name: str = "params") -> None:
+    """Host-side check that every leaf of the parameter pytree ``params`` is floating point: an
+    integer (or bool, complex, key) parameter has no real gradient, so JAX would fail deep inside
+    the compiled step, or a fast path would leave it silently unchanged; TypeError naming the
+    leaf."""
+    import jax  # here: the rest of this module runs without JAX
+    import jax.numpy as jnp
+
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        dtype = getattr(leaf, "dtype", None)
+        dtype = np.result_type(leaf) if dtype is None else dtype
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise TypeError(
+                f"{name}{jax.tree_util.keystr(path)} has dtype {dtype}: parameters must be floating"
+                " point (an integer has no gradient); cast them, e.g. jax.tree_util.tree_map("
+                f"lambda a: a.astype(jnp.float32), {name})"
+            )
+
+
+# grad_fn -> the signatures (tree structure, shapes, dtypes) its loss was checked on: a loop of
+# steps traces the check once, not at every step
+_CHECKED: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
+
+
+def check_step_fits(
+    grad_fn: Any, step_fn: Callable[..., Any], params: Any, batch: Any, mask: Any, args: Any
+) -> None:
+    """Host-side checks of one step's loss before it is compiled or run: ``params`` are floating
+    point (:func:`check_float_params`), and ``step_fn(params, batch, *args, mask=mask)`` (the
+    clipped sum of ``grad_fn``'s loss) traces on their shapes, evaluated abstractly with
+    ``jax.eval_shape`` (nothing computed; once per ``grad_fn`` and shapes). A failure, e.g. params
+    of 4 features on data of 3, is a ValueError naming the params' and one example's shapes."""
+    import jax
+
+    check_float_params(params, "params")
+    leaves, treedef = jax.tree_util.tree_flatten((params, batch, mask, args))
+    signature = (
+        treedef,
+        tuple((np.shape(leaf), str(getattr(leaf, "dtype", type(leaf)))) for leaf in leaves),
+    )
+    try:
+        seen = _CHECKED.setdefault(grad_fn, set())
+    except TypeError:  # not weakly referenceable: check every time
+        seen = set()
+    if signature in seen:
+        return
+    # arrays (and tracers, under jit) abstract; anything else (e.g. a Python scalar or a string
+    # the loss reads) passed as it is, as the step itself will pass it
+    arrays = [i for i, leaf in enumerate(leaves) if hasattr(leaf, "dtype")]
+
+    def traced(*values: Any) -> Any:
+        filled = list(leaves)
+        for i, value in zip(arrays, values):
+            filled[i] = value
+        p, b, m, a = jax.tree_util.tree_unflatten(treedef, filled)
+        return step_fn(p, b, *a, mask=m)
+
+    try:
+        jax.eval_shape(
+            traced, *(jax.ShapeDtypeStruct(np.shape(leaves[i]), leaves[i].dtype) for i in arrays)
+        )
+    except Exception as err:  # any tracing error of user code: say what it was given
+        shapes = functools.partial(jax.tree_util.tree_map, lambda leaf: tuple(np.shape(leaf)))
+        example = jax.tree_util.tree_map(lambda leaf: tuple(np.shape(leaf)[1:]), batch)
+        raise ValueError(
+            f"the loss cannot be evaluated on this data with these params (params' shapes "
+            f"{shapes(params)}, one example's shapes {example}"
+            + (f", other arguments' shapes {shapes(args)}" if args else "")
+            + f"): {type(err).__name__}: {err}"
+        ) from err
+    seen.add(signature)

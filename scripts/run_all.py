@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -164,7 +165,7 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
             f"--merge: no manifest from shard(s) {absent} of {n}; their units may be missing",
             file=sys.stderr,
         )
-    copied, stale = 0, 0
+    copied, stale, kept = 0, 0, 0
     for directory in dirs:
         for src in sorted(directory.glob(f"*/.units/{profile}/*.json")):
             dest = out / src.relative_to(directory)
@@ -179,10 +180,17 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
                 if experiment_id in experiments.REGISTRY
                 else None
             )
-            stale += any(record["provenance"].get(k) != v for k, v in identity.items())
-            if dest.resolve() != src.resolve():
-                atomic_write_bytes(dest, src.read_bytes())
-                copied += 1
+            if dest.resolve() == src.resolve():
+                stale += not _current(record, identity)
+                continue
+            if not _current(record, identity):
+                # A unit of other code never replaces one of this code: --out keeps its own.
+                if dest.exists() and _current(_read_or_none(dest), identity):
+                    kept += 1
+                    continue
+                stale += 1
+            atomic_write_bytes(dest, src.read_bytes())
+            copied += 1
         for manifest in sorted((directory / SHARD_MANIFESTS).glob(f"*-{profile}.json")):
             if (out / SHARD_MANIFESTS / manifest.name).resolve() != manifest.resolve():
                 atomic_write_bytes(out / SHARD_MANIFESTS / manifest.name, manifest.read_bytes())
@@ -190,6 +198,12 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
         f"--merge: copied {copied} unit file(s) from {len(dirs)} shard dir(s) into {out}",
         file=sys.stderr,
     )
+    if kept:
+        print(
+            f"--merge: kept {kept} unit(s) of this code already in {out}: the shards' copies were"
+            " computed by other code (source or versions differ) and were not copied over them",
+            file=sys.stderr,
+        )
     if stale:
         print(
             f"--merge: {stale} unit(s) were computed by other code (source or versions differ) and "
@@ -197,6 +211,29 @@ def _merge_shards(dirs: list[Path], out: Path, profile: str) -> int:
             file=sys.stderr,
         )
     return n
+
+
+def _read_or_none(path: Path) -> dict | None:
+    try:
+        return read_unit(path)
+    except CorruptUnit:
+        return None
+
+
+def _current(record: dict | None, identity: dict) -> bool:
+    """Whether a unit record was computed by the code ``identity`` describes (source, versions)."""
+    return record is not None and all(record["provenance"].get(k) == v for k, v in identity.items())
+
+
+def _rate_arg(text: str) -> float:
+    """A FLOP rate: a finite number > 0 (a time is FLOPs divided by it)."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(rate) and rate > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of FLOP/s > 0, got {text!r}")
+    return rate
 
 
 def _validate(selected: list[str], args: argparse.Namespace) -> int:
@@ -321,7 +358,7 @@ def _main(argv: list[str] | None) -> int:
     )
     parser.add_argument(
         "--gpu-flops",
-        type=float,
+        type=_rate_arg,
         default=5e13,
         help="the GPU FLOP rate --plan projects to (default 5e13 FLOP/s, a stated assumption)",
     )

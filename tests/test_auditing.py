@@ -318,3 +318,77 @@ def test_audit_config_numbers_are_whole_and_seeds_valid():
             AuditConfig("dp_gd", **{"runs": 3000, **kwargs})
     with pytest.raises(TypeError, match="audit takes an AuditConfig"):
         audit({"learner": "dp_gd"})
+
+
+def _toy_target(output, host=False):
+    """A registered learner whose runner returns ``output(keys, inside)``."""
+    import jax
+
+    def build(cfg, key):
+        runner = output if host else jax.vmap(output)
+        return auditing.AuditTarget(runner, 1.0, 1.0, host=host)
+
+    return build
+
+
+@pytest.mark.parametrize(
+    "output, error, match",
+    [
+        (lambda k, inside: inside, TypeError, "scores must be real numbers.*got dtype bool"),
+        (lambda k, inside: inside + 0j, TypeError, "scores must be real numbers.*complex"),
+        (
+            lambda k, inside: {"score": inside * 1.0, "null": np.zeros((3, 2), bool)},
+            TypeError,
+            "'null' output must be floats",
+        ),
+        (lambda k, inside: np.zeros(2), ValueError, r"must return \(400,\) scores"),
+    ],
+)
+def test_a_target_returning_the_wrong_scores_is_named(output, error, match):
+    # boolean scores used to fail inside numpy ("numpy boolean subtract ..."), boolean nulls ran
+    auditing.register("wrong_scores", _toy_target(output))
+    try:
+        with pytest.raises(error, match=f"learner 'wrong_scores': .*{match}"):
+            audit(AuditConfig("wrong_scores", runs=4000, pilot_runs=200))
+    finally:
+        auditing.REGISTRY.pop("wrong_scores", None)
+
+
+@pytest.mark.parametrize("epsilon", [math.nan, math.inf, -1.0])
+def test_yardstick_refuses_an_epsilon_that_is_not_finite_and_positive(epsilon):
+    # nan read as "the overflow slack leaves nothing of delta"; -1 never returned; inf ate memory
+    with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
+        auditing.yardstick("full", 100, epsilon=epsilon, delta=1e-5, steps=10)
+
+
+def test_an_audit_beyond_the_machine_is_refused_with_its_estimate():
+    import time
+
+    big = AuditConfig("dp_gd", n=10**7, dim=100)  # used to grow to 17 GB while building
+    cost = auditing.audit_cost(big)
+    assert cost.data_bytes == 24 * 10**7 * 104 and cost.bytes > 10**13
+    with pytest.raises(ValueError, match=r"would need about .* GB .*above the memory available"):
+        audit(big)
+    with pytest.raises(ValueError, match=r"above max_bytes \(1e-06 GB\)"):
+        audit(AuditConfig("dp_gd", runs=4000, pilot_runs=200), max_bytes=1000)
+    # time: the first chunk is timed (a host runner's second: its first compiles) and the rest
+    # extrapolated (20M runs per world at 1 ms a chunk of 2000 is 20 s), refused after that
+    # chunk, not hours later
+    auditing.register(
+        "slow_chunks",
+        _toy_target(lambda keys, inside: time.sleep(1e-3) or np.asarray(inside, float), host=True),
+    )
+    try:
+        many = AuditConfig("slow_chunks", runs=20_000_000, chunk=2000)
+        assert auditing.audit_cost(many).chunks == 20_002
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=r"would take about .* s \(20,002 chunks.*max_seconds"):
+            audit(many, max_seconds=5.0, max_bytes=10**15)
+        assert time.perf_counter() - start < 5.0
+        for bad in (0.0, -1.0, math.nan):
+            with pytest.raises(ValueError, match="max_seconds must be a number > 0"):
+                audit(many, max_seconds=bad)
+        with pytest.raises(ValueError, match="max_bytes must be an integer >= 1, got nan"):
+            audit(many, max_bytes=math.nan)  # was int()'s "cannot convert float NaN"
+    finally:
+        auditing.REGISTRY.pop("slow_chunks", None)

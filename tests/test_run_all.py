@@ -376,6 +376,33 @@ def test_shards_compute_disjoint_slices_and_merge_reproduces_one_run(tmp_path, t
     assert all(module.computed == [] for module in toys.values())
 
 
+def test_merge_never_replaces_a_current_unit_with_one_of_other_code(
+    tmp_path, toys, capsys, monkeypatch
+):
+    out, shard = tmp_path / "out", tmp_path / "old_shard"
+    assert run_all.main(["--out", str(out)]) == 0
+    units = {p: p.read_bytes() for p in out.glob("*/.units/*/*.json")}
+    with monkeypatch.context() as older:  # a shard computed by other (older) code
+        older.setattr(identity, "source_digest", lambda: "older code")
+        assert run_all.main(["--shard", "1/1", "--out", str(shard)]) == 0
+    capsys.readouterr()
+    # It used to overwrite the good units, count them as missing and mark the REPORT FAILED.
+    assert run_all.main(["--merge", str(shard), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"kept {len(units)} unit(s) of this code already in {out}" in err
+    assert {p: p.read_bytes() for p in units} == units
+    report = (out / "REPORT.md").read_text()
+    assert "FAILED" not in report and "sum of squares" in report
+
+
+@pytest.mark.parametrize("rate", ["0", "-1", "nan", "inf", "fast"])
+def test_plan_refuses_a_gpu_rate_that_is_not_a_positive_number(tmp_path, toys, capsys, rate):
+    # 0 was a ZeroDivisionError; -1 and nan printed negative or NaN times
+    with pytest.raises(SystemExit) as exit_info:
+        run_all.main(["--plan", "--gpu-flops", rate, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "--gpu-flops" in capsys.readouterr().err
+
+
 def test_shards_sharing_one_out_are_assembled_by_merge_without_dirs(tmp_path, toys):
     assert run_all.main(["--out", str(tmp_path / "full")]) == 0
     shared = tmp_path / "shared"

@@ -24,6 +24,8 @@ temporary file, verified, then renamed into place). ``download=False`` or ``DPPR
 turn downloads off. Every file's sha256 is checked on load (``verify=True``; a mismatch raises
 ``ChecksumError`` naming the expected and actual value; the table is embedded in
 ``dpprep.data.registry``). For the gzip'd IDX files the checksum is of the decompressed content.
+A file that does not parse as its dataset (e.g. another file read with ``verify=False``) raises
+``DataFormatError`` naming it.
 The sepsis CSVs come out of the UCI zip; the credit CSV out of the .xls inside the UCI zip, which
 needs the optional ``xlrd`` package. ``python -m dpprep.data fetch [NAMES]`` downloads missing
 files into the cache; ``python -m dpprep.data verify [--data-dir D]`` checks every file present.
@@ -57,13 +59,20 @@ Preprocessing
   (n_test,). Features are cast to float32 and not otherwise changed; no checksum, no download.
 """
 
-from dpprep.data.download import ChecksumError, DataNotFoundError, cache_dir, search_dirs
+from dpprep.data.download import (
+    ChecksumError,
+    DataFormatError,
+    DataNotFoundError,
+    cache_dir,
+    search_dirs,
+)
 from dpprep.data.loaders import Dataset, load, load_features_npz
 from dpprep.data.registry import DATASETS
 
 __all__ = [
     "DATASETS",
     "ChecksumError",
+    "DataFormatError",
     "DataNotFoundError",
     "Dataset",
     "cache_dir",

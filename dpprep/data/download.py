@@ -51,6 +51,11 @@ class ChecksumError(ValueError):
     file)."""
 
 
+class DataFormatError(ValueError):
+    """A data file cannot be parsed as its dataset (garbage, truncated or another file read
+    unverified); the message names the file."""
+
+
 class DataNotFoundError(FileNotFoundError):
     """A data file is in none of the searched directories and could not be downloaded."""
 

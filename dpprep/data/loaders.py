@@ -145,7 +145,11 @@ def parse_idx(data: bytes) -> np.ndarray:
 def _load_idx_set(name: str, paths: dict[str, Path], verify: bool) -> Dataset:
     def read(stem: str) -> np.ndarray:
         relpath = f"{name}/{stem}.gz"
-        return parse_idx(dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify))
+        raw = dl.read_verified(paths[relpath], FILES_BY_PATH[relpath], verify=verify)
+        try:
+            return parse_idx(raw)
+        except ValueError as err:  # say which of the four files
+            raise ValueError(f"{relpath}: {err}") from err
 
     def images(stem: str) -> np.ndarray:
         raw = read(stem)
@@ -206,8 +210,8 @@ ADULT_FEATURES = {
 }
 
 
-def _read_adult_frame(data: bytes, skiprows: int) -> pd.DataFrame:
-    return pd.read_csv(
+def _read_adult_frame(data: bytes, skiprows: int, name: str = "adult") -> pd.DataFrame:
+    frame = pd.read_csv(
         io.BytesIO(data),
         header=None,
         names=list(ADULT_COLUMNS),
@@ -216,6 +220,16 @@ def _read_adult_frame(data: bytes, skiprows: int) -> pd.DataFrame:
         dtype=str,
         skip_blank_lines=True,
     )
+    # A row of fewer than 15 fields would be dropped below as missing: the registered files have
+    # none, so such a row means another file, which must not shrink the data set silently.
+    short = frame.isna().any(axis=1).to_numpy()
+    if short.any():
+        line = int(np.argmax(short)) + skiprows + 1
+        raise ValueError(
+            f"{name}: {int(short.sum())} row(s) with fewer than {len(ADULT_COLUMNS)}"
+            f" comma-separated fields (the first near line {line}); not an Adult file"
+        )
+    return frame
 
 
 def adult_frame(data_bytes: bytes, test_bytes: bytes) -> pd.DataFrame:
@@ -226,7 +240,11 @@ def adult_frame(data_bytes: bytes, test_bytes: bytes) -> pd.DataFrame:
     exact duplicate rows (keeping the first).
     """
     frame = pd.concat(
-        [_read_adult_frame(data_bytes, 0), _read_adult_frame(test_bytes, 1)], ignore_index=True
+        [
+            _read_adult_frame(data_bytes, 0, "adult.data"),
+            _read_adult_frame(test_bytes, 1, "adult.test"),
+        ],
+        ignore_index=True,
     )
     frame["income"] = frame["income"].str.rstrip(".")
     frame = frame[~(frame == "?").any(axis=1)].dropna()
@@ -499,20 +517,49 @@ _PARSERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _stat_key(path: Path) -> tuple[str, int, int]:
+_StatKey = tuple[str, int, int, int, int, int]
+
+
+def _stat_key(path: Path) -> _StatKey:
+    """What identifies a file's version: its path, size, mtime, and ctime, device and inode. Every
+    write changes the ctime (so does resetting the mtime with ``os.utime``), and a file replaced
+    by another has a new inode: an edit of the same size under an old mtime is seen. A stat costs
+    microseconds; a digest of MNIST's files would add tens of milliseconds to every load."""
     stat = path.stat()
-    return (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    return (
+        str(path.resolve()),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_dev,
+        stat.st_ino,
+    )
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(
-    name: str, key: tuple[tuple[str, int, int], ...], relpaths: tuple[str, ...], verify: bool
+    name: str, key: tuple[_StatKey, ...], relpaths: tuple[str, ...], verify: bool
 ) -> Dataset:
-    # The key holds each file's (path, mtime, size): a replaced file is re-read and re-verified.
+    # The key holds each file's version (_stat_key): an edited or replaced file is re-read and
+    # re-verified.
     paths = {rel: Path(k[0]) for rel, k in zip(relpaths, key)}
     if name == "cifar100_features":
-        return load_features_npz(paths[relpaths[0]])
-    return _PARSERS[name](paths, verify)
+        return load_features_npz(paths[relpaths[0]])  # its own errors name the file
+    try:
+        return _PARSERS[name](paths, verify)
+    except (dl.ChecksumError, MemoryError):
+        raise
+    except Exception as err:  # a parser's error on a file that is not the registered one
+        files = ", ".join(str(p) for p in paths.values())
+        hint = (
+            "it was read with verify=False: load with verify=True to check its sha256, or delete"
+            " it to download the registered file again"
+            if not verify
+            else "it matches the registered sha256, so this is a bug in the parser"
+        )
+        raise dl.DataFormatError(
+            f"cannot parse dataset {name!r} from {files}: {type(err).__name__}: {err} ({hint})"
+        ) from err
 
 
 def load(
@@ -527,7 +574,9 @@ def load(
     Files are looked up in ``data_dir``, ``$DPPREP_DATA_DIR``, then the cache, and downloaded into
     the cache when missing (unless ``download=False`` or ``DPPREP_NO_DOWNLOAD=1``). With ``verify``
     (the default) every file's sha256 is checked; a mismatch raises ``ChecksumError``. Results are
-    cached in-process (the Dataset is immutable), keyed on the files' paths, mtimes and sizes.
+    cached in-process (the Dataset is immutable), keyed on each file's version (path, size,
+    mtime, ctime and inode: an edit or a replacement is re-read). A file that does not parse as
+    its dataset raises :class:`~dpprep.data.DataFormatError` naming it.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")

@@ -145,6 +145,9 @@ def plan_rows(
 ) -> list[dict[str, str]]:
     """One row per experiment: units, FLOPs, peak memory, CPU and GPU projections and basis, and
     what ``measured_in`` (``(profile, results directory)`` pairs) holds of it already computed."""
+    for label, rate in (("cpu_rate", cpu_rate), ("gpu_flops", gpu_flops)):
+        if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+            raise ValueError(f"{label} must be a finite number of FLOP/s > 0, got {rate!r}")
     rows = []
     for experiment_id in selected:
         c = cost(experiment_id, profile)

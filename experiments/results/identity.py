@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.metadata
 import json
 import platform
@@ -157,6 +158,25 @@ def experiment_digest(module: str) -> str:
     the units of the experiment module ``module`` on."""
     root = Path(__file__).resolve().parents[2]
     return tree_digest(root, experiment_sources(module, root))
+
+
+def data_identity(dataset: Any) -> str:
+    """What a unit computed from ``dataset`` (a :class:`dpprep.data.Dataset` from
+    :func:`dpprep.data.load`, which verifies registered files by default) adds to its key, so that
+    another input file recomputes it: ``""`` for a registered dataset (every file's sha256 is in
+    :mod:`dpprep.data.registry`, which the code digest covers, and the loader checked it), else
+    ``"@"`` and a digest of its files' contents (a user-supplied file, e.g.
+    ``cifar100_features``: replacing it changes the key). Units that read no data file, and those
+    of registered datasets, keep their keys."""
+    from dpprep.data import download
+    from dpprep.data.registry import DATASET_FILES
+
+    if dataset.name in DATASET_FILES:
+        return ""
+    digest = hashlib.sha256()
+    for path in dataset.files:
+        digest.update(download.file_sha256(path).encode())
+    return "@" + digest.hexdigest()[:16]
 
 
 def code_identity(source: str | None = None) -> dict[str, Any]:

@@ -49,6 +49,8 @@ def load_dataset(name: str, grid: Grid, data_dir) -> dict | None:
     unit = dpsgdf.unit_normalize(x)
     return {
         "name": name,
+        # in every unit's key: a user-supplied file replaced recomputes its units
+        "inputs": results.data_identity(ds),
         "x_raw": np.asarray(x, np.float32),
         "unit": unit,
         "y": np.asarray(y),

@@ -3,8 +3,9 @@
 One resumable unit per (dataset, ε, B, E[, variant]) whose models share one Poisson batch per seed
 and step (:func:`build_units`); the staged search's second stage (:func:`stage2_units`) and the
 C16 spread rerun (:func:`spread_units`) cut a search unit down to the selected configurations.
-A unit's key names its dataset, ε, B, E, stage and a digest of its models, seeds, training rows
-and matmul precision: what it computes.
+A unit's key names its dataset (and the content of a user-supplied data file:
+:func:`experiments.results.data_identity`), ε, B, E, stage and a digest of its models, seeds,
+training rows and matmul precision: what it computes.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
     existed, so cached results stay valid."""
     n = ds["unit"].shape[0]
     name = ds["name"]
+    keyed = name + ds.get("inputs", "")  # the keys' dataset: its content for a user's file
     staged = grid.search == "staged"
     seeds, stage = (1, "stage1") if staged else (grid.seeds, "full")
 
@@ -101,7 +103,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
         for b, e in grid.private_groups:
             out.append(
                 Unit(
-                    _main_key(name, eps, b, e, tag(models)),
+                    _main_key(keyed, eps, b, e, tag(models)),
                     {"dataset": name, "epsilon": eps, "B": b, "E": e, "variant": "main"},
                     models,
                     b,
@@ -114,7 +116,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
     for b, e in grid.np_groups:
         out.append(
             Unit(
-                _main_key(name, None, b, e, tag(np_models)),
+                _main_key(keyed, None, b, e, tag(np_models)),
                 {"dataset": name, "epsilon": None, "B": b, "E": e, "variant": "main"},
                 np_models,
                 b,
@@ -130,7 +132,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
         nb = tuple(dpsgdf.grid_models(["dpsgd"], grid.feature_norms, grid.learning_rates, (), 1.0))
         out.append(
             Unit(
-                f"{name}/eps=1/B={b}/E={e:g}/no_bias/{digest(nb, s)}",
+                f"{keyed}/eps=1/B={b}/E={e:g}/no_bias/{digest(nb, s)}",
                 {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "no_bias"},
                 nb,
                 b,
@@ -145,7 +147,7 @@ def build_units(ds: dict, grid: Grid) -> list[Unit]:
         )
         out.append(
             Unit(
-                f"{name}/eps=1/B={b}/E={e:g}/raw_pixels/{digest(raw, s)}",
+                f"{keyed}/eps=1/B={b}/E={e:g}/raw_pixels/{digest(raw, s)}",
                 {"dataset": name, "epsilon": 1.0, "B": b, "E": e, "variant": "raw_pixels"},
                 raw,
                 b,
@@ -202,6 +204,7 @@ def _rerun_units(
     source unit's; units with none of them are dropped."""
     n = ds["unit"].shape[0]
     name = ds["name"]
+    keyed = name + ds.get("inputs", "")
     mine = _filled(chosen[(chosen["dataset"] == name) & (chosen["variant"] == "main")])
     picked = {(r.epsilon, r.B, r.E, r.C_F, r.lr, r.eps_F, r.method) for r in mine.itertuples()}
     out = []
@@ -226,7 +229,7 @@ def _rerun_units(
         tag = f"{stage}/" + _unit_digest(models, seeds, n, grid)
         out.append(
             Unit(
-                _main_key(name, unit.meta["epsilon"], unit.batch_size, unit.epochs, tag),
+                _main_key(keyed, unit.meta["epsilon"], unit.batch_size, unit.epochs, tag),
                 dict(unit.meta),
                 models,
                 unit.batch_size,

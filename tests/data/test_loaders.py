@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import os
+import re
 import shutil
 
 import numpy as np
 import pytest
 
-from dpprep.data import DATASETS, ChecksumError, DataNotFoundError, Dataset, load, load_features_npz
+from dpprep.data import (
+    DATASETS,
+    ChecksumError,
+    DataFormatError,
+    DataNotFoundError,
+    Dataset,
+    load,
+    load_features_npz,
+)
 from dpprep.data import download as dl
 from dpprep.data import loaders
 from dpprep.data.loaders import parse_idx
@@ -273,6 +283,33 @@ def test_corrupt_gzip_content_raises_checksum_error(tmp_path, data_dir):
     (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
     with pytest.raises(ChecksumError, match="cannot read"):
         load("mnist", tmp_path)
+
+
+def test_a_garbage_file_read_unverified_is_an_error_naming_it(tmp_path, data_dir):
+    (tmp_path / "adult").mkdir()
+    shutil.copy(data_dir / "adult" / "adult.test", tmp_path / "adult" / "adult.test")
+    bad = tmp_path / "adult" / "adult.data"
+    for garbage in (bytes(range(256)) * 4, b"hello world\nnot, an, adult, row\n"):
+        bad.write_bytes(garbage)  # undecodable bytes (was a UnicodeDecodeError), or short rows
+        with pytest.raises(
+            DataFormatError, match=f"cannot parse dataset 'adult' from {re.escape(str(bad))}"
+        ):
+            load("adult", tmp_path, verify=False)  # short rows were dropped: a silent subset
+
+
+def test_an_edit_of_the_same_size_under_the_old_mtime_is_read_again(tmp_path, data_dir):
+    (tmp_path / "insurance").mkdir()
+    target = tmp_path / "insurance" / "insurance.csv"
+    shutil.copy(data_dir / "insurance" / "insurance.csv", target)
+    assert load("insurance", tmp_path).y_train[0] == np.float32(16884.924)
+    before = target.stat()
+    target.write_bytes(target.read_bytes().replace(b"16884.924", b"16884.925", 1))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_size == before.st_size
+    assert target.stat().st_mtime_ns == before.st_mtime_ns
+    with pytest.raises(ChecksumError):  # the in-process cache served the old Dataset
+        load("insurance", tmp_path)
+    assert load("insurance", tmp_path, verify=False).y_train[0] == np.float32(16884.925)
 
 
 def test_parse_idx_rejects_bad_headers():

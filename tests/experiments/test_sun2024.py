@@ -145,3 +145,40 @@ def test_selection_draws_repeat_the_procedure_and_draw_zero_is_the_single_draw(
         assert cell.noisy_validation_score.nunique() == 2  # the second draw is another run
     paid = [c for c in comparisons if "tuning paid" in c.quantity]
     assert len(paid) == 2 and all(" ± " in c.measured and "(2 draws)" in c.measured for c in paid)
+
+
+def test_table2_recomputes_the_row_of_a_replaced_features_file(tmp_path, monkeypatch):
+    """A unit is keyed on the content of a user-supplied file it reads (a replaced .npz used to
+    keep its old row); a registered dataset's units keep their keys (its sha256 is in the code)."""
+    import types
+
+    import pandas as pd
+
+    from experiments import run_experiment, sun2024_table2
+    from experiments.results import data_identity
+
+    monkeypatch.setattr(sun2024_table2, "DATASETS", ("cifar100_features",))  # no MNIST to load
+    monkeypatch.delenv("DPPREP_DATA_DIR", raising=False)
+    monkeypatch.setenv("DPPREP_NO_DOWNLOAD", "1")
+    folder = tmp_path / "data" / "cifar100_features"
+    folder.mkdir(parents=True)
+
+    def table_after_writing(seed: int) -> pd.DataFrame:
+        rng = np.random.default_rng(seed)
+        np.savez(
+            folder / "features.npz",
+            x_train=rng.normal(size=(30, 6)).astype(np.float32),
+            y_train=rng.integers(0, 100, 30),
+            x_test=rng.normal(size=(5, 6)).astype(np.float32),
+            y_test=rng.integers(0, 100, 5),
+        )
+        run_experiment("sun2024_table2", "smoke", tmp_path / "out", data_dir=tmp_path / "data")
+        return pd.read_csv(tmp_path / "out" / "sun2024_table2" / "table2.csv")
+
+    first, second = table_after_writing(0), table_after_writing(1)
+    assert list(first["dataset"]) == ["cifar100_features"]
+    assert first.drop(columns="dataset").to_numpy().tolist() != (
+        second.drop(columns="dataset").to_numpy().tolist()
+    )
+    assert len(list((tmp_path / "out" / "sun2024_table2" / ".units" / "smoke").iterdir())) == 2
+    assert data_identity(types.SimpleNamespace(name="mnist", files=("unread",))) == ""
