@@ -902,9 +902,9 @@ class DPPlan:
         anything is computed (TypeError for a value of the wrong type, ValueError naming a bad
         one). ``smoothness``: required for DP-SGD by iteration (``sampling="fixed_order"`` without
         ``steps``), whose amplification-by-iteration proof covers plain SGD with ``η ≤ 2/β`` only,
-        ``β`` finite and > 0 (the drivers and :meth:`optimizer` then refuse anything else). ``delta`` must be below ``1/n`` (a mechanism that
-        publishes one random record whole is ``(0, 1/n)``-DP) unless ``allow_large_delta=True``,
-        which the guarantee then states.
+        ``β`` finite and > 0 (the drivers and :meth:`optimizer` then refuse anything else).
+        ``delta`` must be below ``1/n`` (a mechanism that publishes one random record whole is
+        ``(0, 1/n)``-DP) unless ``allow_large_delta=True``, which the guarantee then states.
 
         A calibrated ``z`` is never taken on trust, whichever answered it (the accountant, a
         calibration store, the in-memory cache): the ε of the run as the engine executes it

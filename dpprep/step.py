@@ -139,7 +139,7 @@ def dp_step(
             )
         call_args.insert(grad_fn.prng_argnum, step_key)
     step_fn = functools.partial(grad_fn, key=step_key) if grad_fn.stochastic else grad_fn
-    check_step_fits(grad_fn, step_fn, params, batch, mask, tuple(call_args))
+    check_step_fits(grad_fn, step_fn, params, batch, None, tuple(call_args))
     return apply_step(
         params,
         opt_state,
