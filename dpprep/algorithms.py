@@ -115,6 +115,7 @@ from dpprep.models import Array, Inputs, Model, Params, PyTree, check_targets
 from dpprep.plan import (
     DPPlan,
     ExecutionPlan,
+    PrivateTransformation,
     check_iteration_learning_rate,
     refuse_iteration_optimizer,
 )
@@ -219,6 +220,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         # every route (train, fit, the sweeps, select) builds a config: a name becomes its
         # optimizer here, and a wrong type fails here rather than as an AttributeError in the scan
+        if isinstance(self.optimizer, PrivateTransformation):
+            raise ValueError(
+                "config.optimizer is a plan's optimizer (plan.optimizer(...)), which holds the"
+                " plan's privatizer: the run adds the plan's noise itself, so it would be added"
+                " twice and its releases counted twice; give the optax optimizer it wraps"
+            )
         object.__setattr__(self, "optimizer", optimizers.as_optimizer(self.optimizer))
 
 

@@ -483,6 +483,19 @@ def _number(value: object, name: str) -> float:
     return float(value)  # checked above: a number or something with __float__
 
 
+def _check_accountant_clip(accountant: object, clip: float) -> None:
+    """An accountant that assumes a Lipschitz bound (e.g. Hu et al.'s Theorem 2 for pre-processed
+    data) covers the plan only when that bound is the plan's clip bound."""
+    lipschitz = getattr(accountant, "lipschitz", None)
+    if lipschitz is not None and float(lipschitz) != clip:
+        raise ValueError(
+            "the accountant assumes per-example gradients bounded by"
+            f" lipschitz={lipschitz!r} and noise std z·{lipschitz!r}, but this plan clips"
+            f" to l2_clip_norm={clip!r} and adds z·{clip!r}: the guarantee holds only when"
+            " they are the same number; state it once (lipschitz = l2_clip_norm)"
+        )
+
+
 def _check_options_type(options: object) -> None:
     """A plan's ``options``: None or an AccountingOptions (TypeError, before anything computes)."""
     if options is not None and not isinstance(options, dp.AccountingOptions):
@@ -811,6 +824,8 @@ class DPPlan:
         check_noise_multiplier(self.noise_multiplier)
         if self.delta is None:
             raise ValueError("a private plan needs its delta")
+        # also here, not only in create: dataclasses.replace(plan, l2_clip_norm=...) keeps ε
+        _check_accountant_clip(self.accountant, self.l2_clip_norm)
         _check_options_type(self.options)
         dp.check_delta_for_size(
             self.delta, self.execution.n, allow_large_delta=self.allow_large_delta
@@ -951,14 +966,7 @@ class DPPlan:
                     " compose with it (a private selection takes its statistics in its own"
                     " fixed_events)"
                 )
-            lipschitz = getattr(accountant, "lipschitz", None)
-            if lipschitz is not None and float(lipschitz) != clip:
-                raise ValueError(
-                    "the accountant assumes per-example gradients bounded by"
-                    f" lipschitz={lipschitz!r} and noise std z·{lipschitz!r}, but this plan clips"
-                    f" to l2_clip_norm={clip!r} and adds z·{clip!r}: the guarantee holds only when"
-                    " they are the same number; state it once (lipschitz = l2_clip_norm)"
-                )
+            _check_accountant_clip(accountant, clip)
         if execution.random_stop:
             if smoothness is None:
                 raise ValueError(

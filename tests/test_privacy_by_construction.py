@@ -564,6 +564,18 @@ def test_a_preprocessing_accountant_must_assume_the_plan_s_clip_bound():
         accountant=dataclasses.replace(accountant, lipschitz=1.0),
     )
     assert ok.epsilon == pytest.approx(ok.execution.epsilon(5.0, 1e-5, accountant=ok.accountant))
+    # one step beside create: the same plan with another clip bound, whose ε the accountant states
+    # unchanged (it assumes lipschitz=1), or another accountant
+    with pytest.raises(ValueError, match="lipschitz=1.0"):
+        dataclasses.replace(ok, l2_clip_norm=10.0)
+    with pytest.raises(ValueError, match="lipschitz=0.1"):
+        dataclasses.replace(ok, accountant=accountant)
+
+
+def test_a_plan_s_optimizer_in_a_train_config_is_refused_not_privatized_twice():
+    plan = _plan()
+    with pytest.raises(ValueError, match="added\n?.*twice"):
+        TrainConfig(LOGISTIC, Hyper(0.5), plan, optimizer=plan.optimizer(optax.sgd(1.0), key=KEY))
 
 
 def test_corrdp_point_with_epsilon_and_no_noise_is_refused():
