@@ -150,6 +150,20 @@ def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array
     return jnp.where(jnp.isfinite(norms), scale, 0.0)
 
 
+@jax.custom_batching.custom_vmap
+def _everywhere(ok: Array) -> Array:
+    """``ok``, and under ``vmap`` ``all(ok)`` over the mapped axes, unbatched: the predicate of a
+    cond that must stay a cond when the computation is vmapped (a batched predicate would turn it
+    into a select that runs both branches for every element)."""
+    return ok
+
+
+@_everywhere.def_vmap
+def _everywhere_vmap(axis_size: int, in_batched: list[bool], ok: Array) -> tuple[Array, bool]:
+    del axis_size
+    return _everywhere(jnp.all(ok) if in_batched[0] else ok), False
+
+
 def nan_safe(
     finite: Array,
     contract: Callable[[Any], Any],
@@ -168,8 +182,10 @@ def nan_safe(
     (``contract_zeroed(rows)``; default: ``contract`` of a copy of ``rows`` with those rows zeroed).
     So a batch of finite gradients pays one reduction over ``finite`` and a select of the result:
     no pass over ``rows`` and no copy of them (the finite branch returns zeros), and the sum is
-    bitwise the plain one. Under ``vmap`` with a batched ``finite`` (sweeps over seeds) the cond
-    becomes a select and both branches run."""
+    bitwise the plain one. Under ``vmap`` (sweeps over seeds, each with its own batch) the cond's
+    predicate is "every row of every batch finite", so it stays a cond rather than becoming a
+    select that runs both branches; each batch then takes its own sum (plain where all its rows
+    are finite), so no batch's result depends on another's."""
     if contract_zeroed is None:
 
         def contract_zeroed(rows: Any) -> Any:
@@ -178,7 +194,7 @@ def nan_safe(
     plain = contract(rows)
     ok = jnp.all(finite)
     safe = jax.lax.cond(
-        ok,
+        _everywhere(ok),
         lambda rows: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), plain),
         contract_zeroed,
         rows,
