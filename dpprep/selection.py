@@ -80,7 +80,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from jax.typing import ArrayLike
 from scipy import optimize, special, stats
 
-from dpprep import algorithms, streams, sweeps
+from dpprep import algorithms, sampling, streams, sweeps
 from dpprep.accounting import dp
 from dpprep.algorithms import (
     TrainConfig,
@@ -933,7 +933,9 @@ def _split_epsilon(
 
     def excess(eps: float) -> float:
         runs_delta = rdp_privacy_accountant.compute_delta(orders, runs, eps)[0]
-        runs_delta = min(1.0, runs_delta + (1.0 + math.exp(eps)) * overflow)
+        # (1 + e^ε)·p, overflow-safe (ε in the thousands where the answer is large)
+        slack = sampling.overflow_delta(eps, overflow) if eps > 0 else 2.0 * overflow
+        runs_delta = min(1.0, runs_delta + slack)
         counts_delta = rdp_privacy_accountant.compute_delta(orders, counts, eps)[0]
         return (1.0 - in_validation) * runs_delta + in_validation * counts_delta - delta
 
