@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import shutil
 import subprocess
@@ -99,3 +100,38 @@ def smoke_out(smoke_run, tmp_path) -> Path:
     else:
         dest.mkdir()
     return dest
+
+
+# XLA:CPU maps the machine code of every compiled executable into the process, and jax keeps every
+# executable it compiled for as long as its function lives. One pytest process compiles thousands
+# of them (80 tests of test_step/test_plan/test_sweeps left 14,757 mappings), and past the kernel's
+# ``vm.max_map_count`` (65,530 by default) an mmap fails inside LLVM and the process dies with a
+# segmentation fault (CI died that way at 98 % of the suite, twice, in a test that passes alone).
+# Clearing jax's caches after each module frees them (8,551 mappings back to 1,467); the cost is
+# recompiling what a later module would have reused.
+_MAP_LIMIT = Path("/proc/sys/vm/max_map_count")
+
+
+def _mapping_count() -> int | None:
+    try:
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux
+        return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_executables():
+    yield
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+    count = _mapping_count()
+    if count is not None and _MAP_LIMIT.exists():
+        limit = int(_MAP_LIMIT.read_text())
+        # A clear failure here beats a segmentation fault some modules later.
+        assert count < limit // 2, (
+            f"{count} memory mappings remain after clearing jax's caches (the limit is {limit}):"
+            " something holds compiled executables across test modules"
+        )

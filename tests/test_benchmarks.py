@@ -80,3 +80,35 @@ def test_the_benchmark_tables_run_at_smoke_size(capsys):
     assert len(pads) == 1 and float(pads[0].split("|")[3]) <= 1 + 1e-5 < float(
         pads[0].split("|")[2]
     )
+
+
+def test_the_guard_benchmark_compares_against_a_run_without_the_guard():
+    """guard_cost.py's unguarded form really is the code without the guard and the zeroed padding
+    (a NaN record makes its release NaN; the library's release stays finite), and leaving it
+    restores the library's pieces."""
+    import guard_cost
+
+    from dpprep import clipping, models, sampling
+    from dpprep.algorithms import make_train_fn
+
+    n, d = 64, 5
+    rng = np.random.default_rng(0)
+    x = rng.random((n, d)).astype(np.float32)
+    x[::8, 0] = np.nan  # 8 records: some are in every run's batches
+    y = rng.integers(0, 2, n).astype(np.int32)
+    model = models.softmax_regression(d, 2)
+    params0 = model.init(None)
+    plan = DPPlan.create(
+        "poisson", n, batch_size=32, steps=4, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5
+    )
+    config = TrainConfig(model, Hyper(0.1), plan, clip_method="vmap")
+    pieces = clipping.nan_safe, sampling.gather
+
+    def released(fn):
+        params, _ = jax.jit(fn)(params0, jnp.asarray(x), jnp.asarray(y), jax.random.key(0))
+        return np.asarray(params["w"])
+
+    with guard_cost.unguarded():
+        assert not np.all(np.isfinite(released(make_train_fn(config, params0))))
+    assert (clipping.nan_safe, sampling.gather) == pieces
+    assert np.all(np.isfinite(released(make_train_fn(config, params0))))

@@ -159,20 +159,22 @@ NOT_CATCHABLE: dict[tuple[str, str], str] = {
         "within the proven no-amplification bound the shuffled learner is held "
         "to (GDP estimate 1.54 < 2.25): not a violation of it at any number of runs"
     ),
-    # Final model, n = 10: the margin score's in/out samples (100,000 runs per world, measured) have
-    # AUROC 0.570 (0.7× noise) / 0.601 (2C), a Gaussian fit μ = 0.25 / 0.36 (ε 0.93 / 1.39 at
-    # δ = 1e-5). The audit's 32 thresholds sit at pilot quantiles 1/33..32/33, where the attack's
-    # best point is ε 0.20 / 0.28 (measured): no run count lifts Clopper–Pearson above 1 there
-    # (3,000,000 runs per world gave 0.21 for 2C). With thresholds in the tail, the Gaussian fit
-    # needs ~1.0e6 runs per world for 2C (Clopper–Pearson at 0.05 over 64 points, 0.9e6 do not
-    # suffice) and no finite number for 0.7× noise (fit ε 0.93 < 1).
+    # Final model, n = 10, z = 7.04 (the plan's at ε = 1): the margin score's in/out samples
+    # (100,000 runs per world, measured) have AUROC 0.554 (0.7× noise) / 0.574 (2C), a Gaussian fit
+    # μ = √2·Φ⁻¹(AUROC) = 0.19 / 0.27 (ε 0.69 / 0.99 at δ = 1e-5). At the audit's 32 thresholds
+    # (pilot quantiles 1/33..32/33) the attack's best point is ε 0.31 / 0.44, at any run count
+    # (Clopper–Pearson: 0.23 / 0.35). No threshold does better: the score is ±shift + √T·σ·N(0, 1)
+    # with the stop T ~ Unif{1..10} unseen, and that pair's exact ε at δ = 1e-5 is 0.44 / 0.63
+    # (quadrature; the whole final model's, whose 4 other coordinates hint at T: 0.49 / 0.70), so
+    # the broken learners still meet ε = 1 on this pair. GDP's best point (μ_t 0.28 at the median,
+    # "ε" 1.07; 1.00 at 100,000 runs) extrapolates a Gaussian curve this mixture does not have.
     ("dp_sgd_iteration", "noise_0.7x"): (
-        "final-model margin attack too weak: best point ε 0.20 at the audit's "
-        "thresholds, Gaussian-fit ε 0.93 < 1 even with unlimited runs"
+        "final model, stop unseen: the broken learner's exact ε on this pair is 0.49 < 1 "
+        "(best point 0.31 at the audit's thresholds): not a violation at any number of runs"
     ),
     ("dp_sgd_iteration", "clip_2c"): (
-        "final-model margin attack: best point ε 0.28 at the audit's thresholds (any run "
-        "count); with tail thresholds ~1.0e6 runs per world under a Gaussian fit (ε 1.39)"
+        "final model, stop unseen: the broken learner's exact ε on this pair is 0.70 < 1 "
+        "(best point 0.44 at the audit's thresholds): not a violation at any number of runs"
     ),
     # Hu et al.'s threat model bounds every record to the domain (features in [−1, 1], L = C = 1),
     # so every per-example gradient of the pipeline has norm ≤ C: clipping at 2C returns the same
