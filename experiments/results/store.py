@@ -179,13 +179,19 @@ class UnitStore:
         if cached is not None:
             self._report(True, 0.0)
             return cached
-        start = time.perf_counter()
+        clock = self._clock()
+        start = clock()
         computed = compute()
-        seconds = time.perf_counter() - start
+        seconds = clock() - start
         # The JSON round trip makes a first run and a resumed one return identical values.
         value = self.save(key, computed, seconds)
         self._report(False, seconds)
         return value
+
+    def _clock(self) -> Callable[[], float]:
+        """The progress's clock (a test's fake one included), so that the times the estimates
+        rest on and the elapsed times they are shown beside are read from one clock."""
+        return time.perf_counter if self.progress is None else self.progress.clock
 
     def _report(self, cached: bool, seconds: float) -> None:
         if self.progress is not None:
@@ -203,7 +209,8 @@ class UnitStore:
         """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``;
         ``costs``: the keys' costs, for the estimate)."""
         before = self.progress.computed if outer else 0
-        start = time.perf_counter()
+        clock = self._clock()
+        start = clock()
         value = self.run(key, compute)
         if outer:
             # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it),
@@ -216,7 +223,7 @@ class UnitStore:
             ]
             self.progress.step(
                 computed=self.progress.computed > before,
-                seconds=time.perf_counter() - start,
+                seconds=clock() - start,
                 remaining=rest,
                 cost=None if costs is None else costs[index],
             )

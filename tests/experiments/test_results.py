@@ -495,14 +495,20 @@ def test_progress_estimates_a_long_grid_from_its_first_unit(tmp_path):
         )
     )
     assert "] 1 of 5 units left ≈ " in stream.getvalue()
-    # Stated costs: the first unit is the smallest, so the rest is 10x its time per unit of cost ×
-    # 40.
+    # Stated costs: the first unit (cost 1) takes 0.01 s on the test's clock, so the other four
+    # (cost 40) are estimated at 0.4 s; the store times the units on the progress's clock.
     stream, clock = io.StringIO(), _Clock()
     progress = results.Progress("exp", stream=stream, verbose=False, long_after=0.001, clock=clock)
     store = UnitStore(tmp_path / "sized", progress=progress)
-    store.run_many([(f"u{i}", lambda i=i: {"v": i}) for i in range(5)], costs=[1, 10, 10, 10, 10])
+    costs = [1, 10, 10, 10, 10]
+
+    def unit(i):
+        clock.now += 0.01 * costs[i]
+        return {"v": i}
+
+    store.run_many([(f"u{i}", lambda i=i: unit(i)) for i in range(5)], costs=costs)
     assert (
-        "] 4 of 5 units left ≈ 0.0 s (from 1 computed unit, weighted by size)" in stream.getvalue()
+        "] 4 of 5 units left ≈ 0.4 s (from 1 computed unit, weighted by size)" in stream.getvalue()
     )
     # A short grid says nothing.
     stream = io.StringIO()
