@@ -35,9 +35,7 @@ import optax
 
 from dpprep import clipping, frameworks, models, sampling
 from dpprep.algorithms import Hyper, TrainConfig, make_train_fn
-from dpprep.plan import DPPlan
-
-N, D, K = 60_000, 784, 10
+from step_overhead import D, K, N, dp_plan
 
 
 @contextlib.contextmanager
@@ -60,16 +58,11 @@ def unguarded() -> Iterator[None]:
         clipping.nan_safe, sampling.gather = saved
 
 
-def compiled_run(model: Any, batch_size: int, steps: int, method: str, x: Any, y: Any) -> Any:
-    plan = DPPlan.create(
-        "poisson",
-        N,
-        batch_size=batch_size,
-        steps=steps,
-        l2_clip_norm=1.0,
-        noise_multiplier=1.0,
-        delta=1e-5,
-    )
+def compiled_run(
+    model: Any, batch_size: int, steps: int, method: str, x: Any, y: Any
+) -> tuple[Callable[[int], Any], str]:
+    """The compiled run of ``model`` under step_overhead's plan, and its program's text."""
+    plan = dp_plan(batch_size, steps)
     params = model.init(jax.random.key(0))
     config = TrainConfig(model, Hyper(0.1), plan, clip_method=method)
     fn = jax.jit(make_train_fn(config, params))
