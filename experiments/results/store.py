@@ -1,6 +1,5 @@
 """The unit store: resumable units of work, each a checksummed JSON file keyed on its config and
-the code that computes it, shared across shards of a run (``run_all --shard``).
-"""
+the code that computes it, shared across shards of a run (``run_all --shard``)."""
 
 from __future__ import annotations
 
@@ -153,8 +152,7 @@ class UnitStore:
         return record["value"]
 
     def save(self, key: str, value: dict, seconds: float | None = None) -> dict:
-        """Records ``value`` as computed now by this code (in ``seconds``, when given); returns it
-        as a reload would (JSON types)."""
+        """Records ``value`` as computed now by this code (in ``seconds``); returns it as reloaded."""
         # Key order is kept (tables built from values keep their column order); the checksum is
         # over the canonical (sorted) form, so it does not depend on it.
         payload = json.loads(
@@ -179,8 +177,7 @@ class UnitStore:
         if cached is not None:
             self._report(True, 0.0)
             return cached
-        clock = self._clock()
-        start = clock()
+        start = (clock := self._clock())()
         computed = compute()
         seconds = clock() - start
         # The JSON round trip makes a first run and a resumed one return identical values.
@@ -189,8 +186,7 @@ class UnitStore:
         return value
 
     def _clock(self) -> Callable[[], float]:
-        """The progress's clock (a test's fake one included), so that the times the estimates
-        rest on and the elapsed times they are shown beside are read from one clock."""
+        """The progress's clock (a test's fake one included): estimates and elapsed times agree."""
         return time.perf_counter if self.progress is None else self.progress.clock
 
     def _report(self, cached: bool, seconds: float) -> None:
@@ -209,8 +205,7 @@ class UnitStore:
         """:meth:`run` as step ``index`` of the grid ``keys`` (a step of the bar when ``outer``;
         ``costs``: the keys' costs, for the estimate)."""
         before = self.progress.computed if outer else 0
-        clock = self._clock()
-        start = clock()
+        start = (clock := self._clock())()
         value = self.run(key, compute)
         if outer:
             # For the estimate: the rest of the grid that has no unit file yet (fresh: all of it),
