@@ -70,6 +70,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpprep.models import Array, Model, Params
+from dpprep.tracing import everywhere
 
 Batch = Any  # a pytree of arrays, leading axis = examples
 
@@ -150,20 +151,6 @@ def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array
     return jnp.where(jnp.isfinite(norms), scale, 0.0)
 
 
-@jax.custom_batching.custom_vmap
-def _everywhere(ok: Array) -> Array:
-    """``ok``, and under ``vmap`` ``all(ok)`` over the mapped axes, unbatched: the predicate of a
-    cond that must stay a cond when the computation is vmapped (a batched predicate would turn it
-    into a select that runs both branches for every element)."""
-    return ok
-
-
-@_everywhere.def_vmap
-def _everywhere_vmap(axis_size: int, in_batched: list[bool], ok: Array) -> tuple[Array, bool]:
-    del axis_size
-    return _everywhere(jnp.all(ok) if in_batched[0] else ok), False
-
-
 def nan_safe(
     finite: Array,
     contract: Callable[[Any], Any],
@@ -194,7 +181,7 @@ def nan_safe(
     plain = contract(rows)
     ok = jnp.all(finite)
     safe = jax.lax.cond(
-        _everywhere(ok),
+        everywhere(ok),
         lambda rows: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), plain),
         contract_zeroed,
         rows,

@@ -42,6 +42,7 @@ CORE = (
     "sweeps",
     "validation",
     "files",
+    "tracing",
 )
 #: What the core may load of the package besides itself: the accountant wrappers it calibrates with.
 CORE_MAY_IMPORT = {"dpprep", "dpprep.accounting", "dpprep.accounting.dp", "dpprep.renames"}
