@@ -15,12 +15,19 @@ $(PY):
 # Installs the exact versions CI ran with (requirements-lock.txt: what the library and the
 # experiments need), then the package itself; install-dev adds the test and lint tools and the
 # framework adapters (requirements-dev-lock.txt), which `make reproduce` does not need.
-install: $(PY)
+# Each install leaves a stamp in the venv, so a target reinstalls only when a lock file or
+# pyproject.toml changed (the package is installed editable: code edits need no reinstall).
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed: $(LOCK) pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
 
-install-dev: install
+$(VENV)/.installed-dev: $(VENV)/.installed $(DEV_LOCK)
 	$(PY) -m pip install --quiet -r $(LOCK) -r $(DEV_LOCK)
+	touch $@
 
 reproduce: install
 	$(PY) scripts/run_all.py $(ARGS)

@@ -338,6 +338,51 @@ def _check_clip_norm(l2_clip_norm: ArrayLike | None) -> None:
         raise ValueError(f"l2_clip_norm must be > 0 (inf: no clipping), got {l2_clip_norm!r}")
 
 
+#: The loss's positional arguments before its extra ones: ``(params, batch, *args)``.
+LOSS_LEADING_ARGS = 2
+
+
+def _key_index(prng_argnum: int | None) -> int | None:
+    """The index into the extra arguments ``args`` of ``prng_argnum`` (which counts
+    ``(params, batch, *args)``); ValueError for a position that is not an extra argument."""
+    if prng_argnum is None:
+        return None
+    if isinstance(prng_argnum, bool) or not isinstance(prng_argnum, (int, np.integer)):
+        raise TypeError(f"prng_argnum must be an int or None, got {type(prng_argnum).__name__}")
+    if prng_argnum < LOSS_LEADING_ARGS:
+        where = {0: "the params", 1: "the batch"}.get(int(prng_argnum), "no argument")
+        raise ValueError(
+            f"prng_argnum={prng_argnum} points at {where}: prng_argnum counts the loss's "
+            "positional arguments (params, batch, *args) as jax_privacy and JAX do, so the key "
+            "of loss(params, batch, key) is prng_argnum=2 (earlier versions counted from the first "
+            "argument after the batch)"
+        )
+    return int(prng_argnum) - LOSS_LEADING_ARGS
+
+
+def _check_key_argument(prng_argnum: int | None, args: tuple) -> None:
+    """The loss's argument ``prng_argnum`` (counting params and batch) was given and is a PRNG
+    key (a typed key, or a raw ``uint32[2]`` one)."""
+    index = _key_index(prng_argnum)
+    if index is None:
+        return
+    if index >= len(args):
+        raise ValueError(
+            f"prng_argnum={prng_argnum} (counting params and batch) but the loss got only "
+            f"{LOSS_LEADING_ARGS + len(args)} positional argument(s)"
+        )
+    key = args[index]
+    dtype, shape = getattr(key, "dtype", None), np.shape(key)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if not (typed or (dtype == np.uint32 and shape[-1:] == (2,))):
+        raise ValueError(
+            f"prng_argnum={prng_argnum} (counting params and batch) is not a PRNG key: got "
+            f"{dtype} of shape {shape}. It counts the loss's positional arguments "
+            "(params, batch, *args) as jax_privacy and JAX do: the key of "
+            "loss(params, batch, state, key) is prng_argnum=3"
+        )
+
+
 def clipped_grad(
     loss_fn: Callable[..., Any] | Model,
     *,
@@ -383,8 +428,11 @@ def clipped_grad(
       has_aux: ``loss_fn`` returns ``(loss, aux)``; the per-example ``aux`` is returned stacked.
       keep_batch_dim: each example keeps a leading axis of size 1 (so a loss written for batches
         works unchanged); False passes the bare example.
-      prng_argnum: index into ``args`` of a PRNG key, split into one key per example (e.g. for
-        dropout); every other argument (e.g. model state) is passed unbatched to every example.
+      prng_argnum: the position of a PRNG key among ``loss_fn``'s positional arguments
+        ``(params, batch, *args)``, numbered as jax_privacy and JAX number them (the key of
+        ``loss_fn(params, batch, key)`` is 2; 0 and 1, the params and the batch, are refused); the
+        key is split into one key per example (e.g. for dropout). Every other argument (e.g.
+        model state) is passed unbatched to every example.
       method: for a Model only (above).
       microbatch_size: compute the per-example gradients ``m`` examples at a time (a ``lax.scan``
         over microbatches summing their clipped contributions), so memory holds ``m`` per-example
@@ -415,6 +463,7 @@ def clipped_grad(
         )
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
+    key_index = _key_index(prng_argnum)
     _check_clip_norm(l2_clip_norm)
     check_microbatch_size(microbatch_size)
 
@@ -426,10 +475,8 @@ def clipped_grad(
 
     def grad_fn(params: Params, batch: Batch, *args: Any, mask: Array | None = None) -> ClippedGrad:
         size = batch_size_of(batch)
-        if prng_argnum is not None and not 0 <= prng_argnum < len(args):
-            raise ValueError(
-                f"prng_argnum={prng_argnum} but only {len(args)} extra argument(s) were given"
-            )
+        if key_index is not None:
+            _check_key_argument(prng_argnum, args)
         first = jax.tree_util.tree_map(lambda a: a[0], batch)
         try:
             value = jax.eval_shape(lambda p, e, *a: example_loss(p, e, *a), params, first, *args)
@@ -453,11 +500,11 @@ def clipped_grad(
             )
         weights = _checked_mask(mask, size)
         axes: list[int | None] = [None] * len(args)
-        if prng_argnum is not None:
+        if key_index is not None:
             args = list(args)  # type: ignore[assignment]  # a mutable copy of the positional args
             # (a list now)
-            args[prng_argnum] = jax.random.split(args[prng_argnum], size)  # type: ignore[index]
-            axes[prng_argnum] = 0
+            args[key_index] = jax.random.split(args[key_index], size)  # type: ignore[index]
+            axes[key_index] = 0
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
 
         def clipped(batch: Batch, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
@@ -698,7 +745,7 @@ def _model_clipped_grad(
         elif model.stochastic and key is not None:
             loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
             out = clipped_grad(
-                loss, l2_clip_norm=l2_clip_norm, prng_argnum=0, microbatch_size=microbatch_size
+                loss, l2_clip_norm=l2_clip_norm, prng_argnum=2, microbatch_size=microbatch_size
             )(params, (x, y), key, mask=weights)
             grad, norms = out.grad, out.norms
         elif use_fast:

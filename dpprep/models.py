@@ -377,7 +377,22 @@ def predict_labels(model: Model, params: Params, x: Array) -> Array:
     return jnp.argmax(out, axis=-1) if out.ndim == 2 else (out > 0).astype(jnp.int32)
 
 
+def check_has_rows(x: Any, name: str = "x") -> None:
+    """ValueError when ``x`` (an array or a pytree of arrays, examples first) has 0 rows: a mean
+    over it would be NaN. The usual cause is the empty ``x_test`` of a data set that comes without
+    a test split."""
+    leaves = jax.tree_util.tree_leaves(x)
+    if leaves and np.shape(leaves[0])[:1] == (0,):
+        raise ValueError(
+            f"{name} has 0 rows, so a mean over it is NaN. A data set without a test split "
+            "(adult, sepsis, credit_default, insurance) has an empty x_test: make one with "
+            "dataset.with_test_split(0.2, seed=0)"
+        )
+
+
 def accuracy(model: Model, params: Params, x: Array, y: Array) -> Array:
+    """The fraction of ``x``'s rows whose predicted class is ``y``'s (ValueError on 0 rows)."""
     if model.task != "classification":
         raise ValueError(f"accuracy needs a classifier, {model.name} is a {model.task} model")
+    check_has_rows(x)
     return jnp.mean(predict_labels(model, params, x) == y)

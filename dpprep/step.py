@@ -46,7 +46,7 @@ import numpy as np
 import optax
 
 from dpprep import streams
-from dpprep.clipping import Batch, ClippedGrad
+from dpprep.clipping import LOSS_LEADING_ARGS, Batch, ClippedGrad
 from dpprep.models import Array, Params
 from dpprep.plan import PlanGradFn, PrivateTransformation, _privatizer_state
 from dpprep.validation import check_step_fits
@@ -132,12 +132,14 @@ def dp_step(
     step_key = jax.random.fold_in(streams.stream(tx.key, streams.MODEL), t)
     call_args = list(args)
     if grad_fn.prng_argnum is not None:
-        if not 0 <= grad_fn.prng_argnum <= len(call_args):
+        # prng_argnum counts the loss's (params, batch, *args), as jax_privacy and JAX do.
+        index = grad_fn.prng_argnum - LOSS_LEADING_ARGS
+        if not 0 <= index <= len(call_args):
             raise ValueError(
-                f"prng_argnum={grad_fn.prng_argnum}: dp_step puts the step's key there, but only "
-                f"{len(call_args)} other argument(s) were given"
+                f"prng_argnum={grad_fn.prng_argnum} (counting params and batch): dp_step puts the"
+                f" step's key there, but only {len(call_args)} other argument(s) were given"
             )
-        call_args.insert(grad_fn.prng_argnum, step_key)
+        call_args.insert(index, step_key)
     step_fn = functools.partial(grad_fn, key=step_key) if grad_fn.stochastic else grad_fn
     check_step_fits(grad_fn, step_fn, params, batch, None, tuple(call_args))
     return apply_step(

@@ -429,6 +429,7 @@ def _check_eval_data(
     None)``."""
     if eval_data is None:
         return None, None
+    models.check_has_rows(eval_data[0], "eval_data's x")
     x_eval, y_eval = check_data(eval_data, params0, model)
     if algorithms.example_shape(x_eval) != example_shape:
         raise ValueError(

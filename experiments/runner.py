@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -103,12 +104,18 @@ class RunContext:
     data_dir: Path | None = None
 
 
-class _ConvergenceNoise(logging.Filter):
-    """dp-accounting logs a warning per RDP order whose series does not converge; it excludes that
-    order (ε stays an upper bound), and one calibration logs dozens. Shown only with ``verbose``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "failed to converge" not in record.getMessage()
+@contextlib.contextmanager
+def _show_library_info() -> Iterator[None]:
+    """The library's INFO records (e.g. dp-accounting's orders left out) on stderr."""
+    library = logging.getLogger("dpprep")
+    handler, level = logging.StreamHandler(), library.level
+    library.addHandler(handler)
+    library.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(level)
 
 
 def unit_source(experiment_id: str) -> str | None:
@@ -176,9 +183,9 @@ def run_experiment(
     )
     ctx = RunContext(profile, out_dir, store, progress, data_dir)
     failure = out_dir / experiments.FAILURE_FILE
-    noise = None if progress.verbose else _ConvergenceNoise()
-    if noise is not None:
-        logging.getLogger("absl").addFilter(noise)
+    # dp-accounting's per-order convergence warnings: one INFO line for the whole experiment,
+    # shown with verbose (the library's accounting functions already summarise theirs).
+    shown = _show_library_info() if progress.verbose else contextlib.nullcontext()
     # Grids calibrate hundreds of settings: keep them on disk across processes (verified on every
     # hit, so a stale or edited entry costs time, never privacy). Off when the caller says so.
     calibrations = (
@@ -187,7 +194,7 @@ def run_experiment(
         else contextlib.nullcontext()
     )
     try:
-        with calibrations:
+        with calibrations, shown, dp.rdp_orders_summarised():
             comparisons = list(module.run(ctx))
     except UnitsElsewhere:
         raise  # not a failure: this shard's part is done
@@ -203,8 +210,6 @@ def run_experiment(
         raise
     finally:
         progress.close()
-        if noise is not None:
-            logging.getLogger("absl").removeFilter(noise)
     frame = comparisons_frame(comparisons)
     frame.insert(0, "profile", profile)
     write_csv(frame, out_dir / "comparisons.csv")

@@ -620,7 +620,7 @@ def test_microbatches_give_the_unbatched_clipped_sum(m):
         _dropout_loss,
         l2_clip_norm=0.5,
         has_aux=True,
-        prng_argnum=0,
+        prng_argnum=2,
         microbatch_size=size,
     )
     ref = make(None)(p, b, key, mask=mask)
@@ -802,3 +802,54 @@ def test_the_nan_guard_adds_no_memory_and_no_pass_over_the_batch():
         jax.tree_util.tree_leaves(plain(p, b, mask).grad),
     ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+# --- prng_argnum counts the loss's positional arguments, as jax_privacy and JAX do ---------------
+
+
+def _keyed_loss(params, batch, state, key):
+    keep = jax.random.bernoulli(key, 0.5, batch["x"].shape)  # dropout on the inputs
+    prediction = jnp.where(keep, batch["x"], 0.0) @ params["w"] * state
+    return jnp.mean((prediction - batch["y"]) ** 2)
+
+
+def _keyed_problem():
+    rng = np.random.default_rng(0)
+    batch = {
+        "x": jnp.asarray(rng.normal(size=(12, 5)), jnp.float32),
+        "y": jnp.asarray(rng.normal(size=12), jnp.float32),
+    }
+    return {"w": jnp.ones(5)}, batch, jnp.float32(2.0), jax.random.key(7)
+
+
+def test_prng_argnum_is_numbered_as_jax_privacy_numbers_it():
+    from jax_privacy import clipping as jp_clipping
+
+    params, batch, state, key = _keyed_problem()
+    ours = clipping.clipped_grad(_keyed_loss, l2_clip_norm=0.5, prng_argnum=3)
+    theirs = jp_clipping.clipped_grad(_keyed_loss, l2_clip_norm=0.5, prng_argnum=3)
+    # One key per example, split alike: the same dropout masks, so the same clipped sum.
+    np.testing.assert_allclose(
+        ours(params, batch, state, key).grad["w"],
+        theirs(params, batch, state, key)["w"],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+@pytest.mark.parametrize("old", [0, 1])
+def test_prng_argnum_at_the_params_or_the_batch_is_refused_saying_how_it_counts(old):
+    where = ("the params", "the batch")[old]
+    with pytest.raises(ValueError, match=f"prng_argnum={old} points at {where}.*prng_argnum=2"):
+        clipping.clipped_grad(_keyed_loss, l2_clip_norm=1.0, prng_argnum=old)
+
+
+def test_prng_argnum_at_an_argument_that_is_not_a_key_is_refused_before_compiling():
+    params, batch, state, key = _keyed_problem()
+    # loss(params, batch, state, key): prng_argnum=2 is the state (the old numbering's key).
+    grad_fn = clipping.clipped_grad(_keyed_loss, l2_clip_norm=1.0, prng_argnum=2)
+    with pytest.raises(ValueError, match="prng_argnum=2 .* is not a PRNG key: got float32"):
+        jax.jit(grad_fn)(params, batch, state, key)
+    raw = clipping.clipped_grad(_keyed_loss, l2_clip_norm=1.0, prng_argnum=3)
+    out = raw(params, batch, state, jax.random.PRNGKey(7))  # a raw uint32[2] key is a key too
+    assert np.isfinite(np.asarray(out.grad["w"])).all()

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -36,5 +40,30 @@ def test_runtime_and_dev_locks_split_what_each_target_needs():
     # The issue: `make reproduce` installed pytest, hypothesis and ipykernel.
     assert not {"pytest", "hypothesis", "ipykernel", "ruff", "mypy"} & set(runtime)
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^install:.*\n(\t.*\n)*\t.*-r \$\(LOCK\)\n", makefile, re.M)
-    assert re.search(r"^install-dev: install\n\t.*-r \$\(DEV_LOCK\)", makefile, re.M)
+    assert re.search(r"^install: \$\(VENV\)/\.installed$", makefile, re.M)
+    assert re.search(r"^\$\(VENV\)/\.installed:.*\n(\t.*\n)*\t.*-r \$\(LOCK\)\n", makefile, re.M)
+    assert re.search(r"^\$\(VENV\)/\.installed-dev:.*\n\t.*-r \$\(DEV_LOCK\)", makefile, re.M)
+
+
+def _make_dry_run(workdir: Path, target: str) -> list[str]:
+    out = subprocess.run(
+        ["make", "-n", target, "VENV=venv"], cwd=workdir, capture_output=True, text=True, check=True
+    )
+    return out.stdout.splitlines()
+
+
+def test_make_targets_reinstall_only_when_a_lock_or_pyproject_changed(tmp_path):
+    shutil.copy(REPO / "Makefile", tmp_path)
+    for name in ("requirements-lock.txt", "requirements-dev-lock.txt", "pyproject.toml"):
+        (tmp_path / name).write_text("")
+    fresh = _make_dry_run(tmp_path, "install-dev")
+    assert sum("pip install" in line for line in fresh) == 4  # pip itself, lock, package, dev
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    for name in ("bin/python", ".installed", ".installed-dev"):
+        (tmp_path / "venv" / name).touch()
+    assert not any("pip" in line for line in _make_dry_run(tmp_path, "install-dev"))
+    future = time.time() + 10
+    os.utime(tmp_path / "requirements-dev-lock.txt", (future, future))
+    assert sum("pip install" in line for line in _make_dry_run(tmp_path, "install-dev")) == 1
+    os.utime(tmp_path / "pyproject.toml", (future + 10, future + 10))
+    assert sum("pip install" in line for line in _make_dry_run(tmp_path, "install-dev")) == 3

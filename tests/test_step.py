@@ -91,14 +91,14 @@ def test_clipped_grad_splits_the_key_per_example_and_passes_state_through():
         )
 
     batch = _batch(b=16)
-    grad_fn = clipped_grad(loss, l2_clip_norm=1.0, has_aux=True, prng_argnum=0)
+    grad_fn = clipped_grad(loss, l2_clip_norm=1.0, has_aux=True, prng_argnum=2)
     out = grad_fn({"w": jnp.ones(4)}, batch, jax.random.key(1), {"gain": jnp.float32(2.0)})
     masks = np.asarray(out.aux).reshape(16, 4)
     assert len({tuple(m) for m in masks}) > 8  # one key per example: the dropout masks differ
     again = grad_fn({"w": jnp.ones(4)}, batch, jax.random.key(1), {"gain": jnp.float32(2.0)})
     np.testing.assert_array_equal(out.aux, again.aux)  # and are reproducible from the key
-    with pytest.raises(ValueError, match="prng_argnum=2 but only 1 extra"):
-        clipped_grad(loss, l2_clip_norm=1.0, prng_argnum=2)(
+    with pytest.raises(ValueError, match="prng_argnum=4 .* got only 3 positional"):
+        clipped_grad(loss, l2_clip_norm=1.0, prng_argnum=4)(
             {"w": jnp.ones(4)}, batch, jax.random.key(1)
         )
 

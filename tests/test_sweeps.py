@@ -375,6 +375,14 @@ def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
         _assert_close(results[label].evaluation, results["one"].evaluation)
 
 
+def test_an_empty_eval_set_is_refused_before_compiling():
+    keys = jax.random.split(jax.random.PRNGKey(7), 2)
+    points = {"learning_rate": np.array([0.3, 1.0])}
+    empty = (X6_TEST[:0], Y6_TEST[:0])
+    with pytest.raises(ValueError, match="eval_data's x has 0 rows.*with_test_split"):
+        sweeps.sweep_points(SMALL, P6, (X6, Y6), keys, points, eval_data=empty)
+
+
 def test_eval_of_both_iterates_equals_evaluate_of_the_params():
     keys = jax.random.split(jax.random.PRNGKey(7), 2)
     cfg = dataclasses.replace(SMALL, iterates="both")

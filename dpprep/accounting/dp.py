@@ -52,6 +52,7 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import math
 import numbers
 import threading
@@ -327,6 +328,70 @@ def _rdp_replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     )
 
 
+# The collector of the computation running in this context (thread); None outside one.
+_LEFT_OUT: contextvars.ContextVar[list[tuple] | None] = contextvars.ContextVar(
+    "rdp_orders_left_out", default=None
+)
+
+
+class _CollectLeftOutOrders(logging.Filter):
+    """Takes dp-accounting's per-order "failed to converge" records of this context off the
+    ``absl`` logger and into its collector (others' records pass)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        collector = _LEFT_OUT.get()
+        if collector is None or "failed to converge" not in str(record.msg):
+            return True
+        collector.append(tuple(record.args) if isinstance(record.args, tuple) else ())
+        return False
+
+
+def _left_out_summary(records: list[tuple]) -> str:
+    # dp-accounting's record: (iterations, q, sigma, alpha); any other shape is only counted.
+    known = [r for r in records if len(r) == 4]
+    orders = sorted({float(r[3]) for r in known})
+    sigmas = sorted({float(r[2]) for r in known})
+    detail = (
+        f" (orders {orders[0]:g} to {orders[-1]:g}, noise multipliers {sigmas[0]:.4g} to "
+        f"{sigmas[-1]:.4g})"
+        if known
+        else ""
+    )
+    return (
+        f"dp-accounting's RDP series did not converge {len(records)} times{detail} and left "
+        "those orders out: ε is the minimum over the other orders, still an upper bound"
+    )
+
+
+#: Where the accounting functions log what is worth knowing but changes no guarantee (INFO).
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def rdp_orders_summarised() -> Iterator[None]:
+    """Within the block, dp-accounting's per-order "failed to converge" warnings (one calibration
+    can log dozens on the ``absl`` logger) become one INFO record on this module's :data:`logger`
+    at its end; nested blocks report in the outermost. Quiet by default: dp-accounting leaves such
+    an order out, so ε is the minimum over the other orders, still an upper bound (at most a
+    looser one). The accounting functions of this module run inside one; show the record with
+    ``logging.getLogger("dpprep").setLevel(logging.INFO)`` and a handler."""
+    if _LEFT_OUT.get() is not None:
+        yield
+        return
+    collected: list[tuple] = []
+    token = _LEFT_OUT.set(collected)
+    collect = _CollectLeftOutOrders()
+    absl = logging.getLogger("absl")
+    absl.addFilter(collect)
+    try:
+        yield
+    finally:
+        absl.removeFilter(collect)
+        _LEFT_OUT.reset(token)
+    if collected:
+        logger.info("%s", _left_out_summary(collected))
+
+
 def _make_accountant(options: AccountingOptions) -> Callable[[], PrivacyAccountant]:
     if options.accountant == "pld":
         relation, d = _RELATIONS[options.neighboring_relation], options.pld_discretization
@@ -501,6 +566,7 @@ def _composed_points(
     return total
 
 
+@rdp_orders_summarised()
 def _rdp_can(event: dp_event.DpEvent, options: AccountingOptions) -> bool:
     rdp = dataclasses.replace(options, accountant="rdp")
     try:  # composing an RDP is cheap (closed forms per order)
@@ -618,6 +684,7 @@ def _composition_budgeted(
     )
 
 
+@rdp_orders_summarised()
 def _epsilon_of(
     event: dp_event.DpEvent,
     delta: float,
@@ -629,6 +696,7 @@ def _epsilon_of(
     return float(eps), why
 
 
+@rdp_orders_summarised()
 def composed_epsilon(
     events: Sequence[dp_event.DpEvent],
     delta: float,
@@ -727,6 +795,7 @@ def _bracket(
     )
 
 
+@rdp_orders_summarised()
 def composed_calibrate(
     make_event: Callable[[float], dp_event.DpEvent],
     target_epsilon: float,
@@ -979,6 +1048,7 @@ def check_calibration_accounting(
     )
 
 
+@rdp_orders_summarised()
 def check_calibration(
     make_event: Callable[[float], dp_event.DpEvent],
     noise_multiplier: float,
@@ -1073,6 +1143,7 @@ def _flatten(events: Iterable[dp_event.DpEvent]) -> tuple[dp_event.DpEvent, ...]
     return tuple(out)
 
 
+@rdp_orders_summarised()
 def calibrate_noise(
     target_epsilon: float,
     delta: float,
@@ -1375,6 +1446,7 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
 
 
 @renamed_kwargs(neighbouring="neighboring_relation")
+@rdp_orders_summarised()
 def rdp_curve(
     events: Sequence[dp_event.DpEvent],
     *,

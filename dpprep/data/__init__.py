@@ -5,7 +5,9 @@ Names: ``mnist``, ``fashion_mnist``, ``adult``, ``sepsis``, ``credit_default``, 
 
 A ``Dataset`` holds read-only numpy arrays ``x_train, y_train, x_test, y_test`` (float32 features;
 int32 class ids for classification, float32 targets for regression; the test arrays have 0 rows
-where a dataset has no split), ``feature_names`` (encoded columns), ``task``
+where a dataset has no split — adult, sepsis, credit_default and insurance — and
+``dataset.with_test_split(0.2, seed=0)`` makes one; evaluating on 0 rows is refused, not NaN),
+``feature_names`` (encoded columns), ``task``
 ("classification"/"regression"), ``num_classes`` (None for regression), ``feature_groups`` (raw
 feature -> the encoded column indices it produced; every column in exactly one group, so one-hot
 levels can be treated together) and ``feature_types`` (raw feature -> "continuous"/"discrete").

@@ -105,6 +105,45 @@ class Dataset:
     def n_features(self) -> int:
         return len(self.feature_names)
 
+    def with_test_split(self, test_fraction: float, *, seed: int) -> Dataset:
+        """This data set with ``round(test_fraction · n_train)`` of its training rows, drawn
+        uniformly at random (``numpy.random.default_rng(seed)``), moved to ``x_test``/``y_test``:
+        for the data sets that come without a test split (adult, sepsis, credit_default,
+        insurance: their ``x_test`` has 0 rows). A data set that has one is refused.
+
+        >>> x, y = np.ones((100, 1), np.float32), np.arange(100) % 2
+        >>> ds = Dataset("toy", x, y, *_empty(1, "classification"), ("a",), "classification", 2,
+        ...              {"a": (0,)}, {"a": "continuous"}, "label")
+        >>> split = ds.with_test_split(0.2, seed=0)
+        >>> (split.n_train, split.n_test)
+        (80, 20)
+        """
+        if self.n_test:
+            raise ValueError(
+                f"{self.name} has a test split already ({self.n_test} rows); with_test_split is "
+                "for data sets without one"
+            )
+        if not 0.0 < float(test_fraction) < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+        n_test = round(float(test_fraction) * self.n_train)
+        if not 0 < n_test < self.n_train:
+            raise ValueError(
+                f"test_fraction={test_fraction!r} of {self.n_train} rows leaves an empty split"
+            )
+        order = np.random.default_rng(seed).permutation(self.n_train)
+        test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
+        return dataclasses.replace(
+            self,
+            x_train=self.x_train[train],
+            y_train=self.y_train[train],
+            x_test=self.x_train[test],
+            y_test=self.y_train[test],
+            description=(
+                f"{self.description} Test split: {n_test} of {self.n_train} training rows "
+                f"(with_test_split({test_fraction!r}, seed={seed!r}))."
+            ).strip(),
+        )
+
     @property
     def continuous_features(self) -> tuple[str, ...]:
         return tuple(k for k, v in self.feature_types.items() if v == "continuous")

@@ -19,6 +19,7 @@ issue's value has 3 decimals (5e-4), the spec's was calibrated with tol 1e-3, he
 from __future__ import annotations
 
 import doctest
+import logging
 import math
 import time
 import warnings
@@ -1199,3 +1200,48 @@ def test_without_replacement_schedule_fields():
         DpSgdSchedule(10, "without_replacement", 0.1234567, dataset_size=100)
     with pytest.raises(ValueError, match="dataset_size"):
         DpSgdSchedule(10, "without_replacement", 0.5, dataset_size=0)
+
+
+# --- dp-accounting's per-order convergence warnings: one quiet summary per computation -----------
+
+
+def _rdp_composition(z: float = 1.0, q: float = 0.1) -> list:
+    # At z = 1, q = 0.1 dp-accounting's fractional-order series fails at orders 1.1 ... 1.5.
+    schedule = dp.DpSgdSchedule(steps=30, sampling="poisson", sampling_rate=q)
+    return [dp.dpsgd_event(z, schedule)]
+
+
+def test_orders_left_out_by_dp_accounting_become_one_info_record(caplog):
+    caplog.set_level(logging.INFO)
+    rdp = dp.AccountingOptions(accountant="rdp")
+    eps = dp.composed_epsilon(_rdp_composition(), 1e-5, options=rdp)
+    assert not [r for r in caplog.records if r.name == "absl"]
+    ours = [r for r in caplog.records if r.name == "dpprep.accounting.dp"]
+    assert [r.levelno for r in ours] == [logging.INFO]
+    assert "did not converge 5 times (orders 1.1 to 1.5, noise multipliers 1 to 1)" in (
+        ours[0].getMessage()
+    )
+    # The ε is dp-accounting's own, computed without the summary.
+    accountant = dpa.rdp.RdpAccountant(list(dp.RDP_ORDERS))
+    assert eps == accountant.compose(_rdp_composition()[0]).get_epsilon(1e-5)
+
+
+def test_a_calibration_summarises_all_its_evaluations_once(caplog):
+    caplog.set_level(logging.INFO)
+    rdp = dp.AccountingOptions(accountant="rdp")
+    dp.composed_calibrate(lambda z: _rdp_composition(z)[0], 4.0, 1e-5, options=rdp)
+    assert not [r for r in caplog.records if r.name == "absl"]
+    assert len([r for r in caplog.records if r.name == "dpprep.accounting.dp"]) == 1
+
+
+def test_other_absl_records_pass_and_the_filter_goes_after_an_error(caplog):
+    absl = logging.getLogger("absl")
+    with pytest.raises(RuntimeError), dp.rdp_orders_summarised():
+        absl.warning("something else")
+        absl.warning("_compute_log_a_frac failed to converge after %d iterations", 1000)
+        raise RuntimeError("the computation failed")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["something else"]  # no summary for a computation that raised
+    assert not absl.filters
+    absl.warning("_compute_log_a_frac failed to converge after %d iterations", 1000)
+    assert "failed to converge" in caplog.records[-1].getMessage()  # outside a block: as is

@@ -392,3 +392,44 @@ def test_missing_cifar100_features_explains_how_to_make_it(tmp_path):
     message = str(info.value)
     assert "cifar100_features/features.npz" in message and "numpy.savez" in message
     assert "x_train" in message and "DPPREP_DATA_DIR" in message and str(tmp_path) in message
+
+
+def _unsplit(n: int = 50) -> loaders.Dataset:
+    x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    return loaders.Dataset(
+        "toy", x, np.arange(n) % 2, *loaders._empty(2, "classification"), ("a", "b"),
+        "classification", 2, {"a": (0,), "b": (1,)}, {"a": "continuous", "b": "continuous"},
+        "label",
+    )  # fmt: skip
+
+
+def test_with_test_split_moves_a_seeded_random_fraction_of_the_rows():
+    ds = _unsplit()
+    split = ds.with_test_split(0.2, seed=3)
+    assert (split.n_train, split.n_test) == (40, 10)
+    rows = np.concatenate([split.x_train, split.x_test])
+    np.testing.assert_array_equal(np.sort(rows[:, 0]), ds.x_train[:, 0])  # every row once
+    assert not np.array_equal(split.x_test, ds.x_train[:10])  # drawn, not the first rows
+    again = ds.with_test_split(0.2, seed=3)
+    np.testing.assert_array_equal(again.x_test, split.x_test)
+    np.testing.assert_array_equal(split.y_test, (split.x_test[:, 0] / 2).astype(int) % 2)
+    assert "with_test_split(0.2, seed=3)" in split.description
+    with pytest.raises(ValueError, match="has a test split already"):
+        split.with_test_split(0.2, seed=0)
+    for bad in (0.0, 1.0, 0.001):
+        with pytest.raises(ValueError, match="test_fraction"):
+            ds.with_test_split(bad, seed=0)
+
+
+def test_evaluating_on_an_empty_test_split_is_refused_saying_how_to_make_one():
+    import jax
+
+    from dpprep import models
+
+    ds = _unsplit()
+    model = models.logistic_regression(2)
+    params = model.init(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"x has 0 rows.*with_test_split\(0.2, seed=0\)"):
+        models.accuracy(model, params, ds.x_test, ds.y_test)
+    split = ds.with_test_split(0.2, seed=0)
+    assert 0.0 <= float(models.accuracy(model, params, split.x_test, split.y_test)) <= 1.0

@@ -69,7 +69,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import logging
 import math
 from typing import ClassVar, Literal
 
@@ -77,6 +76,7 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special, stats
 
+from dpprep.accounting import dp
 from dpprep.preprocess.privacy.table1 import DPSGDSampling, Mechanism
 from dpprep.renames import renamed_fields, renamed_kwargs
 from dpprep.validation import check_positive, check_positive_int
@@ -129,15 +129,11 @@ def _finite_points(grid: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
 @contextlib.contextmanager
 def _quiet_dp_accounting():
     """dp-accounting logs a warning per order whose series does not converge (it returns inf
-    there, which we skip); silence that for the duration of one grid computation."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with np.errstate(all="ignore"):
-            yield
-    finally:
-        logger.setLevel(level)
+    there, which we skip): one INFO record instead
+    (:func:`dpprep.accounting.dp.rdp_orders_summarised`), and no numpy warnings, for the duration
+    of one grid computation."""
+    with dp.rdp_orders_summarised(), np.errstate(all="ignore"):
+        yield
 
 
 @functools.lru_cache(maxsize=256)
