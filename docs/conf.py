@@ -34,6 +34,8 @@ myst_heading_anchors = 3
 # "Attributes:" as field lists: a NamedTuple's fields are documented once
 napoleon_use_ivar = True
 html_static_path = ["_static"]
+# What an example prints (```output blocks) is set apart from its code.
+html_css_files = ["output.css"]
 # without one the browser asks for /favicon.ico and logs a 404
 html_favicon = "_static/favicon.svg"
 
