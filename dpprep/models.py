@@ -378,6 +378,8 @@ def predict_labels(model: Model, params: Params, x: Array) -> Array:
 
 
 def accuracy(model: Model, params: Params, x: Array, y: Array) -> Array:
+    """The fraction of the rows of ``x`` that the classifier ``model`` with ``params`` labels as
+    ``y`` (a scalar array)."""
     if model.task != "classification":
         raise ValueError(f"accuracy needs a classifier, {model.name} is a {model.task} model")
     return jnp.mean(predict_labels(model, params, x) == y)
