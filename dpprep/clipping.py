@@ -13,7 +13,8 @@ with a PRNG key split per example (``prng_argnum``, e.g. for dropout) and any ot
 >>> out = grad_fn(jnp.ones((2, 1)), batch)
 >>> [round(float(v), 3) for v in out.norms]             # ‖2·(xᵀθ − y)·x‖ per example
 [70.0, 0.02]
->>> [round(float(v), 3) for v in out.grad[:, 0]]       # (42, 56)·1/70 + (0.02, 0): clipped to C = 1
+>>> # clipped to C = 1: (42, 56)·1/70 and (0.02, 0)
+>>> [round(float(v), 3) for v in out.grad[:, 0]]
 [0.62, 0.8]
 
 The same entry takes a :class:`~dpprep.models.Model` and ``(x, y)`` batches, with two paths that

@@ -11,13 +11,15 @@ columns masked out), in one compiled call:
 >>> from dpprep.algorithms import Hyper, TrainConfig
 >>> from dpprep.plan import DPPlan
 >>> model = models.logistic_regression(2)
->>> plan = DPPlan.create("full", 3, steps=5, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5)
+>>> plan = DPPlan.create(
+...     "full", 3, steps=5, l2_clip_norm=1.0, noise_multiplier=2.0, delta=1e-5
+... )
 >>> config = TrainConfig(model, Hyper(0.5), plan, extensions=(AffineFeatures(),))
 >>> x, y = np.array([[1.0, 2.0], [3.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0, 1.0])
 >>> keys = jax.random.split(jax.random.key(0), 2)
 >>> out = sweeps.sweep_points(config, model.init(None), (x, y), keys,
 ...                           {"feature_shift": np.array([[0.0, 0.0], [1.0, 1.0]])})
->>> out.params["w"].shape                                       # (seeds, points, d, 1)
+>>> out.params["w"].shape  # (seeds, points, d, 1)
 (2, 2, 2, 1)
 
 **One batch for every point.** For GLMs the transformed data are never formed: the logits use

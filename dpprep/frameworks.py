@@ -9,9 +9,10 @@ only its inexact arrays), so what ``train`` returns plugs back in: ``nnx.update(
 ``module.apply({"params": params}, x)``, ``eqx.combine(params, static)``.
 
 >>> import jax, jax.numpy as jnp
->>> model = from_init_apply(lambda key: {"w": jnp.zeros((4, 3))}, lambda p, x: x @ p["w"],
-...                         loss="softmax_cross_entropy")
->>> model.per_example_loss(model.init(jax.random.key(0)), jnp.ones((2, 4)), jnp.array([0, 2])).shape
+>>> init = lambda key: {"w": jnp.zeros((4, 3))}
+>>> model = from_init_apply(init, lambda p, x: x @ p["w"], loss="softmax_cross_entropy")
+>>> params = model.init(jax.random.key(0))
+>>> model.per_example_loss(params, jnp.ones((2, 4)), jnp.array([0, 2])).shape
 (2,)
 
 Only trainable parameters are private-trained: models with mutable state that mixes examples

@@ -391,7 +391,8 @@ def check_has_rows(x: Any, name: str = "x") -> None:
 
 
 def accuracy(model: Model, params: Params, x: Array, y: Array) -> Array:
-    """The fraction of ``x``'s rows whose predicted class is ``y``'s (ValueError on 0 rows)."""
+    """The fraction of the rows of ``x`` that the classifier ``model`` with ``params`` labels as
+    ``y`` (a scalar array; ValueError when ``x`` has 0 rows)."""
     if model.task != "classification":
         raise ValueError(f"accuracy needs a classifier, {model.name} is a {model.task} model")
     check_has_rows(x)

@@ -24,7 +24,8 @@ the noise key and the step count), so a private update composes with any optimiz
 ...                  optax.sgd(0.1))
 >>> params = {"w": jnp.zeros(3)}
 >>> state = tx.init(params)
->>> updates, state = tx.update({"w": jnp.ones(3)}, state, params)   # a clipped gradient sum
+>>> clipped_sum = {"w": jnp.ones(3)}
+>>> updates, state = tx.update(clipped_sum, state, params)
 >>> updates["w"].shape, int(state[0].count)
 ((3,), 1)
 """

@@ -26,7 +26,8 @@ It also holds two optax-style wrappers the convex-optimisation analyses of DP-GD
 >>> for _ in range(2):
 ...     updates, state = tx.update({"w": jnp.array([-3.0, -4.0])}, state, params)
 ...     params = optax.apply_updates(params, updates)
->>> [round(float(v), 3) for v in params["w"]]        # (3, 4) projected onto the unit ball
+>>> # (3, 4) projected onto the unit ball
+>>> [round(float(v), 3) for v in params["w"]]
 [0.6, 0.8]
 >>> [round(float(v), 3) for v in averaged_params(state)["w"]]
 [0.6, 0.8]

@@ -758,12 +758,14 @@ class DPPlan:
     are stated nowhere else (in the spirit of jax_privacy's ``DPExecutionPlan`` and Opacus'
     ``make_private_with_epsilon``):
 
-    >>> plan = DPPlan.create("poisson", 60_000, batch_size=256, epochs=2, l2_clip_norm=1.0,
-    ...                      target_epsilon=2.0, delta=1e-5)
+    >>> plan = DPPlan.create("poisson", 60_000, batch_size=256, epochs=2,
+    ...                      l2_clip_norm=1.0, target_epsilon=2.0, delta=1e-5)
     >>> plan.steps, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0
     (469, 0.683, True)
-    >>> DPPlan.non_private("shuffle", 1000, batch_size=100, epochs=1).describe()
-    'no DP guarantee (non-private run requested): shuffle, n=1000, batch 100, 10 steps, no clipping'
+    >>> plan = DPPlan.non_private("shuffle", 1000, batch_size=100, epochs=1)
+    >>> print(plan.describe())
+    no DP guarantee (non-private run requested): shuffle, n=1000, batch 100, 10 steps,
+    no clipping
 
     Attributes:
       execution: the run's :class:`ExecutionPlan` (what the engine scans and the accountant

@@ -59,7 +59,8 @@ def rename_keys(
     >>> import warnings
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
-    ...     rename_keys({"clip_norm": 1.0, "learning_rate": 0.1}, {"clip_norm": "l2_clip_norm"})
+    ...     values = {"clip_norm": 1.0, "learning_rate": 0.1}
+    ...     rename_keys(values, {"clip_norm": "l2_clip_norm"})
     {'l2_clip_norm': 1.0, 'learning_rate': 0.1}
     """
     for old, new in renames.items():

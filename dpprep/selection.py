@@ -52,12 +52,13 @@ candidate's run on the training part, its multiplier calibrated for the whole pr
 
 >>> selection = PrivateSelection(Repetitions(mean=10, shape=1), score_noise=20.0,
 ...                              validation_size=200)
->>> plan = selection.plan("full", 1200, steps=50, l2_clip_norm=1.0, target_epsilon=2.0,
-...                       delta=1e-5)
+>>> plan = selection.plan("full", 1200, steps=50, l2_clip_norm=1.0,
+...                       target_epsilon=2.0, delta=1e-5)
 >>> # 1000 training rows; all of it (2, 1e-5)-DP
 >>> plan.n, round(plan.noise_multiplier, 3), plan.epsilon <= 2.0
 (1000, 31.161, True)
->>> round(plan.execution.epsilon(plan.noise_multiplier, 1e-5), 3)  # one candidate's training alone
+>>> # one candidate's training alone
+>>> round(plan.execution.epsilon(plan.noise_multiplier, 1e-5), 3)
 0.833
 """
 
@@ -724,7 +725,8 @@ class PrivateSelection:
         >>> from dpprep.plan import ExecutionPlan
         >>> selection = PrivateSelection(Repetitions(mean=4, shape=1), score_noise=20.0,
         ...                              validation_size=200)
-        >>> both = selection.epsilon(ExecutionPlan.create("full", 1000, steps=50), 25.0, 1e-5)
+        >>> add_remove = ExecutionPlan.create("full", 1000, steps=50)
+        >>> both = selection.epsilon(add_remove, 25.0, 1e-5)
         >>> replace_one = ExecutionPlan.create(
         ...     "full", 1000, steps=50, neighboring_relation="replace_one"
         ... )

@@ -23,15 +23,18 @@ that scan, and a user calls it from their own loop:
 >>> from dpprep.plan import DPPlan
 >>> plan = DPPlan.create("poisson", 1000, batch_size=50, steps=3, l2_clip_norm=1.0,
 ...                      noise_multiplier=1.1, delta=1e-5)
->>> loss = lambda params, batch: jnp.mean((batch["x"] @ params["w"] - batch["y"]) ** 2)
->>> grad_fn = plan.clipped_grad(loss)                       # C stated once: in the plan
->>> tx = plan.optimizer(optax.sgd(0.5), key=jax.random.key(0))   # the run's key: batches and noise
+>>> loss = lambda p, batch: jnp.mean((batch["x"] @ p["w"] - batch["y"]) ** 2)
+>>> grad_fn = plan.clipped_grad(loss)  # C stated once: in the plan
+>>> # the run's key: it draws the batches and the noise
+>>> tx = plan.optimizer(optax.sgd(0.5), key=jax.random.key(0))
 >>> data = {"x": jnp.ones((1000, 2)), "y": jnp.ones(1000)}
 >>> params = {"w": jnp.zeros(2)}
 >>> opt_state = tx.init(params)
 >>> for t in range(plan.steps):
-...     params, opt_state, out = dp_step(params, opt_state, data, grad_fn=grad_fn, tx=tx)
->>> plan.spent(opt_state) == plan.epsilon                    # the ε of the steps taken
+...     params, opt_state, out = dp_step(
+...         params, opt_state, data, grad_fn=grad_fn, tx=tx
+...     )
+>>> plan.spent(opt_state) == plan.epsilon  # the ε of the steps taken
 True
 """
 

@@ -16,7 +16,8 @@ def everywhere(ok: Array) -> Array:
     >>> import jax, jax.numpy as jnp
     >>> bool(everywhere(jnp.array(True)))
     True
-    >>> jax.vmap(everywhere)(jnp.array([True, False]))  # one unbatched answer for the whole map
+    >>> # one unbatched answer for the whole map
+    >>> jax.vmap(everywhere)(jnp.array([True, False]))
     Array([False, False], dtype=bool)
     """
     return ok

@@ -1,6 +1,13 @@
 """Every ```python block of README.md and of the documentation's pages (``docs/**/*.md``) runs as
 written, each on its own in a fresh interpreter (so one example cannot lean on names another
-defined, and a reader can paste any one of them alone).
+defined, and a reader can paste any one of them alone), and prints what the page says it prints.
+
+What an example prints is shown right below it, in an ```output block, and compared here with what
+it printed, doctest-style: the same words and punctuation (whitespace aside; ``...`` stands for any
+text), the same integers, and every number written with a decimal point or an exponent within the
+tolerance stated in the comment before the block, ``<!-- output: atol=0.002 rtol=0 -->``
+(|printed − shown| ≤ atol + rtol·|shown|; no comment: equal). A number in a comment next to a
+``print`` would be a claim about the output that nothing compares, so comments there hold none.
 
 A block that truly must not run (a multi-host snippet, say) is preceded by the comment
 ``<!-- example: not run: <the reason> -->``; shell commands belong in non-python blocks."""
@@ -8,11 +15,15 @@ A block that truly must not run (a multi-host snippet, say) is preceded by the c
 from __future__ import annotations
 
 import ast
+import io
+import math
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -29,32 +40,143 @@ FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", flags=re.
 PYTHON_ALIASES = {"py", "py3", "python3", "pycon", "ipython", "ipython3"}
 # What marks a block that reads the real datasets (it gets the shared data directory, or skips).
 NEEDS_DATA = re.compile(r"\bdata\.load\(|\bload_corrdp\(")
+# The comment before an output block: nothing but blank lines may separate it from the example
+# above and from the block below; its tolerances are ``name=value`` pairs.
+OUTPUT_MARK = re.compile(r"<!--\s*output(?::(?P<tolerance>[^>]*?))?\s*-->")
+# A printed number: integers (compared exactly) and numbers with a point or an exponent (within
+# the tolerance); not the digits inside a word (float32, x1).
+NUMBER = r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])|\bnan\b|[-+]?\binf\b"
+TOKEN = re.compile(rf"(?P<number>{NUMBER})|(?P<ellipsis>\.\.\.)|(?P<word>\w+)|(?P<other>\S)")
+
+
+class Block(NamedTuple):
+    info: str
+    body: str
+    reason: str | None  # why it is not run (python blocks only), or None
+    start: int  # offsets of the fence in the page
+    end: int
+
+
+class Example(NamedTuple):
+    page: str
+    number: int  # its index among the page's run examples
+    source: str
+    output: str | None  # the ```output block below it
+    tolerance: dict[str, float]
 
 
 def _blocks(text: str) -> list[tuple[str, str, str | None]]:
     """``(info string, body, reason not to run or None)`` for every fenced block, in order."""
+    return [(b.info, b.body, b.reason) for b in _fenced(text)]
+
+
+def _fenced(text: str) -> list[Block]:
     out = []
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         skip = SKIP.search(before)
-        out.append((match["info"].strip(), match["body"], skip["reason"] if skip else None))
+        reason = skip["reason"] if skip else None
+        out.append(Block(match["info"].strip(), match["body"], reason, match.start(), match.end()))
     return out
 
 
+def _tolerance(spec: str | None) -> dict[str, float]:
+    """``"atol=0.002 rtol=1e-4"`` → ``{"atol": 0.002, "rtol": 1e-4}`` (missing ones are 0)."""
+    tolerance = {"atol": 0.0, "rtol": 0.0}
+    for item in (spec or "").replace(",", " ").split():
+        name, _, value = item.partition("=")
+        if name not in tolerance or not value:
+            raise ValueError(f"an output tolerance is atol=… and/or rtol=…, not {item!r}")
+        tolerance[name] = float(value)
+        if not tolerance[name] >= 0:
+            raise ValueError(f"a tolerance is a number ≥ 0, not {item!r}")
+    return tolerance
+
+
+def _examples(name: str, text: str) -> tuple[list[Example], list[Block]]:
+    """The run examples of a page with their output blocks, and the output blocks that follow no
+    run example (an error: what they show is compared with nothing)."""
+    blocks = _fenced(text)
+    examples, orphans, claimed = [], [], set()
+    for i, block in enumerate(blocks):
+        if block.info != "python" or block.reason is not None:
+            continue
+        output, tolerance = None, {"atol": 0.0, "rtol": 0.0}
+        if i + 1 < len(blocks) and blocks[i + 1].info == "output":
+            between = text[block.end : blocks[i + 1].start]
+            mark = OUTPUT_MARK.search(between)
+            if not OUTPUT_MARK.sub("", between).strip():
+                output, tolerance = blocks[i + 1].body, _tolerance(mark and mark["tolerance"])
+                claimed.add(i + 1)
+        examples.append(Example(name, len(examples), block.body, output, tolerance))
+    orphans = [b for i, b in enumerate(blocks) if b.info == "output" and i not in claimed]
+    return examples, orphans
+
+
+PARSED = {name: _examples(name, text) for name, text in TEXTS.items()}
 BLOCKS = {name: _blocks(text) for name, text in TEXTS.items()}
-# (page, index of the example on that page, source)
-EXAMPLES = [
-    (name, i, body)
-    for name, blocks in BLOCKS.items()
-    for i, body in enumerate(
-        body for info, body, reason in blocks if info == "python" and reason is None
-    )
-]
+EXAMPLES = [example for examples, _ in PARSED.values() for example in examples]
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    return [(m.lastgroup or "", m.group()) for m in TOKEN.finditer(text)]
+
+
+def _is_exact(number: str) -> bool:
+    """An integer as written (no point, no exponent): compared exactly."""
+    return not re.search(r"[.eEn]", number)
+
+
+def _same_number(shown: str, printed: str, atol: float, rtol: float) -> bool:
+    a, b = float(shown), float(printed)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if _is_exact(shown) or math.isinf(a):
+        return a == b
+    return abs(b - a) <= atol + rtol * abs(a)
+
+
+def output_mismatch(shown: str, printed: str, atol: float = 0.0, rtol: float = 0.0) -> str | None:
+    """None when ``printed`` is what ``shown`` shows (see the module's docstring), else where the
+    two part."""
+    want, got = _tokens(shown), _tokens(printed)
+    # match[i][j]: want[i:] matches got[j:] (``...`` matches any run of tokens, none included)
+    match = [[False] * (len(got) + 1) for _ in range(len(want) + 1)]
+    match[len(want)][len(got)] = True
+    for i in range(len(want) - 1, -1, -1):
+        kind, text = want[i]
+        for j in range(len(got), -1, -1):
+            if kind == "ellipsis":
+                match[i][j] = match[i + 1][j] or (j < len(got) and match[i][j + 1])
+            elif j < len(got):
+                other_kind, other = got[j]
+                same = (
+                    _same_number(text, other, atol, rtol)
+                    if kind == "number" and other_kind == "number"
+                    else text == other
+                )
+                match[i][j] = same and match[i + 1][j + 1]
+    if match[0][0]:
+        return None
+    # Where they part: the longest prefix of tokens matched without wildcards, for the message.
+    k = 0
+    while k < min(len(want), len(got)) and want[k][0] != "ellipsis":
+        kind, text = want[k]
+        if not (
+            _same_number(text, got[k][1], atol, rtol)
+            if kind == "number" and got[k][0] == "number"
+            else text == got[k][1]
+        ):
+            break
+        k += 1
+    shown_at = want[k][1] if k < len(want) else "the end"
+    printed_at = got[k][1] if k < len(got) else "the end"
+    return f"token {k}: the page shows {shown_at!r}, the example printed {printed_at!r}"
 
 
 def test_every_python_block_is_found_and_runs_unless_a_reason_says_why():
     assert len(EXAMPLES) >= 8
-    assert any(name == "README.md" for name, _, _ in EXAMPLES), "the README's example is run too"
+    assert any(e.page == "README.md" for e in EXAMPLES), "the README's example is run too"
     for name, text in TEXTS.items():
         # Every fence opened is closed (an odd count would mean a block the regex paired wrongly).
         # MyST directives (```{toctree}, ```{eval-rst}) are fences too.
@@ -68,11 +190,100 @@ def test_every_python_block_is_found_and_runs_unless_a_reason_says_why():
             )
 
 
+def test_every_example_shows_its_output_and_every_output_is_an_example_s():
+    for name, (examples, orphans) in PARSED.items():
+        for example in examples:
+            assert example.output is not None, (
+                f"{name} example {example.number} has no ```output block right below it (a"
+                f" reader should see what it prints):\n{example.source[:300]}"
+            )
+        assert not orphans, (
+            f"{name}: an ```output block must follow a run example (only blank lines and its"
+            f" <!-- output: … --> comment between):\n{orphans[0].body[:300]}"
+        )
+
+
 def test_a_not_run_block_must_say_why():
     marked = _blocks("<!-- example: not run: needs 4 hosts -->\n```python\nimport x\n```\n")
     assert marked == [("python", "import x\n", "needs 4 hosts")]
     unexplained = _blocks("<!-- example: not run:  -->\n```python\nimport x\n```\n")
     assert unexplained == [("python", "import x\n", None)]  # no reason given: the block runs
+
+
+def test_an_output_block_is_found_with_its_tolerance():
+    page = "```python\nprint(1)\n```\n\n<!-- output: atol=0.01 -->\n```output\n1\n```\n"
+    (example,), orphans = _examples("page", page)
+    assert example.output == "1\n" and example.tolerance == {"atol": 0.01, "rtol": 0.0}
+    assert not orphans
+    # Prose between the example and the block: the block is nobody's.
+    (example,), orphans = _examples("page", page.replace("\n\n<!--", "\nsome text\n<!--"))
+    assert example.output is None and len(orphans) == 1
+    with pytest.raises(ValueError, match="atol"):
+        _examples("page", page.replace("atol=0.01", "within 0.01"))
+
+
+@pytest.mark.parametrize(
+    "shown, printed, tolerance, same",
+    [
+        ("accuracy 0.905 at ε = 2.000", "accuracy 0.9051 at ε = 1.99998", {"atol": 0.001}, True),
+        ("accuracy 0.905", "accuracy 0.912", {"atol": 0.001}, False),
+        ("z=1.06233", "z=1.06229", {}, False),  # the README's drift, caught
+        ("z=1.06233", "z=1.06229", {"rtol": 1e-4}, True),
+        ("batch 2048, 88 steps", "batch 2048, 89 steps", {"atol": 10}, False),  # integers exact
+        ("(10, 3) [1.0 2.0]", "(10, 3)\n[1.  2.]", {}, True),  # whitespace and 1.0 vs 1.
+        ("(10, 3)", "(10, 3, 1)", {}, False),
+        ("shape (2, ...) done", "shape (2, 32, 1) done", {}, True),
+        ("float32", "float64", {"atol": 1.0}, False),  # digits in a word are text
+        ("caught by ()", "caught by ('noise:scale',)", {}, False),
+        ("nan", "nan", {}, True),
+    ],
+)
+def test_the_output_comparison(shown, printed, tolerance, same):
+    assert (output_mismatch(shown, printed, **tolerance) is None) == same
+
+
+def _print_comments(source: str) -> list[tuple[int, str]]:
+    """Comments on a ``print(...)`` call's lines and the comment lines right above it."""
+    comments = {
+        tok.start[0]: tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+        ):
+            continue
+        rows = set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        row = node.lineno - 1
+        while row >= 1 and lines[row - 1].lstrip().startswith("#"):
+            rows.add(row)
+            row -= 1
+        found += [(r, comments[r]) for r in sorted(rows) if r in comments]
+    return found
+
+
+def test_no_comment_beside_a_print_states_a_number():
+    for example in EXAMPLES:
+        for row, comment in _print_comments(example.source):
+            assert not re.search(r"\d", comment), (
+                f"{example.page} example {example.number}, line {row}: {comment!r} states a"
+                " number beside a print; show it in the example's ```output block, where the"
+                " test compares it"
+            )
+
+
+def test_the_comment_check_finds_the_readme_s_old_comment():
+    old = (
+        "x = 1\n# (2, 1e-05)-DP: z=1.06233\nprint(x)\nprint(x)  # ≈ 0.916\n"
+        "print(x)  # dropout off\n"
+    )
+    assert [row for row, _ in _print_comments(old)] == [2, 4, 5]
+    assert [row for row, c in _print_comments(old) if re.search(r"\d", c)] == [2, 4]
 
 
 def _bound_names(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -92,7 +303,7 @@ def _bound_names(tree: ast.AST) -> tuple[set[str], set[str]]:
 def test_no_example_rebinds_a_name_another_example_imports():
     """A reader pasting the examples into one session must not find, e.g., ``dpprep.data`` shadowed
     by a dataset called ``data`` (so that a later ``data.load`` fails)."""
-    trees = [(name, i, ast.parse(body)) for name, i, body in EXAMPLES]
+    trees = [(e.page, e.number, ast.parse(e.source)) for e in EXAMPLES]
     imported = set().union(*(_bound_names(t)[0] for _, _, t in trees))
     for name, i, tree in trees:
         clash = _bound_names(tree)[1] & imported
@@ -101,10 +312,10 @@ def test_no_example_rebinds_a_name_another_example_imports():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "index", range(len(EXAMPLES)), ids=[f"{name}-{i}" for name, i, _ in EXAMPLES]
+    "index", range(len(EXAMPLES)), ids=[f"{e.page}-{e.number}" for e in EXAMPLES]
 )
-def test_example_runs(index, tmp_path, request):
-    name, number, source = EXAMPLES[index]
+def test_example_runs_and_prints_what_its_page_shows(index, tmp_path, request):
+    name, number, source, shown, tolerance = EXAMPLES[index]
     env = {
         **os.environ,
         "MPLBACKEND": "Agg",
@@ -134,3 +345,9 @@ def test_example_runs(index, tmp_path, request):
     # What a snippet shows should be a few numbers, not a page of repr (e.g. a result with ~100 RDP
     # orders).
     assert max(map(len, done.stdout.splitlines())) <= 200, done.stdout[:1000]
+    assert shown is not None, f"{name} example {number} shows no output; it printed:\n{done.stdout}"
+    mismatch = output_mismatch(shown, done.stdout, **tolerance)
+    assert mismatch is None, (
+        f"{name} example {number} prints other than its page shows ({mismatch}; tolerance"
+        f" {tolerance}).\nThe page shows:\n{shown}\nIt printed:\n{done.stdout}"
+    )

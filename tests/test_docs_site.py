@@ -1,6 +1,7 @@
 """The documentation site (``docs/``, ``make docs``) builds with Sphinx with warnings as errors, its
 API reference covers every module of the package, and its pages render in a real browser (Debian's
-headless Chromium, driven by Selenium through Debian's chromedriver) without console errors.
+headless Chromium, driven by Selenium through Debian's chromedriver) without console errors and
+with every code block within the page's width (at a 1280-pixel-wide window, a laptop's).
 
 Without Chromium the browser test skips, unless ``DPPREP_REQUIRE_BROWSER=1`` (CI, which installs
 it) makes that a failure. The examples on the pages are run by ``tests/test_docs_examples.py``.
@@ -9,6 +10,7 @@ it) makes that a failure. The examples on the pages are run by ``tests/test_docs
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import os
 import re
@@ -33,8 +35,25 @@ GUIDES = [
     "guides/private-selection",
     "guides/auditing",
     "guides/preprocessing",
+    "guides/speed",
+    "papers/hu2024",
+    "papers/dpsgdf",
+    "papers/corrdp",
     "reproducing",
 ]
+# Every page of the site, from its sources: the Markdown pages and the notebooks (tutorials).
+PAGES = sorted(
+    [
+        *(
+            path.relative_to(REPO / "docs").with_suffix("").as_posix()
+            for path in (REPO / "docs").rglob("*.md")
+            if "_build" not in path.parts
+        ),
+        *(f"tutorials/{nb.stem}" for nb in (REPO / "notebooks").glob("*.ipynb")),
+    ]
+)
+# The browser's window: furo shows both sidebars' worth of layout and a content column of 46em.
+WINDOW = (1280, 900)
 
 
 def _package_modules() -> set[str]:
@@ -103,6 +122,34 @@ def test_the_site_has_every_guide_the_tutorials_and_an_api_entry_for_every_modul
         assert f'href="{page}.html"' in index, page
 
 
+def _signatures(page: Path) -> dict[str, str]:
+    """Each API entry's id and its signature line as the page shows it."""
+    text = page.read_text(encoding="utf-8")
+    return {
+        m["id"]: " ".join(html.unescape(re.sub(r"<[^>]+>", "", m["sig"])).split())
+        for m in re.finditer(
+            r'<dt class="sig sig-object py" id="(?P<id>[^"]+)">(?P<sig>.*?)</dt>', text, re.S
+        )
+    }
+
+
+def test_api_entries_show_real_signatures(site):
+    signatures = {}
+    for page in (site / "api").glob("*.html"):
+        signatures |= _signatures(page)
+    # A wrapper that hides its function (a decorator without functools.wraps, typing.Protocol's
+    # placeholder __init__) shows as (*args, **kwargs): the reader cannot tell what to pass.
+    fake = {name: sig for name, sig in signatures.items() if "(*args, **kwargs)" in sig}
+    assert not fake, f"API entries with a placeholder signature: {fake}"
+    # The protocols are shown without one (they are implemented, not called) ...
+    for protocol in ("dpprep.sampling.Sampler", "dpprep.plan.PlanAccountant"):
+        assert signatures[protocol] == f"class {protocol}¶", signatures[protocol]
+    # ... and the real signatures are there: the core's entry points, and a custom_vmap function.
+    assert signatures["dpprep.step.dp_step"].startswith("dpprep.step.dp_step(params, opt_state,")
+    assert "target_epsilon" in signatures["dpprep.algorithms.fit"]
+    assert signatures["dpprep.tracing.everywhere"].startswith("dpprep.tracing.everywhere(ok")
+
+
 def test_the_site_fetches_nothing_from_the_network(site):
     # A reader offline (and this project's CI) must get the whole page: no CDN scripts, styles or
     # fonts.
@@ -154,6 +201,7 @@ def browser(tmp_path_factory):
         "--disable-component-update",
         "--disable-sync",
         "--disable-quic",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
     ):
         options.add_argument(flag)
@@ -196,6 +244,52 @@ def test_a_page_renders_in_a_browser_without_console_errors(browser, server, pag
     )
     assert sheets >= 2, f"{page}: stylesheets not loaded"
     assert browser.find_element("css selector", ".sidebar-drawer").is_displayed()
+
+
+# The code blocks (``pre``: examples, outputs, shell lines, docstring examples, notebook cells)
+# whose text is wider than the block, as [scrollWidth, clientWidth, longest line].
+OVERFLOWING = """
+return Array.from(document.querySelectorAll("pre"))
+  .filter(p => p.scrollWidth > p.clientWidth)
+  .map(p => [p.scrollWidth, p.clientWidth,
+             p.textContent.split("\\n").reduce((a, l) => (l.length > a.length ? l : a), "")]);
+"""
+
+
+def test_every_page_is_built_and_checked():
+    built = {
+        path.relative_to(REPO / "docs").with_suffix("").as_posix()
+        for path in (REPO / "docs").rglob("*.md")
+        if "_build" not in path.parts
+    }
+    assert "getting-started" in built and "guides/own-model" in built and len(PAGES) >= 30
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_code_block_is_wider_than_the_page(browser, server, page):
+    errors = _render(browser, f"{server}/{page}.html")
+    assert not errors, f"{page}: console errors {errors}"
+    assert browser.execute_script("return window.innerWidth") == WINDOW[0]
+    assert browser.find_elements("css selector", "article"), f"{page}: no article rendered"
+    wide = browser.execute_script(OVERFLOWING)
+    assert not wide, f"{page}: code cut off at the right edge (scroll width > width, line): " + (
+        "; ".join(f"{sw} > {cw} px: {line.strip()[:100]!r}" for sw, cw, line in wide)
+    )
+
+
+def test_the_overflow_check_fails_on_a_page_with_a_wide_code_block(browser, server, site):
+    wide = site / "wide.html"
+    line = "x = " + " + ".join(["value"] * 40)
+    wide.write_text(
+        "<html><head><title>dpprep</title></head><body><article><pre>short\n"
+        f"{line}</pre><pre>fits</pre></article></body></html>"
+    )
+    try:
+        _render(browser, f"{server}/wide.html")  # (a bare page: the favicon's 404 aside)
+        found = browser.execute_script(OVERFLOWING)
+    finally:
+        wide.unlink()
+    assert len(found) == 1 and found[0][2] == line
 
 
 def test_the_browser_check_fails_on_a_page_with_a_console_error(browser, server, site):

@@ -253,7 +253,7 @@ def check_delta_for_size(delta: float, n: int, *, allow_large_delta: bool = Fals
     >>> check_delta_for_size(1e-3, 1000)
     Traceback (most recent call last):
     ...
-    ValueError: delta=0.001 is >= 1/n = 1/1000: a mechanism that publishes one random record ...
+    ValueError: delta=0.001 is >= 1/n = 1/1000: a mechanism that publishes one random ...
     >>> check_delta_for_size(1e-3, 1000, allow_large_delta=True)
     0.001
     """
@@ -737,8 +737,10 @@ def epsilon(
 
     >>> sched = DpSgdSchedule(steps=512, sampling="poisson", sampling_rate=0.1)
     >>> rdp = AccountingOptions(accountant="rdp")
-    >>> round(epsilon(3.0, 1e-6, sched), 3), round(epsilon(3.0, 1e-6, sched, options=rdp), 3)
-    (3.77, 4.051)
+    >>> round(epsilon(3.0, 1e-6, sched), 3)
+    3.77
+    >>> round(epsilon(3.0, 1e-6, sched, options=rdp), 3)
+    4.051
     """
     z = check_positive(noise_multiplier, "noise_multiplier")
     delta = check_delta(delta)
@@ -1035,8 +1037,10 @@ def check_calibration_accounting(
     >>> pld, rdp = AccountingOptions(), AccountingOptions(accountant="rdp")
     >>> check_calibration_accounting(make_event, 4.0, pld, pld) is None
     True
-    >>> print(check_calibration_accounting(make_event, 4.0, rdp, pld))  # PLD is cheap here
-    a calibration falls back to ...(accountant='rdp', ...) only where ... at z=3.99998 they are not
+    >>> # PLD is cheap here
+    >>> print(check_calibration_accounting(make_event, 4.0, rdp, pld))
+    a calibration falls back to ...(accountant='rdp', ...) only where ...
+    at z=3.99998 they are not
     """
     z, search, options = _check_calibration_args(
         make_event, noise_multiplier, accounted_with, options
@@ -1085,7 +1089,8 @@ def check_calibration(
     >>> check_calibration(make_event, z, 2.0, 1e-5, rdp, rdp) is None
     True
     >>> print(check_calibration(make_event, 0.99 * z, 2.0, 1e-5, rdp, rdp))
-    too little noise for the target: epsilon=2.034... at noise_multiplier=1.430... misses it at z...
+    too little noise for the target: epsilon=2.034... at noise_multiplier=1.430...
+    misses it at z...
     """
     z, search, options = _check_calibration_args(
         make_event, noise_multiplier, accounted_with, options
@@ -1258,9 +1263,13 @@ def calibration_store(store: CalibrationStore | None) -> Iterator[CalibrationSto
 
     >>> class Counting:
     ...     calls = 0
-    ...     def calibrate(self, make_event, target_epsilon, delta, schedule, fixed, options):
+    ...     def calibrate(
+    ...         self, make_event, target_epsilon, delta, schedule, fixed, options
+    ...     ):
     ...         self.calls += 1
-    ...         return composed_calibrate(make_event, target_epsilon, delta, options=options)
+    ...         return composed_calibrate(
+    ...             make_event, target_epsilon, delta, options=options
+    ...         )
     >>> store = Counting()
     >>> calibrate_noise.cache_clear()  # as in a fresh process
     >>> with calibration_store(store):

@@ -179,7 +179,8 @@ def domain_bound(data: CorrDPData) -> tuple[float | None, str]:
     >>> import numpy as np
     >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]),
     ...                  "classification", ("a=x", "a=y", "b", "intercept"), (0, 1), (2,),
-    ...                  {"b": (2,)}, 3, {"b": 0.5}, "toy", sensitive_groups={"a": (0, 1)})
+    ...                  {"b": (2,)}, 3, {"b": 0.5}, "toy",
+    ...                  sensitive_groups={"a": (0, 1)})
     >>> bound, why = domain_bound(toy)
     >>> round(bound, 4), why.split(":")[0]
     (1.7321, '√3')

@@ -357,7 +357,8 @@ def whitened_gradient_bound(
     >>> from dpprep.corrdp.data import CorrDPData
     >>> toy = CorrDPData("adult", np.array([[1.0, 0.0, 0.5, 1.0]]), np.array([1.0]),
     ...                  "classification", ("a=x", "a=y", "b", "intercept"), (0, 1), (2,),
-    ...                  {"b": (2,)}, 3, {"b": 0.25}, "toy", sensitive_groups={"a": (0, 1)})
+    ...                  {"b": (2,)}, 3, {"b": 0.25}, "toy",
+    ...                  sensitive_groups={"a": (0, 1)})
     >>> factors = toy.column_factors({"b": 0.25})
     >>> round(whitened_gradient_bound(toy, factors)[0], 4)  # √(1 + 4 + 1)
     2.4495

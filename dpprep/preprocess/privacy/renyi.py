@@ -216,7 +216,8 @@ def mixture_gaussian_divergence(
     the iterate) has ``T`` times the larger as its exact RDP after ``T`` steps.
 
     >>> forward, backward = mixture_gaussian_divergence(2.0, 0.01, 1.0)
-    >>> round(forward, 10) == round(math.log1p(0.01**2 * math.expm1(1.0)), 10)   # integer α: exact
+    >>> # integer α: exact
+    >>> round(forward, 10) == round(math.log1p(0.01**2 * math.expm1(1.0)), 10)
     True
     >>> forward >= backward
     True
