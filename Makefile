@@ -38,7 +38,7 @@ docs: install-dev
 	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
 
-# Format check and lint (ruff: code, notebooks and the docs' examples at 100 columns), type-check
+# Format check and lint (ruff: code at 100 columns; notebooks and the docs' examples at 88), type-check
 # (mypy) and the package's import layers (import-linter's contracts) before the tests; paths and
 # settings in pyproject.toml. `$(PY) -m ruff format .` formats.
 test: install-dev
