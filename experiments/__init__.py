@@ -87,7 +87,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     ),
     "sun2024_counterexample": (
         "experiments.sun2024_counterexample",
-        "Sun et al. 2024 Sections 3-4: the counter-example (E1, E2; C9, C10)",
+        "Sun et al. 2024 Section 4 / App. A: the counter-example (E1, E2; C9, C10)",
     ),
     "wang2026_table2": (
         "experiments.wang2026_table2",

@@ -15,7 +15,7 @@ from .compute import quantization_crossover
 from .config import Fig2Config
 
 CLOSED_NOTE = "closed form; tol = half a unit of the printed last digit"
-APPROX_NOTE = "numerically optimised (spec: ±1%)"
+APPROX_NOTE = "numerically optimised; tol ±1 %"
 
 
 def _lookup(frame: pd.DataFrame, panel: str, x: float) -> pd.Series:
@@ -67,7 +67,7 @@ def panel_a_comparisons(frame: pd.DataFrame, targets: pd.DataFrame, cfg: Fig2Con
             crossover.value,
             quantization_crossover(cfg),
             abs_tol=crossover.abs_tol,
-            note="spec: SRDP better for eta ≲ 0.255",
+            note="SRDP better for eta ≲ 0.255 (Hu et al. §4.2: for smaller η)",
         )
     )
     return out

@@ -140,7 +140,7 @@ def run_case(
     runs = [("dp_gd", cal, loss, METHODS)]
     functions = 3
     if "dp_sgd" in cfg.trainers:
-        progress(f"n={n}, d={d}: DP-SGD calibrations (spec §9.4)")
+        progress(f"n={n}, d={d}: DP-SGD calibrations")
         sgd_cal = sgd_calibrations(cfg, n, rank.sensitivity, dim_sens)
         sgd_noise = {
             (m, v): (

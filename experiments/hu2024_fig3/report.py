@@ -93,7 +93,7 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
             else "(a) best at no ε"
         )
         tag = case_tag(cfg, n, d, k) + (
-            "" if trainer == "dp_gd" else ", DP-SGD variant (§9.4, no PTR)"
+            "" if trainer == "dp_gd" else ", DP-SGD, the paper's trainer (no PTR)"
         )
         out.append(
             Comparison.claim(
@@ -138,8 +138,8 @@ def verdicts(cfg: Fig3Config, tuned: pd.DataFrame, cases: list[dict]) -> list[Co
                 "Fig 3: the private learner",
                 "DP-GD only",
                 note=(
-                    "the paper's Figure 3 trains with DP-SGD; this profile runs DP-GD (the paper"
-                    " profile runs both, the DP-SGD variant in rows tagged '§9.4')"
+                    "the paper's Figure 3 trains with DP-SGD (Hu et al. §5.2); this profile runs"
+                    " DP-GD (the paper profile runs both, DP-SGD in rows tagged 'DP-SGD')"
                 ),
             )
         )
@@ -179,8 +179,9 @@ def edge_row(cfg: Fig3Config, tuned: pd.DataFrame, zero: dict) -> Comparison:
         f" at the highest {highest:g}",
         cut_low.empty and cut_high.empty,
         note=(
-            f"grid {', '.join(f'{v:g}' for v in cfg.learning_rates)} (the spec's: 0.1, 0.3, 1, 3),"
-            " the same for every method; a point is a (trainer, method, variant, ε, n, d, k). 'At"
+            f"grid {', '.join(f'{v:g}' for v in cfg.learning_rates)} (widened from a planned"
+            " 0.1, 0.3, 1, 3), the same for every method; a point is a (trainer, method,"
+            " variant, ε, n, d, k). 'At"
             " θ = 0's score': mean ≥ θ = 0's excess risk − 2 s.e., nothing learnt at any step size"
             " (PTR ⊥ for every seed included), its edge costs nothing. Cut at the lowest:"
             f" {where(cut_low) or 'none'}. Cut at the highest: {where(cut_high) or 'none'}"

@@ -96,8 +96,8 @@ def spec_rows(cfg: Fig3Config, cases: list[dict]) -> list[Comparison]:
                     if k == 1
                     else (
                         "; dim needs each top-k eigenvector stable (Prop. 5's δ^1, here"
-                        f" {case['gap_1']:.3g}: the spec's generator makes the top k eigenvalues"
-                        " equal in expectation), so τ_dim uses min(δ_k, δ^1)"
+                        f" {case['gap_1']:.3g}: our generator (the paper states none) makes the"
+                        " top k eigenvalues equal in expectation), so τ_dim uses min(δ_k, δ^1)"
                     )
                 ),
             )

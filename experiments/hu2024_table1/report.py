@@ -44,7 +44,8 @@ def sgd_iter_comparisons(findings: Findings, targets: pd.DataFrame) -> list[Comp
     (target,) = targets[targets["quantity"] == "feldman_thm26_over_table1"].itertuples()
     return [
         Comparison.numeric(
-            "DP-SGD-iter: Feldman Thm 26 RDP (log n form) / Table-1 RDP (spec §3 [DERIVED]: 1/16)",
+            "DP-SGD-iter: Feldman Thm 26 RDP (log n form) / Table-1 RDP"
+            " (1/16 with Hu et al. Thm 14's σ)",
             target.value,
             findings.feldman_log / findings.sgd_iter_rdp,
             rel_tol=target.rel_tol,

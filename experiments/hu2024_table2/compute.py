@@ -17,9 +17,11 @@ from experiments.results import config_json, provenance_json
 from .config import SGD_SAMP_DELTA
 
 
-def numeric_frame(point: t2.Table2Point, spec: Mapping[tuple[str, str], float]) -> pd.DataFrame:
-    """Every defined cell at ``point``, beside ``spec``'s value for it (the paper's, spec §11.2,
-    keyed by (mechanism, pre-processing))."""
+def numeric_frame(
+    point: t2.Table2Point, reference: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
+    """Every defined cell at ``point``, beside ``reference``'s value for it (the paper's formula
+    at the point of docs/papers/decisions.md, keyed by (mechanism, pre-processing))."""
     rows = []
     config, versions = config_json(point), provenance_json()
     for m in t2.MECHANISMS:
@@ -39,7 +41,7 @@ def numeric_frame(point: t2.Table2Point, spec: Mapping[tuple[str, str], float]) 
                     "mechanism": m,
                     "preprocessing": p,
                     "formula_printed": t2.PRINTED_MD[(m, p)],
-                    "spec_value": spec.get((m, p), math.nan),
+                    "reference_value": reference.get((m, p), math.nan),
                     "printed_value": t2.printed_cell(m, p, point),
                     "derived_eq43_value": t2.derived_cell(m, p, point),
                     "exact_theorem2_value": exact,

@@ -100,7 +100,9 @@ def markdown_sgd_samp(frame: pd.DataFrame) -> str:
         " point)\n\nBatch 1, z = sqrt(2T)/(εn) = 2, T = 2·10⁶, n = 1000, L = μ = 1, τ* = 12.2 (Δ∞ ="
         " n). Rigorous RDP: dp-accounting's replace-one RDP of batch-1 sampling (multiplier z/2;"
         " Poisson: the proved bound of dpprep.preprocess.privacy.sgd_samp, best of a direct"
-        " binomial expansion and a weak triangle over add/remove); rigorous SRDP: spec §9.4 (no"
-        " amplification). Table 1's α²ε²/2 is not a valid bound under replace-one"
-        " (dpprep.preprocess.privacy.meta.check_mechanism).\n\n" + "\n".join(lines) + "\n"
+        " binomial expansion and a weak triangle over add/remove); rigorous SRDP: every record"
+        " moves ≤ Δ2, no amplification (sgd_samp). Table 1's α²ε²/2 is not a valid bound under"
+        " replace-one (dpprep.preprocess.privacy.meta.check_mechanism).\n\n"
+        + "\n".join(lines)
+        + "\n"
     )

@@ -65,7 +65,7 @@ def symbolic_markdown() -> str:
         "",
         (
             "Median and trimmed mean: Table 3's entries are per-feature scalars; a record with q"
-            " missing features moves by at most sqrt(q) times the largest (spec §5.5). Both"
+            " missing features moves by at most sqrt(q) times the largest (Table 3, App. C.2). Both"
             " statistics are non-decreasing in every value, so the extreme neighbours (drop the"
             " smallest/largest observed value and/or add ±1) give the exact local sensitivity,"
             " which never exceeds the printed spread. Regression: the paper derives the printed"

@@ -63,7 +63,10 @@ def comparisons_for(
                         f"Table 1 {label} {method} eps={eps}",
                         "features not supplied",
                         paper=f"{m} ({s})",
-                        note="user-provided cifar100_features (spec §6.1, A11)",
+                        note=(
+                            "user-provided cifar100_features (Sun et al. §7: pretrained WRN"
+                            " features; docs/papers/decisions.md)"
+                        ),
                     )
                 )
             continue
@@ -108,7 +111,7 @@ def comparisons_for(
                     c = dataclasses.replace(
                         c,
                         note=(
-                            "expected miss (spec §8 warning, A15): under the stated protocol"
+                            "expected miss (docs/papers/decisions.md): under the stated protocol"
                             " (normalised features, C_G=1, Poisson DP-SGD, PLD) the baseline is"
                             " much stronger than the paper's; see the no-bias and raw-pixel"
                             " variants. " + cfgtxt
@@ -212,8 +215,8 @@ def comparisons_for(
                     f"{r['mean']:.2f}",
                     paper=f"{PAPER[name][('dpsgd', 1.0)][0]}",
                     note=(
-                        f"spec A15 variant, {int(r.seeds)} seeds; B={int(r.B)} E={r.E:g}"
-                        f" lr={r.lr:g}"
+                        "sensitivity variant (docs/papers/decisions.md),"
+                        f" {int(r.seeds)} seeds; B={int(r.B)} E={r.E:g} lr={r.lr:g}"
                     )
                     + ("" if variant == "raw_pixels" else f" C_F={r.C_F:g}"),
                 )

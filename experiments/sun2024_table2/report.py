@@ -17,7 +17,10 @@ def not_supplied(name: str, target: pd.Series) -> Comparison:
         f"{target.check} Table 2 {name}",
         "features not supplied",
         paper=target.printed,
-        note="user-provided .npz (spec §6.1, A11); not checkable offline",
+        note=(
+            "user-provided .npz (Sun et al. §7: pretrained WRN features;"
+            " docs/papers/decisions.md); not checkable offline"
+        ),
     )
 
 

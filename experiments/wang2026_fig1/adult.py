@@ -41,10 +41,11 @@ def adult_items(summary: pd.DataFrame, epsilons: Sequence[float]) -> list[Compar
         every = "; ".join(f"{_fmt(cor)} pp at C = {_c_text(c)}" for c, (cor, _) in drops.items())
         for c, (cor, std) in drops.items():
             why = (
-                "the spec's pick between the 1e-3 and 1e-2 it ran (not tuned here)"
+                "the preset (docs/papers/decisions.md): between the 1e-3 and 1e-2 a pilot ran (not"
+                " tuned here)"
                 if np.isclose(c, ADULT_C)
                 else (
-                    "the lower of the two C the spec ran (1e-3, 1e-2), run beside the preset"
+                    "the lower of the two C a pilot ran (1e-3, 1e-2), run beside the preset"
                     f" {_c_text(ADULT_C)} (not tuned here)"
                     if np.isclose(c, ADULT_C_LOW)
                     else f"run beside the preset {_c_text(ADULT_C)} (not tuned here)"

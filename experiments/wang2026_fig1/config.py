@@ -11,7 +11,7 @@ from dpprep.corrdp import noise
 
 EPSILONS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 PRIVATE = ("standard", "semi", "corrdp")
-NOMINAL = "nominal ε (σ² = C·K_δ/ε²; no accountant, spec §5.1)"
+NOMINAL = "nominal ε (σ² = C·K_δ/ε², Wang et al. §5; no accountant)"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,7 +156,7 @@ def comparisons(summary, profile: Profile, records) -> list[Comparison]:
                 note=(
                     f"plug-in TV mean {factors.mean():.3f} (range"
                     f" {factors.min():.3f}–{factors.max():.3f}); floor m_s²/m² ="
-                    f" {(pn.m_s / 100) ** 2:.4g} not applied (§5.1)"
+                    f" {(pn.m_s / 100) ** 2:.4g} not applied (Wang et al. §5's rule has none)"
                 ),
             )
         )

@@ -159,7 +159,7 @@ def comparisons(
             " predictions on a validation split"
             f" ({splits});"
             f" grids {', '.join(f'{k}: {list(s.grid)}' for k, s in setups.items())}",
-            paper="C picked on the data (Adult 3e-3; Credit a list), not charged; ε nominal",
+            paper="C never given (Wang et al. §5: some C > 0); its tuning not charged; ε nominal",
             note=(
                 f"{profile.seeds} seeds; one selection per (panel, method, nominal ε, seed);"
                 " selected model scored in sample on the whole data (Figure 1's accuracy gap)"
@@ -193,7 +193,7 @@ def comparisons(
             getattr(r, "published_C", math.nan)
         ):
             extra = (
-                f"; published C = {r.published_C:g}:"
+                f"; preset C = {r.published_C:g}:"
                 f" {_pm(r.published_gap_mean, r.published_gap_sd)} pp at training-only eps ="
                 f" {r.published_epsilon:.3f}"
             )

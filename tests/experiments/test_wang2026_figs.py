@@ -308,7 +308,7 @@ def test_fig1_and_fig2_smoke(smoke_out, data_dir):
     assert "partial" not in set(frame[frame["panel"] == "c"]["method"])
     assert np.isfinite(frame["value"]).all()
     quantities = " ".join(c.quantity for c in fig1)
-    for item in ("#14", "#15", "#16", "#17", "#18", "#19", "#20", "#21", "#22", "§5.2 magnitude"):
+    for item in ("#14", "#15", "#16", "#17", "#18", "#19", "#20", "#21", "#22", "pilot magnitude"):
         assert item in quantities
     # Item 18 once per C run on Adult (smoke: the preset only).
     assert (
