@@ -637,7 +637,7 @@ def test_a_wrong_type_raises_type_error_before_computing(call, match, monkeypatc
 
 
 def test_docstring_examples():
-    result = doctest.testmod(dp, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(dp, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 10 and result.failed == 0
 
 

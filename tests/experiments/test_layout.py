@@ -81,5 +81,8 @@ def test_the_experiments_docstring_examples_run():
     names = _modules_with_examples()
     assert {"experiments.plotting", "experiments.targets"} <= set(names)
     for name in names:
-        result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+        result = doctest.testmod(
+            importlib.import_module(name),
+            optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+        )
         assert result.attempted > 0 and result.failed == 0, name
