@@ -251,9 +251,9 @@ def _eqns(jaxpr, path=()):
 
 
 def test_compiled_sweep_gathers_once_per_seed_and_step():
-    """The jaxpr of a DPSGD-F/DPSGD group: inside the step (the scan body) exactly one gather reads
-    the (n, d) data, shaped (seeds, pad, d): one batch per seed and step shared by all models, and
-    no (models × batch × d) array exists anywhere."""
+    """The jaxpr of a DPSGD-F/DPSGD group: inside the step (the scan body) one gather reads the
+    (n, d) data, shaped (seeds, pad, d): one batch per seed and step shared by all models, and no
+    (models × batch × d) array exists anywhere."""
     seeds = 2
     keys = jax.random.split(jax.random.key(0), seeds)
     unit = dpsgdf.unit_normalize(X)
@@ -285,10 +285,14 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
         for e, path in eqns
         if e.primitive.name == "gather" and tuple(e.invars[0].aval.shape) == (N, D)
     ]
-    assert len(data_gathers) == 1, [(e.outvars[0].aval.shape, p) for e, p in data_gathers]
-    gather, path = data_gathers[0]
-    assert "scan" in path  # it is in the step
-    assert tuple(gather.outvars[0].aval.shape) == (seeds, plan.pad, D)
+    # One gather, written once per branch of sampling.gather's cond (padding zeroed or not), of
+    # which one runs per step.
+    shown = [(e.outvars[0].aval.shape, p) for e, p in data_gathers]
+    assert len(data_gathers) == 2, shown
+    assert len({path for _, path in data_gathers}) == 1 and data_gathers[0][1][-1] == "cond", shown
+    for gather, path in data_gathers:
+        assert "scan" in path  # it is in the step
+        assert tuple(gather.outvars[0].aval.shape) == (seeds, plan.pad, D)
     scans = [e for e, _ in eqns if e.primitive.name == "scan" and e.params["length"] == plan.steps]
     assert scans  # the step loop: the gather above runs once per step
     for e, _ in eqns:  # never a (models × batch × d) copy of the features
