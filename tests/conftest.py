@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import gc
+import json
 import os
 import shutil
 import subprocess
@@ -63,14 +66,19 @@ class SmokeRun:
     process: subprocess.CompletedProcess
 
 
-@pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory, data_dir) -> SmokeRun:
-    """``run_all.py --profile smoke``, once per session: every experiment computed once into one
-    directory. Tests of the experiments, the end-to-end run and the notebooks work on copies of it
-    (:func:`smoke_out`), where re-running an experiment finds its units cached, instead of
-    computing every experiment again (test_run_all asserts the run itself succeeded)."""
-    out = tmp_path_factory.mktemp("smoke-run") / "results"
-    process = subprocess.run(
+@contextlib.contextmanager
+def _one_worker_at_a_time(shared: Path, name: str):
+    """Holds an exclusive lock on ``shared / name.lock`` (Linux and macOS ``flock``)."""
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run_smoke_profile(out: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [
             sys.executable,
             str(REPO / "scripts" / "run_all.py"),
@@ -87,7 +95,32 @@ def smoke_run(tmp_path_factory, data_dir) -> SmokeRun:
         timeout=3600,
         env=os.environ | _HERMETIC_ENV,
     )
-    return SmokeRun(out, process)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, data_dir) -> SmokeRun:
+    """``run_all.py --profile smoke``, once per test run: every experiment computed once into one
+    directory. Tests of the experiments, the end-to-end run and the notebooks work on copies of it
+    (:func:`smoke_out`), where re-running an experiment finds its units cached, instead of
+    computing every experiment again (test_run_all asserts the run itself succeeded).
+
+    Under pytest-xdist each worker is a process with its own session; the first worker to need
+    the run computes it into the run's shared temporary directory while the others wait on a
+    lock, then every worker reads the same directory and the same recorded process."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        out = tmp_path_factory.mktemp("smoke-run") / "results"
+        return SmokeRun(out, _run_smoke_profile(out, data_dir))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's pytest-N, one per xdist run
+    out = shared / "smoke-run" / "results"
+    record = shared / "smoke-run.json"
+    with _one_worker_at_a_time(shared, "smoke-run"):
+        if not record.exists():
+            process = _run_smoke_profile(out, data_dir)
+            fields = {"args": process.args, "returncode": process.returncode}
+            fields |= {"stdout": process.stdout, "stderr": process.stderr}
+            record.write_text(json.dumps(fields))
+    fields = json.loads(record.read_text())
+    return SmokeRun(out, subprocess.CompletedProcess(**fields))
 
 
 @pytest.fixture
