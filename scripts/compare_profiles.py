@@ -16,7 +16,6 @@ the judgement of whether a changed number changes a conclusion stays with the re
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import experiments  # noqa: E402
+from experiments.results import pair_rows  # noqa: E402
 
 _STATUSES = ("pass", "miss", "info")
 
@@ -33,58 +33,7 @@ def _rows(directory: Path, experiment_id: str) -> pd.DataFrame | None:
     path = directory / experiment_id / "comparisons.csv"
     if not path.exists() or (directory / experiment_id / experiments.FAILURE_FILE).exists():
         return None
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
-    # A quantity repeated within one experiment is matched by its order of appearance.
-    frame["occurrence"] = frame.groupby("quantity").cumcount()
-    return frame
-
-
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?([eE][-+]?\d+)?")
-
-
-def _pair(left: pd.DataFrame, right: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Rows matched by quantity, then the rest by their quantity with every number masked."""
-    merged = left.merge(
-        right,
-        on=["quantity", "occurrence"],
-        how="outer",
-        suffixes=(f"_{a}", f"_{b}"),
-        indicator=True,
-    )
-    rest = {side: merged[merged["_merge"] == f"{side}_only"] for side in ("left", "right")}
-    if rest["left"].empty or rest["right"].empty:
-        return merged
-    masked = {}
-    for side, name in (("left", a), ("right", b)):
-        frame = rest[side][["quantity", f"status_{name}", f"measured_{name}"]].copy()
-        frame["shape"] = frame["quantity"].map(lambda q: _NUMBER.sub("#", q))
-        frame["occurrence"] = frame.groupby("shape").cumcount()
-        masked[side] = frame.rename(columns={"quantity": f"quantity_{name}"})
-    paired = masked["left"].merge(masked["right"], on=["shape", "occurrence"], how="inner")
-    paired["quantity"] = paired[f"quantity_{a}"] + " → " + paired[f"quantity_{b}"]
-    paired["_merge"] = "both"
-    used_a, used_b = set(paired[f"quantity_{a}"]), set(paired[f"quantity_{b}"])
-    keep = merged[
-        (merged["_merge"] == "both")
-        | ((merged["_merge"] == "left_only") & ~merged["quantity"].isin(used_a))
-        | ((merged["_merge"] == "right_only") & ~merged["quantity"].isin(used_b))
-    ]
-    return pd.concat(
-        [
-            keep,
-            paired[
-                [
-                    "quantity",
-                    f"status_{a}",
-                    f"measured_{a}",
-                    f"status_{b}",
-                    f"measured_{b}",
-                    "_merge",
-                ]
-            ],
-        ],
-        ignore_index=True,
-    )
+    return pd.read_csv(path, keep_default_na=False, dtype=str)
 
 
 def _counts(frame: pd.DataFrame) -> str:
@@ -118,7 +67,7 @@ def compare(first: Path, second: Path, names: tuple[str, str] = ("quick", "paper
                 f" {missing} | | | |"
             )
             continue
-        merged = _pair(left, right, a, b)
+        merged = pair_rows(left, right, a, b)
         both = merged[merged["_merge"] == "both"]
         status = both[both[f"status_{a}"] != both[f"status_{b}"]]
         measured = both[both[f"measured_{a}"] != both[f"measured_{b}"]]

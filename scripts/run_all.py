@@ -2,13 +2,11 @@
 """Regenerates every table and figure and writes REPORT.md.
 
     python scripts/run_all.py                       # quick profile (laptop CPU) into results/
-    python scripts/run_all.py --profile paper       # full grids (GPU recommended) into
-    results-paper/ python scripts/run_all.py --only datasets --out /tmp/r
+    python scripts/run_all.py --profile paper       # full grids (GPU recommended): results-paper/
+    python scripts/run_all.py --only datasets --out /tmp/r
     python scripts/run_all.py --list
-    python scripts/run_all.py --profile paper --plan      # units, FLOPs, memory, PROJECTED times;
-    computes no unit
-    python scripts/run_all.py --profile paper --validate  # every sweep shape at 2 steps, first
-    chunk; saves nothing
+    python scripts/run_all.py --profile paper --plan      # units, FLOPs, memory, PROJECTED times
+    python scripts/run_all.py --profile paper --validate  # every sweep shape at 2 steps
 
 results/ holds the committed quick profile; other profiles go to results-<profile>/ unless --out
 says otherwise. Finished units of work are cached under <out>/<id>/.units/<profile>/ with the source
@@ -26,7 +24,9 @@ Output (stderr): while an experiment runs, a progress bar (units done/total, ela
 terminal, or a plain status line at most every 30 s in a log; a grid projected to take long says so
 once ("N of M units left ≈ T (from k computed units, weighted by size)"); then one line per finished
 experiment (wall time, pass/miss/info
-rows, units computed vs cached). --verbose adds the experiments' line per unit of work.
+rows, units computed vs cached). REPORT.md of a smoke or quick run reads each miss against the
+committed runs of the larger profiles: expected at this size where it passes there, a finding where
+it misses there too. --verbose adds the experiments' line per unit of work.
 """
 
 from __future__ import annotations
@@ -53,10 +53,12 @@ from experiments.results import (  # noqa: E402
     atomic_write_bytes,
     atomic_write_text,
     code_identity,
+    pair_rows,
     parse_shard,
     read_unit,
 )
 
+REPO = Path(__file__).resolve().parents[1]
 SHARD_MANIFESTS = ".shards"  # <out>/.shards/K-of-N-<profile>.json: which shard ran, for --merge
 _COLUMNS = ["quantity", "paper", "measured", "tolerance", "status", "note"]
 
@@ -83,11 +85,80 @@ def _read_comparisons(path: Path) -> pd.DataFrame:
     return frame
 
 
-def write_report(results_dir: Path) -> Path:
+def larger_committed_runs(profile: str, out: Path) -> dict[str, Path]:
+    """The committed results of the profiles larger than ``profile`` (``results/`` for quick,
+    ``results-paper/`` for paper, where this checkout has them), which a smaller run's misses are
+    read against; never ``out`` itself."""
+    larger = experiments.PROFILES[experiments.PROFILES.index(profile) + 1 :]
+    runs = {name: REPO / experiments.default_out(name) for name in larger}
+    return {
+        name: directory
+        for name, directory in runs.items()
+        if (directory / "REPORT.md").exists() and directory.resolve() != out.resolve()
+    }
+
+
+def _larger_statuses(
+    frame: pd.DataFrame, experiment_id: str, larger: dict[str, Path]
+) -> dict[str, dict[str, str]]:
+    """For each miss of ``frame`` (by quantity), its status in each larger run that has the row."""
+    statuses: dict[str, dict[str, str]] = {
+        q: {} for q in frame["quantity"][frame["status"] == "miss"]
+    }
+    for name, directory in larger.items():
+        path = directory / experiment_id / "comparisons.csv"
+        if not path.exists() or (directory / experiment_id / experiments.FAILURE_FILE).exists():
+            continue
+        try:
+            other = _read_comparisons(path)
+        except ValueError:
+            continue
+        paired = pair_rows(frame.astype(str), other.astype(str), "here", "there")
+        for _, row in paired[paired["_merge"] == "both"].iterrows():
+            if row["status_here"] == "miss":
+                statuses[row["quantity"].split(" → ")[0]][name] = row["status_there"]
+    return statuses
+
+
+def _misses_at_this_size(statuses: dict[str, dict[str, str]], profile: str) -> tuple[str, str]:
+    """The paragraph that sorts an experiment's misses by what the larger runs found, and each
+    miss's class: ``expected`` (passes in a larger run), ``finding`` (misses in every larger run
+    that has it) or ``alone`` (no larger run has the row)."""
+    groups: dict[str, list[str]] = {"expected": [], "finding": [], "alone": []}
+    for quantity, found in statuses.items():
+        short = quantity if len(quantity) <= 90 else quantity[:89] + "…"
+        passing = [name for name, status in found.items() if status == "pass"]
+        if passing:
+            groups["expected"].append(f"{short} (passes at {', '.join(passing)})")
+        elif found:
+            groups["finding"].append(f"{short} (misses at {', '.join(found)} too)")
+        else:
+            groups["alone"].append(short)
+    labels = {
+        "expected": f"expected at `{profile}`'s size (smaller grids, fewer seeds and steps)",
+        "finding": "a finding at every size, explained in its row",
+        "alone": "no larger committed run has this row",
+    }
+    lines = [
+        f"- {len(items)} {labels[kind]}: " + "; ".join(items)
+        for kind, items in groups.items()
+        if items
+    ]
+    text = "**Misses at this profile's size**, read against the larger committed runs:\n\n"
+    return (text + "\n".join(lines) + "\n") if lines else "", groups
+
+
+def write_report(results_dir: Path, larger: dict[str, Path] | None = None) -> Path:
     """Collects every experiment's comparisons.csv (run now or earlier) into REPORT.md; an
-    experiment whose latest run failed shows the failure instead of its earlier numbers."""
+    experiment whose latest run failed shows the failure instead of its earlier numbers.
+
+    ``larger``: committed runs of larger profiles (:func:`larger_committed_runs`); each miss is
+    then marked as expected at this size (it passes there), a finding at every size, or unmatched.
+    """
+    larger = larger or {}
     sections = []
     totals = {"pass": 0, "miss": 0, "info": 0, "failed": 0, "unreadable": 0}
+    kinds = {"expected": 0, "finding": 0, "alone": 0}
     for experiment_id in experiments.REGISTRY:
         directory = results_dir / experiment_id
         head = f"## `{experiment_id}` — {experiments.title(experiment_id)}\n\n"
@@ -116,9 +187,16 @@ def write_report(results_dir: Path) -> Path:
         for status in ("pass", "miss", "info"):
             totals[status] += int((frame["status"] == status).sum())
         profile = frame["profile"].iloc[0] if len(frame) else "?"
+        misses = ""
+        if larger and (frame["status"] == "miss").any():
+            statuses = _larger_statuses(frame, experiment_id, larger)
+            misses, groups = _misses_at_this_size(statuses, profile)
+            for kind, items in groups.items():
+                kinds[kind] += len(items)
         sections.append(
             f"{head}Profile: `{profile}`. Outputs:"
             f" [`{experiment_id}/`]({experiment_id}/).\n\n{_markdown_table(frame)}\n"
+            + (f"\n{misses}" if misses else "")
         )
     identity = code_identity()
     versions = ", ".join(f"{k} {v}" for k, v in identity["versions"].items())
@@ -131,7 +209,17 @@ def write_report(results_dir: Path) -> Path:
         "`info` rows report a measured value without a target.\n\n"
         f"Totals: {totals['pass']} pass, {totals['miss']} miss, {totals['info']} info"
         + "".join(f", {totals[k]} {k}" for k in ("failed", "unreadable") if totals[k])
-        + f".\n\nGenerated by `scripts/run_all.py` (source digest `{identity['source']}`) with"
+        + "."
+        + (
+            f" Read against the committed {' and '.join(f'`{n}` run' for n in larger)}"
+            f" ({', '.join(f'`{d.name}/`' for d in larger.values())}): {kinds['expected']} of"
+            " the misses pass there, as expected at this profile's smaller size;"
+            f" {kinds['finding']} miss there too (findings at every size, explained in their"
+            f" rows); {kinds['alone']} have no row there. Each experiment lists its own."
+            if larger and totals["miss"]
+            else ""
+        )
+        + f"\n\nGenerated by `scripts/run_all.py` (source digest `{identity['source']}`) with"
         f" {versions}; each table's `versions` column records the computation behind each row.\n"
     )
     report = results_dir / "REPORT.md"
@@ -501,7 +589,8 @@ def _main(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
     else:
-        print(f"report: {write_report(out)}", file=sys.stderr)
+        report = write_report(out, larger_committed_runs(args.profile, out))
+        print(f"report: {report}", file=sys.stderr)
     if failures:
         print(f"FAILED experiments: {', '.join(failures)}", file=sys.stderr)
         return 1

@@ -146,6 +146,56 @@ def toys(monkeypatch):
     return modules
 
 
+def _write_comparisons(directory: Path, profile: str, rows: list[tuple[str, str, str]]) -> None:
+    frame = pd.DataFrame(
+        [
+            {"profile": profile, "quantity": q, "paper": "1", "measured": m}
+            | {"tolerance": "rel 0.1", "status": s, "note": ""}
+            for q, m, s in rows
+        ]
+    )
+    (directory / "toy_a").mkdir(parents=True)
+    frame.to_csv(directory / "toy_a" / "comparisons.csv", index=False)
+
+
+def test_a_smaller_runs_misses_are_read_against_the_larger_committed_runs(tmp_path, toys):
+    here, quick, paper = (tmp_path / name for name in ("smoke", "quick", "paper"))
+    _write_comparisons(
+        here,
+        "smoke",
+        [
+            ("accuracy over 3 seeds", "0.5", "miss"),
+            ("ordering holds", "no", "miss"),
+            ("a smoke-only row", "0", "miss"),
+            ("exact value", "1", "pass"),
+        ],
+    )
+    # Rows match by quantity, or with every number masked (3 seeds here are 10 there).
+    _write_comparisons(
+        quick,
+        "quick",
+        [("accuracy over 10 seeds", "0.9", "pass"), ("ordering holds", "no", "miss")],
+    )
+    _write_comparisons(paper, "paper", [("ordering holds", "no", "miss")])
+    report = run_all.write_report(here, {"quick": quick, "paper": paper}).read_text()
+    assert "Totals: 1 pass, 3 miss, 0 info." in report
+    assert "committed `quick` run and `paper` run (`quick/`, `paper/`): 1 of the misses" in report
+    assert "1 miss there too" in report and "1 have no row there" in report
+    section = report.split("## `toy_a`")[1].split("## `toy_b`")[0]
+    assert "- 1 expected at `smoke`'s size" in section
+    assert "accuracy over 3 seeds (passes at quick)" in section
+    assert "- 1 a finding at every size" in section
+    assert "ordering holds (misses at quick, paper too)" in section
+    assert "- 1 no larger committed run has this row: a smoke-only row" in section
+    # The largest profile's report (and any run read against nothing) has no such paragraph.
+    assert "Misses at this profile" not in run_all.write_report(here).read_text()
+    assert run_all.larger_committed_runs("paper", tmp_path) == {}
+    committed = run_all.larger_committed_runs("smoke", tmp_path)
+    assert committed["quick"] == REPO / "results"
+    assert "quick" not in run_all.larger_committed_runs("quick", tmp_path)
+    assert "quick" not in run_all.larger_committed_runs("smoke", REPO / "results")
+
+
 def test_failed_experiment_is_marked_in_the_report_not_shown_with_old_numbers(
     tmp_path, toys, capsys
 ):

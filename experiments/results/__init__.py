@@ -28,7 +28,7 @@ from experiments.results.identity import (
     source_digest,
     tree_digest,
 )
-from experiments.results.report import Comparison, comparisons_frame
+from experiments.results.report import Comparison, comparisons_frame, pair_rows
 from experiments.results.store import (
     CorruptUnit,
     MissingUnits,
@@ -59,6 +59,7 @@ __all__ = [
     "group_cost",
     "module_file",
     "package_versions",
+    "pair_rows",
     "parse_shard",
     "provenance",
     "provenance_json",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Iterable
 
 import pandas as pd
@@ -77,3 +78,49 @@ def comparisons_frame(comparisons: Iterable[Comparison]) -> pd.DataFrame:
     rows = [dataclasses.asdict(c) for c in comparisons]
     columns = [f.name for f in dataclasses.fields(Comparison)]
     return pd.DataFrame(rows, columns=columns)
+
+
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?([eE][-+]?\d+)?")
+
+
+def pair_rows(left: pd.DataFrame, right: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Two runs' comparison rows (of one experiment, e.g. at two profiles) matched by quantity,
+    then the rest by their quantity with every number masked ("over 60 neighbours" at one size is
+    "over 300 neighbours" at another); a quantity repeated within a run is matched by its order.
+
+    Columns: ``quantity`` (``"x → y"`` for a masked match), ``status_{a}``, ``measured_{a}``,
+    ``status_{b}``, ``measured_{b}`` and ``_merge`` (``both``, ``left_only``, ``right_only``).
+    """
+    left, right = (
+        frame[["quantity", "status", "measured"]].assign(
+            occurrence=frame.groupby("quantity").cumcount()
+        )
+        for frame in (left, right)
+    )
+    merged = left.merge(
+        right,
+        on=["quantity", "occurrence"],
+        how="outer",
+        suffixes=(f"_{a}", f"_{b}"),
+        indicator=True,
+    )
+    rest = {side: merged[merged["_merge"] == f"{side}_only"] for side in ("left", "right")}
+    if rest["left"].empty or rest["right"].empty:
+        return merged
+    masked = {}
+    for side, name in (("left", a), ("right", b)):
+        frame = rest[side][["quantity", f"status_{name}", f"measured_{name}"]].copy()
+        frame["shape"] = frame["quantity"].map(lambda q: _NUMBER.sub("#", q))
+        frame["occurrence"] = frame.groupby("shape").cumcount()
+        masked[side] = frame.rename(columns={"quantity": f"quantity_{name}"})
+    paired = masked["left"].merge(masked["right"], on=["shape", "occurrence"], how="inner")
+    paired["quantity"] = paired[f"quantity_{a}"] + " → " + paired[f"quantity_{b}"]
+    paired["_merge"] = "both"
+    used_a, used_b = set(paired[f"quantity_{a}"]), set(paired[f"quantity_{b}"])
+    keep = merged[
+        (merged["_merge"] == "both")
+        | ((merged["_merge"] == "left_only") & ~merged["quantity"].isin(used_a))
+        | ((merged["_merge"] == "right_only") & ~merged["quantity"].isin(used_b))
+    ]
+    columns = ["quantity", f"status_{a}", f"measured_{a}", f"status_{b}", f"measured_{b}"]
+    return pd.concat([keep, paired[[*columns, "_merge"]]], ignore_index=True)
