@@ -1,4 +1,5 @@
-# Quick start: `make reproduce` (all tables/figures of the quick profile into results/) and `make test`.
+# Quick start: `make reproduce` (all tables/figures of the quick profile into results/) and `make test`
+# (`make check`: everything CI runs).
 # `make reproduce ARGS="--profile smoke"` writes results-smoke/ (git-ignored), never results/.
 PYTHON ?= python3
 VENV ?= .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
 DEV_LOCK := requirements-dev-lock.txt
 
-.PHONY: reproduce test docs install install-dev lock clean
+.PHONY: reproduce lint test test-slow check docs install install-dev wheel lock clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,15 +39,36 @@ docs: install-dev
 	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
 
+# A wheel of dpprep and its experiments in dist/, for a machine without this checkout (Colab: upload
+# it, and a notebook's first cell installs it).
+wheel: | $(PY)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/dpprep-*.whl
+
 # Format check and lint (ruff: code at 100 columns; notebooks and the docs' examples at 88), type-check
-# (mypy) and the package's import layers (import-linter's contracts) before the tests; paths and
-# settings in pyproject.toml. `$(PY) -m ruff format .` formats.
-test: install-dev
+# (mypy) and the package's import layers (import-linter's contracts); paths and settings in
+# pyproject.toml. `$(PY) -m ruff format .` formats.
+lint: install-dev
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The tests run in parallel (pytest-xdist: a worker per core, at most 4; a test file stays on one
+# worker, so its fixtures and compilations are shared). `make test`: lint, then every test but the
+# slow tier (marked `slow`: the smoke profile's end-to-end run and the tests reading it, the
+# notebooks, the long audits and trainings); `make test-slow`: that tier alone; `make check`: lint
+# and both tiers, what CI runs (.ci/run). PYTEST_ARGS adds pytest flags (`-n 0`: one process).
+PYTEST := $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+
+test: lint
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-slow: install-dev
+	$(PYTEST) -m slow $(PYTEST_ARGS)
+
+check: lint
+	$(PYTEST) $(PYTEST_ARGS)
 
 # Regenerate the lock file: the newest versions pyproject.toml allows, resolved in a throwaway venv
 # so nothing installed by hand leaks in (needs the package registry). With the data extra: xlrd reads
@@ -65,4 +87,4 @@ lock:
 	rm -rf .lock-venv .lock-all.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info docs/_build
+	rm -rf $(VENV) build dist *.egg-info docs/_build

@@ -7,7 +7,9 @@ import dataclasses
 import fcntl
 import gc
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,15 @@ REPO = Path(__file__).resolve().parents[1]
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(items):
+    """A test that reads the session's smoke-profile run (:func:`smoke_run`, minutes of every
+    experiment) belongs to the slow tier, which ``make check`` and CI run and ``make test`` does
+    not: marked here from its fixtures, so no such test can land in the fast tier by accident."""
+    for item in items:
+        if "smoke_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 def _candidate_data_dirs() -> list[Path]:
@@ -58,6 +69,80 @@ def _no_calibration_disk_cache(monkeypatch):
 
 # Hermetic like the autouse fixture above, for processes started before it applies.
 _HERMETIC_ENV = {"DPPREP_CALIBRATION_CACHE": "0", "DPPREP_CORRDP_CACHE": "0"}
+
+
+# What an example or a tutorial shows it prints, compared with what it printed (the docs' examples,
+# tests/test_docs_examples.py, and the notebooks' stored outputs, tests/test_notebooks.py).
+# A printed number: integers (compared exactly) and numbers with a point or an exponent (within
+# the tolerance); not the digits inside a word (float32, x1).
+NUMBER = r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])|\bnan\b|[-+]?\binf\b"
+TOKEN = re.compile(rf"(?P<number>{NUMBER})|(?P<ellipsis>\.\.\.)|(?P<word>\w+)|(?P<other>\S)")
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    return [(m.lastgroup or "", m.group()) for m in TOKEN.finditer(text)]
+
+
+def _is_exact(number: str) -> bool:
+    """An integer as written (no point, no exponent): compared exactly."""
+    return not re.search(r"[.eEn]", number)
+
+
+def _same_number(shown: str, printed: str, atol: float, rtol: float) -> bool:
+    a, b = float(shown), float(printed)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if _is_exact(shown) or math.isinf(a):
+        return a == b
+    return abs(b - a) <= atol + rtol * abs(a)
+
+
+def _output_mismatch(shown: str, printed: str, atol: float = 0.0, rtol: float = 0.0) -> str | None:
+    """None when ``printed`` is what ``shown`` shows, else where the two part (see
+    :func:`output_mismatch`)."""
+    want, got = _tokens(shown), _tokens(printed)
+    # match[i][j]: want[i:] matches got[j:] (``...`` matches any run of tokens, none included)
+    match = [[False] * (len(got) + 1) for _ in range(len(want) + 1)]
+    match[len(want)][len(got)] = True
+    for i in range(len(want) - 1, -1, -1):
+        kind, text = want[i]
+        for j in range(len(got), -1, -1):
+            if kind == "ellipsis":
+                match[i][j] = match[i + 1][j] or (j < len(got) and match[i][j + 1])
+            elif j < len(got):
+                other_kind, other = got[j]
+                same = (
+                    _same_number(text, other, atol, rtol)
+                    if kind == "number" and other_kind == "number"
+                    else text == other
+                )
+                match[i][j] = same and match[i + 1][j + 1]
+    if match[0][0]:
+        return None
+    # Where they part: the longest prefix of tokens matched without wildcards, for the message.
+    k = 0
+    while k < min(len(want), len(got)) and want[k][0] != "ellipsis":
+        kind, text = want[k]
+        if not (
+            _same_number(text, got[k][1], atol, rtol)
+            if kind == "number" and got[k][0] == "number"
+            else text == got[k][1]
+        ):
+            break
+        k += 1
+    shown_at = want[k][1] if k < len(want) else "the end"
+    printed_at = got[k][1] if k < len(got) else "the end"
+    return f"token {k}: shown {shown_at!r}, printed {printed_at!r}"
+
+
+@pytest.fixture(scope="session")
+def output_mismatch():
+    """``output_mismatch(shown, printed, atol=0, rtol=0)``: None when ``printed`` is what
+    ``shown`` shows, doctest-style, else where the two part. The same words and punctuation
+    (whitespace aside; ``...`` in ``shown`` stands for any text), the same integers, and every
+    number written with a decimal point or an exponent within |printed − shown| ≤ atol +
+    rtol·|shown|."""
+    return _output_mismatch
 
 
 @dataclasses.dataclass(frozen=True)
