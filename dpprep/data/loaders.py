@@ -112,7 +112,8 @@ class Dataset:
         insurance: their ``x_test`` has 0 rows). A data set that has one is refused.
 
         >>> x, y = np.ones((100, 1), np.float32), np.arange(100) % 2
-        >>> ds = Dataset("toy", x, y, *_empty(1, "classification"), ("a",), "classification", 2,
+        >>> test = _empty(1, "classification")
+        >>> ds = Dataset("toy", x, y, *test, ("a",), "classification", 2,
         ...              {"a": (0,)}, {"a": "continuous"}, "label")
         >>> split = ds.with_test_split(0.2, seed=0)
         >>> (split.n_train, split.n_test)
