@@ -592,16 +592,22 @@ def test_progress_quiet_prints_nothing_and_notebook_kernels_without_widgets_get_
     assert progress._mode == "lines" and "\r" not in stream.getvalue()
 
 
-def test_progress_in_a_jupyter_kernel_prints_plain_lines():
-    """In a real kernel stderr is no terminal: without ipywidgets the lines come out clean."""
+@pytest.mark.parametrize("widgets", [False, True], ids=["without_ipywidgets", "with_ipywidgets"])
+def test_progress_in_a_jupyter_kernel_draws_a_widget_or_prints_plain_lines(widgets):
+    """In a real kernel stderr is no terminal: with ipywidgets the bar is tqdm's widget, without
+    them plain lines; the details come out clean either way (no carriage return)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
+    if widgets:
+        pytest.importorskip("ipywidgets")
     repo = Path(__file__).resolve().parents[1]
     source = "\n".join(
         [
             "import tempfile",
-            "from experiments.results import Progress, UnitStore",
+            "from experiments.results import Progress, UnitStore, progress",
+            # the kernel without ipywidgets, whether or not this environment has them
+            *([] if widgets else ["progress._notebook_widgets = lambda: False"]),
             "p = Progress('nb', verbose=True)",
             (
                 "UnitStore(tempfile.mkdtemp(), progress=p).run_many([(str(i), lambda i=i: {'v': i})"
@@ -617,8 +623,10 @@ def test_progress_in_a_jupyter_kernel_prints_plain_lines():
         notebook, timeout=120, resources={"metadata": {"path": str(repo)}}
     ).execute()
     outputs = notebook.cells[0].outputs
-    assert all(o.get("output_type") == "stream" for o in outputs), outputs
-    text = "".join(o["text"] for o in outputs)
+    drawn = [o for o in outputs if o.get("output_type") == "display_data"]
+    assert bool(drawn) == widgets, outputs
+    assert all("application/vnd.jupyter.widget-view+json" in o["data"] for o in drawn)
+    text = "".join(o["text"] for o in outputs if o.get("output_type") == "stream")
     assert "\r" not in text and "x 2/2: 1" in text and "3 computed, 0 cached" in text
 
 
