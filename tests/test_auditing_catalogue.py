@@ -17,6 +17,8 @@ from dpprep.corrdp import noise as corr_noise
 from experiments.audit import bugs
 from experiments.audit.bugs import audit_with_bug, inject
 
+pytestmark = pytest.mark.slow  # the bug catalogue's audits, minutes in all
+
 # Test-suite size: 8,000 evaluation runs per world (DP-GD: ~2 s an audit on 2 cores).
 RUNS, PILOT = 8000, 1000
 

@@ -18,6 +18,8 @@ from dpprep.auditing import AuditConfig
 from dpprep.plan import DPPlan
 from experiments.audit.bugs import BUGS, audit_with_bug, inject
 
+pytestmark = pytest.mark.slow  # audits at full run counts, minutes in all
+
 RUNS, PILOT = 8000, 1000
 POISSON = {"epochs": 5, "batch_size": 20}
 

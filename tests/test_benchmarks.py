@@ -10,6 +10,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from dpprep import frameworks
@@ -29,6 +30,7 @@ def test_resnet18_is_resnet18_at_width_64():
     assert nets.resnet18_flops_per_example() / 2 == 555_422_720
 
 
+@pytest.mark.slow  # a ResNet-18 trained privately
 def test_resnet18_at_small_size_trains_privately_with_poisson_and_microbatches():
     """ResNet-18 (width 4) on CIFAR-10-shaped random data: a Poisson run in microbatches of 8
     trains (finite, moved parameters, the plan's ε), and the microbatched clipped sum needs less
@@ -61,6 +63,7 @@ def test_resnet18_at_small_size_trains_privately_with_poisson_and_microbatches()
     )
 
 
+@pytest.mark.slow  # every benchmark table, end to end
 def test_the_benchmark_tables_run_at_smoke_size(capsys):
     sizes = real_models.SMOKE
     real_models.cnn_table(sizes, np.random.default_rng(0))

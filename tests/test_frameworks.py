@@ -456,6 +456,7 @@ def test_nnx_module_with_batch_statistics_is_refused():
 # slower convolution layouts): the same run as one scan, in train and in the sweeps.
 
 
+@pytest.mark.slow  # a CNN trained three times
 def test_a_cnn_run_is_cut_into_calls_and_stays_the_same_run():
     x, y = _images(n=96)
     model = frameworks.from_flax_nnx(SmallCNN(nnx.Rngs(0)), loss="softmax_cross_entropy")

@@ -25,6 +25,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts a two-process jax job
+
 # Largest allowed |two processes − one process| on the parameters and the test loss: float32
 # rounding of products with a different local point count (the single-device sharding test
 # measured 6e-8); a point trained with another point's hyperparameters or another seed's

@@ -520,6 +520,7 @@ _DONE = (
 )
 
 
+@pytest.mark.slow  # run_all in subprocesses
 def test_output_in_a_log_is_one_line_per_experiment_and_verbose_adds_the_unit_lines(
     tmp_path, data_dir
 ):

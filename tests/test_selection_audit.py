@@ -21,6 +21,8 @@ from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.auditing import lower_bounds
 from dpprep.selection import PrivateSelection, Repetitions, select
 
+pytestmark = pytest.mark.slow  # end-to-end audits of private selection
+
 N, D, RUNS, CLAIM, DELTA = 40, 3, 120, 2.0, 1e-5
 GRID = {"learning_rate": [2.0, 4.0]}
 

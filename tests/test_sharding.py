@@ -21,6 +21,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts child interpreters with four host devices
+
 DEVICES = 4
 # Largest allowed |sharded − one device| (parameters; test loss relative to max(1, |loss|)):
 # float32 rounding of matrix products of different local shapes over 25 steps (6e-8 on the

@@ -374,6 +374,7 @@ def test_honest_entry_is_a_verified_hit(disk_cache, monkeypatch, setting):
     assert json.loads(path.read_text()) == entry  # not rewritten
 
 
+@pytest.mark.slow  # calibrates a whole coarse grid
 def test_coarse_grid_fallback_entry_is_a_verified_hit(disk_cache, monkeypatch):
     # Replace-one Poisson has no RDP bound: a large target is calibrated on a coarser PLD grid,
     # which the entry records and verification uses.

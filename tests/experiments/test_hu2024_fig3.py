@@ -263,6 +263,7 @@ def test_plot_draws_every_lower_bar_that_a_log_axis_can_show(monkeypatch):
     assert "mean − s.d. ≤ 0" in fig._suptitle.get_text()
 
 
+@pytest.mark.slow  # an experiment end to end
 def test_dp_sgd_variant_runs_with_rigorous_calibration():
     """Spec §9.4's optional variant: Poisson DP-SGD calibrated by Theorem 2 with sgd_samp's
     replace-one RDP/SRDP; PTR is DP-GD only."""

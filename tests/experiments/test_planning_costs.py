@@ -235,6 +235,7 @@ def test_wang2026_selection_smoke_by_hand():
 # against the data and the experiments themselves
 
 
+@pytest.mark.slow  # loads every dataset
 @pytest.mark.data
 def test_shape_constants_equal_the_real_data(data_dir):
     from dpprep import data

@@ -350,6 +350,7 @@ def test_c16_dpsgd_row_claims_no_stronger_configuration_where_ours_is_weaker():
     )
 
 
+@pytest.mark.slow  # an experiment end to end, twice
 @pytest.mark.data
 def test_spread_rerun_smoke_end_to_end_and_resumes(tmp_path, data_dir):
     """A smoke grid (2 seeds) with 3 spread seeds: the selected configurations rerun at 3 seeds,

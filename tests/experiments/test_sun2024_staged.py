@@ -179,6 +179,7 @@ def test_paper_grid_flops_and_staged_saving():
     assert staged["stage2_mean"] < staged["stage2"] < 0.01 * full["total"]
 
 
+@pytest.mark.slow  # an experiment end to end
 @pytest.mark.data
 def test_staged_search_smoke_end_to_end(tmp_path, data_dir):
     """Stage 1 over a 2-learning-rate smoke grid at seed 0, stage 2 the top 1 per method at both

@@ -30,6 +30,7 @@ def test_registered():
     assert REGISTRY[ws.EXPERIMENT][0] == "experiments.wang2026_selection"
 
 
+@pytest.mark.slow  # an experiment end to end
 def test_smoke_run_end_to_end(tmp_path, data_dir):
     """The smoke profile from scratch: every selection charges selection + training (not the
     pre-processing) at the ε recomputed from its panel, above its own training run's ε; every chosen
