@@ -727,6 +727,7 @@ def _mlp_run(microbatch_size, sampling_name="poisson"):
     return config, model.init(jax.random.PRNGKey(1)), (X, Y_BIN.astype(np.int32))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.parametrize("m", [1, 5, 16])
 def test_train_and_sweeps_with_microbatches_run_the_same_private_run(m):
     """A Poisson MLP run (padded batches) in microbatches of m equals the run without, in `train`
@@ -873,6 +874,7 @@ RUNS_IN_CALLS = {
 }
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.parametrize("name", sorted(RUNS_IN_CALLS))
 @pytest.mark.parametrize("per_call", [1, 5])
 def test_a_run_cut_into_calls_is_the_same_run(name, per_call):

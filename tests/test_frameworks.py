@@ -49,6 +49,7 @@ def _accuracy(model, params, x, y):
     return float(sweeps.evaluate(model, params, jnp.asarray(x), jnp.asarray(y))["accuracy"])
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_nnx_cnn_on_images_trains_privately_and_writes_back():
     x, y = _images()
     module = SmallCNN(nnx.Rngs(0))
@@ -320,6 +321,7 @@ def _separable(n=256, seed=0):
     return x, (x[:, 0] + x[:, 1] > 0).astype(np.int32)
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_dropout_model_trains_privately_through_train_and_the_sweeps(framework):
     """A private run learns a separable task; a sweep's point is the same run (same per-example

@@ -243,6 +243,7 @@ class NoNoise(Extension):
 RELIANCE = "rests on an unverified extension: NoNoise vouches for privatizer"
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_vouching_extension_is_named_in_every_reported_guarantee():
     plan = _plan()
     config = TrainConfig(LOGISTIC, Hyper(0.5), plan, extensions=(NoNoise(),))

@@ -23,6 +23,10 @@ from dpprep.algorithms import Hyper, TrainConfig
 from dpprep.plan import DPPlan
 from experiments import planning, results
 
+pytestmark = (
+    pytest.mark.slow
+)  # paper-profile planning: every experiment's sweep shapes compiled and run
+
 REPO = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(64, 4)).astype(np.float32)

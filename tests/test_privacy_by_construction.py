@@ -672,6 +672,7 @@ def test_the_shuffle_bounds_say_what_they_assume():
 # One world: any batch pytree and per-example keys through train, the sweeps and selection
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_dict_inputs_with_integer_leaves_and_dropout_run_through_every_driver():
     from flax import nnx
 
@@ -788,6 +789,7 @@ def test_per_seed_noise_is_accounted_per_seed_and_point():
 # An adversarial review's cases
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_plan_changed_or_built_by_hand_must_state_its_own_epsilon():
     plan = _plan(noise_multiplier=None, target_epsilon=1.0)
     with pytest.raises(ValueError, match="make plans with DPPlan.create"):
@@ -947,6 +949,7 @@ def test_extensions_that_replace_the_mechanism_must_vouch_for_it():
     )  # a non-private plan claims nothing: anything goes
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_dpsgdf_grid_charges_each_point_its_own_mean_once():
     from dpprep import dpsgdf
 

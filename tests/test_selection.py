@@ -806,6 +806,7 @@ def test_one_search_is_select_bitwise():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_packed_searches_equal_each_alone_and_noise_levels_are_per_point():
     """Three searches packed two candidates per call give what each gives alone; a grid may set the
     noise per point, and the chosen model is the plain run at its drawn multiplier."""

@@ -53,6 +53,7 @@ def _unit_config(config: TrainConfig, field: str, std: float, lr: float) -> Trai
     return dataclasses.replace(config, hyper=Hyper(learning_rate=lr, extra={"stddev": std}))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.parametrize("private", [True, False], ids=["private", "non_private"])
 @pytest.mark.parametrize("chunk_size", [None, 2])
 def test_equals_separate_runs(chunk_size, private):

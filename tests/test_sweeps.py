@@ -276,6 +276,7 @@ def _single(config, point):
     return dataclasses.replace(config, hyper=hyper, plan=run_plan)
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.parametrize(
     "config, points, chunk_size, chunks",
     [
@@ -609,6 +610,7 @@ def test_configs_built_the_same_way_share_one_compilation():
 # Runs one after the other (a network's sweep on a CPU) or batched: the same runs.
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_network_sweep_runs_its_runs_one_by_one_on_cpu_and_they_are_the_batched_runs():
     """On a CPU a network's sweep runs its seeds × points one after the other through one compiled
     run (batching them was slower there); the GLM fast path, an accelerator or a device mesh batch

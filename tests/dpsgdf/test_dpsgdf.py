@@ -135,6 +135,7 @@ def test_calibration_is_composed_and_exact():
     assert run_plan.epsilon == pytest.approx(eps, rel=1e-12)
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_method_switch_shares_batches_and_bias_corrects():
     key = jax.random.key(5)
     f = dpsgdf.fit(small(), X, Y, key, eval_data=(XT, YT), num_classes=K)
@@ -200,6 +201,7 @@ def test_replace_one_option_costs_more_noise():
     assert rep.noise_multiplier > 1.5 * add.noise_multiplier
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_grid_group_equals_fit_per_model():
     """Every model of a shared-batch group equals running it alone (fit -> train) with its key."""
     keys = jax.random.split(jax.random.key(11), 2)

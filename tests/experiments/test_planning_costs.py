@@ -268,6 +268,7 @@ def _registered_units(experiment_id: str, profile: str, root: Path, data_dir: Pa
     return len(list((root / ".units").rglob("*.json")))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.data
 @pytest.mark.parametrize(
     "experiment_id",

@@ -70,6 +70,7 @@ def _groups():
     ]
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_run_groups_through_a_store():
     keys = jax.random.split(jax.random.PRNGKey(8), 2)
     store, messages = FakeStore(), []

@@ -176,6 +176,7 @@ def test_sensitivity_bounds(smoke_setups):
         noise.whitened_gradient_bound(ws.panel_data(adult.panel), np.zeros(32))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_one_candidate_is_a_plain_run(smoke_setups):
     """K fixed at 1 (mean 1): each selection's output is its single candidate, which is exactly the
     plain CorrDP-SGD run (sgd.sweep_points) at the drawn C with the candidate's key on the training

@@ -219,6 +219,7 @@ def test_overall_privacy_accepts_table1_sgd_samp_and_is_monotone_in_noise():
     assert plain.epsilon == pytest.approx(direct, rel=1e-3) and plain.epsilon <= direct
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_calibrate_round_trips():
     sens = Sensitivity(linf=2000.0, l2=14.81 / 2000)
     cal = meta.calibrate_mechanism(
