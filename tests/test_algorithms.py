@@ -892,6 +892,7 @@ def test_a_run_cut_into_calls_is_the_same_run(name, per_call):
         assert np.all(w[stop:] == w[stop - 1]) and np.any(w[stop - 1] != w[0])
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_run_is_cut_where_asked(monkeypatch):
     """k steps per call means ceil(T/k) calls covering steps 0..T−1 exactly once, in order."""
     config, params0, data = RUNS_IN_CALLS["poisson_mlp"]()

@@ -238,11 +238,14 @@ def _assert_refused_by_dpprep(err: BaseException) -> None:
     )
 
 
-# The slow tier (over 8 s on the reference machine, 2 cores, 2 test workers): the store's refused
-# answer makes every sampler's plan calibrate afresh.
+# The slow tier (over 8 s on the reference machine, 2 cores, 2 test workers; the store's refused
+# answer makes every sampler's plan calibrate afresh).
+_SLOW = {"lying_store", "microbatch", "replaced_plan_noise"}
+
+
 @pytest.mark.parametrize(
     "misuse",
-    [pytest.param(m, marks=pytest.mark.slow) if m == "lying_store" else m for m in MISUSES],
+    [pytest.param(m, marks=pytest.mark.slow) if m in _SLOW else m for m in MISUSES],
 )
 @SETTINGS
 @given(

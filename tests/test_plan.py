@@ -224,6 +224,7 @@ def _pld_epsilon(event: dp_event.DpEvent, delta: float) -> float:
     return float(accountant.compose(event).get_epsilon(delta))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_readme_mnist_number_and_calibration_round_trip():
     """README: Poisson, n = 60000, B = 2048, 3 epochs: 88 steps, z = 1.0623 for (2, 1e-5), the
     plan's ε at its own calibration is <= the target and close to it, and it solves the

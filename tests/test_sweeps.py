@@ -341,6 +341,7 @@ def test_sweep_points_equals_per_point_train(config, points, chunk_size, chunks)
     assert heard == chunks
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_chunking_gives_identical_results_and_compiles_once(monkeypatch):
     """5 points in one chunk, in chunks of 2 (the last padded) and in chunks of 1 (a tiny memory
     budget) agree, and each call traces the training function at most once, however many

@@ -252,6 +252,7 @@ def _eqns(jaxpr, path=()):
                     yield from _eqns(sub, path + (eqn.primitive.name,))
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_compiled_sweep_gathers_once_per_seed_and_step():
     """The jaxpr of a DPSGD-F/DPSGD group: inside the step (the scan body) one gather reads the
     (n, d) data, shaped (seeds, pad, d): one batch per seed and step shared by all models, and no

@@ -282,6 +282,7 @@ def test_units_equal_what_the_smoke_run_registers(experiment_id, tmp_path, data_
     )
 
 
+@pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 @pytest.mark.data
 @pytest.mark.parametrize("profile", ["quick", "paper"])
 def test_corrdp_figure_units_equal_their_grids(profile, data_dir):
