@@ -238,8 +238,8 @@ def _assert_refused_by_dpprep(err: BaseException) -> None:
     )
 
 
-# The slow tier (over 8 s on the reference machine, 2 cores, 2 test workers; the store's refused
-# answer makes every sampler's plan calibrate afresh).
+# In the slow tier, over 8 s each on the reference machine (2 cores, 2 test workers); with the
+# lying store, every sampler's plan calibrates afresh once the store's answer is refused.
 _SLOW = {"lying_store", "microbatch", "replaced_plan_noise"}
 
 
