@@ -1,5 +1,5 @@
 # Quick start: `make reproduce` (all tables/figures of the quick profile into results/) and `make test`
-# (`make check`: everything CI runs).
+# (CI, .ci/run: `make test`, then `make test-slow`).
 # `make reproduce ARGS="--profile smoke"` writes results-smoke/ (git-ignored), never results/.
 PYTHON ?= python3
 VENV ?= .venv
@@ -58,7 +58,7 @@ lint: install-dev
 # worker, so its fixtures and compilations are shared). `make test`: lint, then every test but the
 # slow tier (marked `slow`: the smoke profile's end-to-end run and the tests reading it, the
 # notebooks, the long audits and trainings); `make test-slow`: that tier alone; `make check`: lint
-# and both tiers, what CI runs (.ci/run). PYTEST_ARGS adds pytest flags (`-n 0`: one process).
+# and both tiers in one pytest (CI, .ci/run, runs make test, then make test-slow). PYTEST_ARGS adds pytest flags (`-n 0`: one process).
 PYTEST := $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 test: lint
