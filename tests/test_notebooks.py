@@ -43,12 +43,17 @@ def execute(nb, cwd: Path, kernels: Path, data_dir: Path, results: Path | None =
 
 def _shown(cell) -> tuple[str, list[tuple[str, ...]]]:
     """What a reader sees of a code cell: its printed and displayed text, and for each output
-    its kind and formats (a figure stays a figure)."""
+    its kind and formats (a figure stays a figure). Consecutive printed outputs are one text: the
+    kernel flushes stdout on a timer, so where one print's output is cut into several outputs
+    depends on the machine's speed, not on what the cell prints."""
     text, kinds = [], []
     for output in notebooks.reader_outputs(cell):
         if output["output_type"] == "stream":
-            text.append(output["text"])
-            kinds.append(("stream",))
+            if kinds and kinds[-1] == ("stream",):
+                text[-1] += output["text"]
+            else:
+                text.append(output["text"])
+                kinds.append(("stream",))
         else:
             data = output.get("data", {})
             # a displayed table's Markdown holds its numbers; its text/plain is an object's repr
@@ -111,6 +116,28 @@ def test_a_notebook_is_stored_with_what_a_reader_sees():
         ("display_data", "text/markdown", "text/plain"),
         ("display_data", "image/png", "text/plain"),
     ]
+
+
+def test_printed_text_is_compared_whatever_outputs_the_kernel_cut_it_into():
+    """The kernel flushes stdout on a timer: the same prints arrive as one output on a fast
+    machine and as two on a slow one (CI once failed the tour on that alone)."""
+    out = nbformat.v4.new_output
+    fast, slow, apart = (nbformat.v4.new_code_cell("x") for _ in range(3))
+    fast.outputs = [out("stream", name="stdout", text="epsilon 2.0\naccuracy 0.905\n")]
+    slow.outputs = [
+        out("stream", name="stdout", text="epsilon 2.0\n"),
+        out("stream", name="stderr", text="WARNING: slow\n"),
+        out("stream", name="stdout", text="accuracy 0.905\n"),
+    ]
+    apart.outputs = [
+        out("stream", name="stdout", text="epsilon 2.0\n"),
+        out("display_data", data={"image/png": "iVBO", "text/plain": "<Image>"}),
+        out("stream", name="stdout", text="accuracy 0.905\n"),
+    ]
+    assert _shown(fast) == _shown(slow) == ("epsilon 2.0\naccuracy 0.905\n", [("stream",)])
+    # a figure between two prints keeps them apart: that is what the page shows
+    figure = ("display_data", "image/png", "text/plain")
+    assert _shown(apart)[1] == [("stream",), figure, ("stream",)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
