@@ -77,9 +77,18 @@ no-amplification bound, ``epochs`` Gaussian releases): the attack's (FPR, FNR) p
 Clopper–Pearson confidence, against the whole claimed curve δ(ε) — valid for any mechanism, and
 with power where the one-point Clopper–Pearson bound has none (subsampled learners).
 :attr:`AuditResult.violation` is the verdict of the rigorous tests against the theoretical ε.
-It is the union of k ≤ 4 tests (with the noise test), so each is computed at ``significance / k``
-(Bonferroni, :func:`test_significance`): an honest learner is flagged with probability at most
-``significance`` (5 % by default), not k times it.
+It is the union of k ≤ 4 tests (with the noise test), so each is computed at ``level / k``
+(Bonferroni, :func:`test_significance`).
+
+**Alarms that mean something.** A verdict is reached in two stages on independent runs: the tests
+fire at ``screen`` (5 %) on the first runs — the learner is *suspected* — and again at
+``significance / screen`` on as many fresh runs — the violation is *confirmed*. An honest learner
+is suspected with probability at most 5 % and reported as a violation with probability at most
+``significance`` (1e-3 by default, the audit's family-wise error rate), while a real bug, which
+fires on both stages, keeps almost all of its power. Every audit draws its runs from its own key
+(:func:`audit_key`: the seed folded with its whole config), so audits of different learners are
+independent trials. :meth:`AuditResult.verdict` says which test fired, the ε lower bound with a
+point estimate, the chance an honest learner is flagged so, and what to suspect next.
 
 **Bug catalogue.** The catalogue of planted privacy bugs the audit is tested against lives outside
 the library (``experiments.audit.bugs``), so nothing in dpprep can switch a bug on. The audit's
@@ -97,8 +106,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import math
 import os
+import textwrap
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -258,8 +270,16 @@ class AuditConfig:
         one more coordinate).
       steps: DP-GD / CorrDP / pipeline steps; ``epochs``, ``batch_size``: minibatch learners.
       levels: thresholds of the score test (Bonferroni over ``levels``).
-      significance: probability that the audit's verdict (:attr:`AuditResult.violation`) flags an
-        honest learner: each of its k rigorous bounds is computed at ``significance / k``.
+      significance: the audit's family-wise error rate: the probability that an honest learner is
+        reported as a violation (:attr:`AuditResult.violation`), 1e-3 by default. A violation is
+        *suspected* when the verdict's k statistical tests, each at ``screen / k``, fire on the
+        first runs, and *confirmed* when they fire again, each at ``(significance / screen) / k``,
+        on as many fresh, independent runs: the two stages are independent, so an honest learner
+        is confirmed with probability at most ``screen · significance / screen``. Deterministic
+        checks (:attr:`AuditTarget.checks`) need no confirmation.
+      screen: the probability that an honest learner is *suspected* (:attr:`AuditResult.suspected`;
+        5 % by default): the first stage's level. ``screen == significance``: one stage, no
+        confirmation runs (a suspicion is the verdict).
       noise_factor: the learner's real noise over what its accountant assumes (1: honest; < 1: a
         deliberately broken learner, for tests that the audit catches it).
       tv: CorrDP's correlation weight of the audited insensitive feature.
@@ -276,7 +296,16 @@ class AuditConfig:
         little (to 2C, or not at all) releases a larger shift than an honest one and is caught;
         at 1 such bugs leave the outputs unchanged. The attack scores what the *honest* learner
         releases for it (``C`` times its direction), so the bound stays valid at any value.
-      chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness.
+      sampling, microbatch_size, steps_per_call, leaves: the options of a learner audited through
+        a public driver (:data:`DRIVERS`): its sampler (``"full"``: ``steps`` full-batch steps;
+        ``"poisson"``, ``"shuffle"``: ``epochs`` at ``batch_size``), the config's microbatches and
+        compiled calls of ``steps_per_call`` steps (a host loop; a remainder when it does not
+        divide the steps), and a model of ``leaves`` parameter leaves (1: the GLM fast path;
+        more: the per-example path, the canary spanning every leaf). Other learners take the
+        defaults.
+      chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness, which
+        :func:`audit_key` makes the audit's own: two audits that differ in anything (the learner,
+        ε, a size) draw independent runs at the same seed.
     """
 
     learner: str
@@ -291,7 +320,8 @@ class AuditConfig:
     epochs: int = 2
     batch_size: int = 10
     levels: int = 32
-    significance: float = 0.05
+    significance: float = 1e-3
+    screen: float = 0.05
     noise_factor: float = 1.0
     learning_rate: float = 1.0
     tv: float = 0.25
@@ -300,6 +330,10 @@ class AuditConfig:
     canary_positions: tuple[str, ...] = CANARY_POSITIONS
     opposer: bool = True
     canary_norm: float = 4.0
+    sampling: str = "poisson"
+    microbatch_size: int | None = None
+    steps_per_call: int | None = None
+    leaves: int = 1
     chunk: int = 4096
     seed: int = 0
 
@@ -347,6 +381,12 @@ class AuditConfig:
         check_probability(self.tv, "tv")
         if not 0 < self.significance < 0.5:
             raise ValueError(f"significance must be in (0, 0.5), got {self.significance!r}")
+        if not self.significance <= self.screen < 0.5:
+            raise ValueError(
+                f"screen must be in [significance, 0.5) = [{self.significance}, 0.5), got"
+                f" {self.screen!r}: it is the first stage's level, and significance / screen the"
+                " confirmation's"
+            )
         if not 0 < self.missing_fraction < 1:
             raise ValueError(f"missing_fraction must be in (0, 1), got {self.missing_fraction!r}")
         if self.learner in ("dpsgdf", "dpsgdf_grid") and not 0 < self.eps_f < self.epsilon:
@@ -365,29 +405,68 @@ class AuditConfig:
         object.__setattr__(self, "canary_positions", tuple(positions))
         if not isinstance(self.opposer, (bool, np.bool_)):
             raise ValueError(f"opposer must be True or False, got {self.opposer!r}")
+        driver_options = {
+            "sampling": "poisson",
+            "microbatch_size": None,
+            "steps_per_call": None,
+            "leaves": 1,
+        }
+        if self.learner not in DRIVERS:
+            set_here = [k for k, v in driver_options.items() if getattr(self, k) != v]
+            if set_here:
+                raise ValueError(
+                    f"{', '.join(set_here)} set for learner {self.learner!r}: these are the options"
+                    f" of a learner audited through a public driver ({', '.join(DRIVERS)})"
+                )
+        if self.sampling not in ("full", "poisson", "shuffle"):
+            raise ValueError(
+                f"sampling must be 'full', 'poisson' or 'shuffle', got {self.sampling!r}"
+            )
+        for name in ("microbatch_size", "steps_per_call"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
+        object.__setattr__(self, "leaves", check_positive_int(self.leaves, "leaves"))
+        if self.leaves > 8:
+            raise ValueError(f"leaves must be at most 8, got {self.leaves}")
         minibatch = ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf", "dpsgdf_grid") + tuple(
             f"dp_sgd_poisson_{p}" for p in PATHS[1:]
         )
-        if self.learner in minibatch and self.batch_size >= self.n:
+        if (
+            self.learner in minibatch or (self.learner in DRIVERS and self.sampling != "full")
+        ) and self.batch_size >= self.n:
             raise ValueError(
                 f"batch_size must be < n = {self.n} for a minibatch learner, got {self.batch_size}"
             )
-        # Each bound runs at significance / k for the k tests of the verdict (at most _MAX_TESTS:
-        # the
-        # rigorous bounds and the noise test; the learner, hence k, is known only when it is built).
+        # Each bound runs at level / k for the k tests of the verdict (at most _MAX_TESTS: the
+        # rigorous bounds and the noise test; the learner, hence k, is known only when it is built),
+        # at the stricter of the two stages' levels.
+        level = min(self.stage_levels)
         needed = required_runs(
             self.epsilon_to_certify,
             self.delta,
-            significance=self.significance / _MAX_TESTS,
+            significance=level / _MAX_TESTS,
             levels=self.levels,
         )
         if self.runs < needed:
             raise ValueError(
                 f"runs={self.runs} per world is too few: even a perfect attack's Clopper-Pearson"
                 f" bound cannot reach epsilon={self.epsilon_to_certify:.3g} at delta={self.delta}"
-                f" with fewer than {needed} runs per world (significance {self.significance} split"
-                f" over up to {_MAX_TESTS} tests, {self.levels} thresholds)"
+                f" with fewer than {needed} runs per world (level {level:.3g} split over up to"
+                f" {_MAX_TESTS} tests, {self.levels} thresholds)"
             )
+
+    @property
+    def confirms(self) -> bool:
+        """A suspicion is confirmed on fresh runs (``screen > significance``)."""
+        return self.screen > self.significance
+
+    @property
+    def stage_levels(self) -> tuple[float, ...]:
+        """The level of each stage's verdict: ``(screen, significance / screen)``, or
+        ``(significance,)`` for a one-stage audit."""
+        if not self.confirms:
+            return (self.significance,)
+        return (self.screen, self.significance / self.screen)
 
     @property
     def epsilon_to_certify(self) -> float:
@@ -1721,28 +1800,86 @@ def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model
     )
 
 
+@models.spec_factory
+def multi_leaf_linear_loss_model(columns: tuple[tuple[int, ...], ...]) -> models.Model:
+    """:func:`linear_loss_model` over ``len(columns)`` parameter leaves: leaf ``w<i>`` weighs the
+    feature columns ``columns[i]``. Without a ``residual``, its per-example gradients go through
+    the per-example (``vmap``) clipping path, whose norm is taken over every leaf."""
+    index = [jnp.asarray(c) for c in columns]
+
+    def init(key):
+        del key
+        return {f"w{i}": jnp.zeros((len(c), 1), jnp.float32) for i, c in enumerate(columns)}
+
+    def apply(params, x):
+        return sum(x[:, cols] @ params[f"w{i}"] for i, cols in enumerate(index))
+
+    def per_example_loss(params, x, y):
+        return -y * apply(params, x)[:, 0]
+
+    return models.Model(
+        f"audit_{len(columns)}_leaf_linear_loss",
+        init,
+        apply,
+        per_example_loss,
+        None,
+        task="regression",
+    )
+
+
 class _Layout(NamedTuple):
     """Feature columns of a white-box audit: the canary's unit direction ``u`` (features), the
-    columns no record touches (``null``), and the model."""
+    columns no record touches (``null``), the model, and how a feature vector is the model's
+    parameter tree (the linear loss's gradient in the parameters is −y times the features, leaf by
+    leaf)."""
 
     model: models.Model
     features: int
     direction: np.ndarray
     null: tuple[int, ...]
+    to_tree: Callable[[np.ndarray], dict]
 
 
-def _layout(cfg: AuditConfig, path: str) -> _Layout:
+def _layout(cfg: AuditConfig, path: str, leaves: int = 1) -> _Layout:
     if path == "vmap_clip":
         # w: background (dim), canary part, null | v: canary part, null. The canary spans both
         # leaves, so a rule that clips each leaf to C on its own releases √2·C for it.
         d = cfg.dim + 4
         u = np.zeros(d)
         u[[cfg.dim, cfg.dim + 2]] = 1 / math.sqrt(2)
-        return _Layout(two_leaf_linear_loss_model(cfg.dim + 2, 2), d, u, (cfg.dim + 1, cfg.dim + 3))
+        w_cols = cfg.dim + 2
+
+        def two_leaves(features: np.ndarray) -> dict:
+            return {"w": features[:w_cols, None], "v": features[w_cols:, None]}
+
+        return _Layout(
+            two_leaf_linear_loss_model(cfg.dim + 2, 2),
+            d,
+            u,
+            (cfg.dim + 1, cfg.dim + 3),
+            two_leaves,
+        )
+    if leaves > 1:
+        # leaf 0: the background columns and the canary's first part; leaf i: the canary's part
+        # i; the last leaf also holds the two null columns. The canary spans every leaf, so a
+        # norm that leaves a leaf out (or clips leaves one by one) releases more than C for it.
+        d = cfg.dim + leaves + 2
+        columns = [list(range(cfg.dim + 1))] + [[cfg.dim + i] for i in range(1, leaves)]
+        columns[-1] += [d - 2, d - 1]
+        u = np.zeros(d)
+        u[cfg.dim : cfg.dim + leaves] = 1 / math.sqrt(leaves)
+        spec = tuple(tuple(c) for c in columns)
+
+        def split(features: np.ndarray) -> dict:
+            return {f"w{i}": features[list(cols), None] for i, cols in enumerate(spec)}
+
+        return _Layout(multi_leaf_linear_loss_model(spec), d, u, (d - 2, d - 1), split)
     d = cfg.dim + 3
     u = np.zeros(d)
     u[cfg.dim] = 1.0
-    return _Layout(linear_loss_model(d), d, u, (cfg.dim + 1, cfg.dim + 2))
+    return _Layout(
+        linear_loss_model(d), d, u, (cfg.dim + 1, cfg.dim + 2), lambda f: {"w": f[:, None]}
+    )
 
 
 def _place(key: jax.Array, positions: tuple[str, ...], n: int) -> jax.Array:
@@ -1805,11 +1942,69 @@ def _shuffle_opposed_log_lr(
     return mixture(s * (1.0 + weight)) - mixture(s * weight)
 
 
-def _trajectory_setup(
-    cfg: AuditConfig, key: jax.Array, sampling: str, path: str = "train"
-) -> AuditTarget:
-    """White-box DP-GD / Poisson / shuffled DP-SGD on the code path ``path`` (:data:`PATHS`),
-    held to the independent :class:`Yardstick` of the run ``cfg`` states.
+class _Setting(NamedTuple):
+    """A white-box DP-GD / DP-SGD audit's setting (:func:`_setting`): the plan the user states
+    and its independent :class:`Yardstick`, the background records and the canary, and the attack
+    (``score``: one run's iterates ``(T, P)``, flat, to its score and null updates)."""
+
+    sampling: str
+    dp_plan: DPPlan
+    ref: Yardstick
+    layout: _Layout
+    params0: dict
+    x_bg: np.ndarray
+    y_bg: np.ndarray
+    canary_x: np.ndarray
+    score: Callable[[jax.Array], dict[str, jax.Array]]
+
+    def data(self, index: jax.Array, inside: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The run's dataset (traceable): the canary (``inside``) or the zero record at
+        ``index``."""
+        row = jnp.where(inside, jnp.asarray(self.canary_x), 0.0)  # out: the zero record
+        x = _with_canary(jnp.asarray(self.x_bg), row, index)
+        y = _with_canary(jnp.asarray(self.y_bg), jnp.ones((), jnp.float32), index)
+        return x, y
+
+    def host_data(self, index: int, inside: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`data` on the host, as a user hands a dataset to a driver."""
+        row = self.canary_x if inside else np.zeros_like(self.canary_x)
+        x = np.insert(self.x_bg, index, row, axis=0)
+        return x, np.insert(self.y_bg, index, np.float32(1.0)).astype(np.float32)
+
+    def target(self, cfg: AuditConfig, runner: Callable, *, host: bool = False) -> AuditTarget:
+        """The :class:`AuditTarget` of ``runner`` on this setting, held to its yardstick."""
+        sampling = self.sampling
+        details = {
+            "noise_multiplier": float(self.dp_plan.noise_multiplier),
+            "reference_noise_multiplier": float(self.ref.noise_multiplier),
+            "steps": float(self.dp_plan.steps),
+            "sampling_rate": float(self.ref.sampling_rate),
+            "requested_epsilon": float(cfg.epsilon),
+        }
+        rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
+        return AuditTarget(
+            runner,
+            float(self.ref.epsilon),
+            float(self.dp_plan.epsilon),
+            details,
+            rigorous=rigorous + ("tradeoff",),
+            profile=self.ref.profile(),
+            releases=self.ref.steps,
+            checks=self.ref.checks(self.dp_plan),
+            host=host,
+        )
+
+
+def _run_kwargs(cfg: AuditConfig, sampling: str) -> dict[str, int]:
+    if sampling == "full":
+        return {"steps": cfg.steps}
+    return {"epochs": cfg.epochs, "batch_size": cfg.batch_size}
+
+
+def _setting(
+    cfg: AuditConfig, key: jax.Array, sampling: str, layout: _Layout, dp_plan: DPPlan
+) -> _Setting:
+    """The white-box canary setting of the run ``cfg`` states (``dp_plan``) on ``layout``.
 
     The canary (gradient ``−canary_norm·C·u``, clipped to ``−C·u`` by an honest learner) sits at a
     position drawn per run from ``cfg.canary_positions``. With ``cfg.opposer`` every other record
@@ -1817,43 +2012,33 @@ def _trajectory_setup(
     C of opposition and any rule that treats a batch as a whole (clipping its sum, scaling it by
     its largest norm) changes what the canary's presence releases in *every* batch it joins;
     without it they have zero gradient. Scores: the log-likelihood ratio of what the honest learner
-    releases along ``u`` (at the reference noise), and the updates of two columns no record
-    touches for the noise test (:class:`NoiseTest`)."""
+    releases along ``u`` (at the reference noise, after undoing SGD's learning rate), and the
+    updates of two columns no record touches for the noise test (:class:`NoiseTest`)."""
     from jax.flatten_util import ravel_pytree
 
-    from dpprep import sweeps
-    from dpprep.algorithms import static_config, with_values
-
-    layout = _layout(cfg, path)
     clip = 1.0
-    kwargs = (
-        {"steps": cfg.steps}
-        if sampling == "full"
-        else {"epochs": cfg.epochs, "batch_size": cfg.batch_size}
+    plan = dp_plan.execution
+    ref = yardstick(
+        sampling,
+        cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        pad=plan.pad,
+        **_run_kwargs(cfg, sampling),
     )
-    dp_plan = DPPlan.create(
-        sampling, cfg.n, l2_clip_norm=clip, target_epsilon=cfg.epsilon, delta=cfg.delta, **kwargs
-    )
-    plan, z = dp_plan.execution, dp_plan.noise_multiplier
-    ref = yardstick(sampling, cfg.n, epsilon=cfg.epsilon, delta=cfg.delta, pad=plan.pad, **kwargs)
-    tc = TrainConfig(layout.model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
     params0 = layout.model.init(None)
     flat0 = ravel_pytree(params0)[0]
 
     def to_flat(features: np.ndarray) -> np.ndarray:
-        # The linear loss's gradient in the parameters is −y times the features, leaf by leaf.
-        if path == "vmap_clip":
-            w_cols = cfg.dim + 2
-            tree = {
-                "w": jnp.asarray(features[:w_cols, None], jnp.float32),
-                "v": jnp.asarray(features[w_cols:, None], jnp.float32),
-            }
-        else:
-            tree = {"w": jnp.asarray(features[:, None], jnp.float32)}
+        tree = jax.tree_util.tree_map(
+            lambda a: jnp.asarray(a, jnp.float32), layout.to_tree(features)
+        )
         return np.asarray(ravel_pytree(tree)[0])
 
     u_flat = jnp.asarray(to_flat(layout.direction))
-    null_flat = [int(np.argmax(to_flat(np.eye(layout.features)[c]))) for c in layout.null]
+    null_flat = jnp.asarray(
+        [int(np.argmax(to_flat(np.eye(layout.features)[c]))) for c in layout.null]
+    )
     x_bg, _ = background(cfg, key)
     x_bg = np.concatenate(
         [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, layout.features - cfg.dim))], axis=1
@@ -1868,12 +2053,68 @@ def _trajectory_setup(
     if cfg.opposer:  # gradient −y·x = +w·C·u (y = 1, x = −w·C·u): no norm near C, never clipped
         x_bg = np.broadcast_to(-weight * clip * layout.direction, x_bg.shape).copy()
         y_bg[:] = 1.0
-    canary_x = jnp.asarray(clip * cfg.canary_norm * layout.direction, jnp.float32)
-    x_bg, y_bg = jnp.asarray(x_bg, jnp.float32), jnp.asarray(y_bg)
-    positions = tuple(cfg.canary_positions)
+    canary_x = (clip * cfg.canary_norm * layout.direction).astype(np.float32)
     s = 1.0 / ref.noise_multiplier  # the canary's clipped shift over the reference noise std
     to_a = ref.normalize_by / (cfg.learning_rate * ref.noise_multiplier * clip)
     to_null = ref.normalize_by / (cfg.learning_rate * ref.floor * clip)
+    sizes = np.minimum(
+        plan.batch_size, cfg.n - plan.batch_size * np.arange(-(-cfg.n // plan.batch_size))
+    )
+
+    def score(trajectory: jax.Array) -> dict[str, jax.Array]:
+        updates = trajectory - jnp.concatenate([flat0[None], trajectory[:-1]])
+        a = (updates @ u_flat) * to_a
+        if sampling == "full":
+            value = jnp.sum(a)
+        else:
+            if sampling == "poisson":
+                log_lr = _poisson_opposed_log_lr(a, s, ref.sampling_rate, cfg.n - 1, weight)
+            else:
+                per_epoch = a.reshape(-1, sizes.size)
+                log_lr = _shuffle_opposed_log_lr(
+                    per_epoch, s, cfg.n, sizes.astype(np.float64), weight
+                )
+            # Two attacks: the honest sampler's likelihood ratio (most powerful against the
+            # learner as claimed; it saturates per step) and the canary direction's total shift
+            # (sees a canary that joins the batches together, e.g. the same batch every step).
+            value = jnp.stack([jnp.sum(log_lr), jnp.sum(a)])
+        return {"score": value, "null": updates[:, null_flat] * to_null}
+
+    return _Setting(
+        sampling, dp_plan, ref, layout, params0, x_bg.astype(np.float32), y_bg, canary_x, score
+    )
+
+
+def _flat_iterates(params: Any) -> jax.Array:
+    """Iterates with a leading step axis ``(T, …)`` per leaf as ``(T, P)``, in
+    ``ravel_pytree``'s order."""
+    leaves = jax.tree_util.tree_leaves(params)
+    return jnp.concatenate([jnp.reshape(leaf, (leaf.shape[0], -1)) for leaf in leaves], axis=1)
+
+
+def _trajectory_setup(
+    cfg: AuditConfig, key: jax.Array, sampling: str, path: str = "train"
+) -> AuditTarget:
+    """White-box DP-GD / Poisson / shuffled DP-SGD on the engine's code path ``path``
+    (:data:`PATHS`), held to the independent :class:`Yardstick` of the run ``cfg`` states, in
+    the setting of :func:`_setting`; every run of a chunk is one vmapped, compiled call."""
+    from dpprep import sweeps
+    from dpprep.algorithms import static_config, with_values
+
+    layout = _layout(cfg, path)
+    clip = 1.0
+    dp_plan = DPPlan.create(
+        sampling,
+        cfg.n,
+        l2_clip_norm=clip,
+        target_epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        **_run_kwargs(cfg, sampling),
+    )
+    setting = _setting(cfg, key, sampling, layout, dp_plan)
+    plan, z = dp_plan.execution, dp_plan.noise_multiplier
+    tc = TrainConfig(layout.model, Hyper(cfg.learning_rate), dp_plan, track_params=True)
+    params0 = setting.params0
     z_run = z * cfg.noise_factor
 
     if path == "sweep_point":
@@ -1895,48 +2136,169 @@ def _trajectory_setup(
         def run(x, y, run_key):
             return train_fn(hyper, params0, x, y, run_key)[1]["params"]
 
-    sizes = np.minimum(
-        plan.batch_size, cfg.n - plan.batch_size * np.arange(-(-cfg.n // plan.batch_size))
-    )
+    positions = tuple(cfg.canary_positions)
 
     def one(run_key, inside):
         k_place, k_run = jax.random.split(run_key)
-        index = _place(k_place, positions, cfg.n)
-        row = jnp.where(inside, canary_x, 0.0)  # out: the zero record (zero-out)
-        x = _with_canary(x_bg, row, index)
-        y = _with_canary(y_bg, jnp.ones((), jnp.float32), index)
-        trajectory = jax.vmap(lambda p: ravel_pytree(p)[0])(run(x, y, k_run))
-        updates = trajectory - jnp.concatenate([flat0[None], trajectory[:-1]])
-        a = (updates @ u_flat) * to_a
-        if sampling == "full":
-            score = jnp.sum(a)
-        elif sampling == "poisson":
-            score = jnp.sum(_poisson_opposed_log_lr(a, s, ref.sampling_rate, cfg.n - 1, weight))
-        else:
-            per_epoch = a.reshape(-1, sizes.size)
-            score = jnp.sum(
-                _shuffle_opposed_log_lr(per_epoch, s, cfg.n, sizes.astype(np.float64), weight)
-            )
-        return {"score": score, "null": updates[:, jnp.asarray(null_flat)] * to_null}
+        x, y = setting.data(_place(k_place, positions, cfg.n), inside)
+        return setting.score(_flat_iterates(run(x, y, k_run)))
 
-    details = {
-        "noise_multiplier": float(z),
-        "reference_noise_multiplier": float(ref.noise_multiplier),
-        "steps": float(plan.steps),
-        "sampling_rate": float(ref.sampling_rate),
-        "requested_epsilon": float(cfg.epsilon),
-    }
-    rigorous = _GAUSSIAN_RIGOROUS if sampling == "full" else ("clopper_pearson",)
-    return AuditTarget(
-        jax.jit(jax.vmap(one)),
-        float(ref.epsilon),
-        float(dp_plan.epsilon),
-        details,
-        rigorous=rigorous + ("tradeoff",),
-        profile=ref.profile(),
-        releases=ref.steps,
-        checks=ref.checks(dp_plan),
+    return setting.target(cfg, jax.jit(jax.vmap(one)))
+
+
+#: The public entries a user trains through, each audited as the learner of that name
+#: (:func:`_driver_setup`): :func:`~dpprep.algorithms.train` and :func:`~dpprep.algorithms.fit`
+#: called once per run, :func:`~dpprep.step.dp_step` in the user's own loop over the steps (the
+#: runs of a chunk vmapped), and :func:`~dpprep.sweeps.sweep_points` called once per chunk and
+#: world (each run a seed of the sweep).
+DRIVERS = ("train", "fit", "dp_step", "sweep_points")
+
+
+def _split_runs(
+    keys: jax.Array, positions: tuple[str, ...], n: int
+) -> tuple[np.ndarray, jax.Array]:
+    """Each run's canary index and training key, as the vmapped runners draw them."""
+
+    def one(run_key):
+        k_place, k_run = jax.random.split(run_key)
+        return _place(k_place, positions, n), k_run
+
+    index, run_keys = jax.jit(jax.vmap(one), static_argnums=())(keys)
+    return np.asarray(index), run_keys
+
+
+def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
+    """White-box DP-SGD (or DP-GD: ``cfg.sampling``) through the public entry ``driver``
+    (:data:`DRIVERS`), with the canary inserted into the data the driver is given, so every host
+    check and option on the driver's way runs: ``cfg.microbatch_size``, ``cfg.steps_per_call``, a
+    model of ``cfg.leaves`` parameter leaves (the canary spans all of them) and SGD at
+    ``cfg.learning_rate``. The attack and the yardstick are those of :func:`_setting`."""
+    import optax
+
+    from dpprep.algorithms import fit, train
+    from dpprep.step import dp_step
+    from dpprep.sweeps import sweep_points
+
+    sampling = cfg.sampling
+    layout = _layout(cfg, "train", leaves=cfg.leaves)
+    model = layout.model
+    plan_args = dict(
+        l2_clip_norm=1.0, target_epsilon=cfg.epsilon, delta=cfg.delta, **_run_kwargs(cfg, sampling)
     )
+    options: dict[str, Any] = {"track_params": True}
+    if cfg.microbatch_size is not None:
+        # the GLM fast path holds no per-example gradients: microbatches need the vmap path
+        options.update(microbatch_size=cfg.microbatch_size, clip_method="vmap")
+    if cfg.steps_per_call is not None:
+        options["steps_per_call"] = cfg.steps_per_call
+    if driver == "fit":
+        # fit makes the plan itself: the setting is built on the plan fit ran (its checks too)
+        background_x, background_y = (
+            np.zeros((cfg.n, layout.features), np.float32),
+            np.zeros(cfg.n, np.float32),
+        )
+
+        def call_fit(data, run_key):
+            return fit(
+                model,
+                model.init(None),
+                data,
+                run_key,
+                learning_rate=cfg.learning_rate,
+                sampling=sampling,
+                **plan_args,
+                **options,
+            )
+
+        dp_plan = call_fit((background_x, background_y), jax.random.key(0)).plan
+    else:
+        dp_plan = DPPlan.create(sampling, cfg.n, **plan_args)
+    setting = _setting(cfg, key, sampling, layout, dp_plan)
+    positions = tuple(cfg.canary_positions)
+    params0 = setting.params0
+    score_all = jax.jit(jax.vmap(setting.score))
+    tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, **options)
+
+    def per_run(call: Callable[[tuple, jax.Array], Any]) -> Callable:
+        def runner(keys, inside):
+            index, run_keys = _split_runs(keys, positions, cfg.n)
+            iterates = []
+            for i in range(index.shape[0]):
+                data = setting.host_data(int(index[i]), bool(inside[i]))
+                iterates.append(_flat_iterates(call(data, run_keys[i])))
+            return score_all(jnp.stack(iterates))
+
+        return runner
+
+    if driver == "train":
+        runner = per_run(lambda data, k: train(tc, params0, data, k)[1]["params"])
+    elif driver == "fit":
+        runner = per_run(lambda data, k: call_fit(data, k).metrics["params"])
+    elif driver == "dp_step":
+        generic = cfg.leaves > 1 or cfg.microbatch_size is not None
+        loss = (
+            (lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0])
+            if generic
+            else model  # the GLM fast path, as dp_step takes a Model
+        )
+        grad_fn = dp_plan.clipped_grad(loss, microbatch_size=cfg.microbatch_size)
+
+        def tx_of(run_key):
+            return dp_plan.optimizer(optax.sgd(cfg.learning_rate), key=run_key)
+
+        def step(params, opt_state, x, y, run_key):
+            out = dp_step(params, opt_state, (x, y), grad_fn=grad_fn, tx=tx_of(run_key))
+            return out[0], out[1]
+
+        step_all = jax.jit(jax.vmap(step))
+        data_all = jax.jit(jax.vmap(setting.data))
+
+        def runner(keys, inside):  # the user's loop, every run of the chunk at once
+            index, run_keys = _split_runs(keys, positions, cfg.n)
+            x, y = data_all(jnp.asarray(index), jnp.asarray(inside))
+            params = jax.tree_util.tree_map(
+                lambda leaf: jnp.broadcast_to(leaf, (index.shape[0],) + leaf.shape), params0
+            )
+            opt_state = jax.vmap(lambda k: tx_of(k).init(params0))(run_keys)
+            iterates = []
+            for _ in range(dp_plan.steps):
+                params, opt_state = step_all(params, opt_state, x, y, run_keys)
+                iterates.append(params)
+            trajectory = jax.tree_util.tree_map(lambda *ps: jnp.stack(ps, axis=1), *iterates)
+            return score_all(jax.vmap(_flat_iterates)(trajectory))
+
+    else:  # sweep_points: the runs of each world are the seeds of one call, on one dataset
+
+        def runner(keys, inside):
+            index, run_keys = _split_runs(keys, positions, cfg.n)
+            inside = np.asarray(inside)
+            out = None
+            for world in (True, False):
+                rows = np.flatnonzero(inside == world)
+                if rows.size == 0:
+                    continue
+                data = setting.host_data(int(index[rows[0]]), world)
+                result = sweep_points(
+                    tc,
+                    params0,
+                    data,
+                    run_keys[rows],
+                    {"learning_rate": np.asarray([cfg.learning_rate], np.float32)},
+                )
+                trajectory = jax.tree_util.tree_map(
+                    lambda leaf: leaf[:, 0], result.metrics["params"]
+                )
+                scores = score_all(jax.vmap(_flat_iterates)(trajectory))
+                if out is None:
+                    out = {
+                        k: np.zeros((inside.size,) + v.shape[1:], v.dtype)
+                        for k, v in scores.items()
+                    }
+                for k, v in scores.items():
+                    out[k][rows] = np.asarray(v)
+            return out
+
+    return setting.target(cfg, runner, host=True)
 
 
 for _name in ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle"):
@@ -1985,6 +2347,17 @@ for _name, _build in (
                 "not implemented (the white-box audit scores the released mean and every update)"
                 if _name.startswith("dpsgdf")
                 else "not implemented (the white-box audit is the tight one for this pair)"
+            )
+        },
+    )
+
+for _driver in DRIVERS:
+    register(
+        _driver,
+        functools.partial(_driver_setup, driver=_driver),
+        why_not={
+            "final_model": (
+                "not implemented: the white-box audit of what the driver releases step by step"
             )
         },
     )
@@ -2071,7 +2444,7 @@ def audit_cost(cfg: AuditConfig) -> AuditCost:
     if not isinstance(cfg, AuditConfig):
         raise TypeError(f"audit_cost takes an AuditConfig, got {type(cfg).__name__}")
     minibatch_steps = math.ceil(cfg.epochs * cfg.n / cfg.batch_size)
-    if cfg.learner in _FULL_BATCH_LEARNERS:
+    if cfg.learner in _FULL_BATCH_LEARNERS or (cfg.learner in DRIVERS and cfg.sampling == "full"):
         steps = cfg.steps
     elif cfg.learner == "dp_sgd_iteration":
         steps = cfg.n
@@ -2114,19 +2487,94 @@ def available_memory() -> int | None:
 # The audit
 
 
+def audit_key(cfg: AuditConfig) -> jax.Array:
+    """The audit's own PRNG key: its ``seed`` folded with a digest of its whole config, so audits
+    that differ in anything draw independent runs (two learners audited at seed 0 are independent
+    trials, not the same noise twice) and the same config draws the same runs on every machine."""
+    if not isinstance(cfg, AuditConfig):
+        raise TypeError(f"audit_key takes an AuditConfig, got {type(cfg).__name__}")
+    fields = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=repr)
+    digest = hashlib.sha256(fields.encode()).digest()
+    key = jax.random.key(0)
+    for i in range(0, 16, 4):  # 4 × 31 bits of the digest (fold_in takes a 32-bit word)
+        key = jax.random.fold_in(key, int.from_bytes(digest[i : i + 4], "little") & 0x7FFFFFFF)
+    return key
+
+
+def _fired(
+    bounds: Bounds, noise: NoiseTest | None, rigorous: tuple[str, ...], theoretical: float
+) -> tuple[str, ...]:
+    """The statistical tests of one stage that refute the claim: the rigorous ε bounds above the
+    theoretical ε, the trade-off test, and the noise test's parts."""
+    values = {"gdp": bounds.epsilon_gdp, "clopper_pearson": bounds.epsilon_cp}
+    out = [
+        name
+        for name in ("clopper_pearson", "gdp")
+        if name in rigorous and values[name] > theoretical
+    ]
+    if "tradeoff" in rigorous and bounds.delta_excess > 0:
+        out.append("tradeoff")
+    if noise is not None:
+        out += [f"noise:{part}" for part in noise.flagged]
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage of an audit: its evaluation runs' bounds and noise test at the stage's
+    ``significance`` (family-wise over its tests), the tests that ``fired``, the bounds' point
+    ``estimate`` (at :data:`ESTIMATE_SIGNIFICANCE`) and the stage's ``seconds``."""
+
+    bounds: Bounds
+    noise: NoiseTest | None
+    fired: tuple[str, ...]
+    significance: float
+    estimate: Bounds
+    seconds: float
+
+
+#: The level of :attr:`AuditResult.estimate`'s bounds: about 50 % confidence (jax-privacy's
+#: Clopper–Pearson bound takes significance < 0.5), a rough point estimate beside the bound.
+ESTIMATE_SIGNIFICANCE = 0.4999
+
+#: What to suspect when a test fires (:meth:`AuditResult.verdict`), by test.
+SUSPECTS = {
+    "clopper_pearson": (
+        "what the canary's presence changes in the release: clipping (the bound, per-example"
+        " norms over every parameter leaf, microbatches), the sampler (its rate, padding slots),"
+        " the updates released against those charged, the neighbouring relation"
+    ),
+    "noise:scale": (
+        "the noise's scale: the noise multiplier the run adds (a calibration, a per-coordinate"
+        " noise factor, the optimizer applied before the noise)"
+    ),
+    "noise:steps": "the noise key: the same noise drawn at several steps",
+    "noise:runs": "the noise key: the same noise drawn in several runs (a fixed seed)",
+    "noise:coordinates": "the noise key: the same noise drawn on several coordinates",
+    "check:calibration": "the plan's calibration against the independent yardstick",
+    "check:plan_account": "the plan's account against the independent yardstick",
+    "check:releases": "the number of noisy updates a run releases against the steps charged",
+}
+SUSPECTS["gdp"] = SUSPECTS["tradeoff"] = SUSPECTS["clopper_pearson"]
+
+
 @dataclasses.dataclass(frozen=True)
 class AuditResult:
     """``theoretical``: the ε the audit holds the learner to (for DP-GD and DP-SGD the independent
     :class:`Yardstick`'s, i.e. the requested ε up to its tolerance; else the learner's guarantee for
     this canary pair); ``claimed``: what a user would be told (differs for shuffled DP-SGD — the
     as-if-Poisson number —, CorrDP — the nominal ε — and the pipeline — DP-GD's ε ignoring
-    pre-processing); ``bounds``: the lower bounds; ``runs_per_second``: evaluation + pilot runs
-    (both worlds) over the wall time of the compiled calls (compilation excluded); ``rigorous``:
-    which bounds are valid for this learner whatever its implementation does
-    (:attr:`AuditTarget.rigorous`) — the others hold only under the assumption that its trade-off
-    curve is Gaussian-shaped; ``noise``: the noise test (None where the target has no untouched
-    coordinates); ``checks``: the deterministic checks (:attr:`AuditTarget.checks`, and
-    ``releases``: the run released as many updates as its account charges)."""
+    pre-processing); ``bounds``: the lower bounds of the first stage's runs; ``runs_per_second``:
+    every run (both worlds, pilot and confirmation runs included) over the wall time of the
+    compiled calls (compilation excluded); ``rigorous``: which bounds are valid for this learner
+    whatever its implementation does (:attr:`AuditTarget.rigorous`) — the others hold only under
+    the assumption that its trade-off curve is Gaussian-shaped; ``noise``: the noise test (None
+    where the target has no untouched coordinates); ``checks``: the deterministic checks
+    (:attr:`AuditTarget.checks`, and ``releases``: the run released as many updates as its
+    account charges); ``estimate``: the first stage's bounds at about 50 % confidence
+    (:data:`ESTIMATE_SIGNIFICANCE`: rough point estimates); ``confirmation``: the second stage,
+    run on fresh, independent runs when the first one suspected a violation
+    (:attr:`AuditConfig.significance`)."""
 
     config: AuditConfig
     theoretical: float
@@ -2138,6 +2586,8 @@ class AuditResult:
     rigorous: tuple[str, ...] = ("clopper_pearson",)
     noise: NoiseTest | None = None
     checks: dict[str, bool] = dataclasses.field(default_factory=dict)
+    estimate: Bounds | None = None
+    confirmation: Stage | None = None
 
     @property
     def ratio(self) -> float:
@@ -2145,38 +2595,118 @@ class AuditResult:
         ``rigorous``)."""
         return self.bounds.epsilon_gdp / self.theoretical
 
-    @property
-    def rigorous_epsilon(self) -> float:
-        """The largest of the bounds that are rigorous for this learner (``rigorous``)."""
-        values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
+    def _rigorous_of(self, bounds: Bounds) -> float:
+        values = {"gdp": bounds.epsilon_gdp, "clopper_pearson": bounds.epsilon_cp}
         return max(values[name] for name in self.rigorous if name in values)
 
     @property
+    def rigorous_epsilon(self) -> float:
+        """The largest of the bounds that are rigorous for this learner (``rigorous``)."""
+        return self._rigorous_of(self.bounds)
+
+    @property
+    def suspected_by(self) -> tuple[str, ...]:
+        """The statistical tests that fired on the first stage's runs (each at
+        ``config.screen / k``): an honest learner is suspected with probability at most
+        ``config.screen``."""
+        return _fired(self.bounds, self.noise, self.rigorous, self.theoretical)
+
+    @property
+    def suspected(self) -> bool:
+        return bool(self.suspected_by)
+
+    @property
+    def confirmed_by(self) -> tuple[str, ...]:
+        """The statistical tests that fired on the confirmation's fresh runs (a one-stage audit:
+        the first stage's)."""
+        if not self.config.confirms:
+            return self.suspected_by
+        return () if self.confirmation is None else self.confirmation.fired
+
+    @property
     def caught_by(self) -> tuple[str, ...]:
-        """Every test that refutes the learner's claim: the rigorous ε bounds above the theoretical
-        ε (``"clopper_pearson"``, ``"gdp"``), the trade-off test (``"tradeoff"``), the noise test's
-        parts (``"noise:<part>"``) and the failed deterministic checks (``"check:<name>"``)."""
-        values = {"gdp": self.bounds.epsilon_gdp, "clopper_pearson": self.bounds.epsilon_cp}
-        out = [
-            name
-            for name in ("clopper_pearson", "gdp")
-            if name in self.rigorous and values[name] > self.theoretical
-        ]
-        if "tradeoff" in self.rigorous and self.bounds.delta_excess > 0:
-            out.append("tradeoff")
-        if self.noise is not None:
-            out += [f"noise:{part}" for part in self.noise.flagged]
-        out += [f"check:{name}" for name, ok in self.checks.items() if not ok]
-        return tuple(out)
+        """Every test that refutes the learner's claim: the confirmed statistical tests
+        (:attr:`confirmed_by`: rigorous ε bounds above the theoretical ε — ``"clopper_pearson"``,
+        ``"gdp"`` —, the trade-off test ``"tradeoff"``, the noise test's parts ``"noise:<part>"``)
+        and the failed deterministic checks (``"check:<name>"``)."""
+        return self.confirmed_by + tuple(
+            f"check:{name}" for name, ok in self.checks.items() if not ok
+        )
 
     @property
     def violation(self) -> bool:
-        """True when any test refutes the claim (:attr:`caught_by`): a rigorous ε bound above the
-        theoretical ε, the trade-off test, the noise test or a deterministic check. The statistical
-        verdict is the union of k tests (the rigorous bounds, plus the noise test where there is
-        one), so each ran at ``config.significance / k`` (Bonferroni, :func:`test_significance`):
-        an honest learner is flagged with probability at most ``config.significance``."""
+        """True when any test refutes the claim (:attr:`caught_by`): a confirmed statistical test
+        or a failed deterministic check. An honest learner is reported so with probability at most
+        ``config.significance`` (the family-wise error rate: :attr:`AuditConfig.significance`)."""
         return bool(self.caught_by)
+
+    def verdict(self) -> str:
+        """What the audit found and what to do next, in a few lines a researcher can act on: the
+        tests that fired, the ε lower bound with its point estimate, the chance an honest learner
+        is flagged at this level, and what to suspect or try."""
+        c = self.config
+        bound, estimate = (
+            self.rigorous_epsilon,
+            (self._rigorous_of(self.estimate) if self.estimate is not None else math.nan),
+        )
+        first = (
+            f"rigorous ε lower bound {bound:.3g} ({100 * (1 - c.stage_levels[0]):.3g} % confidence"
+            f" for the verdict's tests together; point estimate {estimate:.3g}), against the ε of"
+            f" {self.theoretical:.4g} the learner is held to"
+        )
+        failed = [f"check:{name}" for name, ok in self.checks.items() if not ok]
+        lines = []
+        if self.violation:
+            lines.append(f"VIOLATION of {c.learner} ({c.threat_model}, ε {c.epsilon:g}):")
+            if self.confirmed_by:
+                confirmation = self.confirmation
+                again = (
+                    f"; on {2 * (c.runs + c.pilot_runs):,} fresh runs: rigorous ε lower bound"
+                    f" {self._rigorous_of(confirmation.bounds):.3g}"
+                    if confirmation is not None
+                    else ""
+                )
+                lines.append(
+                    f"- {', '.join(self.suspected_by)} fired, then {', '.join(self.confirmed_by)}"
+                    f" again on independent runs{again}; an honest learner is reported so with"
+                    f" probability at most {c.significance:g}"
+                )
+            if failed:
+                lines.append(f"- deterministic checks failed: {', '.join(failed)} (no chance)")
+            lines.append(f"- {first}")
+            lines.append("- suspect: " + "; ".join(_suspects(self.caught_by)))
+            lines.append(
+                "- next: plant the suspected rule in a one-step test; rerun with the component"
+                " swapped for a known-good one to find which one breaks the claim"
+            )
+        elif self.suspected:
+            lines.append(
+                f"SUSPECTED, not confirmed: {c.learner} ({c.threat_model}, ε {c.epsilon:g}):"
+            )
+            lines.append(
+                f"- {', '.join(self.suspected_by)} fired on the first runs: an honest learner does"
+                f" so with probability at most {c.screen:g}"
+            )
+            if self.confirmation is not None:
+                lines.append(
+                    f"- none fired again on {2 * (c.runs + c.pilot_runs):,} fresh, independent runs"
+                    f" (at {c.stage_levels[1]:.3g}): most likely a false alarm"
+                )
+            lines.append(f"- {first}")
+            lines.append(
+                f"- next: rerun with another seed (seed={c.seed + 1}) and twice the runs"
+                f" (runs={2 * c.runs}); if it fires again, suspect "
+                + "; ".join(_suspects(self.suspected_by))
+            )
+        else:
+            lines.append(f"no violation found: {c.learner} ({c.threat_model}, ε {c.epsilon:g}):")
+            lines.append(f"- {first}")
+            lines.append(
+                "- a lower bound is evidence, not a certificate: a stronger attack, canary or"
+                " dataset may reach higher"
+            )
+        # lines of a terminal's (and a docs page's) width, each item's continuation indented
+        return "\n".join(textwrap.fill(line, width=88, subsequent_indent="  ") for line in lines)
 
     def row(self) -> dict[str, Any]:
         c = self.config
@@ -2202,9 +2732,21 @@ class AuditResult:
                 min(self.noise.p_values.values()) if self.noise is not None else math.nan
             ),
             "caught_by": "+".join(self.caught_by),
+            "suspected_by": "+".join(self.suspected_by),
+            "confirmed_by": "+".join(self.confirmed_by),
+            "suspected": self.suspected,
             "violation": self.violation,
+            "epsilon_estimate_rigorous": (
+                self._rigorous_of(self.estimate) if self.estimate is not None else math.nan
+            ),
+            "confirmation_epsilon_lb_rigorous": (
+                self._rigorous_of(self.confirmation.bounds)
+                if self.confirmation is not None
+                else math.nan
+            ),
             "significance": c.significance,
-            "significance_per_test": test_significance(c.significance, tests),
+            "screen": c.screen,
+            "significance_per_test": test_significance(c.stage_levels[0], tests),
             "canary_norm": c.canary_norm,
             "runs_per_second": self.runs_per_second,
             "seconds": self.seconds,
@@ -2212,6 +2754,59 @@ class AuditResult:
             "seed": c.seed,
             **{f"detail_{k}": v for k, v in self.details.items()},
         }
+
+
+def _attack_bounds(
+    pilot: tuple[np.ndarray, np.ndarray],
+    eval_in: np.ndarray,
+    eval_out: np.ndarray,
+    cfg: AuditConfig,
+    profile: Callable[[np.ndarray], np.ndarray] | None,
+    *,
+    significance: float,
+) -> Bounds:
+    """The bounds of one stage's runs. Scores ``(runs,)`` are one attack; ``(runs, a)`` are ``a``
+    attacks, each with its own thresholds (quantiles of its pilot scores) and bounds at
+    ``significance / a``, and each bound is the largest of the attacks': each is valid with
+    probability ``1 − significance / a``, so their maximum is valid with ``1 − significance``
+    (a union bound)."""
+    columns = eval_in.reshape(eval_in.shape[0], -1).shape[1]
+    level = significance / columns
+    best: Bounds | None = None
+    for j in range(columns):
+        column = [np.reshape(a, (a.shape[0], -1))[:, j] for a in (*pilot, eval_in, eval_out)]
+        thresholds = np.unique(
+            np.quantile(np.concatenate(column[:2]), np.linspace(0, 1, cfg.levels + 2)[1:-1])
+        )
+        d_in, d_out = discretise(column[2], thresholds), discretise(column[3], thresholds)
+        bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=level)
+        if profile is not None:
+            excess, at = tradeoff_excess(d_in, d_out, profile, significance=level)
+            bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
+        if best is None:
+            best = bounds
+            continue
+        larger_excess = not bounds.delta_excess <= best.delta_excess  # NaN: no curve
+        best = Bounds(
+            max(best.epsilon_gdp, bounds.epsilon_gdp),
+            max(best.mu_gdp, bounds.mu_gdp),
+            max(best.epsilon_cp, bounds.epsilon_cp),
+            max(best.auroc, bounds.auroc),
+            bounds.delta_excess if larger_excess else best.delta_excess,
+            bounds.epsilon_at_excess if larger_excess else best.epsilon_at_excess,
+        )
+    assert best is not None
+    return best
+
+
+def _suspects(tests: tuple[str, ...]) -> list[str]:
+    """The components to suspect for the tests that fired (:data:`SUSPECTS`), each once."""
+    out: list[str] = []
+    for test in tests:
+        hint = SUSPECTS.get(test, f"what {test} measures")
+        if hint not in out:
+            out.append(hint)
+    return out
 
 
 def _dtype(value: Any) -> np.dtype:
@@ -2245,20 +2840,32 @@ def _check_outputs(learner: str, out: Any, runs: int) -> None:
         shape = {k: tuple(np.shape(v)) for k, v in out.items()}
         if (
             set(shape) != {"score", "null"}
-            or shape["score"] != (runs,)
+            or not _score_shape(shape["score"], runs)
             or len(shape["null"]) != 3
             or shape["null"][0] != runs
             or min(shape["null"][1:]) < 2
         ):
             raise ValueError(
-                f"learner {learner!r}: a runner returning a dict returns {{'score': ({runs},), "
-                f"'null': ({runs}, T, m)}} with T, m >= 2, got {shape}"
+                f"learner {learner!r}: a runner returning a dict returns {{'score': ({runs},) or"
+                f" ({runs}, a), 'null': ({runs}, T, m)}} with T, m >= 2 and a <= {MAX_ATTACKS},"
+                f" got {shape}"
             )
-    elif tuple(np.shape(out)) != (runs,):
+    elif not _score_shape(tuple(np.shape(out)), runs):
         raise ValueError(
-            f"learner {learner!r}: the runner must return ({runs},) scores, got shape"
-            f" {np.shape(out)}"
+            f"learner {learner!r}: the runner must return ({runs},) scores (or ({runs}, a) for a"
+            f" <= {MAX_ATTACKS} attacks), got shape {np.shape(out)}"
         )
+
+
+#: The most attacks (score columns) a runner may return: each costs the attacks' bounds a share
+#: of the significance (:func:`_attack_bounds`).
+MAX_ATTACKS = 4
+
+
+def _score_shape(shape: tuple[int, ...], runs: int) -> bool:
+    return shape == (runs,) or (
+        len(shape) == 2 and shape[0] == runs and 1 <= shape[1] <= MAX_ATTACKS
+    )
 
 
 def audit(
@@ -2296,8 +2903,7 @@ def audit(
             " data), chunk, or runs; or pass audit(..., max_bytes=...) if your learner needs"
             " less than this estimate"
         )
-    key = jax.random.key(int(cfg.seed))
-    k_data, k_pilot, k_eval = jax.random.split(key, 3)
+    k_data, k_pilot, k_eval, k_confirm = jax.random.split(audit_key(cfg), 4)
     setup = REGISTRY[cfg.learner].build(cfg, k_data)
     if not isinstance(setup, AuditTarget):
         raise TypeError(
@@ -2376,36 +2982,54 @@ def audit(
                 " 'null' output, which it does not return"
             )
         checks["releases"] = bool(np.shape(shapes["null"])[1] == setup.releases)
+    # The verdict is the union of the statistical tests: each runs at level / k (Bonferroni).
+    tests = tuple(setup.rigorous) + (("noise",) if with_null else ())
+
+    def measure(pilot: tuple[np.ndarray, np.ndarray], k_runs: jax.Array, level: float) -> Stage:
+        t0 = time.perf_counter()
+        _, eval_in, eval_out, null = scores(k_runs, cfg.runs)
+        per_test = test_significance(level, tests)
+        bounds = _attack_bounds(pilot, eval_in, eval_out, cfg, setup.profile, significance=per_test)
+        noise = noise_test(null, significance=per_test) if with_null else None
+        # the same bounds at (almost) 50 % confidence: a rough point estimate beside the bound
+        estimate = _attack_bounds(
+            pilot, eval_in, eval_out, cfg, None, significance=ESTIMATE_SIGNIFICANCE
+        )
+        fired = _fired(bounds, noise, tuple(setup.rigorous), setup.theoretical)
+        return Stage(bounds, noise, fired, level, estimate, time.perf_counter() - t0)
+
     if progress:
         progress(
             f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: pilot done, {2 * cfg.runs} runs"
             " to go"
         )
-    _, eval_in, eval_out, null = scores(k_eval, cfg.runs)
+    first = measure((pilot_in, pilot_out), k_eval, cfg.stage_levels[0])
+    confirmation = None
+    if first.fired and cfg.confirms:
+        if progress:
+            progress(
+                f"{cfg.learner}/{cfg.threat_model} eps={cfg.epsilon}: suspected"
+                f" ({', '.join(first.fired)}); confirming on"
+                f" {2 * (cfg.runs + cfg.pilot_runs)} fresh runs"
+            )
+        k_confirm_pilot, k_confirm_eval = jax.random.split(k_confirm)
+        _, again_in, again_out, _ = scores(k_confirm_pilot, cfg.pilot_runs)
+        confirmation = measure((again_in, again_out), k_confirm_eval, cfg.stage_levels[1])
     seconds = time.perf_counter() - start
-    pilot = np.concatenate([pilot_in, pilot_out])
-    thresholds = np.unique(np.quantile(pilot, np.linspace(0, 1, cfg.levels + 2)[1:-1]))
-    d_in, d_out = discretise(eval_in, thresholds), discretise(eval_out, thresholds)
-    # The verdict is the union of the statistical tests: each runs at significance / k (Bonferroni).
-    tests = tuple(setup.rigorous) + (("noise",) if with_null else ())
-    per_test = test_significance(cfg.significance, tests)
-    bounds = lower_bounds(d_in, d_out, delta=cfg.delta, significance=per_test)
-    if setup.profile is not None:
-        excess, at = tradeoff_excess(d_in, d_out, setup.profile, significance=per_test)
-        bounds = dataclasses.replace(bounds, delta_excess=excess, epsilon_at_excess=at)
-    noise = noise_test(null, significance=per_test) if with_null else None
-    total = 2 * (cfg.runs + cfg.pilot_runs)
+    total = 2 * (cfg.runs + cfg.pilot_runs) * (1 if confirmation is None else 2)
     return AuditResult(
         cfg,
         setup.theoretical,
         setup.claimed,
-        bounds,
+        first.bounds,
         total / seconds,
         seconds,
         setup.details,
         tuple(setup.rigorous),
-        noise,
+        first.noise,
         checks,
+        estimate=first.estimate,
+        confirmation=confirmation,
     )
 
 
@@ -2415,8 +3039,13 @@ __all__ = [
     "AuditResult",
     "AuditTarget",
     "BOUND_NAMES",
+    "ESTIMATE_SIGNIFICANCE",
+    "SUSPECTS",
+    "Stage",
+    "audit_key",
     "Bounds",
     "CANARY_POSITIONS",
+    "DRIVERS",
     "LEARNERS",
     "Learner",
     "NOISE_PARTS",
@@ -2440,6 +3069,7 @@ __all__ = [
     "gdp_lower_bound",
     "impute_canary_datasets",
     "linear_loss_model",
+    "multi_leaf_linear_loss_model",
     "lower_bounds",
     "privacy_profile",
     "register",

@@ -115,14 +115,20 @@ def test_bad_audit_configs_raise(kwargs, match):
 
 
 def test_required_runs_error_names_the_number():
-    # Each bound runs at significance / k for up to k = 4 tests (3 rigorous bounds and the noise
-    # test; Bonferroni), so a perfect attack needs the runs of significance 0.05 / 4, more than at
-    # 0.05.
-    needed = auditing.required_runs(4.0, 1e-5, significance=0.05 / (len(auditing.BOUND_NAMES) + 1))
+    # Each bound runs at level / k for up to k = 4 tests (3 rigorous bounds and the noise test;
+    # Bonferroni), at the stricter stage's level: the confirmation's 1e-3 / 0.05 = 0.02 by
+    # default, so a perfect attack needs the runs of 0.02 / 4, more than at 0.05.
+    assert AuditConfig("dp_gd").stage_levels == pytest.approx((0.05, 0.02))
+    needed = auditing.required_runs(4.0, 1e-5, significance=0.02 / (len(auditing.BOUND_NAMES) + 1))
     assert needed > auditing.required_runs(4.0, 1e-5)
     with pytest.raises(ValueError, match=f"fewer than {needed} runs per world"):
         AuditConfig("dp_gd", epsilon=4.0, runs=needed - 1)
     AuditConfig("dp_gd", epsilon=4.0, runs=needed)
+    # one stage (screen == significance): its level alone
+    alone = auditing.required_runs(4.0, 1e-5, significance=0.05 / (len(auditing.BOUND_NAMES) + 1))
+    with pytest.raises(ValueError, match=f"fewer than {alone} runs per world"):
+        AuditConfig("dp_gd", epsilon=4.0, runs=alone - 1, significance=0.05, screen=0.05)
+    AuditConfig("dp_gd", epsilon=4.0, runs=alone, significance=0.05, screen=0.05)
 
 
 def test_linear_loss_gradient_does_not_depend_on_theta():
@@ -341,7 +347,8 @@ def _toy_target(output, host=False):
             TypeError,
             "'null' output must be floats",
         ),
-        (lambda k, inside: np.zeros(2), ValueError, r"must return \(400,\) scores"),
+        # seven values per run: more attacks than MAX_ATTACKS (4)
+        (lambda k, inside: np.zeros(7), ValueError, r"must return \(400,\) scores"),
     ],
 )
 def test_a_target_returning_the_wrong_scores_is_named(output, error, match):

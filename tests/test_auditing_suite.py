@@ -184,7 +184,8 @@ def test_poisson_target_states_its_releases_and_checks_and_returns_scores_with_n
     out = target.runner(
         jax.random.split(jax.random.key(1), 4), jnp.array([True, False, True, False])
     )
-    assert out["score"].shape == (4,) and out["null"].shape == (4, 25, 2)
+    # two attacks per run: the sampler's likelihood ratio and the canary direction's total shift
+    assert out["score"].shape == (4, 2) and out["null"].shape == (4, 25, 2)
 
 
 # ---------------------------------------------------------------------------------------------

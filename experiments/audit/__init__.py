@@ -15,10 +15,11 @@ bug is *caught* when any test of the verdict refutes the claim (:attr:`AuditResu
 rigorous bound — Clopper–Pearson, GDP for full-batch learners, the trade-off test against the
 yardstick's curve —, the noise test, or a deterministic check of the plan against the independent
 yardstick). Outputs ``catalogue.md`` (bug × learner × rigorous bound × held-to ε × caught? × caught
-by × runs × seconds × why not) and one REPORT row per entry; a missed row's note gives the measured
-reason (:data:`NOT_CATCHABLE`). Every honest audit (every learner and path) is repeated at
-``Profile.honest_seeds`` (quick: 2 seeds) for the false-alarm row: each verdict runs its k tests at
-5 %/k, so none of them should flag an honest learner.
+by × runs × seconds × why not, then the catalogue per path: which test catches what) and one
+REPORT row per entry; a missed row's note gives the measured reason (:data:`NOT_CATCHABLE`). Every
+honest audit (every learner and path) is repeated at ``Profile.honest_seeds`` (quick: 5 seeds,
+225 audits) for the false-alarm rates in ``alarms.md``: an honest learner is suspected with
+probability ≤ 5 % and reported as a violation with probability ≤ 1e-3 (confirmed on fresh runs).
 
 Layout: ``config.py`` (shapes, catalogue, profiles), ``units.py`` (the plan of audits and one
 unit), ``bugs.py`` and ``patches.py`` (the planted bugs), ``report.py`` (REPORT rows and
@@ -46,9 +47,10 @@ from .config import (
     SHAPES,
     TITLES,
     Profile,
+    path_of,
 )
 from .plots import plot
-from .report import catalogue_table, comparisons
+from .report import alarms_table, catalogue_by_path, catalogue_table, comparisons
 from .units import bug_of, configs, run_unit, unit_key
 
 
@@ -69,6 +71,7 @@ def run(ctx: RunContext) -> list[Comparison]:
         rows.append(
             {
                 "role": role,
+                "path": path_of(cfg),
                 **value,
                 "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
                 "versions": provenance_json(ctx.store.provenance(key)),
@@ -78,7 +81,12 @@ def run(ctx: RunContext) -> list[Comparison]:
     write_csv(frame, ctx.out_dir / "audit.csv")
     plot(frame, ctx.out_dir / "audit.png")
     catalogue = frame[frame["role"].str.startswith("bug:")]
-    (ctx.out_dir / "catalogue.md").write_text(catalogue_table(catalogue), encoding="utf-8")
+    (ctx.out_dir / "catalogue.md").write_text(
+        catalogue_table(catalogue) + "\n" + catalogue_by_path(catalogue), encoding="utf-8"
+    )
+    (ctx.out_dir / "alarms.md").write_text(
+        alarms_table(frame[frame["role"] == "honest"]), encoding="utf-8"
+    )
     return comparisons(frame)
 
 
@@ -95,6 +103,8 @@ __all__ = [
     "Profile",
     "audit_with_bug",
     "bug_of",
+    "alarms_table",
+    "catalogue_by_path",
     "catalogue_table",
     "comparisons",
     "configs",

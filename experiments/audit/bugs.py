@@ -41,7 +41,9 @@ class Bug:
     learners: tuple[str, ...]
 
 
-_PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid")
+# The public drivers (dpprep.auditing.DRIVERS) run DP-GD / DP-SGD through the same pieces.
+_DRIVERS = ("train", "fit", "dp_step", "sweep_points")
+_PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid") + _DRIVERS
 _GAUSSIAN_NOISE_LEARNERS = (
     "dp_gd",
     "dp_sgd_poisson",
@@ -159,6 +161,47 @@ BUGS: dict[str, Bug] = {
         "(dpprep.corrdp.noise.corrdp_factors)",
         (("dpprep.corrdp.noise", "corrdp_factors", patches.halved_sensitive),),
         ("corrdp_sgd", "corrdp_sgd_sensitive"),
+    ),
+    # Bugs on the paths a user's options take, audited through the public drivers (DRIVERS).
+    "first_microbatch_twice": Bug(
+        "the microbatch scan adds its first microbatch's clipped sum twice"
+        " (dpprep.clipping._microbatched)",
+        (("dpprep.clipping", "_microbatched", patches.first_microbatch_twice),),
+        _DRIVERS,
+    ),
+    "calls_restart_at_zero": Bug(
+        "train's host loop over compiled calls (steps_per_call) starts every call at step 0:"
+        " each call redraws the first call's batches and noise (dpprep.algorithms.run_in_calls)",
+        (("dpprep.algorithms", "run_in_calls", patches.calls_restart_at_zero),),
+        ("train", "fit"),
+    ),
+    "leaves_after_two_unnormed": Bug(
+        "the per-example norm covers the first two parameter leaves only"
+        " (dpprep.clipping._global_norms)",
+        (("dpprep.clipping", "_global_norms", patches.leaves_after_two_unnormed),),
+        _DRIVERS,
+    ),
+    "noise_after_learning_rate": Bug(
+        "the run's noise is added after the learning rate scales the update: z/η relative to the"
+        " gradient (dpprep.algorithms.update_transform)",
+        (("dpprep.algorithms", "update_transform", patches.noise_after_learning_rate),),
+        ("train", "fit", "sweep_points"),
+    ),
+    "step_counter_stuck": Bug(
+        "dp_step reads a stale step counter (0): every step draws step 0's batch"
+        " (dpprep.step._privatizer_state)",
+        (("dpprep.step", "_privatizer_state", patches.step_counter_stuck),),
+        ("dp_step",),
+    ),
+    "seeds_share_first_key": Bug(
+        "sweep_points runs every seed with the first seed's key (dpprep.sweeps.sweep_points)",
+        (("dpprep.sweeps", "sweep_points", patches.seeds_share_first_key),),
+        ("sweep_points",),
+    ),
+    "fit_delta_tenfold": Bug(
+        "fit calibrates its plan at 10·δ (dpprep.algorithms.fit)",
+        (("dpprep.algorithms", "fit", patches.fit_delta_tenfold),),
+        ("fit",),
     ),
 }
 

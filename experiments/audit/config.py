@@ -35,6 +35,80 @@ SHAPES = {
         "chunk": 150,
     },
 }
+#: Audits through the public drivers (dpprep.auditing.DRIVERS), by path name: the driver
+#: (``learner``) and the options a user sets, the canary inserted into the data the driver is
+#: given. ``train`` and ``fit`` run one call per run (host checks included, ~5 ms each), so they
+#: get fewer runs; ``dp_step`` in the user's loop and ``sweep_points`` run a chunk at once.
+DRIVER_PATHS = {
+    # Poisson DP-SGD: three leaves, microbatches of 4, calls of 7 steps (25 = 3·7 + 4), SGD at η 4
+    "train_options": {
+        "learner": "train",
+        "epochs": 5,
+        "batch_size": 20,
+        "leaves": 3,
+        "microbatch_size": 4,
+        "steps_per_call": 7,
+        "learning_rate": 4.0,
+        "runs": 5_000,
+        "pilot_runs": 500,
+        "chunk": 1_000,
+    },
+    # DP-GD through fit (fit makes the plan)
+    "fit_full": {
+        "learner": "fit",
+        "sampling": "full",
+        "steps": 10,
+        "runs": 5_000,
+        "pilot_runs": 500,
+        "chunk": 1_000,
+    },
+    "dp_step_microbatch": {
+        "learner": "dp_step",
+        "epochs": 5,
+        "batch_size": 20,
+        "microbatch_size": 4,
+    },
+    "dp_step_full_leaves": {"learner": "dp_step", "sampling": "full", "steps": 10, "leaves": 3},
+    # shuffled batches, each run a seed of the sweep, SGD at η 4
+    "sweep_points_shuffle": {
+        "learner": "sweep_points",
+        "sampling": "shuffle",
+        "epochs": 5,
+        "batch_size": 20,
+        "learning_rate": 4.0,
+        "runs": 10_000,
+        "pilot_runs": 1_000,
+        "chunk": 2_000,
+    },
+}
+SHAPES.update(DRIVER_PATHS)
+#: The options that tell two audits of one driver apart (:func:`path_of`).
+_PATH_OPTIONS = ("sampling", "microbatch_size", "steps_per_call", "leaves", "learning_rate")
+
+
+def learner_of(path: str) -> str:
+    """The registered learner a path audits (a driver path's driver, else the path itself)."""
+    return str(SHAPES[path].get("learner", path))
+
+
+def path_of(cfg) -> str:
+    """The path of :data:`SHAPES` an :class:`~dpprep.auditing.AuditConfig` audits: its learner,
+    or for a driver the :data:`DRIVER_PATHS` entry whose options it has."""
+    for name, shape in DRIVER_PATHS.items():
+        if shape["learner"] == cfg.learner and all(
+            getattr(cfg, option) == shape.get(option, _DEFAULTS[option]) for option in _PATH_OPTIONS
+        ):
+            return name
+    return str(cfg.learner)
+
+
+_DEFAULTS = {
+    "sampling": "poisson",
+    "microbatch_size": None,
+    "steps_per_call": None,
+    "leaves": 1,
+    "learning_rate": 1.0,
+}
 #: Learners audited under the final-model threat model only.
 FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection")
 TITLES = {
@@ -50,6 +124,11 @@ TITLES = {
     "dpsgdf_grid": "DPSGD-F, grid path (grid_group + sweep_points)",
     "corrdp_sgd_sensitive": "CorrDP-SGD, sensitive-feature canary",
     "private_selection": "private selection (end to end)",
+    "train_options": "train(): Poisson, 3 leaves, microbatches, steps_per_call 7, η 4",
+    "fit_full": "fit(): DP-GD",
+    "dp_step_microbatch": "dp_step loop: Poisson, microbatches",
+    "dp_step_full_leaves": "dp_step loop: DP-GD, 3 leaves",
+    "sweep_points_shuffle": "sweep_points(): shuffled, η 4",
 }
 
 
@@ -139,6 +218,21 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("corrdp_sgd_sensitive", "noise_0.7x"),
     ("corrdp_sgd_sensitive", "corrdp_sensitive_factors_halved"),
     ("corrdp_sgd", "corrdp_sensitive_factors_halved"),
+    # Through the public drivers, with the options a user sets (DRIVER_PATHS).
+    ("train_options", "calls_restart_at_zero"),
+    ("train_options", "noise_after_learning_rate"),
+    ("train_options", "first_microbatch_twice"),
+    ("train_options", "leaves_after_two_unnormed"),
+    ("train_options", "noise_0.7x"),
+    ("fit_full", "fit_delta_tenfold"),
+    ("fit_full", "clip_2c"),
+    ("dp_step_microbatch", "first_microbatch_twice"),
+    ("dp_step_microbatch", "step_counter_stuck"),
+    ("dp_step_microbatch", "noise_key_frozen"),
+    ("dp_step_full_leaves", "leaves_after_two_unnormed"),
+    ("dp_step_full_leaves", "clip_2c"),
+    ("sweep_points_shuffle", "seeds_share_first_key"),
+    ("sweep_points_shuffle", "noise_after_learning_rate"),
 )
 
 #: Why a catalogue row is not caught, computed (how many runs it would need, and why); shown as
@@ -208,7 +302,9 @@ PROFILES = {
         PIPELINE_EPSILONS,
         ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration"),
         catalogue=CATALOGUE,
-        honest_seeds=(0, 1),
+        # 15 audited (learner, threat model) pairs × 3 ε × 5 seeds = 225 honest audits: the
+        # false-alarm rates of alarms.md
+        honest_seeds=(0, 1, 2, 3, 4),
     ),
     "paper": Profile(
         100_000,

@@ -22,7 +22,7 @@ def plot(frame: pd.DataFrame, path: Path | str) -> None:
     the theoretical ε, one colour per threat model (seed 0; the other seeds only count false
     alarms)."""
     honest = frame[(frame["role"] == "honest") & (frame["seed"] == 0)]
-    learners = list(dict.fromkeys(honest["learner"]))
+    learners = list(dict.fromkeys(honest["path"]))
     cols = 4
     rows = math.ceil((len(learners) + 1) / cols)  # + a panel for the one legend
     fig, axes = panels(rows, cols, width=4.2, height=3.6)
@@ -30,7 +30,7 @@ def plot(frame: pd.DataFrame, path: Path | str) -> None:
     threats = {"white_box": ("white-box", "C0", "o"), "final_model": ("final model", "C2", "s")}
     bounds = {"epsilon_lb_gdp": ("GDP bound", "-"), "epsilon_lb_cp": ("Clopper–Pearson", ":")}
     for ax, learner in zip(axes.flat, learners):
-        part = honest[honest["learner"] == learner]
+        part = honest[honest["path"] == learner]
         top = float(max(part["theoretical_epsilon"].max(), part["epsilon_lb_gdp"].max())) * 1.1
         ax.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="lower bound = theory")
         for threat, (name, colour, marker) in threats.items():

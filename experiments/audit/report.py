@@ -8,10 +8,11 @@ reason (:data:`~experiments.audit.config.NOT_CATCHABLE`) for each row none can c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from experiments.results import Comparison
 from experiments.targets import paper_targets
@@ -69,21 +70,28 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
             above.empty,
         )
     )
+    rates = alarm_rates(every_honest)
+    confirmed, suspected = rates["confirmed"], rates["suspected"]
     flagged = every_honest[every_honest["violation"].astype(bool)]
     out.append(
         Comparison.claim(
-            "audit: ≥ 50 honest audits across learners, paths and ε, none flagged by any test"
-            " (rigorous bounds, noise test, checks; verdict at 5 %, Bonferroni over its tests)",
-            "≥ 50 audits, 0 flagged",
-            f"{len(flagged)} of {len(every_honest)} honest audits flagged"
-            f" ({every_honest['learner'].nunique()} learners, seeds"
-            f" {sorted(set(int(s) for s in every_honest['seed']))})",
-            len(every_honest) >= 50 and flagged.empty,
+            "audit: ≥ 200 honest audits across learners, paths, ε and seeds, none reported as a"
+            " violation (family-wise error rate per audit 1e-3: suspected at 5 %, confirmed on"
+            " fresh, independent runs)",
+            "≥ 200 audits, 0 violations",
+            f"{confirmed.count} of {confirmed.trials} honest audits reported as violations (95 %"
+            f" interval {_interval(confirmed)}); {suspected.count} suspected"
+            f" ({suspected.count / max(suspected.trials, 1):.1%}, 95 % interval"
+            f" {_interval(suspected)}; at most 5 % by design)",
+            confirmed.trials >= 200 and flagged.empty,
             note="; ".join(
-                f"{r['learner']} ε {r['epsilon_target']:g} seed {int(r['seed'])}"
+                f"{r['path']} ε {r['epsilon_target']:g} seed {int(r['seed'])}"
                 for _, r in flagged.iterrows()
             )
-            or "each flag would have probability ≤ 5 % on an honest learner",
+            or (
+                f"{every_honest['path'].nunique()} learners and paths, seeds"
+                f" {sorted(set(int(s) for s in every_honest['seed']))}; alarms.md has each learner"
+            ),
         )
     )
     for _, r in frame[frame["role"] == "broken"].iterrows():
@@ -93,7 +101,7 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
         bound = r["epsilon_lb_gdp"] if exact else r["epsilon_lb_cp"]
         out.append(
             Comparison.claim(
-                f"audit catches a broken {TITLES[r['learner']]} (half the noise its accountant"
+                f"audit catches a broken {TITLES[r['path']]} (half the noise its accountant"
                 " assumes)",
                 "lower bound > claimed ε",
                 f"{'GDP' if exact else 'Clopper–Pearson'} bound {bound:.3f} vs claimed"
@@ -164,8 +172,7 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
         caught_by = caught_by if isinstance(caught_by, str) and caught_by else "nothing"
         out.append(
             Comparison.claim(
-                f"audit catalogue: {r['bug']} in {TITLES[r['learner']]} ({r['threat_model']})"
-                " caught",
+                f"audit catalogue: {r['bug']} in {TITLES[r['path']]} ({r['threat_model']}) caught",
                 "a rigorous test refutes the claim",
                 f"{_rigorous_name(r)}: ε bound {r['epsilon_lb_rigorous']:.3f} vs"
                 f" {r['theoretical_epsilon']:.3f}, trade-off δ excess"
@@ -179,7 +186,7 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
                 + (
                     ""
                     if r["violation"]
-                    else f"; why not: {NOT_CATCHABLE.get((r['learner'], r['bug']), 'not analysed')}"
+                    else f"; why not: {NOT_CATCHABLE.get((r['path'], r['bug']), 'not analysed')}"
                 ),
             )
         )
@@ -196,7 +203,7 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
             ),
         )
     )
-    for (learner, threat), part in honest.groupby(["learner", "threat_model"], sort=False):
+    for (learner, threat), part in honest.groupby(["path", "threat_model"], sort=False):
         cp_ratios = part["epsilon_lb_cp"] / part["theoretical_epsilon"]
         out.append(
             Comparison.info(
@@ -208,6 +215,110 @@ def comparisons(frame: pd.DataFrame) -> list[Comparison]:
             )
         )
     return out
+
+
+class Rate(NamedTuple):
+    """``count`` alarms in ``trials`` audits, with the two-sided 95 % Clopper–Pearson interval of
+    the rate."""
+
+    count: int
+    trials: int
+    low: float
+    high: float
+
+
+def rate(count: int, trials: int, confidence: float = 0.95) -> Rate:
+    """``count`` of ``trials`` with its exact (Clopper–Pearson) two-sided interval."""
+    alpha = 1 - confidence
+    low = 0.0 if count == 0 else float(stats.beta.ppf(alpha / 2, count, trials - count + 1))
+    high = (
+        1.0 if count == trials else float(stats.beta.ppf(1 - alpha / 2, count + 1, trials - count))
+    )
+    return Rate(count, trials, low, high)
+
+
+def _interval(r: Rate) -> str:
+    return f"[{r.low:.2%}, {r.high:.2%}]"
+
+
+def alarm_rates(honest: pd.DataFrame) -> dict[str, Rate]:
+    """The honest audits' alarm rates: ``suspected`` (the first stage fired) and ``confirmed``
+    (reported as a violation), each with its 95 % interval."""
+    trials = len(honest)
+    return {
+        "suspected": rate(int(honest["suspected"].astype(bool).sum()), trials),
+        "confirmed": rate(int(honest["violation"].astype(bool).sum()), trials),
+    }
+
+
+def alarms_table(honest: pd.DataFrame) -> str:
+    """``alarms.md``: every honest audit's alarms by learner and threat model, and in all, with
+    95 % Clopper–Pearson intervals; and the suspected audits, with the tests that fired."""
+    lines = [
+        "# False alarms of honest audits",
+        "",
+        "Each audit is suspected when its tests fire on the first runs (each at 5 % / k over its k"
+        " tests) and reported as a violation only when they fire again on as many fresh,"
+        " independent runs (at 2 % / k): an honest learner is suspected with probability ≤ 5 % and"
+        " reported with probability ≤ 1e-3 (the audit's family-wise error rate). Every audit draws"
+        " its runs from its own key (its seed folded with its whole config). Intervals: 95 %,"
+        " Clopper–Pearson.",
+        "",
+        "| learner | threat model | audits | suspected | reported as violations |",
+        "|---|---|---|---|---|",
+    ]
+    for (learner, threat), part in honest.groupby(["path", "threat_model"], sort=False):
+        rates = alarm_rates(part)
+        lines.append(
+            f"| {TITLES[learner]} | {threat} | {len(part)} | {rates['suspected'].count} |"
+            f" {rates['confirmed'].count} |"
+        )
+    rates = alarm_rates(honest)
+    lines.append(
+        f"| **all** | | **{len(honest)}** | **{rates['suspected'].count}**"
+        f" ({rates['suspected'].count / max(len(honest), 1):.1%}, {_interval(rates['suspected'])})"
+        f" | **{rates['confirmed'].count}** ({_interval(rates['confirmed'])}) |"
+    )
+    suspected = honest[honest["suspected"].astype(bool)]
+    lines += ["", f"## Suspected audits ({len(suspected)})", ""]
+    if suspected.empty:
+        lines.append("None.")
+    else:
+        lines += [
+            "| learner | threat model | ε | seed | fired on the first runs | fired again |",
+            "|---|---|---|---|---|---|",
+        ]
+        for _, r in suspected.iterrows():
+            again = r.get("confirmed_by", "")
+            again = again.replace("+", ", ") if isinstance(again, str) and again else "nothing"
+            lines.append(
+                f"| {TITLES[r['path']]} | {r['threat_model']} | {r['epsilon_target']:g} |"
+                f" {int(r['seed'])} | {str(r['suspected_by']).replace('+', ', ')} | {again} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def catalogue_by_path(catalogue: pd.DataFrame) -> str:
+    """The catalogue per path (learner or code path audited): bugs planted, bugs caught, and for
+    each test how many of the path's bugs it caught."""
+    lines = [
+        "## Per path",
+        "",
+        "| path | bugs planted | caught | caught by (bugs per test) | missed |",
+        "|---|---|---|---|---|",
+    ]
+    for (learner, threat), part in catalogue.groupby(["path", "threat_model"], sort=False):
+        tests: dict[str, int] = {}
+        for value in part["caught_by"]:
+            for test in str(value).split("+") if isinstance(value, str) and value else ():
+                tests[test] = tests.get(test, 0) + 1
+        caught = part["violation"].astype(bool)
+        lines.append(
+            f"| {TITLES[learner]} ({threat}) | {len(part)} | {int(caught.sum())} |"
+            f" {', '.join(f'{t} {k}' for t, k in sorted(tests.items(), key=lambda i: -i[1]))} |"
+            f" {', '.join(part.loc[~caught, 'bug']) or '—'} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _rigorous_name(r: Any) -> str:
@@ -229,11 +340,9 @@ def catalogue_table(catalogue: pd.DataFrame) -> str:
     for _, r in catalogue.iterrows():
         caught_by = r.get("caught_by", "")
         caught_by = "" if not isinstance(caught_by, str) else caught_by.replace("+", ", ")
-        why_not = (
-            "" if r["violation"] else NOT_CATCHABLE.get((r["learner"], r["bug"]), "not analysed")
-        )
+        why_not = "" if r["violation"] else NOT_CATCHABLE.get((r["path"], r["bug"]), "not analysed")
         lines.append(
-            f"| {r['bug']} | {TITLES[r['learner']]} ({r['threat_model']}) | {_rigorous_name(r)} | "
+            f"| {r['bug']} | {TITLES[r['path']]} ({r['threat_model']}) | {_rigorous_name(r)} | "
             f"{r['epsilon_lb_rigorous']:.3f} | {r['tradeoff_delta_excess']:.4f} |"
             f" {r['theoretical_epsilon']:.3f} | "
             f"{'yes' if r['violation'] else 'no'} | {caught_by} | {int(r['runs_per_world'])} |"

@@ -15,18 +15,21 @@ from dpprep.auditing import AuditConfig
 from experiments import RunContext
 
 from .bugs import BUGS, audit_with_bug
-from .config import FINAL_MODEL_ONLY, SHAPES, Profile
+from .config import DRIVER_PATHS, FINAL_MODEL_ONLY, SHAPES, Profile, learner_of
 
 
 def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:
     """(role, config) of every audit: ``honest`` ones are held to their theoretical ε, ``broken``
     ones must be caught, and ``bug:<name>`` ones run the catalogue's bug ``<name>``."""
     out = []
-    for learner, shape in SHAPES.items():
+    for path, shape in SHAPES.items():
+        learner = learner_of(path)
         threats = ["final_model"] if learner in FINAL_MODEL_ONLY else ["white_box"]
         if learner in profile.final_model and learner not in FINAL_MODEL_ONLY:
             threats.append("final_model")
         eps_list = profile.pipeline_epsilons if learner == "impute_dp_gd" else profile.epsilons
+        if path in DRIVER_PATHS:  # one ε: a driver's audit checks its path, not the accountant
+            eps_list = eps_list[:1]
         for threat in threats:
             for eps in eps_list:
                 runs = (
@@ -58,21 +61,28 @@ def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:
                 ),
             )
         )
-    for learner, bug in profile.catalogue:
+    for path, bug in profile.catalogue:
         if bug not in BUGS:
             raise ValueError(f"catalogue bug {bug!r} is unknown; available: {', '.join(BUGS)}")
+        learner = learner_of(path)
         threat = "final_model" if learner in FINAL_MODEL_ONLY else "white_box"
         eps = 0.25 if learner == "impute_dp_gd" else 1.0
-        sizes = _sizes(SHAPES[learner], profile.runs_catalogue, profile.pilot_runs)
+        sizes = _sizes(SHAPES[path], profile.runs_catalogue, profile.pilot_runs)
         out.append((f"bug:{bug}", AuditConfig(learner, threat, epsilon=eps, **sizes)))
     return out
+
+
+#: From these runs per world on (quick, paper) a shape's own run count holds; below (smoke) it
+#: scales down.
+_FULL_PROFILE_RUNS = 20_000
 
 
 def _sizes(shape: dict[str, Any], runs: int, pilot_runs: int) -> dict[str, Any]:
     """A learner's audit sizes: the profile's run counts unless its shape sets its own (the
     selection's host loop), which a small profile scales down (smoke: a tenth of its runs)."""
     sizes = {"runs": runs, "pilot_runs": pilot_runs, **shape}
-    if "runs" in shape:
+    sizes.pop("learner", None)
+    if "runs" in shape and runs < _FULL_PROFILE_RUNS:
         sizes["runs"] = min(shape["runs"], runs // 10)
         # ≥ the 32 thresholds
         sizes["pilot_runs"] = max(32, min(shape["pilot_runs"], sizes["runs"] // 4))

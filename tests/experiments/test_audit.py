@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from experiments import run_experiment
 from experiments.audit import PROFILES, SHAPES, configs
+from experiments.audit.config import DRIVER_PATHS, learner_of, path_of
 
 
 def test_audit_smoke(smoke_out):
@@ -16,12 +18,15 @@ def test_audit_smoke(smoke_out):
     assert by_name["audit: no lower bound exceeds its learner's theoretical ε"].status == "pass"
     out = smoke_out / "audit"
     frame = pd.read_csv(out / "audit.csv")
-    assert set(frame["learner"]) == set(SHAPES)  # every learner dpprep ships
+    assert set(frame["path"]) == set(SHAPES)  # every learner and path dpprep ships
+    assert set(frame["learner"]) == {learner_of(path) for path in SHAPES}
     assert {"white_box", "final_model"} <= set(frame["threat_model"])
     honest = frame[frame["role"] == "honest"]
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
     assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
+    assert "| **all** | | **18** |" in (out / "alarms.md").read_text()
+    assert "## Per path" in (out / "catalogue.md").read_text()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
     assert json.loads(frame["config"].iloc[0])["learner"] == frame["learner"].iloc[0]
@@ -54,16 +59,34 @@ def test_quick_profile_covers_the_issue_targets():
     from experiments.audit.bugs import BUGS
 
     assert {role.split(":", 1)[1] for role, _ in plan if role.startswith("bug:")} == set(BUGS)
-    assert all(c.runs == 20_000 for role, c in plan if role.startswith("bug:"))
+    # at the learners' default runs (the drivers called once per run: their paths' own)
+    assert all(
+        c.runs == DRIVER_PATHS.get(path_of(c), {}).get("runs", 20_000)
+        for role, c in plan
+        if role.startswith("bug:")
+    )
 
 
-def test_quick_profile_has_fifty_honest_audits_for_the_false_alarm_count():
-    # Issue 19: >= 50 honest audits across learners and ε, none flagged (the REPORT row counts
-    # them).
+def test_quick_profile_has_two_hundred_honest_audits_for_the_false_alarm_rate():
+    # >= 200 honest audits across learners, paths, ε and seeds (alarms.md and the REPORT row).
     plan = configs(PROFILES["quick"])
     honest = [c for role, c in plan if role == "honest"]
-    assert len(honest) >= 50 and len({c.learner for c in honest}) == len(SHAPES)
-    assert len({(c.learner, c.epsilon) for c in honest}) >= 15 and {c.seed for c in honest} == {
-        0,
-        1,
-    }
+    assert len(honest) >= 200 and {path_of(c) for c in honest} == set(SHAPES)
+    assert len({(c.learner, c.epsilon) for c in honest}) >= 15
+    assert {c.seed for c in honest} == {0, 1, 2, 3, 4}
+    # every audit its own key: configs differ, so do their keys
+    from dpprep.auditing import audit_key
+    import jax
+
+    keys = {tuple(np.asarray(jax.random.key_data(audit_key(c))).ravel()) for c in honest}
+    assert len(keys) == len(honest)
+
+
+def test_every_driver_path_is_audited_with_its_options():
+    plan = configs(PROFILES["quick"])
+    paths = {path_of(c) for _, c in plan}
+    assert set(DRIVER_PATHS) <= paths
+    options = {path_of(c): c for _, c in plan}
+    assert options["train_options"].leaves == 3 and options["train_options"].steps_per_call == 7
+    assert options["train_options"].learning_rate == 4.0
+    assert {options[p].sampling for p in DRIVER_PATHS} == {"full", "poisson", "shuffle"}

@@ -1,0 +1,72 @@
+"""Audits through the public drivers (``train``, ``fit``, ``dp_step`` in a loop, ``sweep_points``),
+with the canary inserted into the data the driver is given: every option runs, an honest driver is
+not flagged, and a bug on a driver's own path is caught through it."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dpprep import auditing
+from dpprep.auditing import AuditConfig, audit
+from experiments.audit.bugs import audit_with_bug
+
+pytestmark = pytest.mark.slow  # audits through host loops of public calls, a minute or more
+POISSON = {"epochs": 5, "batch_size": 20}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"learner": "train", "leaves": 3, "microbatch_size": 4, "steps_per_call": 7},
+        {"learner": "fit", "sampling": "full", "steps": 10, "leaves": 2},
+        {"learner": "dp_step", "microbatch_size": 4, "learning_rate": 4.0},
+        {"learner": "sweep_points", "sampling": "shuffle"},
+    ],
+    ids=["train", "fit", "dp_step", "sweep_points"],
+)
+def test_every_driver_returns_two_attacks_and_the_null_updates_of_its_run(options):
+    options = {**POISSON, **options}
+    cfg = AuditConfig(runs=400, pilot_runs=100, **options)
+    target = auditing.REGISTRY[cfg.learner].build(cfg, jax.random.key(0))
+    assert target.host and target.checks == {"calibration": True, "plan_account": True}
+    out = target.runner(
+        jax.random.split(jax.random.key(1), 4), jnp.array([True, False, True, False])
+    )
+    attacks = 1 if cfg.sampling == "full" else 2
+    steps = cfg.steps if cfg.sampling == "full" else 25
+    assert out["score"].shape == ((4,) if attacks == 1 else (4, 2))
+    assert out["null"].shape == (4, steps, 2) and target.releases == steps
+
+
+def test_an_honest_driver_is_not_flagged():
+    result = audit(AuditConfig("dp_step", runs=4000, pilot_runs=400, **POISSON))
+    assert not result.violation and result.rigorous_epsilon < result.theoretical
+
+
+@pytest.mark.parametrize(
+    "bug, options, caught_by",
+    [
+        # the host loop of compiled calls (train's own): each call redraws the first's noise
+        ("calls_restart_at_zero", {"learner": "train", "steps_per_call": 7}, "noise:steps"),
+        # fit's own plan: calibrated at 10·δ (a deterministic check against the yardstick)
+        ("fit_delta_tenfold", {"learner": "fit"}, "check:calibration"),
+        # sweep_points' host code: every seed the first seed's key
+        ("seeds_share_first_key", {"learner": "sweep_points"}, "noise:runs"),
+        # the optimizer's learning rate before the noise: invisible at η = 1, not at η = 4
+        (
+            "noise_after_learning_rate",
+            {"learner": "dp_step", "learning_rate": 4.0},
+            None,  # dp_step's privatizer comes first by construction: not reached
+        ),
+    ],
+)
+def test_a_bug_on_a_drivers_own_path_is_caught_through_it(bug, options, caught_by):
+    cfg = AuditConfig(runs=1000, pilot_runs=200, **{**POISSON, **options})
+    if caught_by is None:
+        with pytest.raises(ValueError, match=f"does not reach learner '{cfg.learner}'"):
+            audit_with_bug(bug, cfg)
+        return
+    result = audit_with_bug(bug, cfg)
+    assert result.violation and caught_by in result.caught_by, result.verdict()
