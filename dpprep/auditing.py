@@ -1713,7 +1713,10 @@ class NoiseTest:
     s ≥ 1 for every honest learner, whatever its sampler. Four exact tests of that, at a split
     significance (each at ``significance/4``, the two-sided ones split again):
 
-    * ``scale``: ``Σ z² < χ²_{N}`` quantile — less noise than the account charges.
+    * ``scale``: on each coordinate, ``Σ z² < χ²_{N}`` quantile — less noise than the account
+      charges there; the coordinates' p-values combined by Šidák's ``1 − (1 − p_min)^m`` (exact
+      for the independent coordinates of an honest learner), so less noise on one coordinate class
+      is not offset by more on another (CorrDP's sensitive and insensitive features).
     * ``steps``: within each run and coordinate, the part of the updates along the all-ones
       direction over steps against the rest, ``F(R·m, R·m·(T−1))`` two-sided — noise reused or
       cancelling across steps (e.g. a noise key that is not advanced).
@@ -1762,9 +1765,9 @@ def noise_test(null: ArrayLike, *, significance: float) -> NoiseTest:
             "the noise test needs (runs, steps, coordinates) with each >= 2 (runs with NaN left"
             f" out), got shape {z.shape}"
         )
-    total = float(np.sum(z**2))
+    per_coordinate = stats.chi2.cdf(np.sum(z**2, axis=(0, 1)), z.shape[0] * z.shape[1])
     p = {
-        "scale": float(stats.chi2.cdf(total, z.size)),
+        "scale": float(-np.expm1(z.shape[2] * np.log1p(-float(np.min(per_coordinate))))),
         "steps": _f_test(z, 1, True),
         "runs": _f_test(z, 0, False),
         "coordinates": _f_test(z, 2, True),

@@ -113,6 +113,8 @@ def test_noise_test_parts_are_exact_under_honest_noise():
     "part, make",
     [
         ("scale", lambda z: 0.95 * z),
+        # less noise on one coordinate, more on the other: the pooled variance is 1.02
+        ("scale", lambda z: z * np.array([0.9, 1.12])),
         ("steps", lambda z: np.repeat(z[:, :1], z.shape[1], axis=1)),  # the same draw every step
         (
             "steps",
