@@ -2678,10 +2678,7 @@ class AuditResult:
                 lines.append(f"- deterministic checks failed: {', '.join(failed)} (no chance)")
             lines.append(f"- {first}")
             lines.append("- suspect: " + "; ".join(_suspects(self.caught_by)))
-            lines.append(
-                "- next: plant the suspected rule in a one-step test; rerun with the component"
-                " swapped for a known-good one to find which one breaks the claim"
-            )
+            lines.append("- next: " + "; ".join(_next_steps(self.caught_by)))
         elif self.suspected:
             lines.append(
                 f"SUSPECTED, not confirmed: {c.learner} ({c.threat_model}, ε {c.epsilon:g}):"
@@ -2800,6 +2797,28 @@ def _attack_bounds(
         )
     assert best is not None
     return best
+
+
+def _next_steps(tests: tuple[str, ...]) -> list[str]:
+    """What to try once a violation is confirmed, for the tests that fired."""
+    steps = []
+    if any(t.startswith("check:") for t in tests):
+        steps.append(
+            "compare the plan's noise and account (details) with the yardstick's: the checks"
+            " need no runs"
+        )
+    if any(t.startswith("noise:") for t in tests):
+        steps.append(
+            "read the noise test's p-values (result.noise) for the part that failed: scale is"
+            " the noise's size, steps/runs/coordinates its key"
+        )
+    if any(t in ("clopper_pearson", "gdp", "tradeoff") for t in tests):
+        steps.append(
+            "rerun with canary_positions=('first',), ('last',) or opposer=False to see which"
+            " canary the bug needs, and through dp_step with the same options to tell the"
+            " driver's host code from the step"
+        )
+    return steps + ["write the suspected rule down as a one-step unit test that fails"]
 
 
 def _suspects(tests: tuple[str, ...]) -> list[str]:
@@ -2946,7 +2965,8 @@ def audit(
         if done[0] == timed and cost.seconds(seconds) > max_seconds:
             raise ValueError(
                 f"audit of {cfg.learner!r} would take about {cost.seconds(seconds):.3g} s"
-                f" ({cost.chunks:,} chunks of {chunk} runs; one took {seconds:.3g} s here), above"
+                f" ({cost.chunks:,} chunks of {chunk} runs; one took {seconds:.3g} s here; twice"
+                f" that if a suspicion is confirmed on fresh runs), above"
                 f" max_seconds={max_seconds:g}: lower runs or pilot_runs, or raise the limit with"
                 " audit(..., max_seconds=...) (math.inf: none)"
             )
