@@ -47,10 +47,11 @@ from .config import (
     SHAPES,
     TITLES,
     Profile,
-    path_of,
 )
+from .paths import path_of
 from .plots import plot
-from .report import alarms_table, catalogue_by_path, catalogue_table, comparisons
+from .alarms import alarms_table
+from .report import catalogue_by_path, catalogue_table, comparisons
 from .units import bug_of, configs, run_unit, unit_key
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .paths import DRIVER_PATHS
+
 EPSILONS = (1.0, 2.0, 4.0)
 PIPELINE_EPSILONS = (0.1, 0.25, 0.5)  # DP-GD's own ε parameter (Hu et al.'s σ = L√T/(εn))
 # Per-learner shape of the audited run (the rest are AuditConfig defaults: n = 100, dim = 4).
@@ -35,80 +37,7 @@ SHAPES = {
         "chunk": 150,
     },
 }
-#: Audits through the public drivers (dpprep.auditing.DRIVERS), by path name: the driver
-#: (``learner``) and the options a user sets, the canary inserted into the data the driver is
-#: given. ``train`` and ``fit`` run one call per run (host checks included, ~5 ms each), so they
-#: get fewer runs; ``dp_step`` in the user's loop and ``sweep_points`` run a chunk at once.
-DRIVER_PATHS = {
-    # Poisson DP-SGD: three leaves, microbatches of 4, calls of 7 steps (25 = 3·7 + 4), SGD at η 4
-    "train_options": {
-        "learner": "train",
-        "epochs": 5,
-        "batch_size": 20,
-        "leaves": 3,
-        "microbatch_size": 4,
-        "steps_per_call": 7,
-        "learning_rate": 4.0,
-        "runs": 5_000,
-        "pilot_runs": 500,
-        "chunk": 1_000,
-    },
-    # DP-GD through fit (fit makes the plan)
-    "fit_full": {
-        "learner": "fit",
-        "sampling": "full",
-        "steps": 10,
-        "runs": 5_000,
-        "pilot_runs": 500,
-        "chunk": 1_000,
-    },
-    "dp_step_microbatch": {
-        "learner": "dp_step",
-        "epochs": 5,
-        "batch_size": 20,
-        "microbatch_size": 4,
-    },
-    "dp_step_full_leaves": {"learner": "dp_step", "sampling": "full", "steps": 10, "leaves": 3},
-    # shuffled batches, each run a seed of the sweep, SGD at η 4
-    "sweep_points_shuffle": {
-        "learner": "sweep_points",
-        "sampling": "shuffle",
-        "epochs": 5,
-        "batch_size": 20,
-        "learning_rate": 4.0,
-        "runs": 10_000,
-        "pilot_runs": 1_000,
-        "chunk": 2_000,
-    },
-}
 SHAPES.update(DRIVER_PATHS)
-#: The options that tell two audits of one driver apart (:func:`path_of`).
-_PATH_OPTIONS = ("sampling", "microbatch_size", "steps_per_call", "leaves", "learning_rate")
-
-
-def learner_of(path: str) -> str:
-    """The registered learner a path audits (a driver path's driver, else the path itself)."""
-    return str(SHAPES[path].get("learner", path))
-
-
-def path_of(cfg) -> str:
-    """The path of :data:`SHAPES` an :class:`~dpprep.auditing.AuditConfig` audits: its learner,
-    or for a driver the :data:`DRIVER_PATHS` entry whose options it has."""
-    for name, shape in DRIVER_PATHS.items():
-        if shape["learner"] == cfg.learner and all(
-            getattr(cfg, option) == shape.get(option, _DEFAULTS[option]) for option in _PATH_OPTIONS
-        ):
-            return name
-    return str(cfg.learner)
-
-
-_DEFAULTS = {
-    "sampling": "poisson",
-    "microbatch_size": None,
-    "steps_per_call": None,
-    "leaves": 1,
-    "learning_rate": 1.0,
-}
 #: Learners audited under the final-model threat model only.
 FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection")
 TITLES = {

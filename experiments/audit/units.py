@@ -15,7 +15,8 @@ from dpprep.auditing import AuditConfig
 from experiments import RunContext
 
 from .bugs import BUGS, audit_with_bug
-from .config import DRIVER_PATHS, FINAL_MODEL_ONLY, SHAPES, Profile, learner_of
+from .config import DRIVER_PATHS, FINAL_MODEL_ONLY, SHAPES, Profile
+from .paths import learner_of
 
 
 def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from experiments import run_experiment
 from experiments.audit import PROFILES, SHAPES, configs
-from experiments.audit.config import DRIVER_PATHS, learner_of, path_of
+from experiments.audit.paths import DRIVER_PATHS, learner_of, path_of
 
 
 def test_audit_smoke(smoke_out):
