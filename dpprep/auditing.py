@@ -1766,8 +1766,10 @@ def noise_test(null: ArrayLike, *, significance: float) -> NoiseTest:
             f" out), got shape {z.shape}"
         )
     per_coordinate = stats.chi2.cdf(np.sum(z**2, axis=(0, 1)), z.shape[0] * z.shape[1])
+    smallest = float(np.min(per_coordinate))
     p = {
-        "scale": float(-np.expm1(z.shape[2] * np.log1p(-float(np.min(per_coordinate))))),
+        # Šidák's 1 − (1 − p_min)^m (p_min = 1, far more noise than the floor: 1)
+        "scale": 1.0 if smallest >= 1.0 else float(-np.expm1(z.shape[2] * np.log1p(-smallest))),
         "steps": _f_test(z, 1, True),
         "runs": _f_test(z, 0, False),
         "coordinates": _f_test(z, 2, True),
