@@ -21,6 +21,8 @@ def plot(frame: pd.DataFrame, path: Path | str) -> None:
     """``audit.png``: per learner, the honest audits' GDP and Clopper–Pearson lower bounds against
     the theoretical ε, one colour per threat model (seed 0; the other seeds only count false
     alarms)."""
+    if "path" not in frame:  # an audit.csv written before the drivers' paths: its learners
+        frame = frame.assign(path=frame["learner"])
     honest = frame[(frame["role"] == "honest") & (frame["seed"] == 0)]
     learners = list(dict.fromkeys(honest["path"]))
     cols = 4
