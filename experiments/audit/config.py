@@ -204,6 +204,27 @@ NOT_CATCHABLE: dict[tuple[str, str], str] = {
     # output as at C on every in-domain dataset, so the true ε is unchanged. A canary above C is
     # outside the domain where the overall ε (Cor. 4's imputation sensitivity) is proven, so
     # exceeding it there would refute nothing.
+    # Measured in the committed quick run (results/audit/audit.csv): the same
+    # _microbatched code is caught through dp_step at 20,000 runs per world (trade-off, confirmed);
+    # through train's 5,000 the trade-off test suspected it (excess 6e-6) but fresh runs did not
+    # confirm it.
+    ("train_options", "first_microbatch_twice"): (
+        "too few runs: train is called once per run (5,000 per world); suspected by the"
+        " trade-off test, not confirmed; the same microbatch code is caught through dp_step at"
+        " 20,000"
+    ),
+    # The canary spans 3 leaves equally (4C/√3 each): a norm over the first two scales it by
+    # C/(4C·√(2/3)), leaving a clipped norm of √1.5·C ≈ 1.22·C: a 1.22× sensitivity, at the edge
+    # of what the audit resolves (DP-GD: GDP bound 1.10 > 1.01 on the first runs, not confirmed;
+    # Poisson through train at 5,000 runs: not suspected).
+    ("train_options", "leaves_after_two_unnormed"): (
+        "a 1.22× sensitivity (the canary's third-leaf part escapes the norm: √1.5·C), below what"
+        " a Poisson audit at 5,000 runs per world resolves"
+    ),
+    ("dp_step_full_leaves", "leaves_after_two_unnormed"): (
+        "a 1.22× sensitivity (√1.5·C): suspected (GDP bound 1.10 > 1.01 and the trade-off test),"
+        " not confirmed on fresh runs at 20,000 per world: at the edge of the audit's power"
+    ),
     ("impute_dp_gd", "clip_2c"): (
         "not a privacy bug on the pipeline's domain: every in-domain gradient is ≤ C, so "
         "clipping at 2C changes no output (a canary above C is outside Hu et al.'s threat model)"
