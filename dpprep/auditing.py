@@ -2159,16 +2159,21 @@ def _trajectory_setup(
 DRIVERS = ("train", "fit", "dp_step", "sweep_points")
 
 
-def _split_runs(
-    keys: jax.Array, positions: tuple[str, ...], n: int
-) -> tuple[np.ndarray, jax.Array]:
-    """Each run's canary index and training key, as the vmapped runners draw them."""
-
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _placements(keys: jax.Array, positions: tuple[str, ...], n: int) -> tuple[jax.Array, jax.Array]:
     def one(run_key):
         k_place, k_run = jax.random.split(run_key)
         return _place(k_place, positions, n), k_run
 
-    index, run_keys = jax.jit(jax.vmap(one), static_argnums=())(keys)
+    return jax.vmap(one)(keys)
+
+
+def _split_runs(
+    keys: jax.Array, positions: tuple[str, ...], n: int
+) -> tuple[np.ndarray, jax.Array]:
+    """Each run's canary index and training key, as the vmapped runners draw them (compiled once
+    per chunk shape, not per chunk)."""
+    index, run_keys = _placements(keys, positions, n)
     return np.asarray(index), run_keys
 
 
