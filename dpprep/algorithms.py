@@ -193,8 +193,10 @@ class TrainConfig:
       track_clip_fraction: record the share of the batch's real examples whose gradient norm
         exceeded ``C``. Like every metric it is not private (module docstring).
       track_params: record every iterate ``θ_t`` (memory ``T × |θ|``; for tests and analysis).
-      matmul_precision: JAX matmul precision inside the run (None: JAX's default, which on GPUs
-        is TF32 for float32; "float32"/"highest" for final numbers).
+      matmul_precision: JAX matmul precision of the model's products inside the run (None:
+        JAX's default, which on GPUs is TF32 for float32; "float32"/"highest" for final numbers).
+        The clipped sum runs at full precision whatever this says
+        (:data:`dpprep.clipping.CLIPPED_SUM_PRECISION`).
       steps_per_call: how :func:`train` and the sweeps cut the run into compiled calls
         (:func:`steps_per_call`): None, the whole run in one ``lax.scan``; ``k``, a host loop over
         calls of ``k`` straight-line steps; "auto" (default), 2 for a model that convolves, else

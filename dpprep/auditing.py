@@ -303,6 +303,16 @@ class AuditConfig:
         divide the steps), and a model of ``leaves`` parameter leaves (1: the GLM fast path;
         more: the per-example path, the canary spanning every leaf). Other learners take the
         defaults.
+      neighboring_relation: the driver's guarantee (:data:`NEIGHBORING_RELATIONS`): "add_remove"
+        (the worlds differ by the canary against a zero-gradient record) or "replace_one" (the
+        canary against a record whose clipped gradient is the opposite of the canary's: the
+        worlds' sums differ by 2C), the plan and the yardstick both stating it. Driver learners
+        only.
+      optimizer: the driver's optimizer after the privatizer, at ``learning_rate``: "sgd" or
+        "adam" (:data:`OPTIMIZERS`). Adam's updates cannot be turned back into the noisy gradients
+        the white-box attack scores, so it is audited under ``threat_model="final_model"``: the
+        last iterate's shift along the canary, held to the same yardstick (what any optimizer
+        releases after the privatizer is post-processing). Driver learners only.
       chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness, which
         :func:`audit_key` makes the audit's own: two audits that differ in anything (the learner,
         ε, a size) draw independent runs at the same seed.
@@ -334,6 +344,8 @@ class AuditConfig:
     microbatch_size: int | None = None
     steps_per_call: int | None = None
     leaves: int = 1
+    neighboring_relation: str = "add_remove"
+    optimizer: str = "sgd"
     chunk: int = 4096
     seed: int = 0
 
@@ -410,6 +422,8 @@ class AuditConfig:
             "microbatch_size": None,
             "steps_per_call": None,
             "leaves": 1,
+            "neighboring_relation": "add_remove",
+            "optimizer": "sgd",
         }
         if self.learner not in DRIVERS:
             set_here = [k for k, v in driver_options.items() if getattr(self, k) != v]
@@ -418,6 +432,19 @@ class AuditConfig:
                     f"{', '.join(set_here)} set for learner {self.learner!r}: these are the options"
                     f" of a learner audited through a public driver ({', '.join(DRIVERS)})"
                 )
+        if self.neighboring_relation not in NEIGHBORING_RELATIONS:
+            raise ValueError(
+                f"neighboring_relation must be one of {NEIGHBORING_RELATIONS}, got"
+                f" {self.neighboring_relation!r}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.optimizer != "sgd" and self.threat_model == "white_box":
+            raise ValueError(
+                f"optimizer={self.optimizer!r} is audited under threat_model='final_model': its"
+                " updates cannot be turned back into the noisy gradients the white-box attack"
+                " scores (SGD's can)"
+            )
         if self.sampling not in ("full", "poisson", "shuffle"):
             raise ValueError(
                 f"sampling must be 'full', 'poisson' or 'shuffle', got {self.sampling!r}"
@@ -620,20 +647,19 @@ def tradeoff_excess(
 
 
 def privacy_profile(
-    event: dp_event_lib.DpEvent, *, overflow_prob: float = 0.0, discretization: float = 1e-4
+    event: dp_event_lib.DpEvent,
+    *,
+    overflow_prob: float = 0.0,
+    discretization: float = 1e-4,
+    neighboring_relation: str = "add_remove",
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """``ε ↦ δ(ε)`` of a dp-accounting event under add/remove neighbours (PLD, pessimistic, so
-    the claimed curve is never below the true one and the trade-off test stays valid), plus the
-    Poisson overflow slack ``(1 + e^ε)·overflow_prob`` the plan charges."""
-    from dp_accounting import privacy_accountant
-    from dp_accounting.pld import pld_privacy_accountant
-
+    """``ε ↦ δ(ε)`` of a dp-accounting event under ``neighboring_relation`` ("add_remove" or
+    "replace_one"; PLD, pessimistic, so the claimed curve is never below the true one and the
+    trade-off test stays valid), plus the Poisson overflow slack ``(1 + e^ε)·overflow_prob`` the
+    plan charges."""
     from dpprep import sampling
 
-    accountant = pld_privacy_accountant.PLDAccountant(
-        privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=discretization,
-    )
+    accountant = _reference_accountant(neighboring_relation, discretization)
     accountant.compose(event)
 
     def profile(epsilons: np.ndarray) -> np.ndarray:
@@ -1438,6 +1464,7 @@ class Yardstick:
       sampling_rate: the stated ``B/n``.
       overflow_prob: probability that a padded Poisson batch drops a record (stated pad), charged
         as the δ slack ``(1 + e^ε)·p`` in the profile.
+      neighboring_relation: the stated guarantee's relation (:data:`NEIGHBORING_RELATIONS`).
     """
 
     requested: float
@@ -1453,6 +1480,7 @@ class Yardstick:
     sampler: str
     proven: str
     mean_multiplier: float | None = None
+    neighboring_relation: str = "add_remove"
 
     @property
     def mean_floor(self) -> float | None:
@@ -1478,6 +1506,7 @@ class Yardstick:
             self.event(self.floor),
             overflow_prob=self.overflow_prob,
             discretization=_REFERENCE_DISCRETIZATION,
+            neighboring_relation=self.neighboring_relation,
         )
 
     def checks(self, plan: DPPlan) -> dict[str, bool]:
@@ -1524,13 +1553,24 @@ def analytic_gaussian_multiplier(epsilon: float, delta: float) -> float:
     return float(optimize.brentq(gap, 1e-6, hi, xtol=1e-12, rtol=1e-12))
 
 
-def _reference_accountant() -> Any:
+#: The neighbouring relations an audit's worlds can differ by: the canary's slot holds nothing
+#: (a zero-gradient record) or, for "replace_one", a record whose clipped gradient opposes the
+#: canary's, so the worlds' sums differ by 2C.
+NEIGHBORING_RELATIONS = ("add_remove", "replace_one")
+
+
+def _reference_accountant(
+    neighboring_relation: str = "add_remove", discretization: float = _REFERENCE_DISCRETIZATION
+) -> Any:
     from dp_accounting import privacy_accountant
     from dp_accounting.pld import pld_privacy_accountant
 
+    relation = {
+        "add_remove": privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "replace_one": privacy_accountant.NeighboringRelation.REPLACE_ONE,
+    }[neighboring_relation]
     return pld_privacy_accountant.PLDAccountant(
-        privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=_REFERENCE_DISCRETIZATION,
+        relation, value_discretization_interval=discretization
     )
 
 
@@ -1547,8 +1587,9 @@ def _reference_epsilon(
     delta: float,
     overflow_prob: float,
     mean: float | None = None,
+    neighboring_relation: str = "add_remove",
 ) -> float:
-    accountant = _reference_accountant()
+    accountant = _reference_accountant(neighboring_relation)
     accountant.compose(_reference_event(kind, q, releases, z, mean))
     eps = float(accountant.get_epsilon(delta))
     if overflow_prob > 0:  # the slack at the (larger) ε of the slack-free δ is a valid charge
@@ -1567,6 +1608,7 @@ def _reference_calibration(
     delta: float,
     overflow_prob: float,
     mean: float | None = None,
+    neighboring_relation: str = "add_remove",
 ) -> float:
     from dp_accounting import mechanism_calibration
 
@@ -1575,7 +1617,7 @@ def _reference_calibration(
         raise ValueError(f"the stated run's Poisson overflow slack leaves nothing of delta={delta}")
 
     def eps_of(z: float) -> float:
-        accountant = _reference_accountant()
+        accountant = _reference_accountant(neighboring_relation)
         accountant.compose(_reference_event(kind, q, releases, z, mean))
         return float(accountant.get_epsilon(target_delta))
 
@@ -1591,7 +1633,7 @@ def _reference_calibration(
         lo, hi = lo / 2, lo
     return float(
         mechanism_calibration.calibrate_dp_mechanism(
-            _reference_accountant,
+            lambda: _reference_accountant(neighboring_relation),
             lambda z: _reference_event(kind, q, releases, z, mean),
             epsilon,
             target_delta,
@@ -1612,6 +1654,7 @@ def yardstick(
     batch_size: int | None = None,
     pad: int | None = None,
     mean_epsilon: float | None = None,
+    neighboring_relation: str = "add_remove",
 ) -> Yardstick:
     """The :class:`Yardstick` of the run a user states: ``sampler`` in ``"full"`` (``steps``),
     ``"poisson"`` (``epochs`` at expected batch ``batch_size``: ``⌈E·n/B⌉`` steps; ``pad``: the
@@ -1619,9 +1662,17 @@ def yardstick(
     calibrated as if Poisson — the customary claim — and held to its proven bound, ``epochs``
     Gaussian releases), calibrated to (``epsilon``, ``delta``) by dp-accounting's PLD accountant.
     ``mean_epsilon``: DPSGD-F's private mean first, one Gaussian release at its share ``ε_F``
-    (:func:`analytic_gaussian_multiplier`), composed with the run. Written from the samplers'
-    definitions, not from :mod:`dpprep.sampling`, :mod:`dpprep.dpsgdf` or the plan."""
+    (:func:`analytic_gaussian_multiplier`), composed with the run. ``neighboring_relation``: the
+    guarantee's relation, "add_remove" or "replace_one" (dp-accounting's ``REPLACE_ONE``: a record
+    replaced by any other). Written from the samplers' definitions, not from
+    :mod:`dpprep.sampling`, :mod:`dpprep.dpsgdf` or the plan."""
     from scipy import stats as sps
+
+    if neighboring_relation not in NEIGHBORING_RELATIONS:
+        raise ValueError(
+            f"neighboring_relation must be one of {NEIGHBORING_RELATIONS}, got"
+            f" {neighboring_relation!r}"
+        )
 
     # before any accounting: a NaN epsilon read as "the overflow slack leaves nothing of delta",
     # a negative one never ended the bracket search, an infinite one exploded the PLD grid
@@ -1675,12 +1726,14 @@ def yardstick(
         else analytic_gaussian_multiplier(float(mean_epsilon), float(delta))
     )
     z_ref = _reference_calibration(
-        calibrated, q, claimed_steps, float(epsilon), float(delta), over, mean
+        calibrated, q, claimed_steps, float(epsilon), float(delta), over, mean, neighboring_relation
     )
     proven = "full" if sampler in ("full", "shuffle") else "poisson"
     floor = (1.0 - YARDSTICK_TOLERANCE) * z_ref
     mean_floor = None if mean is None else (1.0 - YARDSTICK_TOLERANCE) * mean
-    held_to = _reference_epsilon(proven, q, releases, floor, float(delta), over, mean_floor)
+    held_to = _reference_epsilon(
+        proven, q, releases, floor, float(delta), over, mean_floor, neighboring_relation
+    )
     return Yardstick(
         float(epsilon),
         float(delta),
@@ -1695,6 +1748,7 @@ def yardstick(
         sampler,
         proven,
         mean,
+        neighboring_relation,
     )
 
 
@@ -1960,24 +2014,27 @@ class _Setting(NamedTuple):
     x_bg: np.ndarray
     y_bg: np.ndarray
     canary_x: np.ndarray
+    out_x: np.ndarray
     score: Callable[[jax.Array], dict[str, jax.Array]]
+    final_score: Callable[[jax.Array], jax.Array]
 
     def data(self, index: jax.Array, inside: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """The run's dataset (traceable): the canary (``inside``) or the zero record at
-        ``index``."""
-        row = jnp.where(inside, jnp.asarray(self.canary_x), 0.0)  # out: the zero record
+        """The run's dataset (traceable): the canary (``inside``) or the out world's record (the
+        zero record; for replace-one, the canary's opposite) at ``index``."""
+        row = jnp.where(inside, jnp.asarray(self.canary_x), jnp.asarray(self.out_x))
         x = _with_canary(jnp.asarray(self.x_bg), row, index)
         y = _with_canary(jnp.asarray(self.y_bg), jnp.ones((), jnp.float32), index)
         return x, y
 
     def host_data(self, index: int, inside: bool) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`data` on the host, as a user hands a dataset to a driver."""
-        row = self.canary_x if inside else np.zeros_like(self.canary_x)
+        row = self.canary_x if inside else self.out_x
         x = np.insert(self.x_bg, index, row, axis=0)
         return x, np.insert(self.y_bg, index, np.float32(1.0)).astype(np.float32)
 
     def target(self, cfg: AuditConfig, runner: Callable, *, host: bool = False) -> AuditTarget:
-        """The :class:`AuditTarget` of ``runner`` on this setting, held to its yardstick."""
+        """The :class:`AuditTarget` of ``runner`` on this setting, held to its yardstick (a
+        final-model runner returns scores alone: no updates, so no release count to check)."""
         sampling = self.sampling
         details = {
             "noise_multiplier": float(self.dp_plan.noise_multiplier),
@@ -1994,7 +2051,7 @@ class _Setting(NamedTuple):
             details,
             rigorous=rigorous + ("tradeoff",),
             profile=self.ref.profile(),
-            releases=self.ref.steps,
+            releases=None if cfg.threat_model == "final_model" else self.ref.steps,
             checks=self.ref.checks(self.dp_plan),
             host=host,
         )
@@ -2029,6 +2086,7 @@ def _setting(
         epsilon=cfg.epsilon,
         delta=cfg.delta,
         pad=plan.pad,
+        neighboring_relation=cfg.neighboring_relation,
         **_run_kwargs(cfg, sampling),
     )
     params0 = layout.model.init(None)
@@ -2059,6 +2117,8 @@ def _setting(
         x_bg = np.broadcast_to(-weight * clip * layout.direction, x_bg.shape).copy()
         y_bg[:] = 1.0
     canary_x = (clip * cfg.canary_norm * layout.direction).astype(np.float32)
+    # replace-one: the canary replaced by its opposite (clipped gradient +C·u against −C·u)
+    out_x = -canary_x if cfg.neighboring_relation == "replace_one" else np.zeros_like(canary_x)
     s = 1.0 / ref.noise_multiplier  # the canary's clipped shift over the reference noise std
     to_a = ref.normalize_by / (cfg.learning_rate * ref.noise_multiplier * clip)
     to_null = ref.normalize_by / (cfg.learning_rate * ref.floor * clip)
@@ -2085,8 +2145,23 @@ def _setting(
             value = jnp.stack([jnp.sum(log_lr), jnp.sum(a)])
         return {"score": value, "null": updates[:, null_flat] * to_null}
 
+    def final_score(params: jax.Array) -> jax.Array:
+        # The last iterate's shift along u (SGD: the sum of the white-box attack's a_t). For any
+        # other optimizer a score like any other: the thresholds come from the pilot runs.
+        return jnp.dot(params - flat0, u_flat) * to_a
+
     return _Setting(
-        sampling, dp_plan, ref, layout, params0, x_bg.astype(np.float32), y_bg, canary_x, score
+        sampling,
+        dp_plan,
+        ref,
+        layout,
+        params0,
+        x_bg.astype(np.float32),
+        y_bg,
+        canary_x,
+        out_x,
+        score,
+        final_score,
     )
 
 
@@ -2157,6 +2232,8 @@ def _trajectory_setup(
 #: runs of a chunk vmapped), and :func:`~dpprep.sweeps.sweep_points` called once per chunk and
 #: world (each run a seed of the sweep).
 DRIVERS = ("train", "fit", "dp_step", "sweep_points")
+#: The optimizers a driver audit runs after the privatizer (:attr:`AuditConfig.optimizer`).
+OPTIMIZERS = ("sgd", "adam")
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
@@ -2181,8 +2258,10 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
     """White-box DP-SGD (or DP-GD: ``cfg.sampling``) through the public entry ``driver``
     (:data:`DRIVERS`), with the canary inserted into the data the driver is given, so every host
     check and option on the driver's way runs: ``cfg.microbatch_size``, ``cfg.steps_per_call``, a
-    model of ``cfg.leaves`` parameter leaves (the canary spans all of them) and SGD at
-    ``cfg.learning_rate``. The attack and the yardstick are those of :func:`_setting`."""
+    model of ``cfg.leaves`` parameter leaves (the canary spans all of them) and ``cfg.optimizer``
+    at ``cfg.learning_rate``. The attack and the yardstick are those of :func:`_setting`; under
+    ``threat_model="final_model"`` the driver runs as users run it (no iterates recorded) and the
+    last iterate alone is scored."""
     import optax
 
     from dpprep.algorithms import fit, train
@@ -2193,9 +2272,16 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
     layout = _layout(cfg, "train", leaves=cfg.leaves)
     model = layout.model
     plan_args = dict(
-        l2_clip_norm=1.0, target_epsilon=cfg.epsilon, delta=cfg.delta, **_run_kwargs(cfg, sampling)
+        l2_clip_norm=1.0,
+        target_epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        neighboring_relation=cfg.neighboring_relation,
+        **_run_kwargs(cfg, sampling),
     )
-    options: dict[str, Any] = {"track_params": True}
+    final = cfg.threat_model == "final_model"
+    options: dict[str, Any] = {} if final else {"track_params": True}
+    if cfg.optimizer != "sgd":
+        options["optimizer"] = cfg.optimizer
     if cfg.microbatch_size is not None:
         # the GLM fast path holds no per-example gradients: microbatches need the vmap path
         options.update(microbatch_size=cfg.microbatch_size, clip_method="vmap")
@@ -2226,8 +2312,19 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
     setting = _setting(cfg, key, sampling, layout, dp_plan)
     positions = tuple(cfg.canary_positions)
     params0 = setting.params0
-    score_all = jax.jit(jax.vmap(setting.score))
+    if final:
+        # the last iterate, flat (a leading axis of one: _flat_iterates' layout)
+        final_all = jax.jit(jax.vmap(setting.final_score))
+        score_all = lambda flat: final_all(flat[:, -1])  # noqa: E731
+    else:
+        score_all = jax.jit(jax.vmap(setting.score))
     tc = TrainConfig(model, Hyper(cfg.learning_rate), dp_plan, **options)
+
+    def released(params: Any, metrics: dict) -> Any:
+        """What the attacker sees, with a leading step axis: every iterate, or the last."""
+        if final:
+            return jax.tree_util.tree_map(lambda leaf: leaf[None], params)
+        return metrics["params"]
 
     def per_run(call: Callable[[tuple, jax.Array], Any]) -> Callable:
         def runner(keys, inside):
@@ -2241,9 +2338,14 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
         return runner
 
     if driver == "train":
-        runner = per_run(lambda data, k: train(tc, params0, data, k)[1]["params"])
+        runner = per_run(lambda data, k: released(*train(tc, params0, data, k)))
     elif driver == "fit":
-        runner = per_run(lambda data, k: call_fit(data, k).metrics["params"])
+
+        def fitted(data: tuple, k: jax.Array) -> Any:
+            out = call_fit(data, k)
+            return released(out.params, out.metrics)
+
+        runner = per_run(fitted)
     elif driver == "dp_step":
         generic = cfg.leaves > 1 or cfg.microbatch_size is not None
         loss = (
@@ -2253,8 +2355,10 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
         )
         grad_fn = dp_plan.clipped_grad(loss, microbatch_size=cfg.microbatch_size)
 
+        user_tx = {"sgd": optax.sgd, "adam": optax.adam}[cfg.optimizer](cfg.learning_rate)
+
         def tx_of(run_key):
-            return dp_plan.optimizer(optax.sgd(cfg.learning_rate), key=run_key)
+            return dp_plan.optimizer(user_tx, key=run_key)
 
         def step(params, opt_state, x, y, run_key):
             out = dp_step(params, opt_state, (x, y), grad_fn=grad_fn, tx=tx_of(run_key))
@@ -2274,6 +2378,8 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
             for _ in range(dp_plan.steps):
                 params, opt_state = step_all(params, opt_state, x, y, run_keys)
                 iterates.append(params)
+            if final:
+                iterates = iterates[-1:]
             trajectory = jax.tree_util.tree_map(lambda *ps: jnp.stack(ps, axis=1), *iterates)
             return score_all(jax.vmap(_flat_iterates)(trajectory))
 
@@ -2294,11 +2400,15 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
                     data,
                     run_keys[rows],
                     {"learning_rate": np.asarray([cfg.learning_rate], np.float32)},
+                    return_params=final,
                 )
                 trajectory = jax.tree_util.tree_map(
-                    lambda leaf: leaf[:, 0], result.metrics["params"]
+                    lambda leaf: leaf[:, 0, None] if final else leaf[:, 0],
+                    result.params if final else result.metrics["params"],
                 )
                 scores = score_all(jax.vmap(_flat_iterates)(trajectory))
+                if final:
+                    scores = {"score": scores}
                 if out is None:
                     out = {
                         k: np.zeros((inside.size,) + v.shape[1:], v.dtype)
@@ -2306,7 +2416,8 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
                     }
                 for k, v in scores.items():
                     out[k][rows] = np.asarray(v)
-            return out
+            assert out is not None
+            return out["score"] if final else out
 
     return setting.target(cfg, runner, host=True)
 
@@ -2362,15 +2473,7 @@ for _name, _build in (
     )
 
 for _driver in DRIVERS:
-    register(
-        _driver,
-        functools.partial(_driver_setup, driver=_driver),
-        why_not={
-            "final_model": (
-                "not implemented: the white-box audit of what the driver releases step by step"
-            )
-        },
-    )
+    register(_driver, functools.partial(_driver_setup, driver=_driver), threat_models=THREAT_MODELS)
 
 #: dpprep's own learners (:data:`REGISTRY` also holds any registered later).
 LEARNERS = tuple(REGISTRY)
@@ -2497,13 +2600,26 @@ def available_memory() -> int | None:
 # The audit
 
 
+#: AuditConfig fields added after the digest of :func:`audit_key` was fixed: left out of it at their
+#: defaults, so an audit that does not set a new option keeps its key, and its runs (every audit
+#: measured before the option existed reproduces). A field added to AuditConfig goes here.
+_ADDED_FIELDS = ("neighboring_relation", "optimizer")
+_DEFAULT_CONFIG_VALUES = {
+    f.name: f.default for f in dataclasses.fields(AuditConfig) if f.name in _ADDED_FIELDS
+}
+
+
 def audit_key(cfg: AuditConfig) -> jax.Array:
     """The audit's own PRNG key: its ``seed`` folded with a digest of its whole config, so audits
     that differ in anything draw independent runs (two learners audited at seed 0 are independent
     trials, not the same noise twice) and the same config draws the same runs on every machine."""
     if not isinstance(cfg, AuditConfig):
         raise TypeError(f"audit_key takes an AuditConfig, got {type(cfg).__name__}")
-    fields = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=repr)
+    fields = dataclasses.asdict(cfg)
+    for name in _ADDED_FIELDS:
+        if fields[name] == _DEFAULT_CONFIG_VALUES[name]:
+            del fields[name]
+    fields = json.dumps(fields, sort_keys=True, default=repr)
     digest = hashlib.sha256(fields.encode()).digest()
     key = jax.random.key(0)
     for i in range(0, 16, 4):  # 4 × 31 bits of the digest (fold_in takes a 32-bit word)

@@ -142,6 +142,25 @@ def norm_roundings(shapes: list[tuple[int, ...]]) -> int:
     return 1 + max(pairwise_depth(size) for size in sizes) + pairwise_depth(len(sizes))
 
 
+#: The precision of every product that forms a clipped sum, whatever the matmul precision of the
+#: context (a user's ``matmul_precision``, ``jax.default_matmul_precision``, a backend's default).
+#: A GPU's default for float32 is TF32, which rounds each entry of ``g_i`` and its clip factor to 10
+#: mantissa bits inside the product: an example's contribution then exceeds ``C`` by up to ~1e-3
+#: relative (1.00063·C measured on an H200 through the softmax fast path at JAX's default), far
+#: above :func:`rounding_pad`. The model's own products (logits, hidden layers) may run at any
+#: precision: the norm is computed from the gradient they give, and only the sum must not round
+#: that gradient again.
+CLIPPED_SUM_PRECISION = jax.lax.Precision.HIGHEST
+
+
+def clipped_product(
+    a: Array, b: Array, axes: int | tuple[Sequence[int], Sequence[int]] = 1
+) -> Array:
+    """``tensordot(a, b, axes)`` at :data:`CLIPPED_SUM_PRECISION`: the one product that sums
+    clipped contributions (the general path's ``Σ_i c_i·g_i``, the GLM paths' ``xᵀ(c ⊙ r)``)."""
+    return jnp.tensordot(a, b, axes=axes, precision=CLIPPED_SUM_PRECISION)
+
+
 def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array:
     """``mask_i · min(1, C/||g_i||)``, and 0 where ``||g_i||`` is not finite: the weight of each
     example's gradient in the clipped sum. A weight of 0 alone does not remove a non-finite
@@ -227,8 +246,8 @@ def _weighted_row_sum(scale: Array, grads: Params, finite: Array) -> Params:
             weight = jnp.where(keep, jax.lax.dynamic_slice_in_dim(scale, start, chunk), 0.0)
             return [
                 total
-                + jnp.tensordot(
-                    weight, _zero_rows(keep, jax.lax.dynamic_slice_in_dim(g, start, chunk)), axes=1
+                + clipped_product(
+                    weight, _zero_rows(keep, jax.lax.dynamic_slice_in_dim(g, start, chunk))
                 )
                 for total, g in zip(totals, rows)
             ]
@@ -236,9 +255,7 @@ def _weighted_row_sum(scale: Array, grads: Params, finite: Array) -> Params:
         zeros = [jnp.zeros(g.shape[1:], jnp.result_type(scale, g)) for g in rows]
         return jax.lax.fori_loop(0, count, body, zeros)
 
-    sums = nan_safe(
-        finite, lambda rows: [jnp.tensordot(scale, g, axes=1) for g in rows], rows, zeroed
-    )
+    sums = nan_safe(finite, lambda rows: [clipped_product(scale, g) for g in rows], rows, zeroed)
     return jax.tree_util.tree_unflatten(
         tree, [total.reshape(g.shape[1:]) for total, g in zip(sums, leaves)]
     )
@@ -683,7 +700,11 @@ def _clipped_sum_fast(
         residual * clip_factors(norms * pad, l2_clip_norm, mask)[:, None],
         0.0,
     )
-    summed = {"w": nan_safe(jnp.isfinite(feature_norms), lambda x: x.T @ weighted, x)}
+    summed = {
+        "w": nan_safe(
+            jnp.isfinite(feature_norms), lambda x: clipped_product(x, weighted, ((0,), (0,))), x
+        )
+    }
     if "b" in params:
         summed["b"] = jnp.sum(weighted, axis=0)
     return summed, norms

@@ -599,7 +599,9 @@ def test_iterates_both_equals_separate_last_and_average_runs():
 
 def test_matmul_precision_reaches_the_step():
     """matmul_precision="float32" puts HIGHEST precision on the step's dot_generals; None
-    leaves the default."""
+    leaves the default on the model's own products (the logits), while the clipped sum asks for
+    HIGHEST whatever the setting (``clipping.CLIPPED_SUM_PRECISION``: a GPU's TF32 default would
+    let a contribution exceed C)."""
 
     def jaxpr(precision):
         plan = _private("poisson", batch_size=8, steps=2, l2_clip_norm=1.0, noise_multiplier=1.0)
@@ -615,7 +617,8 @@ def test_matmul_precision_reaches_the_step():
     dots = highest.count("dot_general")
     assert dots >= 2 and dots == default.count("dot_general")
     assert highest.count("precision=(Precision.HIGHEST, Precision.HIGHEST)") == dots
-    assert "Precision.HIGHEST" not in default
+    pinned = default.count("precision=(Precision.HIGHEST, Precision.HIGHEST)")
+    assert 1 <= pinned < dots  # the clipped sum only; the logits keep the default
 
 
 def test_non_numeric_or_out_of_float32_data_is_refused_and_a_diverged_run_warns():

@@ -70,3 +70,68 @@ def test_a_bug_on_a_drivers_own_path_is_caught_through_it(bug, options, caught_b
         return
     result = audit_with_bug(bug, cfg)
     assert result.violation and caught_by in result.caught_by, result.verdict()
+
+
+def test_a_replace_one_plan_is_audited_against_its_own_relation():
+    """The canary against its opposite (the worlds' sums differ by 2C), the plan and the yardstick
+    both replace-one: honest, not flagged; a plan that accounts add/remove whatever it states
+    (noise for C, not 2C: ε 2.15 against 1) is caught by the attack, the noise test and the
+    calibration check."""
+    honest = audit(
+        AuditConfig(
+            "dp_step", runs=4000, pilot_runs=400, neighboring_relation="replace_one", **POISSON
+        )
+    )
+    assert not honest.violation, honest.verdict()
+    broken = audit_with_bug(
+        "relation_dropped",
+        AuditConfig(
+            "dp_step",
+            sampling="full",
+            steps=10,
+            runs=2000,
+            pilot_runs=200,
+            neighboring_relation="replace_one",
+        ),
+    )
+    assert broken.violation
+    assert {"gdp", "noise:scale", "check:calibration"} <= set(broken.caught_by), broken.verdict()
+
+
+@pytest.mark.parametrize("driver", auditing.DRIVERS)
+def test_a_final_model_audit_scores_the_last_iterate_the_driver_returns(driver):
+    options = {"sampling": "full", "steps": 10} if driver == "fit" else POISSON
+    cfg = AuditConfig(
+        driver,
+        "final_model",
+        runs=400,
+        pilot_runs=100,
+        optimizer="adam",
+        learning_rate=0.1,
+        **options,
+    )
+    target = auditing.REGISTRY[driver].build(cfg, jax.random.key(0))
+    assert target.releases is None  # no updates released, no release count to check
+    out = target.runner(
+        jax.random.split(jax.random.key(1), 4), jnp.array([True, False, True, False])
+    )
+    assert jnp.shape(out) == (4,) and bool(jnp.all(jnp.isfinite(jnp.asarray(out))))
+
+
+@pytest.mark.parametrize("optimizer, learning_rate", [("sgd", 1.0), ("adam", 0.1)])
+def test_the_last_iterate_of_dp_gd_shows_a_2c_clip_bound(optimizer, learning_rate):
+    """DP-GD's last iterate alone (full batch: for SGD, the sum of every update) sees per-example
+    gradients clipped to 2C, with SGD and with Adam; the honest run is not flagged."""
+    cfg = AuditConfig(
+        "dp_step",
+        "final_model",
+        sampling="full",
+        steps=10,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        runs=4000,
+        pilot_runs=400,
+    )
+    assert not audit(cfg).violation
+    broken = audit_with_bug("clip_2c", cfg)
+    assert broken.violation and "gdp" in broken.caught_by, broken.verdict()

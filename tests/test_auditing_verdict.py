@@ -159,3 +159,70 @@ def test_driver_options_belong_to_drivers():
     AuditConfig("fit", sampling="full", batch_size=100)  # no batches: any batch_size
     with pytest.raises(ValueError, match=r"screen must be in \[significance, 0.5\)"):
         AuditConfig("dp_gd", significance=0.01, screen=0.005)
+
+
+def test_a_replace_one_audit_belongs_to_a_driver_and_is_held_to_replace_one():
+    with pytest.raises(ValueError, match="neighboring_relation set for learner 'dp_gd'"):
+        AuditConfig("dp_gd", neighboring_relation="replace_one")
+    with pytest.raises(ValueError, match="neighboring_relation must be one of"):
+        AuditConfig("train", neighboring_relation="zero_out")
+    with pytest.raises(ValueError, match="neighboring_relation must be one of"):
+        auditing.yardstick("full", 100, epsilon=1.0, delta=1e-5, steps=10, neighboring_relation="")
+    # A full-batch Gaussian release has sensitivity 2C under replace-one: the reference noise
+    # doubles exactly, and the curve the audit is held to is the add/remove curve at half the noise.
+    add = auditing.yardstick("full", 100, epsilon=1.0, delta=1e-5, steps=10)
+    replace = auditing.yardstick(
+        "full", 100, epsilon=1.0, delta=1e-5, steps=10, neighboring_relation="replace_one"
+    )
+    assert replace.noise_multiplier == pytest.approx(2 * add.noise_multiplier, rel=1e-4)
+    assert replace.epsilon == pytest.approx(add.epsilon, rel=1e-3)
+    grid = np.array([0.5, 1.0, 2.0])
+    np.testing.assert_allclose(replace.profile()(grid), add.profile()(grid), rtol=1e-2, atol=1e-9)
+    # Poisson: replace-one is not add/remove at twice the noise (dp-accounting's own event)
+    poisson = auditing.yardstick(
+        "poisson", 100, epsilon=1.0, delta=1e-5, epochs=5, batch_size=20
+    ).noise_multiplier
+    poisson_r = auditing.yardstick(
+        "poisson",
+        100,
+        epsilon=1.0,
+        delta=1e-5,
+        epochs=5,
+        batch_size=20,
+        neighboring_relation="replace_one",
+    ).noise_multiplier
+    assert poisson < poisson_r < 2 * poisson
+
+
+def test_a_new_config_option_at_its_default_keeps_every_audits_key():
+    """Committed audits (results/audit, the guide, the notebook) reproduce only if their keys do:
+    a field added to AuditConfig is left out of the key's digest at its default
+    (``auditing._ADDED_FIELDS``); one added without that changes every audit's runs."""
+    digested = {
+        "batch_size", "canary_norm", "canary_positions", "chunk", "delta", "dim", "epochs",
+        "eps_f", "epsilon", "learner", "learning_rate", "leaves", "levels", "microbatch_size",
+        "missing_fraction", "n", "noise_factor", "opposer", "pilot_runs", "runs", "sampling",
+        "screen", "seed", "significance", "steps", "steps_per_call", "threat_model", "tv",
+    }  # fmt: skip
+    names = {f.name for f in dataclasses.fields(AuditConfig)}
+    assert names == digested | set(auditing._ADDED_FIELDS)
+    # the key of a default DP-GD audit, as it was before any field was added
+    key = jax.random.key_data(auditing.audit_key(AuditConfig("dp_gd")))
+    assert key.tolist() == [3902235833, 1695763537]
+    # a new option set away from its default is part of the digest
+    replace = AuditConfig("train", neighboring_relation="replace_one")
+    assert not np.array_equal(
+        jax.random.key_data(auditing.audit_key(replace)),
+        jax.random.key_data(auditing.audit_key(AuditConfig("train"))),
+    )
+
+
+def test_adam_is_a_drivers_option_audited_on_the_last_iterate():
+    with pytest.raises(ValueError, match="is audited under threat_model='final_model'"):
+        AuditConfig("train", optimizer="adam")
+    with pytest.raises(ValueError, match="optimizer set for learner 'dp_gd'"):
+        AuditConfig("dp_gd", "final_model", optimizer="adam")
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        AuditConfig("train", "final_model", optimizer="rmsprop")
+    AuditConfig("dp_step", "final_model", optimizer="adam", epochs=5, batch_size=20)
+    assert auditing.SUPPORTED["dp_step"] == auditing.THREAT_MODELS

@@ -853,3 +853,67 @@ def test_prng_argnum_at_an_argument_that_is_not_a_key_is_refused_before_compilin
     raw = clipping.clipped_grad(_keyed_loss, l2_clip_norm=1.0, prng_argnum=3)
     out = raw(params, batch, state, jax.random.PRNGKey(7))  # a raw uint32[2] key is a key too
     assert np.isfinite(np.asarray(out.grad["w"])).all()
+
+
+def _batch_contractions(jaxpr, size: int) -> list:
+    """The dot_general equations of ``jaxpr`` (and every jaxpr nested in it) that contract an axis
+    of length ``size``: with ``size`` the batch size and no feature of that length, the products
+    that sum over the examples."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            if any(lhs[axis] == size for axis in contract):
+                found.append(eqn)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    found += _batch_contractions(inner, size)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", ["vmap_mlp", "vmap_microbatches", "fast_softmax", "fast_logistic", "transformed"]
+)
+def test_clipped_sums_run_at_full_precision_whatever_the_matmul_precision(path):
+    """On a GPU, JAX's default float32 matmul is TF32: an H200 summed one softmax example's
+    clipped contribution to 1.00063·C (tests/test_clipping.py's bound tests failed there). Every
+    product over the examples that forms a clipped sum must ask for HIGHEST itself, whatever the
+    context asks (here bfloat16, the lowest); CPUs ignore the precision, so the jaxpr is checked."""
+    b, d, k = 7, 5, 3
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(b, d)), jnp.float32)
+    y = jnp.zeros(b, jnp.int32)
+    mask = jnp.ones(b)
+    if path.startswith("vmap"):
+        model = models.mlp(d, 4, k)
+        grad_fn = clipping.clipped_grad(
+            model, l2_clip_norm=1.0, method="vmap", microbatch_size=2 if "micro" in path else None
+        )
+        fn = lambda p: grad_fn(p, (x, y), mask=mask).grad  # noqa: E731
+        size = 2 if "micro" in path else b
+    elif path == "transformed":
+        model = models.softmax_regression(d, k)
+        fn = lambda p: features._clipped_sum_fast(  # noqa: E731
+            model, p, x, y, 1.0, mask, 2.0, jnp.ones(d)
+        )[0]
+        size = b
+    else:
+        model = (
+            models.softmax_regression(d, k)
+            if path == "fast_softmax"
+            else models.logistic_regression(d)
+        )
+        y = y if path == "fast_softmax" else y.astype(jnp.float32)
+        grad_fn = clipping.clipped_grad(model, l2_clip_norm=1.0, method="fast")
+        fn = lambda p: grad_fn(p, (x, y), mask=mask).grad  # noqa: E731
+        size = b
+    params = model.init(jax.random.key(0))
+    with jax.default_matmul_precision("bfloat16"):
+        jaxpr = jax.make_jaxpr(fn)(params).jaxpr
+    sums = _batch_contractions(jaxpr, size)
+    assert sums, "no product over the examples found: the test no longer sees the clipped sum"
+    highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+    for eqn in sums:
+        assert eqn.params["precision"] == highest, (path, eqn)

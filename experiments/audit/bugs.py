@@ -31,8 +31,9 @@ class Bug:
     Attributes:
       description: what the broken code does.
       patches: ``(module, attribute, wrap)`` triples: while injected, ``module.attribute`` is
-        ``wrap(original)``. Library code looks these names up when the audit traces the learner,
-        so every learner built and compiled inside :func:`inject` runs the broken code.
+        ``wrap(original)`` (``attribute`` may be ``"Class.method"``). Library code looks these
+        names up when the audit traces the learner, so every learner built and compiled inside
+        :func:`inject` runs the broken code.
       learners: dpprep learners whose code path the patch reaches.
     """
 
@@ -203,6 +204,12 @@ BUGS: dict[str, Bug] = {
         (("dpprep.algorithms", "fit", patches.fit_delta_tenfold),),
         ("fit",),
     ),
+    "relation_dropped": Bug(
+        "the plan accounts every run as add/remove, whatever relation it states: a replace-one"
+        " plan's noise is calibrated for C, not 2C (dpprep.plan.ExecutionPlan._options)",
+        (("dpprep.plan", "ExecutionPlan._options", patches.relation_dropped),),
+        _DRIVERS,
+    ),
 }
 
 
@@ -251,10 +258,14 @@ def inject(name: str) -> Iterator[Bug]:
     with dp.calibration_store(None):
         try:
             for module_name, attribute, wrap in bug.patches:
-                module = importlib.import_module(module_name)
-                original = getattr(module, attribute)
-                saved.append((module, attribute, original))
-                setattr(module, attribute, wrap(original))
+                # "Class.method" patches a method of a class of the module
+                owner: Any = importlib.import_module(module_name)
+                *path, name = attribute.split(".")
+                for part in path:
+                    owner = getattr(owner, part)
+                original = getattr(owner, name)
+                saved.append((owner, name, original))
+                setattr(owner, name, wrap(original))
             yield bug
         finally:
             for module, attribute, original in reversed(saved):

@@ -58,6 +58,9 @@ TITLES = {
     "dp_step_microbatch": "dp_step loop: Poisson, microbatches",
     "dp_step_full_leaves": "dp_step loop: DP-GD, 3 leaves",
     "sweep_points_shuffle": "sweep_points(): shuffled, η 4",
+    "dp_step_replace_one": "dp_step loop: Poisson, replace-one plan",
+    "dp_step_full_final": "dp_step loop: DP-GD, last iterate only",
+    "dp_step_adam_final": "dp_step loop: DP-GD with Adam η 0.1, last iterate only",
 }
 
 
@@ -162,6 +165,11 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dp_step_full_leaves", "clip_2c"),
     ("sweep_points_shuffle", "seeds_share_first_key"),
     ("sweep_points_shuffle", "noise_after_learning_rate"),
+    ("dp_step_replace_one", "relation_dropped"),
+    ("dp_step_full_final", "clip_2c"),
+    ("dp_step_full_final", "batch_max_scaling"),
+    ("dp_step_adam_final", "clip_2c"),
+    ("dp_step_adam_final", "noise_0.7x"),
 )
 
 #: Why a catalogue row is not caught, computed (how many runs it would need, and why); shown as

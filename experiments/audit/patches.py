@@ -266,3 +266,16 @@ def fit_delta_tenfold(fit: Callable) -> Callable:
         return fit(*args, delta=10 * delta, **kwargs)
 
     return broken
+
+
+def relation_dropped(options_of: Callable) -> Callable:
+    # The plan's accounting options lose the neighbouring relation (add/remove, the default): a
+    # replace-one plan, whose sensitivity is 2C, is calibrated and accounted for C.
+    from dpprep.accounting import dp
+
+    def broken(self, options):
+        if options is None:
+            return dp.AccountingOptions()
+        return dataclasses.replace(options, neighboring_relation="add_remove")
+
+    return broken

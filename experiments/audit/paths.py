@@ -50,9 +50,40 @@ DRIVER_PATHS: dict[str, dict[str, Any]] = {
         "pilot_runs": 1_000,
         "chunk": 2_000,
     },
+    # a replace-one plan: the canary against its opposite (the worlds' sums differ by 2C)
+    "dp_step_replace_one": {
+        "learner": "dp_step",
+        "epochs": 5,
+        "batch_size": 20,
+        "neighboring_relation": "replace_one",
+    },
+    # DP-GD's last iterate alone (the final-model threat model), with SGD and with Adam at η 0.1
+    "dp_step_full_final": {
+        "learner": "dp_step",
+        "threat_model": "final_model",
+        "sampling": "full",
+        "steps": 10,
+    },
+    "dp_step_adam_final": {
+        "learner": "dp_step",
+        "threat_model": "final_model",
+        "sampling": "full",
+        "steps": 10,
+        "optimizer": "adam",
+        "learning_rate": 0.1,
+    },
 }
 #: The options that tell two audits of one driver apart (:func:`path_of`).
-_PATH_OPTIONS = ("sampling", "microbatch_size", "steps_per_call", "leaves", "learning_rate")
+_PATH_OPTIONS = (
+    "sampling",
+    "microbatch_size",
+    "steps_per_call",
+    "leaves",
+    "learning_rate",
+    "neighboring_relation",
+    "optimizer",
+    "threat_model",
+)
 
 
 def learner_of(path: str) -> str:
@@ -77,4 +108,7 @@ _DEFAULTS = {
     "steps_per_call": None,
     "leaves": 1,
     "learning_rate": 1.0,
+    "neighboring_relation": "add_remove",
+    "optimizer": "sgd",
+    "threat_model": "white_box",
 }

@@ -28,6 +28,8 @@ def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:
         threats = ["final_model"] if learner in FINAL_MODEL_ONLY else ["white_box"]
         if learner in profile.final_model and learner not in FINAL_MODEL_ONLY:
             threats.append("final_model")
+        if "threat_model" in shape:  # a driver path audited under one threat model
+            threats = [shape["threat_model"]]
         eps_list = profile.pipeline_epsilons if learner == "impute_dp_gd" else profile.epsilons
         if path in DRIVER_PATHS:  # one ε: a driver's audit checks its path, not the accountant
             eps_list = eps_list[:1]
@@ -67,6 +69,7 @@ def configs(profile: Profile) -> list[tuple[str, AuditConfig]]:
             raise ValueError(f"catalogue bug {bug!r} is unknown; available: {', '.join(BUGS)}")
         learner = learner_of(path)
         threat = "final_model" if learner in FINAL_MODEL_ONLY else "white_box"
+        threat = SHAPES[path].get("threat_model", threat)
         eps = 0.25 if learner == "impute_dp_gd" else 1.0
         sizes = _sizes(SHAPES[path], profile.runs_catalogue, profile.pilot_runs)
         out.append((f"bug:{bug}", AuditConfig(learner, threat, epsilon=eps, **sizes)))
@@ -83,6 +86,7 @@ def _sizes(shape: dict[str, Any], runs: int, pilot_runs: int) -> dict[str, Any]:
     selection's host loop), which a small profile scales down (smoke: a tenth of its runs)."""
     sizes = {"runs": runs, "pilot_runs": pilot_runs, **shape}
     sizes.pop("learner", None)
+    sizes.pop("threat_model", None)  # the config's second argument
     if "runs" in shape and runs < _FULL_PROFILE_RUNS:
         sizes["runs"] = min(shape["runs"], runs // 10)
         # ≥ the 32 thresholds

@@ -25,7 +25,7 @@ def test_audit_smoke(smoke_out):
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
     assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
-    assert "| **all** | | **18** |" in (out / "alarms.md").read_text()
+    assert "| **all** | | **21** |" in (out / "alarms.md").read_text()
     assert "## Per path" in (out / "catalogue.md").read_text()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
@@ -90,3 +90,10 @@ def test_every_driver_path_is_audited_with_its_options():
     assert options["train_options"].leaves == 3 and options["train_options"].steps_per_call == 7
     assert options["train_options"].learning_rate == 4.0
     assert {options[p].sampling for p in DRIVER_PATHS} == {"full", "poisson", "shuffle"}
+    # a replace-one plan; the last iterate alone, with SGD and with Adam
+    assert options["dp_step_replace_one"].neighboring_relation == "replace_one"
+    for path, optimizer in (("dp_step_full_final", "sgd"), ("dp_step_adam_final", "adam")):
+        cfg = options[path]
+        assert (cfg.threat_model, cfg.optimizer) == ("final_model", optimizer)
+    # path_of tells every driver path apart (each audit lands in its own row of the report)
+    assert len({path_of(c) for _, c in plan if c.learner in ("dp_step",)}) == 5
