@@ -401,7 +401,7 @@ class AuditConfig:
             )
         if not 0 < self.missing_fraction < 1:
             raise ValueError(f"missing_fraction must be in (0, 1), got {self.missing_fraction!r}")
-        if self.learner in ("dpsgdf", "dpsgdf_grid") and not 0 < self.eps_f < self.epsilon:
+        if self.learner in DPSGDF_LEARNERS and not 0 < self.eps_f < self.epsilon:
             raise ValueError(f"eps_f must be in (0, epsilon={self.epsilon}), got {self.eps_f!r}")
         positions = self.canary_positions
         if (
@@ -455,8 +455,10 @@ class AuditConfig:
         object.__setattr__(self, "leaves", check_positive_int(self.leaves, "leaves"))
         if self.leaves > 8:
             raise ValueError(f"leaves must be at most 8, got {self.leaves}")
-        minibatch = ("dp_sgd_poisson", "dp_sgd_shuffle", "dpsgdf", "dpsgdf_grid") + tuple(
-            f"dp_sgd_poisson_{p}" for p in PATHS[1:]
+        minibatch = (
+            ("dp_sgd_poisson", "dp_sgd_shuffle")
+            + DPSGDF_LEARNERS
+            + tuple(f"dp_sgd_poisson_{p}" for p in PATHS[1:])
         )
         if (
             self.learner in minibatch or (self.learner in DRIVERS and self.sampling != "full")
@@ -1048,6 +1050,82 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         profile=ref.profile(),
         checks=checks,
         releases=ref.steps,
+    )
+
+
+def _dpsgdf_fit_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+    """DPSGD-F through its public entry :func:`dpprep.dpsgdf.fit`, one call per run on the raw
+    dataset with the canary inserted (its input checks, normalisation, private mean, plan and
+    calibration all run), the audit's linear-loss model passed as ``model`` and every iterate
+    recorded (``track_params``); scored and held to the yardstick as :func:`_dpsgdf_setup` (the
+    released μ̂ and every update, the out world's untouched columns)."""
+    from dpprep import dpsgdf
+
+    unit_bg, e_d = _dpsgdf_data(cfg, key)
+    d = unit_bg.shape[1]
+    model = _model("linear", d)
+    feature_norm, clip = 2.0, 1.0
+    run = dpsgdf.DpsgdfConfig(
+        method="dpsgdf",
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        eps_F=cfg.eps_f,
+        feature_norm=feature_norm,
+        batch_size=cfg.batch_size,
+        epochs=cfg.epochs,
+        learning_rate=cfg.learning_rate,
+        l2_clip_norm=clip,
+        iterates="last",
+    )
+    dp_plan = dpsgdf.plan(run, cfg.n)
+    s = dpsgdf.calibrate(run, cfg.n).mean_multiplier
+    assert s is not None
+    ref = yardstick(
+        "poisson",
+        cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        pad=dp_plan.execution.pad,
+        mean_epsilon=cfg.eps_f,
+    )
+    assert ref.mean_multiplier is not None
+    params0 = model.init(None)
+    positions = tuple(cfg.canary_positions)
+    labels = np.zeros(cfg.n - 1, np.int32)
+
+    def runner(keys, inside):
+        index, run_keys = _split_runs(keys, positions, cfg.n)
+        scores, nulls = [], []
+        for i, world in enumerate(np.asarray(inside)):
+            row = e_d if world else np.zeros_like(e_d)  # out: the zero record (label 0)
+            x = np.insert(unit_bg, int(index[i]), row, axis=0)
+            y = np.insert(labels, int(index[i]), int(world))
+            out = dpsgdf.fit(run, x, y, run_keys[i], model=model, track_params=True)
+            updates = np.asarray(_updates(out.metrics["params"], params0))
+            mu_hat = np.asarray(out.mu_hat, np.float32)
+            scores.append(_dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, xp=np))
+            nulls.append(_dpsgdf_null(cfg, ref, updates, np.asarray(world), clip, xp=np))
+        return {"score": np.asarray(scores), "null": np.asarray(nulls)}
+
+    details = {
+        "noise_multiplier": float(dp_plan.noise_multiplier),
+        "mean_multiplier": float(s),
+        "steps": float(dp_plan.steps),
+        "reference_noise_multiplier": float(ref.noise_multiplier),
+        "reference_mean_multiplier": float(ref.mean_multiplier),
+    }
+    return AuditTarget(
+        runner,
+        float(ref.epsilon),
+        float(dp_plan.epsilon),
+        details,
+        rigorous=("clopper_pearson", "tradeoff"),
+        profile=ref.profile(),
+        checks={**ref.checks(dp_plan), **ref.mean_checks(s)},
+        releases=ref.steps,
+        host=True,
     )
 
 
@@ -2232,6 +2310,8 @@ def _trajectory_setup(
 #: runs of a chunk vmapped), and :func:`~dpprep.sweeps.sweep_points` called once per chunk and
 #: world (each run a seed of the sweep).
 DRIVERS = ("train", "fit", "dp_step", "sweep_points")
+#: DPSGD-F through the engine, its grid path and its public ``fit``.
+DPSGDF_LEARNERS = ("dpsgdf", "dpsgdf_grid", "dpsgdf_fit")
 #: The optimizers a driver audit runs after the privatizer (:attr:`AuditConfig.optimizer`).
 OPTIMIZERS = ("sgd", "adam")
 
@@ -2456,6 +2536,7 @@ register(
 for _name, _build in (
     ("dpsgdf", _dpsgdf_setup),
     ("dpsgdf_grid", _dpsgdf_grid_setup),
+    ("dpsgdf_fit", _dpsgdf_fit_setup),
     ("corrdp_sgd", _corrdp_setup),
     ("corrdp_sgd_sensitive", functools.partial(_corrdp_setup, coordinate="sensitive")),
     ("impute_dp_gd", _impute_setup),

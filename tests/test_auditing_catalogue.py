@@ -65,6 +65,7 @@ def test_inject_restores_the_library_even_on_error():
             algorithms.fit,
             step._privatizer_state,
             sweeps.sweep_points,
+            plan.ExecutionPlan._options,
         )
 
     originals = patched()
@@ -89,6 +90,7 @@ def test_inject_restores_the_library_even_on_error():
         ("dpprep.algorithms", "fit"),
         ("dpprep.step", "_privatizer_state"),
         ("dpprep.sweeps", "sweep_points"),
+        ("dpprep.plan", "ExecutionPlan._options"),
     }
     for name in bugs.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
@@ -154,6 +156,28 @@ def test_each_bug_acts_in_the_library_function_it_names():
     np.testing.assert_allclose(dpsgdf.mean_from_parts(np.zeros(3), 10, 2.0, 5.0, xi), 1.0)
     with inject("corrdp_factors_halved"):
         np.testing.assert_allclose(corr_noise.corrdp_factors(3, [0], 0.5), [1.0, 0.25, 0.25])
+    # The mean from the rows' sum: n times the mean's signal, the noise scaled for a mean.
+    with inject("mean_of_sum"):
+        np.testing.assert_allclose(dpsgdf.mean_from_parts(np.full(3, 0.1), 10, 2.0, 5.0, xi), 3.0)
+    np.testing.assert_allclose(dpsgdf.mean_from_parts(np.full(3, 0.1), 10, 2.0, 5.0, xi), 1.2)
+    # The neighbouring relation dropped: a replace-one plan calibrated as add/remove (at full
+    # batch, exactly half the noise).
+    from dpprep.plan import DPPlan
+
+    def replace_one_noise() -> float:
+        return DPPlan.create(
+            "full",
+            100,
+            steps=10,
+            l2_clip_norm=1.0,
+            target_epsilon=1.0,
+            delta=1e-5,
+            neighboring_relation="replace_one",
+        ).noise_multiplier
+
+    honest_z = replace_one_noise()
+    with inject("relation_dropped"):
+        assert replace_one_noise() == pytest.approx(honest_z / 2, rel=1e-3)
 
 
 def test_a_catalogue_bug_does_not_leak_into_later_compilations():

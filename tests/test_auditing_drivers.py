@@ -135,3 +135,13 @@ def test_the_last_iterate_of_dp_gd_shows_a_2c_clip_bound(optimizer, learning_rat
     assert not audit(cfg).violation
     broken = audit_with_bug("clip_2c", cfg)
     assert broken.violation and "gdp" in broken.caught_by, broken.verdict()
+
+
+def test_dpsgdf_fit_is_audited_through_its_own_call():
+    """DPSGD-F through dpsgdf.fit (its normalisation, private mean, plan and run, one call per
+    run): honest, not flagged; its mean formed from the rows' sum (noise n times too small for
+    it) is caught."""
+    cfg = AuditConfig("dpsgdf_fit", runs=500, pilot_runs=100, **POISSON)
+    assert not audit(cfg).violation
+    broken = audit_with_bug("mean_of_sum", cfg)
+    assert broken.violation and "clopper_pearson" in broken.caught_by, broken.verdict()

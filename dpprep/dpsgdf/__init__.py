@@ -421,10 +421,15 @@ def fit(
     *,
     eval_data: tuple[ArrayLike, ArrayLike] | None = None,
     num_classes: int | None = None,
+    model: models.Model | None = None,
+    track_params: bool = False,
 ) -> FitResult:
     """Algorithm 3 end to end on raw features ``x`` (normalised here unless ``feature_norm`` is
     None). ``eval_data`` (raw test features) are normalised the same way and scored with the
-    bias-corrected parameters (Algorithm 3 step 4), so μ̂ is not subtracted again at test time."""
+    bias-corrected parameters (Algorithm 3 step 4), so μ̂ is not subtracted again at test time.
+    ``model``: a GLM of ``d`` features (:mod:`dpprep.models`; default the paper's softmax
+    regression over ``num_classes``); ``track_params``: record every (centred) iterate in
+    ``metrics["params"]``, as :class:`~dpprep.algorithms.TrainConfig` does."""
     key = check_key(key)
     x = check_finite_array(x, "x", ndim=2, float32=True)
     n, d = x.shape
@@ -450,10 +455,12 @@ def fit(
         mu_hat = np.zeros(d, np.float32)
     run_plan = plan(cfg, n)
     calibration = calibrate(cfg, n) if cfg.private else None
-    tc = train_config(cfg, run_plan, d, k)
+    tc = train_config(cfg, run_plan, d, k, model=model)
     shift = mu_hat if cfg.method == "dpsgdf" else None
     tc = dataclasses.replace(
-        tc, hyper=Hyper(cfg.learning_rate, extra={"feature_scale": scale, "feature_shift": shift})
+        tc,
+        hyper=Hyper(cfg.learning_rate, extra={"feature_scale": scale, "feature_shift": shift}),
+        track_params=bool(track_params),
     )
     params, metrics = train(tc, tc.model.init(None), (unit, y), key)
     if cfg.iterates == "both":

@@ -44,7 +44,12 @@ class Bug:
 
 # The public drivers (dpprep.auditing.DRIVERS) run DP-GD / DP-SGD through the same pieces.
 _DRIVERS = ("train", "fit", "dp_step", "sweep_points")
-_PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid") + _DRIVERS
+_PATHS = (
+    "dp_sgd_poisson_vmap_clip",
+    "dp_sgd_poisson_sweep_point",
+    "dpsgdf_grid",
+    "dpsgdf_fit",
+) + _DRIVERS
 _GAUSSIAN_NOISE_LEARNERS = (
     "dp_gd",
     "dp_sgd_poisson",
@@ -64,7 +69,7 @@ _PLAN_CALIBRATED = (
     "dpsgdf",
 ) + _PATHS
 _POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
-_DPSGDF = ("dpsgdf", "dpsgdf_grid")
+_DPSGDF = ("dpsgdf", "dpsgdf_grid", "dpsgdf_fit")
 
 #: The catalogue by name (:func:`inject`): every bug class the audit is tested against.
 BUGS: dict[str, Bug] = {
@@ -143,6 +148,12 @@ BUGS: dict[str, Bug] = {
     "mean_noiseless": Bug(
         "DPSGD-F's private mean is released without its noise (dpprep.dpsgdf.mean_from_parts)",
         (("dpprep.dpsgdf", "mean_from_parts", patches.noiseless_mean),),
+        _DPSGDF,
+    ),
+    "mean_of_sum": Bug(
+        "DPSGD-F's private mean is formed from the rows' sum where their mean belongs: its noise,"
+        " scaled for a mean, is n times too small (dpprep.dpsgdf.mean_from_parts)",
+        (("dpprep.dpsgdf", "mean_from_parts", patches.mean_of_sum),),
         _DPSGDF,
     ),
     "mean_sigma_halved": Bug(

@@ -60,6 +60,7 @@ TITLES = {
     "sweep_points_shuffle": "sweep_points(): shuffled, η 4",
     "dp_step_replace_one": "dp_step loop: Poisson, replace-one plan",
     "dp_step_full_final": "dp_step loop: DP-GD, last iterate only",
+    "dpsgdf_fit": "dpsgdf.fit(): DPSGD-F end to end",
     "dp_step_adam_final": "dp_step loop: DP-GD with Adam η 0.1, last iterate only",
 }
 
@@ -170,6 +171,9 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dp_step_full_final", "batch_max_scaling"),
     ("dp_step_adam_final", "clip_2c"),
     ("dp_step_adam_final", "noise_0.7x"),
+    ("dpsgdf", "mean_of_sum"),
+    ("dpsgdf_fit", "mean_of_sum"),
+    ("dpsgdf_fit", "mean_noiseless"),
 )
 
 #: Why a catalogue row is not caught, computed (how many runs it would need, and why); shown as

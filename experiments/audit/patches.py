@@ -176,6 +176,15 @@ def halved_sensitive(corrdp_factors: Callable) -> Callable:
     return broken
 
 
+def mean_of_sum(mean_from_parts: Callable) -> Callable:
+    # The rows' sum handed over where their mean belongs (np.sum for np.mean): the released μ̂
+    # carries each record at weight C_F, n times what its noise (scaled for a mean) covers.
+    def broken(unit_mean, n, feature_norm, noise_std_unit, xi):
+        return mean_from_parts(unit_mean * n, n, feature_norm, noise_std_unit, xi)
+
+    return broken
+
+
 def mean_sigma_halved(mean_sigma: Callable) -> Callable:
     # A factor-two slip in σ_F (e.g. a replace-one sensitivity divided out twice): the mean is
     # released with half its noise, and the run's multiplier is calibrated around that noise, so

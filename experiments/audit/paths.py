@@ -57,6 +57,16 @@ DRIVER_PATHS: dict[str, dict[str, Any]] = {
         "batch_size": 20,
         "neighboring_relation": "replace_one",
     },
+    # DPSGD-F through dpsgdf.fit, one call per run (~20 ms each: its checks, normalisation,
+    # private mean, plan and run)
+    "dpsgdf_fit": {
+        "learner": "dpsgdf_fit",
+        "epochs": 5,
+        "batch_size": 20,
+        "runs": 2_000,
+        "pilot_runs": 200,
+        "chunk": 500,
+    },
     # DP-GD's last iterate alone (the final-model threat model), with SGD and with Adam at η 0.1
     "dp_step_full_final": {
         "learner": "dp_step",
