@@ -111,6 +111,23 @@ def test_dpsgdf_spec_table_row():
 def test_calibrate_fixed_events_already_over_budget():
     with pytest.raises(ValueError, match="fixed_events"):
         dp.calibrate_noise(0.5, 1e-5, poisson(10, 0.1), fixed_events=(dp.gaussian_event(1.0),))
+    # refused again on every call: a refusal is never cached
+    with pytest.raises(ValueError, match="fixed_events"):
+        dp.calibrate_noise(0.5, 1e-5, poisson(10, 0.1), fixed_events=(dp.gaussian_event(1.0),))
+
+
+def test_a_cached_calibration_with_fixed_events_costs_no_accounting(monkeypatch):
+    """DPSGD-F's fit calibrates on every call: a hit on the cache answers without evaluating an ε
+    (the fixed events' own check ran when the multiplier was calibrated)."""
+    fixed = (dp.gaussian_event(7.3),)
+    first = dp.calibrate_noise(1.0, 1e-5, poisson(20, 0.1), fixed_events=fixed)
+    calls = []
+    original = dp.composed_epsilon
+    monkeypatch.setattr(
+        dp, "composed_epsilon", lambda *a, **k: calls.append(a) or original(*a, **k)
+    )
+    assert dp.calibrate_noise(1.0, 1e-5, poisson(20, 0.1), fixed_events=fixed) == first
+    assert calls == []
 
 
 # ------------------------------------------------------------------------------------------------

@@ -304,6 +304,24 @@ def test_compiled_sweep_gathers_once_per_seed_and_step():
             assert not (P in shape and plan.pad in shape and D in shape), (e.primitive.name, shape)
 
 
+def test_fit_takes_a_glm_of_the_users_and_records_its_iterates():
+    """``model``: a GLM in place of the paper's softmax regression, trained on the centred
+    features as the default is; ``track_params``: every centred iterate, the last equal to
+    ``centred``."""
+    cfg = dpsgdf.DpsgdfConfig(epsilon=2.0, eps_F=0.2, batch_size=24, epochs=2, iterates="last")
+    y = (np.asarray(Y) > 0).astype(np.int32)
+    model = models.logistic_regression(D)
+    out = dpsgdf.fit(cfg, X, y, jax.random.key(0), model=model, track_params=True)
+    assert jax.tree_util.tree_structure(out.centred) == jax.tree_util.tree_structure(
+        model.init(None)
+    )
+    steps = dpsgdf.plan(cfg, N).steps
+    trajectory = out.metrics["params"]
+    assert trajectory["w"].shape == (steps, D, 1)
+    np.testing.assert_array_equal(np.asarray(trajectory["w"][-1]), np.asarray(out.centred["w"]))
+    assert "params" not in dpsgdf.fit(cfg, X, y, jax.random.key(0)).metrics
+
+
 def test_fit_checks_its_inputs_before_calibrating(monkeypatch):
     """Every bad input of fit is refused by name before the (seconds-long) calibration (which the
     run's private plan does when it is created)."""
