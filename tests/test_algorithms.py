@@ -597,6 +597,7 @@ def test_iterates_both_equals_separate_last_and_average_runs():
     assert not np.allclose(both["last"]["w"], both["average"]["w"])
 
 
+@pytest.mark.backend_precision  # what the precision setting itself puts in the jaxpr
 def test_matmul_precision_reaches_the_step():
     """matmul_precision="float32" puts HIGHEST precision on the step's dot_generals; None
     leaves the default on the model's own products (the logits), while the clipped sum asks for

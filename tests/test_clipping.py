@@ -109,6 +109,7 @@ def _compare(model, params, x, y, l2_clip_norm):
 COMPARE = {name: jax.jit(functools.partial(_compare, model)) for name, model in MODELS.items()}
 
 
+@pytest.mark.backend_precision
 @settings(max_examples=40, deadline=None)
 @given(
     name=st.sampled_from(sorted(GLMS)),
@@ -425,6 +426,7 @@ def _transformed_contributions(name, params, x, y, l2_clip_norm, scale, shift):
     )(jnp.eye(x.shape[0]))
 
 
+@pytest.mark.backend_precision
 @settings(max_examples=30, deadline=None)
 @given(
     name=st.sampled_from(["linear", "linear_noint", "logistic", "softmax", "softmax_noint"]),
@@ -503,6 +505,7 @@ def test_huge_features_with_a_saturated_residual_are_finite():
     np.testing.assert_allclose(got["w"][:, 0], np.full(D, 1 / math.sqrt(D)), rtol=1e-5)
 
 
+@pytest.mark.backend_precision
 @pytest.mark.parametrize("name", ["linear_noint", "softmax_noint", "linear", "logistic"])
 def test_rows_near_the_shift_are_still_clipped(name):
     """Records whose transformed features are small (at distances 1e-4 … 1 of the shift, as
