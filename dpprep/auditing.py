@@ -1253,16 +1253,41 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     )
 
 
-def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensitive") -> AuditTarget:
+class _CorrdpCase(NamedTuple):
+    """A CorrDP-SGD audit's setting (:func:`_corrdp_case`): the run and its point, the data of
+    both worlds, the audited column and its reference σ, and the ε the run is held to."""
+
+    run: Any
+    point: Any
+    params0: dict
+    x_bg: np.ndarray
+    canary: np.ndarray
+    column: int
+    sigma_c: float
+    sigma_s: float
+    sigma_u: float
+    null_columns: tuple[int, int]
+    theoretical: float
+    details: dict[str, float]
+
+    def data(self, inside: Any, xp: Any = jnp) -> tuple[Any, Any]:
+        """The run's dataset: the same record up to one feature, ``+a·e_c`` (in) or ``−a·e_c``
+        (out), label 1, ``a = canary_norm·L``, after the background."""
+        row = xp.where(inside, 1.0, -1.0) * xp.asarray(self.canary)
+        x = xp.concatenate([xp.asarray(self.x_bg), row[None]])
+        y = xp.concatenate([xp.zeros(self.x_bg.shape[0], xp.float32), xp.ones(1, xp.float32)])
+        return x.astype(xp.float32), y
+
+
+def _corrdp_case(cfg: AuditConfig, key: jax.Array, coordinate: str) -> _CorrdpCase:
     """CorrDP-SGD (full batch, per-example clipping at L, the theory constant): replace-one canary
     that differs from its neighbour only in one coordinate of the class ``coordinate`` — the
     insensitive coordinate ``dim`` or the sensitive coordinate 0 — each held to its own σ.
 
     The reference is derived here from the paper's Eq. 4 — ``σ_j² = K_δ L² T/(n² ε²)·w_j``, ``w =
-    1``
-    on sensitive features and ``max{TV, m_s²/m²}`` on insensitive ones — and the closed form of T
-    Gaussian releases of a ``2L/n`` shift, not from :func:`dpprep.corrdp.noise.corrdp_factors` or
-    the accountant the learner uses: a bug in the learner's noise factors must not move the
+    1`` on sensitive features and ``max{TV, m_s²/m²}`` on insensitive ones — and the closed form
+    of T Gaussian releases of a ``2L/n`` shift, not from :func:`dpprep.corrdp.noise.corrdp_factors`
+    or the accountant the learner uses: a bug in the learner's noise factors must not move the
     yardstick it is measured against. Two more columns no record touches, one of each class,
     carry the noise test, each normalised by its class's reference σ."""
     from dpprep.corrdp import noise as corr_noise
@@ -1291,24 +1316,57 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         corr_noise.theory_constant(lipschitz, cfg.steps, cfg.n),
         corr_noise.param_factors(params0, factors),
     )
-    values = corr_sgd.point_values(run, params0, cfg.n, [point])
     # Eq. 4 written out (K_δ = log(1/δ) + 1; the floor m_s²/m² with m_s sensitive of m = d).
     weight_u = max(cfg.tv, (len(sensitive) / d) ** 2)
     base = math.sqrt(
         (math.log(1.0 / cfg.delta) + 1.0) * lipschitz**2 * cfg.steps / (cfg.n**2 * cfg.epsilon**2)
     )
-    sigma_s, sigma_u = (
-        base,
-        base * math.sqrt(weight_u),
-    )  # noise std of a coordinate of the mean gradient
+    # noise std of a coordinate of the mean gradient
+    sigma_s, sigma_u = base, base * math.sqrt(weight_u)
     column, sigma_c = (cfg.dim, sigma_u) if coordinate == "insensitive" else (0, sigma_s)
     # T full-batch Gaussian releases, each shifted by 2L/n (replace-one): one of μ = 2L√T/(n σ_c).
     theoretical = gdp_epsilon(2.0 * lipschitz * math.sqrt(cfg.steps) / (cfg.n * sigma_c), cfg.delta)
-    tc = dataclasses.replace(run.train_config(cfg.n), track_params=True)
+    x_bg, _ = background(cfg, key)
+    x_bg = np.concatenate(
+        [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1
+    ).astype(np.float32)
+    canary = np.zeros(d, np.float32)
+    canary[column] = lipschitz * cfg.canary_norm  # clipped to L·e_c
+    details = {
+        "nominal_epsilon": float(cfg.epsilon),
+        "sigma_canary_coordinate": float(sigma_c),
+        "factor_insensitive": float(weight_u),
+        "factor_insensitive_library": float(factors[cfg.dim]),
+        "factor_sensitive_library": float(factors[0]),
+    }
+    return _CorrdpCase(
+        run,
+        point,
+        params0,
+        x_bg,
+        canary,
+        column,
+        sigma_c,
+        sigma_s,
+        sigma_u,
+        (null_s, null_u),
+        float(theoretical),
+        details,
+    )
+
+
+def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensitive") -> AuditTarget:
+    """CorrDP-SGD through the engine, white-box (:func:`_corrdp_case`): every update scored along
+    the canary's column, the untouched columns of both classes carrying the noise test."""
+    from dpprep.corrdp import sgd as corr_sgd
+
+    case = _corrdp_case(cfg, key, coordinate)
+    values = corr_sgd.point_values(case.run, case.params0, cfg.n, [case.point])
+    tc = dataclasses.replace(case.run.train_config(cfg.n), track_params=True)
     hyper = Traced(
         cfg.learning_rate,
         0.0,
-        lipschitz,
+        1.0,
         extra={
             "stddev": jnp.float32(values["stddev"][0] * cfg.noise_factor),
             "noise_scales": jax.tree_util.tree_map(
@@ -1317,41 +1375,59 @@ def _corrdp_setup(cfg: AuditConfig, key: jax.Array, coordinate: str = "insensiti
         },
     )
     train_fn = engine_fn(tc)
-    x_bg, _ = background(cfg, key)
-    x_bg = np.concatenate(
-        [x_bg[:, : cfg.dim], np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1
-    )
-    x_bg, y_bg = jnp.asarray(x_bg), jnp.zeros(cfg.n - 1, jnp.float32)
-    # clipped to L·e_c
-    canary = jnp.zeros(d, jnp.float32).at[column].set(lipschitz * cfg.canary_norm)
-    null_scale = jnp.asarray([1 / sigma_s, 1 / sigma_u], jnp.float32) / cfg.learning_rate
+    null_scale = jnp.asarray([1 / case.sigma_s, 1 / case.sigma_u], jnp.float32) / cfg.learning_rate
 
     def one(run_key, inside):
-        # Same record up to one feature: +a·e_c (in) or −a·e_c (out), label 1, a = canary_norm·L.
-        row = jnp.where(inside, 1.0, -1.0) * canary
-        x = jnp.concatenate([x_bg, row[None]])
-        y = jnp.concatenate([y_bg, jnp.ones((1,), jnp.float32)])
-        _, metrics = train_fn(hyper, params0, x, y, run_key)
-        updates = _updates(metrics["params"], params0)
+        x, y = case.data(inside)
+        _, metrics = train_fn(hyper, case.params0, x, y, run_key)
+        updates = _updates(metrics["params"], case.params0)
         return {
-            "score": jnp.sum(updates[:, column]) / (cfg.learning_rate * sigma_c),
-            "null": updates[:, jnp.asarray([null_s, null_u])] * null_scale,
+            "score": jnp.sum(updates[:, case.column]) / (cfg.learning_rate * case.sigma_c),
+            "null": updates[:, jnp.asarray(case.null_columns)] * null_scale,
         }
 
-    details = {
-        "nominal_epsilon": float(cfg.epsilon),
-        "sigma_canary_coordinate": float(sigma_c),
-        "factor_insensitive": float(weight_u),
-        "factor_insensitive_library": float(factors[cfg.dim]),
-        "factor_sensitive_library": float(factors[0]),
-    }
     return AuditTarget(
         jax.jit(jax.vmap(one)),
-        float(theoretical),
+        case.theoretical,
         float(cfg.epsilon),
-        details,
+        case.details,
         rigorous=_GAUSSIAN_RIGOROUS,
         releases=cfg.steps,
+    )
+
+
+def _corrdp_points_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+    """CorrDP-SGD through its public entry :func:`dpprep.corrdp.sgd.sweep_points`, the runs of a
+    chunk's world the seeds of one call (its point values, noise scales and engine all run), the
+    canary at its insensitive coordinate (:func:`_corrdp_case`). The entry returns the last
+    iterate, so the audit is final-model: its coordinate on the canary's column, which for this
+    full-batch SGD on a linear loss is the sum of every update there (the white-box statistic)."""
+    from dpprep.corrdp import sgd as corr_sgd
+
+    case = _corrdp_case(cfg, key, "insensitive")
+
+    def runner(keys, inside):
+        inside = np.asarray(inside)
+        out = np.zeros(inside.size, np.float32)
+        for world in (True, False):
+            rows = np.flatnonzero(inside == world)
+            if rows.size == 0:
+                continue
+            result = corr_sgd.sweep_points(
+                case.run, case.params0, case.data(world, np), keys[rows], [case.point]
+            )
+            w = np.asarray(result.params["w"])[:, 0, case.column, 0]
+            w0 = float(np.asarray(case.params0["w"])[case.column, 0])
+            out[rows] = (w - w0) / (cfg.learning_rate * case.sigma_c)
+        return out
+
+    return AuditTarget(
+        runner,
+        case.theoretical,
+        float(cfg.epsilon),
+        case.details,
+        rigorous=_GAUSSIAN_RIGOROUS,
+        host=True,
     )
 
 
@@ -2553,6 +2629,15 @@ for _name, _build in (
         },
     )
 
+register(
+    "corrdp_points",
+    _corrdp_points_setup,
+    threat_models=("final_model",),
+    why_not={
+        "white_box": "corrdp.sgd.sweep_points returns the last iterate (no iterates to score)"
+    },
+)
+
 for _driver in DRIVERS:
     register(_driver, functools.partial(_driver_setup, driver=_driver), threat_models=THREAT_MODELS)
 
@@ -2578,6 +2663,7 @@ _FULL_BATCH_LEARNERS = (
     "dp_gd",
     "corrdp_sgd",
     "corrdp_sgd_sensitive",
+    "corrdp_points",
     "impute_dp_gd",
     "private_selection",
 )

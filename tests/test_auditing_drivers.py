@@ -145,3 +145,18 @@ def test_dpsgdf_fit_is_audited_through_its_own_call():
     assert not audit(cfg).violation
     broken = audit_with_bug("mean_of_sum", cfg)
     assert broken.violation and "clopper_pearson" in broken.caught_by, broken.verdict()
+
+
+def test_corrdp_is_audited_through_its_sweep_points():
+    """CorrDP-SGD through corrdp.sgd.sweep_points (point values, noise scales and engine as users
+    run them), on the last iterate the entry returns: honest, not flagged; the insensitive
+    features' noise variance halved, caught."""
+    cfg = AuditConfig("corrdp_points", "final_model", runs=4000, pilot_runs=400)
+    target = auditing.REGISTRY["corrdp_points"].build(cfg, jax.random.key(0))
+    out = target.runner(jax.random.split(jax.random.key(1), 3), jnp.array([True, False, True]))
+    assert out.shape == (3,) and target.host and target.releases is None
+    assert not audit(cfg).violation
+    broken = audit_with_bug("corrdp_factors_halved", cfg)
+    assert broken.violation and "gdp" in broken.caught_by, broken.verdict()
+    with pytest.raises(ValueError, match="returns the last iterate"):
+        AuditConfig("corrdp_points")

@@ -58,6 +58,7 @@ _GAUSSIAN_NOISE_LEARNERS = (
     "dpsgdf",
     "corrdp_sgd",
     "corrdp_sgd_sensitive",
+    "corrdp_points",
     "impute_dp_gd",
 ) + _PATHS
 #: Learners whose noise the plan calibrates (through dpprep.plan and the DP-SGD event).
@@ -70,6 +71,7 @@ _PLAN_CALIBRATED = (
 ) + _PATHS
 _POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
 _DPSGDF = ("dpsgdf", "dpsgdf_grid", "dpsgdf_fit")
+_CORRDP = ("corrdp_sgd", "corrdp_sgd_sensitive", "corrdp_points")
 
 #: The catalogue by name (:func:`inject`): every bug class the audit is tested against.
 BUGS: dict[str, Bug] = {
@@ -166,13 +168,13 @@ BUGS: dict[str, Bug] = {
         "CorrDP's insensitive-feature noise variance factors are halved "
         "(dpprep.corrdp.noise.corrdp_factors)",
         (("dpprep.corrdp.noise", "corrdp_factors", patches.halved_factors),),
-        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+        _CORRDP,
     ),
     "corrdp_sensitive_factors_halved": Bug(
         "CorrDP's sensitive-feature noise variance factors are halved "
         "(dpprep.corrdp.noise.corrdp_factors)",
         (("dpprep.corrdp.noise", "corrdp_factors", patches.halved_sensitive),),
-        ("corrdp_sgd", "corrdp_sgd_sensitive"),
+        _CORRDP,
     ),
     # Bugs on the paths a user's options take, audited through the public drivers (DRIVERS).
     "first_microbatch_twice": Bug(

@@ -27,6 +27,8 @@ SHAPES = {
     "dp_sgd_poisson_sweep_point": {"epochs": 5, "batch_size": 20},
     "dpsgdf_grid": {"epochs": 5, "batch_size": 20},
     "corrdp_sgd_sensitive": {"steps": 10},
+    # CorrDP through its public corrdp.sgd.sweep_points (one call per chunk and world)
+    "corrdp_points": {"steps": 10},
     # A host loop of select() calls: its own (small) size and run count at every profile.
     "private_selection": {
         "n": 40,
@@ -39,7 +41,7 @@ SHAPES = {
 }
 SHAPES.update(DRIVER_PATHS)
 #: Learners audited under the final-model threat model only.
-FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection")
+FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection", "corrdp_points")
 TITLES = {
     "dp_gd": "DP-GD",
     "dp_sgd_poisson": "DP-SGD (Poisson)",
@@ -52,6 +54,7 @@ TITLES = {
     "dp_sgd_poisson_sweep_point": "DP-SGD (Poisson), one point of a vmapped sweep",
     "dpsgdf_grid": "DPSGD-F, grid path (grid_group + sweep_points)",
     "corrdp_sgd_sensitive": "CorrDP-SGD, sensitive-feature canary",
+    "corrdp_points": "CorrDP-SGD through corrdp.sgd.sweep_points (last iterate)",
     "private_selection": "private selection (end to end)",
     "train_options": "train(): Poisson, 3 leaves, microbatches, steps_per_call 7, η 4",
     "fit_full": "fit(): DP-GD",
@@ -174,6 +177,8 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dpsgdf", "mean_of_sum"),
     ("dpsgdf_fit", "mean_of_sum"),
     ("dpsgdf_fit", "mean_noiseless"),
+    ("corrdp_points", "corrdp_factors_halved"),
+    ("corrdp_points", "noise_0.7x"),
 )
 
 #: Why a catalogue row is not caught, computed (how many runs it would need, and why); shown as
