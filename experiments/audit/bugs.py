@@ -44,34 +44,15 @@ class Bug:
 
 # The public drivers (dpprep.auditing.DRIVERS) run DP-GD / DP-SGD through the same pieces.
 _DRIVERS = ("train", "fit", "dp_step", "sweep_points")
-_PATHS = (
-    "dp_sgd_poisson_vmap_clip",
-    "dp_sgd_poisson_sweep_point",
-    "dpsgdf_grid",
-    "dpsgdf_fit",
-) + _DRIVERS
-_GAUSSIAN_NOISE_LEARNERS = (
-    "dp_gd",
-    "dp_sgd_poisson",
-    "dp_sgd_shuffle",
-    "dp_sgd_iteration",
-    "dpsgdf",
-    "corrdp_sgd",
-    "corrdp_sgd_sensitive",
-    "corrdp_points",
-    "impute_dp_gd",
-) + _PATHS
-#: Learners whose noise the plan calibrates (through dpprep.plan and the DP-SGD event).
-_PLAN_CALIBRATED = (
-    "dp_gd",
-    "dp_sgd_poisson",
-    "dp_sgd_shuffle",
-    "dp_sgd_iteration",
-    "dpsgdf",
-) + _PATHS
-_POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
+_ENGINE_PATHS = ("dp_sgd_poisson_vmap_clip", "dp_sgd_poisson_sweep_point", "dpsgdf_grid")
+_PATHS = _ENGINE_PATHS + ("dpsgdf_fit",) + _DRIVERS
 _DPSGDF = ("dpsgdf", "dpsgdf_grid", "dpsgdf_fit")
 _CORRDP = ("corrdp_sgd", "corrdp_sgd_sensitive", "corrdp_points")
+_SGD = ("dp_gd", "dp_sgd_poisson", "dp_sgd_shuffle", "dp_sgd_iteration", "dpsgdf")
+_GAUSSIAN_NOISE_LEARNERS = _SGD + _CORRDP + ("impute_dp_gd",) + _PATHS
+#: Learners whose noise the plan calibrates (through dpprep.plan and the DP-SGD event).
+_PLAN_CALIBRATED = _SGD + _PATHS
+_POISSON = ("dp_sgd_poisson", "dpsgdf") + _PATHS
 
 #: The catalogue by name (:func:`inject`): every bug class the audit is tested against.
 BUGS: dict[str, Bug] = {
