@@ -153,12 +153,12 @@ def norm_roundings(shapes: list[tuple[int, ...]]) -> int:
 CLIPPED_SUM_PRECISION = jax.lax.Precision.HIGHEST
 
 
-def clipped_product(
-    a: Array, b: Array, axes: int | tuple[Sequence[int], Sequence[int]] = 1
-) -> Array:
-    """``tensordot(a, b, axes)`` at :data:`CLIPPED_SUM_PRECISION`: the one product that sums
-    clipped contributions (the general path's ``Σ_i c_i·g_i``, the GLM paths' ``xᵀ(c ⊙ r)``)."""
-    return jnp.tensordot(a, b, axes=axes, precision=CLIPPED_SUM_PRECISION)
+def clipped_product(a: Array, b: Array) -> Array:
+    """``a @ b`` at :data:`CLIPPED_SUM_PRECISION`: the GLM paths' clipped sum ``xᵀ(c ⊙ r)``
+    (the general path's ``Σ_i c_i·g_i`` is a ``tensordot`` at the same precision). Each keeps the
+    product it replaced, so a CPU, which computes float32 products in float32 at any precision,
+    gives the same numbers as before the pin, bit for bit."""
+    return jnp.matmul(a, b, precision=CLIPPED_SUM_PRECISION)
 
 
 def clip_factors(norms: Array, l2_clip_norm: Array, mask: Array | None) -> Array:
@@ -246,8 +246,11 @@ def _weighted_row_sum(scale: Array, grads: Params, finite: Array) -> Params:
             weight = jnp.where(keep, jax.lax.dynamic_slice_in_dim(scale, start, chunk), 0.0)
             return [
                 total
-                + clipped_product(
-                    weight, _zero_rows(keep, jax.lax.dynamic_slice_in_dim(g, start, chunk))
+                + jnp.tensordot(
+                    weight,
+                    _zero_rows(keep, jax.lax.dynamic_slice_in_dim(g, start, chunk)),
+                    axes=1,
+                    precision=CLIPPED_SUM_PRECISION,
                 )
                 for total, g in zip(totals, rows)
             ]
@@ -255,7 +258,14 @@ def _weighted_row_sum(scale: Array, grads: Params, finite: Array) -> Params:
         zeros = [jnp.zeros(g.shape[1:], jnp.result_type(scale, g)) for g in rows]
         return jax.lax.fori_loop(0, count, body, zeros)
 
-    sums = nan_safe(finite, lambda rows: [clipped_product(scale, g) for g in rows], rows, zeroed)
+    sums = nan_safe(
+        finite,
+        lambda rows: [
+            jnp.tensordot(scale, g, axes=1, precision=CLIPPED_SUM_PRECISION) for g in rows
+        ],
+        rows,
+        zeroed,
+    )
     return jax.tree_util.tree_unflatten(
         tree, [total.reshape(g.shape[1:]) for total, g in zip(sums, leaves)]
     )
@@ -701,9 +711,7 @@ def _clipped_sum_fast(
         0.0,
     )
     summed = {
-        "w": nan_safe(
-            jnp.isfinite(feature_norms), lambda x: clipped_product(x, weighted, ((0,), (0,))), x
-        )
+        "w": nan_safe(jnp.isfinite(feature_norms), lambda x: clipped_product(x.T, weighted), x)
     }
     if "b" in params:
         summed["b"] = jnp.sum(weighted, axis=0)

@@ -203,9 +203,7 @@ def _clipped_sum_fast(
         0.0,
     )
     x_finite = jnp.isfinite(jnp.max(jnp.abs(x), axis=1))
-    w_grad = clipping.nan_safe(
-        x_finite, lambda x: clipping.clipped_product(x, weighted, ((0,), (0,))), x
-    )
+    w_grad = clipping.nan_safe(x_finite, lambda x: clipping.clipped_product(x.T, weighted), x)
     column_sum = jnp.sum(weighted, axis=0)
     if scale is not None:
         w_grad = w_grad * _column(scale)
