@@ -956,6 +956,41 @@ def _dpsgdf_null(
     return xp.where(xp.reshape(inside, inside.shape + (1, 1)), xp.nan, null)
 
 
+def _dpsgdf_run(cfg: AuditConfig) -> tuple[Any, DPPlan, float, Yardstick]:
+    """DPSGD-F's audited run (``C_F = 2``, ``C = 1``, the last iterate): its config, its plan
+    (z calibrated for [mean, DP-SGD] at (ε, δ)), the private mean's multiplier and the independent
+    yardstick of the run the config states."""
+    from dpprep import dpsgdf
+
+    run = dpsgdf.DpsgdfConfig(
+        method="dpsgdf",
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        eps_F=cfg.eps_f,
+        feature_norm=2.0,
+        batch_size=cfg.batch_size,
+        epochs=cfg.epochs,
+        learning_rate=cfg.learning_rate,
+        l2_clip_norm=1.0,
+        iterates="last",
+    )
+    dp_plan = dpsgdf.plan(run, cfg.n)
+    s = dpsgdf.calibrate(run, cfg.n).mean_multiplier
+    assert s is not None
+    ref = yardstick(
+        "poisson",
+        cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        pad=dp_plan.pad,
+        mean_epsilon=cfg.eps_f,
+    )
+    assert ref.mean_multiplier is not None
+    return run, dp_plan, float(s), ref
+
+
 def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """DPSGD-F (Algorithm 3): the canary ``x̃ = e_d`` enters the private mean and, centred, the
     gradients; the attack scores the released mean and every update (zero-out neighbours: the
@@ -969,34 +1004,8 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     unit_bg, e_d_np = _dpsgdf_data(cfg, key)
     d = unit_bg.shape[1]
     model = _model("linear", d)
-    feature_norm, clip = 2.0, 1.0
-    run = dpsgdf.DpsgdfConfig(
-        method="dpsgdf",
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        eps_F=cfg.eps_f,
-        feature_norm=feature_norm,
-        batch_size=cfg.batch_size,
-        epochs=cfg.epochs,
-        learning_rate=cfg.learning_rate,
-        l2_clip_norm=clip,
-        iterates="last",
-    )
-    dp_plan = dpsgdf.plan(run, cfg.n)  # z calibrated for [mean, DP-SGD] at (ε, δ)
-    calibration = dpsgdf.calibrate(run, cfg.n)
-    z, s = dp_plan.noise_multiplier, calibration.mean_multiplier
-    assert s is not None
-    ref = yardstick(
-        "poisson",
-        cfg.n,
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        pad=dp_plan.pad,
-        mean_epsilon=cfg.eps_f,
-    )
-    assert ref.mean_multiplier is not None
+    run, dp_plan, s, ref = _dpsgdf_run(cfg)
+    feature_norm, clip, z = run.feature_norm, run.l2_clip_norm, dp_plan.noise_multiplier
     tc = dataclasses.replace(
         dpsgdf.train_config(run, dp_plan, d, 1, model=model), track_params=True
     )
@@ -1062,35 +1071,9 @@ def _dpsgdf_fit_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     from dpprep import dpsgdf
 
     unit_bg, e_d = _dpsgdf_data(cfg, key)
-    d = unit_bg.shape[1]
-    model = _model("linear", d)
-    feature_norm, clip = 2.0, 1.0
-    run = dpsgdf.DpsgdfConfig(
-        method="dpsgdf",
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        eps_F=cfg.eps_f,
-        feature_norm=feature_norm,
-        batch_size=cfg.batch_size,
-        epochs=cfg.epochs,
-        learning_rate=cfg.learning_rate,
-        l2_clip_norm=clip,
-        iterates="last",
-    )
-    dp_plan = dpsgdf.plan(run, cfg.n)
-    s = dpsgdf.calibrate(run, cfg.n).mean_multiplier
-    assert s is not None
-    ref = yardstick(
-        "poisson",
-        cfg.n,
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        pad=dp_plan.execution.pad,
-        mean_epsilon=cfg.eps_f,
-    )
-    assert ref.mean_multiplier is not None
+    model = _model("linear", unit_bg.shape[1])
+    run, dp_plan, s, ref = _dpsgdf_run(cfg)
+    feature_norm, clip = run.feature_norm, run.l2_clip_norm
     params0 = model.init(None)
     positions = tuple(cfg.canary_positions)
     labels = np.zeros(cfg.n - 1, np.int32)
