@@ -313,6 +313,12 @@ class AuditConfig:
         the white-box attack scores, so it is audited under ``threat_model="final_model"``: the
         last iterate's shift along the canary, held to the same yardstick (what any optimizer
         releases after the privatizer is post-processing). Driver learners only.
+      dropout: a stochastic model (:attr:`~dpprep.models.Model.stochastic`) whose key drops each
+        example's loss with this probability and scales a kept one by ``1/(1 − dropout)``
+        (:func:`example_dropout`): the driver's stochastic path runs (the step key split per
+        example, the clipping of a loss that takes a key). 0: a deterministic model. An honest
+        learner still clips what each example contributes to C, so the yardstick is the same; the
+        attack scores the canary as if always kept (valid, a little weaker). Driver learners only.
       chunk: runs per compiled chunk (memory); ``seed``: the audit's randomness, which
         :func:`audit_key` makes the audit's own: two audits that differ in anything (the learner,
         ε, a size) draw independent runs at the same seed.
@@ -346,6 +352,7 @@ class AuditConfig:
     leaves: int = 1
     neighboring_relation: str = "add_remove"
     optimizer: str = "sgd"
+    dropout: float = 0.0
     chunk: int = 4096
     seed: int = 0
 
@@ -424,6 +431,7 @@ class AuditConfig:
             "leaves": 1,
             "neighboring_relation": "add_remove",
             "optimizer": "sgd",
+            "dropout": 0.0,
         }
         if self.learner not in DRIVERS:
             set_here = [k for k, v in driver_options.items() if getattr(self, k) != v]
@@ -445,6 +453,8 @@ class AuditConfig:
                 " updates cannot be turned back into the noisy gradients the white-box attack"
                 " scores (SGD's can)"
             )
+        if not (isinstance(self.dropout, (int, float, np.floating)) and 0 <= self.dropout < 1):
+            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         if self.sampling not in ("full", "poisson", "shuffle"):
             raise ValueError(
                 f"sampling must be 'full', 'poisson' or 'shuffle', got {self.sampling!r}"
@@ -2023,6 +2033,50 @@ def multi_leaf_linear_loss_model(columns: tuple[tuple[int, ...], ...]) -> models
     )
 
 
+@functools.lru_cache(maxsize=None)
+def example_dropout(model: models.Model, rate: float) -> models.Model:
+    """``model`` made stochastic (:attr:`~dpprep.models.Model.stochastic`): given a key, each
+    example's loss is dropped with probability ``rate`` and a kept one is scaled by
+    ``1/(1 − rate)`` (inverted dropout of the whole example: its gradient is 0 or the model's own
+    over ``1 − rate``, so clipping still bounds what it contributes by C); without a key, the
+    model's own loss (evaluation). One object per ``(model, rate)``, so one compilation.
+
+    >>> m = example_dropout(linear_loss_model(3), 0.5)
+    >>> x, y = jnp.ones((4, 3)), jnp.ones(4)
+    >>> params = m.init(None)
+    >>> params = {"w": params["w"] + 1.0}
+    >>> losses = m.per_example_loss(params, x, y, key=jax.random.key(1))
+    >>> sorted(set(np.asarray(losses).tolist())) <= [-6.0, 0.0]
+    True
+    >>> m.per_example_loss(params, x, y).tolist()  # no key: the model's own
+    [-3.0, -3.0, -3.0, -3.0]
+    """
+    if not 0 < rate < 1:
+        raise ValueError(f"rate must be in (0, 1), got {rate!r}")
+    keep = 1.0 - rate
+
+    def apply(params, x, key=None):
+        del key  # dropout acts on the loss; predictions are the model's own
+        return model.apply(params, x)
+
+    def per_example_loss(params, x, y, key=None):
+        losses = model.per_example_loss(params, x, y)
+        if key is None:
+            return losses
+        kept = jax.random.bernoulli(key, keep, losses.shape)
+        return jnp.where(kept, losses / keep, 0.0)
+
+    return models.Model(
+        f"{model.name}_dropout",
+        model.init,
+        apply,
+        per_example_loss,
+        None,  # the loss depends on the key: no key-free residual, so the per-example path
+        task=model.task,
+        stochastic=True,
+    )
+
+
 class _Layout(NamedTuple):
     """Feature columns of a white-box audit: the canary's unit direction ``u`` (features), the
     columns no record touches (``null``), the model, and how a feature vector is the model's
@@ -2396,11 +2450,12 @@ def _split_runs(
 def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
     """White-box DP-SGD (or DP-GD: ``cfg.sampling``) through the public entry ``driver``
     (:data:`DRIVERS`), with the canary inserted into the data the driver is given, so every host
-    check and option on the driver's way runs: ``cfg.microbatch_size``, ``cfg.steps_per_call``, a
-    model of ``cfg.leaves`` parameter leaves (the canary spans all of them) and ``cfg.optimizer``
-    at ``cfg.learning_rate``. The attack and the yardstick are those of :func:`_setting`; under
-    ``threat_model="final_model"`` the driver runs as users run it (no iterates recorded) and the
-    last iterate alone is scored."""
+    check and option on the driver's way runs: ``cfg.microbatch_size``, ``cfg.steps_per_call``,
+    a model of ``cfg.leaves`` parameter leaves (the canary spans all of them), stochastic with
+    ``cfg.dropout`` (:func:`example_dropout`), and ``cfg.optimizer`` at ``cfg.learning_rate``.
+    The attack and the yardstick are those of :func:`_setting`; under
+    ``threat_model="final_model"`` the driver runs as users run it (no iterates recorded) and
+    the last iterate alone is scored."""
     import optax
 
     from dpprep.algorithms import fit, train
@@ -2409,7 +2464,7 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
 
     sampling = cfg.sampling
     layout = _layout(cfg, "train", leaves=cfg.leaves)
-    model = layout.model
+    model = layout.model if cfg.dropout == 0 else example_dropout(layout.model, cfg.dropout)
     plan_args = dict(
         l2_clip_norm=1.0,
         target_epsilon=cfg.epsilon,
@@ -2487,12 +2542,19 @@ def _driver_setup(cfg: AuditConfig, key: jax.Array, driver: str) -> AuditTarget:
         runner = per_run(fitted)
     elif driver == "dp_step":
         generic = cfg.leaves > 1 or cfg.microbatch_size is not None
-        loss = (
-            (lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0])
-            if generic
-            else model  # the GLM fast path, as dp_step takes a Model
-        )
-        grad_fn = dp_plan.clipped_grad(loss, microbatch_size=cfg.microbatch_size)
+        if not generic:  # a Model: the GLM fast path, or a stochastic model's keyed path
+            grad_fn = dp_plan.clipped_grad(model)
+        elif cfg.dropout:  # the user's loss takes the step's key (split per example)
+            grad_fn = dp_plan.clipped_grad(
+                lambda p, batch, k: model.per_example_loss(p, batch[0], batch[1], key=k)[0],
+                microbatch_size=cfg.microbatch_size,
+                prng_argnum=2,
+            )
+        else:
+            grad_fn = dp_plan.clipped_grad(
+                lambda p, batch: model.per_example_loss(p, batch[0], batch[1])[0],
+                microbatch_size=cfg.microbatch_size,
+            )
 
         user_tx = {"sgd": optax.sgd, "adam": optax.adam}[cfg.optimizer](cfg.learning_rate)
 
@@ -2753,7 +2815,7 @@ def available_memory() -> int | None:
 #: AuditConfig fields added after the digest of :func:`audit_key` was fixed: left out of it at their
 #: defaults, so an audit that does not set a new option keeps its key, and its runs (every audit
 #: measured before the option existed reproduces). A field added to AuditConfig goes here.
-_ADDED_FIELDS = ("neighboring_relation", "optimizer")
+_ADDED_FIELDS = ("neighboring_relation", "optimizer", "dropout")
 _DEFAULT_CONFIG_VALUES = {
     f.name: f.default for f in dataclasses.fields(AuditConfig) if f.name in _ADDED_FIELDS
 }
@@ -3364,6 +3426,7 @@ __all__ = [
     "gdp_epsilon",
     "gdp_lower_bound",
     "impute_canary_datasets",
+    "example_dropout",
     "linear_loss_model",
     "multi_leaf_linear_loss_model",
     "lower_bounds",

@@ -15,7 +15,7 @@ from dpprep import auditing, clipping, dpsgdf, noise, sampling
 from dpprep.auditing import AuditConfig
 from dpprep.corrdp import noise as corr_noise
 from experiments.audit import bugs
-from experiments.audit.bugs import audit_with_bug, inject
+from experiments.audit.inject import audit_with_bug, inject
 
 pytestmark = pytest.mark.slow  # the bug catalogue's audits, minutes in all
 

@@ -4,13 +4,15 @@ not flagged, and a bug on a driver's own path is caught through it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 from dpprep import auditing
 from dpprep.auditing import AuditConfig, audit
-from experiments.audit.bugs import audit_with_bug
+from experiments.audit.inject import audit_with_bug
 
 pytestmark = pytest.mark.slow  # audits through host loops of public calls, a minute or more
 POISSON = {"epochs": 5, "batch_size": 20}
@@ -160,3 +162,26 @@ def test_corrdp_is_audited_through_its_sweep_points():
     assert broken.violation and "gdp" in broken.caught_by, broken.verdict()
     with pytest.raises(ValueError, match="returns the last iterate"):
         AuditConfig("corrdp_points")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        # train's engine: a stochastic Model's keyed path (the step key split per example)
+        {"learner": "train", "sampling": "full", "steps": 10},
+        # dp_step: the user's loss takes the step's key (prng_argnum), three leaves
+        {"learner": "dp_step", "leaves": 3, **POISSON},
+    ],
+    ids=["train", "dp_step"],
+)
+def test_a_stochastic_model_runs_its_keyed_path_and_a_bug_there_is_caught(options):
+    """With dropout the drivers run their stochastic path: honest, not flagged; a keyed loss
+    summed unclipped (a bug no deterministic model reaches: the audit without dropout passes it)
+    is caught."""
+    cfg = AuditConfig(runs=1000, pilot_runs=200, dropout=0.1, **options)
+    honest = audit(cfg)
+    assert not honest.violation, honest.verdict()
+    broken = audit_with_bug("keyed_loss_unclipped", cfg)
+    assert broken.violation and "clopper_pearson" in broken.caught_by, broken.verdict()
+    deterministic = audit_with_bug("keyed_loss_unclipped", dataclasses.replace(cfg, dropout=0.0))
+    assert not deterministic.violation, deterministic.verdict()

@@ -16,7 +16,8 @@ from dpprep import auditing
 from dpprep.accounting import dp
 from dpprep.auditing import AuditConfig
 from dpprep.plan import DPPlan
-from experiments.audit.bugs import BUGS, audit_with_bug, inject
+from experiments.audit.bugs import BUGS
+from experiments.audit.inject import audit_with_bug, inject
 
 pytestmark = pytest.mark.slow  # audits at full run counts, minutes in all
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -226,3 +227,24 @@ def test_adam_is_a_drivers_option_audited_on_the_last_iterate():
         AuditConfig("train", "final_model", optimizer="rmsprop")
     AuditConfig("dp_step", "final_model", optimizer="adam", epochs=5, batch_size=20)
     assert auditing.SUPPORTED["dp_step"] == auditing.THREAT_MODELS
+
+
+def test_dropout_is_a_drivers_option_and_makes_the_model_stochastic():
+    with pytest.raises(ValueError, match="dropout set for learner 'dp_gd'"):
+        AuditConfig("dp_gd", dropout=0.1)
+    for bad in (-0.1, 1.0, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\)"):
+            AuditConfig("train", dropout=bad, epochs=5, batch_size=20)
+    base = auditing.linear_loss_model(3)
+    model = auditing.example_dropout(base, 0.25)
+    assert model.stochastic and not model.has_fast_path
+    assert auditing.example_dropout(base, 0.25) is model  # one object: one compilation
+    # kept losses are scaled by 1/(1 - p), dropped ones are 0, at the rate asked for
+    params = {"w": jnp.ones((3, 1))}
+    x, y = jnp.ones((20_000, 3)), jnp.ones(20_000)
+    losses = np.asarray(model.per_example_loss(params, x, y, key=jax.random.key(3)))
+    assert set(np.unique(losses).tolist()) == {-4.0, 0.0}
+    assert abs(np.mean(losses == 0.0) - 0.25) < 0.01
+    np.testing.assert_array_equal(model.per_example_loss(params, x[:2], y[:2]), [-3.0, -3.0])
+    with pytest.raises(ValueError, match="rate must be in"):
+        auditing.example_dropout(base, 0.0)

@@ -10,7 +10,7 @@ accountant assumes) is caught. Outputs ``audit.csv``, ``audit.png`` and REPORT r
 lower bound, never a certificate (see :mod:`dpprep.auditing`).
 
 The bug catalogue: each ``(learner, bug)`` of :data:`CATALOGUE` is audited with the bug planted in
-dpprep's library code (:func:`experiments.audit.bugs.inject`) at the learner's audit settings; a
+dpprep's library code (:func:`experiments.audit.inject.inject`) at the learner's audit settings; a
 bug is *caught* when any test of the verdict refutes the claim (:attr:`AuditResult.caught_by`: a
 rigorous bound — Clopper–Pearson, GDP for full-batch learners, the trade-off test against the
 yardstick's curve —, the noise test, or a deterministic check of the plan against the independent
@@ -36,7 +36,8 @@ import pandas as pd
 from experiments import RunContext
 from experiments.results import Comparison, provenance_json, write_csv
 
-from .bugs import BUGS, audit_with_bug
+from .bugs import BUGS
+from .inject import audit_with_bug
 from .config import (
     CATALOGUE,
     EPSILONS,

@@ -1,26 +1,19 @@
 """The catalogue of planted privacy bugs that dpprep's audit is tested against (test-only).
 
-It lives outside the library on purpose: nothing in ``dpprep`` can switch a bug on. :func:`inject`
-rebinds a library attribute (the privatizer's noise, the clip factors, the Poisson sampler, the
-engine's step, DPSGD-F's private mean, CorrDP's noise factors) to its broken version
-(:mod:`experiments.audit.patches`) for the duration of a ``with`` block — never the audit's
-bookkeeping: the accountant, the canary and the attack stay honest — and :func:`audit_with_bug`
-audits a learner under it. JAX's compilation caches and dpprep's own are cleared on entry and on
-exit, so a function compiled inside the block never runs after it (and one compiled before it is
-traced afresh inside), whatever caches its config hits.
+It lives outside the library on purpose: nothing in ``dpprep`` can switch a bug on.
+:func:`experiments.audit.inject.inject` rebinds a library attribute (the privatizer's noise, the
+clip factors, the Poisson sampler, the engine's step, DPSGD-F's private mean, CorrDP's noise
+factors, the drivers' option paths) to its broken version (:mod:`experiments.audit.patches`,
+:mod:`experiments.audit.driver_patches`) for the duration of a ``with`` block — never the audit's
+bookkeeping: the accountant, the canary and the attack stay honest.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Callable
 
-import jax
-
-from dpprep.auditing import AuditConfig, AuditResult, audit
-
-from . import patches
+from . import driver_patches, patches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,47 +154,53 @@ BUGS: dict[str, Bug] = {
     "first_microbatch_twice": Bug(
         "the microbatch scan adds its first microbatch's clipped sum twice"
         " (dpprep.clipping._microbatched)",
-        (("dpprep.clipping", "_microbatched", patches.first_microbatch_twice),),
+        (("dpprep.clipping", "_microbatched", driver_patches.first_microbatch_twice),),
         _DRIVERS,
     ),
     "calls_restart_at_zero": Bug(
         "train's host loop over compiled calls (steps_per_call) starts every call at step 0:"
         " each call redraws the first call's batches and noise (dpprep.algorithms.run_in_calls)",
-        (("dpprep.algorithms", "run_in_calls", patches.calls_restart_at_zero),),
+        (("dpprep.algorithms", "run_in_calls", driver_patches.calls_restart_at_zero),),
         ("train", "fit"),
     ),
     "leaves_after_two_unnormed": Bug(
         "the per-example norm covers the first two parameter leaves only"
         " (dpprep.clipping._global_norms)",
-        (("dpprep.clipping", "_global_norms", patches.leaves_after_two_unnormed),),
+        (("dpprep.clipping", "_global_norms", driver_patches.leaves_after_two_unnormed),),
         _DRIVERS,
     ),
     "noise_after_learning_rate": Bug(
         "the run's noise is added after the learning rate scales the update: z/η relative to the"
         " gradient (dpprep.algorithms.update_transform)",
-        (("dpprep.algorithms", "update_transform", patches.noise_after_learning_rate),),
+        (("dpprep.algorithms", "update_transform", driver_patches.noise_after_learning_rate),),
         ("train", "fit", "sweep_points"),
     ),
     "step_counter_stuck": Bug(
         "dp_step reads a stale step counter (0): every step draws step 0's batch"
         " (dpprep.step._privatizer_state)",
-        (("dpprep.step", "_privatizer_state", patches.step_counter_stuck),),
+        (("dpprep.step", "_privatizer_state", driver_patches.step_counter_stuck),),
         ("dp_step",),
     ),
     "seeds_share_first_key": Bug(
         "sweep_points runs every seed with the first seed's key (dpprep.sweeps.sweep_points)",
-        (("dpprep.sweeps", "sweep_points", patches.seeds_share_first_key),),
+        (("dpprep.sweeps", "sweep_points", driver_patches.seeds_share_first_key),),
         ("sweep_points",),
     ),
     "fit_delta_tenfold": Bug(
         "fit calibrates its plan at 10·δ (dpprep.algorithms.fit)",
-        (("dpprep.algorithms", "fit", patches.fit_delta_tenfold),),
+        (("dpprep.algorithms", "fit", driver_patches.fit_delta_tenfold),),
         ("fit",),
     ),
     "relation_dropped": Bug(
         "the plan accounts every run as add/remove, whatever relation it states: a replace-one"
         " plan's noise is calibrated for C, not 2C (dpprep.plan.ExecutionPlan._options)",
-        (("dpprep.plan", "ExecutionPlan._options", patches.relation_dropped),),
+        (("dpprep.plan", "ExecutionPlan._options", driver_patches.relation_dropped),),
+        _DRIVERS,
+    ),
+    "keyed_loss_unclipped": Bug(
+        "a loss that takes a PRNG key (dropout) is summed without clipping"
+        " (dpprep.clipping.clipped_grad with prng_argnum)",
+        (("dpprep.clipping", "clipped_grad", driver_patches.keyed_loss_unclipped),),
         _DRIVERS,
     ),
 }
@@ -214,72 +213,4 @@ def check_bug(name: str) -> Bug:
     return BUGS[name]
 
 
-def clear_compilations() -> None:
-    """Forget every compiled function and cached account: JAX's caches, the engine's (the sweeps'
-    compiled calls) and the plan's accountant's."""
-    from dpprep import algorithms, plan, sweeps
-    from dpprep.accounting import dp
-
-    sweeps._compiled_group.cache_clear()
-    sweeps._compiled_datasets.cache_clear()
-    algorithms._host_fns.cache_clear()
-    # The accountant's caches too: a planted accounting bug must neither hit an honest entry nor
-    # leave a broken one behind (the on-disk cache re-verifies every hit with the accountant).
-    plan._account.cache_clear()
-    dp.calibrate_noise.cache_clear()  # type: ignore[attr-defined]
-    jax.clear_caches()
-
-
-@contextlib.contextmanager
-def inject(name: str) -> Iterator[Bug]:
-    """Test-only: plants bug ``name`` (:data:`BUGS`) in dpprep's library code for the duration of
-    the block; every learner traced inside it runs the broken code (compilations are cleared on
-    entry and exit, so none leaks in or out). Not thread-safe: the patch is a module attribute.
-    Restores the originals on exit, also on error::
-
-        with inject("clip_2c"):
-            result = audit(AuditConfig("dp_gd", epsilon=1.0))
-        result.violation  # True: a rigorous bound above the accounted ε
-    """
-    import importlib
-
-    from dpprep.accounting import dp
-
-    bug = check_bug(name)
-    saved: list[tuple[Any, str, Any]] = []
-    clear_compilations()
-    # no broken calibration reaches a store (the runner's disk cache)
-    with dp.calibration_store(None):
-        try:
-            for module_name, attribute, wrap in bug.patches:
-                # "Class.method" patches a method of a class of the module
-                owner: Any = importlib.import_module(module_name)
-                *path, name = attribute.split(".")
-                for part in path:
-                    owner = getattr(owner, part)
-                original = getattr(owner, name)
-                saved.append((owner, name, original))
-                setattr(owner, name, wrap(original))
-            yield bug
-        finally:
-            for module, attribute, original in reversed(saved):
-                setattr(module, attribute, original)
-            clear_compilations()
-
-
-def audit_with_bug(bug: str | None, cfg: AuditConfig, **kwargs: Any) -> AuditResult:
-    """:func:`audit` of ``cfg`` with catalogue bug ``bug`` injected (None: the honest learner). A
-    bug whose patches do not reach ``cfg.learner`` is refused (its audit would be an honest one)."""
-    if bug is None:
-        return audit(cfg, **kwargs)
-    entry = check_bug(bug)
-    if cfg.learner not in entry.learners:
-        raise ValueError(
-            f"bug {bug!r} does not reach learner {cfg.learner!r}; it reaches"
-            f" {', '.join(entry.learners)}"
-        )
-    with inject(bug):
-        return audit(cfg, **kwargs)
-
-
-__all__ = ["BUGS", "Bug", "audit_with_bug", "check_bug", "clear_compilations", "inject"]
+__all__ = ["BUGS", "Bug", "check_bug"]

@@ -65,6 +65,8 @@ TITLES = {
     "dp_step_full_final": "dp_step loop: DP-GD, last iterate only",
     "dpsgdf_fit": "dpsgdf.fit(): DPSGD-F end to end",
     "dp_step_adam_final": "dp_step loop: DP-GD with Adam η 0.1, last iterate only",
+    "train_dropout": "train(): DP-GD, dropout 0.1",
+    "dp_step_dropout": "dp_step loop: Poisson, 3 leaves, dropout 0.1",
 }
 
 
@@ -174,6 +176,8 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dp_step_full_final", "batch_max_scaling"),
     ("dp_step_adam_final", "clip_2c"),
     ("dp_step_adam_final", "noise_0.7x"),
+    ("train_dropout", "keyed_loss_unclipped"),
+    ("dp_step_dropout", "keyed_loss_unclipped"),
     ("dpsgdf", "mean_of_sum"),
     ("dpsgdf_fit", "mean_of_sum"),
     ("dpsgdf_fit", "mean_noiseless"),

@@ -74,6 +74,24 @@ DRIVER_PATHS: dict[str, dict[str, Any]] = {
         "sampling": "full",
         "steps": 10,
     },
+    # a stochastic model (example dropout at p = 0.1): train through the engine's keyed path
+    # (the step key split per example by a Model's clipping), dp_step with a loss taking the key
+    "train_dropout": {
+        "learner": "train",
+        "sampling": "full",
+        "steps": 10,
+        "dropout": 0.1,
+        "runs": 5_000,
+        "pilot_runs": 500,
+        "chunk": 1_000,
+    },
+    "dp_step_dropout": {
+        "learner": "dp_step",
+        "epochs": 5,
+        "batch_size": 20,
+        "leaves": 3,
+        "dropout": 0.1,
+    },
     "dp_step_adam_final": {
         "learner": "dp_step",
         "threat_model": "final_model",
@@ -92,6 +110,7 @@ _PATH_OPTIONS = (
     "learning_rate",
     "neighboring_relation",
     "optimizer",
+    "dropout",
     "threat_model",
 )
 
@@ -120,5 +139,6 @@ _DEFAULTS = {
     "learning_rate": 1.0,
     "neighboring_relation": "add_remove",
     "optimizer": "sgd",
+    "dropout": 0.0,
     "threat_model": "white_box",
 }

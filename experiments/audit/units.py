@@ -1,7 +1,7 @@
 """The audit's units: the plan of audits a profile runs, and what one unit computes.
 
 Each unit is one :func:`dpprep.auditing.audit`, run through
-:func:`experiments.audit.bugs.audit_with_bug` (which plants a catalogue bug for the ``bug:<name>``
+:func:`experiments.audit.inject.audit_with_bug` (which plants a catalogue bug for the ``bug:<name>``
 roles) and keyed on its role and its whole :class:`~dpprep.auditing.AuditConfig`.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 from dpprep.auditing import AuditConfig
 from experiments import RunContext
 
-from .bugs import BUGS, audit_with_bug
+from .bugs import BUGS
+from .inject import audit_with_bug
 from .config import DRIVER_PATHS, FINAL_MODEL_ONLY, SHAPES, Profile
 from .paths import learner_of
 

@@ -25,7 +25,7 @@ def test_audit_smoke(smoke_out):
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
     assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
-    assert "| **all** | | **23** |" in (out / "alarms.md").read_text()
+    assert "| **all** | | **25** |" in (out / "alarms.md").read_text()
     assert "## Per path" in (out / "catalogue.md").read_text()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
@@ -95,5 +95,7 @@ def test_every_driver_path_is_audited_with_its_options():
     for path, optimizer in (("dp_step_full_final", "sgd"), ("dp_step_adam_final", "adam")):
         cfg = options[path]
         assert (cfg.threat_model, cfg.optimizer) == ("final_model", optimizer)
+    # a stochastic model (dropout) through train's engine and dp_step's keyed loss
+    assert options["train_dropout"].dropout == options["dp_step_dropout"].dropout == 0.1
     # path_of tells every driver path apart (each audit lands in its own row of the report)
-    assert len({path_of(c) for _, c in plan if c.learner in ("dp_step",)}) == 5
+    assert len({path_of(c) for _, c in plan if c.learner in ("dp_step",)}) == 6

@@ -648,10 +648,10 @@ def test_the_tests_keep_the_runner_cache_off():
 
 
 def test_no_calibration_made_under_a_planted_bug_reaches_the_store(disk_cache):
-    # experiments.audit.bugs.inject turns the installed store off for its block, and back on after.
-    from experiments.audit import bugs
+    # experiments.audit.inject.inject turns the store off for its block, and back on after.
+    from experiments.audit.inject import inject
 
-    with bugs.inject("calibration_0.7x"):
+    with inject("calibration_0.7x"):
         dp.calibrate_noise(2.0, 1e-5, poisson(100, 0.05), options=RDP)
     assert not disk_cache.exists()
     dp.calibrate_noise(2.5, 1e-5, poisson(100, 0.05), options=RDP)
