@@ -41,7 +41,8 @@ rigorous bounds and the noise test, at a split significance.
 (first, last, random: :data:`CANARY_POSITIONS`) and make every other record oppose it (about C per
 batch), so slot-bound bugs and batch-level clipping rules show; the paths a user runs are audited
 too (:data:`PATHS`: one point of a vmapped sweep, the vmap clipping path of a two-leaf model;
-DPSGD-F's grid path, CorrDP's sensitive coordinates, a private selection end to end).
+DPSGD-F's grid path, CorrDP's sensitive coordinates, a private selection end to end and its noisy
+validation scores through ``search_many``, the public drivers with the options users set).
 
 Learners (:data:`LEARNERS`) and the ε each audit is held against (``AuditResult.theoretical``):
 DP-GD, Poisson DP-SGD (the yardstick, overflow slack included), shuffled DP-SGD (the rigorous
@@ -1424,6 +1425,62 @@ def _corrdp_points_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     )
 
 
+def selection_reference_multiplier(
+    *,
+    steps: int,
+    mean: float,
+    shape: float,
+    score_noise: float,
+    in_validation: float,
+    epsilon: float,
+    delta: float,
+) -> float:
+    """The training multiplier a private selection of full-batch DP-GD candidates needs for
+    (``epsilon``, ``delta``) under replace-one, computed from dp-accounting's events directly (the
+    audit's reference for :func:`dpprep.selection.select`'s calibration, independent of its
+    accountant): each part of the uniform split is the best of ``K`` (``mean``, ``shape``) runs —
+    ``steps`` Gaussian releases whose sum moves by 2C (multiplier ``z/2`` per unit of
+    sensitivity), or one noisy count that moves by 1 (``score_noise``) — in the RDP accountant
+    (the only one with ``RepeatAndSelectDpEvent``), and δ is their average weighted by the
+    record's chance to sit in each (``in_validation`` for the counts), which is valid by the joint
+    convexity of the hockey-stick divergence (Papernot & Steinke 2022 for the repetition)."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+    from scipy import optimize
+
+    def delta_at(event: dp_event_lib.DpEvent, eps: float) -> float:
+        # add/remove semantics: each multiplier is the noise over the release's sensitivity
+        accountant = rdp.RdpAccountant(list(dp.RDP_ORDERS))
+        return float(accountant.compose(event).get_delta(eps))
+
+    counts = dp_event_lib.RepeatAndSelectDpEvent(
+        dp_event_lib.GaussianDpEvent(score_noise), mean, shape
+    )
+
+    def epsilon_at(z: float) -> float:
+        runs = dp_event_lib.RepeatAndSelectDpEvent(
+            dp_event_lib.SelfComposedDpEvent(dp_event_lib.GaussianDpEvent(z / 2), steps),
+            mean,
+            shape,
+        )
+
+        def excess(eps: float) -> float:
+            return (
+                (1 - in_validation) * delta_at(runs, eps)
+                + in_validation * delta_at(counts, eps)
+                - delta
+            )
+
+        hi = 1.0
+        while excess(hi) > 0:
+            hi *= 2
+        return float(optimize.brentq(excess, 0.0, hi, xtol=1e-9)) if excess(0.0) > 0 else 0.0
+
+    lo, hi = 1e-3, 1.0
+    while epsilon_at(hi) > epsilon:
+        lo, hi = hi, hi * 2
+    return float(optimize.brentq(lambda z: epsilon_at(z) - epsilon, lo, hi, xtol=1e-7))
+
+
 def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """A private selection (:func:`dpprep.selection.select`), the whole procedure, final model:
     random search with a random number of candidates (truncated geometric, mean 2) over two
@@ -1453,6 +1510,7 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         neighboring_relation="replace_one",
         target_epsilon=cfg.epsilon,
     )
+    requested_z = float(plan.noise_multiplier)
     if cfg.noise_factor != 1.0:  # a deliberately broken learner: less noise than its account claims
         plan = selection.plan(
             "full",
@@ -1486,15 +1544,141 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
             out.append(float(np.ravel(jax.tree_util.tree_leaves(result.params)[0])[0]))
         return np.asarray(out)
 
-    details = {"noise_multiplier": float(plan.noise_multiplier), "steps": float(cfg.steps)}
+    reference = selection_reference_multiplier(
+        steps=cfg.steps,
+        mean=selection.repetitions.mean,
+        shape=selection.repetitions.shape,
+        score_noise=selection.score_noise,
+        in_validation=selection.validation_size / cfg.n,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+    )
+    details = {
+        "noise_multiplier": float(plan.noise_multiplier),
+        "reference_noise_multiplier": reference,
+        "steps": float(cfg.steps),
+    }
     return AuditTarget(
         runner,
         float(cfg.epsilon),
         claimed,
         details,
         host=True,
-        checks={"plan_account": bool(claimed <= cfg.epsilon * (1 + 1e-9))},
+        checks={
+            "plan_account": bool(claimed <= cfg.epsilon * (1 + 1e-9)),
+            # the requested plan's noise, before any deliberate breakage (noise_factor)
+            "calibration": bool(requested_z >= (1 - YARDSTICK_TOLERANCE) * reference),
+        },
     )
+
+
+#: The selection-scores audit's validation part (rows) and its candidates' training noise (the
+#: training part is the same in both worlds: any multiplier).
+_SCORES_VALIDATION, _SCORES_TRAINING_NOISE = 20, 10.0
+
+
+def selection_scores_epsilon(
+    *, mean: float, shape: float, score_noise: float, delta: float
+) -> float:
+    """ε at ``delta`` of the best of ``K`` (``mean``, ``shape``) noisy counts of one validation
+    part (each a count that one record moves by at most 1, plus Gaussian noise of std
+    ``score_noise``), from dp-accounting's RDP accountant directly (Papernot & Steinke 2022): what
+    a private selection releases about a record that sits in its validation part."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    event = dp_event_lib.RepeatAndSelectDpEvent(
+        dp_event_lib.GaussianDpEvent(score_noise), mean, shape
+    )
+    return float(rdp.RdpAccountant(list(dp.RDP_ORDERS)).compose(event).get_epsilon(delta))
+
+
+def _selection_score_noise(epsilon: float, delta: float) -> float:
+    """The score noise at which :func:`selection_scores_epsilon` (K geometric, mean 2) is
+    ``epsilon``."""
+    from scipy import optimize
+
+    def excess(sigma: float) -> float:
+        return (
+            selection_scores_epsilon(mean=2.0, shape=1.0, score_noise=sigma, delta=delta) - epsilon
+        )
+
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2
+    return float(optimize.brentq(excess, hi / 2 if hi > 1 else 1e-3, hi, xtol=1e-9))
+
+
+def _selection_scores_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
+    """A private selection's noisy validation scores, through the public
+    :func:`dpprep.selection.search_many` on a split the audit fixes (the caller's split, which
+    :func:`~dpprep.selection.search_many` takes), final model: each run is one search (random
+    search over two learning rates of ``steps``-step full-batch DP-GD, ``K`` truncated geometric
+    with mean 2), the runs of a world packed into one call. The canary is a validation row on
+    which every candidate's prediction is fixed (all-zero features: logit 0, class 0), as are the
+    other validation rows': labelled 0 (in) or 1 (out, replace-one), it moves every candidate's
+    count by exactly 1, so the released noisy score moves by one count over the validation size.
+    The score noise is set so that the scores cost ``cfg.epsilon`` (the candidates' training noise
+    is any: the training part is the same in both worlds). The score is the released score.
+    Held to dp-accounting's ε of the repeated-and-selected
+    noisy count (:func:`selection_scores_epsilon`): the training part is the same in both
+    worlds, so that is the whole release's guarantee for this split — tighter than the
+    selection's own ε (reported as ``claimed``)."""
+    from dpprep.selection import PrivateSelection, Repetitions, Search, search_many
+
+    del key  # the data are fixed: the canary's effect does not depend on them
+    v, d = _SCORES_VALIDATION, cfg.dim
+    if cfg.n <= v + 1:
+        raise ValueError(f"selection_scores needs n > {v + 1} (a {v}-row validation part)")
+    score_noise = _selection_score_noise(cfg.epsilon, cfg.delta)
+    selection = PrivateSelection(Repetitions(2.0, 1.0), score_noise=score_noise, validation_size=v)
+    plan = selection.plan(
+        "full",
+        cfg.n,
+        steps=cfg.steps,
+        l2_clip_norm=1.0,
+        delta=cfg.delta,
+        neighboring_relation="replace_one",
+        noise_multiplier=_SCORES_TRAINING_NOISE,
+    )
+    rng = np.random.default_rng(0)
+    train_x = rng.uniform(-0.5, 0.5, size=(cfg.n - v, d)).astype(np.float32)
+    train = (train_x, (train_x[:, 0] > 0).astype(np.int32))
+    validation_x = np.zeros((v, d), np.float32)
+    model = models.logistic_regression(d, fit_intercept=False)
+    config = TrainConfig(model=model, hyper=Hyper(learning_rate=1.0), plan=plan, iterates="last")
+    params0 = model.init(jax.random.key(0))
+    grid = {"learning_rate": np.asarray([1.0, 2.0], np.float32)}
+    theoretical = selection_scores_epsilon(
+        mean=2.0, shape=1.0, score_noise=score_noise, delta=cfg.delta
+    )
+
+    def runner(keys, inside):
+        inside = np.asarray(inside)
+        out = np.zeros(inside.size)
+        for world in (True, False):
+            rows = np.flatnonzero(inside == world)
+            if rows.size == 0:
+                continue
+            labels = np.zeros(v, np.int32)
+            labels[0] = 0 if world else 1  # class 0 is every candidate's prediction
+            found = search_many(
+                config,
+                params0,
+                train,
+                (validation_x, labels),
+                [Search(keys[i], grid) for i in rows],
+                selection=selection,
+            )
+            out[rows] = [float(r.score) for r in found]  # K >= 1 (geometric): always a score
+        return out
+
+    details = {
+        "noise_multiplier": float(plan.noise_multiplier),
+        "score_noise": score_noise,
+        "validation_size": float(v),
+        "steps": float(cfg.steps),
+    }
+    return AuditTarget(runner, theoretical, float(plan.epsilon), details, host=True)
 
 
 def impute_canary_datasets(
@@ -2647,6 +2831,12 @@ register(
     },
 )
 register(
+    "selection_scores",
+    _selection_scores_setup,
+    threat_models=("final_model",),
+    why_not={"white_box": "a selection releases one candidate's score and final model"},
+)
+register(
     "dp_sgd_iteration",
     _iteration_setup,
     threat_models=("final_model",),
@@ -2711,6 +2901,7 @@ _FULL_BATCH_LEARNERS = (
     "corrdp_points",
     "impute_dp_gd",
     "private_selection",
+    "selection_scores",
 )
 
 
@@ -3427,6 +3618,8 @@ __all__ = [
     "gdp_lower_bound",
     "impute_canary_datasets",
     "example_dropout",
+    "selection_reference_multiplier",
+    "selection_scores_epsilon",
     "linear_loss_model",
     "multi_leaf_linear_loss_model",
     "lower_bounds",

@@ -40,7 +40,7 @@ def test_unknown_bug_names_the_available_ones():
 
 
 def test_inject_restores_the_library_even_on_error():
-    from dpprep import algorithms, step, sweeps
+    from dpprep import algorithms, selection, step, sweeps
 
     from dpprep import plan
     from dpprep.accounting import dp
@@ -66,6 +66,9 @@ def test_inject_restores_the_library_even_on_error():
             step._privatizer_state,
             sweeps.sweep_points,
             plan.ExecutionPlan._options,
+            clipping.clipped_grad,
+            selection.PrivateSelection._selected,
+            selection._run_searches,
         )
 
     originals = patched()
@@ -91,6 +94,9 @@ def test_inject_restores_the_library_even_on_error():
         ("dpprep.step", "_privatizer_state"),
         ("dpprep.sweeps", "sweep_points"),
         ("dpprep.plan", "ExecutionPlan._options"),
+        ("dpprep.clipping", "clipped_grad"),
+        ("dpprep.selection", "PrivateSelection._selected"),
+        ("dpprep.selection", "_run_searches"),
     }
     for name in bugs.BUGS:
         with pytest.raises(RuntimeError, match="inside"):
@@ -98,6 +104,38 @@ def test_inject_restores_the_library_even_on_error():
                 raise RuntimeError("inside")
     assert originals == patched()
     assert algorithms.apply_step is step.apply_step
+
+
+def test_injection_leaves_no_cached_result_of_library_code_behind():
+    """Every functools cache of dpprep's code (compilations, accounts, calibrations: the plan's
+    and the selection's) is empty after an injection, so no answer computed under a planted bug
+    is served after it, nor an honest one inside it; a cache added to the library later is
+    covered by the same sweep. Only the data loaders' keep their entries."""
+    import sys
+
+    from dpprep import selection
+    from dpprep.plan import ExecutionPlan
+
+    choice = selection.PrivateSelection(
+        selection.Repetitions(2.0, 1.0), score_noise=8.0, validation_size=4
+    )
+    execution = ExecutionPlan.create("full", 36, steps=4, neighboring_relation="replace_one")
+    honest = choice.calibrate(execution, 1.0, 1e-5)
+    assert selection._calibrate.cache_info().currsize > 0
+    with inject("selection_unrepeated"):
+        # the repetition left out: less noise, not the honest answer from the cache
+        assert choice.calibrate(execution, 1.0, 1e-5) < 0.7 * honest
+    caches = [
+        (name, key)
+        for name, module in list(sys.modules.items())
+        if name.startswith("dpprep") and not name.startswith(("dpprep.data.", "dpprep.corrdp.data"))
+        for key, value in vars(module).items()
+        if hasattr(value, "cache_info") and getattr(value, "__module__", None) == name
+    ]
+    assert ("dpprep.selection", "_calibrate") in caches and len(caches) >= 10
+    filled = [c for c in caches if getattr(sys.modules[c[0]], c[1]).cache_info().currsize]
+    assert not filled
+    assert choice.calibrate(execution, 1.0, 1e-5) == honest
 
 
 def test_each_bug_acts_in_the_library_function_it_names():

@@ -376,7 +376,8 @@ def test_corrdp_canaries_on_each_coordinate_class_are_held_to_their_own_sigma():
 def test_private_selection_is_audited_end_to_end_through_the_protocol():
     sizes = {"n": 40, "dim": 3, "steps": 4, "runs": 150, "pilot_runs": 50, "chunk": 50}
     honest = auditing.audit(AuditConfig("private_selection", "final_model", epsilon=2.0, **sizes))
-    assert not honest.violation and honest.checks == {"plan_account": True}
+    assert not honest.violation
+    assert honest.checks == {"plan_account": True, "calibration": True}
     assert honest.bounds.auroc > 0.5  # the canary is seen
     # Positive control: the same selection with almost no training noise is exposed.
     control = auditing.audit(
@@ -385,6 +386,55 @@ def test_private_selection_is_audited_end_to_end_through_the_protocol():
     assert control.violation and "clopper_pearson" in control.caught_by
     with pytest.raises(ValueError, match="final_model only.*one candidate's final model"):
         AuditConfig("private_selection", "white_box")
+    # An accountant that charges the best of K candidates as one (ε 1.56 against 1 here) is
+    # refuted by the independent calibration before any run could show it.
+    unrepeated = audit_with_bug(
+        "selection_unrepeated", AuditConfig("private_selection", "final_model", **sizes)
+    )
+    assert unrepeated.violation and unrepeated.caught_by == ("check:calibration",)
+
+
+def test_the_selection_reference_is_dp_accountings_own_account_of_the_procedure():
+    """The audit's yardstick for a selection (dp-accounting's events, the split averaged by hand)
+    agrees with the selection's calibration to 1e-6, and the scores' ε with the selection's own
+    account of the scores (written with its replace-one convention, 2σ): two derivations."""
+    from dpprep.plan import ExecutionPlan
+    from dpprep.selection import PrivateSelection, Repetitions
+
+    for epsilon, steps, noise, validation in ((1.0, 4, 8.0, 4), (2.0, 10, 4.0, 10)):
+        selection = PrivateSelection(
+            Repetitions(2.0, 1.0), score_noise=noise, validation_size=validation
+        )
+        execution = ExecutionPlan.create(
+            "full", 40 - validation, steps=steps, neighboring_relation="replace_one"
+        )
+        reference = auditing.selection_reference_multiplier(
+            steps=steps,
+            mean=2.0,
+            shape=1.0,
+            score_noise=noise,
+            in_validation=validation / 40,
+            epsilon=epsilon,
+            delta=1e-5,
+        )
+        assert reference == pytest.approx(selection.calibrate(execution, epsilon, 1e-5), rel=1e-6)
+        scores = auditing.selection_scores_epsilon(
+            mean=2.0, shape=1.0, score_noise=noise, delta=1e-5
+        )
+        assert scores == pytest.approx(selection.scores_epsilon(execution, 1e-5), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_a_selections_noisy_scores_are_audited_through_search_many():
+    """The canary in the validation part moves every candidate's count by one: honest, not
+    flagged (scores' ε 1); score noise scaled for the accuracy instead of the count (σ/20) is
+    caught."""
+    sizes = {"n": 40, "dim": 3, "steps": 4, "runs": 1000, "pilot_runs": 200, "chunk": 500}
+    cfg = AuditConfig("selection_scores", "final_model", **sizes)
+    honest = auditing.audit(cfg)
+    assert not honest.violation and honest.theoretical == pytest.approx(1.0, rel=1e-6)
+    broken = audit_with_bug("score_noise_per_accuracy", cfg)
+    assert broken.violation and "clopper_pearson" in broken.caught_by, broken.verdict()
 
 
 def test_a_host_runner_with_a_wrong_output_is_refused():

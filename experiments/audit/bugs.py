@@ -203,6 +203,18 @@ BUGS: dict[str, Bug] = {
         (("dpprep.clipping", "clipped_grad", driver_patches.keyed_loss_unclipped),),
         _DRIVERS,
     ),
+    "selection_unrepeated": Bug(
+        "the private selection's accountant charges the best of K candidates as one"
+        " (dpprep.selection.PrivateSelection._selected)",
+        (("dpprep.selection", "PrivateSelection._selected", driver_patches.selection_unrepeated),),
+        ("private_selection",),
+    ),
+    "score_noise_per_accuracy": Bug(
+        "the selection's score noise is scaled for the accuracy, not the count: std σ/v"
+        " (dpprep.selection._run_searches)",
+        (("dpprep.selection", "_run_searches", driver_patches.score_noise_per_accuracy),),
+        ("private_selection", "selection_scores"),
+    ),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .paths import DRIVER_PATHS
+from .paths import DRIVER_PATHS, DRIVER_TITLES
 
 EPSILONS = (1.0, 2.0, 4.0)
 PIPELINE_EPSILONS = (0.1, 0.25, 0.5)  # DP-GD's own ε parameter (Hu et al.'s σ = L√T/(εn))
@@ -38,10 +38,19 @@ SHAPES = {
         "pilot_runs": 150,
         "chunk": 150,
     },
+    # search_many's searches, the runs of a world packed into one call (~8 ms a run)
+    "selection_scores": {
+        "n": 40,
+        "dim": 3,
+        "steps": 4,
+        "runs": 5_000,
+        "pilot_runs": 1_000,
+        "chunk": 2_500,
+    },
 }
 SHAPES.update(DRIVER_PATHS)
 #: Learners audited under the final-model threat model only.
-FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection", "corrdp_points")
+FINAL_MODEL_ONLY = ("dp_sgd_iteration", "private_selection", "selection_scores", "corrdp_points")
 TITLES = {
     "dp_gd": "DP-GD",
     "dp_sgd_poisson": "DP-SGD (Poisson)",
@@ -56,17 +65,8 @@ TITLES = {
     "corrdp_sgd_sensitive": "CorrDP-SGD, sensitive-feature canary",
     "corrdp_points": "CorrDP-SGD through corrdp.sgd.sweep_points (last iterate)",
     "private_selection": "private selection (end to end)",
-    "train_options": "train(): Poisson, 3 leaves, microbatches, steps_per_call 7, η 4",
-    "fit_full": "fit(): DP-GD",
-    "dp_step_microbatch": "dp_step loop: Poisson, microbatches",
-    "dp_step_full_leaves": "dp_step loop: DP-GD, 3 leaves",
-    "sweep_points_shuffle": "sweep_points(): shuffled, η 4",
-    "dp_step_replace_one": "dp_step loop: Poisson, replace-one plan",
-    "dp_step_full_final": "dp_step loop: DP-GD, last iterate only",
-    "dpsgdf_fit": "dpsgdf.fit(): DPSGD-F end to end",
-    "dp_step_adam_final": "dp_step loop: DP-GD with Adam η 0.1, last iterate only",
-    "train_dropout": "train(): DP-GD, dropout 0.1",
-    "dp_step_dropout": "dp_step loop: Poisson, 3 leaves, dropout 0.1",
+    "selection_scores": "private selection's noisy scores (search_many, canary in validation)",
+    **DRIVER_TITLES,
 }
 
 
@@ -178,6 +178,8 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dp_step_adam_final", "noise_0.7x"),
     ("train_dropout", "keyed_loss_unclipped"),
     ("dp_step_dropout", "keyed_loss_unclipped"),
+    ("private_selection", "selection_unrepeated"),
+    ("selection_scores", "score_noise_per_accuracy"),
     ("dpsgdf", "mean_of_sum"),
     ("dpsgdf_fit", "mean_of_sum"),
     ("dpsgdf_fit", "mean_noiseless"),

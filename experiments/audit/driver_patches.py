@@ -110,3 +110,23 @@ def keyed_loss_unclipped(clipped_grad: Callable) -> Callable:
         return clipped_grad(loss_fn, l2_clip_norm=l2_clip_norm, prng_argnum=prng_argnum, **kwargs)
 
     return broken
+
+
+def selection_unrepeated(selected: Callable) -> Callable:
+    # The selection's accountant charges the best of K candidates as one candidate (the
+    # repetition's RDP left out): its training noise is calibrated as if K were 1.
+    def broken(self, curve):
+        return curve
+
+    return broken
+
+
+def score_noise_per_accuracy(run_searches: Callable) -> Callable:
+    # The score noise is scaled for the accuracy, not for the count: its std relative to the count
+    # is σ/v (v the validation rows) where σ is stated.
+    def broken(config, params0, train, validation, searches, selection, chunk):
+        v = int(np.shape(validation[1])[0])
+        scaled = dataclasses.replace(selection, score_noise=selection.score_noise / v)
+        return run_searches(config, params0, train, validation, searches, scaled, chunk)
+
+    return broken

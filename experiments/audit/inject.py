@@ -17,19 +17,26 @@ from dpprep.auditing import AuditConfig, AuditResult, audit
 from .bugs import Bug, check_bug
 
 
-def clear_compilations() -> None:
-    """Forget every compiled function and cached account: JAX's caches, the engine's (the sweeps'
-    compiled calls) and the plan's accountant's."""
-    from dpprep import algorithms, plan, sweeps
-    from dpprep.accounting import dp
+#: Modules whose caches hold data read from disk, not results of library code a bug could
+#: change: kept across injections (clearing them only costs the reads again).
+_DATA_CACHES = ("dpprep.data.", "dpprep.corrdp.data")
 
-    sweeps._compiled_group.cache_clear()
-    sweeps._compiled_datasets.cache_clear()
-    algorithms._host_fns.cache_clear()
-    # The accountant's caches too: a planted accounting bug must neither hit an honest entry nor
-    # leave a broken one behind (the on-disk cache re-verifies every hit with the accountant).
-    plan._account.cache_clear()
-    dp.calibrate_noise.cache_clear()  # type: ignore[attr-defined]
+
+def clear_compilations() -> None:
+    """Forget every compiled function and cached result of dpprep's code: JAX's caches and every
+    ``functools`` cache of a loaded dpprep module (the engine's and sweeps' compiled calls, the
+    plan's and the selection's accounts and calibrations, ...), except those of the data loaders
+    (:data:`_DATA_CACHES`). A planted bug must neither hit an honest entry nor leave a broken one
+    behind; a cache added to the library later is covered without a change here."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if not (name == "dpprep" or name.startswith("dpprep.")) or name.startswith(_DATA_CACHES):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
     jax.clear_caches()
 
 

@@ -101,6 +101,20 @@ DRIVER_PATHS: dict[str, dict[str, Any]] = {
         "learning_rate": 0.1,
     },
 }
+#: Each driver path's title in the report.
+DRIVER_TITLES = {
+    "train_options": "train(): Poisson, 3 leaves, microbatches, steps_per_call 7, η 4",
+    "fit_full": "fit(): DP-GD",
+    "dp_step_microbatch": "dp_step loop: Poisson, microbatches",
+    "dp_step_full_leaves": "dp_step loop: DP-GD, 3 leaves",
+    "sweep_points_shuffle": "sweep_points(): shuffled, η 4",
+    "dp_step_replace_one": "dp_step loop: Poisson, replace-one plan",
+    "dp_step_full_final": "dp_step loop: DP-GD, last iterate only",
+    "dpsgdf_fit": "dpsgdf.fit(): DPSGD-F end to end",
+    "dp_step_adam_final": "dp_step loop: DP-GD with Adam η 0.1, last iterate only",
+    "train_dropout": "train(): DP-GD, dropout 0.1",
+    "dp_step_dropout": "dp_step loop: Poisson, 3 leaves, dropout 0.1",
+}
 #: The options that tell two audits of one driver apart (:func:`path_of`).
 _PATH_OPTIONS = (
     "sampling",

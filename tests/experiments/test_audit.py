@@ -59,9 +59,9 @@ def test_quick_profile_covers_the_issue_targets():
     from experiments.audit.bugs import BUGS
 
     assert {role.split(":", 1)[1] for role, _ in plan if role.startswith("bug:")} == set(BUGS)
-    # at the learners' default runs (the drivers called once per run: their paths' own)
+    # at the learners' default runs (host loops: their paths' own)
     assert all(
-        c.runs == DRIVER_PATHS.get(path_of(c), {}).get("runs", 20_000)
+        c.runs == SHAPES[path_of(c)].get("runs", 20_000)
         for role, c in plan
         if role.startswith("bug:")
     )
