@@ -290,8 +290,10 @@ class AuditConfig:
         these (:data:`CANARY_POSITIONS`): a bug tied to a slot (one always sampled, a padding
         slot that points at a record) shows only when the canary can be there.
       opposer: every background record's gradient opposes the canary's clipped one, about C per
-        batch in all (white-box DP-GD and DP-SGD), so that clipping rules that treat a batch as a
-        whole (its sum, its largest norm) show; False: zero-gradient background records.
+        batch in all (white-box DP-GD and DP-SGD; DPSGD-F through the engine and its grid, where
+        two halves of opposite features and labels survive the centring), so that clipping rules
+        that treat a batch as a whole (its sum, its largest norm) show; False: zero-gradient
+        background records.
       canary_norm: the canary's gradient (white-box) or feature (final-model) norm in units of
         the clip bound, >= 1. Above 1 clipping binds on the canary, so a learner that clips too
         little (to 2C, or not at all) releases a larger shift than an honest one and is caught;
@@ -894,19 +896,39 @@ def _iteration_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     )
 
 
-def _dpsgdf_data(cfg: AuditConfig, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
-    """DPSGD-F's audit columns: background rows (unit-normalised, zero gradient: label 0) in the
-    first ``dim`` columns; column ``dim`` is the canary's; ``dim + 1``, ``dim + 2`` are no record's.
-    Returns the ``n − 1`` background rows and the canary's unit row ``e_dim``."""
+def _dpsgdf_data(
+    cfg: AuditConfig, key: jax.Array, opposer: bool | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """DPSGD-F's audit columns: column ``dim`` is the canary's; ``dim + 1``, ``dim + 2`` are no
+    record's. Returns the ``n − 1`` background rows (unit-normalised), their labels, the canary's
+    unit row ``e_dim`` and the opposers' label weight ``w``.
+
+    With ``cfg.opposer`` the background opposes the canary: ``⌊(n − 1)/2⌋`` rows ``+e_dim``
+    labelled ``−w`` and as many ``−e_dim`` labelled ``+w`` (any remainder a zero row, label 0).
+    Each gradient ``−y·(C_F·x − μ̂)`` is then about ``+w·C_F·e_dim``, the canary's clipped one's
+    opposite, and ``w = C/(C_F·b)`` (``b`` the expected batch) puts about C of it in a batch, so a
+    rule that treats a batch as a whole (its largest norm) shows. Centring cannot cancel it: the
+    two halves' features cancel in the mean (the noiseless mean's column ``dim`` stays 0), their
+    gradients, signed by the labels, add. Without opposers: Gaussian rows in the first ``dim``
+    columns, label 0 (zero gradient). ``opposer``: overrides ``cfg.opposer``."""
     from dpprep import dpsgdf
 
     d = cfg.dim + 3
+    e_d = np.zeros(d, np.float32)
+    e_d[cfg.dim] = 1.0
+    if cfg.opposer if opposer is None else opposer:
+        half = (cfg.n - 1) // 2
+        rest = cfg.n - 1 - 2 * half
+        weight = 1.0 / (2.0 * cfg.batch_size * (cfg.n - 1) / cfg.n)  # C / (C_F · b), C_F = 2
+        unit_bg = np.concatenate(
+            [np.tile(e_d, (half, 1)), np.tile(-e_d, (half, 1)), np.zeros((rest, d), np.float32)]
+        )
+        labels = np.concatenate([np.full(half, -weight), np.full(half, weight), np.zeros(rest)])
+        return unit_bg.astype(np.float32), labels.astype(np.float32), e_d, weight
     x_bg, _ = background(cfg, key)
     unit_bg = np.asarray(dpsgdf.unit_normalize(x_bg[:, : cfg.dim]), np.float32)
     unit_bg = np.concatenate([unit_bg, np.zeros((cfg.n - 1, d - cfg.dim), np.float32)], axis=1)
-    e_d = np.zeros(d, np.float32)
-    e_d[cfg.dim] = 1.0
-    return unit_bg, e_d
+    return unit_bg, np.zeros(cfg.n - 1, np.float32), e_d, 0.0
 
 
 def _dpsgdf_score(
@@ -916,11 +938,13 @@ def _dpsgdf_score(
     mu_hat: jax.Array | np.ndarray,
     feature_norm: float,
     clip: float,
+    opposer_weight: float,
     xp: Any = jnp,
 ) -> jax.Array | np.ndarray:
     """The DPSGD-F attack on one run (``xp``: jnp traced, np on the host): the released mean's
     evidence on the canary's column plus the Poisson likelihood ratio of every update along the
-    canary's clipped (centred) gradient, at the reference noises."""
+    canary's clipped (centred) gradient, at the reference noises, with the opposers of
+    :func:`_dpsgdf_data` (label weight ``opposer_weight``; 0: none) in the batches."""
     assert ref.mean_multiplier is not None
     z_ref, s_ref = ref.noise_multiplier, ref.mean_multiplier
     e_d = np.zeros(updates.shape[-1], np.float32)
@@ -934,13 +958,20 @@ def _dpsgdf_score(
         / (cfg.learning_rate * z_ref * clip)
     )
     m = (mu_hat[..., cfg.dim] * cfg.n / feature_norm) / s_ref  # N(b/s, 1): the mean's evidence
-    score = (
-        m / s_ref
-        - 0.5 / s_ref**2
-        + xp.asarray(
-            jnp.sum(_poisson_log_lr(jnp.asarray(a), 1.0 / z_ref, ref.sampling_rate), axis=-1)
+    if opposer_weight:
+        # each opposer moves a by −s·w·C_F·⟨e_d, v⟩/C (its μ̂ terms cancel in pairs on average)
+        weight = opposer_weight * feature_norm * v[..., cfg.dim] / clip
+        others = 2 * ((cfg.n - 1) // 2)
+        log_lr = _poisson_opposed_log_lr(
+            jnp.asarray(a),
+            1.0 / z_ref,
+            ref.sampling_rate,
+            others,
+            jnp.asarray(weight)[..., None, None],  # per run, against (steps, counts)
         )
-    )
+    else:
+        log_lr = _poisson_log_lr(jnp.asarray(a), 1.0 / z_ref, ref.sampling_rate)
+    score = m / s_ref - 0.5 / s_ref**2 + xp.asarray(jnp.sum(log_lr, axis=-1))
     # Exact-release check: without the canary the noiseless mean's coordinate is exactly 0 (no
     # background record uses it). A Gaussian release hits it with probability 0, so this never
     # moves an honest run's score, but a mean released without its noise is then separated
@@ -1012,7 +1043,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     (``canary_positions``); the out world's untouched columns carry the noise test."""
     from dpprep import dpsgdf
 
-    unit_bg, e_d_np = _dpsgdf_data(cfg, key)
+    unit_bg, y_bg_np, e_d_np, weight = _dpsgdf_data(cfg, key)
     d = unit_bg.shape[1]
     model = _model("linear", d)
     run, dp_plan, s, ref = _dpsgdf_run(cfg)
@@ -1025,7 +1056,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     params0 = model.init(None)
     e_d = jnp.asarray(e_d_np)
     bg_sum = jnp.asarray(unit_bg.sum(axis=0))
-    y_bg = jnp.zeros(cfg.n - 1, jnp.float32)
+    y_bg = jnp.asarray(y_bg_np)
     unit_bg = jnp.asarray(unit_bg)
     mean_noise_sd = s * cfg.noise_factor
     positions = tuple(cfg.canary_positions)
@@ -1049,7 +1080,7 @@ def _dpsgdf_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         _, metrics = train_fn(hyper, params0, x, y, k_run)
         updates = _updates(metrics["params"], params0)
         return {
-            "score": _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip),
+            "score": _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, weight),
             "null": _dpsgdf_null(cfg, ref, updates, inside, clip),
         }
 
@@ -1081,13 +1112,15 @@ def _dpsgdf_fit_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     released μ̂ and every update, the out world's untouched columns)."""
     from dpprep import dpsgdf
 
-    unit_bg, e_d = _dpsgdf_data(cfg, key)
+    # fit takes class labels, which cannot carry the opposers' weights: zero-gradient background
+    # records here (the engine fit runs is audited with opposers as dpsgdf and dpsgdf_grid)
+    unit_bg, labels, e_d, weight = _dpsgdf_data(cfg, key, opposer=False)
+    labels = labels.astype(np.int32)
     model = _model("linear", unit_bg.shape[1])
     run, dp_plan, s, ref = _dpsgdf_run(cfg)
     feature_norm, clip = run.feature_norm, run.l2_clip_norm
     params0 = model.init(None)
     positions = tuple(cfg.canary_positions)
-    labels = np.zeros(cfg.n - 1, np.int32)
 
     def runner(keys, inside):
         index, run_keys = _split_runs(keys, positions, cfg.n)
@@ -1099,7 +1132,9 @@ def _dpsgdf_fit_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
             out = dpsgdf.fit(run, x, y, run_keys[i], model=model, track_params=True)
             updates = np.asarray(_updates(out.metrics["params"], params0))
             mu_hat = np.asarray(out.mu_hat, np.float32)
-            scores.append(_dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, xp=np))
+            scores.append(
+                _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, weight, xp=np)
+            )
             nulls.append(_dpsgdf_null(cfg, ref, updates, np.asarray(world), clip, xp=np))
         return {"score": np.asarray(scores), "null": np.asarray(nulls)}
 
@@ -1134,7 +1169,7 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     that world's runs repeated to the chunk's length (one compilation for any mix of worlds)."""
     from dpprep import dpsgdf, sweeps
 
-    unit_bg, e_d = _dpsgdf_data(cfg, key)
+    unit_bg, y_bg, e_d, weight = _dpsgdf_data(cfg, key)
     d = unit_bg.shape[1]
     model = _model("linear", d)
     feature_norm, clip, audited = 2.0, 1.0, 1
@@ -1146,7 +1181,7 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         False: np.concatenate([np.zeros((1, d), np.float32), unit_bg]),
     }
     labels = {
-        world: np.concatenate([[1.0 if world else 0.0], np.zeros(cfg.n - 1)]).astype(np.float32)
+        world: np.concatenate([[1.0 if world else 0.0], y_bg]).astype(np.float32)
         for world in worlds
     }
     params0 = model.init(None)
@@ -1222,7 +1257,9 @@ def _dpsgdf_grid_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
                 np.concatenate([np.zeros_like(trajectory[:, :1]), trajectory], axis=1), axis=1
             )
             mu_hat = np.asarray(points["feature_shift"])[: mine.size, audited]
-            score[mine] = _dpsgdf_score(cfg, ref, updates, mu_hat, feature_norm, clip, xp=np)
+            score[mine] = _dpsgdf_score(
+                cfg, ref, updates, mu_hat, feature_norm, clip, weight, xp=np
+            )
             null[mine] = _dpsgdf_null(cfg, ref, updates, np.full(mine.size, world), clip, xp=np)
         return {"score": score, "null": null}
 

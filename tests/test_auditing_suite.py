@@ -4,6 +4,7 @@ show which part of the audit catches them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -348,6 +349,27 @@ def test_dpsgdf_grid_path_is_the_engine_path_and_its_bugs_show():
 def test_dpsgdf_noise_columns_and_positions_catch_what_its_lone_score_missed(bug, by):
     result = _audit("dpsgdf", bug)
     assert result.violation and by in result.caught_by, result.caught_by
+
+
+def test_dpsgdf_opposers_survive_centring_and_show_a_batch_level_clip():
+    """DPSGD-F's background opposes the canary in two halves (+e_d labelled −w, −e_d labelled +w):
+    their features cancel in the mean, so centring keeps them, and their gradients add to about C
+    against the canary per batch. A batch scaled by its largest norm (the canary's) shrinks them
+    when the canary is present: caught with the opposers, invisible to the lone canary."""
+    cfg = AuditConfig("dpsgdf", epsilon=1.0, runs=8000, pilot_runs=800, seed=3, **POISSON)
+    unit_bg, labels, e_d, weight = auditing._dpsgdf_data(cfg, jax.random.key(0))
+    assert unit_bg[:, cfg.dim].sum() == 0.0 and weight > 0
+    # each opposer's gradient −y·C_F·x points along +e_d, about C per expected batch in all
+    assert np.all(-labels * unit_bg[:, cfg.dim] >= 0)
+    expected_batch = cfg.batch_size * (cfg.n - 1) / cfg.n
+    assert np.sum(-labels * unit_bg[:, cfg.dim]) * 2.0 / (cfg.n - 1) * expected_batch == (
+        pytest.approx(1.0, rel=0.02)
+    )
+    assert not auditing.audit(cfg).violation
+    caught = audit_with_bug("batch_max_scaling", cfg)
+    assert caught.violation and "tradeoff" in caught.caught_by, caught.verdict()
+    lone = audit_with_bug("batch_max_scaling", dataclasses.replace(cfg, opposer=False))
+    assert not lone.violation, lone.verdict()
 
 
 def test_corrdp_canaries_on_each_coordinate_class_are_held_to_their_own_sigma():

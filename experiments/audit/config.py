@@ -178,6 +178,7 @@ CATALOGUE: tuple[tuple[str, str], ...] = (
     ("dp_step_adam_final", "noise_0.7x"),
     ("train_dropout", "keyed_loss_unclipped"),
     ("dp_step_dropout", "keyed_loss_unclipped"),
+    ("dpsgdf", "batch_max_scaling"),
     ("private_selection", "selection_unrepeated"),
     ("selection_scores", "score_noise_per_accuracy"),
     ("dpsgdf", "mean_of_sum"),
