@@ -25,7 +25,7 @@ def test_audit_smoke(smoke_out):
     assert (honest["epsilon_lb_gdp"] <= honest["theoretical_epsilon"]).all()
     assert (honest["epsilon_lb_cp"] <= honest["theoretical_epsilon"]).all()
     assert not (honest["tradeoff_delta_excess"] > 0).any() and not honest["violation"].any()
-    assert "| **all** | | **25** |" in (out / "alarms.md").read_text()
+    assert "| **all** | | **26** |" in (out / "alarms.md").read_text()
     assert "## Per path" in (out / "catalogue.md").read_text()
     assert (frame["runs_per_second"] > 0).all()
     assert {"config", "versions", "seed"} <= set(frame.columns)
