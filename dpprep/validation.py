@@ -82,16 +82,27 @@ def check_finite_array(
             f"{name} must be numeric, got dtype {arr.dtype} (convert it, e.g. "
             "np.asarray(values, dtype=np.float32), after handling missing or text values)"
         )
-    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+    if not arr.size or arr.dtype.kind in "biu":
+        # no integer exceeds float32's range (2**64 < 3.4e38): nothing to scan
+        return arr
+    if arr.dtype.kind == "f":
+        # One reduction each for the smallest and largest value, without a temporary the size of
+        # the data (this runs on every call of train and the sweeps): NaN propagates through both
+        # and ±inf shows, so they are finite exactly when every value is.
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+        finite = math.isfinite(lo) and math.isfinite(hi)
+        largest = max(-lo, hi)
+    else:  # complex
+        finite = bool(np.all(np.isfinite(arr)))
+        largest = float(np.max(np.abs(arr))) if finite else math.inf
+    if not finite:
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
-    if float32 and arr.size and arr.dtype.kind in "fiu":
-        largest = float(np.max(np.abs(arr)))
-        if largest > np.finfo(np.float32).max:
-            raise ValueError(
-                f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
-                "engine computes in float32: rescale the data"
-            )
+    if float32 and largest > float(np.finfo(np.float32).max):
+        raise ValueError(
+            f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
+            "engine computes in float32: rescale the data"
+        )
     return arr
 
 

@@ -942,3 +942,29 @@ def test_auto_steps_per_call_keeps_one_scan_for_models_that_do_not_convolve():
 def test_steps_per_call_is_checked_before_compiling(no_compile, bad):
     with pytest.raises((TypeError, ValueError), match="steps_per_call"):
         train(dataclasses.replace(BASE, steps_per_call=bad), LOGISTIC.init(KEY), (X, Y_BIN), KEY)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_the_data_check_finds_every_non_finite_value_in_one_pass_per_extreme(dtype, bad):
+    # check_finite_array reads only the smallest and largest value (NaN propagates through both,
+    # ±inf shows): whatever the dtype, position or sign, a non-finite value is refused, counted.
+    from dpprep.validation import check_finite_array
+
+    for where in [(0, 0), (7, 2), (-1, -1)]:
+        x = np.linspace(-3, 3, 60, dtype=dtype).reshape(20, 3)
+        x[where] = bad
+        x[3, 1] = bad
+        with pytest.raises(ValueError, match="x contains 2 non-finite value"):
+            check_finite_array(x, "x", float32=True)
+    fine = np.linspace(-3, 3, 60, dtype=dtype).reshape(20, 3)
+    assert check_finite_array(fine, "x", float32=True) is not None
+    # float32's range, checked on both signs; integers always fit
+    for big in (1e39, -1e39):
+        wide = np.zeros((4, 2), np.float64)
+        wide[1, 1] = big
+        with pytest.raises(ValueError, match="beyond float32's range"):
+            check_finite_array(wide, "x", float32=True)
+        check_finite_array(wide, "x")  # the range only where float32 is asked for
+    check_finite_array(np.array([[np.iinfo(np.int64).max]]), "x", float32=True)
+    check_finite_array(np.zeros((0, 3), np.float32), "x", float32=True)  # empty: nothing to scan
