@@ -38,11 +38,11 @@ from experiments.results import Comparison, provenance_json, write_csv
 
 from .bugs import BUGS
 from .inject import audit_with_bug
+from .notes import NOT_CATCHABLE
 from .config import (
     CATALOGUE,
     EPSILONS,
     FINAL_MODEL_ONLY,
-    NOT_CATCHABLE,
     PIPELINE_EPSILONS,
     PROFILES,
     SHAPES,

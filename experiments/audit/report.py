@@ -3,7 +3,7 @@
 Honest white-box audits are held to the ratio targets of ``targets.csv`` (GDP lower bound /
 theoretical ε); every honest audit to "no bound above its theory" and "no test flags it"; the
 broken learners and every catalogue row to "a rigorous test refutes the claim", with the measured
-reason (:data:`~experiments.audit.config.NOT_CATCHABLE`) for each row none can catch.
+reason (:data:`~experiments.audit.notes.NOT_CATCHABLE`) for each row none can catch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from experiments.targets import paper_targets
 
 from .alarms import alarm_rates, interval
 from .bugs import BUGS
-from .config import NOT_CATCHABLE, TITLES
+from .config import TITLES
+from .notes import NOT_CATCHABLE
 
 
 def _ratio_targets() -> list[tuple[str, str, float]]:

@@ -3,7 +3,7 @@ stack.
 
 A unit of work is keyed on its config and on the digest of the code that computes it
 (:func:`experiment_digest`: the package ``dpprep/`` and the experiment's import closure, without
-cost models and figures); every table row carries the provenance of the run that produced it.
+cost models, figures and report notes); every table row carries the provenance of the run that produced it.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ _RUNNER = {"experiments/__init__.py", "experiments/runner.py"}
 # ``--validate`` only) and its figures (``plots.py`` and the shared ``experiments/plotting.py``,
 # drawn from finished units). Editing them leaves cached units valid; ``tests/experiments``
 # checks that only the modules allowed to import them do.
-NOT_KEYED = ("cost.py", "plots.py")
+NOT_KEYED = ("cost.py", "plots.py", "notes.py")
 _PLOTTING = "experiments/plotting.py"
 
 
@@ -136,7 +136,7 @@ def experiment_sources(module: str, root: Path | str | None = None) -> tuple[str
     ``"experiments.audit"``): the package ``dpprep/``, the experiment's module and every
     ``experiments`` module it imports, transitively, except the registry and runner
     (``experiments/__init__.py``, ``runner.py``) and what never feeds a unit (:data:`NOT_KEYED`:
-    cost models and figures). Editing one experiment thus leaves the others' cached units valid,
+    cost models, figures and report notes). Editing one experiment thus leaves the others' cached units valid,
     while an edit to the package or to a shared helper (``experiments.results``) invalidates
     every experiment that uses it."""
     root = Path(__file__).resolve().parents[2] if root is None else Path(root)
