@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
 DEV_LOCK := requirements-dev-lock.txt
 
-.PHONY: reproduce lint test test-slow check docs install install-dev wheel lock clean
+.PHONY: reproduce lint test test-slow check docs install install-dev bench-env wheel lock clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,18 @@ $(VENV)/.installed: $(LOCK) pyproject.toml | $(PY)
 
 $(VENV)/.installed-dev: $(VENV)/.installed $(DEV_LOCK)
 	$(PY) -m pip install --quiet -r $(LOCK) -r $(DEV_LOCK)
+	touch $@
+
+# The optional benchmark environment (benchmarks/real_models.py's Opacus rows): both locks, dpprep
+# and torch's CPU build with Opacus (benchmarks/requirements-opacus.txt), in a venv of its own: the
+# project's locks do not carry torch. Run a benchmark there: .venv-bench/bin/python benchmarks/...
+BENCH_VENV ?= .venv-bench
+bench-env: $(BENCH_VENV)/.installed
+
+$(BENCH_VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml benchmarks/requirements-opacus.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet -r $(LOCK) -r $(DEV_LOCK) -r benchmarks/requirements-opacus.txt
+	$(BENCH_VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 
 reproduce: install
