@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import data, frameworks, sweeps
 from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.plan import DPPlan, ExecutionPlan
@@ -53,6 +54,7 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    print(machine.start_line(), flush=True)
 
     mnist = data.load("mnist")
     x_train = mnist.x_train.reshape(-1, 28, 28, 1)
@@ -116,6 +118,7 @@ def main() -> None:
         f"training wall time {total:.0f} s on {jax.devices()[0].device_kind} "
         f"({jax.device_count()} device(s))"
     )
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ once per model with the same key and the same transform (``C_F``, ``μ̂``), on 
 group's layout, so every per-model run shares one compilation). Compile time is excluded
 from both (one warm-up call each); both give the same parameters (checked).
 
-Also measured in the same run: this machine's float32 matrix-product rate (the best of three
-trials of a square 2048³ product and of the batched engine's own shape, 4096 × 784 @ 784 × 2400;
-the batched grid is also timed as the best of two calls), and the batched
-engine's achieved FLOP/s (spec §7.2 count: 4·d·K FLOPs per expected example per step) as a
-fraction of it. From that fraction, the *projected* time of the full paper grid (§7.2: 50,400
+Also measured in the same run: this machine's float32 matrix-product rate (three square 2048³
+products at full precision) timed alternately with the batched grid in the same five rounds, and
+the batched engine's achieved FLOP/s (spec §7.2 count: 4·d·K FLOPs per expected example per step)
+as a fraction of it: the median of the rounds' paired ratios, both sides under one load (a rate
+measured before the rounds, on a quieter moment, once made the fraction 0.92 where it was 0.49).
+From that fraction, the *projected* time of the full paper grid (§7.2: 50,400
 configurations × 10 seeds, plus non-private SGD) on an H100 at the same fraction of an assumed
 fp32 peak — a projection, not a measured GPU time.
 
@@ -29,14 +30,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import time
 from pathlib import Path
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import dpsgdf, sweeps
 from dpprep.algorithms import Hyper, engine_fn, traced, train
 
@@ -67,24 +69,30 @@ def paper_grid_flops() -> dict[str, float]:
     return out
 
 
-def matmul_rate() -> float:
-    best = 0.0
+#: The machine's reference product (float32, full precision), timed in the same rounds as the grid.
+MATMUL = (2048, 2048, 2048)
+MATMUL_REPS = 3
+ROUNDS = 5
+
+
+def matmul_timer() -> tuple[Callable[[], float], float]:
+    """A timer of :data:`MATMUL_REPS` float32 products of :data:`MATMUL` (compiled, warm) and the
+    FLOPs it times."""
+    m, k, n = MATMUL
     rng = np.random.default_rng(0)
-    for m, k, n in ((2048, 2048, 2048), (4096, 784, 2400)):
-        a = jnp.asarray(rng.random((m, k), dtype=np.float32))
-        b = jnp.asarray(rng.random((k, n), dtype=np.float32))
-        f = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
-        jax.block_until_ready(f(a, b))
-        reps, rate = 5, 0.0
-        for _ in range(3):  # best of three trials: the machine's rate, not a moment of contention
-            start = time.perf_counter()
-            for _ in range(reps):
-                out = f(a, b)
-            jax.block_until_ready(out)
-            rate = max(rate, 2 * m * k * n * reps / (time.perf_counter() - start))
-        print(f"float32 matmul {m}x{k} @ {k}x{n}: {rate / 1e9:.1f} GFLOP/s")
-        best = max(best, rate)
-    return best
+    a = jnp.asarray(rng.random((m, k), dtype=np.float32))
+    b = jnp.asarray(rng.random((k, n), dtype=np.float32))
+    f = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
+    jax.block_until_ready(f(a, b))
+
+    def seconds() -> float:
+        start = time.perf_counter()
+        for _ in range(MATMUL_REPS):
+            out = f(a, b)
+        jax.block_until_ready(out)
+        return time.perf_counter() - start
+
+    return seconds, 2.0 * m * k * n * MATMUL_REPS
 
 
 def main() -> None:
@@ -97,10 +105,8 @@ def main() -> None:
     y = rng.integers(0, K, size=N)
     keys = jax.random.split(jax.random.key(0), 1)
     models = dpsgdf.grid_models(["dpsgdf", "dpsgd"], FEATURE_NORMS, LRS, EPS_FS, EPS)
-    print(
-        f"jax {jax.__version__}, backend {jax.default_backend()} ({jax.devices()[0].device_kind}); "
-        f"{len(models)} models, B={B}, E={E}"
-    )
+    print(machine.start_line())
+    print(f"{len(models)} models, B={B}, E={E}")
     start = time.perf_counter()
     group = dpsgdf.grid_group("bench", models, B, E, N, unit.astype(np.float64).mean(0), keys)
     plan = group.config.plan
@@ -116,11 +122,18 @@ def main() -> None:
         )
 
     res = batched()  # compile (and warm up)
-    t_batched = math.inf
-    for _ in range(2):  # best of two, like the matmul rate below
+
+    def batched_seconds() -> float:
+        nonlocal res
         start = time.perf_counter()
         res = batched()
-        t_batched = min(t_batched, time.perf_counter() - start)
+        jax.block_until_ready(res.params)
+        return time.perf_counter() - start
+
+    # The grid and the machine's reference product, timed alternately in the same rounds: the
+    # roofline fraction is the median of the rounds' paired ratios, both sides under one load.
+    matmul_seconds, matmul_flops = matmul_timer()
+    t_batched, t_matmul, paired = machine.paired_median(batched_seconds, matmul_seconds, ROUNDS)
 
     alone = models if args.models_alone is None else models[: args.models_alone]
     configs = []
@@ -177,8 +190,8 @@ def main() -> None:
 
     flops = len(models) * plan.steps * B * 4 * D * K
     achieved = flops / t_batched
-    peak = matmul_rate()
-    fraction = achieved / peak
+    peak = matmul_flops / t_matmul
+    fraction = (flops / matmul_flops) / paired  # median over rounds of achieved / reference
     grid = paper_grid_flops()
     projected = grid["total"] / (fraction * H100_FP32_PEAK)
     speedup = t_alone / t_batched
@@ -192,7 +205,10 @@ def main() -> None:
         + f"; {t_jit:.2f} s through the jitted single-run function without input checks "
         f"(speedup {t_jit / t_batched:.1f})"
     )
-    print(f"machine float32 matmul rate: {peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"machine float32 matmul rate ({MATMUL[0]}x{MATMUL[1]} @ {MATMUL[1]}x{MATMUL[2]}, timed in"
+        f" the grid's {ROUNDS} rounds): {peak / 1e9:.1f} GFLOP/s"
+    )
     print(f"paper grid FLOPs (§7.2, 10 seeds, with non-private): {grid['total']:.3g}")
     print(
         f"PROJECTION (not a measurement): the paper grid on one H100 at {fraction:.2f} of an"
@@ -216,6 +232,8 @@ def main() -> None:
                 "achieved_flops": achieved,
                 "matmul_rate": peak,
                 "roofline_fraction": fraction,
+                "rounds": ROUNDS,
+                "machine": machine.start_line(),
                 "paper_grid_flops": grid,
                 "assumed_h100_fp32_peak": H100_FP32_PEAK,
                 "projected_h100_hours": projected / 3600,
@@ -227,6 +245,7 @@ def main() -> None:
         )
     )
     print(f"grid speedup batched/per-model: {speedup:.1f}; roofline fraction: {fraction:.2f}")
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import platform
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import clipping, frameworks, models, sampling
 from dpprep.algorithms import Hyper, TrainConfig, make_train_fn
 from step_overhead import D, K, N, dp_plan
@@ -70,13 +69,6 @@ def compiled_run(
     compiled = fn.lower(params, x, y, key).compile()
     run = lambda r: compiled(params, x, y, jax.random.key(r))[0]  # noqa: E731
     return run, compiled.as_text()
-
-
-def cpu_load() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def measure(name: str, build: Callable[[], Any], rounds: int) -> float:
@@ -121,10 +113,7 @@ def main() -> None:
     x_flat = jnp.asarray(rng.random((N, D), dtype=np.float32))
     y = jnp.asarray(rng.integers(0, K, N).astype(np.int32))
     x_img = x_flat.reshape(N, 28, 28, 1)
-    print(
-        f"jax {jax.__version__}, backend {jax.default_backend()}, {platform.processor() or 'cpu'}"
-        f" x {os.cpu_count()} cores; load at start {cpu_load()}"
-    )
+    print(machine.start_line())
     print(
         f"{args.steps} steps per timed run, {args.rounds} interleaved rounds, median of paired"
         " ratios guarded/unguarded [interquartile range]"
@@ -153,7 +142,8 @@ def main() -> None:
         ("tanh CNN (nnx), vmap, B=64", lambda: compiled_run(cnn, 64, args.steps, "vmap", x_img, y)),
     ]
     worst = max(measure(name, build, args.rounds) for name, build in learners)
-    print(f"load at end {cpu_load()}; largest ratio {worst:.4f} (bound 1.03)")
+    print(f"largest ratio {worst:.4f} (bound 1.03)")
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import time  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+import machine  # noqa: E402  (benchmarks/machine.py: the script's own directory is on sys.path)
 from dpprep import models  # noqa: E402
 from dpprep.algorithms import Hyper, TrainConfig, check_data  # noqa: E402
 from dpprep.plan import DPPlan  # noqa: E402
@@ -57,10 +58,8 @@ def main() -> None:
     config = TrainConfig(model, Hyper(1.0), plan)
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
     points = {"learning_rate": LRS}
-    print(
-        f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} devices "
-        f"{jax.devices()}"
-    )
+    print(machine.start_line())
+    print(f"devices {jax.devices()}")
     print(
         f"{SEEDS} seeds x {len(LRS)} points, {plan.steps} steps each (Poisson B=512 padded to"
         f" {plan.pad}, 1 epoch of {N}x{D}), evaluated on {N_TEST} test rows"
@@ -99,6 +98,8 @@ def main() -> None:
         raise SystemExit(
             f"sharded and one-device sweeps disagree: {params_diff:.2e}, {loss_diff:.2e}"
         )
+
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

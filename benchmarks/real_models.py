@@ -47,6 +47,7 @@ from flax import nnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nets import ResNet18, TanhCNN, resnet18_flops_per_example  # noqa: E402
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import clipping, frameworks, sweeps  # noqa: E402
 from dpprep.algorithms import Hyper, TrainConfig, train  # noqa: E402
 from dpprep.plan import DPPlan  # noqa: E402
@@ -561,17 +562,14 @@ def main(argv: list[str] | None = None) -> None:
     sizes = SMOKE if args.smoke else Sizes()
     rng = np.random.default_rng(0)
     print(f"# Real models at speed and scale ({'smoke' if args.smoke else 'full'} sizes)")
-    print(
-        f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}, {os.cpu_count()} CPU"
-        f" cores; load average at start {os.getloadavg()[0]:.2f}"
-    )
+    print(machine.start_line())
     cnn_table(sizes, rng)
     sweep_table(sizes, rng)
     padded_work(sizes)
     memory_table(sizes)
     clip_pad_table()
     resnet_projection(sizes, rng)
-    print(f"\nload average at end {os.getloadavg()[0]:.2f}")
+    print("\n" + machine.end_line())
 
 
 if __name__ == "__main__":

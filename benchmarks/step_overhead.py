@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import models
 from dpprep.algorithms import Hyper, TrainConfig, check_data, engine_fn, traced
 from dpprep.plan import DPPlan
@@ -86,7 +87,7 @@ def main() -> None:
     params = model.init(None)
     x, y = check_data((x_np, y_np), params)
     key = jax.random.PRNGKey(0)
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
+    print(machine.start_line())
     print(
         f"data {N}x{D} float32, {K} classes; softmax regression; {STEPS} steps per timing, "
         f"best of {REPEATS}"
@@ -120,6 +121,7 @@ def main() -> None:
         if b == 4096:
             ratio_4096 = fast_ratio
     print(f"overhead fast/nonprivate at B=4096: {ratio_4096:.2f}")
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import machine  # benchmarks/machine.py: the script's own directory is on sys.path
 from dpprep import models
 from dpprep.algorithms import Hyper, TrainConfig, check_data, engine_fn, traced, with_values
 from dpprep.plan import DPPlan
@@ -92,7 +93,7 @@ def main() -> None:
     runs = SEEDS * points
     pk = points * K
     flops = steps * SEEDS * (4 * pad * D * pk + 2 * pad * D)
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
+    print(machine.start_line())
     print(
         f"{runs} runs = {SEEDS} seeds x {points} learning rates (one flat axis of {points} points),"
         f" {steps} steps each (Poisson B=1024 padded to {pad}, 2 epochs, C=1, z=1)"
@@ -205,6 +206,7 @@ def main() -> None:
     )
     print(f"sweep speedup vmapped/loop: {t_loop / t_sweep:.1f}")
     print(f"sweep roofline fraction: {rate_sweep / rate_shape:.2f}")
+    print(machine.end_line())
 
 
 if __name__ == "__main__":

@@ -18,8 +18,30 @@ from dpprep.algorithms import Hyper, TrainConfig, train
 from dpprep.plan import DPPlan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import machine  # noqa: E402
 import nets  # noqa: E402
 import real_models  # noqa: E402
+
+
+def test_every_benchmark_states_its_machine_and_pairs_its_ratios():
+    """Each benchmark prints the machine (CPU model, cores, backend) and the load at its start
+    and end; a ratio is the median of per-round ratios of two timings taken alternately."""
+    line = machine.start_line()
+    assert f"{__import__('os').cpu_count()} cores" in line and "load average at start" in line
+    assert machine.end_line().startswith("load average at end")
+    scripts = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+    for script in scripts:
+        text = script.read_text()
+        if script.name in ("machine.py", "nets.py"):
+            continue
+        assert "machine.start_line()" in text and "machine.end_line()" in text, script.name
+    # Paired rounds: the reference slows down with the timed side (a load that comes and goes),
+    # the per-round ratio stays 2 where a ratio of separate medians would not.
+    timed = iter([2.0, 20.0, 2.0, 20.0, 2.0])
+    reference = iter([1.0, 10.0, 1.0, 10.0, 10.0])
+    a, b, ratio = machine.paired_median(lambda: next(timed), lambda: next(reference), 5)
+    assert (a, b) == (2.0, 10.0) and a / b == 0.2  # separate medians: off by 10x
+    assert ratio == 2.0
 
 
 def test_resnet18_is_resnet18_at_width_64():
