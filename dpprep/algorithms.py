@@ -121,7 +121,12 @@ from dpprep.plan import (
 )
 from dpprep.renames import rename_keys
 from dpprep.step import apply_step
-from dpprep.validation import check_finite_array, check_float_params, check_key
+from dpprep.validation import (
+    check_finite_array,
+    check_finite_values,
+    check_float_params,
+    check_key,
+)
 
 # The engine's traced scalar fields: the learning rate (Hyper's) and the noise multiplier and clip
 # bound (the plan's; a sweep may vary them point by point, each point accounted).
@@ -930,11 +935,11 @@ def check_data(
         # GLMs (and model-less callers): params["w"] is (d, k) and x is (n, d).
         first = next((p for p in jax.tree_util.tree_leaves(params0) if np.ndim(p) == 2), None)
         if first is not None and (
-            not isinstance(x, np.ndarray) or x.ndim != 2 or np.shape(first)[0] != x.shape[1]
+            isinstance(x, dict) or x.ndim != 2 or np.shape(first)[0] != x.shape[1]
         ):
             has = (
                 f"{x.shape[1]} features"
-                if isinstance(x, np.ndarray) and x.ndim == 2
+                if not isinstance(x, dict) and x.ndim == 2
                 else f"examples of shape {example_shape(x)}"
             )
             raise ValueError(f"x has {has} but the params expect {np.shape(first)[0]}")
@@ -950,13 +955,15 @@ def check_inputs(x: Inputs, name: str = "x") -> Inputs:
     """The examples' inputs, checked on the host: an array with a leading example axis (any example
     shape: ``(n, d)`` for GLMs, e.g. ``(n, 28, 28, 1)`` for a CNN; float32 range) or a dict of such
     arrays sharing that axis (a model with several inputs; integer leaves, e.g. token ids, stay
-    integers). Returned as numpy (a dict of numpy arrays)."""
+    integers). Returned as numpy (a dict of numpy arrays); a ``jax.Array`` stays the array it is,
+    on its device, and is scanned once however many calls it is passed to (convert a data set once
+    with ``jnp.asarray`` and a loop of ``train`` calls neither rescans nor copies it)."""
     if isinstance(x, dict):
         if not x:
             raise ValueError(f"{name} is an empty dict: it needs at least one input array")
         out = {}
         for key, leaf in x.items():
-            arr = check_finite_array(leaf, f"{name}[{key!r}]", float32=True)
+            arr = check_finite_values(leaf, f"{name}[{key!r}]", float32=True)
             if arr.ndim < 1:
                 raise ValueError(
                     f"{name}[{key!r}] is a scalar; every input needs a leading example axis"
@@ -968,7 +975,7 @@ def check_inputs(x: Inputs, name: str = "x") -> Inputs:
         if next(iter(sizes.values())) == 0:
             raise ValueError(f"{name} must contain at least one example")
         return out
-    arr = check_finite_array(x, name, float32=True)
+    arr = check_finite_values(x, name, float32=True)
     if arr.ndim < 2:
         raise ValueError(
             f"{name} must have a leading example axis and the examples' axes (e.g. (n, d)), "
@@ -1200,7 +1207,9 @@ def train(
     were any; absent for ``clip_method="none"``), and the scalar ``stopping_time`` (the number
     of steps that updated the parameters). Bad inputs raise ``TypeError``/``ValueError`` before
     anything is compiled; refusing non-finite data there is a convenience, not what the
-    guarantee rests on (:func:`dpprep.clipping.nan_safe`).
+    guarantee rests on (:func:`dpprep.clipping.nan_safe`). Data given as JAX arrays are checked
+    once however many calls they are passed to, and not copied again (numpy data are checked and
+    copied to the device at every call: convert a data set once with ``jnp.asarray`` for a loop).
     """
     key = check_key(key)
     plan, values, x, y = check_run(config, params0, data)

@@ -328,6 +328,12 @@ def mlp(
     )
 
 
+def _dtype_kind(array: Any) -> str:
+    """The dtype kind of an array without copying it (a JAX array stays on its device)."""
+    dtype = array.dtype if hasattr(array, "dtype") else np.asarray(array).dtype
+    return np.dtype(dtype).kind
+
+
 def check_targets(model: Model | None, params: Params, x: Inputs, y: ArrayLike) -> np.ndarray:
     """Host-side check that ``y`` suits ``model.target``; returns it as float32 (real, binary) or
     int32 (class) numpy (model or target None: int32 for integer labels, else float32). ``x``
@@ -354,7 +360,7 @@ def check_targets(model: Model | None, params: Params, x: Inputs, y: ArrayLike) 
         {
             k: jax.ShapeDtypeStruct(
                 (1, *np.shape(a)[1:]),
-                jnp.int32 if np.asarray(a).dtype.kind in "iub" else jnp.float32,
+                jnp.int32 if _dtype_kind(a) in "iub" else jnp.float32,
             )
             for k, a in x.items()
         }

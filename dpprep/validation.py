@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -71,39 +72,98 @@ def check_finite_array(
     """Returns ``array`` as numpy after checking it is numeric (bool, integer or float: an object
     array, e.g. ``DataFrame.to_numpy()`` of mixed columns, is refused), finite, of rank ``ndim``
     if given, and with ``float32`` within float32's range (so the engine's cast cannot make inf)."""
-    try:
-        arr = np.asarray(array)
-    except ValueError as err:  # ragged nested sequences
-        raise ValueError(f"{name} must be a numeric array: {err}") from err
+    return np.asarray(check_finite_values(array, name, ndim=ndim, float32=float32))
+
+
+def check_finite_values(
+    array: npt.ArrayLike | jax.Array,
+    name: str,
+    *,
+    ndim: int | None = None,
+    float32: bool = False,
+) -> np.ndarray | jax.Array:
+    """The checks of :func:`check_finite_array`, for data sets: a ``jax.Array`` comes back as itself
+    (it stays on its device) and is scanned once, whatever the number of calls it is passed to
+    (``train`` in a loop, one sweep per grid point): a JAX array cannot change, so its verdict is
+    kept for as long as the array lives. Anything else (a numpy array may be written to between
+    two calls) is converted to numpy and scanned at every call. (A JAX array made to share a numpy
+    array's memory, ``jax.device_put(x, may_alias=True)`` or ``jnp.from_dlpack``, changes when
+    that numpy array is written to, unseen by this check; no guarantee rests on it: an example
+    whose gradient is not finite contributes nothing, :func:`dpprep.clipping.nan_safe`.)"""
+    if _is_device_array(array):
+        arr: Any = array
+    else:
+        try:
+            arr = np.asarray(array)
+        except ValueError as err:  # ragged nested sequences
+            raise ValueError(f"{name} must be a numeric array: {err}") from err
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
-    if arr.dtype.kind not in "biufc":
+    if np.dtype(arr.dtype).kind not in "biufc":
         raise ValueError(
             f"{name} must be numeric, got dtype {arr.dtype} (convert it, e.g. "
             "np.asarray(values, dtype=np.float32), after handling missing or text values)"
         )
-    if not arr.size or arr.dtype.kind in "biu":
+    if not arr.size or np.dtype(arr.dtype).kind in "biu":
         # no integer exceeds float32's range (2**64 < 3.4e38): nothing to scan
         return arr
-    if arr.dtype.kind == "f":
-        # One reduction each for the smallest and largest value, without a temporary the size of
-        # the data (this runs on every call of train and the sweeps): NaN propagates through both
-        # and ±inf shows, so they are finite exactly when every value is.
-        lo, hi = float(np.min(arr)), float(np.max(arr))
-        finite = math.isfinite(lo) and math.isfinite(hi)
-        largest = max(-lo, hi)
-    else:  # complex
-        finite = bool(np.all(np.isfinite(arr)))
-        largest = float(np.max(np.abs(arr))) if finite else math.inf
-    if not finite:
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+    lo, hi = _extremes(arr)
+    # NaN propagates through the smallest and the largest value and ±inf shows, so they are finite
+    # exactly when every value is (complex values: the extremes of |value|)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        host = np.asarray(arr)
+        bad = int(np.size(host) - np.count_nonzero(np.isfinite(host)))
         raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
-    if float32 and largest > float(np.finfo(np.float32).max):
+    if float32 and max(-lo, hi) > float(np.finfo(np.float32).max):
         raise ValueError(
-            f"{name} has values beyond float32's range (max |value| = {largest:.3g}); the "
+            f"{name} has values beyond float32's range (max |value| = {max(-lo, hi):.3g}); the "
             "engine computes in float32: rescale the data"
         )
     return arr
+
+
+def _is_device_array(array: Any) -> bool:
+    """A concrete ``jax.Array`` (not a tracer), without importing JAX for numpy callers."""
+    jax_module = sys.modules.get("jax")
+    return (
+        jax_module is not None
+        and isinstance(array, jax_module.Array)
+        and not isinstance(array, jax_module.core.Tracer)
+    )
+
+
+# id of a jax.Array -> (a weak reference to it, its smallest and largest value): the scan of a
+# data set that cannot change is done once, not at every call it is passed to
+_EXTREMES: dict[int, tuple[weakref.ref[Any], float, float]] = {}
+
+
+def _extremes(arr: Any) -> tuple[float, float]:
+    """The smallest and largest value of a float array (of ``|value|`` for complex ones), in one
+    reduction each and without a temporary the size of the data (train and the sweeps call this);
+    a ``jax.Array``'s are computed on its device and kept while it lives."""
+    if not _is_device_array(arr):
+        if np.iscomplexobj(arr):
+            mag = np.abs(arr)
+            return float(np.min(mag)), float(np.max(mag))
+        return float(np.min(arr)), float(np.max(arr))
+    key = id(arr)
+    hit = _EXTREMES.get(key)
+    if hit is not None and hit[0]() is arr:
+        return hit[1], hit[2]
+    import jax.numpy as jnp
+
+    values = jnp.abs(arr) if jnp.iscomplexobj(arr) else arr
+    lo, hi = float(jnp.min(values)), float(jnp.max(values))
+
+    def forget(ref: weakref.ref[Any], key: int = key) -> None:
+        if _EXTREMES.get(key, (None,))[0] is ref:
+            del _EXTREMES[key]
+
+    try:
+        _EXTREMES[key] = (weakref.ref(arr, forget), lo, hi)
+    except TypeError:  # not weakly referenceable: scanned at every call
+        pass
+    return lo, hi
 
 
 def check_same_length(a: npt.ArrayLike, b: npt.ArrayLike, name_a: str, name_b: str) -> None:
