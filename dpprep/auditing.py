@@ -1518,6 +1518,20 @@ def selection_reference_multiplier(
     return float(optimize.brentq(lambda z: epsilon_at(z) - epsilon, lo, hi, xtol=1e-7))
 
 
+def _selection_plan(selection: Any, cfg: AuditConfig, **noise: float) -> DPPlan:
+    """The audited selections' plan: ``cfg.steps`` steps of full-batch DP-GD, C = 1, replace-one
+    (the canary replaces a record), at ``noise`` (``target_epsilon`` or ``noise_multiplier``)."""
+    return selection.plan(
+        "full",
+        cfg.n,
+        steps=cfg.steps,
+        l2_clip_norm=1.0,
+        delta=cfg.delta,
+        neighboring_relation="replace_one",
+        **noise,
+    )
+
+
 def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     """A private selection (:func:`dpprep.selection.select`), the whole procedure, final model:
     random search with a random number of candidates (truncated geometric, mean 2) over two
@@ -1538,41 +1552,17 @@ def _selection_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
     x_in[0], y_in[0] = 0.0, 1
     x_in[0, 0] = 0.9
     selection = PrivateSelection(Repetitions(2.0, 1.0), score_noise=8.0, validation_size=4)
-    plan = selection.plan(
-        "full",
-        cfg.n,
-        steps=cfg.steps,
-        l2_clip_norm=1.0,
-        delta=cfg.delta,
-        neighboring_relation="replace_one",
-        target_epsilon=cfg.epsilon,
-    )
+    plan = _selection_plan(selection, cfg, target_epsilon=cfg.epsilon)
     requested_z = float(plan.noise_multiplier)
+    claimed = float(plan.epsilon)
     if cfg.noise_factor != 1.0:  # a deliberately broken learner: less noise than its account claims
-        plan = selection.plan(
-            "full",
-            cfg.n,
-            steps=cfg.steps,
-            l2_clip_norm=1.0,
-            delta=cfg.delta,
-            neighboring_relation="replace_one",
-            noise_multiplier=plan.noise_multiplier * cfg.noise_factor,
+        plan = _selection_plan(
+            selection, cfg, noise_multiplier=plan.noise_multiplier * cfg.noise_factor
         )
     model = models.logistic_regression(d, fit_intercept=False)
     config = TrainConfig(model=model, hyper=Hyper(learning_rate=1.0), plan=plan, iterates="last")
     params0 = model.init(jax.random.key(0))
     grid = {"learning_rate": [2.0, 4.0]}
-    claimed = float(
-        selection.plan(
-            "full",
-            cfg.n,
-            steps=cfg.steps,
-            l2_clip_norm=1.0,
-            delta=cfg.delta,
-            neighboring_relation="replace_one",
-            target_epsilon=cfg.epsilon,
-        ).epsilon
-    )
 
     def runner(keys, inside):
         out = []
@@ -1668,15 +1658,7 @@ def _selection_scores_setup(cfg: AuditConfig, key: jax.Array) -> AuditTarget:
         raise ValueError(f"selection_scores needs n > {v + 1} (a {v}-row validation part)")
     score_noise = _selection_score_noise(cfg.epsilon, cfg.delta)
     selection = PrivateSelection(Repetitions(2.0, 1.0), score_noise=score_noise, validation_size=v)
-    plan = selection.plan(
-        "full",
-        cfg.n,
-        steps=cfg.steps,
-        l2_clip_norm=1.0,
-        delta=cfg.delta,
-        neighboring_relation="replace_one",
-        noise_multiplier=_SCORES_TRAINING_NOISE,
-    )
+    plan = _selection_plan(selection, cfg, noise_multiplier=_SCORES_TRAINING_NOISE)
     rng = np.random.default_rng(0)
     train_x = rng.uniform(-0.5, 0.5, size=(cfg.n - v, d)).astype(np.float32)
     train = (train_x, (train_x[:, 0] > 0).astype(np.int32))
