@@ -38,7 +38,9 @@ bench-env: $(BENCH_VENV)/.installed
 
 $(BENCH_VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml benchmarks/requirements-opacus.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install --quiet -r $(LOCK) -r $(DEV_LOCK) -r benchmarks/requirements-opacus.txt
+	$(BENCH_VENV)/bin/pip install --quiet -r $(LOCK) -r $(DEV_LOCK)
+	# torch in its own resolve: its sympy needs an older mpmath than the lock's (not dpprep's)
+	$(BENCH_VENV)/bin/pip install --quiet -r benchmarks/requirements-opacus.txt
 	$(BENCH_VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 

@@ -34,8 +34,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -122,7 +124,8 @@ def _data(rng, n, shape, classes):
 
 
 def _opacus_step(batch: int, steps: int):
-    """Opacus ghost clipping on the same CNN in torch (None when torch/opacus are not installed)."""
+    """``(plain torch step, Opacus ghost clipping step)`` on the same CNN in torch, each running
+    ``steps`` SGD steps on one batch; None when torch/opacus are not installed."""
     try:
         import torch
         from opacus import PrivacyEngine
@@ -145,29 +148,35 @@ def _opacus_step(batch: int, steps: int):
 
     x = torch.rand(batch, 1, 28, 28)
     y = torch.randint(0, 10, (batch,))
+    criterion = torch.nn.CrossEntropyLoss()
+    plain = Net()
+    plain_optimizer = torch.optim.SGD(plain.parameters(), lr=0.1)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
     net = Net()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
     engine = PrivacyEngine()
-    net, optimizer, criterion, loader = engine.make_private(
+    net, optimizer, dp_criterion, loader = engine.make_private(
         module=net,
         optimizer=optimizer,
         data_loader=loader,
-        criterion=torch.nn.CrossEntropyLoss(),
+        criterion=torch.nn.CrossEntropyLoss(),  # its own: ghost clipping changes the reduction
         noise_multiplier=1.0,
         max_grad_norm=1.0,
         grad_sample_mode="ghost",
         poisson_sampling=False,
     )
 
-    def run():
-        for _ in range(steps):
-            optimizer.zero_grad()
-            loss = criterion(net(x), y)
-            loss.backward()
-            optimizer.step()
+    def loop(net, optimizer, criterion):
+        def run():
+            for _ in range(steps):
+                optimizer.zero_grad()
+                loss = criterion(net(x), y)
+                loss.backward()
+                optimizer.step()
 
-    return run
+        return run
+
+    return loop(plain, plain_optimizer, criterion), loop(net, optimizer, dp_criterion)
 
 
 def cnn_table(sizes: Sizes, rng) -> None:
@@ -182,6 +191,9 @@ def cnn_table(sizes: Sizes, rng) -> None:
     )
     header = ["ms / step"] + [f"B = {b}" for b in sizes.batches]
     rows: dict[str, list[str]] = {}
+    overhead: dict[str, list[float | None]] = {}
+    wall: dict[str, list[float | None]] = {}
+    faults: list[float] = []
     for b in sizes.batches:
         x, y = x_all[:b], y_all[:b]
         plan = DPPlan.create("full", b, steps=s, l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-5)
@@ -230,9 +242,9 @@ def cnn_table(sizes: Sizes, rng) -> None:
             return lambda: jax.block_until_ready(train(config, params0, data, jax.random.key(0))[0])
 
         fns = {
-            "JAX non-private step": nonprivate_loop,
+            NONPRIVATE_JAX: nonprivate_loop,
             "dpprep step API (clipped_grad + privatizer + dp_step)": step_api,
-            "dpprep train (host calls, now)": run(config, (x, y)),
+            TRAIN_NOW: run(config, (x, y)),
             "dpprep train (one scan, before)": run(
                 dataclasses.replace(config, steps_per_call=None), (x, y)
             ),
@@ -274,19 +286,44 @@ def cnn_table(sizes: Sizes, rng) -> None:
                 jax.block_until_ready(p)
 
             fns[f"jax_privacy 2.0 clipped_grad, microbatch {m}"] = jp_loop
-        opacus = _opacus_step(b, s)
-        if opacus is not None:
-            fns["Opacus ghost clipping (torch)"] = opacus
+        torch_steps = _opacus_step(b, s)
+        if torch_steps is not None:
+            fns[NONPRIVATE_TORCH], fns[OPACUS] = torch_steps
         times = _interleaved(fns, sizes.rounds)
-        base = _median_ms(times["dpprep step API (clipped_grad + privatizer + dp_step)"], s)
         for name, ts in times.items():
             ms = _median_ms(ts, s)
-            cell = f"{ms:.1f} ({ms / base:.2f}x)" + (
+            cell = f"{ms:.1f} ({_paired(times, name, NONPRIVATE_JAX):.2f}x)" + (
                 f" [pad {poisson.pad}]" if "[pad]" in name else ""
             )
             rows.setdefault(name, []).append(cell)
-        if opacus is None:
-            rows.setdefault("Opacus ghost clipping (torch)", []).append("not installed")
+        overhead.setdefault("dpprep train (host calls)", []).append(
+            _paired(times, TRAIN_NOW, NONPRIVATE_JAX)
+        )
+        best_jp = min(
+            (name for name in times if name.startswith("jax_privacy")),
+            key=lambda name: float(np.median(times[name])),
+        )
+        overhead.setdefault("jax_privacy 2.0, best microbatch", []).append(
+            _paired(times, best_jp, NONPRIVATE_JAX)
+        )
+        wall.setdefault("jax_privacy 2.0, best microbatch", []).append(
+            _paired(times, best_jp, TRAIN_NOW)
+        )
+        if torch_steps is None:
+            for name in (NONPRIVATE_TORCH, OPACUS):
+                rows.setdefault(name, []).append("not installed")
+            overhead.setdefault("Opacus ghost clipping", []).append(None)
+            wall.setdefault("Opacus ghost clipping", []).append(None)
+            wall.setdefault("torch non-private step", []).append(None)
+        else:
+            overhead.setdefault("Opacus ghost clipping", []).append(
+                _paired(times, OPACUS, NONPRIVATE_TORCH)
+            )
+            wall.setdefault("Opacus ghost clipping", []).append(_paired(times, OPACUS, TRAIN_NOW))
+            wall.setdefault("torch non-private step", []).append(
+                _paired(times, NONPRIVATE_TORCH, NONPRIVATE_JAX)
+            )
+        faults.append(_minor_faults_per_step(fns[TRAIN_NOW], s))
     jp_rows = [name for name in rows if name.startswith("jax_privacy")]
     best = [
         min(
@@ -304,9 +341,54 @@ def cnn_table(sizes: Sizes, rng) -> None:
     for name in jp_rows:
         print(f"|   {name} | " + " | ".join(rows[name]) + " |")
     print(
-        "(ratios: to the dpprep step API in the same column; [pad]: Poisson's padded batch, whose"
-        " padded slots are computed without microbatches)"
+        "(ratios: to the JAX non-private step, the median over rounds of the round's ratio;"
+        " [pad]: Poisson's padded batch, whose padded slots are computed without microbatches)"
     )
+    print(
+        "\n### DP overhead: each library against its own non-private step (same rounds, median of"
+        " the rounds' ratios)"
+    )
+    print("| DP overhead | " + " | ".join(header[1:]) + " |\n|" + "---|" * len(header))
+    for name, ratios in overhead.items():
+        print(f"| {name} | " + " | ".join(_ratio_cell(r) for r in ratios) + " |")
+    print(
+        "(dpprep and jax_privacy: against the JAX non-private step; Opacus: against the same net's"
+        " plain torch step)"
+    )
+    print(
+        "\n### Wall time against dpprep train (host calls), same rounds (< 1: faster than dpprep)"
+    )
+    print("| wall time | " + " | ".join(header[1:]) + " |\n|" + "---|" * len(header))
+    for name, ratios in wall.items():
+        print(f"| {name} | " + " | ".join(_ratio_cell(r) for r in ratios) + " |")
+    print("(torch non-private step: against the JAX non-private step, the frameworks' own speed)")
+    print(
+        "minor page faults per step of dpprep train (host calls), one timed call: "
+        + ", ".join(f"B = {b}: {f:,.0f}" for b, f in zip(sizes.batches, faults))
+    )
+
+
+NONPRIVATE_JAX = "JAX non-private step"
+TRAIN_NOW = "dpprep train (host calls, now)"
+NONPRIVATE_TORCH = "torch non-private step (same net)"
+OPACUS = "Opacus ghost clipping (torch)"
+
+
+def _paired(times: dict[str, list[float]], name: str, reference: str) -> float:
+    """The median over rounds of ``name``'s time over ``reference``'s in the same round."""
+    return float(np.median([a / b for a, b in zip(times[name], times[reference], strict=True)]))
+
+
+def _ratio_cell(ratio: float | None) -> str:
+    return "not installed" if ratio is None else f"{ratio:.2f}x"
+
+
+def _minor_faults_per_step(fn: Callable[[], None], steps: int) -> float:
+    """Minor page faults of the process during one call of ``fn`` (fresh pages touched), per
+    step."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / steps
 
 
 def _mlp_module():
