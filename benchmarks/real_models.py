@@ -9,9 +9,12 @@ Measured side by side in one run (interleaved rounds, medians; the machine's loa
    scan (``steps_per_call=None``, the driver before), all on a full batch of ``B`` rows (the same
    work per step); ``train`` with Poisson sampling on n = 60,000 (a padded batch: ``pad`` slots),
    without and with microbatches of 64; jax_privacy 2.0's ``clipped_grad`` + Gaussian noise + SGD
-   at its best microbatch size; Opacus (ghost clipping) when torch and opacus are installed in the
-   benchmark's own environment (``pip install -r benchmarks/requirements-opacus.txt``; the locks
-   do not carry torch).
+   at its best microbatch size; Opacus (ghost clipping) and the same net's plain torch step when
+   torch and opacus are installed in the benchmark's own environment (``make bench-env``; the
+   locks do not carry torch). Every ratio is the median over rounds of the round's ratio to a
+   reference timed in that round: the JAX non-private step in the main table; each library's own
+   non-private step in the DP-overhead table (torch's for Opacus); ``train`` in the wall-time
+   table. Then the minor page faults per step of ``train`` (fresh pages XLA:CPU touches).
 2. **Sweeps vs loops:** 4 seeds × 4 learning rates of a flax.nnx MLP (Adult shapes) and of the
    CNN as one :func:`dpprep.sweeps.sweep` (as it runs on this backend, and with its runs batched)
    against a Python loop of ``train`` calls.
