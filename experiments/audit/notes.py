@@ -72,14 +72,13 @@ NOT_CATCHABLE: dict[tuple[str, str], str] = {
     # Adam's last iterate normalises each coordinate's step by its running gradient scale, so the
     # canary moves the released model less than under SGD at the same noise: the honest audits'
     # GDP estimates (20,000 runs per world, 5 seeds) were 0.60–0.65 with Adam against 0.82–0.94
-    # with SGD (dp_step_full_final). 0.7× noise scales the score's μ by about 1/0.7, to 0.96
-    # (lower bound 0.88): about the claim of 1.01 for this score, not past it, so more runs do
-    # not resolve it. The same bug is caught wherever the noise itself is seen (noise:scale on
-    # the white-box paths) and 2C clipping is caught on this path (GDP 1.39).
+    # with SGD (dp_step_full_final). 0.7× noise lifts the estimate to 0.96 (bound 0.88) at the
+    # catalogue's 20,000 runs; at 100,000 runs per world (measured, same config) the GDP bound is
+    # 1.055 > 1.011, confirmed on fresh runs (1.043): a matter of runs, not of the attack.
     ("dp_step_adam_final", "noise_0.7x"): (
-        "Adam's last iterate carries less of the canary (honest GDP estimates 0.60–0.65, SGD's"
-        " 0.82–0.94): 0.7× noise lifts it to 0.96 (bound 0.88), about the 1.01 claim for this"
-        " score, not past it"
+        "too few runs: Adam's last iterate carries less of the canary (honest GDP estimates"
+        " 0.60–0.65, SGD's 0.82–0.94); at 20,000 runs per world the bound is 0.88, at 100,000"
+        " (measured) 1.055 > 1.011, confirmed on fresh runs"
     ),
     ("impute_dp_gd", "clip_2c"): (
         "not a privacy bug on the pipeline's domain: every in-domain gradient is ≤ C, so "
