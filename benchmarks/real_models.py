@@ -6,7 +6,9 @@ Measured side by side in one run (interleaved rounds, medians; the machine's loa
    step at B ∈ {64, 256, 1024}: a JAX non-private step (``jax.grad`` of the mean loss + SGD); the
    dpprep step API (a Python loop over jitted :func:`dpprep.step.dp_step`); :func:`dpprep.train`
    as it runs now (host calls of a few straight-line steps, ``steps_per_call="auto"``) and as one
-   scan (``steps_per_call=None``, the driver before), all on a full batch of ``B`` rows (the same
+   scan (``steps_per_call=None``, the driver before) and on the ``vmap`` path
+   (``clip_method="vmap"``: per-example gradients by ``vmap(grad)``, the path before the layer
+   taps of :mod:`dpprep.taps`), all on a full batch of ``B`` rows (the same
    work per step); ``train`` with Poisson sampling on n = 60,000 (a padded batch: ``pad`` slots),
    without and with microbatches of 64; jax_privacy 2.0's ``clipped_grad`` + Gaussian noise + SGD
    at its best microbatch size; Opacus (ghost clipping) and the same net's plain torch step when
@@ -251,6 +253,7 @@ def cnn_table(sizes: Sizes, rng) -> None:
             "dpprep train (one scan, before)": run(
                 dataclasses.replace(config, steps_per_call=None), (x, y)
             ),
+            TRAIN_VMAP: run(dataclasses.replace(config, clip_method="vmap"), (x, y)),
             f"dpprep train, Poisson on n = {sizes.n} [pad]": run(
                 TrainConfig(model, Hyper(0.1), poisson), (x_all, y_all)
             ),
@@ -301,6 +304,9 @@ def cnn_table(sizes: Sizes, rng) -> None:
             rows.setdefault(name, []).append(cell)
         overhead.setdefault("dpprep train (host calls)", []).append(
             _paired(times, TRAIN_NOW, NONPRIVATE_JAX)
+        )
+        overhead.setdefault("dpprep train, vmap path (before the taps)", []).append(
+            _paired(times, TRAIN_VMAP, NONPRIVATE_JAX)
         )
         best_jp = min(
             (name for name in times if name.startswith("jax_privacy")),
@@ -373,6 +379,7 @@ def cnn_table(sizes: Sizes, rng) -> None:
 
 NONPRIVATE_JAX = "JAX non-private step"
 TRAIN_NOW = "dpprep train (host calls, now)"
+TRAIN_VMAP = "dpprep train, vmap path (clip_method=\"vmap\", before the taps)"
 NONPRIVATE_TORCH = "torch non-private step (same net)"
 OPACUS = "Opacus ghost clipping (torch)"
 

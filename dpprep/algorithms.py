@@ -188,7 +188,7 @@ class TrainConfig:
         accepts (``"adam"``), which becomes that optimizer.
       iterates: "last" (``θ_T``), "average" (mean of ``θ_1..θ_T``) or "both" (a dict
         ``{"last": …, "average": …}`` from the same run).
-      clip_method: "auto", "fast", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad`;
+      clip_method: "auto", "fast", "taps", "vmap" or "none" (:func:`dpprep.clipping.clipped_grad`;
         "none": the plain gradient of the batch loss, for unclipped non-private plans only).
       microbatch_size: per-example gradients ``m`` at a time (:func:`dpprep.clipping.clipped_grad`):
         memory for ``m`` of them instead of the batch's, and Poisson's padding-only microbatches
@@ -702,7 +702,7 @@ def steps_per_call(config: TrainConfig, params0: Params, x: Inputs) -> int | Non
     if not isinstance(per_call, str):
         return per_call
     fast = (
-        config.model.has_fast_path and config.clip_method != "vmap"
+        config.model.has_fast_path and config.clip_method in ("auto", "fast")
     ) or config.clip_method == "none"
     return None if fast or not convolves(config.model, params0, x) else CONV_STEPS_PER_CALL
 

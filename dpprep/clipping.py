@@ -24,8 +24,13 @@ agree (tested to 1e-5 relative):
   ``x_i ⊗ r_i`` (plus ``r_i`` for the bias), whose norm is ``sqrt(||x_i||² + 1)·||r_i||``; the
   clipped sum is then one matrix product ``Xᵀ(s ⊙ R)``. No per-example gradient is materialised,
   so the cost is that of a non-private gradient.
+- **taps** (any model whose parameters enter through dense, convolution, bias or scale
+  layers; :mod:`dpprep.taps`): one batched backward pass to each layer's output, a dense layer's
+  norms as ``‖a_i‖·‖δ_i‖`` and its clipped sum as one product ``aᵀ(s ⊙ δ)`` (no per-example
+  gradient formed), a convolution's per-example kernel gradients from its input and ``δ_i``;
+  ``"auto"`` takes it for any loss where it applies (tested equal to ``vmap``);
 - **vmap** (any model): :func:`clipped_grad` of the model's loss, which materialises the
-  ``(b, ...)`` per-example gradients.
+  ``(b, ...)`` per-example gradients by ``vmap(grad)``.
 
 A per-point transform of the features (e.g. centring, masking) is an engine extension with its
 own fast path: :class:`dpprep.features.AffineFeatures`.
@@ -70,12 +75,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dpprep import taps
 from dpprep.models import Array, Model, Params
 from dpprep.tracing import everywhere
 
 Batch = Any  # a pytree of arrays, leading axis = examples
 
-METHODS = ("auto", "fast", "vmap", "none")
+METHODS = ("auto", "fast", "taps", "vmap", "none")
+#: The methods a loss function (not a Model) takes.
+LOSS_METHODS = ("auto", "taps", "vmap")
 
 
 def check_method(method: str, name: str = "method") -> str:
@@ -445,8 +453,8 @@ def clipped_grad(
 
     ``loss_fn`` may also be a :class:`~dpprep.models.Model` (batches ``(x, y)``): its loss, with
     the GLM fast path as a specialisation when the model has one (``method="auto"``; ``"fast"``,
-    ``"vmap"`` force a path, tested equal; ``"none"``: the plain gradient of the summed loss, for
-    unclipped non-private runs only, norms NaN).
+    ``"taps"``, ``"vmap"`` force a path, tested equal; ``"none"``: the plain gradient of the
+    summed loss, for unclipped non-private runs only, norms NaN).
 
     Args:
       loss_fn: ``(params, batch, *args) -> scalar`` (with ``has_aux``: ``(scalar, aux)``), called
@@ -461,7 +469,10 @@ def clipped_grad(
         ``loss_fn(params, batch, key)`` is 2; 0 and 1, the params and the batch, are refused); the
         key is split into one key per example (e.g. for dropout). Every other argument (e.g.
         model state) is passed unbatched to every example.
-      method: for a Model only (above).
+      method: "auto" (the taps of :mod:`dpprep.taps` where every use of a parameter has one and
+        a dense or convolution layer gains from them, else ``vmap``), "taps" (an error, at trace
+        time, where some use has none) or "vmap" (``vmap(grad)``); a Model also takes "fast" and
+        "none" (above).
       microbatch_size: compute the per-example gradients ``m`` examples at a time (a ``lax.scan``
         over microbatches summing their clipped contributions), so memory holds ``m`` per-example
         gradients instead of ``b``. The batch is padded to a multiple of ``m`` with masked slots
@@ -485,9 +496,9 @@ def clipped_grad(
         return _model_clipped_grad(
             loss_fn, l2_clip_norm, method, check_microbatch_size(microbatch_size)
         )
-    if method != "auto":
+    if method not in LOSS_METHODS:
         raise ValueError(
-            "method is for a Model; a loss function is clipped on the general (vmap) path"
+            f"method={method!r} is for a Model; a loss function takes one of {LOSS_METHODS}"
         )
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable (or a Model), got {type(loss_fn).__name__}")
@@ -534,8 +545,11 @@ def clipped_grad(
             args[key_index] = jax.random.split(args[key_index], size)  # type: ignore[index]
             axes[key_index] = 0
         clip = jnp.asarray(l2_clip_norm, jnp.float32)
+        analysis = _analysis(method, example_loss, params, first, args, axes)
 
         def clipped(batch: Batch, weights: Array | None, *args: Any) -> tuple[Params, Array, Any]:
+            if analysis is not None:
+                return _clipped_from_taps(analysis, params, batch, args, axes, clip, weights)
             grads, aux = jax.vmap(jax.grad(example_loss, has_aux=True), in_axes=(None, 0, *axes))(
                 params, batch, *args
             )
@@ -553,6 +567,97 @@ def clipped_grad(
         return ClippedGrad(summed, norms, aux if has_aux else None, nonfinite_count(norms, weights))
 
     return grad_fn
+
+
+def _analysis(
+    method: str,
+    example_loss: Callable[..., Any],
+    params: Params,
+    example: Any,
+    args: Sequence[Any],
+    axes: Sequence[int | None],
+) -> taps.Analysis | None:
+    """The layer taps of one example's loss (:mod:`dpprep.taps`) when the clipped sum is to come
+    from them: ``method="taps"`` (a use no tap covers is an error), or ``"auto"`` when every use is
+    covered and some dense or convolution tap saves work over ``vmap``; else None (``vmap``)."""
+    if method == "vmap":
+        return None
+    firsts = [
+        a if axis is None else jax.tree_util.tree_map(lambda v: v[0], a)
+        for a, axis in zip(args, axes)
+    ]
+    try:
+        analysis = taps.analyse(example_loss, params, example, *firsts)
+    except taps.Unsupported as err:
+        if method == "taps":
+            raise ValueError(f"method='taps': {err}; use method='vmap' (or 'auto')") from err
+        return None
+    return analysis if method == "taps" or taps.worthwhile(analysis) else None
+
+
+def _clipped_from_taps(
+    analysis: taps.Analysis,
+    params: Params,
+    batch: Batch,
+    args: Sequence[Any],
+    axes: Sequence[int | None],
+    clip: Array,
+    weights: Array | None,
+) -> tuple[Params, Array, Any]:
+    """:func:`clipped_grad`'s clipped sum from layer taps: dense taps by their norms' product and
+    one weighted product (no per-example gradient formed), every other leaf's per-example
+    gradients materialised and summed as on the ``vmap`` path. Each example's norm is that of the
+    values its contribution is made of, raised by :func:`rounding_pad`; non-finite examples count
+    zero (:func:`nan_safe`)."""
+    tapped = taps.tapped_pass(analysis, params, batch, args, axes)
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    size = batch_size_of(batch)
+    per_leaf: dict[int, Array] = {}
+    dense = []
+    for tap, a, delta in zip(analysis.taps, tapped.activations, tapped.deltas):
+        if tap.kind == "dense":
+            dense.append((tap, a, delta))
+        else:
+            grads = taps.example_grads(tap, leaves[tap.leaf], a, delta)
+            per_leaf[tap.leaf] = per_leaf[tap.leaf] + grads if tap.leaf in per_leaf else grads
+    order = sorted(per_leaf)
+    rows = [per_leaf[i].reshape(size, -1) for i in order]
+
+    def sq_norms(c: float) -> Array:
+        root = float(np.sqrt(c))  # c is 1 or 2⁻¹⁰⁰: exact
+        terms = [pairwise_row_sum(jnp.square(c * g)) for g in rows]
+        terms += [
+            pairwise_row_sum(jnp.square(root * a.reshape(size, -1)))
+            * pairwise_row_sum(jnp.square(root * d.reshape(size, -1)))
+            for _, a, d in dense
+        ]
+        return _pairwise_list_sum(terms)
+
+    norms = _safe_norms(sq_norms)
+    # A materialised leaf's square: as norm_roundings. A dense tap's: the two sums' squares and
+    # additions, their product, and the realised a_i·(s_i·δ_i) (two more roundings).
+    roundings = [1 + pairwise_depth(g.shape[1]) for g in rows]
+    roundings += [
+        5 + pairwise_depth(a.size // size) + pairwise_depth(d.size // size) for _, a, d in dense
+    ]
+    pad = rounding_pad(max(roundings) + pairwise_depth(len(roundings)))
+    scale = clip_factors(norms * pad, clip, weights)
+    finite = jnp.isfinite(norms)
+    sums: list[Array | None] = [None] * len(leaves)
+    if rows:
+        summed = _weighted_row_sum(scale, [per_leaf[i] for i in order], finite)
+        for i, total in zip(order, summed):
+            sums[i] = total
+    for tap, a, d in dense:
+
+        def contract(rows: tuple[Array, Array], tap: taps.Tap = tap) -> Array:
+            a, d = rows
+            weighted = scale.reshape((size,) + (1,) * (d.ndim - 1)) * d
+            return taps.dense_sum(tap, leaves[tap.leaf], a, weighted, CLIPPED_SUM_PRECISION)
+
+        sums[tap.leaf] = nan_safe(finite, contract, (a, d))
+    sums = [jnp.zeros_like(leaf) if total is None else total for leaf, total in zip(leaves, sums)]
+    return jax.tree_util.tree_unflatten(tree, sums), norms, tapped.aux
 
 
 def _microbatched(
@@ -670,11 +775,15 @@ def _clipped_sum_vmap(
     l2_clip_norm: Array,
     mask: Array | None = None,
     microbatch_size: int | None = None,
+    method: str = "auto",
 ) -> tuple[Params, Array]:
-    """General path (:func:`clipped_grad` of the model's loss). Returns (clipped gradient sum,
-    per-example norms before clipping)."""
+    """General path (:func:`clipped_grad` of the model's loss, by layer taps or ``vmap`` as
+    ``method`` says). Returns (clipped gradient sum, per-example norms before clipping)."""
     out = clipped_grad(
-        _model_loss(model), l2_clip_norm=l2_clip_norm, microbatch_size=microbatch_size
+        _model_loss(model),
+        l2_clip_norm=l2_clip_norm,
+        microbatch_size=microbatch_size,
+        method=method if method in LOSS_METHODS else "auto",
     )(params, (x, y), mask=mask)
     return out.grad, out.norms
 
@@ -775,7 +884,11 @@ def _model_clipped_grad(
         elif model.stochastic and key is not None:
             loss = lambda p, b, k: model.per_example_loss(p, b[0], b[1], key=k)[0]  # type: ignore[call-arg]  # noqa: E731
             out = clipped_grad(
-                loss, l2_clip_norm=l2_clip_norm, prng_argnum=2, microbatch_size=microbatch_size
+                loss,
+                l2_clip_norm=l2_clip_norm,
+                prng_argnum=2,
+                microbatch_size=microbatch_size,
+                method=method if method in LOSS_METHODS else "auto",
             )(params, (x, y), key, mask=weights)
             grad, norms = out.grad, out.norms
         elif use_fast:
@@ -791,6 +904,7 @@ def _model_clipped_grad(
                 jnp.asarray(l2_clip_norm, jnp.float32),
                 weights,
                 microbatch_size,
+                method,
             )
         if method == "none":
             return ClippedGrad(grad, norms)

@@ -148,7 +148,7 @@ def vmaps_runs(config: TrainConfig, mesh: jax.sharding.Mesh | None = None) -> bo
     if mesh is not None or jax.default_backend() != "cpu":
         return True
     return (
-        config.model.has_fast_path and config.clip_method != "vmap"
+        config.model.has_fast_path and config.clip_method in ("auto", "fast")
     ) or config.clip_method == "none"
 
 
@@ -345,7 +345,7 @@ def points_per_chunk(
     if config.track_params:
         per_point += 4 * plan.steps * size
     fast = (
-        config.model.has_fast_path and config.clip_method != "vmap"
+        config.model.has_fast_path and config.clip_method in ("auto", "fast")
     ) or config.clip_method == "none"
     if not fast:
         per_point += 4 * 3 * plan.pad * size

@@ -137,3 +137,15 @@ def test_the_guard_benchmark_compares_against_a_run_without_the_guard():
         assert not np.all(np.isfinite(released(make_train_fn(config, params0))))
     assert (clipping.nan_safe, sampling.gather) == pieces
     assert np.all(np.isfinite(released(make_train_fn(config, params0))))
+
+
+def test_the_per_layer_benchmark_checks_that_its_paths_agree(capsys):
+    """per_example_norms.py times the library's vmap and taps paths (and a ghost-norm reference)
+    on every layer only after checking that their clipped sums agree."""
+    import per_example_norms
+
+    per_example_norms.main(["--smoke"])
+    out = capsys.readouterr().out
+    for layer in per_example_norms.LAYERS:
+        assert layer.name in out
+    assert "taps" in out and "vmap" in out
