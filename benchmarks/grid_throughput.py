@@ -105,7 +105,8 @@ def main() -> None:
     y = rng.integers(0, K, size=N)
     keys = jax.random.split(jax.random.key(0), 1)
     models = dpsgdf.grid_models(["dpsgdf", "dpsgd"], FEATURE_NORMS, LRS, EPS_FS, EPS)
-    print(machine.start_line())
+    start_line = machine.start_line()
+    print(start_line)
     print(f"{len(models)} models, B={B}, E={E}")
     start = time.perf_counter()
     group = dpsgdf.grid_group("bench", models, B, E, N, unit.astype(np.float64).mean(0), keys)
@@ -245,7 +246,8 @@ def main() -> None:
                 "matmul_rate": peak,
                 "roofline_fraction": fraction,
                 "rounds": ROUNDS,
-                "machine": machine.start_line(),
+                "machine": start_line,
+                "load_at_end": machine.end_line(),
                 "paper_grid_flops": grid,
                 "assumed_h100_fp32_peak": H100_FP32_PEAK,
                 "projected_h100_hours": projected / 3600,

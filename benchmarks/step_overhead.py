@@ -1,14 +1,17 @@
-"""Time per step of non-private SGD vs DP-SGD (fast GLM clipping path and vmap path).
+"""Time per step of non-private SGD vs DP-SGD (fast GLM clipping path, layer taps, vmap path).
 
 MNIST-shaped random data (60,000 x 784 float32 in [0, 1], 10 classes), softmax regression, at
-batch sizes 256, 1024 and 4096, measured side by side (interleaved repeats, best of each):
+batch sizes 256, 1024 and 4096, measured side by side (interleaved rounds; times are medians, and
+each ratio is the median of the rounds' ratios to the non-private step timed in the same round):
 
 * non-private: the textbook step, ``jax.grad`` of the mean loss on a shuffled fixed-size batch
   plus plain SGD;
-* DP-SGD fast / vmap: :mod:`dpprep.algorithms` with Poisson sampling at expected batch size B
+* DP-SGD fast / taps / vmap: :mod:`dpprep.algorithms` with Poisson sampling at expected batch size B
   (a fresh O(n) Poisson draw per step, the batch padded to ``pad`` rows of the run's
   :class:`dpprep.plan.DPPlan`, mask), per-example clipping (C = 1) by the given path
-  (the fast path's overflow-safe row norms included), Gaussian noise (z = 1).
+  (``clip_method``: the GLM fast path with its overflow-safe row norms; the general layer taps of
+  :mod:`dpprep.taps`, which any network's dense layers take; ``vmap(grad)``), Gaussian noise
+  (z = 1).
 
 Each timing is a jitted ``lax.scan`` of ``STEPS`` steps (compile excluded, ``block_until_ready``)
 divided by ``STEPS``. The fixed per-step cost of the Poisson draw over all n records weighs most
@@ -18,6 +21,7 @@ Run: ``python benchmarks/step_overhead.py > results/benchmarks/step_overhead.txt
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import jax
@@ -32,7 +36,7 @@ from dpprep.plan import DPPlan
 N, D, K = 60_000, 784, 10
 BATCHES = (256, 1024, 4096)
 STEPS = 40
-REPEATS = 5
+ROUNDS = 15
 
 
 def nonprivate_fn(model, batch_size, steps):
@@ -90,36 +94,39 @@ def main() -> None:
     print(machine.start_line())
     print(
         f"data {N}x{D} float32, {K} classes; softmax regression; {STEPS} steps per timing, "
-        f"best of {REPEATS}"
+        f"medians of {ROUNDS} interleaved rounds (ratios: median of the rounds' ratios)"
     )
     print(
-        f"{'B':>6} {'pad':>6} {'nonprivate ms':>14} {'dp fast ms':>11} {'dp vmap ms':>11} "
-        f"{'fast/np':>8} {'vmap/np':>8}"
+        f"{'B':>6} {'pad':>6} {'nonprivate ms':>14} {'dp fast ms':>11} {'dp taps ms':>11} "
+        f"{'dp vmap ms':>11} {'fast/np':>8} {'taps/np':>8} {'vmap/np':>8}"
     )
     ratio_4096 = float("nan")
     for b in BATCHES:
         fns = {
             "np": nonprivate_fn(model, b, STEPS),
             "fast": dp_fn(model, b, STEPS, "fast"),
+            "taps": dp_fn(model, b, STEPS, "taps"),
             "vmap": dp_fn(model, b, STEPS, "vmap"),
         }
         for fn in fns.values():  # compile
             timed(fn, params, x, y, key)
-        best = {name: float("inf") for name in fns}
-        for r in range(REPEATS):
+        times: dict[str, list[float]] = {name: [] for name in fns}
+        for r in range(ROUNDS):
             for name, fn in fns.items():
-                best[name] = min(
-                    best[name], timed(fn, params, x, y, jax.random.PRNGKey(r + 1)) / STEPS
-                )
-        fast_ratio, vmap_ratio = best["fast"] / best["np"], best["vmap"] / best["np"]
+                times[name].append(timed(fn, params, x, y, jax.random.PRNGKey(r + 1)) / STEPS)
+        ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+        ratio = {
+            name: statistics.median(a / b for a, b in zip(times[name], times["np"])) for name in fns
+        }
         pad = dp_plan(b, STEPS).pad
         print(
-            f"{b:>6} {pad:>6} {1e3 * best['np']:>14.3f} {1e3 * best['fast']:>11.3f} "
-            f"{1e3 * best['vmap']:>11.3f} {fast_ratio:>8.2f} {vmap_ratio:>8.2f}",
+            f"{b:>6} {pad:>6} {ms['np']:>14.3f} {ms['fast']:>11.3f} {ms['taps']:>11.3f} "
+            f"{ms['vmap']:>11.3f} {ratio['fast']:>8.2f} {ratio['taps']:>8.2f}"
+            f" {ratio['vmap']:>8.2f}",
             flush=True,
         )
         if b == 4096:
-            ratio_4096 = fast_ratio
+            ratio_4096 = ratio["fast"]
     print(f"overhead fast/nonprivate at B=4096: {ratio_4096:.2f}")
     print(machine.end_line())
 

@@ -28,17 +28,20 @@ sweep's dominant products and nothing else: each step's ``(pad × d) @ (d × P·
 ``(d × pad) @ (pad × P·K)`` for all S seeds, either batched over the seeds (as the sweep's vmap
 runs them) or one seed after the other, whichever is faster, for the sweep's T steps in a
 ``lax.scan`` (each step's operands depend on the previous step, so nothing is hoisted). Each is
-timed with ``block_until_ready``, best of ``REPEATS``, interleaved with the timed sweeps: on a
-machine shared with other processes (the 2-core CPU these numbers come from), a measurement as
-long as the sweep's own products sees the same load as the sweep, where a short one catches the
-quiet moments. The headline ``sweep roofline fraction`` is the sweep's FLOP/s over that rate.
+timed with ``block_until_ready`` in each of ``REPEATS`` rounds, interleaved with the timed sweep
+and loop: on a machine shared with other processes (the 2-core CPU these numbers come from), a
+measurement as long as the sweep's own products sees the same load as the sweep, where a short one
+catches the quiet moments. The headline ``sweep roofline fraction`` is the median over the rounds
+of the round's sweep FLOP/s over that round's rate (and the speed-up, of the round's loop time
+over its sweep time).
 For reference the script also times the single-step product pair (best of ``MATMUL_REPEATS``
 calls) and a 2048³ square product (the machine's near-peak rate), and prints the sweep's
 fraction of each: on a loaded machine those short best-of timings overstate what the machine
 gives a long computation, so their fractions are lower bounds.
 
 **Loop.** The same 100 runs as a Python loop over the jitted single-run function
-(:func:`dpprep.algorithms.engine_fn`); compile time is excluded from both (warm-up call),
+(:func:`dpprep.algorithms.engine_fn`), timed in the same rounds; compile time is excluded from
+both (warm-up call),
 and the run fails unless the vmapped and looped parameters agree to ``TOLERANCE``.
 
 Run: ``python benchmarks/sweep_throughput.py > results/benchmarks/sweep_throughput.txt``.
@@ -67,7 +70,7 @@ SEEDS, LRS = 10, np.geomspace(0.01, 0.5, 10).astype(np.float32)
 # (7e-9 measured on a 2-core CPU) with a 100x margin, yet far below what a mismatched run would
 # give (one step's noise alone is lr·z·C/B ≈ 1e-5 at the smallest rate).
 TOLERANCE = 1e-6
-REPEATS = 3  # timed sweeps and product loops (best of), interleaved
+REPEATS = 3  # interleaved rounds of the product loops, the sweep and the loop (medians)
 MATMUL_REPEATS = 10  # short matmul timings per round (best of)
 SQUARE = 2048
 
@@ -145,31 +148,43 @@ def main() -> None:
         timed(fn, xs, ws, rs)
     timed(one_step, xs[0], ws[0], rs[0])
     timed(square, sq)
-    t_sweep = t_one_step = t_square = float("inf")
-    t_loops = dict.fromkeys(loops, float("inf"))
-    for _ in range(REPEATS):  # interleaved: product loops, short matmuls, then a timed sweep
-        for name, fn in loops.items():
-            t_loops[name] = min(t_loops[name], timed(fn, xs, ws, rs))
+    loop_fn = jax.jit(engine_fn(config))
+    hypers = [with_values(traced(config), {"learning_rate": lr}) for lr in jnp.asarray(LRS)]
+    jax.block_until_ready(loop_fn(hypers[0], params0, x, y, keys[0]))  # compile
+
+    def loop_once():
+        out = [loop_fn(h, params0, x, y, k) for k in keys for h in hypers]
+        jax.block_until_ready(out)
+        return out
+
+    t_one_step = t_square = float("inf")
+    rounds: list[dict[str, float]] = []
+    for _ in range(REPEATS):  # interleaved: product loops, short matmuls, the sweep, the loop
+        this = {name: timed(fn, xs, ws, rs) for name, fn in loops.items()}
         for _ in range(MATMUL_REPEATS):
             t_one_step = min(t_one_step, timed(one_step, xs[0], ws[0], rs[0]))
         for _ in range(MATMUL_REPEATS // 2):
             t_square = min(t_square, timed(square, sq))
         start = time.perf_counter()
         result = sweep_once()  # returns host (numpy) arrays: synchronous
-        t_sweep = min(t_sweep, time.perf_counter() - start)
-    rates = {name: product_flops / t for name, t in t_loops.items()}
+        this["sweep"] = time.perf_counter() - start
+        start = time.perf_counter()
+        results = loop_once()
+        this["loop"] = time.perf_counter() - start
+        rounds.append(this)
+    median = lambda values: float(np.median(list(values)))  # noqa: E731
+    rates = {name: product_flops / median(r[name] for r in rounds) for name in loops}
     rate_shape = max(rates.values())
     rate_one_step = pair_flops / t_one_step
     rate_square = 2 * SQUARE**3 / t_square
+    t_sweep = median(r["sweep"] for r in rounds)
+    t_loop = median(r["loop"] for r in rounds)
     rate_sweep = flops / t_sweep
-
-    loop_fn = jax.jit(engine_fn(config))
-    hypers = [with_values(traced(config), {"learning_rate": lr}) for lr in jnp.asarray(LRS)]
-    jax.block_until_ready(loop_fn(hypers[0], params0, x, y, keys[0]))  # compile
-    start = time.perf_counter()
-    results = [loop_fn(h, params0, x, y, k) for k in keys for h in hypers]
-    jax.block_until_ready(results)
-    t_loop = time.perf_counter() - start
+    # Each round's ratios, then their median: both sides of a ratio saw the same load.
+    fraction = median(
+        (flops / r["sweep"]) / max(product_flops / r[name] for name in loops) for r in rounds
+    )
+    speedup = median(r["loop"] / r["sweep"] for r in rounds)
 
     diff = max(  # over every parameter leaf (w and b) of every run
         float(
@@ -204,8 +219,8 @@ def main() -> None:
         f"fraction of the short best-of rates: one-step pair {rate_sweep / rate_one_step:.2f}, "
         f"{SQUARE}^3 square {rate_sweep / rate_square:.2f}"
     )
-    print(f"sweep speedup vmapped/loop: {t_loop / t_sweep:.1f}")
-    print(f"sweep roofline fraction: {rate_sweep / rate_shape:.2f}")
+    print(f"sweep speedup vmapped/loop: {speedup:.1f} (median of {REPEATS} rounds' ratios)")
+    print(f"sweep roofline fraction: {fraction:.2f} (median of {REPEATS} rounds' ratios)")
     print(machine.end_line())
 
 

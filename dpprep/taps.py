@@ -20,6 +20,22 @@ parameter is found:
 - **any other use** a tap accepts (a bias's ``add``, a scale's ``mul``, a ``dot_general`` of
   another shape): ``g_i`` by the primitive's own VJP at ``(a_i, δ_i)``.
 
+The analysis of a dense layer with a bias (one tap each), and the clipped sum it gives, the
+``vmap`` path's:
+
+>>> import jax, jax.numpy as jnp
+>>> from dpprep import clipping, taps
+>>> loss = lambda p, batch: jnp.sum(jnp.tanh(batch @ p["w"] + p["b"]))
+>>> params = {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}
+>>> batch = jnp.arange(12.0).reshape(4, 3) / 10
+>>> one = lambda p, example: (loss(p, example[None]), None)  # as clipped_grad calls it
+>>> [(t.primitive.name, t.kind) for t in taps.analyse(one, params, batch[0]).taps]
+[('dot_general', 'dense'), ('add', 'vjp')]
+>>> tapped, plain = (clipping.clipped_grad(loss, l2_clip_norm=0.5, method=m)(params, batch)
+...                  for m in ("taps", "vmap"))
+>>> bool(jnp.allclose(tapped.grad["w"], plain.grad["w"], rtol=1e-5))
+True
+
 A parameter reaches its use through layout operations only (reshape, transpose, broadcast, dtype
 conversion), whose VJP takes the use's gradient back to the parameter's shape. Any other use of a
 parameter (two parameters multiplied, a parameter inside a ``scan`` or a custom derivative, …)

@@ -614,12 +614,19 @@ def test_configs_built_the_same_way_share_one_compilation():
 @pytest.mark.slow  # over 8 s on the reference machine (2 cores, 2 test workers)
 def test_a_network_sweep_runs_its_runs_one_by_one_on_cpu_and_they_are_the_batched_runs():
     """On a CPU a network's sweep runs its seeds × points one after the other through one compiled
-    run (batching them was slower there); the GLM fast path, an accelerator or a device mesh batch
+    run when it convolves or is clipped by vmap (batching them was slower there); the GLM fast
+    path, a network without convolutions on layer taps, an accelerator or a device mesh batch
     them. Either way a point is the run `train` makes: per-seed values and per-seed θ0 included."""
     mlp = models.mlp(4, 8, 3)
-    cfg = TrainConfig(mlp, Hyper(0.5), _plan(), track_clip_fraction=True, iterates="both")
+    cfg = TrainConfig(
+        mlp, Hyper(0.5), _plan(), track_clip_fraction=True, iterates="both", clip_method="vmap"
+    )
     assert sweeps.vmaps_runs(CONFIG) and sweeps.vmaps_runs(cfg, mesh=object())
-    assert sweeps.vmaps_runs(cfg) == (jax.default_backend() != "cpu")
+    cpu = jax.default_backend() == "cpu"
+    assert sweeps.vmaps_runs(cfg, convolves=False) == (not cpu)
+    tapped = dataclasses.replace(cfg, clip_method="auto")
+    assert sweeps.vmaps_runs(tapped, convolves=False)
+    assert sweeps.vmaps_runs(tapped, convolves=True) == (not cpu)
     keys = jax.random.split(jax.random.PRNGKey(7), 3)
     params0 = jax.tree_util.tree_map(
         lambda *leaves: jnp.stack(leaves), *[mlp.init(jax.random.PRNGKey(s)) for s in range(3)]
