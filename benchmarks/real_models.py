@@ -379,7 +379,7 @@ def cnn_table(sizes: Sizes, rng) -> None:
 
 NONPRIVATE_JAX = "JAX non-private step"
 TRAIN_NOW = "dpprep train (host calls, now)"
-TRAIN_VMAP = "dpprep train, vmap path (clip_method=\"vmap\", before the taps)"
+TRAIN_VMAP = 'dpprep train, vmap path (clip_method="vmap", before the taps)'
 NONPRIVATE_TORCH = "torch non-private step (same net)"
 OPACUS = "Opacus ghost clipping (torch)"
 
