@@ -190,11 +190,16 @@ def _interpret(
 
 def _dense(eqn: Any, position: int, chain: Sequence[tuple[Any, dict]]) -> bool:
     """A ``dot_general`` whose per-example gradient is one outer product ``a_i ⊗ δ_i``: the weight
-    the right operand (through norm-keeping layout only), no batch dimensions, and one row of
-    the left operand per example."""
+    the right operand (through norm-keeping layout only), operands and result in float32 or
+    wider, no batch dimensions, and one row of the left operand per example."""
     if eqn.primitive.name != "dot_general" or position != 1:
         return False
     if any(p.name not in _NORM_KEEPING for p, _ in chain):
+        return False
+    # The norms' pad and the clipped sum's products assume float32 or wider: a bfloat16 or float16
+    # product would round a_i and s_i·δ_i far more than rounding_pad allows.
+    wide = (jnp.float32, jnp.float64)
+    if any(v.aval.dtype not in wide for v in (*eqn.invars, *eqn.outvars)):
         return False
     (contract_lhs, _), (batch_lhs, batch_rhs) = eqn.params["dimension_numbers"]
     if batch_lhs or batch_rhs:

@@ -193,6 +193,22 @@ def test_shared_weights_and_sequences_are_materialised_not_ghosted():
         _close(tapped.grad, plain.grad)
 
 
+def test_a_half_precision_dense_layer_is_not_ghosted():
+    """A bfloat16 product would round ``a_i`` and ``s_i·δ_i`` far beyond the float32 pad of the
+    dense taps' norms: such a layer's per-example gradients are materialised (the norm is then of
+    exactly what is summed, as on the vmap path)."""
+    params = {"w": jnp.ones((5, 3), jnp.bfloat16)}
+    batch = jnp.ones((4, 5), jnp.bfloat16)
+
+    def loss(p, b):
+        return jnp.sum(jnp.tanh(b @ p["w"]).astype(jnp.float32))
+
+    assert _kinds(loss, params, batch[0]) == ["vjp"]
+    assert _kinds(loss, {"w": params["w"].astype(jnp.float32)}, batch[0].astype(jnp.float32)) == [
+        "dense"
+    ]
+
+
 def test_a_use_no_tap_covers_goes_to_vmap_and_taps_refuses_it_before_compiling():
     """Two parameters multiplied, a parameter through a custom derivative, a parameter returned:
     ``auto`` falls back to ``vmap`` (the same sum); ``method="taps"`` says why, at trace time."""
