@@ -40,6 +40,7 @@ CORE = (
     "step",
     "streams",
     "sweeps",
+    "taps",
     "validation",
     "files",
     "tracing",
