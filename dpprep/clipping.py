@@ -621,26 +621,35 @@ def _clipped_from_taps(
             grads = taps.example_grads(tap, leaves[tap.leaf], a, delta)
             per_leaf[tap.leaf] = per_leaf[tap.leaf] + grads if tap.leaf in per_leaf else grads
     order = sorted(per_leaf)
-    rows = [per_leaf[i].reshape(size, -1) for i in order]
+    rows = {i: per_leaf[i].reshape(size, -1) for i in order}
+    dense_of = {tap.leaf: (a.reshape(size, -1), d.reshape(size, -1)) for tap, a, d in dense}
 
-    def sq_norms(c: float) -> Array:
-        root = float(np.sqrt(c))  # c is 1 or 2⁻¹⁰⁰: exact
-        terms = [pairwise_row_sum(jnp.square(c * g)) for g in rows]
-        terms += [
-            pairwise_row_sum(jnp.square(root * a.reshape(size, -1)))
-            * pairwise_row_sum(jnp.square(root * d.reshape(size, -1)))
-            for _, a, d in dense
-        ]
-        return _pairwise_list_sum(terms)
+    def leaf_norm(i: int) -> Array:
+        """Leaf ``i``'s per-example norm, overflow-safe (:func:`_safe_norms`)."""
+        if i in rows:
+            return _safe_norms(lambda c: pairwise_row_sum(jnp.square(c * rows[i])))
+        if i in dense_of:
+            a, d = dense_of[i]
+            return _safe_norms(
+                lambda c: (
+                    pairwise_row_sum(jnp.square(float(np.sqrt(c)) * a))  # √c: exact
+                    * pairwise_row_sum(jnp.square(float(np.sqrt(c)) * d))
+                )
+            )
+        return jnp.zeros((size,), jnp.float32)  # a leaf the loss does not use
 
-    norms = _safe_norms(sq_norms)
+    # The global norm over the leaves' norms goes through the same function as the vmap path's
+    # (a column per leaf holding its norm has the leaf's norm): one rule, and one place a bug in
+    # it would show on every path.
+    norms = _global_norms([leaf_norm(i)[:, None] for i in range(len(leaves))])
     # A materialised leaf's square: as norm_roundings. A dense tap's: the two sums' squares and
-    # additions, their product, and the realised a_i·(s_i·δ_i) (two more roundings).
-    roundings = [1 + pairwise_depth(g.shape[1]) for g in rows]
+    # additions, their product, and the realised a_i·(s_i·δ_i) (two more roundings). Then the
+    # leaf norm's root and its square again in _global_norms (3 more), and the sum over leaves.
+    roundings = [1 + pairwise_depth(g.shape[1]) for g in rows.values()]
     roundings += [
-        5 + pairwise_depth(a.size // size) + pairwise_depth(d.size // size) for _, a, d in dense
+        5 + pairwise_depth(a.shape[1]) + pairwise_depth(d.shape[1]) for a, d in dense_of.values()
     ]
-    pad = rounding_pad(max(roundings) + pairwise_depth(len(roundings)))
+    pad = rounding_pad(max(roundings) + 3 + pairwise_depth(len(leaves)))
     scale = clip_factors(norms * pad, clip, weights)
     finite = jnp.isfinite(norms)
     sums: list[Array | None] = [None] * len(leaves)

@@ -318,3 +318,26 @@ def test_a_batch_mixing_model_cannot_mix_examples_through_the_taps():
         return grad_fn(params, b, mask=rest).grad
 
     _close(one(batch), one(moved), rtol=1e-6)
+
+
+def test_the_audits_norm_bugs_reach_the_taps_path():
+    """The audit plants its global-norm bugs in ``clipping._global_norms``; the taps path takes its
+    global norm over the leaves there too (a column per leaf holding that leaf's norm), so the
+    planted bug reaches what users run: a norm over the first two leaves only misses the third."""
+    from dpprep import auditing
+    from experiments.audit.inject import inject
+
+    model = auditing.multi_leaf_linear_loss_model(((0, 1), (2,), (3,)))
+    params = model.init(None)
+    x = jnp.asarray([[3.0, 0.0, 0.0, 4.0], [0.0, 1.0, 0.0, 0.0]])
+    y = jnp.ones(2)
+
+    def norms(method):
+        return np.asarray(
+            clipping.clipped_grad(model, l2_clip_norm=1.0, method=method)(params, (x, y)).norms
+        )
+
+    np.testing.assert_allclose(norms("auto"), [5.0, 1.0], rtol=1e-6)
+    with inject("leaves_after_two_unnormed"):
+        np.testing.assert_allclose(norms("auto"), [3.0, 1.0], rtol=1e-6)
+        np.testing.assert_allclose(norms("vmap"), [3.0, 1.0], rtol=1e-6)
