@@ -2189,7 +2189,8 @@ def noise_test(null: ArrayLike, *, significance: float) -> NoiseTest:
 def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model:
     """:func:`linear_loss_model` over two parameter leaves (``w`` on the first ``w_features``
     columns, ``v`` on the rest) and without a ``residual``: its per-example gradients go through
-    the per-example (``vmap``) clipping path, whose norm is taken over every leaf."""
+    the general clipping path (layer taps, :mod:`dpprep.taps`), whose norm is taken over every
+    leaf."""
 
     def init(key):
         del key
@@ -2213,7 +2214,8 @@ def two_leaf_linear_loss_model(w_features: int, v_features: int) -> models.Model
 def multi_leaf_linear_loss_model(columns: tuple[tuple[int, ...], ...]) -> models.Model:
     """:func:`linear_loss_model` over ``len(columns)`` parameter leaves: leaf ``w<i>`` weighs the
     feature columns ``columns[i]``. Without a ``residual``, its per-example gradients go through
-    the per-example (``vmap``) clipping path, whose norm is taken over every leaf."""
+    the general clipping path (layer taps, :mod:`dpprep.taps`), whose norm is taken over every
+    leaf."""
     index = [jnp.asarray(c) for c in columns]
 
     def init(key):
