@@ -417,8 +417,3 @@ def dense_sum(tap: Tap, leaf: Array, a: Array, weighted_delta: Array, precision:
     (use_sum,) = use_back(weighted_delta.astype(view.dtype))
     (total,) = back(use_sum)
     return total
-
-
-def dense_sizes(a: Array, delta: Array) -> tuple[int, int]:
-    """The entries per example of a dense tap's input row and output cotangent."""
-    return int(np.prod(a.shape[1:])), int(np.prod(delta.shape[1:]))
